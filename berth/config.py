@@ -1,0 +1,298 @@
+"""berth's configuration: one TOML file, and four environment variables.
+
+Where the file is read from (the first that applies):
+
+1. ``$BERTH_CONFIG`` if set: that file only (an empty value reads no file at all);
+2. otherwise ``/etc/berth/config.toml`` (the admin's), then ``~/.config/berth/config.toml``
+   (``$XDG_CONFIG_HOME`` honoured); keys in the user's file override the admin's, per section.
+
+Environment variables (they override the file):
+
+- ``BERTH_CONFIG``: the config file to read
+- ``BERTH_CLAIMS_DIR``: the claim ledger directory shared by all users of the host
+- ``BERTH_STATE_DIR``: the daemon's state directory (database, job logs)
+- ``BERTH_SOCKET``: the daemon's UNIX socket
+
+Example::
+
+    [inventory]
+    # Declare logical GPUs instead of reading NVML (machines without a driver, tests, demos):
+    gpus = 5              # GPUs 0..4
+    unavailable = [3, 4]  # as seed 004's `--init 5 3 4`
+    memory = "80G"        # memory of each logical GPU, so `--mem` shares can be checked
+    # With NVML: manage only some GPUs, and ban others (by index or UUID) or by name.
+    manage = [0, 1, 2, 3]
+    ban = ["GPU-8e4c..."]
+    ban_names = ["K80"]
+
+    [claims]
+    dir = "/run/berth"
+    admin_group = "gpuadmin"   # members may `berth release` others' claims (root always may)
+
+    [daemon]
+    socket = "/run/berth/daemon.sock"
+    state_dir = "/var/lib/berth"
+    poll_interval = 5          # seconds between NVML polls (only to see what others do)
+"""
+
+from __future__ import annotations
+
+import os
+
+from berth.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SYSTEM_CONFIG = "/etc/berth/config.toml"
+ENV_CONFIG = "BERTH_CONFIG"
+ENV_CLAIMS_DIR = "BERTH_CLAIMS_DIR"
+ENV_STATE_DIR = "BERTH_STATE_DIR"
+ENV_SOCKET = "BERTH_SOCKET"
+
+_SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
+    "inventory": {
+        "gpus": (int,),
+        "unavailable": (list,),
+        "memory": (str, int),
+        "name": (str,),
+        "manage": (list,),
+        "ban": (list,),
+        "ban_names": (list,),
+    },
+    "claims": {"dir": (str,), "admin_group": (str,)},
+    "daemon": {
+        "socket": (str,),
+        "state_dir": (str,),
+        "poll_interval": (int, float),
+        "policy": (str,),
+        "max_job_time": (str, int, float),
+        "kill_after": (str, int, float),
+    },
+}
+
+
+class Inventory:
+    """What GPUs berth manages: declared logical GPUs, or NVML's restricted by manage/ban."""
+
+    __slots__ = ("ban", "ban_names", "declared", "manage", "memory", "name", "unavailable")
+
+    def __init__(
+        self,
+        declared: int | None = None,
+        unavailable: tuple[int, ...] = (),
+        memory: int | None = None,
+        name: str = "logical GPU",
+        manage: tuple[str, ...] | None = None,
+        ban: tuple[str, ...] = (),
+        ban_names: tuple[str, ...] = (),
+    ) -> None:
+        self.declared = declared  # number of logical GPUs, or None to read NVML
+        self.unavailable = unavailable
+        self.memory = memory
+        self.name = name
+        self.manage = manage  # ids/UUIDs; None = all
+        self.ban = ban
+        self.ban_names = ban_names
+
+    def is_banned(self, index: int, uuid: str, name: str) -> str | None:
+        """Why this GPU is not managed by berth (a short reason), or None."""
+        if self.manage is not None and str(index) not in self.manage and uuid not in self.manage:
+            return "not in inventory.manage"
+        if str(index) in self.ban or uuid in self.ban:
+            return "banned in config (inventory.ban)"
+        if self.declared is not None and index in self.unavailable:
+            return "declared unavailable (inventory.unavailable)"
+        for banned in self.ban_names:
+            if banned.lower() in name.lower():
+                return f"name matches banned {banned!r} (inventory.ban_names)"
+        return None
+
+
+class Config:
+    """The merged configuration. Build with :func:`load`."""
+
+    __slots__ = (
+        "admin_group",
+        "claims_dir",
+        "files",
+        "inventory",
+        "kill_after",
+        "max_job_time",
+        "policy",
+        "poll_interval",
+        "socket",
+        "state_dir",
+    )
+
+    def __init__(self) -> None:
+        self.files: tuple[str, ...] = ()
+        self.inventory = Inventory()
+        self.claims_dir: str | None = None
+        self.admin_group: str | None = None
+        self.socket: str | None = None
+        self.state_dir: str | None = None
+        self.poll_interval: float = 5.0
+        self.policy: str | None = None
+        self.max_job_time: float | None = None
+        self.kill_after: float = 30.0
+
+
+def config_files() -> list[str]:
+    """The files that :func:`load` reads, in order (existing or not)."""
+    explicit = os.environ.get(ENV_CONFIG)
+    if explicit is not None:
+        return [explicit] if explicit else []
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return [SYSTEM_CONFIG, os.path.join(xdg, "berth", "config.toml")]
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        if os.environ.get(ENV_CONFIG) == path:
+            raise ConfigError(
+                f"config file {path!r} (from ${ENV_CONFIG}) does not exist: "
+                f"create it or unset {ENV_CONFIG}"
+            ) from None
+        return {}
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
+
+
+def _check(path: str, raw: dict[str, Any]) -> None:
+    for section, values in raw.items():
+        keys = _SECTIONS.get(section)
+        if keys is None or not isinstance(values, dict):
+            known = ", ".join(f"[{s}]" for s in _SECTIONS)
+            raise ConfigError(
+                f"config file {path!r}: unknown section [{section}]; known sections: {known}"
+            )
+        for key, value in values.items():
+            types = keys.get(key)
+            if types is None:
+                raise ConfigError(
+                    f"config file {path!r}: unknown key {key!r} in [{section}]; "
+                    f"known: {', '.join(keys)}"
+                )
+            if not isinstance(value, types) or isinstance(value, bool):
+                names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+                want = " or ".join(names[t] for t in types)
+                raise ConfigError(
+                    f"config file {path!r}: [{section}] {key} = {value!r} must be {want}"
+                )
+
+
+def _ids(path: str, key: str, values: list[Any]) -> tuple[str, ...]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 0):
+            raise ConfigError(
+                f"config file {path!r}: [inventory] {key} has {v!r}; "
+                "use GPU indices (0, 1) or UUIDs ('GPU-...')"
+            )
+        out.append(str(v).strip())
+    return tuple(out)
+
+
+def load() -> Config:
+    """Read the config file(s) and the BERTH_* environment. Raises ConfigError on bad input."""
+    from berth.units import parse_duration, parse_size
+
+    cfg = Config()
+    merged: dict[str, dict[str, Any]] = {}
+    read: list[str] = []
+    for path in config_files():
+        raw = _read_toml(path)
+        if not raw and not os.path.exists(path):
+            continue
+        _check(path, raw)
+        read.append(path)
+        for section, values in raw.items():
+            merged.setdefault(section, {}).update({k: (path, v) for k, v in values.items()})
+    cfg.files = tuple(read)
+
+    def get(section: str, key: str) -> tuple[str, Any] | None:
+        return merged.get(section, {}).get(key)
+
+    inv = cfg.inventory
+    if (item := get("inventory", "gpus")) is not None:
+        path, n = item
+        if not 1 <= n <= 1024:
+            raise ConfigError(f"config file {path!r}: [inventory] gpus = {n} must be 1 to 1024")
+        inv.declared = n
+    if (item := get("inventory", "unavailable")) is not None:
+        path, values = item
+        ids = _ids(path, "unavailable", values)
+        if not all(i.isdigit() for i in ids):
+            raise ConfigError(f"config file {path!r}: [inventory] unavailable takes indices")
+        inv.unavailable = tuple(int(i) for i in ids)
+    if (item := get("inventory", "memory")) is not None:
+        path, value = item
+        try:
+            inv.memory = parse_size(value if isinstance(value, str) else str(value))
+        except ValueError as e:
+            raise ConfigError(f"config file {path!r}: [inventory] memory: {e}") from None
+    if (item := get("inventory", "name")) is not None:
+        inv.name = item[1]
+    if (item := get("inventory", "manage")) is not None:
+        inv.manage = _ids(item[0], "manage", item[1])
+    if (item := get("inventory", "ban")) is not None:
+        inv.ban = _ids(item[0], "ban", item[1])
+    if (item := get("inventory", "ban_names")) is not None:
+        inv.ban_names = tuple(str(v) for v in item[1])
+
+    for key, attr in (("dir", "claims_dir"), ("admin_group", "admin_group")):
+        if (item := get("claims", key)) is not None:
+            setattr(cfg, attr, item[1])
+    for key in ("socket", "state_dir", "policy"):
+        if (item := get("daemon", key)) is not None:
+            setattr(cfg, key, item[1])
+    if (item := get("daemon", "poll_interval")) is not None:
+        path, value = item
+        if not 0 < value <= 3600:
+            raise ConfigError(
+                f"config file {path!r}: [daemon] poll_interval = {value} must be in (0, 3600]"
+            )
+        cfg.poll_interval = float(value)
+    for key in ("max_job_time", "kill_after"):
+        if (item := get("daemon", key)) is not None:
+            path, value = item
+            try:
+                setattr(cfg, key, parse_duration(value, what=f"[daemon] {key}"))
+            except ValueError as e:
+                raise ConfigError(f"config file {path!r}: {e}") from None
+
+    env = os.environ
+    cfg.claims_dir = env.get(ENV_CLAIMS_DIR) or cfg.claims_dir
+    cfg.state_dir = env.get(ENV_STATE_DIR) or cfg.state_dir
+    cfg.socket = env.get(ENV_SOCKET) or cfg.socket
+    return cfg
+
+
+_cached: Config | None = None
+
+
+def get() -> Config:
+    """The configuration of this process, loaded once."""
+    global _cached
+    if _cached is None:
+        _cached = load()
+    return _cached
+
+
+def reset() -> None:
+    """Forget the cached configuration (tests change BERTH_* variables)."""
+    global _cached
+    _cached = None
