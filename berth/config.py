@@ -161,12 +161,15 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
+    else:  # Python 3.10
         import tomli as tomllib
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        result: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+        return result
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
 

@@ -34,7 +34,7 @@ class _Frozen:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()  # type: ignore[attr-defined,unused-ignore]
 
     def __hash__(self) -> int:
         return hash(self._values())
@@ -53,7 +53,7 @@ class _Frozen:
 class GpuProcess(_Frozen):
     """A process that uses a GPU, as NVML reports it, with what /proc tells of it."""
 
-    __slots__ = ("pid", "used_memory", "kind", "user", "command")
+    __slots__ = ("command", "kind", "pid", "used_memory", "user")
 
     pid: int
     used_memory: int | None  # bytes; None where the driver cannot say (e.g. no permission)
@@ -85,23 +85,23 @@ class GpuSnapshot(_Frozen):
     """
 
     __slots__ = (
+        "error",
+        "healthy",
         "index",
-        "uuid",
-        "name",
-        "pci_bus_id",
+        "logical",
+        "memory_free",
         "memory_total",
         "memory_used",
-        "memory_free",
-        "utilization",
         "memory_utilization",
+        "name",
+        "pci_bus_id",
+        "performance_state",
         "power_draw",
         "power_limit",
-        "temperature",
-        "performance_state",
         "processes",
-        "healthy",
-        "error",
-        "logical",
+        "temperature",
+        "utilization",
+        "uuid",
     )
 
     index: int
