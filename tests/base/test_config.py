@@ -1,0 +1,104 @@
+"""The config file and the BERTH_* environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from berth import config
+from berth.errors import EXIT_USAGE, ConfigError
+from berth.units import GIB
+
+
+@pytest.fixture
+def cfg_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("BERTH_CONFIG", str(path))
+    for var in ("BERTH_CLAIMS_DIR", "BERTH_STATE_DIR", "BERTH_SOCKET"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+def test_declared_inventory_like_seed_004_init(cfg_file: Path) -> None:
+    cfg_file.write_text('[inventory]\ngpus = 5\nunavailable = [3, 4]\nmemory = "80G"\n')
+    cfg = config.load()
+    inv = cfg.inventory
+    assert inv.declared == 5
+    assert inv.memory == 80 * GIB
+    assert inv.is_banned(3, "LOGICAL-3", "logical GPU")
+    assert inv.is_banned(2, "LOGICAL-2", "logical GPU") is None
+
+
+def test_manage_and_ban_like_seed_000(cfg_file: Path) -> None:
+    cfg_file.write_text(
+        '[inventory]\nmanage = [0, 1, "GPU-aaaa"]\nban = [1]\nban_names = ["K80"]\n'
+    )
+    inv = config.load().inventory
+    assert inv.is_banned(0, "GPU-x", "NVIDIA A100") is None
+    assert "ban" in (inv.is_banned(1, "GPU-y", "NVIDIA A100") or "")
+    assert "manage" in (inv.is_banned(2, "GPU-z", "NVIDIA A100") or "")
+    assert inv.is_banned(5, "GPU-aaaa", "Tesla K80") is not None  # by name
+    assert inv.is_banned(5, "GPU-aaaa", "NVIDIA A100") is None  # by uuid
+
+
+def test_environment_overrides_file(cfg_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg_file.write_text('[claims]\ndir = "/from/file"\n[daemon]\nsocket = "/s"\n')
+    monkeypatch.setenv("BERTH_CLAIMS_DIR", "/from/env")
+    cfg = config.load()
+    assert cfg.claims_dir == "/from/env"
+    assert cfg.socket == "/s"
+    assert cfg.files == (str(cfg_file),)
+
+
+def test_empty_berth_config_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BERTH_CONFIG", "")
+    assert config.config_files() == []
+    assert config.load().inventory.declared is None
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[inventory\ngpus = 4\n", "malformed"),
+        ("[inventroy]\ngpus = 4\n", "unknown section [inventroy]"),
+        ("[inventory]\ngpu = 4\n", "unknown key 'gpu'"),
+        ('[inventory]\ngpus = "four"\n', "gpus = 'four' must be an integer"),
+        ("[inventory]\ngpus = 0\n", "gpus = 0 must be 1 to 1024"),
+        ('[inventory]\nmemory = "lots"\n', "'lots'"),
+        ("[daemon]\npoll_interval = -1\n", "poll_interval = -1"),
+        ('[inventory]\nban = [1.5]\n', "1.5"),
+    ],
+)
+def test_bad_config_is_a_usage_error_naming_the_value(
+    cfg_file: Path, text: str, needle: str
+) -> None:
+    cfg_file.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        config.load()
+    assert needle in str(e.value)
+    assert str(cfg_file) in str(e.value)
+    assert e.value.exit_code == EXIT_USAGE
+
+
+def test_missing_explicit_config_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BERTH_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load()
+
+
+def test_user_file_overrides_system_file_per_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    system = tmp_path / "etc.toml"
+    user_home = tmp_path / "xdg"
+    (user_home / "berth").mkdir(parents=True)
+    system.write_text('[claims]\ndir = "/sys"\nadmin_group = "gpuadmin"\n')
+    (user_home / "berth" / "config.toml").write_text('[claims]\ndir = "/user"\n')
+    monkeypatch.delenv("BERTH_CONFIG", raising=False)
+    monkeypatch.delenv("BERTH_CLAIMS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(user_home))
+    monkeypatch.setattr(config, "SYSTEM_CONFIG", str(system))
+    cfg = config.load()
+    assert cfg.claims_dir == "/user"
+    assert cfg.admin_group == "gpuadmin"
