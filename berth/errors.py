@@ -52,6 +52,10 @@ class NotEnoughGpus(BerthError):
 
     exit_code = EXIT_UNSATISFIED
 
+    def __init__(self, message: str, reasons: dict[int, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.reasons: dict[int, list[str]] = reasons or {}  # GPU index -> why it did not qualify
+
 
 class Refused(BerthError, PermissionError):
     """The caller may not do this (another user's claim or job; admin only)."""

@@ -1,0 +1,176 @@
+"""berth's Python API for seeing and picking GPUs: ``berth.gpus()`` and ``berth.select(...)``.
+
+>>> import berth
+>>> for g in berth.gpus():
+...     print(g.index, g.name, g.memory_free, g.utilization)
+>>> ids = [g.index for g in berth.select(2, min_free="20G")]
+
+``berth.select`` takes the same parameters as ``berth select`` and raises
+``berth.errors.NotEnoughGpus`` (its message says why each other GPU did not qualify) when
+fewer GPUs qualify than asked. It only picks: to hold GPUs against others use
+``berth.acquire``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from berth.errors import NotEnoughGpus
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from berth.config import Config
+    from berth.devices.model import GpuSnapshot
+    from berth.select import Held, Selection
+
+__all__ = ["banned_reasons", "gpus", "select", "selection"]
+
+
+def _config() -> Config:
+    from berth import config
+
+    return config.get()
+
+
+def _read(cfg: Config, *, all: bool, process_details: bool) -> list[GpuSnapshot]:
+    from berth.devices import read_gpus
+
+    snaps = read_gpus(cfg, process_details=process_details)
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not all and cvd is not None:
+        from berth.devices.visible import restrict_to_visible
+
+        snaps = restrict_to_visible(snaps, cvd)
+    return snaps
+
+
+def gpus(*, all: bool = False) -> list[GpuSnapshot]:
+    """Frozen snapshots of the GPUs (NVML, or the declared inventory), in NVML order.
+
+    Only the GPUs named by ``CUDA_VISIBLE_DEVICES`` (when it is set) unless ``all=True``, like
+    gpuselect's ``gpustatus(only_cvd=True)``. Raises NvmlUnavailable without a driver (and no
+    declared inventory).
+    """
+    return _read(_config(), all=all, process_details=True)
+
+
+def banned_reasons(cfg: Config, snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
+    """GPU index -> why the config keeps berth off it (inventory manage/ban/ban_names)."""
+    out: dict[int, str] = {}
+    for g in snaps:
+        why = cfg.inventory.is_banned(g.index, g.uuid, g.name)
+        if why is not None:
+            out[g.index] = why
+    return out
+
+
+def held_by_berth(cfg: Config) -> Mapping[str, Held] | None:
+    """What berth claims hold, by GPU uuid; None until the claim ledger exists.
+
+    Seam for the claims package: ``berth.claims.held_by_uuid(cfg) -> Mapping[str, Held]``.
+    """
+    try:
+        from berth.claims import held_by_uuid  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    result: Mapping[str, Held] | None = held_by_uuid(cfg)
+    return result
+
+
+def selection(
+    count: int = 1,
+    *,
+    min_free: int | str | None = None,
+    max_util: float | None = 0,
+    max_mem_util: float | None = 0,
+    max_power: float | None = None,
+    max_procs: int | None = 0,
+    name: str | None = None,
+    only: object = None,
+    exclude: object = None,
+    order: str = "random",
+    prefer: object = None,
+    predicate: Callable[[GpuSnapshot], bool] | None = None,
+    banned_names: Sequence[str] | None = None,
+    all: bool = False,
+    share: float = 1.0,
+    mem: int | str | None = None,
+    seed: int | None = None,
+) -> Selection:
+    """Like :func:`select` but returns the whole :class:`berth.select.Selection` (chosen,
+    rejected with reasons) and never raises for a shortfall. Reads the GPUs, the config bans
+    and berth's claims."""
+    from berth.select import Request
+    from berth.select import select as _select
+    from berth.units import parse_size
+
+    request = Request(
+        count,
+        min_free=None if min_free is None else parse_size(min_free, what="--min-free"),
+        max_util=max_util,
+        max_mem_util=max_mem_util,
+        max_power=max_power,
+        max_procs=max_procs,
+        name=name,
+        only=only,
+        exclude=exclude,
+        order=order,
+        prefer=prefer,
+        predicate=predicate,
+        banned_names=banned_names,
+        share=share,
+        mem=None if mem is None else parse_size(mem, what="--mem"),
+        seed=seed,
+    )
+    cfg = _config()
+    snaps = _read(cfg, all=all, process_details=False)
+    request.banned.update(banned_reasons(cfg, snaps))
+    return _select(snaps, request, held_by_berth(cfg))
+
+
+def select(
+    count: int = 1,
+    *,
+    min_free: int | str | None = None,
+    max_util: float | None = 0,
+    max_mem_util: float | None = 0,
+    max_power: float | None = None,
+    max_procs: int | None = 0,
+    name: str | None = None,
+    only: object = None,
+    exclude: object = None,
+    order: str = "random",
+    prefer: object = None,
+    predicate: Callable[[GpuSnapshot], bool] | None = None,
+    banned_names: Sequence[str] | None = None,
+    all: bool = False,
+) -> list[GpuSnapshot]:
+    """Pick ``count`` GPUs that qualify; the parameters are those of ``berth select``.
+
+    ``min_free`` is bytes or a size string ("20G"); ``max_util``/``max_mem_util`` are
+    percentages, ``max_power`` watts; ``None`` disables a filter. ``only``/``exclude``/
+    ``prefer`` take indices or UUIDs. ``order`` is one of random, free, util, packed, index.
+    ``predicate`` gets each GpuSnapshot and returns True to keep it. Raises NotEnoughGpus
+    with the reason for every GPU that does not qualify; UsageError on bad input.
+    """
+    sel = selection(
+        count,
+        min_free=min_free,
+        max_util=max_util,
+        max_mem_util=max_mem_util,
+        max_power=max_power,
+        max_procs=max_procs,
+        name=name,
+        only=only,
+        exclude=exclude,
+        order=order,
+        prefer=prefer,
+        predicate=predicate,
+        banned_names=banned_names,
+        all=all,
+    )
+    if not sel.ok:
+        raise NotEnoughGpus(sel.explain_shortfall(), sel.rejected)
+    return sel.chosen
