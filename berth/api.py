@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from berth.devices.model import GpuSnapshot
     from berth.select import Held, Selection
 
-__all__ = ["banned_reasons", "gpus", "select", "selection"]
+__all__ = ["banned_reasons", "gpus", "read", "select", "selection"]
 
 
 def _config() -> Config:
@@ -34,7 +34,8 @@ def _config() -> Config:
     return config.get()
 
 
-def _read(cfg: Config, *, all: bool, process_details: bool) -> list[GpuSnapshot]:
+def read(cfg: Config, *, all: bool = False, process_details: bool = True) -> list[GpuSnapshot]:
+    """Snapshots for ``cfg``, restricted to CUDA_VISIBLE_DEVICES unless ``all``."""
     from berth.devices import read_gpus
 
     snaps = read_gpus(cfg, process_details=process_details)
@@ -53,7 +54,7 @@ def gpus(*, all: bool = False) -> list[GpuSnapshot]:
     gpuselect's ``gpustatus(only_cvd=True)``. Raises NvmlUnavailable without a driver (and no
     declared inventory).
     """
-    return _read(_config(), all=all, process_details=True)
+    return read(_config(), all=all, process_details=True)
 
 
 def banned_reasons(cfg: Config, snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
@@ -125,7 +126,7 @@ def selection(
         seed=seed,
     )
     cfg = _config()
-    snaps = _read(cfg, all=all, process_details=False)
+    snaps = read(cfg, all=all, process_details=False)
     request.banned.update(banned_reasons(cfg, snaps))
     return _select(snaps, request, held_by_berth(cfg))
 

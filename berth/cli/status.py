@@ -1,0 +1,260 @@
+"""Show the GPUs, what runs on them, and who holds them: one screen, read at a glance.
+
+Per GPU: index, name, memory used/total, utilisation, memory-bandwidth utilisation, power
+draw/limit ("n/a" where the driver cannot say), temperature, and health; under it, each
+process with pid, user, GPU memory and command. GPUs banned or not managed in the config
+are marked; GPUs of a declared inventory say "(declared, no telemetry)".
+
+examples:
+  berth status                  the GPUs this shell may use (CUDA_VISIBLE_DEVICES) or all
+  berth status --all            every GPU, whatever CUDA_VISIBLE_DEVICES says
+  berth status --watch          refresh every 2 s in place; Ctrl-C to stop
+  berth status --watch 0.5      refresh twice a second
+  berth status --json | jq '.gpus[] | {index, memory_free, utilization}'
+
+--json prints one object: "source" ("nvml" or "declared") and "gpus", a list with every
+field of a GPU snapshot (bytes, watts, percent; null where unsupported) plus "banned".
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from berth.config import Config
+    from berth.devices.model import GpuSnapshot
+
+HELP = "show GPUs, their processes and who holds them"
+
+# Other parts of berth add sections to this screen (claims, the daemon's queue) by naming a
+# function here as "module:function". It gets (gpus, cfg) and returns a Section or None; a
+# module that cannot be imported is skipped, so the list may name parts not installed.
+PROVIDERS: list[str] = []
+
+
+class Section:
+    """What a provider adds: a titled block of lines after the GPU table, notes under given
+    GPUs (index -> lines, e.g. "held by alice (lease 3f2a)"), and JSON data under ``key``."""
+
+    __slots__ = ("data", "key", "lines", "notes", "title")
+
+    def __init__(
+        self,
+        key: str,
+        title: str = "",
+        lines: Sequence[str] = (),
+        notes: Mapping[int, Sequence[str]] | None = None,
+        data: object = None,
+    ) -> None:
+        self.key = key
+        self.title = title
+        self.lines = list(lines)
+        self.notes = dict(notes or {})
+        self.data = data
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--watch",
+        nargs="?",
+        const="2",
+        metavar="SECONDS",
+        help="refresh in place every SECONDS (default 2) until Ctrl-C",
+    )
+    p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES")
+
+
+def sections(gpus: Sequence[GpuSnapshot], cfg: Config) -> list[Section]:
+    """Ask every provider in PROVIDERS for its section."""
+    import importlib
+
+    out = []
+    for spec in PROVIDERS:
+        module, _, func = spec.partition(":")
+        try:
+            provider = getattr(importlib.import_module(module), func)
+        except (ImportError, AttributeError):
+            continue
+        section = provider(gpus, cfg)
+        if section is not None:
+            out.append(section)
+    return out
+
+
+def _pct(v: int | None) -> str:
+    return "n/a" if v is None else f"{v}%"
+
+
+def _power(g: GpuSnapshot) -> str:
+    if g.power_draw is None:
+        return "n/a"
+    if g.power_limit is None:
+        return f"{g.power_draw:.0f}W"
+    return f"{g.power_draw:.0f}W/{g.power_limit:.0f}W"
+
+
+def _memory(g: GpuSnapshot) -> str:
+    from berth.units import format_size
+
+    if g.memory_used is None and g.memory_total is None:
+        return "n/a"
+    return f"{format_size(g.memory_used)} / {format_size(g.memory_total)}"
+
+
+def _state(g: GpuSnapshot, banned: str | None) -> str:
+    parts = []
+    if not g.healthy:
+        parts.append(f"UNHEALTHY: {g.error or 'unknown error'}")
+    elif g.logical:
+        parts.append("(declared, no telemetry)")
+    elif g.processes:
+        parts.append("busy")
+    else:
+        parts.append("idle")
+    if banned:
+        parts.append(f"[not managed: {banned}]")
+    return " ".join(parts)
+
+
+def render(
+    gpus: Sequence[GpuSnapshot],
+    banned: Mapping[int, str],
+    extra: Sequence[Section] = (),
+    width: int | None = None,
+) -> str:
+    """The status screen as text. ``extra`` sections add notes under GPUs and blocks below."""
+    from berth.units import format_size
+
+    if not gpus:
+        return "no GPUs (check CUDA_VISIBLE_DEVICES, or `berth status --all`)\n"
+    head = ("GPU", "NAME", "MEMORY", "UTIL", "MEM", "POWER", "TEMP", "STATE")
+    rows = []
+    for g in gpus:
+        temp = "n/a" if g.temperature is None else f"{g.temperature}C"
+        if g.logical:
+            row = (str(g.index), g.name, "", "", "", "", "", _state(g, banned.get(g.index)))
+        else:
+            row = (
+                str(g.index),
+                g.name,
+                _memory(g),
+                _pct(g.utilization),
+                _pct(g.memory_utilization),
+                _power(g),
+                temp,
+                _state(g, banned.get(g.index)),
+            )
+        rows.append(row)
+    widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head) - 1)]
+    right = {0, 2, 3, 4, 5, 6}
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            c.rjust(w) if k in right else c.ljust(w)
+            for k, (c, w) in enumerate(zip(cells, widths, strict=False))
+        ]
+        return "  ".join([*out, cells[-1]]).rstrip()
+
+    notes: dict[int, list[str]] = {}
+    for section in extra:
+        for index, lines in section.notes.items():
+            notes.setdefault(index, []).extend(lines)
+    indent = " " * (widths[0] + 2)
+    text = [line(head)]
+    for g, row in zip(gpus, rows, strict=True):
+        text.append(line(row))
+        for note in notes.get(g.index, ()):
+            text.append(f"{indent}{note}")
+        if g.processes is None and g.healthy and not g.logical:
+            text.append(f"{indent}processes: n/a")
+        for p in g.processes or ():
+            user = p.user or "?"
+            cmd = p.command or "?"
+            text.append(f"{indent}{p.pid:>7}  {user:<10} {format_size(p.used_memory):>7}  {cmd}")
+    for section in extra:
+        if section.lines:
+            text.append("")
+            if section.title:
+                text.append(section.title)
+            text.extend(section.lines)
+    if width:
+        text = [t if len(t) <= width else t[: width - 1] + "~" for t in text]
+    return "\n".join(text) + "\n"
+
+
+def _source(cfg: Config, gpus: Sequence[GpuSnapshot]) -> str:
+    if cfg.inventory.declared is not None or (gpus and all(g.logical for g in gpus)):
+        return "declared"
+    return "nvml"
+
+
+def to_json(
+    gpus: Sequence[GpuSnapshot], cfg: Config, banned: Mapping[int, str], extra: Sequence[Section]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": _source(cfg, gpus), "gpus": []}
+    for g in gpus:
+        d = g.to_dict()
+        d["banned"] = banned.get(g.index)
+        out["gpus"].append(d)
+    for section in extra:
+        if section.data is not None:
+            out[section.key] = section.data
+    return out
+
+
+def _width() -> int | None:
+    if not sys.stdout.isatty():
+        return None
+    import os
+
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return None
+
+
+def snapshot_text(args: argparse.Namespace) -> str:
+    """One full read and render (text or JSON)."""
+    from berth import config
+    from berth.api import banned_reasons, read
+
+    cfg = config.get()
+    gpus = read(cfg, all=args.all, process_details=True)
+    banned = banned_reasons(cfg, gpus)
+    extra = sections(gpus, cfg)
+    if args.json:
+        import json
+
+        return json.dumps(to_json(gpus, cfg, banned, extra), indent=2) + "\n"
+    return render(gpus, banned, extra, width=_width())
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.watch is None:
+        sys.stdout.write(snapshot_text(args))
+        return 0
+    from berth.units import parse_duration
+
+    interval = parse_duration(args.watch, what="--watch")
+    if not 0 < interval < float("inf"):
+        from berth.errors import UsageError
+
+        raise UsageError(f"--watch {args.watch!r}: expected a number of seconds above 0")
+    import time
+
+    try:
+        while True:
+            body = snapshot_text(args)
+            stamp = time.strftime("%H:%M:%S")
+            sys.stdout.write(f"\x1b[H\x1b[2J{stamp}  every {interval:g}s, Ctrl-C to stop\n\n{body}")
+            sys.stdout.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        sys.stdout.write("\n")
+        return 0
