@@ -1,0 +1,190 @@
+"""Drop-in replacement for seed 000's ``gpu_scheduler`` package: change one import line.
+
+>>> from berth.compat.gpu_scheduler import get_gpu_info, find_free_gpus
+>>> for gpu in get_gpu_info():
+...     print(f"GPU {gpu['gpu_id']}: {gpu['name']}")
+...     print(f"  Memory: {gpu['memory_free']}MB free / {gpu['memory_total']}MB total")
+...     print(f"  Power: {gpu['power_draw']}W / {gpu['power_limit']}W")
+...     print(f"  Utilization: {gpu['utilization']}%")
+>>> free_gpus = find_free_gpus(
+...     memory_free_threshold_gb=20, power_threshold_w=50, utilization_threshold_percent=1
+... )
+
+Same names, parameters and returned keys as gpu_scheduler's utility functions. ``gpu_id`` is
+the PyTorch index: the position among the GPUs in ``CUDA_VISIBLE_DEVICES`` (all GPUs when it
+is unset), in PCI bus order (set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so PyTorch agrees). Memory
+is in MB (MiB), power in W, utilisation in %; a reading the driver does not support is 0, as
+in gpu_scheduler.
+
+``BANNED_GPUS`` (gpu ids) and ``BANNED_GPU_NAMES`` (name substrings) are honoured, and so are
+the bans of berth's config. Where berth is stricter: GPUs held by berth claims (any process,
+any user, with or without a daemon) and unhealthy GPUs are never "free"; without a driver the
+functions raise ``berth.errors.NvmlUnavailable`` instead of returning an empty list.
+"""
+
+from __future__ import annotations
+
+import logging
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.config import Config
+    from berth.devices.model import GpuSnapshot
+
+__all__ = [
+    "BANNED_GPUS",
+    "BANNED_GPU_NAMES",
+    "find_free_gpus",
+    "get_gpu_info",
+    "get_gpu_memory_usage",
+    "get_gpu_names",
+    "get_gpu_power_usage",
+    "get_gpu_utilization",
+    "get_total_num_gpus",
+]
+
+logger = logging.getLogger("gpu_scheduler")
+
+# GPU ids (PyTorch order) that should never be used, e.g. reserved for other tasks.
+BANNED_GPUS: list[int] = []
+# GPU name substrings that should never be used, e.g. ["Quadro RTX 6000"].
+BANNED_GPU_NAMES: list[str] = []
+
+_MB = 1024 * 1024
+
+
+def _visible() -> tuple[Config, list[GpuSnapshot]]:
+    """The config and the GPUs PyTorch would see, in PyTorch (= PCI bus) order."""
+    from berth import api
+
+    cfg = api._config()
+    return cfg, api.read(cfg, all=False, process_details=False)
+
+
+def _mb(n: int | None) -> int:
+    return 0 if n is None else n // _MB
+
+
+def _memory(gpu_id: int, g: GpuSnapshot) -> dict[str, Any]:
+    return {
+        "gpu_id": gpu_id,
+        "memory_used": _mb(g.memory_used),
+        "memory_total": _mb(g.memory_total),
+        "memory_free": _mb(g.memory_free),
+    }
+
+
+def _power(gpu_id: int, g: GpuSnapshot) -> dict[str, Any]:
+    return {
+        "gpu_id": gpu_id,
+        "power_draw": float(g.power_draw or 0.0),
+        "power_limit": float(g.power_limit or 0.0),
+    }
+
+
+def _utilization(gpu_id: int, g: GpuSnapshot) -> dict[str, Any]:
+    return {"gpu_id": gpu_id, "utilization": g.utilization or 0}
+
+
+def _info(gpu_id: int, g: GpuSnapshot) -> dict[str, Any]:
+    info = _memory(gpu_id, g)
+    info.update(_power(gpu_id, g))
+    info.update(_utilization(gpu_id, g))
+    info["name"] = g.name
+    return info
+
+
+def get_gpu_memory_usage() -> list[dict[str, Any]]:
+    """[{gpu_id, memory_used, memory_total, memory_free}] in MB, one per GPU."""
+    return [_memory(k, g) for k, g in enumerate(_visible()[1])]
+
+
+def get_gpu_names() -> list[dict[str, Any]]:
+    """[{gpu_id, name}], one per GPU."""
+    return [{"gpu_id": k, "name": g.name} for k, g in enumerate(_visible()[1])]
+
+
+def get_gpu_power_usage() -> list[dict[str, Any]]:
+    """[{gpu_id, power_draw, power_limit}] in W (0.0 where unsupported), one per GPU."""
+    return [_power(k, g) for k, g in enumerate(_visible()[1])]
+
+
+def get_gpu_utilization() -> list[dict[str, Any]]:
+    """[{gpu_id, utilization}] in % (0 where unsupported), one per GPU."""
+    return [_utilization(k, g) for k, g in enumerate(_visible()[1])]
+
+
+def get_gpu_info() -> list[dict[str, Any]]:
+    """Everything at once (one consistent read): gpu_id, memory_used, memory_total,
+    memory_free (MB), power_draw, power_limit (W), utilization (%), name."""
+    return [_info(k, g) for k, g in enumerate(_visible()[1])]
+
+
+def get_total_num_gpus() -> int:
+    """How many GPUs PyTorch would see."""
+    return len(_visible()[1])
+
+
+def find_free_gpus(
+    memory_free_threshold_gb: float = 1,
+    power_threshold_w: float | None = None,
+    utilization_threshold_percent: float = 1,
+    specific_gpus: list[int] | None = None,
+) -> list[dict[str, Any]]:
+    """GPUs with at least ``memory_free_threshold_gb`` GB free (0: any), drawing at most
+    ``power_threshold_w`` W (None: any) and at most ``utilization_threshold_percent`` %
+    utilised (100 or more: any), among ``specific_gpus`` if given; not banned, not held by
+    berth claims, healthy. Returns their get_gpu_info() dicts in gpu_id order (just
+    ``{"gpu_id": ...}`` when every threshold is off, as gpu_scheduler does).
+    """
+    from berth import api
+    from berth.errors import UsageError
+    from berth.select import Request, select
+
+    cfg, snaps = _visible()
+    position = {g.index: k for k, g in enumerate(snaps)}
+    only = None
+    if specific_gpus is not None:
+        for k in specific_gpus:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(snaps):
+                raise UsageError(f"specific_gpus has {k!r}: GPU ids here are 0 to {len(snaps) - 1}")
+        only = [str(snaps[k].index) for k in specific_gpus]
+    check_all = not (
+        memory_free_threshold_gb == 0
+        and power_threshold_w is None
+        and utilization_threshold_percent >= 100
+    )
+    min_free = None
+    if check_all and memory_free_threshold_gb > 0:
+        min_free = int(memory_free_threshold_gb * 1024 * _MB)
+    request = Request(
+        max(1, len(snaps)),
+        min_free=min_free,
+        max_util=utilization_threshold_percent
+        if check_all and utilization_threshold_percent < 100
+        else None,
+        max_mem_util=None,
+        max_power=power_threshold_w if check_all else None,
+        max_procs=None,
+        only=only,
+        banned_names=list(BANNED_GPU_NAMES),
+        order="index",
+    )
+    request.banned.update(api.banned_reasons(cfg, snaps))
+    for k, g in enumerate(snaps):
+        if k in BANNED_GPUS:
+            request.banned[g.index] = f"GPU {k} is in BANNED_GPUS"
+    sel = select(snaps, request, api.held_by_berth(cfg))
+    for index, why in sorted(sel.rejected.items()):
+        logger.debug("Skipping GPU %s: %s", position[index], "; ".join(why))
+    if not check_all:
+        return [{"gpu_id": position[g.index]} for g in sel.qualified]
+    return [_info(position[g.index], g) for g in sel.qualified]
+
+
+# --- GPUScheduler ------------------------------------------------------------------------
+# The context manager of seed 000 (``with GPUScheduler(num_gpus=2) as gpu_ids:``) belongs
+# with berth's claims and is defined below this line by the claims work, on top of
+# find_free_gpus' rules and berth.acquire.
