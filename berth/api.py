@@ -20,6 +20,7 @@ from berth.errors import NotEnoughGpus
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from typing import Literal
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
@@ -84,8 +85,8 @@ def selection(
     count: int = 1,
     *,
     min_free: int | str | None = None,
-    max_util: float | None = 0,
-    max_mem_util: float | None = 0,
+    max_util: float | Literal["auto"] | None = "auto",
+    max_mem_util: float | Literal["auto"] | None = "auto",
     max_power: float | None = None,
     max_procs: int | None = 0,
     name: str | None = None,
@@ -135,8 +136,8 @@ def select(
     count: int = 1,
     *,
     min_free: int | str | None = None,
-    max_util: float | None = 0,
-    max_mem_util: float | None = 0,
+    max_util: float | Literal["auto"] | None = "auto",
+    max_mem_util: float | Literal["auto"] | None = "auto",
     max_power: float | None = None,
     max_procs: int | None = 0,
     name: str | None = None,
@@ -151,7 +152,8 @@ def select(
     """Pick ``count`` GPUs that qualify; the parameters are those of ``berth select``.
 
     ``min_free`` is bytes or a size string ("20G"); ``max_util``/``max_mem_util`` are
-    percentages, ``max_power`` watts; ``None`` disables a filter. ``only``/``exclude``/
+    percentages ("auto": 0 while ``max_procs`` is 0, else no limit), ``max_power`` watts;
+    ``None`` disables a filter. ``only``/``exclude``/
     ``prefer`` take indices or UUIDs. ``order`` is one of random, free, util, packed, index.
     ``predicate`` gets each GpuSnapshot and returns True to keep it. Raises NotEnoughGpus
     with the reason for every GPU that does not qualify; UsageError on bad input.

@@ -13,7 +13,8 @@ Filters (a GPU must pass all of them):
 - **name**: substring of the GPU name (case-insensitive);
 - **telemetry** (gpuselect's defaults: idle means utilisation 0, memory utilisation 0 and no
   processes): ``max_util``, ``max_mem_util``, ``max_procs``, ``min_free``, ``max_power``.
-  ``None`` as a threshold disables that filter. A reading the driver does not support
+  ``None`` as a threshold disables that filter; utilisation and memory utilisation default
+  to "auto": 0 while ``max_procs`` is 0, no limit once processes are allowed. A reading the driver does not support
   (``None``) does not fail a filter unless that filter needs it: ``--min-free`` needs a free
   memory reading and ``--max-power`` a power reading, so a GPU without one fails with
   "power n/a: --max-power needs a reading"; the idle defaults (utilisation, memory
@@ -53,6 +54,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import random
     from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Literal
 
     from berth.devices.model import GpuSnapshot
 
@@ -109,7 +111,7 @@ def _ids(value: object, option: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _number(value: float | None, option: str, *, top: float | None = None) -> float | None:
+def _number(value: object, option: str, *, top: float | None = None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
@@ -124,7 +126,9 @@ class Request:
     """What the caller asks for. Thresholds of ``None`` disable that filter.
 
     Defaults follow gpuselect: one GPU, idle (utilisation 0, memory utilisation 0, no
-    processes), random among those that qualify.
+    processes), random among those that qualify. ``max_util``/``max_mem_util`` default to
+    "auto": 0 while ``max_procs`` is 0 (idle), no limit once processes are allowed (a GPU
+    that runs a process is loaded; ``--max-procs 1 --order packed`` is meant to fill it).
     """
 
     __slots__ = (
@@ -152,8 +156,8 @@ class Request:
         count: int = 1,
         *,
         min_free: int | None = None,
-        max_util: float | None = 0,
-        max_mem_util: float | None = 0,
+        max_util: float | Literal["auto"] | None = "auto",
+        max_mem_util: float | Literal["auto"] | None = "auto",
         max_power: float | None = None,
         max_procs: int | None = 0,
         name: str | None = None,
@@ -191,8 +195,11 @@ class Request:
             raise UsageError(f"predicate {predicate!r} is not callable")
         self.count = count
         self.min_free = min_free
-        self.max_util = _number(max_util, "--max-util", top=100)
-        self.max_mem_util = _number(max_mem_util, "--max-mem-util", top=100)
+        idle = 0 if max_procs == 0 else None  # "auto": idle only when no process is allowed
+        self.max_util = _number(idle if max_util == "auto" else max_util, "--max-util", top=100)
+        self.max_mem_util = _number(
+            idle if max_mem_util == "auto" else max_mem_util, "--max-mem-util", top=100
+        )
         self.max_power = _number(max_power, "--max-power")
         self.max_procs = max_procs
         self.name = name

@@ -10,8 +10,8 @@ CUDA_DEVICE_ORDER=PCI_BUS_ID.
 examples:
   berth select                              one idle GPU, e.g. "2"
   berth select -n 2 --min-free 20G          two GPUs with 20 GiB free each: "0,2"
-  berth select -n 2 --max-procs 1 --order packed --max-util 100
-                                            fill GPUs that already run something
+  berth select -n 2 --max-procs 1 --order packed
+                                            fill GPUs that already run one process
   berth select --name A100 --order free     the A100 with the most free memory
   berth select --only 0,1 --prefer 1        GPU 1 if it qualifies, else GPU 0
   berth select -n 3 --explain               why each GPU was (not) chosen, on stderr
@@ -33,6 +33,7 @@ from berth.errors import EXIT_OK, EXIT_UNSATISFIED, UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Literal
 
 HELP = "pick idle GPUs and print their ids (for CUDA_VISIBLE_DEVICES)"
 
@@ -40,9 +41,17 @@ HELP = "pick idle GPUs and print their ids (for CUDA_VISIBLE_DEVICES)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--count", default="1", metavar="N", help="how many GPUs (default 1)")
     p.add_argument("--min-free", metavar="SIZE", help="at least this much free memory, e.g. 20G")
-    p.add_argument("--max-util", default="0", metavar="PCT", help="max utilisation %% (0)")
     p.add_argument(
-        "--max-mem-util", default="0", metavar="PCT", help="max memory-bandwidth utilisation %% (0)"
+        "--max-util",
+        default="auto",
+        metavar="PCT",
+        help="max utilisation %% (default: 0 if --max-procs is 0, else no limit)",
+    )
+    p.add_argument(
+        "--max-mem-util",
+        default="auto",
+        metavar="PCT",
+        help="max memory-bandwidth utilisation %% (default as --max-util)",
     )
     p.add_argument("--max-power", metavar="WATTS", help="max power draw in W")
     p.add_argument("--max-procs", default="0", metavar="N", help="max processes on the GPU (0)")
@@ -73,6 +82,10 @@ def _int(text: str, option: str, *, low: int) -> int:
     return value
 
 
+def _percent(text: str, option: str) -> float | Literal["auto"]:
+    return "auto" if text == "auto" else _float(text, option, top=100)  # type: ignore[return-value]
+
+
 def _float(text: str | None, option: str, *, top: float | None = None) -> float | None:
     if text is None:
         return None
@@ -97,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     sel = selection(
         count,
         min_free=args.min_free,
-        max_util=_float(args.max_util, "--max-util", top=100),
-        max_mem_util=_float(args.max_mem_util, "--max-mem-util", top=100),
+        max_util=_percent(args.max_util, "--max-util"),
+        max_mem_util=_percent(args.max_mem_util, "--max-mem-util"),
         max_power=_float(args.max_power, "--max-power"),
         max_procs=_int(args.max_procs, "--max-procs", low=0),
         name=args.name,

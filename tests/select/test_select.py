@@ -277,3 +277,12 @@ def test_no_gpus_at_all():
     assert sel.explain_shortfall() == "no GPUs to choose from (1 requested)"
     sel = select([busy(0)], Request(2))
     assert sel.explain_shortfall().startswith("no GPU qualifies (2 requested) (there are 1 GPUs)")
+
+
+def test_allowing_processes_lifts_the_idle_utilisation_default():
+    gpus = [gpu(0), busy(1, used=30 * G), gpu(2), busy(3, used=10 * G)]
+    assert select(gpus, Request(2, max_procs=1, order="packed")).ids == [1, 3]
+    # An explicit limit still applies.
+    sel = select(gpus, Request(2, max_procs=1, max_util=10, order="packed"))
+    assert sel.rejected[1] == ["utilisation 50% > 10%"]
+    assert Request().max_util == 0 and Request(max_procs=2).max_mem_util is None
