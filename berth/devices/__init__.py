@@ -1,0 +1,44 @@
+"""Read the GPUs: frozen snapshots from NVML, or from a declared inventory.
+
+>>> from berth.devices import read_gpus
+>>> for g in read_gpus():
+...     print(g.index, g.uuid, g.name, g.memory_free, g.utilization, g.processes)
+
+Modules: :mod:`berth.devices.model` (the snapshot classes), :mod:`berth.devices.nvml` (the
+NVML session and reads), :mod:`berth.devices.inventory` (declared logical GPUs),
+:mod:`berth.devices.visible` (``CUDA_VISIBLE_DEVICES`` as CUDA reads it).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.config import Config
+    from berth.devices.model import GpuSnapshot
+
+__all__ = ["read_gpus"]
+
+
+def read_gpus(cfg: Config | None = None, *, process_details: bool = True) -> list[GpuSnapshot]:
+    """Every GPU berth knows of, in index order (NVML order, i.e. PCI bus order).
+
+    With ``[inventory] gpus = N`` in the config (``cfg``, default the process's config): N
+    logical GPUs and NVML is not touched. Otherwise NVML: all GPUs, including banned ones
+    (selection reports bans as reasons) and unhealthy ones (``healthy=False``, ``error``).
+
+    ``process_details=True`` fills each process's user and command line (psutil; None where
+    not visible); ``False`` skips that (and the psutil import) for fast callers.
+
+    Raises :class:`berth.errors.NvmlUnavailable` when NVML cannot be used.
+    """
+    if cfg is None:
+        from berth import config
+
+        cfg = config.get()
+    if cfg.inventory.declared is not None:
+        from berth.devices.inventory import declared_gpus
+
+        return declared_gpus(cfg.inventory)
+    from berth.devices.nvml import read_all
+
+    return read_all(process_details=process_details)

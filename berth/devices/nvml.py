@@ -1,0 +1,266 @@
+"""The NVML session and the one read that turns NVML's answers into :class:`GpuSnapshot`.
+
+Every NVML call goes through :func:`session` (lazy ``nvmlInit`` once per process, under a
+lock; ``nvmlShutdown`` at exit) and, for readings, through :func:`_read` (one wrapper that
+classifies errors):
+
+- "no value" errors (not supported, no data, no permission, a function this driver lacks)
+  give ``None`` for that reading;
+- any other NVML error on a GPU (GPU_IS_LOST, UNKNOWN, RESET_REQUIRED, ...) marks the GPU
+  ``healthy=False`` with the error text; the GPU is still reported, never dropped.
+
+Only ``pynvml.NVMLError`` is caught, never everything. Nothing here imports ``dataclasses``,
+``typing`` or ``psutil`` unless process details are asked for: ``berth select`` runs this path
+on every call and must start fast.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from berth.devices.model import GpuProcess, GpuSnapshot
+from berth.errors import NvmlUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+# NVML_ERROR_*: no value for this reading, the GPU is fine.
+_NO_VALUE = {
+    3,  # NOT_SUPPORTED
+    4,  # NO_PERMISSION
+    13,  # FUNCTION_NOT_FOUND (an older driver)
+    21,  # NO_DATA
+}
+_PSTATE_UNKNOWN = 32
+_HOW_TO_DECLARE = (
+    "to use berth without a driver, declare an inventory ([inventory] gpus = N in the config "
+    "file); see `berth help config`"
+)
+
+_lock = threading.Lock()
+_nvml: ModuleType | None = None  # pynvml, once initialised
+
+
+def _init_error(pynvml: ModuleType, e: Exception) -> NvmlUnavailable:
+    code = getattr(e, "value", None)
+    if code == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+        return NvmlUnavailable(
+            "NVIDIA driver not found: libnvidia-ml.so.1 could not be loaded; install the "
+            f"NVIDIA driver (or add its directory to LD_LIBRARY_PATH), or {_HOW_TO_DECLARE}"
+        )
+    if code == pynvml.NVML_ERROR_DRIVER_NOT_LOADED:
+        return NvmlUnavailable(
+            "NVIDIA driver not loaded: libnvidia-ml.so.1 is installed but the kernel driver is "
+            f"not running (check `lsmod | grep nvidia`, or reboot after a driver install), or "
+            f"{_HOW_TO_DECLARE}"
+        )
+    if code == pynvml.NVML_ERROR_NO_PERMISSION:
+        return NvmlUnavailable(
+            "NVML refused access: no permission to open the NVIDIA devices (/dev/nvidia*); ask "
+            f"the admin to grant access, or {_HOW_TO_DECLARE}"
+        )
+    if code == pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return NvmlUnavailable(
+            "NVIDIA driver/library version mismatch: libnvidia-ml.so.1 does not match the "
+            "loaded kernel driver (usually after a driver upgrade); reboot or reload the driver"
+        )
+    if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+        return NvmlUnavailable(
+            "NVIDIA driver too old: libnvidia-ml.so.1 lacks nvmlInitWithFlags; upgrade the "
+            f"driver, or {_HOW_TO_DECLARE}"
+        )
+    return NvmlUnavailable(f"NVML failed to initialise: {e}; {_HOW_TO_DECLARE}")
+
+
+def session() -> ModuleType:
+    """The ``pynvml`` module with NVML initialised (once per process; shut down at exit).
+
+    Raises NvmlUnavailable, with what to do, when NVML cannot be used.
+    """
+    global _nvml
+    nvml = _nvml
+    if nvml is not None:
+        return nvml
+    with _lock:
+        if _nvml is None:
+            import atexit
+
+            import pynvml
+
+            try:
+                pynvml.nvmlInit()
+            except pynvml.NVMLError as e:
+                raise _init_error(pynvml, e) from None
+            atexit.register(_shutdown)
+            _nvml = pynvml
+        return _nvml
+
+
+def _shutdown() -> None:
+    global _nvml
+    with _lock:
+        nvml, _nvml = _nvml, None
+        if nvml is not None:
+            try:
+                nvml.nvmlShutdown()
+            except nvml.NVMLError:
+                pass  # at exit: the driver may already be gone; nothing to tell anyone
+
+
+def reset() -> None:
+    """Shut NVML down now; the next call initialises it again (tests, long-lived daemons)."""
+    import atexit
+
+    atexit.unregister(_shutdown)
+    _shutdown()
+
+
+def driver_version() -> str | None:
+    """The driver version string (e.g. "550.54.15"), or None if the driver cannot say."""
+    nvml = session()
+    try:
+        version: str = nvml.nvmlSystemGetDriverVersion()
+    except nvml.NVMLError as e:
+        if e.value in _NO_VALUE:
+            return None
+        raise NvmlUnavailable(f"NVML cannot read the driver version: {e}") from None
+    return version
+
+
+class _Reader:
+    """Reads one GPU; remembers the first hard error so the GPU is reported unhealthy."""
+
+    __slots__ = ("error", "nvml")
+
+    def __init__(self, nvml: ModuleType) -> None:
+        self.nvml = nvml
+        self.error: str | None = None
+
+    def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError as e:
+            if e.value not in _NO_VALUE and self.error is None:
+                self.error = f"{fn.__name__}: {e}"
+            return None
+
+
+def count() -> int:
+    """How many GPUs NVML sees."""
+    nvml = session()
+    try:
+        n: int = nvml.nvmlDeviceGetCount()
+    except nvml.NVMLError as e:
+        raise NvmlUnavailable(f"NVML cannot count the GPUs: {e}") from None
+    return n
+
+
+def read_all(process_details: bool = True) -> list[GpuSnapshot]:
+    """A snapshot of every GPU NVML sees, in NVML (PCI bus) order."""
+    details: dict[int, tuple[str | None, str | None]] | None = {} if process_details else None
+    return [_read_gpu(session(), i, details) for i in range(count())]
+
+
+def _read_gpu(
+    nvml: ModuleType, index: int, details: dict[int, tuple[str | None, str | None]] | None
+) -> GpuSnapshot:
+    read = _Reader(nvml)
+    handle = read(nvml.nvmlDeviceGetHandleByIndex, index)
+    if handle is None:
+        return GpuSnapshot(
+            index=index,
+            uuid=f"UNKNOWN-{index}",
+            name="unknown GPU",
+            processes=None,
+            healthy=False,
+            error=read.error or "no handle for this GPU",
+        )
+    uuid = read(nvml.nvmlDeviceGetUUID, handle)
+    name = read(nvml.nvmlDeviceGetName, handle)
+    pci = read(nvml.nvmlDeviceGetPciInfo, handle)
+    mem = read(nvml.nvmlDeviceGetMemoryInfo, handle)
+    util = read(nvml.nvmlDeviceGetUtilizationRates, handle)
+    power = read(nvml.nvmlDeviceGetPowerUsage, handle)
+    limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+    temp = read(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
+    pstate = read(nvml.nvmlDeviceGetPerformanceState, handle)
+    compute = read(nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+    graphics = read(nvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
+    bus_id = pci.busId if pci is not None else None
+    return GpuSnapshot(
+        index=index,
+        uuid=uuid if uuid is not None else f"UNKNOWN-{index}",
+        name=name if name is not None else "unknown GPU",
+        pci_bus_id=bus_id.decode() if isinstance(bus_id, bytes) else bus_id,
+        memory_total=mem.total if mem is not None else None,
+        memory_used=mem.used if mem is not None else None,
+        memory_free=mem.free if mem is not None else None,
+        utilization=util.gpu if util is not None else None,
+        memory_utilization=util.memory if util is not None else None,
+        power_draw=power / 1000 if power is not None else None,
+        power_limit=limit / 1000 if limit is not None else None,
+        temperature=temp,
+        performance_state=None if pstate is None or pstate == _PSTATE_UNKNOWN else pstate,
+        processes=_processes(compute, graphics, details),
+        healthy=read.error is None,
+        error=read.error,
+    )
+
+
+def _processes(
+    compute: list[Any] | None,
+    graphics: list[Any] | None,
+    details: dict[int, tuple[str | None, str | None]] | None,
+) -> tuple[GpuProcess, ...] | None:
+    """Compute and graphics processes merged by pid (one entry per pid, in NVML order)."""
+    if compute is None and graphics is None:
+        return None
+    kinds: dict[int, str] = {}
+    memory: dict[int, int | None] = {}
+    for kind, infos in (("compute", compute or ()), ("graphics", graphics or ())):
+        for info in infos:
+            pid = info.pid
+            if pid in kinds:
+                if kind not in kinds[pid]:
+                    kinds[pid] += "+" + kind
+                if memory[pid] is None:
+                    memory[pid] = info.usedGpuMemory
+            else:
+                kinds[pid] = kind
+                memory[pid] = info.usedGpuMemory
+    out = []
+    for pid, kind in kinds.items():
+        user, command = (None, None) if details is None else _details(pid, details)
+        out.append(GpuProcess(pid, memory[pid], kind, user, command))
+    return tuple(out)
+
+
+def _details(
+    pid: int, cache: dict[int, tuple[str | None, str | None]]
+) -> tuple[str | None, str | None]:
+    """(user name, command line) of a process, None where not visible (other PID namespace,
+    another user's process under hidepid, or gone)."""
+    if pid in cache:
+        return cache[pid]
+    import psutil
+
+    user: str | None = None
+    command: str | None = None
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            try:
+                user = proc.username()
+            except (psutil.AccessDenied, KeyError):
+                user = None
+            try:
+                command = " ".join(proc.cmdline()) or proc.name()
+            except psutil.AccessDenied:
+                command = None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+    cache[pid] = (user, command)
+    return user, command

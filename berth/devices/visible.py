@@ -1,0 +1,122 @@
+"""``CUDA_VISIBLE_DEVICES`` read the way the CUDA runtime reads it.
+
+The rules (CUDA programming guide, "CUDA environment variables"):
+
+- unset: every GPU is visible; set but empty: none is;
+- otherwise a comma-separated sequence of GPU identifiers, enumerated in the order given:
+  an index (``0``), a GPU UUID as ``nvidia-smi -L`` prints it (``GPU-8932f937-d72c-...``) or
+  any prefix of one that names exactly one GPU (``GPU-8932f937``), or a MIG device
+  (``MIG-GPU-<uuid>/<gpu instance>/<compute instance>``, or ``MIG-<uuid>`` on newer drivers);
+- parsing stops at the first invalid identifier: only the devices before it are visible
+  (``0,2,-1,1`` shows 0 and 2). Invalid: not a number or UUID, an index out of range, a
+  prefix that matches no GPU or several, an empty item, a GPU named a second time.
+
+Whitespace around an item is ignored. A MIG device makes its parent GPU visible (berth
+manages whole GPUs); two MIG devices of one GPU do not count as a duplicate. ``MIG-<uuid>``
+needs a ``mig_parent`` function (MIG uuid -> parent GPU uuid, e.g. from NVML); without one,
+or when it answers None, the item is invalid.
+
+Indices count GPUs in CUDA's order: with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` that is PCI bus
+order, which is NVML's order. Under CUDA's default ``FASTEST_FIRST`` berth **assumes PCI bus
+order too**: that is exact when all GPUs are the same model (CUDA breaks ties by PCI bus id),
+but on a machine mixing models CUDA puts the fastest first and berth cannot know CUDA's
+ranking, so an index may then name a different GPU than CUDA's. Jobs that berth launches
+always get ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so this only concerns values a user sets by hand;
+use UUIDs there to be exact.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from berth.devices.model import GpuSnapshot
+
+__all__ = ["cuda_index", "cuda_order", "restrict_to_visible", "visible_uuids"]
+
+
+def cuda_order(gpus: Sequence[GpuSnapshot]) -> list[GpuSnapshot]:
+    """All GPUs in CUDA enumeration order (PCI bus order; see the module docstring)."""
+    return sorted(gpus, key=lambda g: ((g.pci_bus_id or "").lower(), g.index))
+
+
+def _match(
+    token: str,
+    ordered: Sequence[GpuSnapshot],
+    mig_parent: Callable[[str], str | None] | None,
+) -> GpuSnapshot | None:
+    """The GPU one identifier names, or None if the identifier is invalid."""
+    if token.isdigit():  # isdigit: no sign, so "-1" is invalid as in CUDA
+        i = int(token)
+        return ordered[i] if i < len(ordered) else None
+    if token.startswith("MIG-"):
+        rest = token[4:]
+        if rest.startswith("GPU-"):  # MIG-GPU-<uuid>/<gi>/<ci>
+            parent, slash, _ = rest.partition("/")
+            return _match(parent, ordered, None) if slash else None
+        parent_uuid = mig_parent(token) if mig_parent is not None else None
+        if parent_uuid is None:
+            return None
+        found = [g for g in ordered if g.uuid == parent_uuid]
+        return found[0] if found else None
+    if token.startswith("GPU-"):
+        found = [g for g in ordered if g.uuid.startswith(token)]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def restrict_to_visible(
+    gpus: Sequence[GpuSnapshot],
+    value: str | None,
+    *,
+    mig_parent: Callable[[str], str | None] | None = None,
+) -> list[GpuSnapshot]:
+    """The GPUs a CUDA process with ``CUDA_VISIBLE_DEVICES=value`` sees, in its device order
+    (``cuda:0`` first). ``gpus`` must be all the machine's GPUs; ``value=None`` means unset."""
+    ordered = cuda_order(gpus)
+    if value is None:
+        return ordered
+    if not value.strip():
+        return []
+    visible: list[GpuSnapshot] = []
+    for raw in value.split(","):
+        token = raw.strip()
+        gpu = _match(token, ordered, mig_parent)
+        if gpu is None:
+            break
+        if gpu in visible:
+            if token.startswith("MIG-"):
+                continue  # another MIG device of the same GPU
+            break  # a GPU named twice
+        visible.append(gpu)
+    return visible
+
+
+def visible_uuids(
+    gpus: Sequence[GpuSnapshot],
+    environ: Mapping[str, str],
+    *,
+    mig_parent: Callable[[str], str | None] | None = None,
+) -> list[str]:
+    """UUIDs of the GPUs a process with environment ``environ`` sees, in CUDA order."""
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    return [g.uuid for g in restrict_to_visible(gpus, value, mig_parent=mig_parent)]
+
+
+def cuda_index(
+    gpu_uuid: str,
+    gpus: Sequence[GpuSnapshot],
+    environ: Mapping[str, str],
+    *,
+    mig_parent: Callable[[str], str | None] | None = None,
+) -> int | None:
+    """The CUDA device index (``cuda:N``) under which a process with environment ``environ``
+    sees the GPU ``gpu_uuid``, or None if that GPU is not visible to it.
+
+    ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` are honoured; ``FASTEST_FIRST`` (the
+    default) is taken as PCI bus order, exact unless the machine mixes GPU models (see the
+    module docstring).
+    """
+    uuids = visible_uuids(gpus, environ, mig_parent=mig_parent)
+    return uuids.index(gpu_uuid) if gpu_uuid in uuids else None
