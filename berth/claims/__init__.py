@@ -1,0 +1,30 @@
+"""The host's claim ledger: who holds which GPU (whole or a share), crash-safe and shared by
+all users. See docs/claims.md.
+
+- :class:`berth.claims.ledger.Ledger` -- ``scan()`` the living claims and waiters,
+  ``try_claim(uuids, share=, mem=)`` (never waits; the daemon's entry point), ``locked()``;
+- :func:`berth.claims.waiting.wait_claim` -- claim, waiting fairly for GPUs if need be;
+- :class:`berth.claims.ledger.Lease` -- held claims: ``fds``, ``release()``, ``detach()``.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from berth.config import Config
+    from berth.select import Held
+
+__all__ = ["held_by_uuid"]
+
+
+def held_by_uuid(cfg: Config | None = None) -> Mapping[str, Held]:
+    """GPU uuid -> what living berth claims hold on it (for ``berth select``/``status``).
+
+    Waiters' reservations are not included: ``berth select`` only picks, it takes nothing."""
+    from berth.claims.ledger import Ledger
+    from berth.claims.paths import claims_dir
+
+    path = claims_dir(cfg, create=False)
+    return Ledger(path).scan().held()

@@ -1,0 +1,216 @@
+"""The files of the claim ledger: their names, their bodies, and whether they are alive.
+
+Three kinds of file live in the ledger directory:
+
+``c.<gpu>.<lease>.<share-milli>.<mem-MiB>``
+    one claim of one GPU. The name carries everything a capacity check needs, so a corrupt
+    body never loses capacity information. The holder keeps a shared ``flock`` on it for its
+    whole life: the file is alive exactly as long as some process holds it open.
+``w.<ticket>.<lease>``
+    one waiter (a process waiting for GPUs), alive while its owner holds it; the body names
+    the GPU capacity it reserves (see :mod:`berth.claims.fairness`).
+``t.<lease>.<n>``
+    a file being created (locked, then renamed into place, so that no claim or waiter file is
+    ever visible unlocked).
+
+A body is one JSON object with a ``crc`` (CRC-32 of the rest): a truncated or scribbled body
+is detected, reported, and rebuilt from what the kernel knows (owner, holders' pids).
+Files are opened read-only by everyone but their holder, so probing a file never raises the
+``IN_CLOSE_WRITE`` event that wakes waiters (see :mod:`berth.claims.wake`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import stat
+import zlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+CLAIM = "c."
+WAITER = "w."
+TEMP = "t."
+_ESC = {"%": "%25", ".": "%2E", "/": "%2F"}
+
+
+def escape(uuid: str) -> str:
+    """A GPU uuid made safe for a file name field (no ``.`` or ``/``)."""
+    return "".join(_ESC.get(ch, ch) for ch in uuid)
+
+
+def unescape(text: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(text) if "%" in text else text
+
+
+def claim_name(uuid: str, lease: str, share: float, mem: int | None) -> str:
+    milli = max(1, min(1000, round(share * 1000)))
+    mib = 0 if not mem else -(-mem // (1024 * 1024))  # round up: never under-declare
+    return f"{CLAIM}{escape(uuid)}.{lease}.{milli}.{mib}"
+
+
+def parse_claim_name(name: str) -> tuple[str, str, float, int] | None:
+    """(gpu uuid, lease id, share, memory bytes) from a claim file name; None if malformed."""
+    parts = name.split(".")
+    if len(parts) != 5 or parts[0] != "c":
+        return None
+    _, gpu, lease, milli, mib = parts
+    if not (gpu and lease.isalnum() and milli.isdigit() and mib.isdigit()):
+        return None
+    share = int(milli) / 1000
+    if not 0 < share <= 1:
+        return None
+    return unescape(gpu), lease, share, int(mib) * 1024 * 1024
+
+
+def waiter_name(ticket: int, lease: str) -> str:
+    return f"{WAITER}{ticket:020d}.{lease}"
+
+
+def parse_waiter_name(name: str) -> tuple[int, str] | None:
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] != "w" or not parts[1].isdigit() or not parts[2].isalnum():
+        return None
+    return int(parts[1]), parts[2]
+
+
+def new_lease_id() -> str:
+    return os.urandom(6).hex()
+
+
+def encode_body(fields: dict[str, Any]) -> bytes:
+    """JSON of ``fields`` with a ``crc`` over the rest."""
+    core = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    crc = zlib.crc32(core.encode())
+    return (core[:-1] + f',"crc":{crc}}}\n').encode() if fields else b'{"crc":0}\n'
+
+
+def decode_body(data: bytes) -> dict[str, Any] | None:
+    """The fields of a body, or None if it is truncated, malformed or fails its checksum."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("crc"), int):
+        return None
+    crc = obj.pop("crc")
+    core = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    if zlib.crc32(core.encode()) != crc:
+        return None
+    return obj
+
+
+def write_body(fd: int, body: bytes) -> None:
+    """Replace the content of the file open on ``fd`` (the holder's own descriptor)."""
+    os.pwrite(fd, body, 0)
+    os.ftruncate(fd, len(body))
+
+
+def create_locked(dirpath: str, final: str, body: bytes, tag: str) -> int:
+    """Create ``dirpath/final`` holding ``body``, shared-locked by the returned descriptor.
+
+    The file is written and locked under a temporary name and then renamed into place, so it
+    is never visible unlocked. The descriptor is open read-write: its last close (the holder's
+    death) raises IN_CLOSE_WRITE, which wakes waiters."""
+    tmp = os.path.join(dirpath, f"{TEMP}{tag}.{os.getpid()}")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        os.fchmod(fd, 0o644)  # whatever the umask: readable by all, writable by the owner
+        os.write(fd, body)
+        os.rename(tmp, os.path.join(dirpath, final))
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return fd
+
+
+class Probe:
+    """What one look at a ledger file found. ``alive`` is None if the file is gone."""
+
+    __slots__ = ("alive", "body", "corrupt", "dev", "ino", "nlink", "uid")
+
+    def __init__(self) -> None:
+        self.alive: bool | None = None
+        self.uid = -1
+        self.dev = 0
+        self.ino = 0
+        self.nlink = 0
+        self.body: dict[str, Any] | None = None
+        self.corrupt = False
+
+
+def probe(path: str, *, read: bool = True) -> Probe:
+    """Is the file at ``path`` held (flock'ed) by a living process? Reads its body if so.
+
+    Opens read-only (no IN_CLOSE_WRITE on close). A file that can be locked exclusively has
+    no holder left: it is dead for good (files are never visible unlocked, never reused)."""
+    p = Probe()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ELOOP):
+            return p
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return p
+        p.uid, p.dev, p.ino, p.nlink = st.st_uid, st.st_dev, st.st_ino, st.st_nlink
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # Holders only ever hold LOCK_SH; an exclusive lock is another prober's look at
+            # a dead file. So: alive iff a shared lock can be had.
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                p.alive = False
+                return p
+            p.alive = True
+        else:
+            p.alive = False
+            return p
+        if read:
+            data = os.pread(fd, 65536, 0)
+            p.body = decode_body(data)
+            p.corrupt = p.body is None
+    finally:
+        os.close(fd)
+    return p
+
+
+def holders(path: str) -> list[int]:
+    """Pids of the processes that have ``path`` open (those this user may inspect)."""
+    try:
+        target = os.stat(path)
+    except OSError:
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fddir = f"/proc/{entry}/fd"
+        try:
+            fds = os.listdir(fddir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{fddir}/{fd}")
+            except OSError:
+                continue
+            if st.st_ino == target.st_ino and st.st_dev == target.st_dev:
+                out.append(int(entry))
+                break
+    return out

@@ -1,0 +1,187 @@
+"""Claim GPUs, waiting for them if need be: attempt under the ledger lock, else register as a
+waiter (see :mod:`berth.claims.fairness`) and sleep until the ledger changes (inotify) or the
+poll interval passes (for changes outside berth, seen only through NVML)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+from berth.claims import files
+from berth.claims.ledger import State, command_line, merge, user_name
+from berth.errors import WaitTimeout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from berth.claims.fairness import Reservation
+    from berth.claims.ledger import Lease, Ledger
+    from berth.devices.model import GpuSnapshot
+    from berth.select import Request, Selection
+
+    OnWait = Callable[[int, Selection, State], None]
+
+
+class Waiter:
+    """This process's waiter file: its ticket (arrival order) and reservation."""
+
+    def __init__(self, ledger: Ledger, want: str, command: str) -> None:
+        self.ledger = ledger
+        self.lease = files.new_lease_id()
+        self.want = want
+        self.command = command
+        self.ticket = 0
+        self.name = ""
+        self.fd = -1
+        self.reserve: Reservation = []
+        self.since = time.time()
+
+    def _body(self) -> bytes:
+        return files.encode_body(
+            {
+                "v": 1, "lease": self.lease, "pid": os.getpid(), "uid": os.geteuid(),
+                "user": user_name(os.geteuid()), "want": self.want, "command": self.command,
+                "since": self.since, "reserve": [list(r) for r in self.reserve],
+            }
+        )  # fmt: skip
+
+    def register(self, state: State) -> None:
+        """Take a ticket after every living waiter's (call under the ledger lock)."""
+        last = max((w.ticket for w in state.waiters), default=0)
+        self.ticket = max(time.time_ns(), last + 1)
+        self.name = files.waiter_name(self.ticket, self.lease)
+        self.fd = files.create_locked(self.ledger.path, self.name, self._body(), f"{self.lease}.w")
+
+    def update(self, reserve: Reservation) -> None:
+        """Rewrite the reservation if it changed (wakes younger waiters: IN_MODIFY)."""
+        if reserve != self.reserve:
+            self.reserve = reserve
+            files.write_body(self.fd, self._body())
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.ledger.path, self.name))
+            os.close(self.fd)
+            self.fd = -1
+
+
+def attempt(
+    ledger: Ledger,
+    gpus: Sequence[GpuSnapshot],
+    request: Request,
+    waiter: Waiter | None,
+    *,
+    label: str | None = None,
+    command: str | None = None,
+    register: bool = True,
+) -> tuple[Lease | None, Selection, State, Waiter | None, int]:
+    """One try under the ledger lock: claim if the request can be met now, else register (or
+    update) this process's waiter. Returns (lease, selection, state, waiter, position)."""
+    from berth.claims.fairness import reservation
+    from berth.select import select
+
+    with ledger.locked():
+        state = ledger.scan(clean=True)
+        claims = state.held(gpus)
+        older = state.reserved(
+            waiter.ticket if waiter else None, skip=waiter.lease if waiter else None
+        )
+        sel = select(gpus, request, merge(claims, older))
+        if sel.ok:
+            lease = ledger.create(
+                sel.chosen, request.share, request.mem, label=label, command=command
+            )
+            if waiter is not None:
+                waiter.close()
+            return lease, sel, state, None, 0
+        if not register:
+            return None, sel, state, waiter, len(state.waiters)
+        if waiter is None:
+            waiter = Waiter(ledger, describe(request), command or command_line())
+            waiter.register(state)
+        waiter.update(reservation(gpus, request, sel.qualified, claims, older))
+        position = sum(1 for w in state.waiters if w.ticket < waiter.ticket)
+        return None, sel, state, waiter, position
+
+
+def describe(request: Request) -> str:
+    """What a request asks for, in words: "2 GPUs with >= 20.0G free"."""
+    from berth.units import format_size
+
+    n = request.count
+    text = (
+        f"{n} GPU{'s' if n > 1 else ''}"
+        if request.share >= 1
+        else f"a {request.share:g} share of a GPU"
+    )
+    if request.mem:
+        text += f" with {format_size(request.mem)} declared"
+    if request.min_free is not None:
+        text += f" with >= {format_size(request.min_free)} free"
+    if request.name:
+        text += f" named like {request.name!r}"
+    if request.only:
+        text += f" among {','.join(request.only)}"
+    return text
+
+
+def wait_claim(
+    ledger: Ledger,
+    read: Callable[[], Sequence[GpuSnapshot]],
+    request: Request,
+    *,
+    timeout: float | None = None,
+    poll: float = 5.0,
+    label: str | None = None,
+    command: str | None = None,
+    on_wait: OnWait | None = None,
+) -> Lease:
+    """Claim what ``request`` asks for, waiting up to ``timeout`` seconds (None: for ever).
+
+    ``read`` returns fresh GPU snapshots (called on every attempt). Raises WaitTimeout naming
+    what was missing and the best selection seen."""
+    from berth.claims.wake import watcher_for
+
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    waiter: Waiter | None = None
+    best: Selection | None = None
+    pending: set[str] = set()
+    backoff = 0.0
+    watcher = None  # set up after a first failed attempt (then tried again: no event is lost)
+    try:
+        while True:
+            lease, sel, state, waiter, position = attempt(
+                ledger, read(), request, waiter, label=label, command=command
+            )
+            if lease is not None:
+                return lease
+            if best is None or len(sel.qualified) >= len(best.qualified):
+                best = sel
+            if on_wait is not None:
+                on_wait(position, sel, state)
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise WaitTimeout(
+                    f"waited {timeout:g} s for {describe(request)}; best seen: "
+                    f"{best.explain_shortfall()}"
+                )
+            if watcher is None:
+                watcher = watcher_for(ledger.path)
+                watcher.ignore = {waiter.name} if waiter is not None else set()
+                continue
+            # The kernel reports a dead holder's last close just before it drops the lock:
+            # if such a claim still looked alive, look again very soon.
+            pending &= {c.name for c in state.claims}
+            backoff = min(backoff * 2 or 0.001, 0.128) if pending else 0.0
+            if backoff >= 0.128:
+                pending.clear()
+            wait = poll if deadline is None else min(poll, deadline - now)
+            names = watcher.wait(min(wait, backoff) if backoff else wait)
+            pending |= {n for n in names if n.startswith(files.CLAIM)}
+    finally:
+        if waiter is not None:
+            waiter.close()

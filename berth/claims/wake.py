@@ -1,0 +1,136 @@
+"""Wake waiters the moment capacity may have been freed: inotify on the ledger directory.
+
+Capacity is freed when a claim file is unlinked (an explicit release: ``IN_DELETE``) or when
+the last descriptor of a dead holder is closed by the kernel (``IN_CLOSE_WRITE``: holders
+open their files read-write), and a reservation shrinks when a waiter file is removed, closed
+or rewritten (``IN_MODIFY``). Everybody else opens ledger files read-only, so liveness probes
+raise only ``IN_CLOSE_NOWRITE``, which is not watched: waiters can never wake each other in a
+loop. inotify is reached through ctypes (libc's ``inotify_init1``/``inotify_add_watch``);
+where it is unavailable, :class:`Watcher` falls back to polling.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import struct
+
+IN_MODIFY = 0x00000002
+IN_CLOSE_WRITE = 0x00000008
+IN_DELETE = 0x00000200
+IN_Q_OVERFLOW = 0x00004000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+MASK = IN_CLOSE_WRITE | IN_DELETE | IN_MODIFY
+_HEADER = struct.Struct("iIII")
+_POLL_FALLBACK = 0.25  # seconds between ledger scans without inotify
+
+
+def _inotify(path: str) -> int | None:
+    """An inotify descriptor watching ``path``, or None where inotify cannot be had."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+        if fd < 0:
+            return None
+        if libc.inotify_add_watch(fd, os.fsencode(path), MASK) < 0:
+            os.close(fd)
+            return None
+        return fd
+    except (OSError, AttributeError):
+        return None
+
+
+class Watcher:
+    """Waits for ledger events that may let a waiter proceed.
+
+    :meth:`wait` returns the names of the relevant files touched (``c.*``, ``w.*``) since the
+    last call, or an empty list when the timeout passed. ``ignore`` names files whose events
+    do not matter to this waiter (its own waiter file)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = _inotify(path)
+        self.ignore: set[str] = set()
+
+    @property
+    def polling(self) -> bool:
+        return self.fd is None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _drain(self) -> list[str] | None:
+        """Relevant names from the queued events; None on overflow (assume anything)."""
+        assert self.fd is not None
+        out: list[str] = []
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            pos = 0
+            while pos + _HEADER.size <= len(data):
+                _wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
+                raw = data[pos + _HEADER.size : pos + _HEADER.size + length]
+                pos += _HEADER.size + length
+                if mask & IN_Q_OVERFLOW:
+                    return None
+                name = raw.rstrip(b"\0").decode("utf-8", "replace")
+                if name in self.ignore or not relevant(name, mask):
+                    continue
+                out.append(name)
+
+    def wait(self, timeout: float | None) -> list[str]:
+        """Block until a relevant event or ``timeout`` seconds (None: for ever)."""
+        import time
+
+        if self.fd is None:
+            time.sleep(_POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK))
+            return ["*"]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                return []
+            names = self._drain()
+            if names is None:
+                return ["*"]
+            if names:
+                return names
+            if deadline is not None and time.monotonic() >= deadline:
+                return []
+
+
+def relevant(name: str, mask: int) -> bool:
+    """Can this event have freed capacity (or shrunk a reservation)?"""
+    if name.startswith("c."):
+        return bool(mask & (IN_DELETE | IN_CLOSE_WRITE))
+    if name.startswith("w."):
+        return bool(mask & (IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY))
+    return False
+
+
+_watchers: dict[str, Watcher] = {}
+
+
+def watcher_for(path: str) -> Watcher:
+    """This process's watcher of ``path``, kept open for reuse (closing an inotify descriptor
+    costs milliseconds). Events queued since its last use are dropped."""
+    w = _watchers.get(path)
+    if w is None:
+        w = _watchers[path] = Watcher(path)
+    elif w.fd is not None:
+        w._drain()
+    return w
