@@ -54,7 +54,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import random
     from collections.abc import Callable, Iterable, Mapping, Sequence
-    from typing import Literal
+    from typing import Any, Literal
 
     from berth.devices.model import GpuSnapshot
 
@@ -456,3 +456,22 @@ def select(
         firsts = {id(g) for g in first}
         qualified = first + [g for g in qualified if id(g) not in firsts]
     return Selection(request, gpus, qualified, rejected)
+
+
+def _make_callable() -> None:
+    """``berth.select`` names both this module and the API function ``berth.select(...)``;
+    once the module is imported it shadows the function as an attribute of ``berth``, so the
+    module itself is made callable: calling it calls :func:`berth.api.select`."""
+    import sys
+    import types
+
+    class _SelectModule(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> list[GpuSnapshot]:
+            from berth.api import select as api_select
+
+            return api_select(*args, **kwargs)
+
+    sys.modules[__name__].__class__ = _SelectModule
+
+
+_make_callable()
