@@ -32,6 +32,9 @@
  * memory is added to the GPU's memory_used and its utilisations to the GPU's (capped at 100).
  *
  * No state file (or $FAKE_NVML_STATE unset): nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED.
+ *
+ * $FAKE_NVML_LOG, if set, names a file to which "init <pid>" and "shutdown <pid>" lines are
+ * appended, so tests can check that a process initialises NVML once and shuts it down.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -42,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 enum {
@@ -438,6 +442,15 @@ static nvmlReturn_t reading(long long value, unsigned *out)
 	return OK;
 }
 
+static void log_call(const char *what)
+{
+	const char *path = getenv("FAKE_NVML_LOG");
+	FILE *f = path && *path ? fopen(path, "a") : NULL;
+	if (!f) return;
+	fprintf(f, "%s %d\n", what, (int)getpid());
+	fclose(f);
+}
+
 /* ------------------------------------------------------------------------- the API -- */
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
@@ -448,6 +461,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 	if (!rc) rc = injected(&st.errs, "nvmlInitWithFlags");
 	if (!rc) rc = injected(&st.errs, "nvmlInit");
 	if (!rc) init_count++;
+	log_call(rc ? "init-failed" : "init");
 	return end(rc);
 }
 
@@ -459,6 +473,7 @@ nvmlReturn_t nvmlShutdown(void)
 	pthread_mutex_lock(&mu);
 	if (!init_count) return end(E_UNINITIALIZED);
 	init_count--;
+	log_call("shutdown");
 	return end(OK);
 }
 
