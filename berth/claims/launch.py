@@ -1,0 +1,148 @@
+"""Run a command on claimed GPUs, holding the claim for exactly as long as the command runs.
+
+The command inherits the claim's descriptors (``pass_fds``), so the claim outlives this
+process if it is killed (even ``kill -9``) and ends with the command. It runs (argv, no
+shell) in its own process group; SIGINT, SIGTERM and SIGHUP are passed on to that group. On
+a terminal the command's group is made the foreground group, so it can read the terminal and
+Ctrl-C reaches it directly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from berth.errors import BerthError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import FrameType
+    from typing import IO
+
+    from berth.claims.ledger import Lease
+    from berth.devices.model import GpuSnapshot
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class CommandNotRun(BerthError):
+    """The command could not be started (not found: 127; not executable: 126)."""
+
+
+def job_env(lease: Lease, snaps: Sequence[GpuSnapshot], *, gpu_var: bool = False) -> dict[str, str]:
+    """The environment of a command run on ``lease``'s GPUs."""
+    by_uuid = {g.uuid: g.index for g in snaps}
+    ids = [str(by_uuid.get(u, i)) for u, i in zip(lease.uuids, lease.indices, strict=True)]
+    env = dict(os.environ)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["BERTH_GPUS"] = ",".join(ids)
+    env["BERTH_GPU_UUIDS"] = ",".join(lease.uuids)
+    env["BERTH_LEASE"] = lease.lease_id
+    if gpu_var:
+        env["GPU"] = "cuda:0"  # seed 004's variable: the command sees its first GPU as cuda:0
+    return env
+
+
+def run_command(
+    lease: Lease,
+    snaps: Sequence[GpuSnapshot],
+    cmd: Sequence[str],
+    *,
+    out: IO[bytes] | None = None,
+    err: IO[bytes] | None = None,
+    verbose: bool = False,
+    gpu_var: bool = False,
+) -> int:
+    """Run ``cmd`` holding ``lease``; release it when the command ends. Returns the exit
+    code (128+N when signal N killed the command)."""
+    import shlex
+    import subprocess
+    import time
+
+    env = job_env(lease, snaps, gpu_var=gpu_var)
+    pgid: list[int] = []
+    pending: list[int] = []
+
+    def forward(sig: int, frame: FrameType | None) -> None:
+        if not pgid:
+            pending.append(sig)
+            return
+        try:
+            os.killpg(pgid[0], sig)
+        except ProcessLookupError:
+            pass
+
+    saved = {s: signal.signal(s, forward) for s in FORWARDED}
+    tty = _foreground_tty()
+    started, t0 = time.time(), time.monotonic()
+    try:
+        kwargs: dict[str, object] = (
+            {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+        )
+        try:
+            proc = subprocess.Popen(
+                list(cmd),
+                env=env,
+                stdout=out,
+                stderr=err,
+                pass_fds=lease.fds,
+                **kwargs,  # type: ignore[call-overload]
+            )
+        except FileNotFoundError:
+            e = CommandNotRun(f"command not found: {cmd[0]!r}")
+            e.exit_code = 127
+            raise e from None
+        except PermissionError:
+            e = CommandNotRun(f"command not executable: {cmd[0]!r}")
+            e.exit_code = 126
+            raise e from None
+        pgid.append(proc.pid)
+        if tty:
+            _give_terminal(proc.pid)
+        for sig in pending:
+            forward(sig, None)
+        lease.set_pids([proc.pid], shlex.join(cmd))
+        rc: int = proc.wait()
+    finally:
+        if tty and pgid:
+            _give_terminal(os.getpgrp())
+        for s, h in saved.items():
+            signal.signal(s, h)
+        lease.release()
+        for f in (out, err):
+            if f is not None:
+                f.close()
+    code = rc if rc >= 0 else 128 - rc
+    if verbose:
+        from berth.units import format_duration
+
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
+        how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc} (exit {code})"
+        ids = ",".join(str(i) for i in env["BERTH_GPUS"].split(","))
+        sys.stderr.write(
+            f"berth run: pid {proc.pid} on GPU {ids} ({env['BERTH_GPU_UUIDS']}); "
+            f"started {when}; ran {format_duration(time.monotonic() - t0)}; {how}\n"
+        )
+    return code
+
+
+def _foreground_tty() -> bool:
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def _give_terminal(pgid: int) -> None:
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(0, pgid)
+        if pgid != os.getpgrp():
+            os.killpg(pgid, signal.SIGCONT)  # in case it read the terminal before it had it
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, old)

@@ -1,0 +1,224 @@
+"""Wait for GPUs, claim them, run a command on them, release them when it ends.
+
+The command runs (argv, never through a shell) in its own process group with
+CUDA_VISIBLE_DEVICES set to its GPUs and CUDA_DEVICE_ORDER=PCI_BUS_ID (so cuda:0 is its
+first GPU), plus BERTH_GPUS (indices) and BERTH_GPU_UUIDS. SIGINT, SIGTERM and SIGHUP are
+passed on to its process group; berth run exits with its exit code (128+N when signal N
+killed it). The claim lives exactly as long as the command: it is held by descriptors the
+command inherits, so even `kill -9` of berth run leaves it held until the command ends.
+While waiting, a status line on the terminal says for what, why, and how many wait ahead.
+Waiters are served fairly: older first (see `docs/claims.md`).
+
+examples:
+  berth run -- python train.py --lr 3e-4          one idle GPU
+  berth run -g 2 --min-free 20G -- python train.py
+  berth run -g 0.5 --mem 12G -- python eval.py    half a GPU, 12 GiB declared
+  berth run --only 2 -v -- python train.py foo    wait for GPU 2; print a summary at the end
+  berth run --prefer 1 -o out.log -e err.log -- ./job.sh
+  berth run --timeout 10m --name A100 -- python train.py
+
+seed 004's scheduler.py, translated:
+  scheduler.py "train.py foo --bar 5" --forced_gpu 2 --verbose
+      -> berth run --only 2 -v -- python train.py foo --bar 5
+  scheduler.py "task" -gc 2 -pg 1 -o out.txt -e err.txt
+      -> berth run -g 2 --prefer 1 -o out.txt -e err.txt -- task
+  scheduler.py -s            -> berth status
+  scheduler.py -rg 0 2       -> berth release 0 2   (admin)
+  scheduler.py -i 5 3 4      -> [inventory] gpus = 5, unavailable = [3, 4] in the config
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from berth.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import IO
+
+    from berth.claims.ledger import State
+    from berth.select import Request, Selection
+
+HELP = "wait for GPUs, claim them, run a command on them"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    import argparse
+
+    p.add_argument(
+        "-g",
+        "--gpus",
+        default="1",
+        metavar="N",
+        help="GPUs: 1, 2... or a share such as 0.5 (default 1)",
+    )
+    p.add_argument("--mem", metavar="SIZE", help="GPU memory to declare per GPU, e.g. 12G")
+    p.add_argument(
+        "--timeout", metavar="TIME", help="give up after waiting this long (90, 15m, 2h)"
+    )
+    p.add_argument(
+        "--poll",
+        default="5",
+        metavar="S",
+        help="seconds between GPU reads while waiting (5); claims wake at once",
+    )
+    p.add_argument("--min-free", metavar="SIZE", help="at least this much free memory, e.g. 20G")
+    p.add_argument(
+        "--max-util",
+        default="auto",
+        metavar="PCT",
+        help="max utilisation %% (0 if --max-procs is 0)",
+    )
+    p.add_argument(
+        "--max-mem-util", default="auto", metavar="PCT", help="max memory-bandwidth utilisation %%"
+    )
+    p.add_argument("--max-power", metavar="WATTS", help="max power draw in W")
+    p.add_argument(
+        "--max-procs", default="0", metavar="N", help="max processes outside berth on the GPU (0)"
+    )
+    p.add_argument("--name", help="GPU name contains this, e.g. A100")
+    p.add_argument("--only", metavar="IDS", help="only these GPUs (wait for them), e.g. 2 or 0,1")
+    p.add_argument("--exclude", metavar="IDS", help="never these GPUs")
+    p.add_argument("--prefer", metavar="IDS", help="these GPUs if they qualify, else others")
+    p.add_argument(
+        "--order", default="random", metavar="ORDER", help="random, free, util, packed or index"
+    )
+    p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES when choosing")
+    p.add_argument("-o", "--out", metavar="FILE", help="write the command's stdout to FILE")
+    p.add_argument("-e", "--err", metavar="FILE", help="write the command's stderr to FILE")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print pid, GPUs, start, duration, exit status at the end",
+    )
+    p.add_argument(
+        "--gpu-var", action="store_true", help="also set GPU=cuda:0 (seed 004's variable)"
+    )
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command")
+
+
+def _number(text: str, option: str, *, top: float | None = None) -> float:
+    try:
+        value = float(text.rstrip("%Ww"))
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or (top is not None and value > top):
+        raise UsageError(
+            f"{option} {text!r}: expected a number from 0{f' to {top:g}' if top else ''}"
+        )
+    return value
+
+
+def request_from(args: argparse.Namespace) -> Request:
+    from berth.lease import build_request
+
+    try:
+        gpus = float(args.gpus)
+    except ValueError:
+        gpus = -1.0
+    if not gpus > 0 or (gpus >= 1 and gpus != int(gpus)):
+        raise UsageError(
+            f"-g {args.gpus!r}: expected a number of GPUs (1, 2...) or a share below 1 (0.5)"
+        )
+    procs = _number(args.max_procs, "--max-procs")
+    if procs != int(procs):
+        raise UsageError(f"--max-procs {args.max_procs!r}: expected a whole number")
+    pct = {
+        key: "auto" if getattr(args, key) == "auto" else _number(getattr(args, key), opt, top=100)
+        for key, opt in (("max_util", "--max-util"), ("max_mem_util", "--max-mem-util"))
+    }
+    return build_request(
+        int(gpus) if gpus >= 1 else gpus,
+        mem=args.mem,
+        min_free=args.min_free,
+        max_util=pct["max_util"],  # type: ignore[arg-type]
+        max_mem_util=pct["max_mem_util"],  # type: ignore[arg-type]
+        max_power=None if args.max_power is None else _number(args.max_power, "--max-power"),
+        max_procs=int(procs),
+        name=args.name,
+        only=args.only,
+        exclude=args.exclude,
+        order=args.order,
+        prefer=args.prefer,
+    )
+
+
+class StatusLine:
+    """One line on the terminal that says what berth run waits for (stderr if a TTY)."""
+
+    def __init__(self, want: str) -> None:
+        import time
+
+        self.tty = sys.stderr.isatty()
+        self.want = want
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, position: int, sel: Selection, state: State) -> None:
+        import time
+
+        from berth.units import format_duration
+
+        waited = format_duration(time.monotonic() - self.start)
+        ahead = f"{position} waiting ahead" if position else "first in line"
+        text = f"berth run: waiting {waited} for {self.want} ({ahead}); {sel.explain_shortfall()}"
+        if self.tty:
+            width = os.get_terminal_size(sys.stderr.fileno()).columns
+            sys.stderr.write("\r\x1b[K" + text[: max(10, width - 1)])
+            sys.stderr.flush()
+        elif not self.shown:
+            sys.stderr.write(text + "\n")
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.tty and self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _open(path: str | None, option: str) -> IO[bytes] | None:
+    if path is None:
+        return None
+    try:
+        return open(path, "wb")
+    except OSError as e:
+        raise UsageError(f"{option} {path!r}: {e.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    import shlex
+
+    from berth.claims.waiting import describe
+    from berth.lease import claim
+    from berth.units import parse_duration
+
+    cmd = list(args.argv)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError(
+            "berth run: no command; give it after --, e.g. berth run -g 1 -- python train.py"
+        )
+    request = request_from(args)
+    timeout = None if args.timeout is None else parse_duration(args.timeout, what="--timeout")
+    poll = parse_duration(args.poll, what="--poll")
+    if not poll > 0:
+        raise UsageError(f"--poll {args.poll!r}: must be above 0")
+    out, err = _open(args.out, "-o/--out"), _open(args.err, "-e/--err")
+    status = StatusLine(describe(request))
+    try:
+        lease, snaps = claim(
+            request, timeout=timeout, poll=poll, all=args.all, command=shlex.join(cmd),
+            label="berth run", on_wait=status,
+        )  # fmt: skip
+    finally:
+        status.clear()
+    from berth.claims.launch import run_command
+
+    return run_command(
+        lease, snaps, cmd, out=out, err=err, verbose=args.verbose, gpu_var=args.gpu_var
+    )

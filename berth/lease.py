@@ -1,0 +1,262 @@
+"""``berth.acquire``: claim GPUs for this process, waiting for them if need be.
+
+>>> import berth
+>>> with berth.acquire(gpus=2, min_free="20G") as lease:
+...     print(lease.ids, lease.uuids, lease.devices)   # [1, 3] [...] ['cuda:0', 'cuda:1']
+...     model.to(lease.devices[0])
+
+The claim is held in the host's ledger (see docs/claims.md): every other berth user, script
+and daemon on the host sees it, and it ends with ``release()``, the ``with`` block, or this
+process's death (even ``kill -9``). Waiting is fair (older waiters first) and wakes at once
+when another holder lets go; ``poll`` only bounds how long a change made outside berth (a
+process that frees GPU memory) can go unnoticed.
+
+If CUDA is not initialised in this process yet, ``CUDA_VISIBLE_DEVICES`` (the claimed GPUs'
+indices) and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` are set, so ``cuda:0`` is the first claimed GPU;
+they are restored on release. If torch has already initialised CUDA, the visible devices
+cannot change any more: ``torch.cuda.set_device`` is called with the first claimed GPU's CUDA
+index and ``lease.devices`` names the claimed GPUs as this process sees them (a warning says
+so, once).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from berth.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import TracebackType
+    from typing import Literal
+
+    from berth.claims.ledger import Lease as Claim
+    from berth.claims.waiting import OnWait
+    from berth.devices.model import GpuSnapshot
+    from berth.select import Request
+
+__all__ = ["Lease", "acquire"]
+
+_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+_warned = False
+
+
+def cuda_initialized() -> bool:
+    """Has torch (if imported) initialised CUDA in this process?"""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_initialized())
+    except Exception:  # a torch without CUDA support, or a partial import
+        return False
+
+
+class Lease:
+    """GPUs claimed by this process. ``ids`` (NVML indices), ``uuids``, ``devices`` (as this
+    process sees them: ``cuda:0``...), ``share``, ``mem``; ``fds`` hold the claim."""
+
+    def __init__(self, claim: Claim, gpus: Sequence[GpuSnapshot], *, set_env: bool = True) -> None:
+        self.claim = claim
+        self.uuids: list[str] = list(claim.uuids)
+        by_uuid = {g.uuid: g for g in gpus}
+        self.ids: list[int] = [by_uuid[u].index for u in self.uuids]
+        self.share = claim.share
+        self.mem = claim.mem
+        self._saved: dict[str, str | None] | None = None
+        self.devices: list[str] = []
+        if set_env:
+            self._apply(gpus)
+
+    @property
+    def lease_id(self) -> str:
+        return self.claim.lease_id
+
+    @property
+    def fds(self) -> list[int]:
+        return self.claim.fds
+
+    @property
+    def active(self) -> bool:
+        return self.claim.active
+
+    def _apply(self, gpus: Sequence[GpuSnapshot]) -> None:
+        global _warned
+        if not cuda_initialized():
+            self._saved = {k: os.environ.get(k) for k in _ENV}
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.ids)
+            os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+            self.devices = [f"cuda:{k}" for k in range(len(self.ids))]
+            return
+        torch = sys.modules["torch"]  # already imported: cuda_initialized() saw it
+
+        from berth.devices.visible import cuda_index
+
+        indices = [cuda_index(u, gpus, os.environ) for u in self.uuids]
+        if indices[0] is None:
+            self.release()
+            raise UsageError(
+                f"GPU {self.ids[0]} was claimed but CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r} hides it from this process, "
+                "whose CUDA is already initialised: call berth.acquire() before using CUDA"
+            )
+        self.devices = [f"cuda:{i}" if i is not None else "hidden" for i in indices]
+        torch.cuda.set_device(indices[0])
+        if not _warned:
+            _warned = True
+            import warnings
+
+            warnings.warn(
+                "berth.acquire: CUDA was already initialised, so CUDA_VISIBLE_DEVICES could not "
+                f"be set; made {self.devices[0]} the default device instead. Use "
+                "lease.devices (not cuda:0), or acquire before touching CUDA.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def release(self) -> None:
+        """End the claim (idempotent) and restore CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER."""
+        self.claim.release()
+        if self._saved is not None:
+            for key, value in self._saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            self._saved = None
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "" if self.active else ", released"
+        return f"berth.Lease(ids={self.ids}, devices={self.devices}, share={self.share:g}{state})"
+
+
+def build_request(
+    gpus: float = 1,
+    *,
+    mem: int | str | None = None,
+    min_free: int | str | None = None,
+    max_util: float | Literal["auto"] | None = "auto",
+    max_mem_util: float | Literal["auto"] | None = "auto",
+    max_power: float | None = None,
+    max_procs: int | None = 0,
+    name: str | None = None,
+    only: object = None,
+    exclude: object = None,
+    order: str = "random",
+    prefer: object = None,
+    predicate: Callable[[GpuSnapshot], bool] | None = None,
+    banned_names: Sequence[str] | None = None,
+) -> Request:
+    """A selection request from acquire()'s parameters (``gpus``: a count, or a share < 1)."""
+    from berth.select import Request
+    from berth.units import parse_size
+
+    if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not gpus > 0:
+        raise UsageError(
+            f"gpus={gpus!r}: expected a whole number of GPUs (1, 2...) or a share below 1 (0.5)"
+        )
+    if gpus >= 1 and gpus != int(gpus):
+        raise UsageError(f"gpus={gpus!r}: a share must be below 1; above 1 ask for whole GPUs")
+    share = float(gpus) if gpus < 1 else 1.0
+    return Request(
+        int(gpus) if gpus >= 1 else 1,
+        min_free=None if min_free is None else parse_size(min_free, what="min_free"),
+        max_util=max_util,
+        max_mem_util=max_mem_util,
+        max_power=max_power,
+        max_procs=max_procs,
+        name=name,
+        only=only,
+        exclude=exclude,
+        order=order,
+        prefer=prefer,
+        predicate=predicate,
+        banned_names=banned_names,
+        share=share,
+        mem=None if mem is None else parse_size(mem, what="mem"),
+    )
+
+
+def claim(
+    request: Request,
+    *,
+    timeout: float | None = None,
+    poll: float = 5.0,
+    all: bool = False,
+    label: str | None = None,
+    command: str | None = None,
+    on_wait: OnWait | None = None,
+) -> tuple[Claim, list[GpuSnapshot]]:
+    """Claim what ``request`` asks for (waiting up to ``timeout``); the claim and the last
+    GPU snapshots. The layer under :func:`acquire`, ``berth run`` and GPUScheduler."""
+    from berth import config
+    from berth.api import banned_reasons, read
+    from berth.claims.ledger import Ledger
+    from berth.claims.waiting import wait_claim
+
+    if timeout is not None and (isinstance(timeout, bool) or not timeout >= 0):
+        raise UsageError(f"timeout={timeout!r}: expected seconds (0 or more) or None")
+    if isinstance(poll, bool) or not poll > 0:
+        raise UsageError(f"poll={poll!r}: expected seconds above 0")
+    cfg = config.get()
+    ledger = Ledger(cfg=cfg)
+    last: list[GpuSnapshot] = []
+
+    def fresh() -> list[GpuSnapshot]:
+        snaps = read(cfg, all=all, process_details=False)
+        request.banned.update(banned_reasons(cfg, snaps))
+        last[:] = snaps
+        return snaps
+
+    lease = wait_claim(
+        ledger, fresh, request, timeout=timeout, poll=poll, label=label, command=command,
+        on_wait=on_wait,
+    )  # fmt: skip
+    return lease, last
+
+
+def acquire(
+    gpus: float = 1,
+    *,
+    mem: int | str | None = None,
+    timeout: float | None = None,
+    poll: float = 5.0,
+    min_free: int | str | None = None,
+    max_util: float | Literal["auto"] | None = "auto",
+    max_mem_util: float | Literal["auto"] | None = "auto",
+    max_power: float | None = None,
+    max_procs: int | None = 0,
+    name: str | None = None,
+    only: object = None,
+    exclude: object = None,
+    order: str = "random",
+    prefer: object = None,
+    predicate: Callable[[GpuSnapshot], bool] | None = None,
+    banned_names: Sequence[str] | None = None,
+    all: bool = False,
+    label: str | None = None,
+) -> Lease:
+    """Claim ``gpus`` GPUs (an integer, or a share below 1 of one GPU) that pass the filters
+    of :func:`berth.select`, waiting up to ``timeout`` seconds (None: for ever).
+
+    ``mem`` (bytes or "12G") is declared per GPU: shares on a GPU never declare more than its
+    memory. Raises :class:`berth.errors.WaitTimeout` (saying what was missing) when the
+    timeout passes, UsageError on bad input. Use as a context manager, or call
+    ``lease.release()``."""
+    request = build_request(
+        gpus, mem=mem, min_free=min_free, max_util=max_util, max_mem_util=max_mem_util,
+        max_power=max_power, max_procs=max_procs, name=name, only=only, exclude=exclude,
+        order=order, prefer=prefer, predicate=predicate, banned_names=banned_names,
+    )  # fmt: skip
+    held, snaps = claim(request, timeout=timeout, poll=poll, all=all, label=label)
+    return Lease(held, snaps)
