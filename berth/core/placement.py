@@ -1,0 +1,234 @@
+"""Where a request goes: first-fit, best-fit, or the fragmentation-aware packer.
+
+All three respect the same hard rules (healthy, not paused, allowed GPUs, name filter, share,
+memory, node CPU/RAM; a job's GPUs on one node unless it needs more than any node has), and
+put ``prefer``-red GPUs first. They differ in which qualifying GPU (or node) they pick:
+
+- ``first-fit``: the lowest index.
+- ``best-fit``: the tightest fit: the partly used GPU (or the node) left with the least free.
+- ``packer``: FGD's idea (ATC'23, "fragmentation gradient descent"): pick the placement that
+  raises the *expected fragmentation* least, where fragmentation of a GPU/node is the free
+  capacity that the demand to come could not use. FGD takes the demand from a fixed historical
+  workload; berth's :class:`Profile` is built from the live queue (or a trace's recent
+  arrivals) by the caller, ties go to the tightest fit, and node CPU that would strand free
+  GPUs counts as fragmentation too.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from berth.core.capacity import EPS, INF, Capacity
+from berth.core.job import Request
+
+PLACEMENTS = ("first-fit", "best-fit", "packer")
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    positions: tuple[int, ...]
+    node: int
+    mem: int | None  # GPU memory charged per GPU (bytes)
+
+
+class Profile:
+    """A distribution of demand: ``P(size > x)`` and ``P(cpu > x)`` by bisection."""
+
+    __slots__ = ("_cpu", "_cpu_tail", "_size", "_size_tail")
+
+    def __init__(self, demands: Iterable[tuple[float, float]]) -> None:
+        pairs = [(float(s), float(c or 0.0)) for s, c in demands]
+        n = len(pairs) or 1
+        self._size, self._size_tail = _tail(sorted(s for s, _ in pairs), n)
+        self._cpu, self._cpu_tail = _tail(sorted(c for s, c in pairs if s > 0), n)
+
+    @classmethod
+    def of(cls, requests: Iterable[Request]) -> Profile:
+        return cls((r.gpu_amount, r.cpu or 0.0) for r in requests)
+
+    def p_size_above(self, x: float) -> float:
+        return self._size_tail[bisect_right(self._size, x + EPS)]
+
+    def p_cpu_above(self, x: float) -> float:
+        return self._cpu_tail[bisect_right(self._cpu, x + EPS)]
+
+
+def _tail(values: list[float], n: int) -> tuple[list[float], list[float]]:
+    tail = [0.0] * (len(values) + 1)
+    for i in range(len(values) - 1, -1, -1):
+        tail[i] = tail[i + 1] + 1.0 / n
+    return values, tail
+
+
+def place(
+    cap: Capacity,
+    req: Request,
+    how: str = "best-fit",
+    profile: Profile | None = None,
+    exclude: Collection[int] = (),
+) -> Placement | None:
+    """A placement for ``req`` on ``cap`` (positions not in ``exclude``), or None."""
+    k = req.count
+    if k == 0:
+        n = _pick_node(cap, req, how, profile, list(range(len(cap.node_names))), 0)
+        return None if n is None else Placement((), n, None)
+    allowed = None if req.gpu_ids is None else {cap.pos[i] for i in req.gpu_ids if i in cap.pos}
+    name = req.name.lower() if req.name else None
+    prefer = {cap.pos[i] for i in req.prefer if i in cap.pos}
+    if req.whole:
+        return _place_whole(cap, req, k, how, profile, exclude, allowed, name, prefer)
+    return _place_share(cap, req, how, profile, exclude, allowed, name, prefer)
+
+
+def _node_ok(cap: Capacity, n: int, req: Request) -> bool:
+    return (not req.cpu or cap.node_cpu[n] >= req.cpu - EPS) and (
+        not req.ram or cap.node_ram[n] >= req.ram
+    )
+
+
+def _place_whole(
+    cap: Capacity, req: Request, k: int, how: str, profile: Profile | None,
+    exclude: Collection[int], allowed: set[int] | None, name: str | None, prefer: set[int],
+) -> Placement | None:  # fmt: skip
+    if k > cap.n_whole_free:
+        return None
+    need_mem = -INF if req.mem is None else float(req.mem)
+    span = all(len(ps) < k for ps in cap.node_pos)  # bigger than any node: spread over nodes
+    feasible: list[tuple[int, list[int]]] = []
+    for n, ps in enumerate(cap.node_pos):
+        if (cap.node_whole[n] < k and not span) or cap.node_whole[n] == 0:
+            continue
+        if not _node_ok(cap, n, req):
+            continue
+        cands = [
+            p for p in ps
+            if cap.usable[p] and cap.free[p] >= 1.0 - EPS and not cap.busy[p]
+            and cap.mem_free[p] >= need_mem
+            and (allowed is None or p in allowed) and (name is None or name in cap.names[p])
+            and p not in exclude
+        ]  # fmt: skip
+        if len(cands) >= k or (span and cands):
+            feasible.append((n, cands))
+    if not feasible:
+        return None
+    if span:  # fullest-free nodes first, so the job touches as few nodes as possible
+        feasible.sort(key=lambda nc: (-len(nc[1]), nc[0]))
+        chosen: list[int] = []
+        for _, cands in feasible:
+            chosen.extend(cands[: k - len(chosen)])
+            if len(chosen) == k:
+                return Placement(tuple(chosen), cap.node_of[chosen[0]], req.mem)
+        return None
+
+    def score(nc: tuple[int, list[int]]) -> tuple[float, ...]:
+        n, cands = nc
+        pref = -sum(1 for p in cands if p in prefer)
+        if how == "first-fit":
+            return (pref, 0.0, n)
+        tight = float(len(cands))
+        if how == "packer" and profile is not None:
+            c = cap.node_whole[n]
+            d = _whole_waste(profile, c - k) - _whole_waste(profile, c)
+            d += _cpu_delta(cap, profile, n, req.cpu or 0.0, float(k))
+            return (pref, d, tight, n)
+        return (pref, tight, n)
+
+    n, cands = min(feasible, key=score)
+    cands.sort(key=lambda p: (p not in prefer, p))
+    return Placement(tuple(cands[:k]), n, req.mem)
+
+
+def _place_share(
+    cap: Capacity, req: Request, how: str, profile: Profile | None,
+    exclude: Collection[int], allowed: set[int] | None, name: str | None, prefer: set[int],
+) -> Placement | None:  # fmt: skip
+    s = req.share
+    best: tuple[float, ...] | None = None
+    best_p = -1
+    best_mem = 0.0
+    node_free: dict[int, float] = {}
+    positions: Iterable[int] = range(len(cap.index)) if allowed is None else sorted(allowed)
+    for p in positions:
+        f = cap.free[p]
+        if f < s - EPS or not cap.usable[p] or p in exclude:
+            continue
+        charge = cap.charge(p, s, req.mem)
+        if cap.mem_free[p] < charge or (name is not None and name not in cap.names[p]):
+            continue
+        n = cap.node_of[p]
+        if not _node_ok(cap, n, req):
+            continue
+        pref = 0.0 if p in prefer else 1.0
+        if how == "first-fit":
+            key: tuple[float, ...] = (pref, p)
+        elif how == "packer" and profile is not None:
+            whole = f >= 1.0 - EPS and not cap.busy[p]
+            d = _part_waste(profile, f - s) - (0.0 if whole else _part_waste(profile, f))
+            if whole:
+                c = cap.node_whole[n]
+                d += _whole_waste(profile, c - 1) - _whole_waste(profile, c)
+            if req.cpu and cap.node_cpu[n] < INF:
+                if n not in node_free:
+                    node_free[n] = sum(cap.free[q] for q in cap.node_pos[n])
+                d += _cpu_delta(cap, profile, n, req.cpu, s, node_free[n])
+            key = (pref, round(d, 9), f - s, p)
+        else:
+            key = (pref, f - s, p)
+        if best is None or key < best:
+            best, best_p, best_mem = key, p, charge
+            if how == "first-fit" and pref == 0.0:
+                break
+    if best is None:
+        return None
+    mem = req.mem if req.mem is not None or cap.mem_total[best_p] is None else int(best_mem)
+    return Placement((best_p,), cap.node_of[best_p], mem)
+
+
+def _pick_node(
+    cap: Capacity, req: Request, how: str, profile: Profile | None, nodes: list[int], k: int
+) -> int | None:
+    best: tuple[float, ...] | None = None
+    best_n = None
+    for n in nodes:
+        if not _node_ok(cap, n, req):
+            continue
+        left = cap.node_cpu[n] - (req.cpu or 0.0)
+        if how == "first-fit":
+            return n
+        if how == "packer" and profile is not None:
+            key: tuple[float, ...] = (_cpu_delta(cap, profile, n, req.cpu or 0.0, 0.0), left, n)
+        else:
+            key = (left, n)
+        if best is None or key < best:
+            best, best_n = key, n
+    return best_n
+
+
+def _part_waste(profile: Profile, f: float) -> float:
+    """Expected unusable share of a partly free GPU: f x P(next demand > f)."""
+    if f <= EPS:
+        return 0.0
+    return f * profile.p_size_above(f)
+
+
+def _whole_waste(profile: Profile, c: int) -> float:
+    """Expected unusable whole GPUs of a node with c free: c x P(next demand > c)."""
+    return 0.0 if c <= 0 else c * profile.p_size_above(float(c))
+
+
+def _cpu_delta(
+    cap: Capacity, profile: Profile, n: int, cpu: float, gpus: float,
+    node_free: float | None = None,
+) -> float:  # fmt: skip
+    """Change of the free GPU share stranded because the node's CPU runs out."""
+    before_cpu = cap.node_cpu[n]
+    if not cpu or before_cpu == INF:
+        return 0.0
+    if node_free is None:
+        node_free = sum(cap.free[q] for q in cap.node_pos[n])
+    after_cpu = before_cpu - cpu
+    before = node_free * profile.p_cpu_above(before_cpu)
+    after = (node_free - gpus) * profile.p_cpu_above(after_cpu)
+    return after - before

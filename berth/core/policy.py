@@ -1,0 +1,317 @@
+"""``schedule()``: one pure pass from (jobs, inventory, outside usage, paused GPUs, now) to
+decisions. The daemon and the simulator both call it; nothing else decides what starts.
+
+Policies (the order jobs are considered in, and what a blocked job blocks):
+
+==============  =================================================  ==========================
+name            order                                              a job that does not fit
+==============  =================================================  ==========================
+fifo            queue time                                         blocks every job after it
+fifo-backfill   queue time                                         reserves GPUs (EASY)
+priority        priority (higher first), then queue time           reserves GPUs (EASY)
+sjf             time limit (shorter first; none = last), then      reserves GPUs (EASY)
+                priority, queue time
+fairshare       tenant holding the fewest GPUs (plus ``usage``),   reserves GPUs (EASY)
+                then priority, queue time
+==============  =================================================  ==========================
+
+EASY backfill: the first job that does not fit gets a *reservation*: the GPUs it will get and
+the time it is expected to start (``shadow``), found by releasing running jobs in order of
+their expected end (start + time limit). A later job may start if it fits on GPUs outside the
+reservation, or if it will end (by its own time limit) before the shadow time. Running jobs
+without a time limit have an unknown end: then the reservation has no expected time and its
+GPUs are simply kept for the blocked job, while jobs that fit elsewhere go ahead. So no job
+starves, and no GPU idles that the blocked job could not use anyway.
+
+Time limits: a running job past its limit gets a ``Stop`` decision (a safety net; the daemon
+should also arm a timer at ``Decisions.wakeup``, which includes every deadline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+
+from berth.core import deps
+from berth.core.capacity import INF, Capacity
+from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
+from berth.core.explain import resources_detail, static_reason
+from berth.core.inventory import Gpu, Node, Usage
+from berth.core.job import Job, Request
+from berth.core.placement import PLACEMENTS, Placement, Profile, place
+from berth.core.states import Reason, State
+from berth.errors import UsageError
+from berth.units import format_duration
+
+POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare")
+DEFAULT_POLICY = "priority"
+DEFAULT_PLACEMENT = "packer"
+
+
+def check_policy(policy: str, placement: str = DEFAULT_PLACEMENT) -> None:
+    """Raise UsageError for an unknown policy or placement name."""
+    if policy not in POLICIES:
+        raise UsageError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
+    if placement not in PLACEMENTS:
+        raise UsageError(f"unknown placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
+
+
+def order_key(job: Job, policy: str) -> tuple[float, ...]:
+    """The static sort key of ``policy`` (fairshare adds the tenant order on top)."""
+    if policy in ("fifo", "fifo-backfill"):
+        return (job.queue_time, job.id)
+    if policy == "sjf":
+        limit = job.time_limit if job.time_limit is not None else INF
+        return (limit, -job.priority, job.queue_time, job.id)
+    return (-job.priority, job.queue_time, job.id)
+
+
+def schedule(
+    pending: Sequence[Job],
+    running: Sequence[Job],
+    inventory: Sequence[Gpu],
+    others: Mapping[int, Usage] | None = None,
+    paused: Collection[int] = (),
+    now: float = 0.0,
+    *,
+    policy: str = DEFAULT_POLICY,
+    placement: str = DEFAULT_PLACEMENT,
+    nodes: Mapping[str, Node] | None = None,
+    done: Mapping[int, State] | None = None,
+    profile: Profile | None = None,
+    usage: Mapping[str, float] | None = None,
+    explain: bool = True,
+    presorted: bool = False,
+) -> Decisions:
+    """Decide what starts now. Pure: reads its arguments, changes nothing.
+
+    - ``pending``: PENDING jobs; ``running``: RUNNING/COMPLETING jobs (their current attempt
+      holds ``gpus``/``share``/``mem``).
+    - ``inventory``: the GPUs; ``nodes``: node CPU/RAM (simulated clusters only).
+    - ``others``: per GPU index, what holders other than these jobs use (claims of daemonless
+      users, processes outside berth). Never include the scheduler's own jobs there.
+    - ``paused``: GPU indices drained: nothing new starts there.
+    - ``done``: states of finished jobs that dependencies may name.
+    - ``profile``: the demand distribution for the ``packer`` (default: the pending requests).
+    - ``usage``: fairshare's extra per-tenant usage, in GPUs (e.g. a decayed average held).
+    - ``explain``: fill ``Decisions.pending`` with a reason for every job not started (the
+      simulator turns it off for speed, which also lets the pass stop once nothing fits).
+    - ``presorted``: ``pending`` is already in :func:`order_key` order (the simulator keeps it so).
+    """
+    check_policy(policy, placement)
+    out = Decisions()
+    cap = Capacity(inventory, nodes, others, paused)
+    tenant_gpus: dict[str, float] = {}
+    ends: list[tuple[float, float, Job]] = []
+    for job in running:
+        a = job.attempt
+        if a is None:
+            continue
+        req = job.request
+        cap.take_gpus(a.gpus, a.share, a.mem, a.node, req.cpu, req.ram,
+                      f"job {job.id}" if explain else "")  # fmt: skip
+        tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
+        deadline = a.start + job.time_limit if job.time_limit is not None else INF
+        ends.append((deadline, a.start, job))
+        if deadline < INF:
+            if deadline <= now and job.state is State.RUNNING:
+                out.stops.append(Stop(job.id, f"time limit {format_duration(job.time_limit)}"))
+            elif deadline > now:
+                _wake(out, deadline)
+    if placement == "packer" and profile is None:
+        profile = Profile.of(j.request for j in pending)
+
+    states: dict[int, State] | None = None
+    started: dict[int, bool] = {}
+    static: dict[tuple[object, ...], tuple[Reason, str] | None] = {}
+    head: Job | None = None
+    shadow = INF
+    reserved: set[int] = set()
+    blocked_all = False
+    # Thresholds for requests without constraints: once k whole GPUs (or a share s) did not
+    # fit, nothing bigger will in this pass (capacity only shrinks). Index 1: with the
+    # reservation excluded.
+    fail_whole = [INF, INF]
+    fail_share = [INF, INF]
+    placed: dict[int, Placement] = {}  # jobs started in this pass
+    exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
+
+    def wait(job: Job, reason: Reason, detail: str = "") -> None:
+        if explain:
+            out.pending[job.id] = Pending(job.id, reason, detail)
+
+    for job in _ordered(pending, policy, presorted, tenant_gpus, usage):
+        req = job.request
+        if exhausted:
+            break
+        if job.held:
+            wait(job, Reason.HELD, "released by `berth release-job`")
+            continue
+        if job.dependencies:
+            if states is None:
+                states, started = _dep_states(pending, running, done)
+            verdict, detail = deps.check(job, states, started)
+            if verdict == deps.NEVER:
+                out.cancels.append(Cancel(job.id, f"dependency never satisfied: {detail}"))
+                wait(job, Reason.DEPENDENCY_NEVER, detail)
+                continue
+            if verdict == deps.WAIT:
+                wait(job, Reason.DEPENDENCY, detail)
+                continue
+        if job.not_before is not None and job.not_before > now:
+            _wake(out, job.not_before)
+            wait(
+                job,
+                Reason.BEGIN_TIME,
+                f"retry backoff, {format_duration(job.not_before - now)} left",
+            )
+            continue
+        key = _req_key(req)
+        if key not in static:
+            static[key] = static_reason(cap, req)
+        bad = static[key]
+        if bad is not None:
+            wait(job, *bad)
+            continue
+        if blocked_all:
+            fits = _try(cap, req, placement, profile, (), fail_whole, fail_share, 0) is not None
+            wait(job, Reason.PRIORITY if fits else Reason.RESOURCES,
+                 f"behind job {head.id if head else '?'} (strict FIFO)")  # fmt: skip
+            if not explain:
+                break
+            continue
+        pl = _try(
+            cap, req, placement, profile, reserved, fail_whole, fail_share, 1 if reserved else 0
+        )
+        if pl is None and reserved:
+            fits_all = _try(cap, req, placement, profile, (), fail_whole, fail_share, 0)
+            ends_by = now + job.time_limit if job.time_limit is not None else INF
+            if fits_all is not None and ends_by <= shadow < INF:
+                pl = fits_all
+            elif fits_all is not None:
+                wait(job, Reason.PRIORITY,
+                     f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
+                continue
+        if pl is not None:
+            _start(out, cap, job, pl, now, explain)
+            placed[job.id] = pl
+            exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
+            tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
+            limit = job.time_limit
+            ends.append((now + limit if limit is not None else INF, now, job))
+            continue
+        if head is None:
+            head = job
+            if policy == "fifo":
+                blocked_all = True
+            else:
+                shadow, reserved = _reserve(cap, ends, placed, req, placement, profile)
+                if shadow < INF:
+                    out.expected[job.id] = shadow
+        if explain:
+            detail = resources_detail(cap, req)
+            if job is head and shadow < INF:
+                detail += f"; expected to start in {format_duration(shadow - now)}"
+            wait(job, Reason.RESOURCES, detail)
+    return out
+
+
+def _try(
+    cap: Capacity, req: Request, how: str, profile: Profile | None, exclude: Collection[int],
+    fail_whole: list[float], fail_share: list[float], slot: int,
+) -> Placement | None:  # fmt: skip
+    simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+    if simple:
+        if req.whole and req.gpus >= fail_whole[slot]:
+            return None
+        if 0 < req.gpus < 1 and req.gpus >= fail_share[slot]:
+            return None
+    pl = place(cap, req, how, profile, exclude)
+    if pl is None and simple and not req.ram:
+        if req.whole:
+            fail_whole[slot] = min(fail_whole[slot], req.gpus)
+        elif req.gpus > 0:
+            fail_share[slot] = min(fail_share[slot], req.gpus)
+    return pl
+
+
+def _start(
+    out: Decisions, cap: Capacity, job: Job, pl: Placement, now: float, explain: bool
+) -> None:
+    req = job.request
+    cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram,
+             f"job {job.id}" if explain else "")  # fmt: skip
+    node = cap.node_names[pl.node] if pl.node >= 0 else ""
+    gpus = tuple(cap.index[p] for p in pl.positions)
+    out.starts.append(Start(job.id, gpus, req.share, pl.mem, node))
+
+
+def _reserve(
+    cap: Capacity, ends: list[tuple[float, float, Job]], placed: dict[int, Placement],
+    req: Request, how: str, profile: Profile | None,
+) -> tuple[float, set[int]]:  # fmt: skip
+    """(shadow time, positions) of the blocked head job's reservation."""
+    trial = cap.copy()
+    for end, _, job in sorted(ends, key=lambda e: (e[0], e[1], e[2].id)):
+        a = job.attempt
+        r = job.request
+        pl = placed.get(job.id)
+        if pl is not None:  # started in this pass
+            trial.take(pl.positions, r.share, pl.mem, pl.node, r.cpu, r.ram, sign=-1.0)
+        elif a is not None:
+            trial.take_gpus(a.gpus, a.share, a.mem, a.node, r.cpu, r.ram, sign=-1.0)
+        fit = place(trial, req, how, profile)
+        if fit is not None:
+            return end, set(fit.positions)
+    return INF, set()
+
+
+def _no_share_left(cap: Capacity) -> bool:
+    return all(f <= 1e-6 or not u for f, u in zip(cap.free, cap.usable, strict=True))
+
+
+def _wake(out: Decisions, t: float) -> None:
+    if out.wakeup is None or t < out.wakeup:
+        out.wakeup = t
+
+
+def _req_key(r: Request) -> tuple[object, ...]:
+    return (r.gpus, r.mem, r.gpu_ids, r.name, r.cpu, r.ram)
+
+
+def _dep_states(
+    pending: Sequence[Job], running: Sequence[Job], done: Mapping[int, State] | None
+) -> tuple[dict[int, State], dict[int, bool]]:
+    states: dict[int, State] = dict(done or {})
+    started: dict[int, bool] = {}
+    for j in pending:
+        states[j.id] = j.state
+        started[j.id] = bool(j.attempts)
+    for j in running:
+        states[j.id] = j.state
+    return states, started
+
+
+def _ordered(
+    pending: Sequence[Job], policy: str, presorted: bool, tenant_gpus: dict[str, float],
+    usage: Mapping[str, float] | None,
+) -> Iterator[Job]:  # fmt: skip
+    jobs: Iterable[Job] = (
+        pending if presorted else sorted(pending, key=lambda j: order_key(j, policy))
+    )
+    if policy != "fairshare":
+        yield from jobs
+        return
+    queues: dict[str, list[Job]] = {}
+    for j in jobs:
+        queues.setdefault(j.tenant, []).append(j)
+    heads = {t: 0 for t in queues}
+    extra = usage or {}
+    while heads:
+        # the tenant with the least held (live: tenant_gpus grows as jobs start in this pass)
+        t = min(heads, key=lambda t: (tenant_gpus.get(t, 0.0) + extra.get(t, 0.0), t))
+        i = heads[t]
+        yield queues[t][i]
+        if i + 1 < len(queues[t]):
+            heads[t] = i + 1
+        else:
+            del heads[t]

@@ -1,0 +1,129 @@
+"""The one function that changes a job's state, plus hold/release (a flag, not a state).
+
+``transition`` mutates the job in place (and returns it), after checking that the move is
+legal; an illegal move raises :class:`IllegalTransition` and changes nothing. Every change
+appends an :class:`~berth.core.job.Event` to ``job.history``.
+
+Outcomes that bring a job back to the queue:
+
+- ``FAILED`` with retries left: the attempt ends FAILED, the job goes back to PENDING with
+  ``not_before = now + retry_delay * 2**(failed attempts - 1)`` (capped at 1 hour); it keeps its
+  place in the queue.
+- ``TIMEOUT`` of a job submitted with ``requeue=True``: recorded as ``PREEMPTED`` (the attempt's
+  outcome), and the job is requeued at the end of the queue (seed 003's "context switch").
+- ``PREEMPTED``: always requeued at the end of the queue.
+"""
+
+from __future__ import annotations
+
+from berth.core.job import Attempt, Event, Job
+from berth.core.states import ACTIVE, ALLOWED, OUTCOMES, State
+from berth.errors import UsageError
+
+MAX_BACKOFF = 3600.0
+
+
+class IllegalTransition(UsageError):
+    """A state change that the job model does not allow (e.g. COMPLETED -> RUNNING)."""
+
+
+def _refuse(job: Job, to: State, why: str) -> IllegalTransition:
+    return IllegalTransition(f"job {job.id}: cannot go from {job.state.value} to {to.value}: {why}")
+
+
+def transition(
+    job: Job,
+    to: State,
+    *,
+    now: float,
+    reason: str = "",
+    gpus: tuple[int, ...] = (),
+    share: float = 1.0,
+    mem: int | None = None,
+    node: str = "",
+    exit_code: int | None = None,
+) -> Job:
+    """Move ``job`` to ``to`` at time ``now``; return the job (changed in place).
+
+    - PENDING -> RUNNING starts a new attempt on ``gpus`` (``share``, ``mem`` per GPU, ``node``);
+      refused for a held job or before ``not_before``.
+    - RUNNING -> COMPLETING: the job was told to stop (cancel, time limit); it still holds GPUs.
+    - RUNNING/COMPLETING -> an outcome ends the attempt (``exit_code`` for COMPLETED/FAILED);
+      FAILED with retries left, PREEMPTED, and TIMEOUT with ``requeue`` land in PENDING.
+    - PENDING -> CANCELLED.
+    """
+    to = State(to)
+    src = job.state
+    if to not in ALLOWED[src]:
+        allowed = ", ".join(sorted(s.value for s in ALLOWED[src])) or "nothing (it is finished)"
+        raise _refuse(job, to, f"from {src.value} it may go to {allowed}")
+    if to is State.RUNNING:
+        if job.held:
+            raise _refuse(job, to, "it is held; release it first")
+        if job.not_before is not None and now < job.not_before:
+            raise _refuse(job, to, f"its retry backoff lasts until t={job.not_before:.3f}")
+        if job.request.count != len(gpus):
+            raise _refuse(job, to, f"it needs {job.request.count} GPU(s), given {list(gpus)}")
+        job.attempts.append(Attempt(len(job.attempts) + 1, now, tuple(gpus), share, mem, node))
+        job.not_before = None
+        return _record(job, src, to, now, reason or f"on GPU {_ids(gpus)}")
+    if to is State.COMPLETING:
+        return _record(job, src, to, now, reason)
+    if src is State.PENDING:  # -> CANCELLED
+        return _record(job, src, to, now, reason)
+    # src is active: the attempt ends.
+    assert src in ACTIVE and to in OUTCOMES
+    attempt = job.attempts[-1]
+    outcome = to
+    if to is State.TIMEOUT and job.requeue:
+        outcome = State.PREEMPTED
+        reason = reason or "time limit"
+    attempt.end = now
+    attempt.outcome = outcome
+    attempt.exit_code = exit_code
+    attempt.reason = reason
+    detail = reason or (f"exit {exit_code}" if exit_code is not None else "")
+    failed = sum(1 for a in job.attempts if a.outcome is State.FAILED)
+    if outcome is State.FAILED and failed <= job.retries:
+        _record(job, src, State.FAILED, now, detail)
+        delay = min(MAX_BACKOFF, job.retry_delay * 2 ** (failed - 1))
+        job.not_before = now + delay
+        return _record(
+            job, State.FAILED, State.PENDING, now,
+            f"retry {failed}/{job.retries} after {delay:g}s",
+        )  # fmt: skip
+    if outcome is State.PREEMPTED:
+        _record(job, src, State.PREEMPTED, now, detail)
+        job.queue_time = now
+        return _record(job, State.PREEMPTED, State.PENDING, now, "requeued")
+    return _record(job, src, outcome, now, detail)
+
+
+def hold(job: Job, *, now: float, reason: str = "held by user") -> Job:
+    """Keep a pending job from starting until :func:`release`."""
+    if job.state is not State.PENDING:
+        raise _refuse(job, State.PENDING, f"only a pending job can be held (it is {job.state})")
+    if not job.held:
+        job.held = True
+        _record(job, State.PENDING, State.PENDING, now, reason)
+    return job
+
+
+def release(job: Job, *, now: float, reason: str = "released") -> Job:
+    """Let a held job start again."""
+    if job.state is not State.PENDING:
+        raise _refuse(job, State.PENDING, f"only a pending job can be released (it is {job.state})")
+    if job.held:
+        job.held = False
+        _record(job, State.PENDING, State.PENDING, now, reason)
+    return job
+
+
+def _record(job: Job, prev: State, state: State, now: float, detail: str) -> Job:
+    job.state = state
+    job.history.append(Event(now, prev, state, detail))
+    return job
+
+
+def _ids(gpus: tuple[int, ...]) -> str:
+    return ",".join(str(g) for g in gpus) if gpus else "none"
