@@ -130,6 +130,22 @@ def driver_version() -> str | None:
     return version
 
 
+def mig_parent(mig_uuid: str) -> str | None:
+    """The UUID of the GPU that holds MIG device ``mig_uuid``; None if NVML knows no such MIG
+    device (or cannot be used). For :func:`berth.devices.visible.restrict_to_visible`."""
+    try:
+        nvml = session()
+    except NvmlUnavailable:
+        return None
+    try:
+        mig = nvml.nvmlDeviceGetHandleByUUID(mig_uuid)
+        parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
+        uuid: str = nvml.nvmlDeviceGetUUID(parent)
+    except nvml.NVMLError:  # not found, not a MIG device, or no MIG support: not resolvable
+        return None
+    return uuid
+
+
 class _Reader:
     """Reads one GPU; remembers the first hard error so the GPU is reported unhealthy."""
 

@@ -13,8 +13,9 @@ The rules (CUDA programming guide, "CUDA environment variables"):
 
 Whitespace around an item is ignored. A MIG device makes its parent GPU visible (berth
 manages whole GPUs); two MIG devices of one GPU do not count as a duplicate. ``MIG-<uuid>``
-needs a ``mig_parent`` function (MIG uuid -> parent GPU uuid, e.g. from NVML); without one,
-or when it answers None, the item is invalid.
+is looked up with ``mig_parent`` (MIG uuid -> parent GPU uuid); by default NVML is asked
+(:func:`berth.devices.nvml.mig_parent`, only when such an item appears and the GPUs came from
+NVML). When the lookup answers None, the item is invalid.
 
 Indices count GPUs in CUDA's order: with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` that is PCI bus
 order, which is NVML's order. Under CUDA's default ``FASTEST_FIRST`` berth **assumes PCI bus
@@ -55,7 +56,14 @@ def _match(
         if rest.startswith("GPU-"):  # MIG-GPU-<uuid>/<gi>/<ci>
             parent, slash, _ = rest.partition("/")
             return _match(parent, ordered, None) if slash else None
-        parent_uuid = mig_parent(token) if mig_parent is not None else None
+        lookup = mig_parent
+        if lookup is None:
+            if all(g.logical for g in ordered):
+                return None  # declared GPUs have no MIG devices
+            from berth.devices import nvml
+
+            lookup = nvml.mig_parent
+        parent_uuid = lookup(token)
         if parent_uuid is None:
             return None
         found = [g for g in ordered if g.uuid == parent_uuid]

@@ -19,8 +19,12 @@ GPUS = [
 ]
 
 
-def indices(value: str | None, **kw: object) -> list[int]:
-    return [g.index for g in restrict_to_visible(GPUS, value, **kw)]  # type: ignore[arg-type]
+def no_mig(mig_uuid: str) -> str | None:
+    return None
+
+
+def indices(value: str | None, mig_parent=no_mig) -> list[int]:
+    return [g.index for g in restrict_to_visible(GPUS, value, mig_parent=mig_parent)]
 
 
 @pytest.mark.parametrize(
@@ -46,7 +50,7 @@ def indices(value: str | None, **kw: object) -> list[int]:
         ("8932f937", []),  # a UUID needs its GPU- prefix
         ("MIG-GPU-1c2d3e4f-1111-2222-3333-444455556666/1/0", [2]),  # old MIG form: parent
         ("MIG-GPU-1c2d3e4f-1111-2222-3333-444455556666/1/0,MIG-GPU-1c2d3e4f/2/0,0", [2, 0]),
-        ("MIG-5c89dd2c-7c5a-5e4b-8a7d-6f1e9c3b2a10", []),  # new MIG form, no resolver
+        ("MIG-5c89dd2c-7c5a-5e4b-8a7d-6f1e9c3b2a10", []),  # new MIG form, unknown
         ("1,MIG-GPU-ffff/1/0,2", [1]),
     ],
 )
@@ -88,3 +92,14 @@ def test_read_gpus_and_the_fake_workload_agree(fake_gpus) -> None:
     mine = [g.index for g in restrict_to_visible(gpus, value)]
     theirs = [g.index for g in gpus if any(p.pid == proc.pid for p in g.processes or ())]
     assert mine == [3, 1] and sorted(theirs) == [1, 3]
+
+
+def test_new_style_mig_ids_are_resolved_through_nvml(fake_gpus) -> None:
+    from berth.devices import read_gpus
+
+    fake_gpus.setup(4)
+    fake_gpus.update(2, mig=["MIG-11111111-2222-3333-4444-555555555555", "MIG-66666666-7777"])
+    gpus = read_gpus()
+    value = "MIG-66666666-7777,MIG-11111111-2222-3333-4444-555555555555,0,MIG-99999999"
+    assert [g.index for g in restrict_to_visible(gpus, value)] == [2, 0]
+    assert [g.index for g in restrict_to_visible(gpus, value, mig_parent=lambda _: None)] == []

@@ -14,7 +14,7 @@
  *              "pci_bus_id": "00000000:07:00.0", "pci_device_id": 548540638,
  *              "memory_total": 85899345920, "memory_used": 0,
  *              "util": 0, "mem_util": 0, "power_mw": 60000, "power_limit_mw": 400000,
- *              "temp": 35, "pstate": 0,
+ *              "temp": 35, "pstate": 0, "mig": ["MIG-<uuid>", ...],
  *              "processes": [{"pid": 42, "used_memory": 1024, "type": "compute"}],
  *              "errors": {"nvmlDeviceGetPowerUsage": "NOT_SUPPORTED", "*": "GPU_IS_LOST"}}]}
  *
@@ -22,6 +22,8 @@
  * or without its _vN suffix; "*" applies to every function of that GPU (or, at top level, to
  * every system function). Values are NVML error names without the NVML_ERROR_ prefix, or
  * numbers. "processes" in the state are listed as written and do not change memory_used.
+ * "mig" names MIG devices: nvmlDeviceGetHandleByUUID finds them and
+ * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent (nothing else is modelled).
  *
  * Live processes: the directory $FAKE_NVML_PROCS (default "<state>.procs") holds one file per
  * pid, written by tests/fakenvml/workload.py, one line per GPU used:
@@ -213,6 +215,7 @@ static void str(const J *obj, const char *key, char *dst, size_t n)
 #define MAXGPU 64
 #define MAXPROC 128
 #define MAXERR 32
+#define MAXMIG 8
 #define NA (-1LL) /* reading absent: NOT_SUPPORTED */
 
 typedef struct { unsigned pid; unsigned long long mem; int compute, graphics; } Proc;
@@ -222,8 +225,9 @@ typedef struct {
 	char uuid[96], name[96], bus[32];
 	long long pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
 		temp, pstate;
-	int nproc;
+	int nproc, nmig;
 	Proc procs[MAXPROC];
+	char mig[MAXMIG][96];
 	Errs errs;
 } Gpu;
 typedef struct { char driver[80]; long long cuda; int ngpu; Gpu gpu[MAXGPU]; Errs errs; } State;
@@ -234,6 +238,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 struct nvmlDevice_st { int index; };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 static struct nvmlDevice_st handles[MAXGPU];
+static struct nvmlDevice_st mig_handles[MAXGPU][MAXMIG]; /* .index: the parent GPU */
 
 static int error_code(const J *v)
 {
@@ -385,6 +390,9 @@ static nvmlReturn_t load(void)
 		d->temp = num(g, "temp", NA);
 		d->pstate = num(g, "pstate", NA);
 		read_errors(get(g, "errors"), &d->errs);
+		J *migs = get(g, "mig");
+		for (J *m = migs && migs->type == J_ARR ? migs->child : NULL; m && d->nmig < MAXMIG; m = m->next)
+			if (m->type == J_STR) snprintf(d->mig[d->nmig++], sizeof d->mig[0], "%s", m->str);
 		J *procs = get(g, "processes");
 		for (J *p = procs && procs->type == J_ARR ? procs->child : NULL; p; p = p->next) {
 			char kind[32] = "compute";
@@ -532,12 +540,32 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
 	nvmlReturn_t rc = sys_begin("");
+	for (int i = 0; !rc && uuid && i < st.ngpu; i++)
+		for (int k = 0; k < st.gpu[i].nmig; k++)
+			if (!strcmp(st.gpu[i].mig[k], uuid)) {
+				mig_handles[i][k].index = i;
+				*device = &mig_handles[i][k];
+				return end(OK);
+			}
 	Gpu *g = rc || !uuid ? NULL : gpu_by_uuid(uuid);
 	if (!rc) rc = !uuid ? E_INVALID_ARGUMENT : !g ? E_NOT_FOUND : injected(&g->errs, __func__);
 	if (!rc) {
 		int index = (int)(g - st.gpu);
 		handles[index].index = index;
 		*device = &handles[index];
+	}
+	return end(rc);
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device)
+{
+	nvmlReturn_t rc = sys_begin("");
+	struct nvmlDevice_st *first = &mig_handles[0][0];
+	if (!rc && (!mig || mig < first || mig >= first + MAXGPU * MAXMIG)) rc = E_INVALID_ARGUMENT;
+	if (!rc && mig->index >= st.ngpu) rc = E_GPU_IS_LOST;
+	if (!rc) {
+		handles[mig->index].index = mig->index;
+		*device = &handles[mig->index];
 	}
 	return end(rc);
 }
