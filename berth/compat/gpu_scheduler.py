@@ -188,3 +188,139 @@ def find_free_gpus(
 # The context manager of seed 000 (``with GPUScheduler(num_gpus=2) as gpu_ids:``) belongs
 # with berth's claims and is defined below this line by the claims work, on top of
 # find_free_gpus' rules and berth.acquire.
+
+
+class GPUScheduler:
+    """Seed 000's context manager on berth's claims: ``with GPUScheduler() as gpu_ids:``.
+
+    Waits (fairly, woken at once when another berth holder lets go) until ``num_gpus`` GPUs
+    pass the health checks (``find_free_gpus``' rules: free memory, power, utilisation, not
+    banned) and are not claimed by anyone on the host, claims them, and yields their ids
+    (PyTorch indices: the NVML index when CUDA_VISIBLE_DEVICES is unset), so seed 000's
+    ``f"cuda:{gpu_ids[0]}"`` names the claimed GPU. All GPUs stay visible (as in seed 000);
+    CUDA_DEVICE_ORDER=PCI_BUS_ID is set while CUDA is not initialised, so PyTorch numbers
+    GPUs as NVML does, and when torch is installed ``torch.cuda.set_device(gpu_ids[0])`` makes
+    the claimed GPU the default device. The claim ends when the block exits or the process
+    dies (even ``kill -9``): no lock files to clean up.
+
+    ``debug_mode`` bypasses the health checks, never the claims. ``poll_interval`` only paces
+    re-reading the GPUs for changes made outside berth. ``max_wait_time`` (seconds) raises
+    ``berth.errors.WaitTimeout`` (a TimeoutError) when exceeded. ``timeout`` (seed 000's
+    lock-file timeout) is accepted for compatibility: berth's ledger lock is only ever held
+    for a few milliseconds.
+    """
+
+    def __init__(
+        self,
+        memory_free_threshold_gb: float = 20,
+        power_threshold_w: float | None = 80,
+        utilization_threshold_percent: float = 1,
+        max_wait_time: float = float("inf"),
+        poll_interval: float = 10,
+        specific_gpus: list[int] | None = None,
+        timeout: float = 10,
+        num_gpus: int = 1,
+        debug_mode: bool = False,
+    ) -> None:
+        self.memory_free_threshold_gb = memory_free_threshold_gb
+        self.power_threshold_w = power_threshold_w
+        self.utilization_threshold_percent = utilization_threshold_percent
+        self.max_wait_time = max_wait_time
+        self.poll_interval = poll_interval
+        self.specific_gpus = specific_gpus
+        self.timeout = timeout
+        self.num_gpus = num_gpus
+        self.debug_mode = debug_mode
+        self.gpu_ids: list[int] = []
+        self._lease: Any = None
+        self._saved_order: str | None = None
+        self._set_order = False
+
+    def _request(self, snaps: list[GpuSnapshot], cfg: Config) -> Any:
+        from berth import api
+        from berth.errors import UsageError
+        from berth.select import Request
+
+        only = None
+        if self.specific_gpus is not None:
+            for k in self.specific_gpus:
+                if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(snaps):
+                    raise UsageError(
+                        f"specific_gpus has {k!r}: GPU ids here are 0 to {len(snaps) - 1}"
+                    )
+            only = [str(snaps[k].index) for k in self.specific_gpus]
+        check = not self.debug_mode
+        gb = self.memory_free_threshold_gb
+        util = self.utilization_threshold_percent
+        request = Request(
+            self.num_gpus,
+            min_free=int(gb * 1024 * _MB) if check and gb and gb > 0 else None,
+            max_util=util if check and util is not None and util < 100 else None,
+            max_mem_util=None,
+            max_power=self.power_threshold_w if check else None,
+            max_procs=None,
+            only=only,
+            banned_names=list(BANNED_GPU_NAMES),
+            order="index",
+        )
+        request.banned.update(api.banned_reasons(cfg, snaps))
+        for k, g in enumerate(snaps):
+            if k in BANNED_GPUS:
+                request.banned[g.index] = f"GPU {k} is in BANNED_GPUS"
+        return request
+
+    def __enter__(self) -> list[int]:
+        import math
+        import os
+
+        from berth.lease import claim, cuda_initialized
+
+        cfg, snaps = _visible()
+        request = self._request(snaps, cfg)
+        wait = self.max_wait_time
+        timeout = None if wait is None or math.isinf(wait) else float(wait)
+        lease, now = claim(
+            request, timeout=timeout, poll=float(self.poll_interval), label="GPUScheduler"
+        )
+        self._lease = lease
+        position = {g.uuid: k for k, g in enumerate(now)}
+        self.gpu_ids = [position[u] for u in lease.uuids]
+        if not cuda_initialized():
+            self._saved_order = os.environ.get("CUDA_DEVICE_ORDER")
+            os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+            self._set_order = True
+        self._set_torch_device()
+        logger.info("Acquired GPUs %s", self.gpu_ids)
+        return list(self.gpu_ids)
+
+    def _set_torch_device(self) -> None:
+        import importlib.util
+        import sys
+
+        torch: Any = sys.modules.get("torch")
+        if torch is None:
+            if importlib.util.find_spec("torch") is None:
+                return
+            torch = importlib.import_module("torch")
+        try:
+            if torch.cuda.is_available():
+                torch.cuda.set_device(self.gpu_ids[0])
+        except Exception as e:  # torch without CUDA, or a broken install: seed 000 went on
+            logger.warning("could not set the default CUDA device: %s", e)
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+        if self._set_order:
+            if self._saved_order is None:
+                os.environ.pop("CUDA_DEVICE_ORDER", None)
+            else:
+                os.environ["CUDA_DEVICE_ORDER"] = self._saved_order
+            self._set_order = False
+        logger.info("Released GPUs %s", self.gpu_ids)
+
+
+__all__.append("GPUScheduler")
