@@ -1,0 +1,63 @@
+"""Examples:
+
+berth cancel 12 13          # SIGTERM, then SIGKILL after the daemon's --kill-after grace
+berth cancel -s USR1 12     # only send a signal (to the job's whole process group)
+berth cancel --all-mine     # every unfinished job of mine
+berth cancel --all-mine --state PD   # only my pending ones
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+HELP = "cancel jobs (or send them a signal), like scancel"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job_ids", type=int, nargs="*", help="the jobs")
+    p.add_argument("-s", "--signal", help="send this signal instead of cancelling (TERM, USR1, 9)")
+    p.add_argument("--all-mine", action="store_true", help="all of my unfinished jobs")
+    p.add_argument("--state", help="only jobs in these states (PD, R), comma-separated")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def parse_signal(text: str) -> int:
+    import signal
+
+    from berth.errors import UsageError
+
+    if text.isdigit():
+        return int(text)
+    name = text.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    sig = getattr(signal, name, None)
+    if not isinstance(sig, int):
+        raise UsageError(f"unknown signal {text!r}: use a name (TERM, KILL, USR1) or a number")
+    return int(sig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.client import call
+    from berth.errors import UsageError
+
+    if not args.job_ids and not args.all_mine:
+        raise UsageError("name the jobs to cancel, or use --all-mine")
+    fields: dict[str, object] = {"job_ids": args.job_ids, "all_mine": args.all_mine}
+    if args.signal:
+        fields["signal"] = parse_signal(args.signal)
+    if args.state:
+        fields["states"] = [s for s in args.state.split(",") if s.strip()]
+    done = call("cancel", **fields)["cancelled"]
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(done) + "\n")
+    else:
+        for job_id, what in done.items():
+            sys.stdout.write(f"job {job_id}: {what}\n")
+    return 0

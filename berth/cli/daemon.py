@@ -1,0 +1,153 @@
+"""Examples:
+
+  berth daemon                      # start in the background; prints its pid and socket
+  berth daemon --foreground         # stay attached, log to the terminal
+  berth daemon --max-job-time 24h --kill-after 60
+  berth daemon --paused-after-crash # after an unclean stop, start nothing until `berth resume --all`
+  berth daemon --stop               # stop it; running jobs keep running and are adopted later
+
+The socket is $BERTH_SOCKET, else [daemon] socket in the config, else
+$XDG_RUNTIME_DIR/berth/daemon.sock (or /tmp/berth-UID/daemon.sock); state (database, job logs)
+in $BERTH_STATE_DIR, else [daemon] state_dir, else $XDG_STATE_HOME/berth.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+HELP = "run the job queue daemon (one per user; jobs survive its restarts)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--socket", help="UNIX socket to serve on")
+    p.add_argument("--state-dir", help="directory for the database and job logs")
+    p.add_argument("--policy", help="scheduling policy (default: priority, then submit order)")
+    p.add_argument("--max-job-time", help="time limit of every job, e.g. 24h or 1-00:00:00")
+    p.add_argument("--kill-after", help="grace between SIGTERM and SIGKILL (default 30s)")
+    p.add_argument("--poll-interval", help="seconds between NVML polls (default 5)")
+    p.add_argument(
+        "--paused-after-crash",
+        action="store_true",
+        help="after an unclean stop, start no queued job until `berth resume --all`",
+    )
+    p.add_argument("--foreground", action="store_true", help="do not detach; log to stderr")
+    p.add_argument("--stop", action="store_true", help="stop the running daemon")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _options(args: argparse.Namespace) -> tuple[object, object]:
+    from berth import config
+    from berth.daemon.options import Options
+    from berth.daemon.paths import socket_path, state_dir
+    from berth.units import parse_duration
+
+    cfg = config.get()
+    max_job_time = cfg.max_job_time
+    if args.max_job_time:
+        max_job_time = parse_duration(args.max_job_time, what="--max-job-time")
+    kill_after = cfg.kill_after
+    if args.kill_after:
+        kill_after = parse_duration(args.kill_after, what="--kill-after")
+    poll = cfg.poll_interval
+    if args.poll_interval:
+        poll = parse_duration(args.poll_interval, what="--poll-interval")
+        if not 0 < poll <= 3600:
+            from berth.errors import UsageError
+
+            raise UsageError(f"invalid --poll-interval {args.poll_interval!r}: use 0.1 to 3600")
+    opts = Options(
+        os.path.abspath(args.socket or socket_path(cfg.socket)),
+        os.path.abspath(args.state_dir or state_dir(cfg.state_dir)),
+        policy=args.policy or cfg.policy,
+        max_job_time=max_job_time if max_job_time and max_job_time != float("inf") else None,
+        kill_after=kill_after,
+        poll_interval=poll,
+        paused_after_crash=args.paused_after_crash,
+        foreground=args.foreground,
+    )
+    return opts, cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.daemon.options import Options
+
+    if args.stop:
+        return _stop(args)
+    opts, cfg = _options(args)
+    assert isinstance(opts, Options)
+    from berth.daemon.main import serve
+
+    if opts.foreground:
+        return serve(opts, cfg)  # type: ignore[arg-type]
+    return _background(opts, cfg, args.json)
+
+
+def _background(opts: object, cfg: object, as_json: bool) -> int:
+    from berth.daemon.main import serve
+    from berth.daemon.options import Options
+
+    assert isinstance(opts, Options)
+    os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        logf = os.open(
+            os.path.join(opts.state_dir, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+            0o600,
+        )  # fmt: skip
+        os.dup2(null, 0)
+        os.dup2(logf, 1)
+        os.dup2(logf, 2)
+        code = 1
+
+        def ready() -> None:
+            os.write(w, b"ok\n")
+            os.close(w)
+
+        try:
+            code = serve(opts, cfg, ready)  # type: ignore[arg-type]
+        except BaseException as e:  # report start-up errors to the waiting parent
+            try:
+                os.write(w, f"error {e}\n".encode())
+            except OSError:
+                pass
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        line = f.read().decode().strip()
+    if line != "ok":
+        from berth.errors import BerthError
+
+        raise BerthError(line[6:] if line.startswith("error ") else "the daemon failed to start")
+    if as_json:
+        import json
+
+        print(json.dumps({"pid": pid, "socket": opts.socket, "state_dir": opts.state_dir}))
+    else:
+        sys.stdout.write(
+            f"berth daemon started (pid {pid}); socket {opts.socket}, state {opts.state_dir}\n"
+        )
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from berth.client import Client
+
+    with Client(args.socket) as c:
+        reply = c.call("shutdown")
+    if args.json:
+        import json
+
+        print(json.dumps(reply))
+    else:
+        n = reply.get("running_jobs", 0)
+        sys.stdout.write(f"berth daemon stopping; {n} running job(s) keep running\n")
+    return 0

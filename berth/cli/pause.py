@@ -1,0 +1,51 @@
+"""Examples:
+
+  berth pause 0 3         # drain GPUs 0 and 3: nothing new starts there; running jobs go on
+  berth resume 0          # use GPU 0 again
+  berth resume --all      # every GPU, and the queue after --paused-after-crash
+
+Paused GPUs stay paused across daemon restarts. GPUs are named by index or UUID (prefix).
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+HELP = "pause (drain) GPUs for queued jobs, or resume them"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("gpus", nargs="*", help="GPU indices or UUIDs")
+    p.add_argument("--all", action="store_true", help="resume: every GPU and the queue")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.client import call
+    from berth.errors import UsageError
+
+    resuming = getattr(args, "command", "pause") == "resume"
+    if resuming:
+        if not args.gpus and not args.all:
+            raise UsageError("name the GPUs to resume, or use --all")
+        reply = call("resume", gpus=args.gpus, all=args.all)
+    else:
+        if args.all:
+            raise UsageError("`berth pause` takes GPU ids; --all is for `berth resume`")
+        if not args.gpus:
+            raise UsageError("name the GPUs to pause, e.g. `berth pause 0 3`")
+        reply = call("pause", gpus=args.gpus)
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(reply) + "\n")
+    else:
+        paused = ", ".join(str(i) for i in reply["paused"]) or "none"
+        sys.stdout.write(f"paused GPUs: {paused}\n")
+        if reply.get("queue_paused"):
+            sys.stdout.write("the queue is paused (after a crash): `berth resume --all`\n")
+    return 0

@@ -1,0 +1,94 @@
+"""Examples:
+
+  berth queue                 # running and pending jobs of everyone
+  berth queue -u alice        # only alice's
+  berth queue -t PD           # only pending (states: PD R CG CD F CA TO PR LO, or full names)
+  berth queue --all           # also jobs that ended in the last day
+  berth queue --json
+
+Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
+GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
+(Dependency), (Held), (GpuPaused), (BeginTime) after a failed attempt.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+HELP = "list queued and running jobs (like squeue)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-u", "--user", help="only this user's jobs")
+    p.add_argument("-t", "--states", help="only these states, comma-separated (PD,R)")
+    p.add_argument("--all", action="store_true", help="include jobs that ended in the last day")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _uid(user: str) -> int:
+    import pwd
+
+    from berth.errors import UsageError
+
+    if user.isdigit():
+        return int(user)
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        raise UsageError(f"no user {user!r} on this machine") from None
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    from berth.units import format_duration
+
+    lines = [("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")]
+    for r in rows:
+        if r["state"] == "PENDING":
+            where = f"({r['reason'] or 'None'})"
+        elif r["nodelist"]:
+            where = "gpu:" + ",".join(str(g) for g in r["nodelist"])
+        else:
+            where = ""
+        gpus = r["gpus"]
+        lines.append(
+            (
+                str(r["id"]),
+                str(r["name"])[:20],
+                str(r["user"])[:12],
+                r["st"],
+                format_duration(r["time"]) if r["time"] is not None else "0:00",
+                f"{gpus:g}" if isinstance(gpus, float) else str(gpus),
+                where,
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(6)]
+    out = []
+    for line in lines:
+        cells = [
+            line[i].rjust(widths[i]) if i in (0, 4) else line[i].ljust(widths[i]) for i in range(6)
+        ]
+        out.append(" ".join(cells) + " " + line[6])
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.client import call
+
+    fields: dict[str, Any] = {"all": args.all}
+    if args.user:
+        fields["uid"] = _uid(args.user)
+    if args.states:
+        fields["states"] = [s for s in args.states.split(",") if s.strip()]
+    rows = call("queue", **fields)["jobs"]
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(rows) + "\n")
+    else:
+        sys.stdout.write(format_rows(rows))
+    return 0

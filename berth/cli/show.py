@@ -1,0 +1,89 @@
+"""Examples:
+
+berth show 12          # everything about job 12: request, state, attempts, history
+berth show 12 --json
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+HELP = "show one job in full, with its attempts and history"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job_id", type=int, help="the job")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "-"
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def format_job(j: dict[str, Any]) -> str:
+    from berth.units import format_duration, format_size
+
+    req = j["request"]
+    cmd = j["command"]
+    lines = [
+        f"Job {j['id']} ({j['name']}) of {j['user']}: {j['state']}"
+        + (f" ({j['reason']})" if j.get("reason") else "")
+        + (" [held]" if j.get("held") else ""),
+        f"  command:    {cmd if isinstance(cmd, str) else ' '.join(cmd)}",
+        f"  directory:  {j['cwd']}",
+        f"  request:    {req['gpus']} GPU(s)"
+        + (f", {format_size(req['mem'])} each" if req.get("mem") else "")
+        + (f", only {req['gpu_ids']}" if req.get("gpu_ids") else "")
+        + (f", prefer {req['prefer']}" if req.get("prefer") else ""),
+        f"  priority:   {j['priority']}",
+        f"  time limit: {format_duration(j['time_limit']) if j['time_limit'] else 'none'}",
+        f"  submitted:  {_when(j['submit_time'])}",
+        f"  stdout:     {j['stdout']}",
+        f"  stderr:     {j['stderr']}",
+    ]
+    if j.get("dependencies"):
+        lines.append(f"  depends on: {', '.join(j['dependencies'])}")
+    if j.get("retries"):
+        lines.append(f"  retries:    {j['retries']}")
+    if j.get("exit_code") is not None:
+        lines.append(f"  exit code:  {j['exit_code']}")
+    if j["attempts"]:
+        lines.append("  attempts:")
+        for a in j["attempts"]:
+            end = a["end"]
+            took = format_duration(end - a["start"]) if end else "running"
+            gpus = ",".join(str(g) for g in a["gpus"])
+            lines.append(
+                f"    #{a['number']} on GPU {gpus} from {_when(a['start'])} ({took}): "
+                f"{a['outcome'] or 'RUNNING'}"
+                + (f" exit {a['exit_code']}" if a["exit_code"] is not None else "")
+                + (f" ({a['reason']})" if a["reason"] else "")
+            )
+    lines.append("  history:")
+    for e in j["history"]:
+        lines.append(
+            f"    {_when(e['at'])}  {e['state']}" + (f"  {e['detail']}" if e["detail"] else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.client import call
+
+    job = call("show", job_id=args.job_id)["job"]
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(job) + "\n")
+    else:
+        sys.stdout.write(format_job(job))
+    return 0

@@ -1,0 +1,180 @@
+"""Examples:
+
+  berth submit -- python train.py --epochs 10        # 1 GPU; prints the job id
+  berth submit -g 2 -t 2:00:00 -J big -- torchrun --nproc_per_node=2 train.py
+  berth submit -g 0.5 --mem 12G -- python eval.py    # half a GPU, 12 GiB of its memory
+  berth submit --gpu-ids 2 -p 10 -- python urgent.py # only GPU 2; higher priority first
+  berth submit --dependency afterok:41 -- python report.py
+  berth submit --conda myenv -- python inference.py
+  berth submit --env-setup "source venv/bin/activate" -- python train.py
+  berth submit --wrap "python a.py && python b.py"   # the explicit shell form
+  berth submit --wait -- python test.py              # block; exit with the job's status
+  berth submit -i -- python train.py                 # stream its output; Ctrl-C detaches
+  ID=$(berth submit --parsable -- python x.py)
+
+Logs go to the daemon's state dir (<state>/logs/ID.out and ID.err) unless -o/-e name files;
+%j in a name is the job id, %u the user. The command runs without a shell, in the current
+directory (or -D DIR), with the environment of this shell (--export NONE|ALL|VAR,VAR), plus
+CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER=PCI_BUS_ID, BERTH_JOB_ID, BERTH_GPUS, BERTH_GPU_UUIDS.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+HELP = "queue a job with the daemon (like sbatch)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("-g", "--gpus", default="1", help="GPUs: an integer, or a fraction below 1 (0.5)")
+    a("--mem", help="GPU memory per GPU the job needs, e.g. 12G")
+    a("-t", "--time", help="time limit: 90, 15m, 2h, 1:30:00, 1-00:00:00")
+    a("-J", "--job-name", help="job name (default: the command)")
+    a("-p", "--priority", type=int, default=0, help="higher runs first (default 0)")
+    a("--gpu-ids", help="only these GPUs (indices), e.g. 0,1")
+    a("--prefer", help="take these GPUs first when several qualify, e.g. 3")
+    a("--gpu-name", help="only GPUs whose name contains this (e.g. A100)")
+    a("-o", "--output", help="stdout file (%%j = job id)")
+    a("-e", "--error", help="stderr file (%%j = job id)")
+    a("-D", "--chdir", help="working directory (default: the current one)")
+    a("--env-setup", help='shell setup run before the command, e.g. "source venv/bin/activate"')
+    a("--conda", help="conda environment to activate")
+    a("--export", default="ALL", help="environment to pass: ALL (default), NONE, or VAR,VAR")
+    a("--dependency", help="afterok:ID[:ID...]: start after these jobs completed")
+    a("--retries", type=int, default=0, help="retry a failed job N times (backoff doubles)")
+    a("--requeue", action="store_true", help="at the time limit, requeue instead of TIMEOUT")
+    a("--hold", action="store_true", help="queue it held (`berth release-job ID` to start)")
+    a("--pty", action="store_true", help="run under a pseudo-terminal (for `berth attach`)")
+    a("--wrap", help="a shell command string, run by /bin/sh -c")
+    a("--wait", action="store_true", help="wait for the job to end; exit with its status")
+    a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
+    a("--parsable", action="store_true", help="print only the job id")
+    a("--json", action="store_true", help="machine-readable output")
+    a("command", nargs="...", help="the command and its arguments (after --)")
+
+
+def _ids(text: str | None, what: str) -> list[int] | None:
+    from berth.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise UsageError(f"invalid {what} {text!r}: expected GPU indices like 0,2") from None
+
+
+def build_job(args: argparse.Namespace) -> dict[str, Any]:
+    """The job spec sent to the daemon (validated here as far as it can be)."""
+    from berth.daemon.launcher import export_env
+    from berth.errors import UsageError
+    from berth.units import parse_duration, parse_size
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if bool(command) == bool(args.wrap):
+        raise UsageError(
+            "give the command after -- (berth submit -- python train.py) or --wrap 'shell "
+            "string', not both"
+        )
+    try:
+        gpus: float = float(args.gpus)
+    except ValueError:
+        gpus = -1
+    if not gpus > 0 or (gpus > 1 and gpus != int(gpus)):
+        raise UsageError(f"invalid -g/--gpus {args.gpus!r}: use an integer (2) or a fraction (0.5)")
+    job: dict[str, Any] = {
+        "gpus": int(gpus) if gpus == int(gpus) else gpus,
+        "env": export_env(args.export, dict(os.environ)),
+        "cwd": os.path.abspath(args.chdir or os.getcwd()),
+        "priority": args.priority,
+    }
+    if command:
+        job["argv"] = command
+    else:
+        job["wrap"] = args.wrap
+    if args.mem:
+        job["mem"] = parse_size(args.mem, what="--mem")
+    if args.time:
+        limit = parse_duration(args.time, what="-t/--time")
+        if limit <= 0:
+            raise UsageError(f"invalid -t/--time {args.time!r}: must be positive")
+        if limit != float("inf"):
+            job["time_limit"] = limit
+    if args.chdir and not os.path.isdir(job["cwd"]):
+        raise UsageError(f"-D/--chdir {args.chdir!r} is not a directory")
+    for key, value in (
+        ("name", args.job_name), ("stdout", args.output), ("stderr", args.error),
+        ("env_setup", args.env_setup), ("conda", args.conda), ("name_filter", args.gpu_name),
+    ):  # fmt: skip
+        if value:
+            job[key] = value
+    gpu_ids = _ids(args.gpu_ids, "--gpu-ids")
+    if gpu_ids is not None:
+        job["gpu_ids"] = gpu_ids
+    prefer = _ids(args.prefer, "--prefer")
+    if prefer:
+        job["prefer"] = prefer
+    if args.dependency:
+        job["after_ok"] = parse_dependency(args.dependency)
+    if args.retries < 0:
+        raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
+    if args.retries:
+        job["retries"] = args.retries
+    for key in ("requeue", "hold", "pty"):
+        if getattr(args, key):
+            job[key] = True
+    return job
+
+
+def parse_dependency(text: str) -> list[int]:
+    from berth.errors import UsageError
+
+    out: list[int] = []
+    for part in text.split(","):
+        kind, _, ids = part.strip().partition(":")
+        if kind != "afterok" or not ids:
+            raise UsageError(
+                f"invalid --dependency {text!r}: expected afterok:ID[:ID...] (e.g. afterok:12)"
+            )
+        try:
+            out += [int(i) for i in ids.split(":")]
+        except ValueError:
+            raise UsageError(f"invalid --dependency {text!r}: job ids are integers") from None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.client import Client
+
+    job = build_job(args)
+    with Client() as c:
+        reply = c.call("submit", job=job)
+        job_id = reply["job_id"]
+        if args.parsable:
+            sys.stdout.write(f"{job_id}\n")
+        elif args.json and not (args.wait or args.interactive):
+            import json
+
+            sys.stdout.write(json.dumps(reply) + "\n")
+        else:
+            out = sys.stderr if (args.wait or args.interactive) else sys.stdout
+            out.write(f"Submitted job {job_id}\n")
+        sys.stdout.flush()
+        if args.interactive:
+            from berth.cli.logs import follow
+
+            return follow(c, job_id, reply["stdout"], reply["stderr"], detach_hint=True)
+        if args.wait:
+            from berth.cli.logs import wait_end
+
+            return wait_end(c, job_id, args.json)
+    return 0

@@ -1,0 +1,289 @@
+"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time, launching
+supervisors, and recording how attempts end. The I/O shell around :mod:`berth.core`.
+
+Every state change goes through :func:`berth.core.transition.transition` and is committed to
+the store before anything acts on it (write-ahead: a job is RUNNING with ``launched`` set in
+the database before its supervisor is forked). Scheduling is event-driven: :meth:`kick`
+schedules one pass at the next turn of the loop, however many events asked for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+
+from berth.core.states import FINISHED, State
+from berth.core.transition import transition
+from berth.daemon import supervisor
+from berth.daemon.launcher import launch_spec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.core.job import Job
+    from berth.daemon.options import Options
+    from berth.daemon.resources import Resources
+    from berth.daemon.store import Store
+
+log = logging.getLogger("berth.daemon")
+
+
+class Run:
+    """Runtime handles of one running attempt (never persisted)."""
+
+    __slots__ = ("attempt", "job_pid", "lease", "path", "pid", "pidfd")
+
+    def __init__(self, pid: int, pidfd: int, path: str, attempt: int, lease: str | None) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.path = path
+        self.attempt = attempt
+        self.lease = lease
+        self.job_pid: int | None = None
+
+
+class Engine:
+    def __init__(
+        self, opts: Options, store: Store, res: Resources, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.opts = opts
+        self.store = store
+        self.res = res
+        self.loop = loop
+        self.run_dir = os.path.join(opts.state_dir, "run")
+        os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
+        self.jobs: dict[int, Job] = {}  # unfinished jobs
+        self.runs: dict[int, Run] = {}  # job id -> its running attempt
+        self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
+        self.finished_states: dict[int, State] = {}  # for dependencies
+        self.paused: set[str] = set()  # GPU uuids
+        self.queue_paused = False
+        self.waiters: dict[int, list[asyncio.Future[None]]] = {}
+        self.next_id = 1
+        self._kicked = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.last_pass_seconds = 0.0
+        self.stop_event = asyncio.Event()
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Schedule one scheduling pass at the next turn of the event loop."""
+        if not self._kicked:
+            self._kicked = True
+            self.loop.call_soon(self.schedule_pass)
+
+    def schedule_pass(self) -> None:
+        self._kicked = False
+        started = time.perf_counter()
+        try:
+            self._pass()
+        except Exception:
+            log.exception("scheduling pass failed")
+        self.last_pass_seconds = time.perf_counter() - started
+
+    def _pass(self) -> None:
+        from berth.core.policy import DEFAULT_POLICY, schedule
+
+        now = time.time()
+        pending = [j for j in self.jobs.values() if j.state is State.PENDING]
+        if not pending:
+            self.reasons.clear()
+            return
+        if self.queue_paused:
+            self.reasons = {j.id: "QueuePaused" for j in pending}
+            return
+        running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
+        paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        own_leases = {r.lease for r in self.runs.values() if r.lease}
+        ledger = self.res.ledger
+        launches: list[tuple[Job, Any]] = []
+        with ledger.locked():
+            lstate = ledger.scan(bodies=True, clean=True)
+            others = self.res.others(lstate, own_leases, self._job_sids())
+            decisions = schedule(
+                pending,
+                running,
+                self.res.inventory,
+                others,
+                paused,
+                now,
+                policy=self.opts.policy or DEFAULT_POLICY,
+                done=self.finished_states,
+            )
+            for start in decisions.starts:
+                job = self.jobs[start.job_id]
+                pairs = [(self.res.by_index[i].uuid, i) for i in start.gpus]
+                lease = ledger.create(
+                    pairs, start.share, start.mem, label=f"berth job {job.id} ({job.name})"
+                )
+                launches.append((job, (start, lease)))
+        self.reasons = {
+            i: p.reason.value + (f": {p.detail}" if p.detail else "")
+            for i, p in decisions.pending.items()
+        }
+        self._arm_timer(decisions.wakeup, now)
+        if launches:
+            self._launch(launches, now)
+        for c in decisions.cancels:
+            job = self.jobs.get(c.job_id)
+            if job is not None and job.state is State.PENDING:
+                self._change(job, State.CANCELLED, now, reason=c.reason)
+
+    def _job_sids(self) -> set[int]:
+        out = set()
+        for r in self.runs.values():
+            if r.job_pid is None:
+                r.job_pid = supervisor.read_run_file(r.path).get("job")
+            if r.job_pid is not None:
+                out.add(r.job_pid)
+        return out
+
+    def _arm_timer(self, wakeup: float | None, now: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if wakeup is not None:
+            self._timer = self.loop.call_later(max(0.0, wakeup - now) + 0.001, self.kick)
+
+    # -- launching ----------------------------------------------------------------------------
+
+    def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
+        with self.store.tx():
+            for job, (start, lease) in launches:
+                transition(
+                    job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
+                    mem=start.mem,
+                )  # fmt: skip
+                job.extra["lease"] = lease.lease_id
+                self.store.save_job(job.to_dict(), launched=len(job.attempts))
+        for job, (start, lease) in launches:
+            attempt = len(job.attempts)
+            path = supervisor.run_file(self.run_dir, job.id, attempt)
+            try:
+                spec = self.store.spec(job.id)
+                gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
+                ls = launch_spec(spec, job.id, gpus, self._limit(job), self.opts.kill_after)
+                pid = supervisor.launch(ls, path, tuple(lease.fds))
+            except OSError as e:
+                lease.release()
+                log.error("job %d: cannot start its supervisor: %s", job.id, e)
+                self._change(
+                    job, State.FAILED, time.time(), reason=f"cannot start supervisor: {e}",
+                    exit_code=127,
+                )  # fmt: skip
+                continue
+            lease.detach()  # the supervisor and the job hold the claim now
+            self._watch(job.id, pid, path, attempt, lease.lease_id)
+
+    def _limit(self, job: Job) -> float | None:
+        limits = [t for t in (job.time_limit, self.opts.max_job_time) if t]
+        return min(limits) if limits else None
+
+    def _watch(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
+        pidfd = os.pidfd_open(pid)
+        self.runs[job_id] = Run(pid, pidfd, path, attempt, lease)
+        self.loop.add_reader(pidfd, self._on_supervisor_exit, job_id)
+
+    # -- endings ------------------------------------------------------------------------------
+
+    def _on_supervisor_exit(self, job_id: int) -> None:
+        run = self.runs.pop(job_id)
+        self.loop.remove_reader(run.pidfd)
+        os.close(run.pidfd)
+        try:
+            os.waitpid(run.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass  # adopted after a restart: not our child
+        result = supervisor.read_run_file(run.path).get("exit")
+        self.record_exit(self.jobs[job_id], result, run.path)
+
+    def record_exit(self, job: Job, result: dict[str, Any] | None, path: str) -> None:
+        """Record how an attempt ended (``result`` from its run file; None = unknown)."""
+        end = time.time()
+        if result is None:
+            self._change(job, State.LOST, end, reason="its supervisor died without a record")
+        else:
+            end = float(result.get("end") or end)
+            rc = result.get("rc")
+            if result.get("error"):
+                self._change(job, State.FAILED, end, reason=result["error"], exit_code=rc)
+            elif result.get("timeout"):
+                self._change(job, State.TIMEOUT, end, reason="time limit", exit_code=rc)
+            elif result.get("cancelled"):
+                self._change(job, State.CANCELLED, end, reason="cancelled", exit_code=rc)
+            elif rc == 0:
+                self._change(job, State.COMPLETED, end, exit_code=0)
+            else:
+                sig = result.get("signal")
+                why = f"killed by signal {sig}" if sig else f"exit code {rc}"
+                self._change(job, State.FAILED, end, reason=why, exit_code=rc)
+        for p in (path, path + ".sig"):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def _change(
+        self,
+        job: Job,
+        to: State,
+        now: float,
+        *,
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        """Transition + commit + wake whoever waits on it + schedule."""
+        transition(job, to, now=now, reason=reason, exit_code=exit_code)
+        ended = now if job.state in FINISHED else None
+        with self.store.tx():
+            self.store.save_job(job.to_dict(), ended_at=ended, launched=0)
+        if job.state in FINISHED:
+            del self.jobs[job.id]
+            self.finished_states[job.id] = job.state
+            self.reasons.pop(job.id, None)
+            for fut in self.waiters.pop(job.id, ()):
+                if not fut.done():
+                    fut.set_result(None)
+        self.kick()
+
+    # -- control ------------------------------------------------------------------------------
+
+    def cancel(self, job: Job, sig: int | None) -> str:
+        """Cancel a job (or send it a signal); returns what happened."""
+        now = time.time()
+        if job.state is State.PENDING:
+            if sig is not None:
+                return "pending: no process to signal"
+            self._change(job, State.CANCELLED, now, reason="cancelled before it started")
+            return "cancelled"
+        run = self.runs.get(job.id)
+        if run is None:
+            return "starting"
+        if sig is None or sig == signal.SIGTERM and job.state is State.RUNNING:
+            if job.state is State.RUNNING:
+                transition(job, State.COMPLETING, now=now, reason="cancel requested")
+                with self.store.tx():
+                    self.store.save_job(job.to_dict())
+            supervisor.send_signal(run.path, run.pidfd, signal.SIGTERM)
+            return "terminating"
+        supervisor.send_signal(run.path, run.pidfd, sig)
+        return f"sent signal {sig}"
+
+    # -- restart ------------------------------------------------------------------------------
+
+    def adopt(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
+        """Watch a supervisor left running by a previous daemon."""
+        pidfd = os.pidfd_open(pid)
+        if not supervisor.supervisor_alive(path):  # it ended between reading and opening
+            os.close(pidfd)
+            raise ProcessLookupError(pid)
+        self.runs[job_id] = Run(pid, pidfd, path, attempt, lease)
+        self.loop.add_reader(pidfd, self._on_supervisor_exit, job_id)
+
+    def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
+        self._change(job, State.PREEMPTED, now, reason=why)

@@ -1,0 +1,347 @@
+"""One handler per request type, and the dispatch table. Handlers get the engine, the peer
+(uid/gid from SO_PEERCRED, never from the message) and the validated request; they return the
+response fields or raise ProtocolError / a berth error. Ownership is checked on every action
+that changes a job: a user acts on their own jobs; root (or the admin group) on all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from berth.core.job import Dependency, Job, Request
+from berth.core.states import FINISHED, State
+from berth.core.transition import hold, release
+from berth.daemon import protocol, views
+from berth.daemon.launcher import expand_pattern
+from berth.daemon.protocol import ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from typing import Any
+
+    from berth.daemon.engine import Engine
+
+    Handler = Callable[
+        [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
+    ]
+
+
+class Peer:
+    __slots__ = ("admin", "gid", "pid", "uid", "user")
+
+    def __init__(self, pid: int, uid: int, gid: int, admin: bool) -> None:
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.admin = admin
+        self.user = user_name(uid)
+
+
+_names: dict[int, str] = {}
+
+
+def user_name(uid: int) -> str:
+    name = _names.get(uid)
+    if name is None:
+        import pwd
+
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        _names[uid] = name
+    return name
+
+
+def _find(engine: Engine, job_id: int) -> Job:
+    job = engine.jobs.get(job_id)
+    if job is None:
+        data = engine.store.job(job_id)
+        if data is None:
+            raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {job_id}: see `berth queue --all`")
+        job = Job.from_dict(data)
+    return job
+
+
+def _owned(engine: Engine, peer: Peer, job_id: int) -> Job:
+    job = _find(engine, job_id)
+    if job.uid != peer.uid and not peer.admin:
+        raise ProtocolError(
+            protocol.NOT_OWNER,
+            f"job {job_id} belongs to {job.user}, not {peer.user}: only they or an admin may "
+            "act on it",
+        )
+    return job
+
+
+def _ids(req: dict[str, Any]) -> list[int]:
+    ids = req.get("job_ids") or []
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ProtocolError(protocol.BAD_REQUEST, f"job_ids must be integers, got {ids!r}")
+    return list(ids)
+
+
+# -- submit -----------------------------------------------------------------------------------
+
+
+def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = dict(req["job"])
+    argv, wrap = spec.get("argv"), spec.get("wrap")
+    if bool(argv) == bool(wrap):
+        raise ProtocolError(protocol.BAD_REQUEST, "give a command (argv) or --wrap, not both")
+    if argv and not all(isinstance(a, str) for a in argv):
+        raise ProtocolError(protocol.BAD_REQUEST, f"argv must be strings, got {argv!r}")
+    if not os.path.isabs(spec["cwd"]):
+        raise ProtocolError(protocol.BAD_REQUEST, f"cwd {spec['cwd']!r} must be absolute")
+    gpu_ids = spec.get("gpu_ids")
+    for i in (gpu_ids or []) + (spec.get("prefer") or []):
+        if not isinstance(i, int) or (engine.res.inventory and i not in engine.res.by_index):
+            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
+            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
+    deps = []
+    for d in spec.get("after_ok") or []:
+        if not isinstance(d, int) or (d not in engine.jobs and d not in engine.finished_states):
+            raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
+        deps.append(Dependency("afterok", d))
+    request = Request(
+        gpus=spec.get("gpus", 1),
+        mem=spec.get("mem"),
+        gpu_ids=None if gpu_ids is None else tuple(gpu_ids),
+        prefer=tuple(spec.get("prefer") or ()),
+        name=spec.get("name_filter"),
+    )
+    now = time.time()
+    job_id = engine.next_id
+    name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
+    log_dir = os.path.join(engine.opts.state_dir, "logs")
+    out = spec.get("stdout") or os.path.join(log_dir, "%j.out")
+    err = spec.get("stderr") or os.path.join(log_dir, "%j.err")
+    spec["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user)
+    spec["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user)
+    job = Job(
+        id=job_id,
+        submit_time=now,
+        request=request,
+        name=name,
+        user=peer.user,
+        uid=peer.uid,
+        gid=peer.gid,
+        priority=int(spec.get("priority") or 0),
+        time_limit=spec.get("time_limit"),
+        dependencies=tuple(deps),
+        retries=int(spec.get("retries") or 0),
+        requeue=bool(spec.get("requeue")),
+        held=bool(spec.get("hold")),
+    )
+    with engine.store.tx():
+        engine.store.insert_job(job.to_dict(), spec)
+    engine.next_id = job_id + 1
+    engine.jobs[job_id] = job
+    engine.kick()
+    return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+_ORDER = {State.RUNNING: 0, State.COMPLETING: 1, State.PENDING: 2}
+
+
+def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    uid = req.get("uid")
+    try:
+        states = {State.parse(str(s)) for s in req.get("states") or ()}
+    except ValueError as e:
+        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+    jobs = [j for j in engine.jobs.values() if uid is None or j.uid == uid]
+    jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
+    rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
+    if req.get("all") or (states & FINISHED):
+        since = time.time() - 86400
+        rows += [views.row(Job.from_dict(d), None) for d in engine.store.finished_since(since, uid)]
+    if states:
+        names = {s.value for s in states}
+        rows = [r for r in rows if r["state"] in names]
+    return {"jobs": rows}
+
+
+def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    job = _find(engine, req["job_id"])
+    return {"job": views.detail(job, engine.reasons.get(job.id), engine.store.spec(job.id))}
+
+
+async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    job = _find(engine, req["job_id"])
+    if job.id in engine.jobs:
+        fut: asyncio.Future[None] = engine.loop.create_future()
+        engine.waiters.setdefault(job.id, []).append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), req.get("timeout"))
+        except asyncio.TimeoutError:
+            pass
+        job = _find(engine, job.id)
+    return {"job": views.row(job, engine.reasons.get(job.id)), "finished": job.state in FINISHED}
+
+
+# -- control ----------------------------------------------------------------------------------
+
+
+def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    sig = req.get("signal")
+    ids = _ids(req)
+    try:
+        states = {State.parse(str(s)) for s in req.get("states") or ()}
+    except ValueError as e:
+        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+    if req.get("all_mine"):
+        ids += [j.id for j in engine.jobs.values() if j.uid == peer.uid and j.id not in ids]
+    elif not ids:
+        raise ProtocolError(protocol.BAD_REQUEST, "name the jobs to cancel (or --all-mine)")
+    jobs = [_owned(engine, peer, i) for i in ids]  # all checked before any is touched
+    if states:
+        jobs = [j for j in jobs if j.state in states]
+    if len(ids) == 1 and not req.get("all_mine") and jobs and jobs[0].state in FINISHED:
+        j = jobs[0]
+        raise ProtocolError(protocol.INVALID_STATE, f"job {j.id} already ended ({j.state.value})")
+    done = {}
+    for job in jobs:
+        if job.state not in FINISHED:
+            done[str(job.id)] = engine.cancel(engine.jobs[job.id], sig)
+    return {"cancelled": done}
+
+
+def _hold_release(engine: Engine, peer: Peer, req: dict[str, Any], holding: bool) -> dict[str, Any]:
+    jobs = [_owned(engine, peer, i) for i in _ids(req)]
+    for job in jobs:
+        if job.state is not State.PENDING:
+            verb = "held" if holding else "released"
+            raise ProtocolError(
+                protocol.INVALID_STATE,
+                f"job {job.id} is {job.state.value}: only a pending job can be {verb}",
+            )
+    now = time.time()
+    with engine.store.tx():
+        for job in jobs:
+            (hold if holding else release)(job, now=now)
+            engine.store.save_job(job.to_dict())
+    engine.kick()
+    return {"job_ids": [j.id for j in jobs]}
+
+
+def hold_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    return _hold_release(engine, peer, req, True)
+
+
+def release_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    return _hold_release(engine, peer, req, False)
+
+
+def _gpus(engine: Engine, names: list[Any]) -> list[str]:
+    out = []
+    for n in names:
+        s = engine.res.resolve(str(n))
+        if s is None:
+            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
+            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {n!r} here (GPUs: {known})")
+        out.append(s.uuid)
+    return out
+
+
+def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    uuids = _gpus(engine, req["gpus"])
+    with engine.store.tx():
+        for u in uuids:
+            engine.store.set_paused(u, True)
+    engine.paused.update(uuids)
+    return {
+        "paused": sorted(
+            engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
+        )
+    }
+
+
+def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    uuids = list(engine.paused) if req.get("all") else _gpus(engine, req.get("gpus") or [])
+    with engine.store.tx():
+        for u in uuids:
+            engine.store.set_paused(u, False)
+        if req.get("all"):
+            engine.store.set_meta("queue_paused", "0")
+    engine.paused.difference_update(uuids)
+    if req.get("all"):
+        engine.queue_paused = False
+    engine.kick()
+    return {
+        "paused": sorted(
+            engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
+        ),
+        "queue_paused": engine.queue_paused,
+    }
+
+
+def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    gpus: dict[str, dict[str, Any]] = {}
+    for s in engine.res.snapshots:
+        gpus[str(s.index)] = {"uuid": s.uuid, "jobs": [], "paused": s.uuid in engine.paused}
+    pending = 0
+    for job in engine.jobs.values():
+        if job.state is State.PENDING:
+            pending += 1
+        elif job.attempts:
+            a = job.attempts[-1]
+            for i in a.gpus:
+                entry = gpus.get(str(i))
+                if entry is not None:
+                    entry["jobs"].append(
+                        {"id": job.id, "name": job.name, "user": job.user, "share": a.share}
+                    )
+    return {
+        "pid": os.getpid(),
+        "gpus": gpus,
+        "pending": pending,
+        "running": len(engine.runs),
+        "queue_paused": engine.queue_paused,
+    }
+
+
+def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    rss = 0
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        pass
+    return {
+        "pid": os.getpid(),
+        "version": protocol.PROTOCOL_VERSION,
+        "jobs": len(engine.jobs),
+        "running": len(engine.runs),
+        "rss": rss,
+        "last_pass_seconds": engine.last_pass_seconds,
+        "gpu_error": engine.res.error,
+    }
+
+
+def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    if not peer.admin and peer.uid != os.getuid():
+        raise ProtocolError(protocol.NOT_OWNER, "only the daemon's owner or root may stop it")
+    engine.loop.call_soon(engine.stop_event.set)
+    return {"stopping": True, "running_jobs": len(engine.runs)}
+
+
+HANDLERS: dict[str, Handler] = {
+    "ping": ping,
+    "submit": submit,
+    "queue": queue,
+    "show": show,
+    "wait": wait,
+    "cancel": cancel,
+    "hold": hold_jobs,
+    "release": release_jobs,
+    "pause": pause,
+    "resume": resume,
+    "status": status,
+    "shutdown": shutdown,
+}

@@ -1,0 +1,89 @@
+"""From a job's stored spec and its GPUs to what the supervisor executes: argv, environment,
+working directory, log files. Pure apart from reading nothing; the daemon calls it.
+
+Nothing the user sent runs through a shell unless they asked: ``--wrap`` is a shell string run
+by ``/bin/sh -c``; ``--env-setup`` / ``--conda`` run their setup in ``bash`` and then ``exec``
+the argv unchanged (passed as positional parameters, never re-parsed).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Kept from the submitter's environment with --export NONE.
+MINIMAL_ENV = ("HOME", "USER", "LOGNAME", "PATH", "SHELL", "LANG", "TERM")
+
+SETUP_SCRIPT = '{setup}\nexec "$@"'
+CONDA_SETUP = (
+    'eval "$(conda shell.bash hook)" 2>/dev/null || '
+    '. "$(conda info --base)/etc/profile.d/conda.sh"\n'
+    'conda activate "$BERTH_CONDA_ENV" || exit 127'
+)
+
+
+def expand_pattern(pattern: str, job_id: int, cwd: str, user: str) -> str:
+    """sbatch's filename patterns: %j job id, %u user, %x is not supported; %% a percent."""
+    out = pattern.replace("%%", "\0").replace("%j", str(job_id)).replace("%u", user)
+    out = out.replace("\0", "%")
+    return out if os.path.isabs(out) else os.path.join(cwd, out)
+
+
+def build_argv(spec: dict[str, Any]) -> list[str]:
+    if spec.get("wrap"):
+        argv = ["/bin/sh", "-c", spec["wrap"]]
+    else:
+        argv = list(spec["argv"])
+    setup = spec.get("env_setup")
+    if spec.get("conda"):
+        setup = CONDA_SETUP + ("\n" + setup if setup else "")
+    if setup:
+        argv = ["/bin/bash", "-c", SETUP_SCRIPT.format(setup=setup), "berth-job", *argv]
+    return argv
+
+
+def build_env(spec: dict[str, Any], job_id: int, gpus: list[tuple[int, str]]) -> dict[str, str]:
+    env = {str(k): str(v) for k, v in spec["env"].items()}
+    indices = ",".join(str(i) for i, _ in gpus)
+    env.update(
+        CUDA_VISIBLE_DEVICES=indices,
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        BERTH_JOB_ID=str(job_id),
+        BERTH_GPUS=indices,
+        BERTH_GPU_UUIDS=",".join(u for _, u in gpus),
+    )
+    if spec.get("conda"):
+        env["BERTH_CONDA_ENV"] = spec["conda"]
+    return env
+
+
+def export_env(mode: str, environ: dict[str, str]) -> dict[str, str]:
+    """``--export ALL|NONE|VAR,VAR``: the environment captured at submit (client side)."""
+    if mode.upper() == "ALL":
+        return dict(environ)
+    keep = set(MINIMAL_ENV)
+    if mode.upper() != "NONE":
+        keep |= {v.strip() for v in mode.split(",") if v.strip()}
+    return {k: v for k, v in environ.items() if k in keep}
+
+
+def launch_spec(
+    spec: dict[str, Any],
+    job_id: int,
+    gpus: list[tuple[int, str]],
+    time_limit: float | None,
+    kill_after: float,
+) -> dict[str, Any]:
+    return {
+        "argv": build_argv(spec),
+        "env": build_env(spec, job_id, gpus),
+        "cwd": spec["cwd"],
+        "stdout": spec["stdout_path"],
+        "stderr": spec["stderr_path"],
+        "time_limit": time_limit,
+        "kill_after": kill_after,
+        "pty": bool(spec.get("pty")),
+    }

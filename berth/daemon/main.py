@@ -1,0 +1,172 @@
+"""Start and run the daemon: take the locks, bind the socket, recover, serve until stopped.
+
+One daemon per socket and per state directory, enforced with ``flock``: a second one fails
+with a clear message. A socket file left by a dead daemon is probed by connecting and removed
+only if nobody answers. Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
+running jobs running under their supervisors; the next daemon adopts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+import socket
+
+from berth.daemon.options import Options
+from berth.errors import BerthError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from berth.config import Config
+
+log = logging.getLogger("berth.daemon")
+
+
+def _lock(path: str, what: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise BerthError(
+            f"another berth daemon already uses {what}; stop it first (`berth daemon --stop`)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _bind(path: str) -> socket.socket:
+    if os.path.exists(path):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # nobody answers: a leftover of a dead daemon
+        else:
+            raise BerthError(f"a berth daemon already answers on {path}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def setup_logging(opts: Options) -> None:
+    handler: logging.Handler
+    if opts.foreground:
+        handler = logging.StreamHandler()
+    else:
+        handler = logging.FileHandler(os.path.join(opts.state_dir, "daemon.log"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
+def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -> int:
+    """Run the daemon until it is stopped; returns the exit code."""
+    os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
+    state_lock = _lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
+    os.makedirs(os.path.dirname(opts.socket) or ".", mode=0o700, exist_ok=True)
+    socket_lock = _lock(opts.socket + ".lock", f"socket {opts.socket}")
+    sock = _bind(opts.socket)
+    try:
+        return asyncio.run(_main(opts, cfg, sock, ready))
+    finally:
+        try:
+            os.unlink(opts.socket)
+        except FileNotFoundError:
+            pass
+        os.close(socket_lock)
+        os.close(state_lock)
+
+
+async def _main(
+    opts: Options, cfg: Config, sock: socket.socket, ready: Callable[[], None] | None
+) -> int:
+    from berth.claims.ledger import Ledger
+    from berth.claims.wake import Watcher
+    from berth.daemon.engine import Engine
+    from berth.daemon.recovery import recover
+    from berth.daemon.resources import Resources
+    from berth.daemon.server import Server
+    from berth.daemon.store import open_store
+
+    loop = asyncio.get_running_loop()
+    store = open_store(opts.state_dir)
+    unclean = store.meta("running") == "1"
+    with store.tx():
+        store.set_meta("running", "1")
+        if unclean and opts.paused_after_crash:
+            store.set_meta("queue_paused", "1")
+    ledger = Ledger(cfg=cfg)
+    res = Resources(cfg, ledger)
+    res.poll()
+    if res.error:
+        log.warning("cannot read GPUs: %s", res.error)
+    engine = Engine(opts, store, res, loop)
+    engine.queue_paused = store.meta("queue_paused") == "1"
+    counts = recover(engine)
+    log.info(
+        "berth daemon %d on %s: %s%s",
+        os.getpid(),
+        opts.socket,
+        ", ".join(f"{k} {v}" for k, v in counts.items()),
+        " (after an unclean stop; queue paused: `berth resume --all`)"
+        if engine.queue_paused
+        else (" (after an unclean stop)" if unclean else ""),
+    )
+    admin_gid = None
+    if cfg.admin_group:
+        import grp
+
+        try:
+            admin_gid = grp.getgrnam(cfg.admin_group).gr_gid
+        except KeyError:
+            log.warning("admin group %r does not exist", cfg.admin_group)
+    server = Server(engine, admin_gid)
+    srv = await asyncio.start_unix_server(server.handle, sock=sock)
+    watcher = Watcher(ledger.path)
+    if watcher.fd is not None:
+        loop.add_reader(watcher.fd, _on_claims, watcher, engine)
+
+    def poll() -> None:
+        res.poll()
+        engine.kick()
+        loop.call_later(opts.poll_interval, poll)
+
+    loop.call_later(opts.poll_interval if watcher.fd is not None else 0.25, poll)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, engine.stop_event.set)
+    engine.kick()
+    if ready is not None:
+        ready()
+    await engine.stop_event.wait()
+    srv.close()
+    log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
+    with store.tx():
+        store.set_meta("running", "0")
+    store.close()
+    watcher.close()
+    return 0
+
+
+def _on_claims(watcher: object, engine: object) -> None:
+    from berth.claims.wake import Watcher
+    from berth.daemon.engine import Engine
+
+    assert isinstance(watcher, Watcher) and isinstance(engine, Engine)
+    watcher._drain()
+    engine.kick()

@@ -1,0 +1,37 @@
+"""The daemon's settings (from `berth daemon` flags over the config file)."""
+
+from __future__ import annotations
+
+
+class Options:
+    __slots__ = (
+        "foreground",
+        "kill_after",
+        "max_job_time",
+        "paused_after_crash",
+        "policy",
+        "poll_interval",
+        "socket",
+        "state_dir",
+    )
+
+    def __init__(
+        self,
+        socket: str,
+        state_dir: str,
+        *,
+        policy: str | None = None,
+        max_job_time: float | None = None,
+        kill_after: float = 30.0,
+        poll_interval: float = 5.0,
+        paused_after_crash: bool = False,
+        foreground: bool = True,
+    ) -> None:
+        self.socket = socket
+        self.state_dir = state_dir
+        self.policy = policy
+        self.max_job_time = max_job_time
+        self.kill_after = kill_after
+        self.poll_interval = poll_interval
+        self.paused_after_crash = paused_after_crash
+        self.foreground = foreground

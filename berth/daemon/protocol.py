@@ -1,0 +1,164 @@
+"""The daemon's wire protocol: framing, the handshake, typed requests, enumerated error codes.
+
+Shared by the client and the daemon, so it imports only ``json`` and ``struct``.
+
+Frame: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object). A
+connection starts with a handshake ``{"type": "hello", "version": PROTOCOL_VERSION}``; then
+each request ``{"type": T, ...fields}`` gets exactly one response, ``{"ok": true, ...}`` or
+``{"ok": false, "error": {"code": CODE, "message": "..."}}``. The server checks every request
+against :data:`REQUESTS` (field -> accepted types, required?) before any handler sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+PROTOCOL_VERSION = 1
+HEADER = struct.Struct(">I")
+MAX_REQUEST = 8 * 1024 * 1024  # the daemon refuses bigger request frames
+MAX_RESPONSE = 1024 * 1024 * 1024  # the client refuses bigger response frames
+
+# Error codes (stable strings; the client maps them to berth.errors classes).
+BAD_FRAME = "BAD_FRAME"  # not a JSON object / not UTF-8
+FRAME_TOO_LARGE = "FRAME_TOO_LARGE"
+BAD_VERSION = "BAD_VERSION"  # handshake missing or protocol version differs
+UNKNOWN_REQUEST = "UNKNOWN_REQUEST"
+BAD_REQUEST = "BAD_REQUEST"  # a field is missing, unknown or of the wrong type/value
+NO_SUCH_JOB = "NO_SUCH_JOB"
+NOT_OWNER = "NOT_OWNER"
+INVALID_STATE = "INVALID_STATE"  # e.g. release of a job that is not held
+NO_SUCH_GPU = "NO_SUCH_GPU"
+INTERNAL = "INTERNAL"
+ERROR_CODES = (
+    BAD_FRAME,
+    FRAME_TOO_LARGE,
+    BAD_VERSION,
+    UNKNOWN_REQUEST,
+    BAD_REQUEST,
+    NO_SUCH_JOB,
+    NOT_OWNER,
+    INVALID_STATE,
+    NO_SUCH_GPU,
+    INTERNAL,
+)
+
+_I = (int,)
+_F = (int, float)
+_S = (str,)
+_B = (bool,)
+_L = (list,)
+_D = (dict,)
+_N = (type(None),)
+
+# request type -> {field: (accepted types, required)}
+REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "hello": {"version": (_I, True), "client": (_S, False)},
+    "ping": {},
+    "submit": {"job": (_D, True)},
+    "queue": {"uid": (_I + _N, False), "states": (_L, False), "all": (_B, False)},
+    "show": {"job_id": (_I, True)},
+    "wait": {"job_id": (_I, True), "timeout": (_F + _N, False)},
+    "cancel": {
+        "job_ids": (_L, False),
+        "signal": (_I + _N, False),
+        "all_mine": (_B, False),
+        "states": (_L, False),
+    },
+    "hold": {"job_ids": (_L, True)},
+    "release": {"job_ids": (_L, True)},
+    "pause": {"gpus": (_L, True)},
+    "resume": {"gpus": (_L, False), "all": (_B, False)},
+    "status": {},
+    "shutdown": {},
+}
+
+# Fields of a submitted job spec: {field: (accepted types, required)}.
+JOB_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "argv": (_L, False),
+    "wrap": (_S + _N, False),
+    "env": (_D, True),
+    "cwd": (_S, True),
+    "name": (_S + _N, False),
+    "gpus": (_F, False),
+    "mem": (_I + _N, False),
+    "gpu_ids": (_L + _N, False),
+    "prefer": (_L + _N, False),
+    "name_filter": (_S + _N, False),
+    "time_limit": (_F + _N, False),
+    "priority": (_I, False),
+    "stdout": (_S + _N, False),
+    "stderr": (_S + _N, False),
+    "env_setup": (_S + _N, False),
+    "conda": (_S + _N, False),
+    "after_ok": (_L, False),
+    "retries": (_I, False),
+    "requeue": (_B, False),
+    "hold": (_B, False),
+    "pty": (_B, False),
+}
+
+
+class ProtocolError(Exception):
+    """A request the daemon refuses: ``code`` is one of :data:`ERROR_CODES`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def encode(msg: dict[str, object]) -> bytes:
+    data = json.dumps(msg, separators=(",", ":")).encode()
+    return HEADER.pack(len(data)) + data
+
+
+def decode(payload: bytes) -> dict[str, object]:
+    """The object in a frame's payload; ProtocolError(BAD_FRAME) if it is not one."""
+    try:
+        msg = json.loads(payload)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ProtocolError(BAD_FRAME, f"frame is not UTF-8 JSON: {e}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError(BAD_FRAME, f"frame holds {type(msg).__name__}, expected an object")
+    return msg
+
+
+def _check_fields(
+    where: str, msg: dict[str, object], fields: dict[str, tuple[tuple[type, ...], bool]]
+) -> None:
+    for key, value in msg.items():
+        spec = fields.get(key)
+        if spec is None:
+            raise ProtocolError(BAD_REQUEST, f"{where}: unknown field {key!r}")
+        types = spec[0]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            names = "/".join(t.__name__ for t in types)
+            raise ProtocolError(BAD_REQUEST, f"{where}: field {key!r} = {value!r} must be {names}")
+    for key, (_, required) in fields.items():
+        if required and key not in msg:
+            raise ProtocolError(BAD_REQUEST, f"{where}: missing field {key!r}")
+
+
+def check_request(msg: dict[str, object]) -> str:
+    """Validate a request's type and fields; return its type."""
+    kind = msg.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(BAD_REQUEST, "request has no 'type' string")
+    fields = REQUESTS.get(kind)
+    if fields is None:
+        raise ProtocolError(
+            UNKNOWN_REQUEST,
+            f"unknown request type {kind!r}; known: {', '.join(sorted(REQUESTS))}",
+        )
+    body = {k: v for k, v in msg.items() if k != "type"}
+    _check_fields(f"request {kind!r}", body, fields)
+    if kind == "submit":
+        job = body["job"]
+        assert isinstance(job, dict)
+        _check_fields("job", job, JOB_FIELDS)
+    return kind
+
+
+def error(code: str, message: str) -> dict[str, object]:
+    return {"ok": False, "error": {"code": code, "message": message}}

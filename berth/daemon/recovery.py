@@ -1,0 +1,94 @@
+"""Start-up reconciliation: rebuild the in-memory queue from the store, and settle every job
+the store says is running against what its run file and supervisor say.
+
+For each RUNNING/COMPLETING job, with ``launched`` = its attempt number:
+
+- the run file has an ``exit`` line: the attempt ended while the daemon was down; record it;
+- the run file is locked: its supervisor lives; adopt it (pidfd on the pid it wrote);
+- the run file exists, unlocked, without ``exit``: the supervisor died uncleanly. If it never
+  wrote a ``job`` line the job never started: requeue it; otherwise the truth is lost: LOST;
+- there is no run file: the daemon stopped between the write-ahead and the fork; the job never
+  ran: requeue it (PREEMPTED, then PENDING at the end of the queue).
+
+Nothing runs twice: a job is requeued only when no supervisor of it can exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from berth.core.job import Job
+from berth.core.states import State
+from berth.daemon import supervisor
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.daemon.engine import Engine
+
+log = logging.getLogger("berth.daemon")
+
+
+def recover(engine: Engine) -> dict[str, int]:
+    """Load the queue and settle running jobs. Returns counts for the log."""
+    store = engine.store
+    counts = {"pending": 0, "adopted": 0, "ended_while_down": 0, "requeued": 0, "lost": 0}
+    engine.paused = store.paused()
+    engine.next_id = store.next_id()
+    to_settle: list[tuple[Job, int]] = []
+    for data, launched, _sup_pid in store.unfinished():
+        job = Job.from_dict(data)
+        engine.jobs[job.id] = job
+        if job.state is State.PENDING:
+            counts["pending"] += 1
+        else:
+            to_settle.append((job, launched or len(job.attempts)))
+    for row in store.db.execute(
+        "SELECT id, state FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING', 'COMPLETING')"
+    ):
+        engine.finished_states[int(row[0])] = State(row[1])
+    for job, attempt in to_settle:
+        path = supervisor.run_file(engine.run_dir, job.id, attempt)
+        counts[_settle(engine, job, path, attempt)] += 1
+    return counts
+
+
+def _settle(engine: Engine, job: Job, path: str, attempt: int) -> str:
+    info = supervisor.read_run_file(path)
+    if "exit" in info:
+        engine.record_exit(job, info["exit"], path)
+        return "ended_while_down"
+    if supervisor.supervisor_alive(path):
+        pid = _wait_for_pid(path)
+        if pid is not None:
+            try:
+                engine.adopt(job.id, pid, path, attempt, job.extra.get("lease"))
+                return "adopted"
+            except ProcessLookupError:
+                pass
+        info = supervisor.read_run_file(path)
+        if "exit" in info:
+            engine.record_exit(job, info["exit"], path)
+            return "ended_while_down"
+    now = time.time()
+    if not os.path.exists(path) or "job" not in info:
+        why = "the daemon stopped before its supervisor started it; requeued"
+        engine.requeue_unstarted(job, now, why)
+        if os.path.exists(path):
+            os.unlink(path)
+        return "requeued"
+    engine.record_exit(job, None, path)
+    return "lost"
+
+
+def _wait_for_pid(path: str, timeout: float = 2.0) -> int | None:
+    """The supervisor writes its pid first thing; give a just-forked one a moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = supervisor.read_run_file(path).get("sup")
+        if pid is not None or time.monotonic() > deadline:
+            return pid if isinstance(pid, int) else None
+        if not supervisor.supervisor_alive(path):
+            return None
+        time.sleep(0.005)

@@ -1,0 +1,186 @@
+"""The daemon's durable state: SQLite in WAL mode, a versioned schema, explicit transactions.
+
+Every state change happens inside :meth:`Store.tx` (``BEGIN IMMEDIATE`` .. ``COMMIT``) with
+``synchronous=FULL``, so a change the daemon has acknowledged survives a crash. The job's
+command, environment and working directory (``spec``) live only here; the daemon keeps the
+core Job of each unfinished job in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Each entry migrates from version i to i + 1.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE jobs(
+        id INTEGER PRIMARY KEY,
+        uid INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        state TEXT NOT NULL,
+        submitted_at REAL NOT NULL,
+        ended_at REAL,
+        launched INTEGER NOT NULL DEFAULT 0,
+        sup_pid INTEGER,
+        data TEXT NOT NULL,
+        spec TEXT NOT NULL
+    );
+    CREATE INDEX jobs_unfinished ON jobs(state)
+        WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING');
+    CREATE INDEX jobs_ended ON jobs(ended_at);
+    CREATE TABLE paused(gpu TEXT PRIMARY KEY, since REAL NOT NULL);
+    """,
+]
+
+
+class Store:
+    """One SQLite database; open with :meth:`open`."""
+
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+        self.db = db
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str) -> Store:
+        from berth.errors import BerthError
+
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise BerthError(
+                f"state database {path} has schema version {version}, newer than this berth "
+                f"({SCHEMA_VERSION}); upgrade berth or use another --state-dir"
+            )
+        for i in range(version, SCHEMA_VERSION):
+            db.execute("BEGIN IMMEDIATE")
+            for statement in MIGRATIONS[i].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={i + 1}")
+            db.execute("COMMIT")
+        return cls(db, path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction: everything inside commits together or not at all."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- meta ---------------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- jobs ---------------------------------------------------------------------------------
+    # A job row keeps the core Job as JSON (``data``: request, state, attempts, history) beside
+    # the columns queries need, and the spec (argv, env, cwd, log paths) that only launching
+    # reads. ``launched`` is the write-ahead mark: the attempt number whose supervisor is (or
+    # is about to be) forked; ``sup_pid`` its pid once known.
+
+    def next_id(self) -> int:
+        row = self.db.execute("SELECT MAX(id) FROM jobs").fetchone()
+        return int(row[0] or 0) + 1
+
+    def insert_job(self, job: dict[str, Any], spec: dict[str, Any]) -> None:
+        self.db.execute(
+            "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                job["id"],
+                job["uid"],
+                job["user"],
+                job["state"],
+                job["submit_time"],
+                json.dumps(job, separators=(",", ":")),
+                json.dumps(spec, separators=(",", ":")),
+            ),
+        )
+
+    def save_job(self, job: dict[str, Any], ended_at: float | None = None, **extra: Any) -> None:
+        """Write a job's new state (inside a transaction). ``extra``: launched, sup_pid."""
+        fields: dict[str, Any] = {
+            "state": job["state"],
+            "ended_at": ended_at,
+            "data": json.dumps(job, separators=(",", ":")),
+            **extra,
+        }
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", [*fields.values(), job["id"]])
+
+    def set_launch(self, job_id: int, **fields: Any) -> None:
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", [*fields.values(), job_id])
+
+    def unfinished(self) -> list[tuple[dict[str, Any], int, int | None]]:
+        """(job dict, launched attempt, supervisor pid) of every unfinished job, by id."""
+        rows = self.db.execute(
+            "SELECT data, launched, sup_pid FROM jobs "
+            "WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING') ORDER BY id"
+        )
+        return [(json.loads(r[0]), int(r[1]), r[2]) for r in rows]
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def spec(self, job_id: int) -> dict[str, Any]:
+        row = self.db.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        spec: dict[str, Any] = json.loads(row[0])
+        return spec
+
+    def finished_since(self, since: float, uid: int | None) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT data FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING', 'COMPLETING') "
+            "AND ended_at >= ?"
+        )
+        args: list[Any] = [since]
+        if uid is not None:
+            sql += " AND uid = ?"
+            args.append(uid)
+        return [json.loads(r[0]) for r in self.db.execute(sql + " ORDER BY id", args)]
+
+    # -- paused GPUs --------------------------------------------------------------------------
+
+    def paused(self) -> set[str]:
+        return {str(r[0]) for r in self.db.execute("SELECT gpu FROM paused")}
+
+    def set_paused(self, gpu: str, paused: bool) -> None:
+        if paused:
+            self.db.execute(
+                "INSERT OR IGNORE INTO paused(gpu, since) VALUES (?, ?)", (gpu, time.time())
+            )
+        else:
+            self.db.execute("DELETE FROM paused WHERE gpu = ?", (gpu,))
+
+
+def open_store(state_dir: str) -> Store:
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    return Store.open(os.path.join(state_dir, "berth.db"))

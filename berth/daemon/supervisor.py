@@ -1,0 +1,268 @@
+"""The per-job supervisor: a process that outlives the daemon, runs one attempt of one job,
+waits for it, enforces its time limit, and records its exit status where the daemon finds it.
+
+The daemon calls :func:`launch`, which ``fork()``s (no ``exec``: a fresh interpreter per job
+would cap throughput near 10 jobs/s). The child calls ``setsid()`` so that nothing aimed at the
+daemon (a ``kill -9``, a terminal's Ctrl-C) reaches it, closes every descriptor it does not
+need, spawns the job in its own session and process group, and waits.
+
+The *run file* ``<run_dir>/<job>.<attempt>`` is the rendezvous, written line by line::
+
+    sup <supervisor pid>
+    job <job pid>
+    exit {"rc": 0, "signal": null, "timeout": false, "cancelled": false, ...}
+
+The daemon creates it and takes an exclusive ``flock`` on it *before* forking, then closes its
+copy: the lock lives exactly as long as the supervisor. So after a daemon crash, a run file that
+is still locked has a live supervisor (adopt it), one with an ``exit`` line has a recorded
+result, and one that is neither belongs to a supervisor that died uncleanly. No run file means
+the fork never happened, and the job can safely start again.
+
+Control, daemon -> supervisor: SIGTERM = terminate (SIGTERM to the job's process group, then
+SIGKILL after ``kill_after`` seconds); SIGUSR1 = deliver the signal number written in
+``<run file>.sig`` to the job's process group.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def run_file(run_dir: str, job_id: int, attempt: int) -> str:
+    return os.path.join(run_dir, f"{job_id}.{attempt}")
+
+
+def launch(launch_spec: dict[str, Any], path: str, keep_fds: tuple[int, ...] = ()) -> int:
+    """Fork a supervisor for one attempt; return its pid. ``launch_spec`` holds argv, env,
+    cwd, stdout, stderr, time_limit, kill_after, pty. ``keep_fds`` (claim leases) are
+    inherited by the supervisor and the job; the caller closes its own copies if it wants."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            code = 70
+            try:
+                code = _supervise(launch_spec, fd, keep_fds)
+            finally:
+                os._exit(code)
+    finally:
+        os.close(fd)
+    return pid
+
+
+def _close_fds(keep: set[int]) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
+    os.setsid()
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _close_fds({fd, *keep_fds})
+    null = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    os.close(null)
+    os.write(fd, f"sup {os.getpid()}\n".encode())
+    sup = _Supervisor(spec, fd, keep_fds)
+    result = sup.run()
+    # One write: the daemon reads either nothing or the whole line.
+    os.write(fd, b"exit " + json.dumps(result).encode() + b"\n")
+    return 0
+
+
+class _Supervisor:
+    def __init__(self, spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> None:
+        self.spec = spec
+        self.fd = fd
+        self.keep_fds = keep_fds
+        self.cancelled = False
+        self.timed_out = False
+        self.kill_at: float | None = None
+
+    def _open_log(self, path: str) -> int:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _spawn(self) -> int:
+        import subprocess
+
+        spec = self.spec
+        out = self._open_log(spec["stdout"])
+        err = out if spec["stderr"] == spec["stdout"] else self._open_log(spec["stderr"])
+        proc = subprocess.Popen(
+            spec["argv"],
+            cwd=spec["cwd"],
+            env=spec["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=self.keep_fds,
+        )
+        os.close(out)
+        if err != out:
+            os.close(err)
+        proc.returncode = 0  # we reap it ourselves; keep Popen from trying
+        return proc.pid
+
+    def _signal_group(self, pgid: int, sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def run(self) -> dict[str, Any]:
+        start = time.time()
+        result: dict[str, Any] = {
+            "rc": None,
+            "signal": None,
+            "timeout": False,
+            "cancelled": False,
+            "start": start,
+            "end": None,
+            "error": None,
+        }
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(w)
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        signal.signal(signal.SIGUSR1, lambda *_: None)
+        try:
+            pid = self._spawn()
+        except OSError as e:
+            result.update(rc=127, error=f"cannot start {self.spec['argv'][0]!r}: {e.strerror}")
+            result["end"] = time.time()
+            return result
+        except Exception as e:  # a bad cwd etc. surfaces as SubprocessError / ValueError
+            result.update(rc=127, error=f"cannot start the job: {e}")
+            result["end"] = time.time()
+            return result
+        os.write(self.fd, f"job {pid}\n".encode())
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.register(r, select.POLLIN)
+        limit = self.spec.get("time_limit")
+        deadline = start + limit if limit else None
+        grace = float(self.spec.get("kill_after") or 30.0)
+        while True:
+            now = time.time()
+            wakes = [t for t in (deadline, self.kill_at) if t is not None]
+            timeout = None if not wakes else max(0, int((min(wakes) - now) * 1000) + 1)
+            events = poller.poll(timeout)
+            if any(fd == pidfd for fd, _ in events):
+                break
+            if any(fd == r for fd, _ in events):
+                signals = os.read(r, 4096)
+                if signal.SIGTERM in signals:
+                    if self.kill_at is None:
+                        self.cancelled = True
+                        self._signal_group(pid, signal.SIGTERM)
+                        self.kill_at = time.time() + grace
+                    else:
+                        self._signal_group(pid, signal.SIGKILL)
+                if signal.SIGUSR1 in signals:
+                    self._forward(pid)
+            now = time.time()
+            if deadline is not None and now >= deadline and self.kill_at is None:
+                self.timed_out = True
+                deadline = None
+                self._signal_group(pid, signal.SIGTERM)
+                self.kill_at = now + grace
+            if self.kill_at is not None and now >= self.kill_at:
+                self._signal_group(pid, signal.SIGKILL)
+                self.kill_at = now + 3600
+        # The leader has exited but is not reaped yet, so its pgid cannot be reused: kill what
+        # it left behind in its group, then reap.
+        self._signal_group(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            result["signal"] = os.WTERMSIG(status)
+            result["rc"] = 128 + os.WTERMSIG(status)
+        else:
+            result["rc"] = os.waitstatus_to_exitcode(status)
+        result.update(timeout=self.timed_out, cancelled=self.cancelled, end=time.time())
+        return result
+
+    def _forward(self, pid: int) -> None:
+        path = f"/proc/self/fd/{self.fd}"
+        try:
+            with open(os.readlink(path) + ".sig") as f:
+                sig = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return
+        if sig > 0:
+            self._signal_group(pid, sig)
+
+
+def read_run_file(path: str) -> dict[str, Any]:
+    """What a run file says: ``sup`` pid, ``job`` pid, ``exit`` result (each may be absent)."""
+    out: dict[str, Any] = {}
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return out
+    for line in data.split(b"\n")[:-1]:  # only complete lines
+        key, _, value = line.partition(b" ")
+        if key == b"exit":
+            try:
+                out["exit"] = json.loads(value)
+            except ValueError:
+                pass
+        elif key in (b"sup", b"job"):
+            try:
+                out[key.decode()] = int(value)
+            except ValueError:
+                pass
+    return out
+
+
+def supervisor_alive(path: str) -> bool:
+    """True if a supervisor still holds the run file's lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def send_signal(path: str, pidfd: int, sig: int) -> None:
+    """Ask the supervisor (named by a pidfd, so a reused pid cannot be hit) to deliver ``sig``
+    to the job's process group; SIGTERM means terminate with a grace period."""
+    try:
+        if sig != signal.SIGTERM:
+            tmp = path + ".sig.tmp"
+            with open(tmp, "w") as f:
+                f.write(str(sig))
+            os.replace(tmp, path + ".sig")
+            sig = signal.SIGUSR1
+        signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        pass  # it has just ended; its exit will be recorded

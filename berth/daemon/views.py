@@ -1,0 +1,57 @@
+"""Jobs as the client sees them: JSON rows for `berth queue` and `berth show`."""
+
+from __future__ import annotations
+
+import time
+
+from berth.core.states import CODES, State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.core.job import Job
+
+
+def row(job: Job, reason: str | None) -> dict[str, Any]:
+    """One line of `berth queue`."""
+    a = job.attempts[-1] if job.attempts else None
+    now = time.time()
+    elapsed = None
+    if a is not None and job.state is not State.PENDING:
+        elapsed = (a.end or now) - a.start
+    if job.state is State.PENDING and job.held:
+        reason = "Held"
+    return {
+        "id": job.id,
+        "name": job.name,
+        "user": job.user,
+        "uid": job.uid,
+        "state": job.state.value,
+        "st": CODES[job.state],
+        "time": elapsed,
+        "gpus": job.request.gpus,
+        "mem": job.request.mem,
+        "nodelist": list(a.gpus) if a is not None and job.state is not State.PENDING else [],
+        "reason": reason if job.state is State.PENDING else None,
+        "priority": job.priority,
+        "submit_time": job.submit_time,
+        "exit_code": job.exit_code,
+    }
+
+
+def detail(job: Job, reason: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    """Everything of one job, for `berth show`."""
+    out = job.to_dict()
+    out.pop("extra", None)
+    out["reason"] = reason if job.state is State.PENDING else None
+    out["st"] = CODES[job.state]
+    out["exit_code"] = job.exit_code
+    out["command"] = spec.get("wrap") or spec.get("argv")
+    out["cwd"] = spec.get("cwd")
+    out["stdout"] = spec.get("stdout_path")
+    out["stderr"] = spec.get("stderr_path")
+    out["env_setup"] = spec.get("env_setup")
+    out["conda"] = spec.get("conda")
+    out["pty"] = bool(spec.get("pty"))
+    return out
