@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 
 import pynvml
 import pytest
@@ -109,3 +110,21 @@ def test_workload_exit_code_and_short_run(nvml) -> None:
     proc = nvml.spawn_workload(visible="0", seconds=0.3, args=["--exit-code", "7"])
     assert proc.wait(timeout=10) == 7
     wait_until(lambda: _pids(0) == [])
+
+
+def test_workload_children_share_its_process_group(nvml) -> None:
+    proc = nvml.spawn_workload(visible="0", args=["--children", "2", "--child-mem", "1G"])
+    wait_until(lambda: len(_pids(0)) == 3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    wait_until(lambda: _pids(0) == [], timeout=10)
+
+
+def test_workload_can_ignore_sigterm(nvml) -> None:
+    proc = nvml.spawn_workload(visible="0", args=["--ignore-term"])
+    proc.terminate()
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.3)
+    assert _pids(0) == [proc.pid]
+    proc.kill()
+    assert proc.wait() == -signal.SIGKILL
