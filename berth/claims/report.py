@@ -1,0 +1,64 @@
+"""The claims section of ``berth status``: who holds which GPU, and who waits.
+
+Under each GPU: one line per claim (``claimed by alice pid 4242 share 0.5 mem 30.0G since
+10:02:11: python train.py``); below the table, the waiters in arrival order. In ``--json``:
+``"claims"`` (every field of every living claim) and ``"waiters"``. A claim whose file body
+is corrupt is shown rebuilt from what the kernel knows (owner, holders' pids), marked
+"(rebuilt)", and its body is rewritten when its owner (or root) looks.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from berth.cli.status import Section
+    from berth.config import Config
+    from berth.devices.model import GpuSnapshot
+
+
+def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
+    import time
+
+    from berth.claims.ledger import Ledger, user_name
+    from berth.claims.paths import claims_dir
+    from berth.cli.status import Section
+    from berth.units import format_size
+
+    ledger = Ledger(claims_dir(cfg, create=False))
+    state = ledger.scan()
+    if any(c.corrupt for c in state.claims):
+        ledger.repair(state)
+    index = {g.uuid: g.index for g in gpus}
+    notes: dict[int, list[str]] = {}
+    claims = []
+    for c in state.claims:
+        since = time.strftime("%H:%M:%S", time.localtime(c.since)) if c.since else "?"
+        pids = ",".join(str(p) for p in c.pids) or "?"
+        what = "exclusive" if c.share >= 1 else f"share {c.share:g}"
+        if c.memory:
+            what += f" mem {format_size(c.memory)}"
+        rebuilt = " (rebuilt)" if c.corrupt else ""
+        line = f"claimed by {c.user} pid {pids} {what} since {since}: {c.command or '?'}{rebuilt}"
+        if c.uuid in index:
+            notes.setdefault(index[c.uuid], []).append(line)
+        d = c.to_dict()
+        d["index"] = index.get(c.uuid, c.index)
+        claims.append(d)
+    lines = []
+    waiters = []
+    for k, w in enumerate(state.waiters, 1):
+        reserve = ",".join(str(index.get(u, u)) for u, _, _ in w.reserve) or "none"
+        lines.append(
+            f"  {k}. {user_name(w.uid)} pid {w.pid or '?'} wants {w.want or '?'} "
+            f"(reserves GPU {reserve})"
+        )
+        waiters.append({"user": user_name(w.uid), "pid": w.pid, "want": w.want, "reserve": reserve})
+    return Section(
+        "claims",
+        title="waiting for GPUs (oldest first):" if lines else "",
+        lines=lines,
+        notes=notes,
+        data={"claims": claims, "waiters": waiters, "dir": ledger.path},
+    )

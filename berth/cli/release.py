@@ -1,0 +1,98 @@
+"""End the claims on some GPUs: SIGTERM their holders, SIGKILL after a grace period.
+
+For the admin (root, or a member of [claims] admin_group in the config): any claim. Anyone
+else may end only their own claims, and is refused (exit 4) if another user holds one of the
+GPUs. Asks for confirmation unless --yes.
+
+examples:
+  berth release 2                 end whoever holds GPU 2 (asks first)
+  berth release 0 2 --yes         seed 004's `scheduler.py -rg 0 2`
+  berth release GPU-8e4c --grace 30
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+HELP = "end the claims on GPUs (admin; or your own)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("gpus", nargs="+", metavar="GPU", help="GPU indices or UUIDs")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "--grace", default="10", metavar="S", help="seconds between SIGTERM and SIGKILL (10)"
+    )
+
+
+def _resolve(ids: list[str]) -> dict[str, int | None]:
+    """uuid -> index for the GPUs named (indices or UUIDs/prefixes)."""
+    from berth import config
+    from berth.devices import read_gpus
+    from berth.errors import UsageError
+    from berth.select import matches
+
+    snaps = read_gpus(config.get(), process_details=False)
+    out: dict[str, int | None] = {}
+    for ident in ids:
+        hits = [g for g in snaps if matches(g, ident.strip())]
+        if len(hits) != 1:
+            have = ", ".join(str(g.index) for g in snaps) or "none"
+            why = "no such GPU" if not hits else "ambiguous"
+            raise UsageError(f"berth release {ident}: {why} (GPUs: {have})")
+        out[hits[0].uuid] = hits[0].index
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from berth import config
+    from berth.claims.admin import end_claims, holder_pids, is_admin
+    from berth.claims.ledger import Ledger, user_name
+    from berth.errors import Refused
+    from berth.units import parse_duration
+
+    grace = parse_duration(args.grace, what="--grace")
+    cfg = config.get()
+    gpus = _resolve(args.gpus)
+    ledger = Ledger(cfg=cfg)
+    claims = [c for c in ledger.scan().claims if c.uuid in gpus]
+    if not claims:
+        sys.stdout.write("berth release: no claims on " + ", ".join(args.gpus) + "\n")
+        return 0
+    me = os.geteuid()
+    if not is_admin(cfg):
+        others = [c for c in claims if c.uid != me]
+        if others:
+            c = others[0]
+            group = f" or members of group {cfg.admin_group}" if cfg.admin_group else ""
+            raise Refused(
+                f"GPU {gpus[c.uuid]} is held by {c.user} (pid {', '.join(map(str, c.pids)) or '?'}, "
+                f"{c.command or '?'}); only root{group} may end another user's claim: ask "
+                f"{c.user} or the admin ({user_name(me)} may release only their own claims)"
+            )
+    lines = [
+        f"  GPU {gpus[c.uuid]}: {c.user} pid {','.join(map(str, c.pids)) or '?'} "
+        f"share {c.share:g}: {c.command or '?'}"
+        for c in claims
+    ]
+    pids = holder_pids(claims)
+    sys.stdout.write("claims to end:\n" + "\n".join(lines) + "\n")
+    if not args.yes:
+        sys.stdout.write(
+            f"send SIGTERM to {len(pids)} holder process(es), SIGKILL after {grace:g} s? [y/N] "
+        )
+        sys.stdout.flush()
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            sys.stdout.write("berth release: nothing done\n")
+            return 1
+    killed = end_claims(ledger, claims, grace)
+    note = f" ({len(killed)} needed SIGKILL)" if killed else ""
+    sys.stdout.write(f"berth release: ended {len(claims)} claim(s){note}\n")
+    return 0
