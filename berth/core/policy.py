@@ -13,6 +13,10 @@ sjf             time limit (shorter first; none = last), then      reserves GPUs
                 priority, queue time
 fairshare       tenant holding the fewest GPUs (plus ``usage``),   reserves GPUs (EASY)
                 then priority, queue time
+balanced        priority, then highest response ratio              reserves GPUs (EASY)
+(the default)   (wait + limit) / limit: short jobs first, and
+                every job's turn comes as it waits (a job
+                without a limit counts as 1 day)
 ==============  =================================================  ==========================
 
 EASY backfill: the first job that does not fit gets a *reservation*: the GPUs it will get and
@@ -42,8 +46,12 @@ from berth.core.states import Reason, State
 from berth.errors import UsageError
 from berth.units import format_duration
 
-POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare")
-DEFAULT_POLICY = "priority"
+POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced")
+DEFAULT_POLICY = "balanced"
+#: Policies whose order depends on ``now`` (the simulator cannot keep them presorted).
+DYNAMIC = frozenset({"balanced"})
+#: The run time ``balanced`` assumes for a job without a time limit.
+UNKNOWN_LIMIT = 86400.0
 DEFAULT_PLACEMENT = "packer"
 
 
@@ -55,8 +63,12 @@ def check_policy(policy: str, placement: str = DEFAULT_PLACEMENT) -> None:
         raise UsageError(f"unknown placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
 
 
-def order_key(job: Job, policy: str) -> tuple[float, ...]:
-    """The static sort key of ``policy`` (fairshare adds the tenant order on top)."""
+def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
+    """The sort key of ``policy`` at ``now`` (fairshare adds the tenant order on top)."""
+    if policy == "balanced":
+        limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
+        ratio = (max(0.0, now - job.queue_time) + limit) / limit
+        return (-job.priority, -ratio, job.queue_time, job.id)
     if policy in ("fifo", "fifo-backfill"):
         return (job.queue_time, job.id)
     if policy == "sjf":
@@ -139,7 +151,7 @@ def schedule(
         if explain:
             out.pending[job.id] = Pending(job.id, reason, detail)
 
-    for job in _ordered(pending, policy, presorted, tenant_gpus, usage):
+    for job in _ordered(pending, policy, presorted, now, tenant_gpus, usage):
         req = job.request
         if exhausted:
             break
@@ -292,11 +304,11 @@ def _dep_states(
 
 
 def _ordered(
-    pending: Sequence[Job], policy: str, presorted: bool, tenant_gpus: dict[str, float],
-    usage: Mapping[str, float] | None,
+    pending: Sequence[Job], policy: str, presorted: bool, now: float,
+    tenant_gpus: dict[str, float], usage: Mapping[str, float] | None,
 ) -> Iterator[Job]:  # fmt: skip
     jobs: Iterable[Job] = (
-        pending if presorted else sorted(pending, key=lambda j: order_key(j, policy))
+        pending if presorted else sorted(pending, key=lambda j: order_key(j, policy, now))
     )
     if policy != "fairshare":
         yield from jobs
