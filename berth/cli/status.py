@@ -194,6 +194,9 @@ def _source(cfg: Config, gpus: Sequence[GpuSnapshot]) -> str:
     return "nvml"
 
 
+_JSON_FIRST = ("index", "uuid", "name", "pci_bus_id", "healthy", "error", "logical", "banned")
+
+
 def to_json(
     gpus: Sequence[GpuSnapshot], cfg: Config, banned: Mapping[int, str], extra: Sequence[Section]
 ) -> dict[str, Any]:
@@ -201,7 +204,8 @@ def to_json(
     for g in gpus:
         d = g.to_dict()
         d["banned"] = banned.get(g.index)
-        out["gpus"].append(d)
+        first = {k: d.pop(k) for k in _JSON_FIRST if k in d}
+        out["gpus"].append({**first, **d})
     for section in extra:
         if section.data is not None:
             out[section.key] = section.data
