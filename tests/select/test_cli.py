@@ -167,3 +167,17 @@ def test_help_shows_examples(fake_gpus):
     r = fake_gpus.berth("help", "select")
     assert r.returncode == 0
     assert "berth select -n 2 --min-free 20G" in r.stdout
+
+
+def test_gpus_held_by_berth_claims_are_not_selected(fake_gpus):
+    import berth
+
+    fake_gpus.setup(n=3)
+    with berth.acquire(1, only="0", timeout=10):
+        r = fake_gpus.berth("select", "-n", "3")
+        assert r.returncode == EXIT_UNSATISFIED
+        assert "GPU 0: held by berth claims: 1.0 of 1.0" in r.stderr
+        r = fake_gpus.berth("select", "-n", "2")
+        assert sorted(r.stdout.strip().split(",")) == ["1", "2"]
+    r = fake_gpus.berth("select", "-n", "3")
+    assert r.returncode == 0, r.stderr
