@@ -14,12 +14,12 @@ from berth.errors import WaitTimeout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from berth.claims.fairness import Reservation
     from berth.claims.ledger import Lease, Ledger
     from berth.devices.model import GpuSnapshot
-    from berth.select import Request, Selection
+    from berth.select import Held, Request, Selection
 
     OnWait = Callable[[int, Selection, State], None]
 
@@ -90,6 +90,7 @@ def attempt(
             waiter.ticket if waiter else None, skip=waiter.lease if waiter else None
         )
         sel = select(gpus, request, merge(claims, older))
+        _name_reservations(sel, gpus, claims, older)
         if sel.ok:
             lease = ledger.create(
                 sel.chosen, request.share, request.mem, label=label, command=command
@@ -105,6 +106,25 @@ def attempt(
         waiter.update(reservation(gpus, request, sel.qualified, claims, older))
         position = sum(1 for w in state.waiters if w.ticket < waiter.ticket)
         return None, sel, state, waiter, position
+
+
+def _name_reservations(
+    sel: Selection,
+    gpus: Sequence[GpuSnapshot],
+    claims: Mapping[str, Held],
+    older: Mapping[str, Held],
+) -> None:
+    """Say "reserved for an older waiter" where that, not a claim, is what blocks a GPU."""
+    for g in gpus:
+        why = sel.rejected.get(g.index)
+        if not why or g.uuid not in older:
+            continue
+        h = claims.get(g.uuid)
+        if h is None or h.share + sel.request.share <= 1 + 1e-9:
+            sel.rejected[g.index] = [
+                "reserved for an older waiter" if r.startswith("held by berth claims") else r
+                for r in why
+            ]
 
 
 def describe(request: Request) -> str:
