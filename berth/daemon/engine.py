@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import time
 
 from berth.core.states import FINISHED, State
@@ -130,9 +129,9 @@ class Engine:
         if launches:
             self._launch(launches, now)
         for c in decisions.cancels:
-            job = self.jobs.get(c.job_id)
-            if job is not None and job.state is State.PENDING:
-                self._change(job, State.CANCELLED, now, reason=c.reason)
+            doomed = self.jobs.get(c.job_id)
+            if doomed is not None and doomed.state is State.PENDING:
+                self._change(doomed, State.CANCELLED, now, reason=c.reason)
 
     def _job_sids(self) -> set[int]:
         out = set()
@@ -264,12 +263,12 @@ class Engine:
         run = self.runs.get(job.id)
         if run is None:
             return "starting"
-        if sig is None or sig == signal.SIGTERM and job.state is State.RUNNING:
+        if sig is None:
             if job.state is State.RUNNING:
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
                 with self.store.tx():
                     self.store.save_job(job.to_dict())
-            supervisor.send_signal(run.path, run.pidfd, signal.SIGTERM)
+            supervisor.terminate(run.pidfd)
             return "terminating"
         supervisor.send_signal(run.path, run.pidfd, sig)
         return f"sent signal {sig}"

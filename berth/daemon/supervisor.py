@@ -83,11 +83,55 @@ def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
         os.dup2(null, std)
     os.close(null)
     os.write(fd, f"sup {os.getpid()}\n".encode())
+    _become_subreaper()
     sup = _Supervisor(spec, fd, keep_fds)
     result = sup.run()
     # One write: the daemon reads either nothing or the whole line.
     os.write(fd, b"exit " + json.dumps(result).encode() + b"\n")
     return 0
+
+
+def _become_subreaper() -> None:
+    """Orphaned descendants of the job become our children (not init's), so we can reap
+    and kill what the job leaves behind even outside its process group."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != b"Z":
+                out.append(int(name))
+    return out
+
+
+def _kill_leftovers() -> None:
+    """SIGKILL and reap every descendant still alive (they are our children: subreaper)."""
+    for _ in range(100):
+        try:
+            while True:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+        except ChildProcessError:
+            return  # no children at all
+        for child in _children(os.getpid()):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.001)
 
 
 class _Supervisor:
@@ -196,6 +240,7 @@ class _Supervisor:
         # it left behind in its group, then reap.
         self._signal_group(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
+        _kill_leftovers()
         if os.WIFSIGNALED(status):
             result["signal"] = os.WTERMSIG(status)
             result["rc"] = 128 + os.WTERMSIG(status)
@@ -253,16 +298,22 @@ def supervisor_alive(path: str) -> bool:
     return False
 
 
-def send_signal(path: str, pidfd: int, sig: int) -> None:
-    """Ask the supervisor (named by a pidfd, so a reused pid cannot be hit) to deliver ``sig``
-    to the job's process group; SIGTERM means terminate with a grace period."""
+def terminate(pidfd: int) -> None:
+    """Ask the supervisor (named by a pidfd, so a reused pid cannot be hit) to stop the job:
+    SIGTERM to its process group, SIGKILL after the grace period."""
     try:
-        if sig != signal.SIGTERM:
-            tmp = path + ".sig.tmp"
-            with open(tmp, "w") as f:
-                f.write(str(sig))
-            os.replace(tmp, path + ".sig")
-            sig = signal.SIGUSR1
-        signal.pidfd_send_signal(pidfd, sig)
+        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
     except ProcessLookupError:
         pass  # it has just ended; its exit will be recorded
+
+
+def send_signal(path: str, pidfd: int, sig: int) -> None:
+    """Ask the supervisor to deliver ``sig`` to the job's process group."""
+    tmp = path + ".sig.tmp"
+    with open(tmp, "w") as f:
+        f.write(str(sig))
+    os.replace(tmp, path + ".sig")
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGUSR1)
+    except ProcessLookupError:
+        pass

@@ -22,6 +22,7 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         elapsed = (a.end or now) - a.start
     if job.state is State.PENDING and job.held:
         reason = "Held"
+    short = reason.split(":", 1)[0] if reason else None
     return {
         "id": job.id,
         "name": job.name,
@@ -33,7 +34,8 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         "gpus": job.request.gpus,
         "mem": job.request.mem,
         "nodelist": list(a.gpus) if a is not None and job.state is not State.PENDING else [],
-        "reason": reason if job.state is State.PENDING else None,
+        "reason": short if job.state is State.PENDING else None,
+        "reason_detail": reason if job.state is State.PENDING else None,
         "priority": job.priority,
         "submit_time": job.submit_time,
         "exit_code": job.exit_code,
