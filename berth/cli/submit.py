@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
     a("--parsable", action="store_true", help="print only the job id")
     a("--json", action="store_true", help="machine-readable output")
-    a("command", nargs="...", help="the command and its arguments (after --)")
+    a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
 
 
 def _ids(text: str | None, what: str) -> list[int] | None:
@@ -77,7 +77,7 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
     from berth.errors import UsageError
     from berth.units import parse_duration, parse_size
 
-    command = list(args.command)
+    command = list(args.argv)
     if command and command[0] == "--":
         command = command[1:]
     if bool(command) == bool(args.wrap):

@@ -1,0 +1,130 @@
+"""The queue commands end to end: CLI -> client -> socket -> daemon -> supervisor -> job."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from helpers import wait_until
+
+
+def test_submit_queue_show_logs(daemon):
+    daemon.start()
+    out = daemon.berth("submit", "-J", "hello", "--", "sh", "-c", "echo hi; sleep 0.3; echo bye")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Submitted job ")
+    job_id = int(out.stdout.split()[-1])
+    queue = daemon.berth("queue")
+    header = queue.stdout.splitlines()[0].split()
+    assert header == ["JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)"]
+    follow = daemon.berth("logs", "-f", str(job_id))
+    assert follow.returncode == 0 and follow.stdout == "hi\nbye\n"
+    shown = daemon.berth("show", str(job_id))
+    assert f"Job {job_id} (hello)" in shown.stdout and "COMPLETED" in shown.stdout
+    data = json.loads(daemon.berth("show", "--json", str(job_id)).stdout)
+    assert data["state"] == "COMPLETED" and data["command"] == [
+        "sh",
+        "-c",
+        "echo hi; sleep 0.3; echo bye",
+    ]
+    rows = json.loads(daemon.berth("queue", "--all", "--json").stdout)
+    assert [r["id"] for r in rows] == [job_id]
+    assert json.loads(daemon.berth("queue", "--json").stdout) == []
+
+
+def test_parsable_wait_and_exit_status(daemon):
+    daemon.start()
+    out = daemon.berth("submit", "--parsable", "--", "true")
+    assert out.returncode == 0 and out.stdout.strip().isdigit()
+    waited = daemon.berth("submit", "--wait", "--", "sh", "-c", "exit 3")
+    assert waited.returncode == 3
+    assert "FAILED" in waited.stderr
+
+
+def test_interactive_streams_output(daemon):
+    daemon.start()
+    out = daemon.berth("submit", "-i", "--", "sh", "-c", "echo one; echo two >&2")
+    assert out.returncode == 0
+    assert out.stdout == "one\n" and "two\n" in out.stderr
+
+
+def test_environment_is_captured_and_export_none_drops_it(daemon):
+    daemon.start()
+    env = {**daemon.env, "BERTH_TEST_VAR": "captured"}
+    import subprocess
+    import sys
+
+    def submit(*args: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-m", "berth.cli.main", "submit", "--parsable", *args, "--",
+             "sh", "-c", "echo ${BERTH_TEST_VAR:-unset}"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return int(out.stdout)
+
+    a, b = submit(), submit("--export", "NONE")
+    daemon.wait_done([a, b])
+    assert daemon.berth("logs", str(a)).stdout == "captured\n"
+    assert daemon.berth("logs", str(b)).stdout == "unset\n"
+
+
+def test_output_patterns_and_working_directory(daemon):
+    daemon.start()
+    workdir = os.path.join(daemon.fake.root, "work")
+    os.mkdir(workdir)
+    out = daemon.berth("submit", "--parsable", "-D", workdir, "-o", "out-%j.txt", "--", "pwd")
+    job_id = int(out.stdout)
+    daemon.wait_done([job_id])
+    with open(os.path.join(workdir, f"out-{job_id}.txt")) as f:
+        assert f.read() == workdir + "\n"
+
+
+def test_command_is_never_run_by_a_shell(daemon):
+    daemon.start()
+    out = daemon.berth("submit", "--parsable", "--", "echo", "$HOME;", "touch", "pwned")
+    job_id = int(out.stdout)
+    daemon.wait_done([job_id])
+    assert daemon.berth("logs", str(job_id)).stdout == "$HOME; touch pwned\n"
+    assert not os.path.exists(os.path.join(daemon.fake.root, "pwned"))
+
+
+def test_bad_submissions_change_nothing(daemon):
+    daemon.start()
+    for args in (["-g", "1.5", "--", "true"], ["-g", "0", "--", "true"], ["--mem", "lots", "--", "true"],
+                 ["-t", "soon", "--", "true"], ["--"], ["--gpu-ids", "9", "--", "true"],
+                 ["--dependency", "afterok:999", "--", "true"], ["--dependency", "before:1", "--", "true"]):  # fmt: skip
+        out = daemon.berth("submit", *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
+def test_socket_is_private(daemon):
+    daemon.start()
+    assert stat.S_IMODE(os.stat(daemon.socket).st_mode) == 0o600
+
+
+def test_status_section_shows_the_job_holding_each_gpu(daemon):
+    from berth import config
+    from berth.daemon.report import status_section
+
+    daemon.start()
+    job_id = daemon.submit(*daemon.workload("--seconds", "60"), gpu_ids=[1])
+    daemon.submit(*daemon.workload("--seconds", "60"), gpu_ids=[1])
+    wait_until(lambda: daemon.job(job_id)["state"] == "RUNNING", message="running")
+    section = status_section([], config.get())
+    assert section is not None
+    assert f"berth job {job_id}" in section.notes[1][0]
+    assert "1 running, 1 waiting" in section.title
+
+
+def test_background_daemon_start_and_stop(daemon):
+    daemon.fake.setup(n=2, memory="80G")
+    out = daemon.berth("daemon")
+    assert out.returncode == 0, out.stderr
+    assert "started" in out.stdout
+    assert daemon.call("ping")["ok"]
+    stop = daemon.berth("daemon", "--stop")
+    assert stop.returncode == 0
+    wait_until(lambda: not os.path.exists(daemon.socket), message="socket removed")
