@@ -169,13 +169,13 @@ def wait_claim(
     deadline = None if timeout is None else start + timeout
     waiter: Waiter | None = None
     best: Selection | None = None
-    pending: set[str] = set()
-    backoff = 0.0
+    settle = _Settle()
     watcher = None  # set up after a first failed attempt (then tried again: no event is lost)
     try:
         while True:
+            gpus = read()
             lease, sel, state, waiter, position = attempt(
-                ledger, read(), request, waiter, label=label, command=command
+                ledger, gpus, request, waiter, label=label, command=command
             )
             if lease is not None:
                 return lease
@@ -193,15 +193,59 @@ def wait_claim(
                 watcher = watcher_for(ledger.path)
                 watcher.ignore = {waiter.name} if waiter is not None else set()
                 continue
-            # The kernel reports a dead holder's last close just before it drops the lock:
-            # if such a claim still looked alive, look again very soon.
-            pending &= {c.name for c in state.claims}
-            backoff = min(backoff * 2 or 0.001, 0.128) if pending else 0.0
-            if backoff >= 0.128:
-                pending.clear()
+            backoff = settle.backoff(now, state, gpus, sel)
             wait = poll if deadline is None else min(poll, deadline - now)
             names = watcher.wait(min(wait, backoff) if backoff else wait)
-            pending |= {n for n in names if n.startswith(files.CLAIM)}
+            settle.closed |= {n for n in names if n.startswith(files.CLAIM)}
     finally:
         if waiter is not None:
             waiter.close()
+
+
+class _Settle:
+    """Quick second looks right after a claim ends, for two kernel-side lags:
+
+    - a dead holder's last close is reported (IN_CLOSE_WRITE) just before its lock is
+      dropped, so the claim may still look alive for a moment;
+    - a dying process closes its claim before the driver drops it from the GPU's process
+      list, so for a moment NVML still shows an "outside" process on the freed GPU.
+
+    For up to WINDOW seconds after either, look again after 1, 2, 4... ms instead of sleeping
+    until the next event or poll."""
+
+    WINDOW = 0.5
+
+    def __init__(self) -> None:
+        self.closed: set[str] = set()  # claim files reported closed
+        self.names: dict[str, str] = {}  # living claim file -> GPU uuid, at the last look
+        self.freed: set[str] = set()  # GPUs whose claims ended within the window
+        self.until = 0.0
+        self.step = 0.0
+
+    def backoff(
+        self, now: float, state: State, gpus: Sequence[GpuSnapshot], sel: Selection
+    ) -> float:
+        names = {c.name: c.uuid for c in state.claims}
+        freed = {u for n, u in self.names.items() if n not in names}
+        self.names = names
+        self.closed &= names.keys()  # closed but still alive: the lock is on its way out
+        if freed or self.closed:
+            self.until = (
+                max(self.until, now + self.WINDOW) if freed else self.until or now + self.WINDOW
+            )
+            self.freed |= freed
+        if now > self.until:
+            self.closed.clear()
+            self.freed.clear()
+            self.until = 0.0
+        index = {g.uuid: g.index for g in gpus}
+        lagging = any(
+            index.get(u) in sel.rejected
+            and not any(r.startswith(("held by berth", "reserved")) for r in sel.rejected[index[u]])
+            for u in self.freed
+        )
+        if self.closed or lagging:
+            self.step = min(self.step * 2 or 0.001, 0.064)
+            return self.step
+        self.step = 0.0
+        return 0.0
