@@ -29,12 +29,23 @@ import fcntl
 import json
 import os
 import select
+import shutil
 import signal
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+
+# Everything the forked supervisor needs is imported here, in the daemon, once: an import in
+# the child would cost milliseconds per job.
+try:
+    import ctypes
+
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except (ImportError, OSError):  # pragma: no cover
+    _LIBC = None
 
 
 def run_file(run_dir: str, job_id: int, attempt: int) -> str:
@@ -94,12 +105,8 @@ def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
 def _become_subreaper() -> None:
     """Orphaned descendants of the job become our children (not init's), so we can reap
     and kill what the job leaves behind even outside its process group."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+    if _LIBC is not None:
+        _LIBC.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _children(pid: int) -> list[int]:
@@ -134,6 +141,10 @@ def _kill_leftovers() -> None:
         time.sleep(0.001)
 
 
+class _SpawnError(Exception):
+    """The job could not be started (the message says why)."""
+
+
 class _Supervisor:
     def __init__(self, spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> None:
         self.spec = spec
@@ -148,27 +159,38 @@ class _Supervisor:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def _spawn(self) -> int:
-        import subprocess
-
+        """Start the job: its own session, its cwd, its env, stdin from /dev/null, output to
+        its logs, the claim descriptors inherited. ``posix_spawn`` (vfork-fast, no Python in
+        the child); the executable is looked up in the job's own PATH."""
         spec = self.spec
+        argv = spec["argv"]
+        try:
+            os.chdir(spec["cwd"])
+        except OSError as e:
+            raise _SpawnError(f"cannot enter working directory {spec['cwd']!r}: {e.strerror}")
+        exe = argv[0]
+        if "/" not in exe:
+            found = shutil.which(exe, path=spec["env"].get("PATH", os.defpath))
+            if found is None:
+                raise _SpawnError(f"command not found: {exe!r} (in the job's PATH)")
+            exe = found
         out = self._open_log(spec["stdout"])
         err = out if spec["stderr"] == spec["stdout"] else self._open_log(spec["stderr"])
-        proc = subprocess.Popen(
-            spec["argv"],
-            cwd=spec["cwd"],
-            env=spec["env"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=self.keep_fds,
-        )
-        os.close(out)
-        if err != out:
-            os.close(err)
-        proc.returncode = 0  # we reap it ourselves; keep Popen from trying
-        return proc.pid
+        for fd in self.keep_fds:
+            os.set_inheritable(fd, True)
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out, 1),
+            (os.POSIX_SPAWN_DUP2, err, 2),
+        ]
+        try:
+            return os.posix_spawn(exe, argv, spec["env"], file_actions=actions, setsid=True)
+        except OSError as e:
+            raise _SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
+        finally:
+            os.close(out)
+            if err != out:
+                os.close(err)
 
     def _signal_group(self, pgid: int, sig: int) -> None:
         try:
@@ -193,13 +215,8 @@ class _Supervisor:
         signal.signal(signal.SIGUSR1, lambda *_: None)
         try:
             pid = self._spawn()
-        except OSError as e:
-            result.update(rc=127, error=f"cannot start {self.spec['argv'][0]!r}: {e.strerror}")
-            result["end"] = time.time()
-            return result
-        except Exception as e:  # a bad cwd etc. surfaces as SubprocessError / ValueError
-            result.update(rc=127, error=f"cannot start the job: {e}")
-            result["end"] = time.time()
+        except (_SpawnError, OSError, ValueError) as e:
+            result.update(rc=127, error=str(e), end=time.time())
             return result
         os.write(self.fd, f"job {pid}\n".encode())
         pidfd = os.pidfd_open(pid)

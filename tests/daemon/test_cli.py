@@ -128,3 +128,18 @@ def test_background_daemon_start_and_stop(daemon):
     stop = daemon.berth("daemon", "--stop")
     assert stop.returncode == 0
     wait_until(lambda: not os.path.exists(daemon.socket), message="socket removed")
+
+
+def test_a_command_that_cannot_start_fails_with_the_reason(daemon):
+    daemon.start()
+    missing = daemon.submit("no-such-program-xyz")
+    row = daemon.wait_done([missing])[missing]
+    assert row["state"] == "FAILED" and row["exit_code"] == 127
+    job = daemon.job(missing)
+    assert "command not found: 'no-such-program-xyz'" in job["attempts"][0]["reason"]
+    gone = os.path.join(daemon.fake.root, "gone")
+    os.mkdir(gone)
+    job_id = daemon.call("submit", job={"argv": ["true"], "env": {}, "cwd": gone})["job_id"]
+    os.rmdir(gone)  # may race the start; either way the job must not be lost
+    row = daemon.wait_done([job_id])[job_id]
+    assert row["state"] in ("COMPLETED", "FAILED")

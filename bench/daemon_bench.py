@@ -1,0 +1,244 @@
+"""Benchmarks of the berth daemon (issue 4). Run from the repository root:
+
+    .venv/bin/python bench/daemon_bench.py gap          # (a) dispatch gap on a freed GPU
+    .venv/bin/python bench/daemon_bench.py throughput   # (b) 2,000 trivial jobs on 8 GPUs
+    .venv/bin/python bench/daemon_bench.py submit       # (c) `berth submit` vs a Python floor
+    .venv/bin/python bench/daemon_bench.py scale        # (d) 100,000 queued jobs
+    .venv/bin/python bench/daemon_bench.py all
+
+Each starts a real daemon (``berth daemon --foreground``) in a temporary directory with a
+declared inventory of logical GPUs (``[inventory] gpus = N``: the same scheduling, claims and
+supervision path as with NVML, minus the driver), talks to it over its socket, and stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from berth.client import Client  # noqa: E402
+from berth.errors import BerthError  # noqa: E402
+
+
+class Daemon:
+    def __init__(self, gpus: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="bb-", dir="/tmp")
+        cfg = os.path.join(self.dir, "config.toml")
+        with open(cfg, "w") as f:
+            f.write(f'[inventory]\ngpus = {gpus}\nmemory = "80G"\n')
+        self.socket = os.path.join(self.dir, "d.sock")
+        self.env = {
+            **os.environ,
+            "BERTH_CONFIG": cfg,
+            "BERTH_SOCKET": self.socket,
+            "BERTH_STATE_DIR": os.path.join(self.dir, "state"),
+            "BERTH_CLAIMS_DIR": os.path.join(self.dir, "claims"),
+        }
+        os.environ.update({k: self.env[k] for k in ("BERTH_CONFIG", "BERTH_SOCKET")})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground"],
+            env=self.env,
+            stderr=open(os.path.join(self.dir, "daemon.log"), "wb"),
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.call("ping")
+                break
+            except BerthError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit("daemon did not start; see " + self.dir) from None
+                time.sleep(0.02)
+
+    def call(self, kind: str, **fields: Any) -> dict[str, Any]:
+        with Client(self.socket, timeout=600) as c:
+            return c.call(kind, **fields)
+
+    def job(self, argv: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+        spec: dict[str, Any] = {"env": {"PATH": os.environ["PATH"]}, "cwd": self.dir, **extra}
+        if argv is not None:
+            spec["argv"] = argv
+        return spec
+
+    def submit_many(self, jobs: list[dict[str, Any]]) -> list[int]:
+        """Pipelined on one connection: send all, then read all replies."""
+        with Client(self.socket, timeout=600) as c:
+            ids = []
+            window = 256
+            sent = 0
+            for spec in jobs:
+                c.send("submit", job=spec)
+                sent += 1
+                if sent - len(ids) >= window:
+                    ids.append(c.receive()["job_id"])
+            while len(ids) < sent:
+                ids.append(c.receive()["job_id"])
+            return ids
+
+    def wait_all(self, ids: list[int], timeout: float = 600) -> None:
+        with Client(self.socket, timeout=None) as c:
+            for i in ids:
+                c.call("wait", job_id=i, timeout=timeout)
+
+    def stop(self) -> None:
+        try:
+            self.call("shutdown")
+            self.proc.wait(timeout=30)
+        except (BerthError, subprocess.TimeoutExpired):
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+def bench_gap(n: int = 200) -> dict[str, Any]:
+    """(a) Jobs on ONE GPU back to back; gap = next job's first instruction - previous job's
+    last, both stamped by the jobs themselves (bash's $EPOCHREALTIME: no fork)."""
+    d = Daemon(gpus=1)
+    try:
+        stamp = os.path.join(d.dir, "stamps")
+        script = f'echo "s $BERTH_JOB_ID $EPOCHREALTIME" >> {stamp}; ' \
+                 f'echo "e $BERTH_JOB_ID $EPOCHREALTIME" >> {stamp}'  # fmt: skip
+        blocker = d.submit_many([d.job(["sleep", "1"])])
+        ids = d.submit_many([d.job(["bash", "-c", script]) for _ in range(n)])
+        d.wait_all(blocker + ids)
+        starts: dict[int, float] = {}
+        ends: dict[int, float] = {}
+        with open(stamp) as f:
+            for line in f:
+                kind, job, t = line.split()
+                (starts if kind == "s" else ends)[int(job)] = float(t)
+        gaps = [(starts[b] - ends[a]) * 1000 for a, b in zip(ids, ids[1:])]
+    finally:
+        d.stop()
+    return {
+        "jobs": n,
+        "gap_ms_p50": round(pct(gaps, 50), 2),
+        "gap_ms_p99": round(pct(gaps, 99), 2),
+        "gap_ms_max": round(max(gaps), 2),
+    }
+
+
+def bench_throughput(n: int = 2000, gpus: int = 8) -> dict[str, Any]:
+    """(b) n trivial 1-GPU jobs (`true`) on 8 GPUs: first submit to last recorded end.
+    Every job is durable (SQLite, synchronous=FULL) and runs under its own supervisor."""
+    d = Daemon(gpus=gpus)
+    try:
+        jobs = [d.job(["true"], gpus=1) for _ in range(n)]
+        t0 = time.perf_counter()
+        ids = d.submit_many(jobs)
+        t_submitted = time.perf_counter() - t0
+        d.wait_all(ids)
+        total = time.perf_counter() - t0
+        rows = d.call("queue", all=True)["jobs"]
+        ok = sum(r["state"] == "COMPLETED" for r in rows)
+    finally:
+        d.stop()
+    return {
+        "jobs": n,
+        "gpus": gpus,
+        "completed": ok,
+        "submit_seconds": round(t_submitted, 3),
+        "total_seconds": round(total, 3),
+        "jobs_per_second": round(n / total, 1),
+    }
+
+
+def _time_cmd(argv: list[str], env: dict[str, str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def bench_submit(runs: int = 40) -> dict[str, Any]:
+    """(c) `berth submit --hold -- true` (console script) against the floor of any Python
+    client: `python -c 'import argparse, json, socket'`, same interpreter, interleaved."""
+    d = Daemon(gpus=1)
+    berth = os.path.join(os.path.dirname(sys.executable), "berth")
+    try:
+        floor: list[float] = []
+        submit: list[float] = []
+        bare: list[float] = []
+        for _ in range(runs):
+            floor += _time_cmd([sys.executable, "-c", "import argparse, json, socket"], d.env, 1)
+            submit += _time_cmd([berth, "submit", "--hold", "--", "true"], d.env, 1)
+            bare += _time_cmd([sys.executable, "-c", "pass"], d.env, 1)
+    finally:
+        d.stop()
+    f, s, b = statistics.median(floor), statistics.median(submit), statistics.median(bare)
+    return {
+        "runs": runs,
+        "python_pass_ms": round(b, 2),
+        "floor_ms": round(f, 2),
+        "submit_ms": round(s, 2),
+        "ratio_to_floor": round(s / f, 3),
+    }
+
+
+def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
+    """(d) n pending jobs behind 8 running ones: submit rate, `berth queue` time, daemon RSS,
+    one scheduling pass."""
+    d = Daemon(gpus=gpus)
+    try:
+        d.submit_many([d.job(["sleep", "600"], gpus=1) for _ in range(gpus)])
+        jobs = [d.job(["true"], gpus=1) for _ in range(n)]
+        t0 = time.perf_counter()
+        d.submit_many(jobs)
+        submit_s = time.perf_counter() - t0
+        berth = os.path.join(os.path.dirname(sys.executable), "berth")
+        t0 = time.perf_counter()
+        subprocess.run([berth, "queue"], env=d.env, check=True, stdout=subprocess.DEVNULL)
+        queue_s = time.perf_counter() - t0
+        d.submit_many([d.job(["true"], gpus=1)])  # one more event: one pass over n+1
+        time.sleep(0.5)  # let the throttled pass run
+        ping = d.call("ping")
+        d.call("cancel", all_mine=True)
+    finally:
+        d.stop()
+    return {
+        "jobs": n,
+        "submit_seconds": round(submit_s, 2),
+        "submits_per_second": round(n / submit_s),
+        "queue_seconds": round(queue_s, 2),
+        "daemon_rss_mb": round(ping["rss"] / 2**20, 1),
+        "pass_seconds": round(ping["last_pass_seconds"], 3),
+    }
+
+
+BENCHES = {
+    "gap": bench_gap,
+    "throughput": bench_throughput,
+    "submit": bench_submit,
+    "scale": bench_scale,
+}
+
+
+def main() -> int:
+    which = sys.argv[1:] or ["all"]
+    names = list(BENCHES) if which == ["all"] else which
+    for name in names:
+        result = BENCHES[name]()
+        print(json.dumps({"bench": name, **result}))
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
