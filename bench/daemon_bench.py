@@ -13,6 +13,7 @@ supervision path as with NVML, minus the driver), talks to it over its socket, a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -122,7 +123,7 @@ def bench_gap(n: int = 200) -> dict[str, Any]:
             for line in f:
                 kind, job, t = line.split()
                 (starts if kind == "s" else ends)[int(job)] = float(t)
-        gaps = [(starts[b] - ends[a]) * 1000 for a, b in zip(ids, ids[1:])]
+        gaps = [(starts[b] - ends[a]) * 1000 for a, b in itertools.pairwise(ids)]
     finally:
         d.stop()
     return {

@@ -167,7 +167,9 @@ class _Supervisor:
         try:
             os.chdir(spec["cwd"])
         except OSError as e:
-            raise _SpawnError(f"cannot enter working directory {spec['cwd']!r}: {e.strerror}")
+            raise _SpawnError(
+                f"cannot enter working directory {spec['cwd']!r}: {e.strerror}"
+            ) from None
         exe = argv[0]
         if "/" not in exe:
             found = shutil.which(exe, path=spec["env"].get("PATH", os.defpath))
