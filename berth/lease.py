@@ -41,6 +41,14 @@ __all__ = ["Lease", "acquire"]
 
 _ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 _warned = False
+_active: list[Lease] = []  # leases of this process that set CUDA_VISIBLE_DEVICES
+
+
+def user_visible() -> str | None:
+    """CUDA_VISIBLE_DEVICES as it was before this process's leases changed it."""
+    if _active and _active[0]._saved is not None:
+        return _active[0]._saved["CUDA_VISIBLE_DEVICES"]
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 def cuda_initialized() -> bool:
@@ -86,9 +94,14 @@ class Lease:
         global _warned
         if not cuda_initialized():
             self._saved = {k: os.environ.get(k) for k in _ENV}
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.ids)
+            # Another lease of this process is active: keep its GPUs visible too, first.
+            before = [x for x in (self._saved["CUDA_VISIBLE_DEVICES"] or "").split(",") if x]
+            ids = before if _active else []
+            ids += [str(i) for i in self.ids if str(i) not in ids]
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
             os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-            self.devices = [f"cuda:{k}" for k in range(len(self.ids))]
+            self.devices = [f"cuda:{ids.index(str(i))}" for i in self.ids]
+            _active.append(self)
             return
         torch = sys.modules["torch"]  # already imported: cuda_initialized() saw it
 
@@ -119,6 +132,8 @@ class Lease:
     def release(self) -> None:
         """End the claim (idempotent) and restore CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER."""
         self.claim.release()
+        if self in _active:
+            _active.remove(self)
         if self._saved is not None:
             for key, value in self._saved.items():
                 if value is None:
@@ -198,7 +213,8 @@ def claim(
     on_wait: OnWait | None = None,
 ) -> tuple[Claim, list[GpuSnapshot]]:
     """Claim what ``request`` asks for (waiting up to ``timeout``); the claim and the last
-    GPU snapshots. The layer under :func:`acquire`, ``berth run`` and GPUScheduler."""
+    snapshots of all GPUs (whatever CUDA_VISIBLE_DEVICES says). The layer under
+    :func:`acquire`, ``berth run`` and GPUScheduler."""
     from berth import config
     from berth.api import banned_reasons, read
     from berth.claims.ledger import Ledger
@@ -213,9 +229,14 @@ def claim(
     last: list[GpuSnapshot] = []
 
     def fresh() -> list[GpuSnapshot]:
-        snaps = read(cfg, all=all, process_details=False)
-        request.banned.update(banned_reasons(cfg, snaps))
+        snaps = read(cfg, all=True, process_details=False)
         last[:] = snaps
+        visible = None if all else user_visible()
+        if visible is not None:
+            from berth.devices.visible import restrict_to_visible
+
+            snaps = restrict_to_visible(snaps, visible)
+        request.banned.update(banned_reasons(cfg, snaps))
         return snaps
 
     lease = wait_claim(

@@ -283,7 +283,10 @@ class GPUScheduler:
             request, timeout=timeout, poll=float(self.poll_interval), label="GPUScheduler"
         )
         self._lease = lease
-        position = {g.uuid: k for k, g in enumerate(now)}
+        from berth.devices.visible import restrict_to_visible
+
+        visible = restrict_to_visible(now, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        position = {g.uuid: k for k, g in enumerate(visible)}
         self.gpu_ids = [position[u] for u in lease.uuids]
         if not cuda_initialized():
             self._saved_order = os.environ.get("CUDA_DEVICE_ORDER")
