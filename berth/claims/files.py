@@ -190,13 +190,38 @@ def probe(path: str, *, read: bool = True) -> Probe:
     return p
 
 
+def lock_owners(st: os.stat_result) -> list[int]:
+    """Pids that took a flock on the file ``st`` describes, from /proc/locks (readable by
+    all, unlike another user's /proc/PID/fd). Matched by device and inode; by inode alone
+    when no device matches (overlay filesystems report the underlying device there)."""
+    exact: list[int] = []
+    loose: list[int] = []
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        devino = parts[5].rsplit(":", 1)
+        if len(devino) != 2 or not parts[4].isdigit() or devino[1] != str(st.st_ino):
+            continue
+        (exact if devino[0] == dev else loose).append(int(parts[4]))
+    pids = exact or loose
+    return [p for p in pids if p > 0 and os.path.exists(f"/proc/{p}")]
+
+
 def holders(path: str) -> list[int]:
-    """Pids of the processes that have ``path`` open (those this user may inspect)."""
+    """Pids of the processes that have ``path`` open: those whose /proc/PID/fd this user may
+    read, plus the lock's owner from /proc/locks."""
     try:
         target = os.stat(path)
     except OSError:
         return []
-    out = []
+    out = lock_owners(target)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -213,4 +238,4 @@ def holders(path: str) -> list[int]:
             if st.st_ino == target.st_ino and st.st_dev == target.st_dev:
                 out.append(int(entry))
                 break
-    return out
+    return sorted(set(out))
