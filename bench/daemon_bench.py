@@ -46,8 +46,10 @@ class Daemon:
             "BERTH_CLAIMS_DIR": os.path.join(self.dir, "claims"),
         }
         os.environ.update({k: self.env[k] for k in ("BERTH_CONFIG", "BERTH_SOCKET")})
+        profile = os.environ.get("BENCH_PROFILE")  # a file: run the daemon under cProfile
+        prefix = ["-m", "cProfile", "-o", profile] if profile else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground"],
+            [sys.executable, *prefix, "-m", "berth.cli.main", "daemon", "--foreground"],
             env=self.env,
             stderr=open(os.path.join(self.dir, "daemon.log"), "wb"),
         )

@@ -21,6 +21,7 @@ from berth.daemon.launcher import launch_spec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from berth.core.job import Job
@@ -67,6 +68,13 @@ class Engine:
         self._timer: asyncio.TimerHandle | None = None
         self.last_pass_seconds = 0.0
         self._next_pass = 0.0
+        self._reasons_valid = False
+        self._deps_dirty = False
+        # Group commit: state changes made in one turn of the loop commit together.
+        self._inserts: list[tuple[Job, dict[str, Any], asyncio.Future[None] | None]] = []
+        self._dirty: dict[int, tuple[Job, dict[str, Any]]] = {}
+        self._after_commit: list[Callable[[], None]] = []
+        self._flush_armed = False  # a job ended unsuccessfully: dependents may be doomed
         self.stop_event = asyncio.Event()
 
     # -- scheduling ---------------------------------------------------------------------------
@@ -76,6 +84,7 @@ class Engine:
         events ask). A pass that took t seconds is followed by at least t seconds without
         one, so scheduling never takes more than half the daemon's time (a queue of 100,000
         jobs stays responsive; a small queue's passes take microseconds)."""
+        self._reasons_valid = False
         if not self._kicked:
             self._kicked = True
             delay = self._next_pass - self.loop.time()
@@ -94,17 +103,20 @@ class Engine:
         self.last_pass_seconds = time.perf_counter() - started
         self._next_pass = self.loop.time() + self.last_pass_seconds
 
-    def _pass(self) -> None:
+    def _pass(self, explain: bool = False) -> None:
+        """Decide and start. The dispatch pass does not explain (it stops as soon as nothing
+        fits, so it stays fast with a long queue); :meth:`explain` asks for the reasons."""
         from berth.core.policy import DEFAULT_POLICY, schedule
 
         now = time.time()
         pending = [j for j in self.jobs.values() if j.state is State.PENDING]
+        self._reasons_valid = False
         if not pending:
-            self.reasons.clear()
             return
         if self.queue_paused:
-            self.reasons = {j.id: "QueuePaused" for j in pending}
             return
+        explain = explain or self._deps_dirty
+        self._deps_dirty = False
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
         own_leases = {r.lease for r in self.runs.values() if r.lease}
@@ -122,6 +134,7 @@ class Engine:
                 now,
                 policy=self.opts.policy or DEFAULT_POLICY,
                 done=self.finished_states,
+                explain=explain,
             )
             for start in decisions.starts:
                 job = self.jobs[start.job_id]
@@ -130,10 +143,8 @@ class Engine:
                     pairs, start.share, start.mem, label=f"berth job {job.id} ({job.name})"
                 )
                 launches.append((job, (start, lease)))
-        self.reasons = {
-            i: p.reason.value + (f": {p.detail}" if p.detail else "")
-            for i, p in decisions.pending.items()
-        }
+        if explain and not launches:
+            self._set_reasons(decisions)
         self._arm_timer(decisions.wakeup, now)
         if launches:
             self._launch(launches, now)
@@ -141,6 +152,46 @@ class Engine:
             doomed = self.jobs.get(c.job_id)
             if doomed is not None and doomed.state is State.PENDING:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
+
+    def _set_reasons(self, decisions: Any) -> None:
+        self.reasons = {
+            i: p.reason.value + (f": {p.detail}" if p.detail else "")
+            for i, p in decisions.pending.items()
+        }
+        self._reasons_valid = True
+
+    def explain(self) -> None:
+        """Bring the pending reasons up to date (for `berth queue`/`show`/`status`): a pass
+        that explains but starts nothing (what it would start is `(None)`: starting now)."""
+        if self._reasons_valid:
+            return
+        from berth.core.policy import DEFAULT_POLICY, schedule
+
+        pending = [j for j in self.jobs.values() if j.state is State.PENDING]
+        if self.queue_paused:
+            self.reasons = {j.id: "QueuePaused" for j in pending}
+            self._reasons_valid = True
+            return
+        running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
+        paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        own_leases = {r.lease for r in self.runs.values() if r.lease}
+        lstate = self.res.ledger.scan(bodies=True)
+        decisions = schedule(
+            pending,
+            running,
+            self.res.inventory,
+            self.res.others(lstate, own_leases, self._job_sids()),
+            paused,
+            time.time(),
+            policy=self.opts.policy or DEFAULT_POLICY,
+            done=self.finished_states,
+            explain=True,
+        )
+        self._set_reasons(decisions)
+        for start in decisions.starts:
+            self.reasons[start.job_id] = "None: starting"
+        if decisions.starts or decisions.cancels:
+            self.kick()
 
     def _job_sids(self) -> set[int]:
         out = set()
@@ -161,14 +212,14 @@ class Engine:
     # -- launching ----------------------------------------------------------------------------
 
     def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
-        with self.store.tx():
-            for job, (start, lease) in launches:
-                transition(
-                    job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
-                    mem=start.mem,
-                )  # fmt: skip
-                job.extra["lease"] = lease.lease_id
-                self.store.save_job(job.to_dict(), launched=len(job.attempts))
+        for job, (start, lease) in launches:
+            transition(
+                job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
+                mem=start.mem,
+            )  # fmt: skip
+            job.extra["lease"] = lease.lease_id
+            self.save(job, launched=len(job.attempts))
+        self.flush()  # write-ahead: RUNNING + launched is durable before any fork
         for job, (start, lease) in launches:
             attempt = len(job.attempts)
             path = supervisor.run_file(self.run_dir, job.id, attempt)
@@ -230,11 +281,7 @@ class Engine:
                 sig = result.get("signal")
                 why = f"killed by signal {sig}" if sig else f"exit code {rc}"
                 self._change(job, State.FAILED, end, reason=why, exit_code=rc)
-        for p in (path, path + ".sig"):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        self._after_commit.append(lambda: _unlink(path, path + ".sig"))
 
     def _change(
         self,
@@ -245,19 +292,68 @@ class Engine:
         reason: str = "",
         exit_code: int | None = None,
     ) -> None:
-        """Transition + commit + wake whoever waits on it + schedule."""
+        """Transition + save (committed with this turn's group) + wake waiters + schedule."""
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
-        ended = now if job.state in FINISHED else None
-        with self.store.tx():
-            self.store.save_job(job.to_dict(), ended_at=ended, launched=0)
-        if job.state in FINISHED:
+        finished = job.state in FINISHED
+        self.save(job, ended_at=now if finished else None, launched=0)
+        if finished:
+            if job.state is not State.COMPLETED:
+                self._deps_dirty = True
             del self.jobs[job.id]
             self.finished_states[job.id] = job.state
             self.reasons.pop(job.id, None)
-            for fut in self.waiters.pop(job.id, ()):
-                if not fut.done():
-                    fut.set_result(None)
+            waiters = self.waiters.pop(job.id, [])
+            if waiters:
+                self._after_commit.append(lambda: _wake(waiters))
         self.kick()
+
+    # -- the journal --------------------------------------------------------------------------
+
+    def insert(self, job: Job, spec: dict[str, Any]) -> asyncio.Future[None]:
+        """Add a new job; the future completes once it is durable."""
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self._inserts.append((job, spec, fut))
+        self.jobs[job.id] = job
+        self._arm_flush()
+        self.kick()
+        return fut
+
+    def save(self, job: Job, **cols: Any) -> None:
+        """Queue a job's new state for the next commit (``cols``: ended_at, launched)."""
+        old = self._dirty.get(job.id)
+        self._dirty[job.id] = (job, {**old[1], **cols} if old else cols)
+        self._arm_flush()
+
+    def _arm_flush(self) -> None:
+        if not self._flush_armed:
+            self._flush_armed = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Commit every queued change in one transaction, then act on it."""
+        self._flush_armed = False
+        inserts, dirty, after = self._inserts, self._dirty, self._after_commit
+        if not (inserts or dirty or after):
+            return
+        self._inserts, self._dirty, self._after_commit = [], {}, []
+        if inserts or dirty:
+            try:
+                with self.store.tx():
+                    for job, spec, _ in inserts:
+                        self.store.insert_job(job.to_dict(), spec)
+                    for job, cols in dirty.values():
+                        self.store.save_job(job.to_dict(), **cols)
+            except Exception as e:
+                for job, _, fut in inserts:
+                    self.jobs.pop(job.id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_exception(e)
+                raise
+        for _, _, fut in inserts:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+        for action in after:
+            action()
 
     # -- control ------------------------------------------------------------------------------
 
@@ -275,8 +371,7 @@ class Engine:
         if sig is None:
             if job.state is State.RUNNING:
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
-                with self.store.tx():
-                    self.store.save_job(job.to_dict())
+                self.save(job)
             supervisor.terminate(run.pidfd)
             return "terminating"
         supervisor.send_signal(run.path, run.pidfd, sig)
@@ -295,3 +390,17 @@ class Engine:
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
         self._change(job, State.PREEMPTED, now, reason=why)
+
+
+def _unlink(*paths: str) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(None)

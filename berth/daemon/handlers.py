@@ -87,7 +87,7 @@ def _ids(req: dict[str, Any]) -> list[int]:
 # -- submit -----------------------------------------------------------------------------------
 
 
-def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = dict(req["job"])
     argv, wrap = spec.get("argv"), spec.get("wrap")
     if bool(argv) == bool(wrap):
@@ -136,11 +136,8 @@ def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         requeue=bool(spec.get("requeue")),
         held=bool(spec.get("hold")),
     )
-    with engine.store.tx():
-        engine.store.insert_job(job.to_dict(), spec)
     engine.next_id = job_id + 1
-    engine.jobs[job_id] = job
-    engine.kick()
+    await engine.insert(job, spec)  # durable before we answer
     return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
 
 
@@ -155,6 +152,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         states = {State.parse(str(s)) for s in req.get("states") or ()}
     except ValueError as e:
         raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+    engine.explain()
     jobs = [j for j in engine.jobs.values() if uid is None or j.uid == uid]
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
     rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
@@ -169,6 +167,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     job = _find(engine, req["job_id"])
+    engine.explain()
     return {"job": views.detail(job, engine.reasons.get(job.id), engine.store.spec(job.id))}
 
 

@@ -22,6 +22,7 @@ from berth.errors import BerthError, Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
     from typing import Any
 
     from berth.daemon.engine import Engine
@@ -71,7 +72,43 @@ class Server:
     async def _serve(
         self, peer: Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        """Read frames as they come; answer them in order. Requests are handled concurrently
+        (pipelined submits commit together), responses written in request order."""
+        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None] = asyncio.Queue()
+        out = asyncio.ensure_future(self._write(replies, writer))
+        try:
+            await self._read(peer, reader, replies)
+        finally:
+            replies.put_nowait(None)
+            await out
+
+    async def _write(
+        self,
+        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        while True:
+            item = await replies.get()
+            if item is None:
+                break
+            writer.write(protocol.encode(await item))
+            if replies.empty():
+                await writer.drain()
+
+    async def _read(
+        self,
+        peer: Peer,
+        reader: asyncio.StreamReader,
+        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+    ) -> None:
+        loop = asyncio.get_running_loop()
         greeted = False
+
+        def answer(response: dict[str, Any]) -> None:
+            fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+            fut.set_result(response)
+            replies.put_nowait(fut)
+
         while True:
             try:
                 header = await reader.readexactly(protocol.HEADER.size)
@@ -79,55 +116,41 @@ class Server:
                 return
             (n,) = protocol.HEADER.unpack(header)
             if n > protocol.MAX_REQUEST:
-                writer.write(
-                    protocol.encode(
-                        protocol.error(
-                            protocol.FRAME_TOO_LARGE,
-                            f"frame of {n} bytes exceeds the maximum of {protocol.MAX_REQUEST}",
-                        )
+                answer(
+                    protocol.error(
+                        protocol.FRAME_TOO_LARGE,
+                        f"frame of {n} bytes exceeds the maximum of {protocol.MAX_REQUEST}",
                     )
                 )
-                await writer.drain()
-                return
+                return  # the stream cannot be trusted after it: close
             payload = await reader.readexactly(n)
-            close = False
             try:
                 msg = protocol.decode(payload)
                 if not greeted:
-                    close = True  # a failed handshake ends the connection
                     self._handshake(msg)
-                    greeted, close = True, False
-                    response: dict[str, Any] = {
-                        "ok": True,
-                        "version": protocol.PROTOCOL_VERSION,
-                        "uid": peer.uid,
-                        "admin": peer.admin,
-                    }
-                else:
-                    kind = protocol.check_request(msg)
-                    if kind == "hello":
-                        raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
-                    result = HANDLERS[kind](self.engine, peer, msg)
-                    if inspect.isawaitable(result):
-                        result = await result
-                    response = {"ok": True, **result}
-            except ProtocolError as e:
-                response = protocol.error(e.code, e.message)
-            except Refused as e:
-                response = protocol.error(protocol.NOT_OWNER, str(e))
-            except UsageError as e:
-                response = protocol.error(protocol.BAD_REQUEST, str(e))
-            except BerthError as e:
-                response = protocol.error(protocol.INVALID_STATE, str(e))
+                    greeted = True
+                    answer(
+                        {
+                            "ok": True,
+                            "version": protocol.PROTOCOL_VERSION,
+                            "uid": peer.uid,
+                            "admin": peer.admin,
+                        }
+                    )
+                    continue
+                kind = protocol.check_request(msg)
+                if kind == "hello":
+                    raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
+                result = HANDLERS[kind](self.engine, peer, msg)
             except Exception as e:
-                log.exception("request failed")
-                response = protocol.error(protocol.INTERNAL, f"internal error: {e!r}")
-            writer.write(protocol.encode(response))
-            if writer.transport.get_write_buffer_size() > 1 << 16:
-                await writer.drain()
-            if close:
-                await writer.drain()
-                return
+                answer(_error_reply(e))
+                if not greeted:
+                    return  # a failed handshake ends the connection
+                continue
+            if inspect.isawaitable(result):
+                replies.put_nowait(asyncio.ensure_future(_guard(result)))
+            else:
+                answer({"ok": True, **result})
 
     def _handshake(self, msg: dict[str, Any]) -> None:
         if msg.get("type") != "hello":
@@ -144,3 +167,23 @@ class Server:
                 f"{protocol.PROTOCOL_VERSION}; use the berth of the same release",
             )
         protocol.check_request(msg)
+
+
+async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return {"ok": True, **(await result)}
+    except Exception as e:
+        return _error_reply(e)
+
+
+def _error_reply(e: Exception) -> dict[str, Any]:
+    if isinstance(e, ProtocolError):
+        return protocol.error(e.code, e.message)
+    if isinstance(e, Refused):
+        return protocol.error(protocol.NOT_OWNER, str(e))
+    if isinstance(e, UsageError):
+        return protocol.error(protocol.BAD_REQUEST, str(e))
+    if isinstance(e, BerthError):
+        return protocol.error(protocol.INVALID_STATE, str(e))
+    log.exception("request failed", exc_info=e)
+    return protocol.error(protocol.INTERNAL, f"internal error: {e!r}")
