@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from berth.core.job import Job
     from berth.daemon.options import Options
     from berth.daemon.resources import Resources
+    from berth.daemon.spawner import Spawner
     from berth.daemon.store import Store
 
 log = logging.getLogger("berth.daemon")
@@ -68,6 +69,7 @@ class Engine:
         self._timer: asyncio.TimerHandle | None = None
         self.last_pass_seconds = 0.0
         self._next_pass = 0.0
+        self._decide_seconds = 0.0
         self._reasons_valid = False
         self._deps_dirty = False
         # Group commit: state changes made in one turn of the loop commit together.
@@ -101,7 +103,7 @@ class Engine:
         except Exception:
             log.exception("scheduling pass failed")
         self.last_pass_seconds = time.perf_counter() - started
-        self._next_pass = self.loop.time() + self.last_pass_seconds
+        self._next_pass = self.loop.time() + self._decide_seconds
 
     def _pass(self, explain: bool = False) -> None:
         """Decide and start. The dispatch pass does not explain (it stops as soon as nothing
@@ -125,6 +127,7 @@ class Engine:
         with ledger.locked():
             lstate = ledger.scan(bodies=True, clean=True)
             others = self.res.others(lstate, own_leases, self._job_sids())
+            t0 = time.perf_counter()
             decisions = schedule(
                 pending,
                 running,
@@ -136,6 +139,7 @@ class Engine:
                 done=self.finished_states,
                 explain=explain,
             )
+            self._decide_seconds = time.perf_counter() - t0
             for start in decisions.starts:
                 job = self.jobs[start.job_id]
                 pairs = [(self.res.by_index[i].uuid, i) for i in start.gpus]
@@ -227,24 +231,55 @@ class Engine:
                 spec = self.store.spec(job.id)
                 gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
                 ls = launch_spec(spec, job.id, gpus, self._limit(job), self.opts.kill_after)
+                if self.spawner is not None and self.spawner.alive:
+                    self.spawner.request(job.id, attempt, path, ls, list(lease.fds))
+                    self.launching[job.id] = (path, attempt, lease.lease_id)
+                    lease.detach()  # the message carries the claim now
+                    continue
                 pid = supervisor.launch(ls, path, tuple(lease.fds))
             except OSError as e:
                 lease.release()
-                log.error("job %d: cannot start its supervisor: %s", job.id, e)
-                self._change(
-                    job, State.FAILED, time.time(), reason=f"cannot start supervisor: {e}",
-                    exit_code=127,
-                )  # fmt: skip
+                self._launch_failed(job, str(e))
                 continue
             lease.detach()  # the supervisor and the job hold the claim now
-            self._watch(job.id, pid, path, attempt, lease.lease_id)
+            self._watch(job.id, pid, os.pidfd_open(pid), path, attempt, lease.lease_id)
+
+    def on_spawner_reply(self) -> None:
+        """The fork server answered: watch the new supervisors."""
+        assert self.spawner is not None
+        for msg, pidfd in self.spawner.replies():
+            job_id = int(msg["job"])
+            path, attempt, lease = self.launching.pop(job_id)
+            job = self.jobs.get(job_id)
+            if job is None or pidfd is None:
+                if pidfd is not None:
+                    os.close(pidfd)
+                if job is not None:
+                    self._launch_failed(job, str(msg.get("error")))
+                continue
+            self._watch(job_id, int(msg["pid"]), pidfd, path, attempt, lease)
+            if job_id in self.cancel_on_start:
+                self.cancel_on_start.discard(job_id)
+                supervisor.terminate(pidfd)
+        if not self.spawner.alive:
+            log.error("the supervisor fork server exited; forking supervisors directly")
+            self.loop.remove_reader(self.spawner.sock.fileno())
+            for job_id in list(self.launching):
+                path, attempt, _lease = self.launching.pop(job_id)
+                if not supervisor.supervisor_alive(path) and job_id in self.jobs:
+                    self._launch_failed(self.jobs[job_id], "the fork server died")
+
+    def _launch_failed(self, job: Job, why: str) -> None:
+        log.error("job %d: cannot start its supervisor: %s", job.id, why)
+        self._change(job, State.FAILED, time.time(), reason=why, exit_code=127)
 
     def _limit(self, job: Job) -> float | None:
         limits = [t for t in (job.time_limit, self.opts.max_job_time) if t]
         return min(limits) if limits else None
 
-    def _watch(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
-        pidfd = os.pidfd_open(pid)
+    def _watch(
+        self, job_id: int, pid: int, pidfd: int, path: str, attempt: int, lease: str | None
+    ) -> None:
         self.runs[job_id] = Run(pid, pidfd, path, attempt, lease)
         self.loop.add_reader(pidfd, self._on_supervisor_exit, job_id)
 
@@ -332,6 +367,9 @@ class Engine:
     def flush(self) -> None:
         """Commit every queued change in one transaction, then act on it."""
         self._flush_armed = False
+        self.spawner: Spawner | None = None
+        self.launching: dict[int, tuple[str, int, str]] = {}  # job -> run file, attempt, lease
+        self.cancel_on_start: set[int] = set()
         inserts, dirty, after = self._inserts, self._dirty, self._after_commit
         if not (inserts or dirty or after):
             return
@@ -367,6 +405,11 @@ class Engine:
             return "cancelled"
         run = self.runs.get(job.id)
         if run is None:
+            if sig is None and job.id in self.launching:
+                self.cancel_on_start.add(job.id)
+                transition(job, State.COMPLETING, now=now, reason="cancel requested")
+                self.save(job)
+                return "terminating"
             return "starting"
         if sig is None:
             if job.state is State.RUNNING:

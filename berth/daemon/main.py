@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from berth.config import Config
+    from berth.daemon.spawner import Spawner
 
 log = logging.getLogger("berth.daemon")
 
@@ -82,9 +83,13 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     os.makedirs(os.path.dirname(opts.socket) or ".", mode=0o700, exist_ok=True)
     socket_lock = _lock(opts.socket + ".lock", f"socket {opts.socket}")
     sock = _bind(opts.socket)
+    from berth.daemon.spawner import Spawner
+
+    spawner = Spawner()  # forked now, while the daemon is small
     try:
-        return asyncio.run(_main(opts, cfg, sock, ready))
+        return asyncio.run(_main(opts, cfg, sock, ready, spawner))
     finally:
+        spawner.close()
         try:
             os.unlink(opts.socket)
         except FileNotFoundError:
@@ -94,7 +99,11 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
 
 
 async def _main(
-    opts: Options, cfg: Config, sock: socket.socket, ready: Callable[[], None] | None
+    opts: Options,
+    cfg: Config,
+    sock: socket.socket,
+    ready: Callable[[], None] | None,
+    spawner: Spawner,
 ) -> int:
     from berth.claims.ledger import Ledger
     from berth.claims.wake import Watcher
@@ -117,6 +126,8 @@ async def _main(
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)
     engine = Engine(opts, store, res, loop)
+    engine.spawner = spawner
+    loop.add_reader(spawner.sock.fileno(), engine.on_spawner_reply)
     engine.queue_paused = store.meta("queue_paused") == "1"
     counts = recover(engine)
     log.info(

@@ -1,0 +1,130 @@
+"""A fork server for supervisors: a small process, forked from the daemon before it grows,
+that forks each job's supervisor on request.
+
+Why: ``fork()`` of the daemon costs more as its memory grows (100,000 queued jobs), and it
+would run on the daemon's own core. The spawner is small, and forks on the other core while
+the daemon goes on serving. Requests travel over a SOCK_SEQPACKET pair: a JSON message (job
+id, attempt, run file, launch spec) with the claim descriptors attached (SCM_RIGHTS). The
+reply carries the supervisor's pid and a pidfd for it, opened before the spawner could reap
+it, so the daemon can never watch a recycled pid.
+
+The spawner exits when the daemon goes away (end of file on its socket); the supervisors it
+forked live on (their own sessions), exactly as if the daemon had forked them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+
+from berth.daemon import supervisor
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_MESSAGE = 8 * 1024 * 1024
+MAX_FDS = 64
+
+
+class Spawner:
+    """The daemon's handle on the fork server."""
+
+    def __init__(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for s in (parent, child):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            code = 1
+            try:
+                parent.close()
+                code = _serve(child)
+            finally:
+                os._exit(code)
+        child.close()
+        self.pid = pid
+        self.sock = parent
+        self.alive = True
+
+    def request(
+        self, job_id: int, attempt: int, path: str, spec: dict[str, Any], fds: list[int]
+    ) -> None:
+        data = json.dumps({"job": job_id, "attempt": attempt, "path": path, "spec": spec})
+        socket.send_fds(self.sock, [data.encode()], fds)
+
+    def replies(self) -> list[tuple[dict[str, Any], int | None]]:
+        """Every reply waiting: (message, pidfd or None). Non-blocking."""
+        out: list[tuple[dict[str, Any], int | None]] = []
+        while True:
+            try:
+                msg, fds, _, _ = socket.recv_fds(
+                    self.sock, MAX_MESSAGE, MAX_FDS, socket.MSG_DONTWAIT
+                )
+            except BlockingIOError:
+                return out
+            if not msg:
+                self.alive = False
+                return out
+            out.append((json.loads(msg), fds[0] if fds else None))
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _reap(*_: object) -> None:
+    try:
+        while True:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return
+    except ChildProcessError:
+        return
+
+
+def _serve(sock: socket.socket) -> int:
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # the daemon's fate, not a signal, ends us
+    signal.signal(signal.SIGCHLD, _reap)
+    keep = sock.fileno()
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, MAX_FDS)
+        except ConnectionError:
+            return 0
+        if not msg:
+            return 0
+        req = json.loads(msg)
+        reply: dict[str, Any] = {"job": req["job"], "attempt": req["attempt"]}
+        pidfd: list[int] = []
+        try:
+            pid = supervisor.launch(req["spec"], req["path"], tuple(fds))
+            pidfd = [os.pidfd_open(pid)]  # before any reaping: the pid cannot be recycled
+            reply["pid"] = pid
+        except OSError as e:
+            reply["error"] = f"cannot start a supervisor: {e.strerror or e}"
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            socket.send_fds(sock, [json.dumps(reply).encode()], pidfd)
+        except OSError:
+            return 0
+        finally:
+            for fd in pidfd:
+                os.close(fd)
