@@ -42,12 +42,13 @@ __all__ = ["Lease", "acquire"]
 _ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 _warned = False
 _active: list[Lease] = []  # leases of this process that set CUDA_VISIBLE_DEVICES
+_original: dict[str, str | None] = {}  # the environment before the first of them
 
 
 def user_visible() -> str | None:
     """CUDA_VISIBLE_DEVICES as it was before this process's leases changed it."""
-    if _active and _active[0]._saved is not None:
-        return _active[0]._saved["CUDA_VISIBLE_DEVICES"]
+    if _active:
+        return _original.get("CUDA_VISIBLE_DEVICES")
     return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
@@ -73,7 +74,6 @@ class Lease:
         self.ids: list[int] = [by_uuid[u].index for u in self.uuids]
         self.share = claim.share
         self.mem = claim.mem
-        self._saved: dict[str, str | None] | None = None
         self.devices: list[str] = []
         if set_env:
             self._apply(gpus)
@@ -93,10 +93,12 @@ class Lease:
     def _apply(self, gpus: Sequence[GpuSnapshot]) -> None:
         global _warned
         if not cuda_initialized():
-            self._saved = {k: os.environ.get(k) for k in _ENV}
-            # Another lease of this process is active: keep its GPUs visible too, first.
-            before = [x for x in (self._saved["CUDA_VISIBLE_DEVICES"] or "").split(",") if x]
-            ids = before if _active else []
+            if not _active:
+                _original.clear()
+                _original.update({k: os.environ.get(k) for k in _ENV})
+            # Other leases of this process are active: keep their GPUs visible too, first.
+            current = os.environ.get("CUDA_VISIBLE_DEVICES") or ""
+            ids = [x for x in current.split(",") if x] if _active else []
             ids += [str(i) for i in self.ids if str(i) not in ids]
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
             os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -134,13 +136,13 @@ class Lease:
         self.claim.release()
         if self in _active:
             _active.remove(self)
-        if self._saved is not None:
-            for key, value in self._saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            self._saved = None
+            if not _active:  # the last one: restore what was there before berth
+                for key, value in _original.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+            # else: leave the variable alone, so other leases' devices keep their numbers
 
     def __enter__(self) -> Lease:
         return self

@@ -77,9 +77,9 @@ def test_two_leases_in_one_process(fake_gpus: Any) -> None:
     b = berth.acquire(order="index")  # not limited to a's CUDA_VISIBLE_DEVICES
     assert a.ids == [0] and b.ids == [1]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and b.devices == ["cuda:1"]
+    a.release()  # not in the order acquired: b's devices keep their numbers
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
     b.release()
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
-    a.release()
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
@@ -105,6 +105,7 @@ def test_shares_and_memory(fake_gpus: Any) -> None:
         berth.acquire(0.5, mem="60G", timeout=0)  # 30G + 60G > 80G
     berth.acquire(0.5, mem="50G", timeout=0).release()
     b.release()
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
