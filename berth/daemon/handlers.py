@@ -168,7 +168,10 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     job = _find(engine, req["job_id"])
     engine.explain()
-    return {"job": views.detail(job, engine.reasons.get(job.id), engine.store.spec(job.id))}
+    out = views.detail(job, engine.reasons.get(job.id), engine.store.spec(job.id))
+    run = engine.runs.get(job.id)
+    out["attach"] = run.path + ".pty" if run is not None and out["pty"] else None
+    return {"job": out}
 
 
 async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,8 @@ import shutil
 import signal
 import time
 
+from berth.daemon.ptyrelay import PtyRelay
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -95,7 +97,7 @@ def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
     os.close(null)
     os.write(fd, f"sup {os.getpid()}\n".encode())
     _become_subreaper()
-    sup = _Supervisor(spec, fd, keep_fds)
+    sup = _Supervisor(spec, fd, keep_fds, os.readlink(f"/proc/self/fd/{fd}"))
     result = sup.run()
     # One write: the daemon reads either nothing or the whole line.
     os.write(fd, b"exit " + json.dumps(result).encode() + b"\n")
@@ -146,8 +148,12 @@ class _SpawnError(Exception):
 
 
 class _Supervisor:
-    def __init__(self, spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> None:
+    def __init__(
+        self, spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...], path: str = ""
+    ) -> None:
         self.spec = spec
+        self.path = path
+        self.relay: PtyRelay | None = None
         self.fd = fd
         self.keep_fds = keep_fds
         self.cancelled = False
@@ -177,9 +183,26 @@ class _Supervisor:
                 raise _SpawnError(f"command not found: {exe!r} (in the job's PATH)")
             exe = found
         out = self._open_log(spec["stdout"])
-        err = out if spec["stderr"] == spec["stdout"] else self._open_log(spec["stderr"])
         for fd in self.keep_fds:
             os.set_inheritable(fd, True)
+        if spec.get("pty"):
+            # The child opens the terminal by name after setsid(): it becomes its controlling
+            # terminal. Output reaches the log through the relay.
+            master, slave = os.openpty()
+            name = os.ttyname(slave)
+            os.close(slave)
+            self.relay = PtyRelay(master, out, self.path + ".pty")
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, name, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+            ]
+            env = {**spec["env"], "TERM": spec["env"].get("TERM") or "xterm-256color"}
+            try:
+                return os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True)
+            except OSError as e:
+                raise _SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
+        err = out if spec["stderr"] == spec["stdout"] else self._open_log(spec["stderr"])
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_DUP2, out, 1),
@@ -225,6 +248,8 @@ class _Supervisor:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
         poller.register(r, select.POLLIN)
+        if self.relay is not None:
+            self.relay.register(poller)
         limit = self.spec.get("time_limit")
         deadline = start + limit if limit else None
         grace = float(self.spec.get("kill_after") or 30.0)
@@ -235,6 +260,9 @@ class _Supervisor:
             events = poller.poll(timeout)
             if any(fd == pidfd for fd, _ in events):
                 break
+            if self.relay is not None:
+                for fd, _ in events:
+                    self.relay.handle(poller, fd)
             if any(fd == r for fd, _ in events):
                 signals = os.read(r, 4096)
                 if signal.SIGTERM in signals:
@@ -260,6 +288,8 @@ class _Supervisor:
         self._signal_group(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         _kill_leftovers()
+        if self.relay is not None:
+            self.relay.close()
         if os.WIFSIGNALED(status):
             result["signal"] = os.WTERMSIG(status)
             result["rc"] = 128 + os.WTERMSIG(status)
@@ -269,9 +299,8 @@ class _Supervisor:
         return result
 
     def _forward(self, pid: int) -> None:
-        path = f"/proc/self/fd/{self.fd}"
         try:
-            with open(os.readlink(path) + ".sig") as f:
+            with open(self.path + ".sig") as f:
                 sig = int(f.read().strip() or 0)
         except (OSError, ValueError):
             return

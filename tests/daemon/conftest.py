@@ -123,6 +123,8 @@ class DaemonRig:
             from berth.daemon.supervisor import read_run_file
 
             for name in os.listdir(run_dir):
+                if not name.replace(".", "").isdigit():
+                    continue
                 info = read_run_file(os.path.join(run_dir, name))
                 for key, kill in (("job", os.killpg), ("sup", os.kill)):
                     pid = info.get(key)

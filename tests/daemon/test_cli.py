@@ -143,3 +143,30 @@ def test_a_command_that_cannot_start_fails_with_the_reason(daemon):
     os.rmdir(gone)  # may race the start; either way the job must not be lost
     row = daemon.wait_done([job_id])[job_id]
     assert row["state"] in ("COMPLETED", "FAILED")
+
+
+def test_pty_job_has_a_terminal_and_attach_relays_it(daemon):
+    import socket
+    import struct
+
+    daemon.start()
+    script = "test -t 0 && test -t 1 && echo tty-ok; stty size; read line; echo got:$line"
+    job_id = daemon.submit(wrap=script, pty=True)
+    job = wait_until(lambda: (j := daemon.job(job_id))["attach"] and j, message="attachable")
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    wait_until(lambda: conn.connect_ex(job["attach"]) == 0, message="pty socket")
+    conn.sendall(struct.pack("HH", 33, 111) + b"hello\r")
+    seen = b""
+    conn.settimeout(10)
+    while b"got:hello" not in seen:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        seen += chunk
+    conn.close()
+    row = daemon.wait_done([job_id])[job_id]
+    assert row["state"] == "COMPLETED"
+    log = daemon.berth("logs", str(job_id)).stdout
+    assert "tty-ok" in log and "got:hello" in log and "33 111" in log
+    out = daemon.berth("attach", str(daemon.submit("true")))
+    assert out.returncode == 1 and "--pty" in out.stderr
