@@ -103,6 +103,7 @@ def test_kill_9_of_berth_run_keeps_the_claim_until_the_command_ends(
     holder = popen(
         fake_gpus, "--", *fake_gpus.workload_cmd("--record", str(first)), start_new_session=True
     )
+    start = wait_until(lambda: events(first), timeout=15, message="the first command")[0]
     waiter = popen(
         fake_gpus,
         "--poll",
@@ -111,7 +112,6 @@ def test_kill_9_of_berth_run_keeps_the_claim_until_the_command_ends(
         *fake_gpus.workload_cmd("--seconds", "0", "--record", str(second)),
     )
     try:
-        start = wait_until(lambda: events(first), timeout=15, message="the first command")[0]
         wait_until(lambda: Ledger().scan().waiters, timeout=15, message="the second to wait")
         os.kill(holder.pid, signal.SIGKILL)  # berth run dies; its command runs on
         holder.wait()
@@ -124,13 +124,14 @@ def test_kill_9_of_berth_run_keeps_the_claim_until_the_command_ends(
         assert began["time"] - killed < 1.0
         assert waiter.wait(timeout=10) == 0
     finally:
+        for pid in [e["pid"] for e in events(first) + events(second)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for p in (holder, waiter):
             p.kill()
-            p.communicate()
-        try:
-            os.killpg(holder.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            p.communicate(timeout=10)
 
 
 def test_only_waits_for_that_gpu_and_prefer_takes_it_if_free(fake_gpus: Any) -> None:
