@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import stat
-import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,6 +84,9 @@ def new_lease_id() -> str:
 
 def encode_body(fields: dict[str, Any]) -> bytes:
     """JSON of ``fields`` with a ``crc`` over the rest."""
+    import json
+    import zlib
+
     core = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     crc = zlib.crc32(core.encode())
     return (core[:-1] + f',"crc":{crc}}}\n').encode() if fields else b'{"crc":0}\n'
@@ -93,6 +94,9 @@ def encode_body(fields: dict[str, Any]) -> bytes:
 
 def decode_body(data: bytes) -> dict[str, Any] | None:
     """The fields of a body, or None if it is truncated, malformed or fails its checksum."""
+    import json
+    import zlib
+
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError):
