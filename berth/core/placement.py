@@ -34,32 +34,45 @@ class Placement:
 
 
 class Profile:
-    """A distribution of demand: ``P(size > x)`` and ``P(cpu > x)`` by bisection."""
+    """A distribution of demand: the share of GPU demand bigger than x (``p_size_above``), and
+    whose CPU (RAM) ask exceeds x (``p_cpu_above``, ``p_ram_above``), by bisection.
 
-    __slots__ = ("_cpu", "_cpu_tail", "_size", "_size_tail")
+    Weighted by GPUs asked, not by job count: a fragment matters by how much of the *GPU
+    demand* to come cannot use it (one 8-GPU job weighs as much as eight 1-GPU jobs).
+    """
 
-    def __init__(self, demands: Iterable[tuple[float, float]]) -> None:
-        pairs = [(float(s), float(c or 0.0)) for s, c in demands]
-        n = len(pairs) or 1
-        self._size, self._size_tail = _tail(sorted(s for s, _ in pairs), n)
-        self._cpu, self._cpu_tail = _tail(sorted(c for s, c in pairs if s > 0), n)
+    __slots__ = ("_cpu", "_cpu_tail", "_ram", "_ram_tail", "_size", "_size_tail")
+
+    def __init__(self, demands: Iterable[tuple[float, float, float]]) -> None:
+        rows = [(float(s), float(c or 0.0), float(r or 0.0)) for s, c, r in demands]
+        total = sum(s for s, _, _ in rows) or 1.0
+        self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
+        self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
+        self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
 
     @classmethod
     def of(cls, requests: Iterable[Request]) -> Profile:
-        return cls((r.gpu_amount, r.cpu or 0.0) for r in requests)
+        return cls((r.gpu_amount, r.cpu or 0.0, float(r.ram or 0)) for r in requests)
 
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
 
-    def p_cpu_above(self, x: float) -> float:
-        return self._cpu_tail[bisect_right(self._cpu, x + EPS)]
+    def p_stranded(self, cpu: float, ram: float) -> float:
+        """Share of GPU demand that a node with ``cpu``/``ram`` left could not take
+        (treating CPU and RAM asks as independent)."""
+        pc = self._cpu_tail[bisect_right(self._cpu, cpu + EPS)] if cpu < INF else 0.0
+        pr = self._ram_tail[bisect_right(self._ram, ram + EPS)] if ram < INF else 0.0
+        return 1.0 - (1.0 - pc) * (1.0 - pr)
 
 
-def _tail(values: list[float], n: int) -> tuple[list[float], list[float]]:
-    tail = [0.0] * (len(values) + 1)
-    for i in range(len(values) - 1, -1, -1):
-        tail[i] = tail[i + 1] + 1.0 / n
-    return values, tail
+def _tail(pairs: list[tuple[float, float]], total: float) -> tuple[list[float], list[float]]:
+    """Sorted (key, weight) -> keys, and the total weight (share) of the keys from each on."""
+    keys = [k for k, _ in pairs]
+    tail = [0.0] * (len(pairs) + 1)
+    for i in range(len(pairs) - 1, -1, -1):
+        w = pairs[i][1]
+        tail[i] = tail[i + 1] + w / total
+    return keys, tail
 
 
 def place(
@@ -131,8 +144,8 @@ def _place_whole(
         if how == "packer" and profile is not None:
             c = cap.node_whole[n]
             d = _whole_waste(profile, c - k) - _whole_waste(profile, c)
-            d += _cpu_delta(cap, profile, n, req.cpu or 0.0, float(k))
-            return (pref, d, tight, n)
+            d += _node_delta(cap, profile, n, req, float(k))
+            return (pref, round(d, 9), tight, n)
         return (pref, tight, n)
 
     n, cands = min(feasible, key=score)
@@ -169,10 +182,10 @@ def _place_share(
             if whole:
                 c = cap.node_whole[n]
                 d += _whole_waste(profile, c - 1) - _whole_waste(profile, c)
-            if req.cpu and cap.node_cpu[n] < INF:
+            if req.cpu or req.ram:
                 if n not in node_free:
                     node_free[n] = sum(cap.free[q] for q in cap.node_pos[n])
-                d += _cpu_delta(cap, profile, n, req.cpu, s, node_free[n])
+                d += _node_delta(cap, profile, n, req, s, node_free[n])
             key = (pref, round(d, 9), f - s, p)
         else:
             key = (pref, f - s, p)
@@ -198,7 +211,7 @@ def _pick_node(
         if how == "first-fit":
             return n
         if how == "packer" and profile is not None:
-            key: tuple[float, ...] = (_cpu_delta(cap, profile, n, req.cpu or 0.0, 0.0), left, n)
+            key: tuple[float, ...] = (_node_delta(cap, profile, n, req, 0.0), left, n)
         else:
             key = (left, n)
         if best is None or key < best:
@@ -218,17 +231,17 @@ def _whole_waste(profile: Profile, c: int) -> float:
     return 0.0 if c <= 0 else c * profile.p_size_above(float(c))
 
 
-def _cpu_delta(
-    cap: Capacity, profile: Profile, n: int, cpu: float, gpus: float,
+def _node_delta(
+    cap: Capacity, profile: Profile, n: int, req: Request, gpus: float,
     node_free: float | None = None,
 ) -> float:  # fmt: skip
-    """Change of the free GPU share stranded because the node's CPU runs out."""
-    before_cpu = cap.node_cpu[n]
-    if not cpu or before_cpu == INF:
+    """Change of the free GPU share stranded because the node's CPU or RAM runs out."""
+    cpu, ram = req.cpu or 0.0, float(req.ram or 0)
+    before_cpu, before_ram = cap.node_cpu[n], cap.node_ram[n]
+    if (not cpu or before_cpu == INF) and (not ram or before_ram == INF):
         return 0.0
     if node_free is None:
         node_free = sum(cap.free[q] for q in cap.node_pos[n])
-    after_cpu = before_cpu - cpu
-    before = node_free * profile.p_cpu_above(before_cpu)
-    after = (node_free - gpus) * profile.p_cpu_above(after_cpu)
+    before = node_free * profile.p_stranded(before_cpu, before_ram)
+    after = (node_free - gpus) * profile.p_stranded(before_cpu - cpu, before_ram - ram)
     return after - before

@@ -1,0 +1,80 @@
+"""The FGD packing experiment (ANCHORS.md A1): pods keep arriving, none leave, until the
+arrived GPU demand reaches a share of capacity; what share of the GPUs got allocated?
+
+Each pod is placed at once by the core's placement (``berth.core.placement.place``, the step
+``schedule()`` uses to put a job on GPUs) or fails. Pods are drawn with replacement from the
+pod list with a seeded generator (FGD uses seeds 42-51). The packer's demand profile is the
+last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster has been seeing, not a given
+distribution.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from berth.core.capacity import Capacity
+from berth.core.job import Request
+from berth.core.placement import Profile, place
+from berth.sim.traces import SimJob
+from berth.sim.workload import Inventory
+
+PROFILE_WINDOW = 8000
+PROFILE_EVERY = 200
+
+
+@dataclass(slots=True)
+class FillResult:
+    placement: str
+    seed: int
+    capacity: int
+    marks: dict[int, float] = field(default_factory=dict)  # arrived % -> allocated %
+    placed: int = 0
+    failed: int = 0
+    wall: float = 0.0
+
+
+def fill(
+    pods: list[SimJob],
+    inv: Inventory,
+    placement: str,
+    seed: int,
+    *,
+    until: int = 130,
+    marks: tuple[int, ...] = (90, 100, 110, 120, 130),
+) -> FillResult:
+    """Allocation ratio (%) at each arrived-demand mark (% of GPU capacity)."""
+    gpus, nodes = inv
+    cap = Capacity(gpus, nodes)
+    total = float(len(gpus))
+    rng = random.Random(seed)
+    res = FillResult(placement, seed, len(gpus))
+    arrived = allocated = 0.0
+    recent: list[Request] = []
+    profile: Profile | None = None
+    todo = sorted(marks)
+    wall0 = time.perf_counter()
+    while todo:
+        pod = pods[rng.randrange(len(pods))]
+        req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram)
+        if placement == "packer":
+            recent.append(req)
+            if profile is None or len(recent) % PROFILE_EVERY == 0:
+                del recent[:-PROFILE_WINDOW]
+                profile = Profile.of(recent)
+        # the mark is crossed by the pod that arrives when the demand reaches it
+        while todo and arrived + pod.gpus > todo[0] / 100.0 * total:
+            res.marks[todo.pop(0)] = 100.0 * allocated / total
+        if not todo or arrived / total * 100.0 >= until:
+            break
+        arrived += pod.gpus
+        pl = place(cap, req, placement, profile)
+        if pl is None:
+            res.failed += 1
+            continue
+        cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
+        allocated += pod.gpus
+        res.placed += 1
+    res.wall = time.perf_counter() - wall0
+    return res
