@@ -142,8 +142,7 @@ def schedule(
     # Thresholds for requests without constraints: once k whole GPUs (or a share s) did not
     # fit, nothing bigger will in this pass (capacity only shrinks). Index 1: with the
     # reservation excluded.
-    fail_whole = [INF, INF]
-    fail_share = [INF, INF]
+    fits = _Fits(cap, placement, profile)
     placed: dict[int, Placement] = {}  # jobs started in this pass
     exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
 
@@ -185,17 +184,15 @@ def schedule(
             wait(job, *bad)
             continue
         if blocked_all:
-            fits = _try(cap, req, placement, profile, (), fail_whole, fail_share, 0) is not None
-            wait(job, Reason.PRIORITY if fits else Reason.RESOURCES,
+            fits_now = fits.get(req, ()) is not None
+            wait(job, Reason.PRIORITY if fits_now else Reason.RESOURCES,
                  f"behind job {head.id if head else '?'} (strict FIFO)")  # fmt: skip
             if not explain:
                 break
             continue
-        pl = _try(
-            cap, req, placement, profile, reserved, fail_whole, fail_share, 1 if reserved else 0
-        )
+        pl = fits.get(req, reserved)
         if pl is None and reserved:
-            fits_all = _try(cap, req, placement, profile, (), fail_whole, fail_share, 0)
+            fits_all = fits.get(req, ())
             ends_by = now + job.time_limit if job.time_limit is not None else INF
             if fits_all is not None and ends_by <= shadow < INF:
                 pl = fits_all
@@ -205,6 +202,7 @@ def schedule(
                 continue
         if pl is not None:
             _start(out, cap, job, pl, now, explain)
+            fits.started()
             placed[job.id] = pl
             exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
@@ -227,23 +225,40 @@ def schedule(
     return out
 
 
-def _try(
-    cap: Capacity, req: Request, how: str, profile: Profile | None, exclude: Collection[int],
-    fail_whole: list[float], fail_share: list[float], slot: int,
-) -> Placement | None:  # fmt: skip
-    simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
-    if simple:
-        if req.whole and req.gpus >= fail_whole[slot]:
-            return None
-        if 0 < req.gpus < 1 and req.gpus >= fail_share[slot]:
-            return None
-    pl = place(cap, req, how, profile, exclude)
-    if pl is None and simple and not req.ram:
-        if req.whole:
-            fail_whole[slot] = min(fail_whole[slot], req.gpus)
-        elif req.gpus > 0:
-            fail_share[slot] = min(fail_share[slot], req.gpus)
-    return pl
+class _Fits:
+    """``place()`` with memory: within a pass capacity only shrinks, so a request that did not
+    fit still does not (and, without constraints, neither does a bigger one); results are
+    reused until the next start changes the capacity."""
+
+    __slots__ = ("cap", "fail_share", "fail_whole", "how", "memo", "profile")
+
+    def __init__(self, cap: Capacity, how: str, profile: Profile | None) -> None:
+        self.cap, self.how, self.profile = cap, how, profile
+        self.fail_whole = [INF, INF]  # [without, with] the reservation excluded
+        self.fail_share = [INF, INF]
+        self.memo: dict[tuple[object, ...], Placement | None] = {}
+
+    def started(self) -> None:
+        self.memo.clear()
+
+    def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
+        slot = 1 if exclude else 0
+        simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+        if simple and not req.ram:
+            if req.whole and req.gpus >= self.fail_whole[slot]:
+                return None
+            if 0 < req.gpus < 1 and req.gpus >= self.fail_share[slot]:
+                return None
+        key = (*_req_key(req), slot)
+        if key in self.memo:
+            return self.memo[key]
+        pl = self.memo[key] = place(self.cap, req, self.how, self.profile, exclude)
+        if pl is None and simple and not req.ram:
+            if req.whole:
+                self.fail_whole[slot] = min(self.fail_whole[slot], req.gpus)
+            elif req.gpus > 0:
+                self.fail_share[slot] = min(self.fail_share[slot], req.gpus)
+        return pl
 
 
 def _start(
@@ -287,7 +302,7 @@ def _wake(out: Decisions, t: float) -> None:
 
 
 def _req_key(r: Request) -> tuple[object, ...]:
-    return (r.gpus, r.mem, r.gpu_ids, r.name, r.cpu, r.ram)
+    return (r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram)
 
 
 def _dep_states(

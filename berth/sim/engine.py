@@ -48,6 +48,7 @@ class RunResult:
     jobs: list[SimJob]
     start: list[float]
     end: list[float]
+    placed: list[tuple[int, ...]] = field(default_factory=list)
     timeline: list[tuple[float, int, float, float]] = field(default_factory=list)
     passes: int = 0
     wall: float = 0.0
@@ -75,7 +76,7 @@ def simulate(
     n = len(jobs)
     start = [-1.0] * n
     end = [-1.0] * n
-    res = RunResult(policy, placement, len(gpus), jobs, start, end)
+    res = RunResult(policy, placement, len(gpus), jobs, start, end, [()] * n)
     pos = {j.id: i for i, j in enumerate(jobs)}
     core: dict[int, Job] = {}
     pending: list[Job] = []
@@ -115,7 +116,7 @@ def simulate(
             job = Job(
                 id=sj.id, submit_time=sj.submit, name=sj.name, tenant=sj.tenant or "-",
                 priority=sj.priority, time_limit=sj.time_limit,
-                request=Request(gpus=sj.gpus, mem=sj.mem, cpu=sj.cpu, ram=sj.ram),
+                request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             core[sj.id] = job
             if dynamic:
@@ -127,7 +128,7 @@ def simulate(
                 pending.insert(k, job)
             if placement == "packer":
                 recent.append(job.request)
-                if len(recent) % PROFILE_EVERY == 1 or profile is None:
+                if arrived % PROFILE_EVERY == 1 or profile is None:
                     del recent[:-PROFILE_WINDOW]
                     profile = Profile.of(recent + [p.request for p in pending[:PROFILE_WINDOW]])
         d = schedule(
@@ -150,6 +151,7 @@ def simulate(
             running[job.id] = job
             i = pos[job.id]
             start[i] = now
+            res.placed[i] = s.gpus
             sj = jobs[i]
             run = sj.duration if sj.time_limit is None else min(sj.duration, sj.time_limit)
             heapq.heappush(ends, (now + run, job.id))

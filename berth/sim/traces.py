@@ -43,6 +43,7 @@ class SimJob:
     cpu: float | None = None
     ram: int | None = None
     name: str = ""
+    gpu_ids: tuple[int, ...] | None = None
 
     @property
     def gpu_seconds(self) -> float:

@@ -1,0 +1,260 @@
+"""Examples:
+
+  # replay a trace on one 8-GPU server at offered load 0.9, comparing policies
+  berth simulate cluster05.csv --inventory 8 --load 0.9 --policy fifo,priority,sjf,balanced
+  berth simulate philly.csv --inventory 8x8 --start-day 30 --days 14 --policy all --json
+  # fractional pods (openb) with Poisson arrivals, comparing placements
+  berth simulate openb_pod_list_default.csv --poisson 5000 --load 0.9 \\
+      --placement first-fit,best-fit,packer
+  # the FGD packing experiment: allocation ratio when 100% of capacity has arrived
+  berth simulate openb_pod_list_default.csv --fill --inventory openb_node_list_gpu_node.csv
+  # last month of this machine's own queue (the daemon's store export, JSON lines)
+  berth simulate jobs.jsonl --format berth --inventory 8 --time-limits keep
+  # when will my queued jobs start? and a job I am about to submit?
+  berth simulate --what-if
+  berth simulate --what-if -g 2 -t 4:00:00
+
+Trace formats: philly (philly.csv), itp (ITP clusterNN.csv), openb (pod lists), berth (JSON
+lines of jobs); --format auto guesses from the header. Inventories: 8 (one host), 8:40G,
+8x8 (nodes x GPUs), or an openb node-list CSV. Load scaling: --scale stretch (time-stretch
+submit times) or thin (drop jobs at random). Time limits (traces have none): exact (the
+duration, an oracle), round (rounded up to 10m/30m/1h/2h/4h/8h/1d/2d/7d), factor:F, none.
+Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced (the default); the first
+one listed is the baseline of the xBASE column. Plots (--plot DIR) need matplotlib
+(pip install 'gpu-berth[plot]'); without it berth says so and prints the table.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+HELP = "replay GPU-cluster traces through berth's scheduler; predict start times (--what-if)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", nargs="?", help="trace file (philly, itp, openb, berth JSON lines)")
+    p.add_argument("--format", default="auto", help="philly, itp, openb, berth or auto")
+    p.add_argument("--inventory", default="8", help="8, 8:40G, 8x8, or a node-list CSV")
+    p.add_argument("--policy", default=None, help="policies, comma-separated, or all")
+    p.add_argument("--placement", default=None, help="first-fit, best-fit, packer (comma list)")
+    p.add_argument("--load", default=None, help="target offered load(s), e.g. 0.6,0.9,1.2")
+    p.add_argument("--scale", default="stretch", choices=("stretch", "thin"))
+    p.add_argument("--start-day", type=float, default=0.0, help="window start (days)")
+    p.add_argument("--days", type=float, default=None, help="window length (days)")
+    p.add_argument("--max-duration", default="7d", help="cap job durations (none: no cap)")
+    p.add_argument("--time-limits", default="exact", help="exact, round, factor:F, none, keep")
+    p.add_argument("--poisson", type=int, default=None, metavar="N",
+                   help="draw N jobs from the trace's shapes with Poisson arrivals at --load")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fill", action="store_true", help="FGD experiment: arrivals, no departures")
+    p.add_argument("--seeds", default="42", help="--fill: seeds, e.g. 42-51")
+    p.add_argument("--plot", metavar="DIR", help="write PNG plots there (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    w = p.add_argument_group("--what-if (ask the running daemon)")
+    w.add_argument("--what-if", action="store_true", help="predict start times of pending jobs")
+    w.add_argument("-g", "--gpus", default=None, help="a job you are about to submit: GPUs")
+    w.add_argument("--mem", default=None, help="... its GPU memory per GPU (e.g. 20G)")
+    w.add_argument("-t", "--time", default=None, help="... its time limit (e.g. 2:00:00)")
+    w.add_argument("-p", "--priority", type=int, default=0, help="... its priority")
+    w.add_argument("--gpu-ids", default=None, help="... the GPUs it may use (0,1)")
+    w.add_argument("--assume", default="1h", help="run time assumed for jobs without a limit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.errors import UsageError
+
+    if args.what_if:
+        return _what_if(args)
+    if not args.trace:
+        raise UsageError("name a trace file (or use --what-if); `berth help simulate` has examples")
+    if args.fill:
+        return _fill(args)
+    return _replay(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from berth.core.placement import PLACEMENTS
+    from berth.sim import report
+    from berth.sim.run import compare, policy_list, prepare
+    from berth.units import parse_duration
+
+    policies = policy_list(args.policy or "balanced")
+    placements = policy_list(args.placement, PLACEMENTS) if args.placement else None
+    loads: list[float | None] = [None]
+    if args.load:
+        loads = [_float(x, "--load") for x in args.load.split(",")]
+    max_dur = None if args.max_duration == "none" else parse_duration(args.max_duration)
+    rows: list[dict[str, Any]] = []
+    results = []
+    notes: list[str] = []
+    for load in loads:
+        wl = prepare(
+            args.trace, fmt=args.format, inventory=args.inventory, load=load, scale=args.scale,
+            start_day=args.start_day, days=args.days, max_duration=max_dur,
+            time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
+        )  # fmt: skip
+        notes = [*wl.notes, f"native offered load {wl.native_load:.3f} on the inventory"]
+        r, res = compare(wl, policies, placements)
+        rows += r
+        results += [(f"{label} @{wl.load:.2f}", x) for label, x in res]
+    base = report.add_ratios(rows)
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps({"runs": rows, "notes": notes}, default=str) + "\n")
+    else:
+        sys.stdout.write(report.table(rows, base))
+        for n in notes:
+            sys.stdout.write(f"# {n}\n")
+    if args.plot:
+        if not report.can_plot():
+            sys.stderr.write("berth: --plot needs matplotlib (pip install 'gpu-berth[plot]')\n")
+        else:
+            for path in report.plot(results, args.plot):
+                sys.stderr.write(f"wrote {path}\n")
+    return 0
+
+
+def _fill(args: argparse.Namespace) -> int:
+    from berth.core.placement import PLACEMENTS
+    from berth.sim import traces, workload
+    from berth.sim.fill import fill
+    from berth.sim.run import policy_list
+
+    pods = traces.read(args.trace, args.format)
+    inv = workload.inventory(args.inventory)
+    placements = policy_list(args.placement or "first-fit,best-fit,packer", PLACEMENTS)
+    seeds = _seeds(args.seeds)
+    out: list[dict[str, Any]] = []
+    for how in placements:
+        runs = [fill(pods, inv, how, s) for s in seeds]
+        marks = sorted(runs[0].marks)
+        mean = {m: sum(r.marks[m] for r in runs) / len(runs) for m in marks}
+        out.append({"placement": how, "seeds": seeds, "alloc_pct": mean,
+                    "wall_s": sum(r.wall for r in runs)})  # fmt: skip
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(out) + "\n")
+        return 0
+    marks = sorted(out[0]["alloc_pct"])
+    head = (
+        "placement  "
+        + "  ".join(f"{m:>5}%" for m in marks)
+        + "   (GPU allocated % when this % of capacity has arrived)"
+    )
+    sys.stdout.write(head + "\n")
+    for row in out:
+        cells = "  ".join(f"{row['alloc_pct'][m]:6.2f}" for m in marks)
+        sys.stdout.write(
+            f"{row['placement']:<10} {cells}   [{len(seeds)} seeds, {row['wall_s']:.0f}s]\n"
+        )
+    return 0
+
+
+def _float(text: str, what: str) -> float:
+    from berth.errors import UsageError
+
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"invalid {what} value {text!r}: expected a number like 0.9") from None
+
+
+def _seeds(text: str) -> list[int]:
+    from berth.errors import UsageError
+
+    try:
+        if "-" in text:
+            a, b = text.split("-", 1)
+            return list(range(int(a), int(b) + 1))
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"invalid --seeds {text!r}: expected 42, 42,43 or 42-51") from None
+
+
+def _what_if(args: argparse.Namespace) -> int:
+    """Fetch the live queue from the daemon and predict start times (berth.sim.whatif)."""
+    import os
+    import time
+
+    from berth.api import banned_reasons
+    from berth.api import gpus as read_gpus
+    from berth.client import Client
+    from berth.config import get as get_config
+    from berth.core.inventory import Gpu
+    from berth.core.job import Job, Request
+    from berth.core.policy import DEFAULT_POLICY
+    from berth.core.states import State
+    from berth.sim.whatif import predict
+    from berth.units import parse_duration, parse_size
+
+    cfg = get_config()
+    now = time.time()
+    with Client() as c:
+        rows = c.call("queue")["jobs"]
+        status = c.call("status")
+        jobs = []
+        for r in rows:
+            if r["state"] in ("PENDING", "RUNNING", "COMPLETING"):
+                jobs.append(Job.from_dict(c.call("show", job_id=r["id"])["job"]))
+    snaps = read_gpus(all=True)
+    banned = banned_reasons(cfg, snaps)
+    inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy)
+                 for s in snaps if s.index not in banned]  # fmt: skip
+    paused = {int(i) for i, g in (status.get("gpus") or {}).items() if g.get("paused")}
+    pending = [j for j in jobs if j.state is State.PENDING]
+    running = [j for j in jobs if j.state is not State.PENDING]
+    mine = None
+    if args.gpus is not None:
+        ids = None if not args.gpu_ids else tuple(int(x) for x in args.gpu_ids.split(","))
+        req = Request(gpus=_float(args.gpus, "-g"),
+                      mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
+                      gpu_ids=ids)  # fmt: skip
+        mine = max((j.id for j in jobs), default=0) + 1
+        user = os.environ.get("USER", "")
+        pending.append(Job(id=mine, submit_time=now, request=req, name="(your job)", user=user,
+                           priority=args.priority,
+                           time_limit=None if args.time is None else parse_duration(args.time)))  # fmt: skip
+    policy = args.policy or cfg.policy or DEFAULT_POLICY
+    preds = predict(pending, running, inventory, now, paused=paused, policy=policy,
+                    assume=parse_duration(args.assume))  # fmt: skip
+    by_id = {j.id: j for j in pending}
+    if args.json:
+        import json
+
+        out = [{"id": p.job_id, "start": p.start, "end": p.end, "gpus": list(p.gpus),
+                "exact": p.exact, "note": p.note, "yours": p.job_id == mine}
+               for p in sorted(preds.values(), key=_when)]  # fmt: skip
+        sys.stdout.write(json.dumps({"now": now, "policy": policy, "jobs": out}) + "\n")
+        return 0
+    from berth.units import format_duration
+
+    lines = [("JOBID", "NAME", "USER", "GPUS", "START_IN", "START_TIME", "ON", "NOTE")]
+    for p in sorted(preds.values(), key=_when):
+        j = by_id[p.job_id]
+        if p.start is None:
+            when, at = "never", "-"
+        else:
+            when = ("~" if not p.exact else "") + format_duration(max(0.0, p.start - now))
+            at = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.start))
+        on = "gpu:" + ",".join(str(g) for g in p.gpus) if p.gpus else "-"
+        jid = "new" if p.job_id == mine else str(p.job_id)
+        lines.append((jid, j.name[:20], j.user, f"{j.request.gpus:g}", when, at, on, p.note))
+    widths = [max(len(r[k]) for r in lines) for k in range(len(lines[0]))]
+    for r in lines:
+        sys.stdout.write(
+            "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() + "\n"
+        )
+    sys.stdout.write(f"# policy {policy}; jobs run until their time limit; '~' rests on jobs "
+                     "without one; outside GPU users are not foreseen\n")  # fmt: skip
+    return 0
+
+
+def _when(p: Any) -> tuple[float, int]:
+    return (p.start if p.start is not None else float("inf"), p.job_id)

@@ -1,0 +1,110 @@
+"""``berth simulate --what-if``: when will each pending job start? (like ``squeue --start``)
+
+A pure function of (pending jobs, running jobs, inventory, outside usage, paused GPUs, now):
+it replays the queue forward with the core's ``schedule()``, assuming every job runs until its
+time limit (the only duration anybody declared), dependencies succeed, outside usage and
+paused GPUs stay as they are, and nothing else is submitted. A job without a time limit is
+assumed to run ``assume`` seconds and the predictions that depend on it are marked inexact.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from berth.core.inventory import Gpu, Node, Usage
+from berth.core.job import Job
+from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, schedule
+from berth.core.states import State
+from berth.core.transition import transition
+
+DEFAULT_ASSUME = 3600.0
+HORIZON = 365 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """Predicted ``start`` (None: not within a year, or never: held, impossible) and ``end``
+    of a job, on ``gpus``; ``exact`` is False when it rests on a job without a time limit."""
+
+    job_id: int
+    start: float | None
+    end: float | None
+    gpus: tuple[int, ...] = ()
+    exact: bool = True
+    note: str = ""
+
+
+def predict(
+    pending: Sequence[Job],
+    running: Sequence[Job],
+    inventory: Sequence[Gpu],
+    now: float,
+    *,
+    others: Mapping[int, Usage] | None = None,
+    paused: Collection[int] = (),
+    nodes: Mapping[str, Node] | None = None,
+    policy: str = DEFAULT_POLICY,
+    placement: str = DEFAULT_PLACEMENT,
+    assume: float = DEFAULT_ASSUME,
+    done: Mapping[int, State] | None = None,
+) -> dict[int, Prediction]:
+    """A prediction for every pending job (the jobs given are not changed)."""
+    pend = [Job.from_dict(j.to_dict()) for j in pending]
+    run = {j.id: Job.from_dict(j.to_dict()) for j in running}
+    out: dict[int, Prediction] = {}
+    inexact: set[int] = set()
+    ends: list[tuple[float, int]] = []
+    for j in run.values():
+        a = j.attempt
+        if a is None:
+            continue
+        if j.time_limit is None:
+            inexact.add(j.id)
+            end = max(now, a.start + assume)
+        else:
+            end = max(now, a.start + j.time_limit)
+        heapq.heappush(ends, (end, j.id))
+    finished: dict[int, State] = dict(done or {})
+    t = now
+    while pend and t <= now + HORIZON:
+        d = schedule(
+            pend, list(run.values()), inventory, others, paused, t, policy=policy,
+            placement=placement, nodes=nodes, done=finished, explain=False,
+        )  # fmt: skip
+        # prediction: every job ahead in the machine is a possible cause of delay
+        blame = bool(inexact)
+        by_id = {j.id: j for j in pend}
+        for s in d.starts:
+            job = by_id[s.job_id]
+            transition(
+                job, State.RUNNING, now=t, gpus=s.gpus, share=s.share, mem=s.mem, node=s.node
+            )
+            limit = job.time_limit
+            if limit is None:
+                inexact.add(job.id)
+            end = t + (limit if limit is not None else assume)
+            out[job.id] = Prediction(job.id, t, end, s.gpus, not blame,
+                                     "" if limit is not None else f"no time limit: assumed {assume:g}s")  # fmt: skip
+            run[job.id] = job
+            heapq.heappush(ends, (end, job.id))
+        for c in d.cancels:
+            out[c.job_id] = Prediction(c.job_id, None, None, (), True, c.reason)
+            by_id[c.job_id].state = State.CANCELLED  # a copy: leaves the queue
+        pend = [j for j in pend if j.state is State.PENDING]
+        nxt = [ends[0][0]] if ends else []
+        if d.wakeup is not None and d.wakeup > t:
+            nxt.append(d.wakeup)
+        if not nxt:
+            break
+        t = min(nxt)
+        while ends and ends[0][0] <= t:
+            _, jid = heapq.heappop(ends)
+            job = run.pop(jid)
+            transition(job, State.COMPLETED, now=t, exit_code=0)
+            finished[jid] = State.COMPLETED
+    for j in pend:
+        note = "held" if j.held else "cannot start with the GPUs as they are"
+        out[j.id] = Prediction(j.id, None, None, (), True, note)
+    return out
