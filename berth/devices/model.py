@@ -53,7 +53,7 @@ class _Frozen:
 class GpuProcess(_Frozen):
     """A process that uses a GPU, as NVML reports it, with what /proc tells of it."""
 
-    __slots__ = ("command", "kind", "pid", "used_memory", "user")
+    __slots__ = ("pid", "used_memory", "kind", "user", "command")
 
     pid: int
     used_memory: int | None  # bytes; None where the driver cannot say (e.g. no permission)
@@ -85,23 +85,23 @@ class GpuSnapshot(_Frozen):
     """
 
     __slots__ = (
-        "error",
-        "healthy",
         "index",
-        "logical",
-        "memory_free",
-        "memory_total",
-        "memory_used",
-        "memory_utilization",
+        "uuid",
         "name",
         "pci_bus_id",
-        "performance_state",
+        "memory_total",
+        "memory_used",
+        "memory_free",
+        "utilization",
+        "memory_utilization",
         "power_draw",
         "power_limit",
-        "processes",
         "temperature",
-        "utilization",
-        "uuid",
+        "performance_state",
+        "processes",
+        "healthy",
+        "error",
+        "logical",
     )
 
     index: int
