@@ -167,7 +167,10 @@ class StatusLine:
         ahead = f"{position} waiting ahead" if position else "first in line"
         text = f"berth run: waiting {waited} for {self.want} ({ahead}); {sel.explain_shortfall()}"
         if self.tty:
-            width = os.get_terminal_size(sys.stderr.fileno()).columns
+            try:
+                width = os.get_terminal_size(sys.stderr.fileno()).columns or 200
+            except OSError:
+                width = 200
             sys.stderr.write("\r\x1b[K" + text[: max(10, width - 1)])
             sys.stderr.flush()
         elif not self.shown:
