@@ -66,7 +66,7 @@ def reservation(
     ``qualified_now``: the GPUs that qualify for it now (selection against claims + older
     reservations); ``claims``: what berth claims hold; ``older``: older waiters' reservations.
     """
-    from berth.select import select
+    from berth.select import matches, select
 
     want = request.count
     now = [g.uuid for g in qualified_now]
@@ -79,5 +79,12 @@ def reservation(
                 later.append(g.uuid)
     if len(now) + len(later) < want:
         return []
+    # Deterministic (GPU order, preferred first), whatever the request's order: a reservation
+    # that changed on every look would wake the other waiters, who would look again...
+    rank = {g.uuid: k for k, g in enumerate(gpus)}
+    preferred = [g.uuid for g in gpus if any(matches(g, p) for p in request.prefer)]
+    first = {u: k for k, u in enumerate(preferred)}
+    now.sort(key=lambda u: (first.get(u, len(first)), rank[u]))
+    later.sort(key=lambda u: (first.get(u, len(first)), rank[u]))
     mem = request.mem or 0
     return [(u, request.share, mem) for u in (now + later)[:want]]

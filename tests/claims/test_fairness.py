@@ -136,3 +136,23 @@ def test_timeout_says_what_was_missing(fake_gpus: Any) -> None:
     assert msg.startswith("waited 0.3 s for 2 GPUs with >= 20.0G free; best seen:"), msg
     assert "GPU 3: free 16.0G < 20.0G" in msg
     assert Ledger().scan().waiters == []  # the waiter file went with the timeout
+
+
+def test_reservation_is_deterministic_whatever_the_order() -> None:
+    """A reservation that changed on every look would wake the other waiters in a loop."""
+    from conftest import logical
+
+    from berth.claims.fairness import reservation
+    from berth.select import Held, Request
+
+    gpus = logical(8)
+    claims = {g.uuid: Held(1.0) for g in gpus}  # all held: the waiter reserves for later
+    older = {gpus[1].uuid: Held(1.0)}
+    picks = {
+        tuple(reservation(gpus, Request(3, order="random"), [], claims, older)) for _ in range(50)
+    }
+    assert picks == {((gpus[0].uuid, 1.0, 0), (gpus[2].uuid, 1.0, 0), (gpus[3].uuid, 1.0, 0))}
+    preferred = reservation(gpus, Request(2, prefer="5"), [], claims, older)
+    assert [u for u, _, _ in preferred] == [gpus[5].uuid, gpus[0].uuid]
+    # A waiter that berth claims ending cannot satisfy reserves nothing.
+    assert reservation(gpus, Request(8), [], claims, older) == []
