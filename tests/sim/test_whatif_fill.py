@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from berth.core import GIB, Job, Request, State, transition
+from berth.core.inventory import Gpu, Node
+from berth.sim.fill import fill
+from berth.sim.traces import SimJob
+from berth.sim.whatif import predict
+
+
+def gpus(n: int) -> list[Gpu]:
+    return [Gpu(i, f"G{i}", "A100", 80 * GIB) for i in range(n)]
+
+
+def test_predicts_starts_from_time_limits() -> None:
+    r = Job(id=1, submit_time=0.0, request=Request(gpus=1), time_limit=100.0)
+    transition(r, State.RUNNING, now=0.0, gpus=(0,))
+    a = Job(id=2, submit_time=1.0, request=Request(gpus=2), time_limit=50.0)
+    b = Job(id=3, submit_time=2.0, request=Request(gpus=1), time_limit=30.0)
+    c = Job(id=4, submit_time=3.0, request=Request(gpus=1))  # no limit: inexact after it
+    held = Job(id=5, submit_time=4.0, request=Request(gpus=1), held=True)
+    before = [j.to_dict() for j in (r, a, b, c, held)]
+    p = predict([a, b, c, held], [r], gpus(2), 10.0, policy="fifo-backfill", assume=1000.0)
+    assert p[3].start == 10.0 and p[3].gpus == (1,)  # backfills: ends at 40 < 100
+    assert p[2].start == 100.0 and p[2].end == 150.0 and p[2].exact
+    assert p[4].start == 150.0 and p[4].end == 1150.0 and "no time limit" in p[4].note
+    assert p[5].start is None and p[5].note == "held"
+    assert [j.to_dict() for j in (r, a, b, c, held)] == before  # the queue is not changed
+
+
+def test_running_job_without_limit_makes_predictions_inexact() -> None:
+    r = Job(id=1, submit_time=0.0, request=Request(gpus=1))
+    transition(r, State.RUNNING, now=0.0, gpus=(0,))
+    a = Job(id=2, submit_time=1.0, request=Request(gpus=1), time_limit=60.0)
+    p = predict([a], [r], gpus(1), 5.0, assume=600.0)
+    assert p[2].start == 600.0 and not p[2].exact
+
+
+def test_fill_allocation_ratio_is_sane() -> None:
+    nodes = {f"n{i}": Node(f"n{i}", 64000.0, 256 * GIB) for i in range(4)}
+    inv = [Gpu(i, f"G{i}", "T4", None, True, f"n{i // 4}") for i in range(16)]
+    pods = [SimJob(1, 0, 1, 0.5, cpu=4000.0, ram=GIB), SimJob(2, 0, 1, 1.0, cpu=8000.0, ram=GIB),
+            SimJob(3, 0, 1, 0.25, cpu=2000.0, ram=GIB), SimJob(4, 0, 1, 4.0, cpu=16000.0, ram=GIB)]  # fmt: skip
+    for how in ("first-fit", "best-fit", "packer"):
+        r = fill(pods, (inv, nodes), how, 42, marks=(50, 100, 130))
+        assert 0 < r.marks[50] <= 50.0 + 1e-9
+        assert r.marks[50] <= r.marks[100] <= r.marks[130] <= 100.0
+        assert r.marks[50] == 50.0 or r.failed > 0
