@@ -113,15 +113,18 @@ class State:
         self.claims = claims
         self.waiters = waiters
 
-    def held(self, gpus: Sequence[GpuSnapshot] = ()) -> dict[str, Held]:
-        """GPU uuid -> what berth claims hold on it. The pids include GPU processes that
-        descend from a holder (a training script's workers), so they count as berth's own."""
+    def held(self, gpus: Sequence[GpuSnapshot] = (), skip: Iterable[str] = ()) -> dict[str, Held]:
+        """GPU uuid -> what berth claims hold on it (but leases ``skip``). The pids include GPU
+        processes that descend from a holder (a training script's workers): berth's own."""
         from berth.select import Held
 
         share: dict[str, float] = {}
         memory: dict[str, int] = {}
         pids: dict[str, set[int]] = {}
+        skipped = set(skip)
         for c in self.claims:
+            if c.lease in skipped:
+                continue
             share[c.uuid] = share.get(c.uuid, 0.0) + c.share
             memory[c.uuid] = memory.get(c.uuid, 0) + c.memory
             pids.setdefault(c.uuid, set()).update(c.pids)
@@ -132,6 +135,23 @@ class State:
                     if p.pid not in own and descends_from(p.pid, own):
                         own.add(p.pid)
         return {u: Held(min(share[u], 1.0), memory[u], pids[u]) for u in share}
+
+    def inherited(self) -> set[str]:
+        """Leases this process works under: ``$BERTH_LEASE`` (set by ``berth run`` for its
+        command) when an ancestor of this process holds it. A script run by ``berth run``
+        that claims GPUs itself (``berth.acquire``, GPUScheduler) may use that capacity
+        instead of waiting for itself forever."""
+        lease = os.environ.get("BERTH_LEASE")
+        if not lease:
+            return set()
+        for c in self.claims:
+            if (
+                c.lease == lease
+                and c.uid == os.geteuid()
+                and descends_from(os.getpid(), set(c.pids))
+            ):
+                return {lease}
+        return set()
 
     def reserved(self, before: int | None, skip: str | None = None) -> dict[str, Held]:
         """GPU uuid -> capacity reserved by living waiters older than ticket ``before``
@@ -204,6 +224,36 @@ def command_line(pid: int | None = None) -> str:
         return "?"
 
 
+LOCK_TIMEOUT = 30.0  # seconds: the lock is held for milliseconds by any healthy process
+
+
+def _lock(fd: int, path: str) -> None:
+    """Exclusive flock of the ledger lock; a clear error if some process sits on it (e.g. one
+    stopped with Ctrl-Z in the middle of a claim) instead of hanging every claimer."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    pause = 0.0005
+    while True:
+        time.sleep(pause)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        if time.monotonic() > deadline:
+            owners = files.lock_owners(os.fstat(fd))
+            who = ", ".join(f"pid {p} ({command_line(p)})" for p in owners) or "an unknown process"
+            raise Refused(
+                f"the claims lock {path!r} has been held for {LOCK_TIMEOUT:g} s by {who}: "
+                "a stopped or stuck process? resume or end it (berth release needs it too)"
+            )
+        pause = min(pause * 2, 0.005)
+
+
 class Ledger:
     """The claim ledger in directory ``path`` (default: :func:`berth.claims.paths.claims_dir`)."""
 
@@ -230,7 +280,7 @@ class Ledger:
                 f"cannot open the claims lock {lock!r}: ask the admin to make it readable (mode 0666)"
             ) from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock(fd, lock)
             yield
         finally:
             os.close(fd)  # read-only: raises no IN_CLOSE_WRITE

@@ -85,7 +85,7 @@ def attempt(
 
     with ledger.locked():
         state = ledger.scan(clean=True)
-        claims = state.held(gpus)
+        claims = state.held(gpus, skip=state.inherited())
         older = state.reserved(
             waiter.ticket if waiter else None, skip=waiter.lease if waiter else None
         )

@@ -159,3 +159,34 @@ def test_timeout_exits_6_and_says_why(fake_gpus: Any) -> None:
     assert "waited 0.2 s for 1 GPU; best seen: no GPU qualifies" in r.stderr
     assert "GPU 0: held by berth claims" in r.stderr
     lease.release()
+
+
+def test_a_script_under_berth_run_may_claim_its_own_gpus(fake_gpus: Any) -> None:
+    """berth run -> a script that claims itself (acquire, seed 000's GPUScheduler): it works
+    under berth run's lease instead of waiting for itself for ever."""
+    fake_gpus.setup(n=2)
+    script = (
+        "import os, berth\n"
+        "from berth.compat.gpu_scheduler import GPUScheduler\n"
+        "with berth.acquire(timeout=5) as lease:\n"
+        "    print(lease.ids, lease.devices)\n"
+        "with GPUScheduler(max_wait_time=5, power_threshold_w=None) as ids:\n"
+        "    print(ids, os.environ['CUDA_VISIBLE_DEVICES'])\n"
+    )
+    r = fake_gpus.berth("run", "--only", "1", "--", sys.executable, "-c", script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[1] ['cuda:0']\n[0] 1\n"
+    # A lease held by a process that is not an ancestor is not inherited, whatever the
+    # environment says.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import berth,sys; l=berth.acquire(only='1'); print(l.lease_id, flush=True); sys.stdin.read()"],
+        env=fake_gpus.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        env = {"BERTH_LEASE": holder.stdout.readline().strip()}
+        r = fake_gpus.berth("run", "--only", "1", "--timeout", "0.2", "--", "true", env=env)
+        assert r.returncode == 6, r.stderr
+    finally:
+        holder.kill()
+        holder.communicate()
