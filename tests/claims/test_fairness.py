@@ -140,7 +140,7 @@ def test_timeout_says_what_was_missing(fake_gpus: Any) -> None:
 
 def test_reservation_is_deterministic_whatever_the_order() -> None:
     """A reservation that changed on every look would wake the other waiters in a loop."""
-    from conftest import logical
+    from claimkit import logical
 
     from berth.claims.fairness import reservation
     from berth.select import Held, Request

@@ -10,7 +10,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from conftest import GIB, Holders, logical
+from claimkit import GIB, Holders, logical
 
 from berth.claims import files
 from berth.claims.ledger import Ledger
