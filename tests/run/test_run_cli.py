@@ -190,3 +190,32 @@ def test_a_script_under_berth_run_may_claim_its_own_gpus(fake_gpus: Any) -> None
     finally:
         holder.kill()
         holder.communicate()
+
+
+def test_berth_release_ends_a_berth_run_and_its_command(fake_gpus: Any, tmp_path: Path) -> None:
+    fake_gpus.setup(n=2)
+    record = tmp_path / "rec.jsonl"
+    polite = popen(fake_gpus, "--only", "0", "--", *fake_gpus.workload_cmd("--record", str(record)))
+    stubborn = popen(
+        fake_gpus, "--only", "1", "--", *fake_gpus.workload_cmd("--ignore-term", "--record", str(record))
+    )  # fmt: skip
+    try:
+        wait_until(lambda: len(events(record)) == 2, timeout=15, message="both commands")
+        r = fake_gpus.berth("release", "0", "--yes")
+        assert r.returncode == 0 and "ended 1 claim(s)\n" in r.stdout, r.stderr
+        assert polite.wait(timeout=10) == 128 + signal.SIGTERM
+        r = fake_gpus.berth("release", "1", "--yes", "--grace", "0.3")
+        assert r.returncode == 0 and "needed SIGKILL" in r.stdout, r.stdout + r.stderr
+        stubborn.wait(timeout=10)
+        assert Ledger().scan().claims == []
+        r = fake_gpus.berth("release", "1", "--yes")
+        assert r.returncode == 0 and "no claims on 1" in r.stdout
+    finally:
+        for p in (polite, stubborn):
+            p.kill()
+            p.communicate(timeout=10)
+        for e in events(record):
+            try:
+                os.kill(e["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
