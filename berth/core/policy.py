@@ -13,10 +13,10 @@ sjf             time limit (shorter first; none = last), then      reserves GPUs
                 priority, queue time
 fairshare       tenant holding the fewest GPUs (plus ``usage``),   reserves GPUs (EASY)
                 then priority, queue time
-balanced        priority, then highest response ratio              reserves GPUs (EASY)
-(the default)   (wait + limit) / limit: short jobs first, and
-                every job's turn comes as it waits (a job
-                without a limit counts as 1 day)
+balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs (EASY)
+(the default)   a job's urgency grows as it waits, faster for
+                short jobs, so short jobs go first and every job's
+                turn comes (a job without a limit counts as 1 day)
 ==============  =================================================  ==========================
 
 EASY backfill: the first job that does not fit gets a *reservation*: the GPUs it will get and
@@ -33,6 +33,7 @@ should also arm a timer at ``Decisions.wakeup``, which includes every deadline).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from berth.core import deps
@@ -67,8 +68,8 @@ def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
     """The sort key of ``policy`` at ``now`` (fairshare adds the tenant order on top)."""
     if policy == "balanced":
         limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
-        ratio = (max(0.0, now - job.queue_time) + limit) / limit
-        return (-job.priority, -ratio, job.queue_time, job.id)
+        urgency = max(0.0, now - job.queue_time) / math.sqrt(max(limit, 1.0))
+        return (-job.priority, -urgency, job.queue_time, job.id)
     if policy in ("fifo", "fifo-backfill"):
         return (job.queue_time, job.id)
     if policy == "sjf":

@@ -50,8 +50,9 @@ class SimJob:
         return self.gpus * self.duration
 
 
-def read(path: str, fmt: str = "auto") -> list[SimJob]:
-    """Jobs of a trace file, sorted by submit time, submit times from 0, ids from 1."""
+def read(path: str, fmt: str = "auto", *, shift: bool = True) -> list[SimJob]:
+    """Jobs of a trace file, sorted by submit time, ids from 1, submit times from 0 (unless
+    ``shift=False``: keep the trace's own origin, to merge traces whose origins line up)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown trace format {fmt!r}: use one of {', '.join(FORMATS)}")
     try:
@@ -69,13 +70,13 @@ def read(path: str, fmt: str = "auto") -> list[SimJob]:
         raise UsageError(f"cannot read trace {path!r}: {e.strerror}") from None
     except (KeyError, ValueError) as e:
         raise UsageError(f"trace {path!r} is not valid {fmt} data: {e}") from None
-    return normalise(jobs)
+    return normalise(jobs, shift)
 
 
-def normalise(jobs: list[SimJob]) -> list[SimJob]:
+def normalise(jobs: list[SimJob], shift: bool = True) -> list[SimJob]:
     """Sort by submit time (stable), shift the first submit to 0, renumber from 1."""
     jobs.sort(key=lambda j: j.submit)
-    t0 = jobs[0].submit if jobs else 0.0
+    t0 = jobs[0].submit if jobs and shift else 0.0
     for i, j in enumerate(jobs, 1):
         j.id = i
         j.submit -= t0

@@ -247,3 +247,19 @@ def _deps(kind: str, job_id: int) -> tuple[object, ...]:
     from berth.core import Dependency
 
     return (Dependency(kind, job_id),)
+
+
+def test_balanced_prefers_short_jobs_but_ages_long_ones(make_job: MakeJob) -> None:
+    long = make_job(1, t=0.0, time_limit=86400.0)
+    short = make_job(1, t=50.0, time_limit=600.0)
+    # at t=100: long waited 100 s (100/294 = 0.34), short 50 s (50/24.5 = 2.0): short first
+    d = schedule([long, short], [], gpus(1), now=100.0, policy="balanced")
+    assert started(d) == {short.id: (0,)}
+    # at t=10000 the long one has waited long enough (34) vs a fresh short job (0.4)
+    fresh = make_job(1, t=9990.0, time_limit=600.0)
+    d = schedule([long, fresh], [], gpus(1), now=10000.0, policy="balanced")
+    assert started(d) == {long.id: (0,)}
+    # priority beats urgency
+    vip = make_job(1, t=9999.0, time_limit=86400.0, priority=1)
+    d = schedule([long, fresh, vip], [], gpus(1), now=10000.0, policy="balanced")
+    assert started(d) == {vip.id: (0,)}
