@@ -4,9 +4,11 @@ The ledger is one directory that every user of the host shares (the first that a
 
 1. ``$BERTH_CLAIMS_DIR``;
 2. ``[claims] dir`` in the config file;
-3. ``/run/berth`` if it exists or can be created (root can; on a multi-user host the admin
-   should create it: ``d /run/berth 1777 root root -`` in ``/etc/tmpfiles.d/berth.conf``);
-4. ``/tmp/berth-claims``.
+3. ``/run/berth`` if it exists (on a multi-user host the admin should create it at boot:
+   ``d /run/berth 1777 root root -`` in ``/etc/tmpfiles.d/berth.conf``);
+4. ``/tmp/berth-claims`` if it exists;
+5. otherwise ``/run/berth`` is created if possible (root can), else ``/tmp/berth-claims``.
+   (An existing directory always wins: a host never splits its claims between the two.)
 
 A directory berth creates gets mode 1777 (world-writable and sticky, like ``/tmp``): every user
 can add claim files, and only a file's owner (or root, or the directory's owner) can remove it.
@@ -95,13 +97,14 @@ def claims_dir(cfg: Config | None = None, *, create: bool = True) -> str:
                 return path  # nothing claimed yet: readers see an empty ledger
             _make(path)
         return check_dir(path)
-    if not create and not os.path.isdir(RUN_DIR) and not os.path.isdir(TMP_DIR):
-        return TMP_DIR
+    # An existing directory wins, so that a host never splits its claims between two places
+    # (root creating /run/berth while users already hold claims in /tmp/berth-claims).
     for path in (RUN_DIR, TMP_DIR):
-        if os.path.isdir(path) or (create and _make(path)):
-            try:
-                return check_dir(path)
-            except UsageError:
-                if path == TMP_DIR:
-                    raise
+        if os.path.isdir(path):
+            return check_dir(path)
+    if not create:
+        return TMP_DIR
+    if _make(RUN_DIR):
+        return check_dir(RUN_DIR)
+    _make(TMP_DIR)
     return check_dir(TMP_DIR)

@@ -220,3 +220,24 @@ def test_a_stuck_lock_holder_is_named_not_waited_for(
     finally:
         os.close(fd)
     assert ledger.try_claim([U[0]]) is not None
+
+
+def test_default_dir_prefers_an_existing_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from berth.claims import paths
+    from berth.config import Config
+
+    run, tmp = tmp_path / "run-berth", tmp_path / "tmp-berth-claims"
+    monkeypatch.setattr(paths, "RUN_DIR", str(run))
+    monkeypatch.setattr(paths, "TMP_DIR", str(tmp))
+    monkeypatch.delenv("BERTH_CLAIMS_DIR", raising=False)
+    cfg = Config()
+    assert claims_dir(cfg, create=False) == str(tmp) and not run.exists()  # readers create nothing
+    tmp.mkdir(mode=0o1777)
+    assert claims_dir(cfg) == str(tmp) and not run.exists()  # in use: no split with /run
+    tmp.rmdir()
+    assert claims_dir(cfg) == str(run)  # neither: /run/berth, created shared (we are root)
+    assert os.stat(run).st_mode & 0o7777 == 0o1777
+    tmp.mkdir()
+    assert claims_dir(cfg) == str(run)  # /run/berth wins once it exists
