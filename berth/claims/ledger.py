@@ -328,12 +328,15 @@ class Ledger:
                 continue
             if kind == files.TEMP or (p.dev, p.ino) in seen:
                 continue  # being created; or a second name (hard link) of one claim
-            seen.add((p.dev, p.ino))
             if parsed_claim is not None:
                 c = ClaimInfo(name, path, parsed_claim)
                 c.fill(p)
+                if p.nlink > 1 and c.corrupt and p.body is not None:
+                    continue  # a hard link under a name its body disowns: not a claim
+                seen.add((p.dev, p.ino))
                 claims.append(c)
             elif parsed_waiter is not None:
+                seen.add((p.dev, p.ino))
                 w = WaiterInfo(name, path, *parsed_waiter)
                 w.fill(p)
                 waiters.append(w)

@@ -241,3 +241,14 @@ def test_default_dir_prefers_an_existing_one(
     assert os.stat(run).st_mode & 0o7777 == 0o1777
     tmp.mkdir()
     assert claims_dir(cfg) == str(run)  # /run/berth wins once it exists
+
+
+def test_a_hard_link_cannot_inflate_a_claim(ledger_dir: str, holders: Holders) -> None:
+    holders.start([U[0]], share=0.25)
+    ledger = Ledger(ledger_dir)
+    (c,) = ledger.scan().claims
+    # Another name for the same file (where fs.protected_hardlinks allows it): GPU 1, whole.
+    os.link(c.path, os.path.join(ledger_dir, files.claim_name(U[1], "aaaa", 1.0, None)))
+    state = ledger.scan()
+    assert [(x.uuid, x.share) for x in state.claims] == [(U[0], 0.25)]
+    assert ledger.try_claim([U[1]]) is not None
