@@ -219,7 +219,10 @@ def schedule(
                 if shadow < INF:
                     out.expected[job.id] = shadow
         if explain:
-            detail = resources_detail(cap, req)
+            rkey = _req_key(req)
+            if rkey not in fits.details:
+                fits.details[rkey] = resources_detail(cap, req)
+            detail = fits.details[rkey]
             if job is head and shadow < INF:
                 detail += f"; expected to start in {format_duration(shadow - now)}"
             wait(job, Reason.RESOURCES, detail)
@@ -231,16 +234,18 @@ class _Fits:
     fit still does not (and, without constraints, neither does a bigger one); results are
     reused until the next start changes the capacity."""
 
-    __slots__ = ("cap", "fail_share", "fail_whole", "how", "memo", "profile")
+    __slots__ = ("cap", "details", "fail_share", "fail_whole", "how", "memo", "profile")
 
     def __init__(self, cap: Capacity, how: str, profile: Profile | None) -> None:
         self.cap, self.how, self.profile = cap, how, profile
         self.fail_whole = [INF, INF]  # [without, with] the reservation excluded
         self.fail_share = [INF, INF]
         self.memo: dict[tuple[object, ...], Placement | None] = {}
+        self.details: dict[tuple[object, ...], str] = {}  # Resources details, same way
 
     def started(self) -> None:
         self.memo.clear()
+        self.details.clear()
 
     def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
         slot = 1 if exclude else 0
