@@ -17,6 +17,7 @@ from berth.errors import BerthError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Sequence
     from types import FrameType
     from typing import IO
@@ -104,8 +105,11 @@ def run_command(
             _give_terminal(proc.pid)
         for sig in pending:
             forward(sig, None)
-        lease.set_pids([proc.pid], shlex.join(cmd))
-        rc: int = proc.wait()
+        try:
+            lease.set_pids([proc.pid], shlex.join(cmd))
+        except BerthError:
+            pass  # only what `berth status` shows; the claim itself is fine
+        rc = _wait(proc, tty)
     finally:
         if tty and pgid:
             _give_terminal(os.getpgrp())
@@ -127,6 +131,26 @@ def run_command(
             f"started {when}; ran {format_duration(time.monotonic() - t0)}; {how}\n"
         )
     return code
+
+
+def _wait(proc: subprocess.Popen[bytes], tty: bool) -> int:
+    """Wait for the command; its exit code (negative: killed by that signal). On a terminal,
+    a command stopped by Ctrl-Z stops berth run too (so the shell gets its prompt back), and
+    ``fg`` resumes both."""
+    if not tty:
+        return proc.wait()
+    while True:
+        _, status = os.waitpid(proc.pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode
+        _give_terminal(os.getpgrp())
+        os.kill(os.getpid(), signal.SIGSTOP)  # until the shell continues us
+        _give_terminal(proc.pid)
+        try:
+            os.killpg(proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
 
 
 def _foreground_tty() -> bool:
