@@ -131,10 +131,12 @@ def request_from(args: argparse.Namespace) -> Request:
         key: "auto" if getattr(args, key) == "auto" else _number(getattr(args, key), opt, top=100)
         for key, opt in (("max_util", "--max-util"), ("max_mem_util", "--max-mem-util"))
     }
+    from berth.units import parse_size
+
     return build_request(
         int(gpus) if gpus >= 1 else gpus,
-        mem=args.mem,
-        min_free=args.min_free,
+        mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
+        min_free=None if args.min_free is None else parse_size(args.min_free, what="--min-free"),
         max_util=pct["max_util"],  # type: ignore[arg-type]
         max_mem_util=pct["max_mem_util"],  # type: ignore[arg-type]
         max_power=None if args.max_power is None else _number(args.max_power, "--max-power"),
