@@ -71,12 +71,15 @@ class Engine:
         self._next_pass = 0.0
         self._decide_seconds = 0.0
         self._reasons_valid = False
-        self._deps_dirty = False
+        self._deps_dirty = False  # a job ended unsuccessfully: dependents may be doomed
         # Group commit: state changes made in one turn of the loop commit together.
         self._inserts: list[tuple[Job, dict[str, Any], asyncio.Future[None] | None]] = []
         self._dirty: dict[int, tuple[Job, dict[str, Any]]] = {}
         self._after_commit: list[Callable[[], None]] = []
-        self._flush_armed = False  # a job ended unsuccessfully: dependents may be doomed
+        self._flush_armed = False
+        self.spawner: Spawner | None = None
+        self.launching: dict[int, tuple[str, int, str]] = {}  # job -> run file, attempt, lease
+        self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
 
     # -- scheduling ---------------------------------------------------------------------------
@@ -367,9 +370,6 @@ class Engine:
     def flush(self) -> None:
         """Commit every queued change in one transaction, then act on it."""
         self._flush_armed = False
-        self.spawner: Spawner | None = None
-        self.launching: dict[int, tuple[str, int, str]] = {}  # job -> run file, attempt, lease
-        self.cancel_on_start: set[int] = set()
         inserts, dirty, after = self._inserts, self._dirty, self._after_commit
         if not (inserts or dirty or after):
             return

@@ -66,11 +66,7 @@ def _bind(path: str) -> socket.socket:
 
 
 def setup_logging(opts: Options) -> None:
-    handler: logging.Handler
-    if opts.foreground:
-        handler = logging.StreamHandler()
-    else:
-        handler = logging.FileHandler(os.path.join(opts.state_dir, "daemon.log"))
+    handler: logging.Handler = logging.StreamHandler()  # background: stderr is daemon.log
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -79,6 +75,7 @@ def setup_logging(opts: Options) -> None:
 def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -> int:
     """Run the daemon until it is stopped; returns the exit code."""
     os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
+    setup_logging(opts)
     state_lock = _lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
     os.makedirs(os.path.dirname(opts.socket) or ".", mode=0o700, exist_ok=True)
     socket_lock = _lock(opts.socket + ".lock", f"socket {opts.socket}")

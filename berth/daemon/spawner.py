@@ -14,6 +14,7 @@ forked live on (their own sessions), exactly as if the daemon had forked them.
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import signal
@@ -60,16 +61,22 @@ class Spawner:
         """Every reply waiting: (message, pidfd or None). Non-blocking."""
         out: list[tuple[dict[str, Any], int | None]] = []
         while True:
-            try:
-                msg, fds, _, _ = socket.recv_fds(
-                    self.sock, MAX_MESSAGE, MAX_FDS, socket.MSG_DONTWAIT
+            try:  # (socket.recv_fds ignores its flags before Python 3.12)
+                msg, anc, _, _ = self.sock.recvmsg(
+                    MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_DONTWAIT
                 )
             except BlockingIOError:
                 return out
             if not msg:
                 self.alive = False
                 return out
+            fds: list[int] = []
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds += list(array.array("i", data[: len(data) - len(data) % 4]))
             out.append((json.loads(msg), fds[0] if fds else None))
+            for extra in fds[1:]:
+                os.close(extra)
 
     def close(self) -> None:
         self.sock.close()
@@ -94,6 +101,7 @@ def _serve(sock: socket.socket) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the daemon's fate, not a signal, ends us
     signal.signal(signal.SIGCHLD, _reap)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
     keep = sock.fileno()
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)

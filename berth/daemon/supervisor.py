@@ -59,6 +59,9 @@ def launch(launch_spec: dict[str, Any], path: str, keep_fds: tuple[int, ...] = (
     cwd, stdout, stderr, time_limit, kill_after, pty. ``keep_fds`` (claim leases) are
     inherited by the supervisor and the job; the caller closes its own copies if it wants."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    # Control signals stay blocked until the child has its handlers: a cancel sent the moment
+    # it is born is kept pending, not fatal.
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         pid = os.fork()
@@ -69,8 +72,18 @@ def launch(launch_spec: dict[str, Any], path: str, keep_fds: tuple[int, ...] = (
             finally:
                 os._exit(code)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         os.close(fd)
     return pid
+
+
+_CONTROL = {signal.SIGTERM, signal.SIGUSR1}
+# Reset to default in the job: whatever the daemon or the fork server ignore or catch.
+_JOB_SIGDEF = (
+    signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE,
+    signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTSTP, signal.SIGTTIN,
+    signal.SIGTTOU,
+)  # fmt: skip
 
 
 def _close_fds(keep: set[int]) -> None:
@@ -85,12 +98,16 @@ def _close_fds(keep: set[int]) -> None:
 
 def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
     os.setsid()
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD, signal.SIGPIPE):
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(w)
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    for sig in (signal.SIGCHLD, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    _close_fds({fd, *keep_fds})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _CONTROL)  # pending ones arrive now, recorded
+    _close_fds({fd, r, w, *keep_fds})
     null = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
         os.dup2(null, std)
@@ -98,6 +115,7 @@ def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
     os.write(fd, f"sup {os.getpid()}\n".encode())
     _become_subreaper()
     sup = _Supervisor(spec, fd, keep_fds, os.readlink(f"/proc/self/fd/{fd}"))
+    sup.wakeup = r
     result = sup.run()
     # One write: the daemon reads either nothing or the whole line.
     os.write(fd, b"exit " + json.dumps(result).encode() + b"\n")
@@ -154,6 +172,7 @@ class _Supervisor:
         self.spec = spec
         self.path = path
         self.relay: PtyRelay | None = None
+        self.wakeup = -1  # read end of the signal wakeup pipe
         self.fd = fd
         self.keep_fds = keep_fds
         self.cancelled = False
@@ -199,7 +218,10 @@ class _Supervisor:
             ]
             env = {**spec["env"], "TERM": spec["env"].get("TERM") or "xterm-256color"}
             try:
-                return os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True)
+                return os.posix_spawn(
+                    exe, argv, env, file_actions=actions, setsid=True,
+                    setsigmask=(), setsigdef=_JOB_SIGDEF,
+                )  # fmt: skip
             except OSError as e:
                 raise _SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
         err = out if spec["stderr"] == spec["stdout"] else self._open_log(spec["stderr"])
@@ -209,7 +231,10 @@ class _Supervisor:
             (os.POSIX_SPAWN_DUP2, err, 2),
         ]
         try:
-            return os.posix_spawn(exe, argv, spec["env"], file_actions=actions, setsid=True)
+            return os.posix_spawn(
+                exe, argv, spec["env"], file_actions=actions, setsid=True,
+                setsigmask=(), setsigdef=_JOB_SIGDEF,
+            )  # fmt: skip
         except OSError as e:
             raise _SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
         finally:
@@ -234,10 +259,7 @@ class _Supervisor:
             "end": None,
             "error": None,
         }
-        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(w)
-        signal.signal(signal.SIGTERM, lambda *_: None)
-        signal.signal(signal.SIGUSR1, lambda *_: None)
+        r = self.wakeup
         try:
             pid = self._spawn()
         except (_SpawnError, OSError, ValueError) as e:

@@ -150,7 +150,7 @@ def test_pty_job_has_a_terminal_and_attach_relays_it(daemon):
     import struct
 
     daemon.start()
-    script = "test -t 0 && test -t 1 && echo tty-ok; stty size; read line; echo got:$line"
+    script = "test -t 0 && test -t 1 && echo tty-ok; read line; stty size; echo got:$line"
     job_id = daemon.submit(wrap=script, pty=True)
     job = wait_until(lambda: (j := daemon.job(job_id))["attach"] and j, message="attachable")
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
