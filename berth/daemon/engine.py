@@ -254,6 +254,11 @@ class Engine:
             job_id = int(msg["job"])
             path, attempt, lease = self.launching.pop(job_id)
             job = self.jobs.get(job_id)
+            if job is not None and pidfd is None and "pid" in msg:
+                # Forked, but gone before it could be watched: its run file tells.
+                result = supervisor.read_run_file(path).get("exit")
+                self.record_exit(job, result, path)
+                continue
             if job is None or pidfd is None:
                 if pidfd is not None:
                     os.close(pidfd)

@@ -120,13 +120,17 @@ def _serve(sock: socket.socket) -> int:
         req = json.loads(msg)
         reply: dict[str, Any] = {"job": req["job"], "attempt": req["attempt"]}
         pidfd: list[int] = []
+        # No reaping between the fork and pidfd_open, so the pid cannot be recycled.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
             pid = supervisor.launch(req["spec"], req["path"], tuple(fds))
-            pidfd = [os.pidfd_open(pid)]  # before any reaping: the pid cannot be recycled
             reply["pid"] = pid
+            pidfd = [os.pidfd_open(pid)]
         except OSError as e:
-            reply["error"] = f"cannot start a supervisor: {e.strerror or e}"
+            if "pid" not in reply:
+                reply["error"] = f"cannot start a supervisor: {e.strerror or e}"
         finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             for fd in fds:
                 os.close(fd)
         try:

@@ -106,7 +106,8 @@ def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _CONTROL)  # pending ones arrive now, recorded
+    # Pending control signals arrive now, and are recorded.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _CONTROL | {signal.SIGCHLD})
     _close_fds({fd, r, w, *keep_fds})
     null = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
