@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
+    from berth.core.placement import Profile
     from berth.daemon.options import Options
     from berth.daemon.resources import Resources
     from berth.daemon.spawner import Spawner
@@ -81,6 +82,11 @@ class Engine:
         self.launching: dict[int, tuple[str, int, str]] = {}  # job -> run file, attempt, lease
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
+        self._pass_soon = False
+        self._order_dirty = True  # a job joined (or rejoined) the queue: re-sort
+        self._sorted: list[Job] = []
+        self._presorted = False
+        self._profile: Profile | None = None
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -96,15 +102,19 @@ class Engine:
             if delay > 0:
                 self.loop.call_later(delay, self.schedule_pass)
             else:
+                self._pass_soon = True
                 self.loop.call_soon(self.schedule_pass)
 
     def schedule_pass(self) -> None:
         self._kicked = False
+        self._pass_soon = False
         started = time.perf_counter()
         try:
             self._pass()
         except Exception:
             log.exception("scheduling pass failed")
+        finally:  # what this turn changed, with the exits that caused the pass
+            self.flush(force=True)
         self.last_pass_seconds = time.perf_counter() - started
         self._next_pass = self.loop.time() + self._decide_seconds
 
@@ -114,7 +124,7 @@ class Engine:
         from berth.core.policy import DEFAULT_POLICY, schedule
 
         now = time.time()
-        pending = [j for j in self.jobs.values() if j.state is State.PENDING]
+        pending = self._pending()
         self._reasons_valid = False
         if not pending:
             return
@@ -141,6 +151,8 @@ class Engine:
                 policy=self.opts.policy or DEFAULT_POLICY,
                 done=self.finished_states,
                 explain=explain,
+                presorted=self._presorted,
+                profile=self._profile,
             )
             self._decide_seconds = time.perf_counter() - t0
             for start in decisions.starts:
@@ -159,6 +171,28 @@ class Engine:
             doomed = self.jobs.get(c.job_id)
             if doomed is not None and doomed.state is State.PENDING:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
+
+    def _pending(self) -> list[Job]:
+        """Pending jobs in the policy's order, re-sorted only when jobs joined the queue
+        (the order of the others does not change; ``balanced`` ages, so it sorts itself)."""
+        from berth.core.placement import Profile
+        from berth.core.policy import DEFAULT_POLICY, order_key
+
+        policy = self.opts.policy or DEFAULT_POLICY
+        if policy == "balanced":
+            self._presorted, self._profile = False, None
+            return [j for j in self.jobs.values() if j.state is State.PENDING]
+        if self._order_dirty:
+            self._order_dirty = False
+            self._sorted = sorted(
+                (j for j in self.jobs.values() if j.state is State.PENDING),
+                key=lambda j: order_key(j, policy),
+            )
+            self._profile = Profile.of(j.request for j in self._sorted)
+            self._presorted = True
+            return list(self._sorted)
+        self._sorted = [j for j in self._sorted if j.state is State.PENDING]
+        return list(self._sorted)
 
     def _set_reasons(self, decisions: Any) -> None:
         self.reasons = {
@@ -226,7 +260,7 @@ class Engine:
             )  # fmt: skip
             job.extra["lease"] = lease.lease_id
             self.save(job, launched=len(job.attempts))
-        self.flush()  # write-ahead: RUNNING + launched is durable before any fork
+        self.flush(force=True)  # write-ahead: RUNNING + launched is durable before any fork
         for job, (start, lease) in launches:
             attempt = len(job.attempts)
             path = supervisor.run_file(self.run_dir, job.id, attempt)
@@ -337,6 +371,8 @@ class Engine:
     ) -> None:
         """Transition + save (committed with this turn's group) + wake waiters + schedule."""
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
+        if job.state is State.PENDING:
+            self._order_dirty = True  # requeued or retried
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
         if finished:
@@ -357,6 +393,7 @@ class Engine:
         fut: asyncio.Future[None] = self.loop.create_future()
         self._inserts.append((job, spec, fut))
         self.jobs[job.id] = job
+        self._order_dirty = True
         self._arm_flush()
         self.kick()
         return fut
@@ -372,9 +409,11 @@ class Engine:
             self._flush_armed = True
             self.loop.call_soon(self.flush)
 
-    def flush(self) -> None:
+    def flush(self, force: bool = False) -> None:
         """Commit every queued change in one transaction, then act on it."""
         self._flush_armed = False
+        if self._pass_soon and not force:
+            return  # the pass about to run commits it all in one transaction
         inserts, dirty, after = self._inserts, self._dirty, self._after_commit
         if not (inserts or dirty or after):
             return

@@ -51,7 +51,7 @@ def recover(engine: Engine) -> dict[str, int]:
     for job, attempt in to_settle:
         path = supervisor.run_file(engine.run_dir, job.id, attempt)
         counts[_settle(engine, job, path, attempt)] += 1
-    engine.flush()
+    engine.flush(force=True)
     return counts
 
 
