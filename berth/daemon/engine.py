@@ -87,6 +87,7 @@ class Engine:
         self._sorted: list[Job] = []
         self._presorted = False
         self._profile: Profile | None = None
+        self._sorted_at = 0.0
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -173,20 +174,20 @@ class Engine:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
 
     def _pending(self) -> list[Job]:
-        """Pending jobs in the policy's order, re-sorted only when jobs joined the queue
-        (the order of the others does not change; ``balanced`` ages, so it sorts itself)."""
+        """Pending jobs in the policy's order, re-sorted only when jobs joined the queue (the
+        order of the others does not change), or, for ``balanced`` (whose order ages), at
+        most once a second: a pass over a long queue must not sort it every time."""
         from berth.core.placement import Profile
         from berth.core.policy import DEFAULT_POLICY, order_key
 
         policy = self.opts.policy or DEFAULT_POLICY
-        if policy == "balanced":
-            self._presorted, self._profile = False, None
-            return [j for j in self.jobs.values() if j.state is State.PENDING]
-        if self._order_dirty:
+        now = time.time()
+        if self._order_dirty or (policy == "balanced" and now - self._sorted_at > 1.0):
             self._order_dirty = False
+            self._sorted_at = now
             self._sorted = sorted(
                 (j for j in self.jobs.values() if j.state is State.PENDING),
-                key=lambda j: order_key(j, policy),
+                key=lambda j: order_key(j, policy, now),
             )
             self._profile = Profile.of(j.request for j in self._sorted)
             self._presorted = True
