@@ -1,6 +1,6 @@
 """The client side of the daemon protocol: what every queue command talks through.
 
-Deliberately tiny: imports only ``socket``, ``json``, ``struct`` and ``os`` (through
+Deliberately tiny: imports only ``socket``, ``json`` and ``os`` (through
 :mod:`berth.daemon.protocol` and :mod:`berth.daemon.paths`), so ``berth submit`` starts about
 as fast as any Python client can.
 
@@ -10,6 +10,7 @@ as fast as any Python client can.
 
 from __future__ import annotations
 
+import os
 import socket
 
 from berth.daemon import protocol
@@ -50,12 +51,14 @@ class Client:
         from berth.daemon.paths import socket_path
 
         if path is None:
-            try:
-                from berth.config import get
+            configured = None
+            if not os.environ.get("BERTH_SOCKET"):  # else the config file cannot matter
+                try:
+                    from berth.config import get
 
-                configured = get().socket
-            except BerthError:
-                configured = None
+                    configured = get().socket
+                except BerthError:
+                    pass
             path = socket_path(configured)
         self.path = path
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -105,10 +108,10 @@ class Client:
             self.server = self.receive()
 
     def _read_frame(self) -> bytes:
-        header = protocol.HEADER.size
+        header = protocol.HEADER_SIZE
         while True:
             if len(self._buf) >= header:
-                (n,) = protocol.HEADER.unpack_from(self._buf)
+                n = protocol.frame_length(self._buf)
                 if n > protocol.MAX_RESPONSE:
                     raise BerthError(f"daemon sent a frame of {n} bytes; refusing it")
                 if len(self._buf) >= header + n:

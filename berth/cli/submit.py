@@ -31,7 +31,17 @@ if TYPE_CHECKING:
 HELP = "queue a job with the daemon (like sbatch)"
 
 
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's formatter without ``shutil`` (it imports bz2, lzma... to read the terminal
+    width when a parser is merely built); help uses $COLUMNS or 100 columns."""
+    import argparse
+
+    width = int(os.environ.get("COLUMNS", "0") or 0) or 100
+    return argparse.RawDescriptionHelpFormatter(prog, width=width - 2)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = _formatter
     a = p.add_argument
     a("-g", "--gpus", default="1", help="GPUs: an integer, or a fraction below 1 (0.5)")
     a("--mem", help="GPU memory per GPU the job needs, e.g. 12G")

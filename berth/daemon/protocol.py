@@ -1,6 +1,6 @@
 """The daemon's wire protocol: framing, the handshake, typed requests, enumerated error codes.
 
-Shared by the client and the daemon, so it imports only ``json`` and ``struct``.
+Shared by the client and the daemon, so it imports only ``json``.
 
 Frame: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object). A
 connection starts with a handshake ``{"type": "hello", "version": PROTOCOL_VERSION}``; then
@@ -12,10 +12,9 @@ against :data:`REQUESTS` (field -> accepted types, required?) before any handler
 from __future__ import annotations
 
 import json
-import struct
 
 PROTOCOL_VERSION = 1
-HEADER = struct.Struct(">I")
+HEADER_SIZE = 4  # big-endian unsigned length (int.to_bytes: no `struct` import on the CLI path)
 MAX_REQUEST = 8 * 1024 * 1024  # the daemon refuses bigger request frames
 MAX_RESPONSE = 1024 * 1024 * 1024  # the client refuses bigger response frames
 
@@ -110,7 +109,11 @@ class ProtocolError(Exception):
 
 def encode(msg: dict[str, object]) -> bytes:
     data = json.dumps(msg, separators=(",", ":")).encode()
-    return HEADER.pack(len(data)) + data
+    return len(data).to_bytes(HEADER_SIZE, "big") + data
+
+
+def frame_length(header: bytes | bytearray) -> int:
+    return int.from_bytes(header[:HEADER_SIZE], "big")
 
 
 def decode(payload: bytes) -> dict[str, object]:

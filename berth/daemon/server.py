@@ -111,10 +111,10 @@ class Server:
 
         while True:
             try:
-                header = await reader.readexactly(protocol.HEADER.size)
+                header = await reader.readexactly(protocol.HEADER_SIZE)
             except asyncio.IncompleteReadError:
                 return
-            (n,) = protocol.HEADER.unpack(header)
+            n = protocol.frame_length(header)
             if n > protocol.MAX_REQUEST:
                 answer(
                     protocol.error(
