@@ -60,6 +60,11 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
             from berth.errors import UsageError
 
             raise UsageError(f"invalid --poll-interval {args.poll_interval!r}: use 0.1 to 3600")
+    policy = args.policy or cfg.policy
+    if policy:
+        from berth.core.policy import check_policy
+
+        check_policy(str(policy))
     opts = Options(
         os.path.abspath(args.socket or socket_path(cfg.socket)),
         os.path.abspath(args.state_dir or state_dir(cfg.state_dir)),

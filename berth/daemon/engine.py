@@ -268,7 +268,10 @@ class Engine:
             try:
                 spec = self.store.spec(job.id)
                 gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
-                ls = launch_spec(spec, job.id, gpus, self._limit(job), self.opts.kill_after)
+                ls = launch_spec(
+                    spec, job.id, gpus, self._limit(job), self.opts.kill_after,
+                    (job.uid, job.gid, job.user),
+                )  # fmt: skip
                 if self.spawner is not None and self.spawner.alive:
                     self.spawner.request(job.id, attempt, path, ls, list(lease.fds))
                     self.launching[job.id] = (path, attempt, lease.lease_id)

@@ -251,7 +251,16 @@ def _gpus(engine: Engine, names: list[Any]) -> list[str]:
     return out
 
 
+def _may_drain(peer: Peer) -> None:
+    if not peer.admin and peer.uid != os.getuid():
+        raise ProtocolError(
+            protocol.NOT_OWNER,
+            f"{peer.user} may not pause or resume GPUs: only the daemon's owner or an admin",
+        )
+
+
 def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    _may_drain(peer)
     uuids = _gpus(engine, req["gpus"])
     with engine.store.tx():
         for u in uuids:
@@ -265,6 +274,7 @@ def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    _may_drain(peer)
     uuids = list(engine.paused) if req.get("all") else _gpus(engine, req.get("gpus") or [])
     with engine.store.tx():
         for u in uuids:

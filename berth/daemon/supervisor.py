@@ -115,12 +115,24 @@ def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
     os.close(null)
     os.write(fd, f"sup {os.getpid()}\n".encode())
     _become_subreaper()
+    _drop_privileges(spec)
     sup = _Supervisor(spec, fd, keep_fds, os.readlink(f"/proc/self/fd/{fd}"))
     sup.wakeup = r
     result = sup.run()
     # One write: the daemon reads either nothing or the whole line.
     os.write(fd, b"exit " + json.dumps(result).encode() + b"\n")
     return 0
+
+
+def _drop_privileges(spec: dict[str, Any]) -> None:
+    """A root daemon runs each job as its submitter: the supervisor becomes that user before
+    it opens the logs or spawns anything (its run file and claims are already open)."""
+    uid, gid = spec.get("uid"), spec.get("gid")
+    if os.geteuid() != 0 or uid is None or gid is None or uid == 0:
+        return
+    os.initgroups(spec.get("user") or str(uid), gid)
+    os.setgid(gid)
+    os.setuid(uid)
 
 
 def _become_subreaper() -> None:

@@ -1,0 +1,69 @@
+"""Invariant 5: a user acts only on their own jobs; the daemon learns who calls from the
+socket (SO_PEERCRED), never from the message."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+NOBODY = 65534
+
+
+def _as_nobody(socket: str, kind: str, **fields: object) -> dict:
+    """One request from a forked child that has become `nobody` (no exec needed)."""
+    from berth.client import Client, DaemonError
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.close(r)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                with Client(socket) as c:
+                    out = {"ok": c.call(kind, **fields)}
+            except DaemonError as e:
+                out = {"code": e.code, "message": str(e)}
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_another_user_cannot_touch_my_jobs_or_my_gpus(daemon):
+    daemon.start()
+    job_id = daemon.submit(*daemon.workload("--seconds", "60"), hold=True)
+    os.chmod(daemon.sockdir, 0o755)
+    os.chmod(daemon.socket, 0o666)  # let nobody reach the socket: ownership must still hold
+    for kind, fields in (
+        ("cancel", {"job_ids": [job_id]}),
+        ("release", {"job_ids": [job_id]}),
+        ("pause", {"gpus": ["0"]}),
+    ):
+        reply = _as_nobody(daemon.socket, kind, **fields)
+        assert reply.get("code") == "NOT_OWNER", reply
+    # Claiming to be root in the message changes nothing: the fields are refused.
+    reply = _as_nobody(daemon.socket, "cancel", job_ids=[job_id], uid=0)
+    assert reply.get("code") == "BAD_REQUEST"
+    assert daemon.job(job_id)["state"] == "PENDING" and daemon.job(job_id)["held"]
+    # nobody's own job is recorded as theirs, from the socket, and runs as them.
+    out_dir = os.path.join(daemon.sockdir, "out")
+    os.mkdir(out_dir)
+    os.chmod(out_dir, 0o777)
+    spec = {"argv": ["id", "-u"], "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
+            "stdout": os.path.join(out_dir, "%j.out"),
+            "stderr": os.path.join(out_dir, "%j.err")}  # fmt: skip
+    theirs = _as_nobody(daemon.socket, "submit", job=spec)["ok"]["job_id"]
+    assert daemon.job(theirs)["uid"] == NOBODY
+    row = daemon.wait_done([theirs])[theirs]
+    assert row["state"] == "COMPLETED", daemon.job(theirs)["attempts"][0]["reason"]
+    with open(os.path.join(out_dir, f"{theirs}.out")) as f:
+        assert f.read().strip() == str(NOBODY)
