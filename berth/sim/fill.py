@@ -2,8 +2,8 @@
 arrived GPU demand reaches a share of capacity; what share of the GPUs got allocated?
 
 Each pod is placed at once by the core's placement (``berth.core.placement.place``, the step
-``schedule()`` uses to put a job on GPUs) or fails. Pods are drawn with replacement from the
-pod list with a seeded generator (FGD uses seeds 42-51). The packer's demand profile is the
+``schedule()`` uses to put a job on GPUs) or fails. Pods come from the pod list in a seeded
+random order (the whole list, then the list again in another order; FGD uses seeds 42-51). The packer's demand profile is the
 last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster has been seeing, not a given
 distribution.
 """
@@ -55,8 +55,13 @@ def fill(
     profile: Profile | None = None
     todo = sorted(marks)
     wall0 = time.perf_counter()
+    order: list[SimJob] = []
     while todo:
-        pod = pods[rng.randrange(len(pods))]
+        if not order:  # the pod list in a seeded random order, again and again
+            order = list(pods)
+            rng.shuffle(order)
+            order.reverse()
+        pod = order.pop()
         req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram)
         if placement == "packer":
             recent.append(req)
