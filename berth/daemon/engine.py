@@ -125,15 +125,16 @@ class Engine:
         from berth.core.policy import DEFAULT_POLICY, schedule
 
         now = time.time()
-        pending = self._pending()
+        t0 = time.perf_counter()
         self._reasons_valid = False
+        if self.queue_paused or (not explain and not self._deps_dirty and self._full()):
+            return  # nothing could start: spare the sort of a long queue
+        pending = self._pending()
         if not pending:
-            return
-        if self.queue_paused:
             return
         explain = explain or self._deps_dirty
         self._deps_dirty = False
-        running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
+        running = self._running()
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
         own_leases = {r.lease for r in self.runs.values() if r.lease}
         ledger = self.res.ledger
@@ -141,7 +142,6 @@ class Engine:
         with ledger.locked():
             lstate = ledger.scan(bodies=True, clean=True)
             others = self.res.others(lstate, own_leases, self._job_sids())
-            t0 = time.perf_counter()
             decisions = schedule(
                 pending,
                 running,
@@ -172,6 +172,29 @@ class Engine:
             doomed = self.jobs.get(c.job_id)
             if doomed is not None and doomed.state is State.PENDING:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
+
+    def _running(self) -> list[Job]:
+        """Jobs holding GPUs: watched, or being launched (not a scan of the whole queue)."""
+        out = []
+        for job_id in (*self.runs, *self.launching):
+            job = self.jobs.get(job_id)
+            if job is not None and job.state in (State.RUNNING, State.COMPLETING):
+                out.append(job)
+        return out
+
+    def _full(self) -> bool:
+        """Every GPU is wholly taken by our own running jobs (others can only take more)."""
+        if not self.res.inventory:
+            return False
+        held: dict[int, float] = {}
+        for job_id in (*self.runs, *self.launching):
+            job = self.jobs.get(job_id)
+            if job is None or not job.attempts:
+                continue
+            a = job.attempts[-1]
+            for g in a.gpus:
+                held[g] = held.get(g, 0.0) + a.share
+        return all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory)
 
     def _pending(self) -> list[Job]:
         """Pending jobs in the policy's order, re-sorted only when jobs joined the queue (the
@@ -362,7 +385,7 @@ class Engine:
                 sig = result.get("signal")
                 why = f"killed by signal {sig}" if sig else f"exit code {rc}"
                 self._change(job, State.FAILED, end, reason=why, exit_code=rc)
-        self._after_commit.append(lambda: _unlink(path, path + ".sig"))
+        self._after_commit.append(lambda: _unlink(path, path + ".sig", path + ".pty"))
 
     def _change(
         self,
