@@ -69,6 +69,7 @@ class Engine:
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self.last_pass_seconds = 0.0
+        self.last_explain_seconds = 0.0
         self._next_pass = 0.0
         self._decide_seconds = 0.0
         self._reasons_valid = False
@@ -232,6 +233,7 @@ class Engine:
             return
         from berth.core.policy import DEFAULT_POLICY, schedule
 
+        t0 = time.perf_counter()
         pending = [j for j in self.jobs.values() if j.state is State.PENDING]
         if self.queue_paused:
             self.reasons = {j.id: "QueuePaused" for j in pending}
@@ -255,6 +257,7 @@ class Engine:
         self._set_reasons(decisions)
         for start in decisions.starts:
             self.reasons[start.job_id] = "None: starting"
+        self.last_explain_seconds = time.perf_counter() - t0
         if decisions.starts or decisions.cancels:
             self.kick()
 

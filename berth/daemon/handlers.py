@@ -332,6 +332,7 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "running": len(engine.runs),
         "rss": rss,
         "last_pass_seconds": engine.last_pass_seconds,
+        "last_explain_seconds": engine.last_explain_seconds,
         "gpu_error": engine.res.error,
     }
 
