@@ -230,7 +230,37 @@ def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
     }
 
 
+def bench_conditions(n: int = 200) -> dict[str, Any]:
+    """The machine's state during the run: load average and the latency of one durable
+    SQLite commit (WAL, synchronous=FULL) in /tmp, which bounds (a) and (b)."""
+    import sqlite3
+
+    d = tempfile.mkdtemp(prefix="bb-", dir="/tmp")
+    try:
+        db = sqlite3.connect(os.path.join(d, "t.db"), isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE t(x TEXT)")
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO t VALUES (?)", ("x" * 2000,))
+            db.execute("COMMIT")
+            times.append((time.perf_counter() - t) * 1000)
+        db.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {
+        "loadavg_1min": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
+        "commit_ms_p50": round(pct(times, 50), 3),
+        "commit_ms_p99": round(pct(times, 99), 3),
+    }
+
+
 BENCHES = {
+    "conditions": bench_conditions,
     "gap": bench_gap,
     "throughput": bench_throughput,
     "submit": bench_submit,
