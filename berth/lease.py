@@ -169,7 +169,7 @@ def build_request(
     name: str | None = None,
     only: object = None,
     exclude: object = None,
-    order: str = "random",
+    order: str | None = None,
     prefer: object = None,
     predicate: Callable[[GpuSnapshot], bool] | None = None,
     banned_names: Sequence[str] | None = None,
@@ -185,6 +185,11 @@ def build_request(
     if gpus >= 1 and gpus != int(gpus):
         raise UsageError(f"gpus={gpus!r}: a share must be below 1; above 1 ask for whole GPUs")
     share = float(gpus) if gpus < 1 else 1.0
+    if order is None:
+        # Whole GPUs: random among equals (gpuselect's default), so that people starting at
+        # once spread out. Shares: packed, so that half-GPU jobs pair up on one GPU and leave
+        # whole GPUs free for whole-GPU jobs.
+        order = "random" if share == 1.0 else "packed"
     return Request(
         int(gpus) if gpus >= 1 else 1,
         min_free=None if min_free is None else parse_size(min_free, what="min_free"),
@@ -262,7 +267,7 @@ def acquire(
     name: str | None = None,
     only: object = None,
     exclude: object = None,
-    order: str = "random",
+    order: str | None = None,
     prefer: object = None,
     predicate: Callable[[GpuSnapshot], bool] | None = None,
     banned_names: Sequence[str] | None = None,
@@ -273,7 +278,8 @@ def acquire(
     of :func:`berth.select`, waiting up to ``timeout`` seconds (None: for ever).
 
     ``mem`` (bytes or "12G") is declared per GPU: shares on a GPU never declare more than its
-    memory. Raises :class:`berth.errors.WaitTimeout` (saying what was missing) when the
+    memory. ``order`` defaults to random among equals for whole GPUs and to ``packed`` for
+    shares (half-GPU jobs pair up and leave whole GPUs free). Raises :class:`berth.errors.WaitTimeout` (saying what was missing) when the
     timeout passes, UsageError on bad input. Use as a context manager, or call
     ``lease.release()``."""
     request = build_request(

@@ -84,7 +84,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exclude", metavar="IDS", help="never these GPUs")
     p.add_argument("--prefer", metavar="IDS", help="these GPUs if they qualify, else others")
     p.add_argument(
-        "--order", default="random", metavar="ORDER", help="random, free, util, packed or index"
+        "--order",
+        metavar="ORDER",
+        help="random, free, util, packed or index (default: random; packed for shares)",
     )
     p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES when choosing")
     p.add_argument("-o", "--out", metavar="FILE", help="write the command's stdout to FILE")
