@@ -37,4 +37,4 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
     title = f"queue: {reply.get('running', 0)} running, {waiting} waiting"
     if reply.get("queue_paused"):
         title += " (queue paused after a crash: `berth resume --all`)"
-    return Section("queue", title, [], notes, reply)
+    return Section("queue", "", [title], notes, reply)

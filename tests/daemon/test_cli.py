@@ -116,7 +116,7 @@ def test_status_section_shows_the_job_holding_each_gpu(daemon):
     section = status_section([], config.get())
     assert section is not None
     assert f"berth job {job_id}" in section.notes[1][0]
-    assert "1 running, 1 waiting" in section.title
+    assert "1 running, 1 waiting" in section.lines[0]
 
 
 def test_background_daemon_start_and_stop(daemon):
@@ -170,3 +170,15 @@ def test_pty_job_has_a_terminal_and_attach_relays_it(daemon):
     assert "tty-ok" in log and "got:hello" in log and "33 111" in log
     out = daemon.berth("attach", str(daemon.submit("true")))
     assert out.returncode == 1 and "--pty" in out.stderr
+
+
+def test_berth_status_shows_queue_jobs_per_gpu(daemon):
+    daemon.start()
+    job_id = daemon.submit(*daemon.workload("--seconds", "60"), gpu_ids=[2], name="trainer")
+    wait_until(lambda: daemon.job(job_id)["state"] == "RUNNING", message="running")
+    out = daemon.berth("status")
+    assert out.returncode == 0, out.stderr
+    assert f"berth job {job_id} (trainer)" in out.stdout
+    assert "1 running, 0 waiting" in out.stdout
+    data = json.loads(daemon.berth("status", "--json").stdout)
+    assert data["queue"]["gpus"]["2"]["jobs"][0]["id"] == job_id
