@@ -34,7 +34,7 @@ HELP = "show GPUs, their processes and who holds them"
 # Other parts of berth add sections to this screen (claims, the daemon's queue) by naming a
 # function here as "module:function". It gets (gpus, cfg) and returns a Section or None; a
 # module that cannot be imported is skipped, so the list may name parts not installed.
-PROVIDERS: list[str] = ["berth.claims.report:status_section"]
+PROVIDERS: list[str] = ["berth.claims.report:status_section", "berth.daemon.report:status_section"]
 
 
 class Section:
