@@ -54,8 +54,10 @@ class Tour:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
-    def show(self, args: Sequence[str], *, ok: Sequence[int] = (0,)) -> str:
-        self.say(f"\n$ berth {shlex.join(args)}")
+    def show(
+        self, args: Sequence[str], *, ok: Sequence[int] = (0,), shown: str | None = None
+    ) -> str:
+        self.say(f"\n$ berth {shown or shlex.join(args)}")
         done = subprocess.run(
             [*self.berth, *args], env=self.env, capture_output=True, text=True, timeout=120
         )
@@ -90,11 +92,11 @@ class Tour:
             _, err = p.communicate(timeout=120)
             if p.returncode != 0:
                 raise RuntimeError(f"berth run failed ({p.returncode}): {err.strip()}")
-        rows = []
+        rows: list[tuple[float, float, str, str]] = []
         with open(record) as f:
             for line in f:
-                label, gpus, start, end = line.split()
-                rows.append((float(start), float(end), label, gpus))
+                label, gpus, t_start, t_end = line.split()
+                rows.append((float(t_start), float(t_end), label, gpus))
         t0 = min(r[0] for r in rows)
         self.say("  job  GPU  ran from -> to (s)")
         for start, end, label, gpus in sorted(rows):
@@ -191,37 +193,34 @@ def _queue(tour: Tour) -> None:
         "\n4. The queue: a daemon runs submitted jobs as GPUs free up, keeps them durable across"
         " crashes, and starts the next job within milliseconds of a GPU freeing."
     )
-    tour.say("$ berth daemon &")
-    log = open(os.path.join(tour.root, "daemon.log"), "w")  # noqa: SIM115 - closed below
-    daemon = subprocess.Popen(
-        [*tour.berth, "daemon"], env=tour.env, stdout=log, stderr=subprocess.STDOUT
-    )
+    tour.show(["daemon"])
     try:
-        deadline = time.monotonic() + 20
-        while not os.path.exists(tour.env["BERTH_SOCKET"]):
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the demo daemon did not start; see its log")
-            time.sleep(0.05)
         record = os.path.join(tour.root, "queue.txt")
-        ids = []
         for i in range(5):
-            opts = ["-J", f"train-{i}", "-g", "2" if i == 0 else "1", "--parsable"]
+            opts = ["-J", f"train-{i}", "-g", "2" if i == 0 else "1"]
             if i == 4:
                 opts += ["-p", "10"]
             tour.say(f"$ berth submit {shlex.join(opts)} -- python job.py q{i}")
-            out = subprocess.run(
+            subprocess.run(
                 [*tour.berth, "submit", *opts, "--", *tour.job(record, 1.0, f"q{i}")],
                 env=tour.env, capture_output=True, text=True, check=True, timeout=30,
             )  # fmt: skip
-            ids.append(out.stdout.strip())
         tour.show(["queue"])
-        tour.show(["submit", "--wait", "-J", "last", "--", sys.executable, "-c", "print('done')"])
+        tour.say("  (train-4 has priority 10: it runs before train-3, which was submitted earlier)")
+        tour.show(
+            ["submit", "--wait", "-J", "last", "--", sys.executable, "-c", "print('done')"],
+            shown="submit --wait -J last -- python -c \"print('done')\"",
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the queue is empty
+            listed = subprocess.run(
+                [*tour.berth, "queue", "--json"], env=tour.env, capture_output=True, text=True
+            )
+            if listed.stdout.strip() == "[]":
+                break
+            time.sleep(0.2)
         tour.show(["queue", "--all"])
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
+        subprocess.run(
+            [*tour.berth, "daemon", "--stop"], env=tour.env, capture_output=True, timeout=60
+        )
