@@ -142,7 +142,7 @@ class Engine:
         launches: list[tuple[Job, Any]] = []
         with ledger.locked():
             lstate = ledger.scan(bodies=True, clean=True)
-            others = self.res.others(lstate, own_leases, self._job_sids())
+            others = self.res.others(lstate, own_leases, self._job_sids)
             decisions = schedule(
                 pending,
                 running,
@@ -247,7 +247,7 @@ class Engine:
             pending,
             running,
             self.res.inventory,
-            self.res.others(lstate, own_leases, self._job_sids()),
+            self.res.others(lstate, own_leases, self._job_sids),
             paused,
             time.time(),
             policy=self.opts.policy or DEFAULT_POLICY,

@@ -14,7 +14,7 @@ from berth.core.inventory import Gpu, Usage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
 
     from berth.claims.ledger import Ledger
     from berth.claims.ledger import State as LedgerState
@@ -59,9 +59,13 @@ class Resources:
         return matches[0] if len(matches) == 1 else None
 
     def others(
-        self, state: LedgerState, own_leases: Collection[str], own_sids: Collection[int]
+        self,
+        state: LedgerState,
+        own_leases: Collection[str],
+        own_sids: Callable[[], Collection[int]],
     ) -> dict[int, Usage]:
-        """GPU index -> what holders other than our jobs use there."""
+        """GPU index -> what holders other than our jobs use there. ``own_sids`` (the session
+        ids of our jobs) is asked only if some GPU shows processes."""
         share: dict[int, float] = {}
         mem: dict[int, int] = {}
         labels: dict[int, list[str]] = {}
@@ -83,10 +87,13 @@ class Resources:
                 mem[s.index] = mem.get(s.index, 0) + w_mem
                 labels.setdefault(s.index, []).append("reserved by a waiting `berth run`")
         busy: set[int] = set()
+        sids: Collection[int] | None = None
         for s in self.snapshots:
+            if s.processes and sids is None:
+                sids = own_sids()
             outside = 0
             for p in s.processes or ():
-                if p.pid in holder_pids or _session(p.pid) in own_sids:
+                if p.pid in holder_pids or _session(p.pid) in (sids or ()):
                     continue
                 outside += 1
                 mem[s.index] = mem.get(s.index, 0) + (p.used_memory or 0)
