@@ -101,10 +101,12 @@ class Engine:
         if not self._kicked:
             self._kicked = True
             delay = self._next_pass - self.loop.time()
+            # A pass due within 10 ms commits what is queued (one transaction for the exits
+            # that caused it and the starts it makes); a later one leaves that to flush().
+            self._pass_soon = delay < 0.010
             if delay > 0:
                 self.loop.call_later(delay, self.schedule_pass)
             else:
-                self._pass_soon = True
                 self.loop.call_soon(self.schedule_pass)
 
     def schedule_pass(self) -> None:
