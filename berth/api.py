@@ -35,11 +35,13 @@ def _config() -> Config:
     return config.get()
 
 
-def read(cfg: Config, *, all: bool = False, process_details: bool = True) -> list[GpuSnapshot]:
+def read(
+    cfg: Config, *, all: bool = False, process_details: bool = True, telemetry: bool = True
+) -> list[GpuSnapshot]:
     """Snapshots for ``cfg``, restricted to CUDA_VISIBLE_DEVICES unless ``all``."""
     from berth.devices import read_gpus
 
-    snaps = read_gpus(cfg, process_details=process_details)
+    snaps = read_gpus(cfg, process_details=process_details, telemetry=telemetry)
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not all and cvd is not None:
         from berth.devices.visible import restrict_to_visible
@@ -100,10 +102,12 @@ def selection(
     share: float = 1.0,
     mem: int | str | None = None,
     seed: int | None = None,
+    telemetry: bool = True,
 ) -> Selection:
     """Like :func:`select` but returns the whole :class:`berth.select.Selection` (chosen,
     rejected with reasons) and never raises for a shortfall. Reads the GPUs, the config bans
-    and berth's claims."""
+    and berth's claims. ``telemetry=False`` leaves out readings no filter here needs (power
+    is still read when ``max_power`` is given)."""
     from berth.select import Request
     from berth.select import select as _select
     from berth.units import parse_size
@@ -127,7 +131,9 @@ def selection(
         seed=seed,
     )
     cfg = _config()
-    snaps = read(cfg, all=all, process_details=False)
+    snaps = read(
+        cfg, all=all, process_details=False, telemetry=telemetry or max_power is not None
+    )
     request.banned.update(banned_reasons(cfg, snaps))
     return _select(snaps, request, held_by_berth(cfg))
 

@@ -120,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         order=args.order,
         prefer=args.prefer,
         all=args.all,
+        telemetry=False,  # only ids are printed: read what the filters need, start fast
     )
     if args.explain and not args.silent:
         sys.stderr.write("".join(line + "\n" for line in sel.explain()))

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["read_gpus"]
 
 
-def read_gpus(cfg: Config | None = None, *, process_details: bool = True) -> list[GpuSnapshot]:
+def read_gpus(
+    cfg: Config | None = None, *, process_details: bool = True, telemetry: bool = True
+) -> list[GpuSnapshot]:
     """Every GPU berth knows of, in index order (NVML order, i.e. PCI bus order).
 
     With ``[inventory] gpus = N`` in the config (``cfg``, default the process's config): N
@@ -28,6 +30,9 @@ def read_gpus(cfg: Config | None = None, *, process_details: bool = True) -> lis
 
     ``process_details=True`` fills each process's user and command line (psutil; None where
     not visible); ``False`` skips that (and the psutil import) for fast callers.
+    ``telemetry=False`` reads only what selection needs (identity, memory, utilisation,
+    processes, health) and leaves PCI bus id, power, temperature and performance state None:
+    `berth select` without a power filter uses it to start fast.
 
     Raises :class:`berth.errors.NvmlUnavailable` when NVML cannot be used.
     """
@@ -41,4 +46,4 @@ def read_gpus(cfg: Config | None = None, *, process_details: bool = True) -> lis
         return declared_gpus(cfg.inventory)
     from berth.devices.nvml import read_all
 
-    return read_all(process_details=process_details)
+    return read_all(process_details=process_details, telemetry=telemetry)

@@ -174,14 +174,21 @@ def count() -> int:
     return n
 
 
-def read_all(process_details: bool = True) -> list[GpuSnapshot]:
-    """A snapshot of every GPU NVML sees, in NVML (PCI bus) order."""
+def read_all(process_details: bool = True, telemetry: bool = True) -> list[GpuSnapshot]:
+    """A snapshot of every GPU NVML sees, in NVML (PCI bus) order.
+
+    ``telemetry=False`` skips the readings selection does not need (PCI bus id, power,
+    temperature, performance state): they are None in the snapshots."""
     details: dict[int, tuple[str | None, str | None]] | None = {} if process_details else None
-    return [_read_gpu(session(), i, details) for i in range(count())]
+    nvml = session()
+    return [_read_gpu(nvml, i, details, telemetry) for i in range(count())]
 
 
 def _read_gpu(
-    nvml: ModuleType, index: int, details: dict[int, tuple[str | None, str | None]] | None
+    nvml: ModuleType,
+    index: int,
+    details: dict[int, tuple[str | None, str | None]] | None,
+    telemetry: bool = True,
 ) -> GpuSnapshot:
     read = _Reader(nvml)
     handle = read(nvml.nvmlDeviceGetHandleByIndex, index)
@@ -196,13 +203,15 @@ def _read_gpu(
         )
     uuid = read(nvml.nvmlDeviceGetUUID, handle)
     name = read(nvml.nvmlDeviceGetName, handle)
-    pci = read(nvml.nvmlDeviceGetPciInfo, handle)
     mem = read(nvml.nvmlDeviceGetMemoryInfo, handle)
     util = read(nvml.nvmlDeviceGetUtilizationRates, handle)
-    power = read(nvml.nvmlDeviceGetPowerUsage, handle)
-    limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-    temp = read(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
-    pstate = read(nvml.nvmlDeviceGetPerformanceState, handle)
+    pci = power = limit = temp = pstate = None
+    if telemetry:
+        pci = read(nvml.nvmlDeviceGetPciInfo, handle)
+        power = read(nvml.nvmlDeviceGetPowerUsage, handle)
+        limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+        temp = read(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
+        pstate = read(nvml.nvmlDeviceGetPerformanceState, handle)
     compute = read(nvml.nvmlDeviceGetComputeRunningProcesses, handle)
     graphics = read(nvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
     bus_id = pci.busId if pci is not None else None

@@ -185,3 +185,18 @@ def test_driver_version_and_gpu_that_vanished(fake_gpus) -> None:
     state["gpus"].pop()
     fake_gpus.write(state)
     assert len(read_gpus()) == 2
+
+
+def test_light_read_for_selection_skips_only_telemetry(fake_gpus) -> None:
+    fake_gpus.setup(n=2, memory="80G")
+    fake_gpus.spawn_workload(visible="1", mem="10G", util=40)
+    light = read_gpus(process_details=False, telemetry=False)
+    full = read_gpus(process_details=False)
+    for a, b in zip(light, full, strict=True):
+        assert (a.uuid, a.name, a.memory_used, a.utilization, a.healthy) == (
+            b.uuid, b.name, b.memory_used, b.utilization, b.healthy,
+        )  # fmt: skip
+        assert [p.pid for p in a.processes] == [p.pid for p in b.processes]
+        assert a.power_draw is a.temperature is a.pci_bus_id is None
+        assert b.power_draw is not None and b.pci_bus_id is not None
+    assert light[1].utilization == 40 and light[1].process_count == 1
