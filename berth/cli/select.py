@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 HELP = "pick idle GPUs and print their ids (for CUDA_VISIBLE_DEVICES)"
 
+FAST_EXIT = True  # read-only: main() may skip interpreter teardown
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--count", default="1", metavar="N", help="how many GPUs (default 1)")

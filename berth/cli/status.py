@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 HELP = "show GPUs, their processes and who holds them"
 
+FAST_EXIT = True  # read-only: main() may skip interpreter teardown
+
 # Other parts of berth add sections to this screen (claims, the daemon's queue) by naming a
 # function here as "module:function". It gets (gpus, cfg) and returns a Section or None; a
 # module that cannot be imported is skipped, so the list may name parts not installed.
