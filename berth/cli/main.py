@@ -65,14 +65,40 @@ def _load(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name])
 
 
+def _columns() -> int:
+    """Terminal width for help text, without argparse's `shutil` import (which drags in
+    bz2/lzma: milliseconds on every command, since argparse builds a formatter per option)."""
+    import os
+
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+
+
 def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
     import argparse
+
+    class Formatter(argparse.RawDescriptionHelpFormatter):
+        def __init__(
+            self,
+            prog: str,
+            indent_increment: int = 2,
+            max_help_position: int = 24,
+            width: int | None = None,
+        ) -> None:
+            width = _columns() - 2 if width is None else width
+            super().__init__(prog, indent_increment, max_help_position, width)
 
     p = argparse.ArgumentParser(
         prog=f"berth {name}",
         description=getattr(module, "HELP", None),
         epilog=module.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     module.add_arguments(p)
     return p
