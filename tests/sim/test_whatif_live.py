@@ -3,62 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from helpers import wait_until
 
 from berth.client import Client
-from berth.errors import BerthError
 
-WORKLOAD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fakenvml", "workload.py")
-
-
-@pytest.fixture
-def live(fake_gpus: Any) -> Iterator[tuple[Any, str, Any]]:
-    fake_gpus.setup(n=2, memory="80G")
-    sockdir = tempfile.mkdtemp(prefix="bw-", dir="/tmp")
-    sock = os.path.join(sockdir, "d.sock")
-    env = {**fake_gpus.env, "BERTH_SOCKET": sock}
-    os.environ["BERTH_SOCKET"] = sock
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-    def answers() -> bool:
-        assert proc.poll() is None, "daemon exited"
-        try:
-            with Client(sock) as c:
-                c.call("ping")
-            return True
-        except BerthError:
-            return False
-
-    try:
-        wait_until(answers, timeout=15, message="daemon answers")
-        yield env, sock, fake_gpus
-    finally:
-        try:
-            with Client(sock) as c:
-                ids = [r["id"] for r in c.call("queue")["jobs"]]
-                if ids:
-                    c.call("cancel", job_ids=ids)
-        except BerthError:
-            pass
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(sockdir, ignore_errors=True)
+from .conftest import WORKLOAD
 
 
 def test_what_if_predicts_from_time_limits(live: tuple[Any, str, Any]) -> None:
