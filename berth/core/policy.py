@@ -107,7 +107,9 @@ def schedule(
     - ``profile``: the demand distribution for the ``packer`` (default: the pending requests).
     - ``usage``: fairshare's extra per-tenant usage, in GPUs (e.g. a decayed average held).
     - ``explain``: fill ``Decisions.pending`` with a reason for every job not started (the
-      simulator turns it off for speed, which also lets the pass stop once nothing fits).
+      simulator turns it off for speed, which also lets the pass stop once nothing fits; the
+      jobs after that point then get no ``Cancel`` for a failed dependency and no ``wakeup``
+      for their backoff: run an explaining pass when dependencies may have failed).
     - ``presorted``: ``pending`` is already in :func:`order_key` order (the simulator keeps it so).
     """
     check_policy(policy, placement)
