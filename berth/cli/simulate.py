@@ -8,14 +8,14 @@
       --placement first-fit,best-fit,packer
   # the FGD packing experiment: allocation ratio when 100% of capacity has arrived
   berth simulate openb_pod_list_default.csv --fill --inventory openb_node_list_gpu_node.csv
-  # last month of this machine's own queue (the daemon's store export, JSON lines)
-  berth simulate jobs.jsonl --format berth --inventory 8 --time-limits keep
+  # this machine's own past queue: the daemon's job store (read-only) or JSON lines of jobs
+  berth simulate ~/.local/state/berth/berth.db --inventory 8 --time-limits keep --policy all
   # when will my queued jobs start? and a job I am about to submit?
   berth simulate --what-if
   berth simulate --what-if -g 2 -t 4:00:00
 
-Trace formats: philly (philly.csv), itp (ITP clusterNN.csv), openb (pod lists), berth (JSON
-lines of jobs); --format auto guesses from the header. Inventories: 8 (one host), 8:40G,
+Trace formats: philly (philly.csv), itp (ITP clusterNN.csv), openb (pod lists), berth (the
+daemon's berth.db, or JSON lines of jobs); --format auto guesses from the header. Inventories: 8 (one host), 8:40G,
 8x8 (nodes x GPUs), or an openb node-list CSV. Load scaling: --scale stretch (time-stretch
 submit times) or thin (drop jobs at random). Time limits (traces have none): exact (the
 duration, an oracle), round (rounded up to 10m/30m/1h/2h/4h/8h/1d/2d/7d), factor:F, none.

@@ -9,8 +9,9 @@ Formats (``read(path, fmt)``; ``fmt="auto"`` guesses from the header):
 - ``openb``: Alibaba openb pod lists (``num_gpu``, ``gpu_milli``, ``cpu_milli``,
   ``memory_mib``, ``creation_time``, ``deletion_time``); GPU demand is ``num_gpu`` or, for
   one-GPU pods, ``gpu_milli / 1000``; duration is the pod's lifetime; tenant is ``qos``.
-- ``berth``: JSON lines of ``Job.to_dict()`` (the daemon's store export); a job's duration is
-  its last attempt's run time, so an admin can replay last month's real queue.
+- ``berth``: JSON lines of ``Job.to_dict()``, or the daemon's SQLite store itself
+  (``berth.db`` in its state directory, opened read-only); a job's duration is what its
+  attempts ran, so an admin can replay last month's real queue.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def read(path: str, fmt: str = "auto", *, shift: bool = True) -> list[SimJob]:
     ``shift=False``: keep the trace's own origin, to merge traces whose origins line up)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown trace format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if path.endswith(".db") and fmt in ("auto", "berth"):
+        return normalise(_berth(_store_rows(path)), shift)
     try:
         with open(path, encoding="utf-8", newline="") as f:
             first = f.readline()
@@ -161,3 +164,17 @@ def _berth(f: Iterable[str]) -> list[SimJob]:
             job.name,
         ))  # fmt: skip
     return out
+
+
+def _store_rows(path: str) -> list[str]:
+    """The job JSON of every row of a daemon's store (read-only; the daemon may be running)."""
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return [row[0] for row in db.execute("SELECT data FROM jobs ORDER BY id")]
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise UsageError(f"cannot read berth's job store {path!r}: {e}") from None

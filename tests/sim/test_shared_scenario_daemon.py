@@ -53,3 +53,12 @@ def test_daemon_starts_the_scenario_in_the_simulators_waves(live: tuple[Any, str
     assert [waves[t] for t in sorted(waves)] == [set(w) for w in sc["waves"]]
     placed = {names[i]: job["attempts"][0]["gpus"] for i, job in jobs.items()}
     assert placed == sc["gpus_of"]
+    # and the daemon's own store replays in the simulator (berth simulate berth.db)
+    import os
+
+    from berth.sim import traces
+
+    replay = traces.read(os.path.join(fake.state_dir, "berth.db"))
+    assert sorted((j.name, j.gpus) for j in replay) == sorted(
+        (j["name"], float(j["gpus"])) for j in sc["jobs"]
+    )

@@ -109,3 +109,20 @@ def test_time_limit_models() -> None:
     assert [j.time_limit for j in workload.time_limits(js, "none")] == [None, None]
     with pytest.raises(UsageError, match="unknown time-limit model"):
         workload.time_limits(js, "sometimes")
+
+
+def test_berth_store_replay(tmp_path: Path) -> None:
+    import sqlite3
+
+    a = Job(id=3, submit_time=50.0, request=Request(gpus=2), user="bo")
+    transition(a, State.RUNNING, now=60.0, gpus=(0, 1))
+    transition(a, State.FAILED, now=160.0, exit_code=1)
+    db = sqlite3.connect(tmp_path / "berth.db")
+    db.execute("CREATE TABLE jobs(id INTEGER PRIMARY KEY, data TEXT NOT NULL)")
+    db.execute("INSERT INTO jobs VALUES (3, ?)", (json.dumps(a.to_dict()),))
+    db.commit()
+    db.close()
+    jobs = traces.read(str(tmp_path / "berth.db"))
+    assert [(j.gpus, j.duration, j.tenant) for j in jobs] == [(2.0, 100.0, "bo")]
+    with pytest.raises(UsageError, match="cannot read berth's job store"):
+        traces.read(str(tmp_path / "missing.db"))
