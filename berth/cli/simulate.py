@@ -15,8 +15,8 @@
   berth simulate --what-if -g 2 -t 4:00:00
 
 Trace formats: philly (philly.csv), itp (ITP clusterNN.csv), openb (pod lists), berth (the
-daemon's berth.db, or JSON lines of jobs); --format auto guesses from the header. Inventories: 8 (one host), 8:40G,
-8x8 (nodes x GPUs), or an openb node-list CSV. Load scaling: --scale stretch (time-stretch
+daemon's berth.db, or JSON lines of jobs); --format auto guesses from the header.
+Inventories: 8 (one host), 8:40G, 8x8 (nodes x GPUs), or an openb node-list CSV. Load scaling: --scale stretch (time-stretch
 submit times) or thin (drop jobs at random). Time limits (traces have none): exact (the
 duration, an oracle), round (rounded up to 10m/30m/1h/2h/4h/8h/1d/2d/7d), factor:F, none.
 Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced (the default); the first
