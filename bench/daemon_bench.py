@@ -33,17 +33,25 @@ from berth.errors import BerthError  # noqa: E402
 
 class Daemon:
     def __init__(self, gpus: int) -> None:
-        self.dir = tempfile.mkdtemp(prefix="bb-", dir="/tmp")
+        self.dir = tempfile.mkdtemp(prefix="bb-", dir=os.environ.get("BENCH_DIR", "/tmp"))
         cfg = os.path.join(self.dir, "config.toml")
         with open(cfg, "w") as f:
             f.write(f'[inventory]\ngpus = {gpus}\nmemory = "80G"\n')
         self.socket = os.path.join(self.dir, "d.sock")
+        # The claim ledger lives where berth puts it on a real host: /run/berth, a tmpfs
+        # (here /dev/shm, also a tmpfs; BENCH_CLAIMS_ON_DISK=1 keeps it beside the state).
+        on_disk = os.environ.get("BENCH_CLAIMS_ON_DISK") or not os.path.isdir("/dev/shm")
+        self.claims = (
+            os.path.join(self.dir, "claims")
+            if on_disk
+            else tempfile.mkdtemp(prefix="bb-claims-", dir="/dev/shm")
+        )
         self.env = {
             **os.environ,
             "BERTH_CONFIG": cfg,
             "BERTH_SOCKET": self.socket,
             "BERTH_STATE_DIR": os.path.join(self.dir, "state"),
-            "BERTH_CLAIMS_DIR": os.path.join(self.dir, "claims"),
+            "BERTH_CLAIMS_DIR": self.claims,
         }
         os.environ.update({k: self.env[k] for k in ("BERTH_CONFIG", "BERTH_SOCKET")})
         profile = os.environ.get("BENCH_PROFILE")  # a file: run the daemon under cProfile
@@ -100,6 +108,7 @@ class Daemon:
         except (BerthError, subprocess.TimeoutExpired):
             self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.claims, ignore_errors=True)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -172,7 +181,13 @@ def _time_cmd(argv: list[str], env: dict[str, str], runs: int) -> list[float]:
 
 def bench_submit(runs: int = 40) -> dict[str, Any]:
     """(c) `berth submit --hold -- true` (console script) against the floor of any Python
-    client: `python -c 'import argparse, json, socket'`, same interpreter, interleaved."""
+    client: `python -c 'import argparse, json, socket'`, same interpreter, interleaved.
+    berth's bytecode is compiled first, as an installed berth's is (with
+    PYTHONDONTWRITEBYTECODE set, a module edited since its .pyc would be compiled on every
+    run)."""
+    import compileall
+
+    compileall.compile_dir(os.path.join(ROOT, "berth"), quiet=2)
     d = Daemon(gpus=1)
     berth = os.path.join(os.path.dirname(sys.executable), "berth")
     try:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 HELP = "queue a job with the daemon (like sbatch)"
+# Nothing is held once the daemon has answered (the job is durable there): main() may skip
+# interpreter teardown (output is flushed first).
+FAST_EXIT = True
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:

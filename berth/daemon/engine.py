@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from berth.claims.ledger import Lease
     from berth.core.job import Job
     from berth.core.placement import Profile
     from berth.daemon.options import Options
     from berth.daemon.resources import Resources
     from berth.daemon.spawner import Spawner
     from berth.daemon.store import Store
+    from berth.daemon.writer import Writer
 
 log = logging.getLogger("berth.daemon")
 
@@ -78,8 +80,13 @@ class Engine:
         self._inserts: list[tuple[Job, dict[str, Any], asyncio.Future[None] | None]] = []
         self._dirty: dict[int, tuple[Job, dict[str, Any]]] = {}
         self._after_commit: list[Callable[[], None]] = []
+        self._on_fail: list[Callable[[], None]] = []  # instead of _after_commit, on failure
         self._flush_armed = False
         self.spawner: Spawner | None = None
+        self.writer: Writer | None = None  # commits on its own thread (else: on the loop)
+        self._in_flight = False  # a batch is being committed by the writer
+        self.committing: dict[int, Lease] = {}  # started, waiting for the write-ahead commit
+        self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
         self.launching: dict[int, tuple[str, int, str]] = {}  # job -> run file, attempt, lease
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
@@ -139,7 +146,7 @@ class Engine:
         self._deps_dirty = False
         running = self._running()
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
-        own_leases = {r.lease for r in self.runs.values() if r.lease}
+        own_leases = self._own_leases()
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         with ledger.locked():
@@ -176,10 +183,17 @@ class Engine:
             if doomed is not None and doomed.state is State.PENDING:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
 
+    def _own_leases(self) -> set[str]:
+        """Claims of our own jobs (running, being forked, or waiting for their commit)."""
+        out = {r.lease for r in self.runs.values() if r.lease}
+        out.update(lease for _, _, lease in self.launching.values())
+        out.update(lease.lease_id for lease in self.committing.values())
+        return out
+
     def _running(self) -> list[Job]:
         """Jobs holding GPUs: watched, or being launched (not a scan of the whole queue)."""
         out = []
-        for job_id in (*self.runs, *self.launching):
+        for job_id in (*self.runs, *self.launching, *self.committing):
             job = self.jobs.get(job_id)
             if job is not None and job.state in (State.RUNNING, State.COMPLETING):
                 out.append(job)
@@ -190,7 +204,7 @@ class Engine:
         if not self.res.inventory:
             return False
         held: dict[int, float] = {}
-        for job_id in (*self.runs, *self.launching):
+        for job_id in (*self.runs, *self.launching, *self.committing):
             job = self.jobs.get(job_id)
             if job is None or not job.attempts:
                 continue
@@ -243,7 +257,7 @@ class Engine:
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
-        own_leases = {r.lease for r in self.runs.values() if r.lease}
+        own_leases = self._own_leases()
         lstate = self.res.ledger.scan(bodies=True)
         decisions = schedule(
             pending,
@@ -289,8 +303,22 @@ class Engine:
             )  # fmt: skip
             job.extra["lease"] = lease.lease_id
             self.save(job, launched=len(job.attempts))
-        self.flush(force=True)  # write-ahead: RUNNING + launched is durable before any fork
+            self.committing[job.id] = lease
+        # Write-ahead: RUNNING + launched is durable before any fork. The forks follow the
+        # commit (the loop serves meanwhile); a failed commit releases the claims instead.
+        self._after_commit.append(lambda: self._fork(launches))
+        self._on_fail.append(lambda: self._not_launched(launches))
+        self.flush(force=True)
+
+    def _not_launched(self, launches: list[tuple[Job, Any]]) -> None:
+        for job, (_start, lease) in launches:
+            self.committing.pop(job.id, None)
+            lease.release()
+            self._launch_failed(job, "the state database could not record its start")
+
+    def _fork(self, launches: list[tuple[Job, Any]]) -> None:
         for job, (start, lease) in launches:
+            self.committing.pop(job.id, None)
             attempt = len(job.attempts)
             path = supervisor.run_file(self.run_dir, job.id, attempt)
             try:
@@ -311,7 +339,11 @@ class Engine:
                 self._launch_failed(job, str(e))
                 continue
             lease.detach()  # the supervisor and the job hold the claim now
-            self._watch(job.id, pid, os.pidfd_open(pid), path, attempt, lease.lease_id)
+            pidfd = os.pidfd_open(pid)
+            self._watch(job.id, pid, pidfd, path, attempt, lease.lease_id)
+            if job.id in self.cancel_on_start:
+                self.cancel_on_start.discard(job.id)
+                supervisor.terminate(pidfd)
 
     def on_spawner_reply(self) -> None:
         """The fork server answered: watch the new supervisors."""
@@ -411,6 +443,7 @@ class Engine:
             if job.state is not State.COMPLETED:
                 self._deps_dirty = True
             del self.jobs[job.id]
+            self.settling[job.id] = job
             self.finished_states[job.id] = job.state
             self.reasons.pop(job.id, None)
             waiters = self.waiters.pop(job.id, [])
@@ -442,32 +475,98 @@ class Engine:
             self.loop.call_soon(self.flush)
 
     def flush(self, force: bool = False) -> None:
-        """Commit every queued change in one transaction, then act on it."""
+        """Commit every queued change in one transaction, then act on it. With a writer the
+        commit happens on its thread and this returns at once: the follow-ups run when it is
+        durable, and what changes meanwhile waits for the next commit (one in flight)."""
         self._flush_armed = False
-        if self._pass_soon and not force:
-            return  # the pass about to run commits it all in one transaction
+        if self._in_flight or (self._pass_soon and not force):
+            return  # the commit in flight (or the pass about to run) takes it
         inserts, dirty, after = self._inserts, self._dirty, self._after_commit
+        on_fail = self._on_fail
         if not (inserts or dirty or after):
             return
-        self._inserts, self._dirty, self._after_commit = [], {}, []
-        if inserts or dirty:
+        self._inserts, self._dirty, self._after_commit, self._on_fail = [], {}, [], []
+        saved = [job for job, _ in dirty.values()]
+        if not (inserts or dirty):
+            self._committed(None, inserts, saved, after, on_fail)
+            return
+        from berth.daemon.store import Store
+
+        batch = []
+        if inserts:
+            rows = [Store.insert_row(job.to_dict(), spec) for job, spec, _ in inserts]
+            batch.append((Store.INSERT_SQL, rows))
+        if dirty:
+            rows = [
+                Store.save_row(job.to_dict(), cols.get("ended_at"), cols.get("launched"))
+                for job, cols in dirty.values()
+            ]
+            batch.append((Store.SAVE_SQL, rows))
+        if self.writer is None:
+            error: BaseException | None = None
             try:
-                with self.store.tx():
-                    for job, spec, _ in inserts:
-                        self.store.insert_job(job.to_dict(), spec)
-                    for job, cols in dirty.values():
-                        self.store.save_job(job.to_dict(), **cols)
+                with self.store.tx() as db:
+                    for sql, many in batch:
+                        db.executemany(sql, many)
             except Exception as e:
-                for job, _, fut in inserts:
-                    self.jobs.pop(job.id, None)
-                    if fut is not None and not fut.done():
-                        fut.set_exception(e)
-                raise
-        for _, _, fut in inserts:
-            if fut is not None and not fut.done():
-                fut.set_result(None)
-        for action in after:
-            action()
+                error = e
+            self._committed(error, inserts, saved, after, on_fail)
+            return
+        self._in_flight = True
+        self.writer.submit(
+            batch, lambda error: self._committed(error, inserts, saved, after, on_fail, True)
+        )
+
+    def _committed(
+        self,
+        error: BaseException | None,
+        inserts: list[tuple[Job, dict[str, Any], asyncio.Future[None] | None]],
+        saved: list[Job],
+        after: list[Callable[[], None]],
+        on_fail: list[Callable[[], None]],
+        was_in_flight: bool = False,
+    ) -> None:
+        if was_in_flight:
+            self._in_flight = False
+        for job in saved:
+            if self.settling.get(job.id) is job:
+                del self.settling[job.id]
+        if error is not None:
+            log.error("cannot commit to the state database: %s", error)
+            for job, _, fut in inserts:
+                self.jobs.pop(job.id, None)
+                if fut is not None and not fut.done():
+                    fut.set_exception(error)
+            for action in on_fail:
+                action()
+        else:
+            for _, _, fut in inserts:
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
+            for action in after:
+                action()
+        if was_in_flight:
+            self.flush()  # what changed while this batch was being written
+
+    def durable(self) -> asyncio.Future[None]:
+        """A future that completes once every change queued so far is committed."""
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self._after_commit.append(lambda: None if fut.done() else fut.set_result(None))
+        self._on_fail.append(
+            lambda: None if fut.done() else fut.set_exception(OSError("commit failed"))
+        )
+        self._arm_flush()
+        return fut
+
+    async def drain(self) -> None:
+        """Wait until nothing is queued or being committed."""
+        while self._in_flight or self._inserts or self._dirty or self._after_commit:
+            fut = self.durable()
+            self.flush(force=True)
+            try:
+                await fut
+            except OSError:
+                return
 
     # -- control ------------------------------------------------------------------------------
 
@@ -481,7 +580,7 @@ class Engine:
             return "cancelled"
         run = self.runs.get(job.id)
         if run is None:
-            if sig is None and job.id in self.launching:
+            if sig is None and (job.id in self.launching or job.id in self.committing):
                 self.cancel_on_start.add(job.id)
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
                 self.save(job)

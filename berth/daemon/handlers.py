@@ -57,7 +57,7 @@ def user_name(uid: int) -> str:
 
 
 def _find(engine: Engine, job_id: int) -> Job:
-    job = engine.jobs.get(job_id)
+    job = engine.jobs.get(job_id) or engine.settling.get(job_id)
     if job is None:
         data = engine.store.job(job_id)
         if data is None:
@@ -158,7 +158,13 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
     if req.get("all") or (states & FINISHED):
         since = time.time() - 86400
-        rows += [views.row(Job.from_dict(d), None) for d in engine.store.finished_since(since, uid)]
+        settling = [j for j in engine.settling.values() if uid is None or j.uid == uid]
+        rows += [views.row(j, None) for j in settling]
+        rows += [
+            views.row(Job.from_dict(d), None)
+            for d in engine.store.finished_since(since, uid)
+            if d["id"] not in engine.settling
+        ]
     if states:
         names = {s.value for s in states}
         rows = [r for r in rows if r["state"] in names]
@@ -176,7 +182,9 @@ def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     job = _find(engine, req["job_id"])
-    if job.id in engine.jobs:
+    if job.id in engine.settling:  # it has ended: wait until that is durable
+        await engine.durable()
+    elif job.id in engine.jobs:
         fut: asyncio.Future[None] = engine.loop.create_future()
         engine.waiters.setdefault(job.id, []).append(fut)
         try:
@@ -214,7 +222,9 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {"cancelled": done}
 
 
-def _hold_release(engine: Engine, peer: Peer, req: dict[str, Any], holding: bool) -> dict[str, Any]:
+async def _hold_release(
+    engine: Engine, peer: Peer, req: dict[str, Any], holding: bool
+) -> dict[str, Any]:
     jobs = [_owned(engine, peer, i) for i in _ids(req)]
     for job in jobs:
         if job.state is not State.PENDING:
@@ -224,20 +234,20 @@ def _hold_release(engine: Engine, peer: Peer, req: dict[str, Any], holding: bool
                 f"job {job.id} is {job.state.value}: only a pending job can be {verb}",
             )
     now = time.time()
-    with engine.store.tx():
-        for job in jobs:
-            (hold if holding else release)(job, now=now)
-            engine.store.save_job(job.to_dict())
+    for job in jobs:
+        (hold if holding else release)(job, now=now)
+        engine.save(job)  # committed with this turn's group, by the engine's journal
     engine.kick()
+    await engine.durable()  # durable before we answer
     return {"job_ids": [j.id for j in jobs]}
 
 
-def hold_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return _hold_release(engine, peer, req, True)
+async def hold_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    return await _hold_release(engine, peer, req, True)
 
 
-def release_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return _hold_release(engine, peer, req, False)
+async def release_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    return await _hold_release(engine, peer, req, False)
 
 
 def _gpus(engine: Engine, names: list[Any]) -> list[str]:

@@ -127,6 +127,9 @@ async def _main(
     loop.add_reader(spawner.sock.fileno(), engine.on_spawner_reply)
     engine.queue_paused = store.meta("queue_paused") == "1"
     counts = recover(engine)
+    from berth.daemon.writer import Writer
+
+    engine.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
     log.info(
         "berth daemon %d on %s: %s%s",
         os.getpid(),
@@ -164,6 +167,9 @@ async def _main(
     await engine.stop_event.wait()
     srv.close()
     log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
+    await engine.drain()
+    engine.writer.close()
+    engine.writer = None
     with store.tx():
         store.set_meta("running", "0")
     store.close()

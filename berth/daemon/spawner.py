@@ -97,6 +97,13 @@ def _reap(*_: object) -> None:
 
 
 def _serve(sock: socket.socket) -> int:
+    import gc
+
+    # Every object inherited from the daemon goes to the permanent generation, and nothing is
+    # collected in the supervisors: a collection in a forked child would walk (and so copy,
+    # page by page) every object of the parent.
+    gc.collect()
+    gc.freeze()
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the daemon's fate, not a signal, ends us

@@ -124,6 +124,36 @@ class Store:
             ),
         )
 
+    # Batches for :class:`berth.daemon.writer.Writer` (``executemany`` inside one transaction).
+    INSERT_SQL = (
+        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    )
+    # ``launched`` is kept when the row's value is NULL (not given).
+    SAVE_SQL = (
+        "UPDATE jobs SET state = ?, ended_at = ?, data = ?, "
+        "launched = COALESCE(?, launched) WHERE id = ?"
+    )
+
+    @staticmethod
+    def insert_row(job: dict[str, Any], spec: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            job["id"],
+            job["uid"],
+            job["user"],
+            job["state"],
+            job["submit_time"],
+            json.dumps(job, separators=(",", ":")),
+            json.dumps(spec, separators=(",", ":")),
+        )
+
+    @staticmethod
+    def save_row(
+        job: dict[str, Any], ended_at: float | None = None, launched: int | None = None
+    ) -> tuple[Any, ...]:
+        data = json.dumps(job, separators=(",", ":"))
+        return (job["state"], ended_at, data, launched, job["id"])
+
     def save_job(self, job: dict[str, Any], ended_at: float | None = None, **extra: Any) -> None:
         """Write a job's new state (inside a transaction). ``extra``: launched, sup_pid."""
         fields: dict[str, Any] = {

@@ -26,6 +26,7 @@ SIGKILL after ``kill_after`` seconds); SIGUSR1 = deliver the signal number writt
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import os
 import select
@@ -97,6 +98,7 @@ def _close_fds(keep: set[int]) -> None:
 
 
 def _supervise(spec: dict[str, Any], fd: int, keep_fds: tuple[int, ...]) -> int:
+    gc.disable()  # short-lived, allocates little: a collection would copy the parent's pages
     os.setsid()
     r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(w)
