@@ -83,3 +83,26 @@ def test_clean_stop_and_start_does_not_pause(daemon):
     daemon.start("--paused-after-crash")
     job_id = daemon.submit(*daemon.workload("--seconds", "0.05"))
     assert daemon.wait_done([job_id])[job_id]["state"] == "COMPLETED"
+
+
+def test_hold_and_release_are_durable_once_answered(daemon):
+    daemon.start()
+    blocker = [daemon.submit(*daemon.workload("--seconds", "60")) for _ in range(4)]
+    held = daemon.submit(*daemon.workload("--seconds", "0.05"))
+    assert daemon.call("hold", job_ids=[held])["job_ids"] == [held]
+    daemon.kill9()  # the moment after the answer
+    daemon.start()
+    assert daemon.job(held)["state"] == "PENDING"
+    assert daemon.job(held)["reason"].startswith("Held")
+    daemon.call("cancel", job_ids=blocker)
+    daemon.call("release", job_ids=[held])
+    assert daemon.wait_done([held])[held]["state"] == "COMPLETED"
+
+
+def test_wait_answers_with_the_final_state(daemon):
+    daemon.start()
+    ids = [daemon.submit(*daemon.workload("--seconds", "0.01")) for _ in range(8)]
+    with daemon.client() as c:
+        for i in ids:
+            reply = c.call("wait", job_id=i, timeout=30)
+            assert reply["finished"] and reply["job"]["state"] == "COMPLETED"

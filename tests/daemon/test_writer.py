@@ -1,0 +1,62 @@
+"""The daemon's committer thread: batches commit in order, durably, and report on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+from berth.daemon.store import open_store
+from berth.daemon.writer import Writer
+
+
+def test_batches_commit_in_order_and_answer_on_the_loop(tmp_path):
+    store = open_store(str(tmp_path))
+    store.close()
+
+    async def main() -> list[tuple[int, BaseException | None, bool]]:
+        loop = asyncio.get_running_loop()
+        writer = Writer(str(tmp_path / "berth.db"), loop)
+        done: list[tuple[int, BaseException | None, bool]] = []
+        futs = []
+        for i in range(5):
+            fut = loop.create_future()
+            futs.append(fut)
+            sql = "INSERT INTO meta(key, value) VALUES (?, ?)"
+
+            def cb(err, i=i, fut=fut):
+                done.append((i, err, asyncio.get_running_loop() is loop))
+                fut.set_result(None)
+
+            writer.submit([(sql, [(f"k{i}", str(i))])], cb)
+        await asyncio.gather(*futs)
+        writer.close()
+        return done
+
+    done = asyncio.run(main())
+    assert done == [(i, None, True) for i in range(5)]
+    db = sqlite3.connect(tmp_path / "berth.db")
+    assert db.execute("SELECT key FROM meta ORDER BY rowid").fetchall() == [
+        (f"k{i}",) for i in range(5)
+    ]
+
+
+def test_a_failed_batch_changes_nothing_and_reports_the_error(tmp_path):
+    open_store(str(tmp_path)).close()
+
+    async def main() -> BaseException | None:
+        loop = asyncio.get_running_loop()
+        writer = Writer(str(tmp_path / "berth.db"), loop)
+        fut: asyncio.Future[BaseException | None] = loop.create_future()
+        batch = [
+            ("INSERT INTO meta(key, value) VALUES (?, ?)", [("a", "1")]),
+            ("INSERT INTO meta(key, value) VALUES (?, ?)", [("a", "2")]),  # duplicate key
+        ]
+        writer.submit(batch, fut.set_result)
+        err = await fut
+        writer.close()
+        return err
+
+    err = asyncio.run(main())
+    assert isinstance(err, sqlite3.IntegrityError)
+    db = sqlite3.connect(tmp_path / "berth.db")
+    assert db.execute("SELECT COUNT(*) FROM meta").fetchone() == (0,)
