@@ -276,6 +276,26 @@ class FakeGpus:
             for stream in (proc.stdout, proc.stderr):
                 if stream:
                     stream.close()
+        self._sweep_workloads()
+
+    def _sweep_workloads(self) -> None:
+        """Kill fake workloads this test started by other means (under `berth run`, queued
+        jobs) that outlived it, so a failed test leaves no process behind."""
+        try:
+            names = os.listdir(self.procs_dir)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"workload.py" not in f.read():
+                        continue  # the pid was reused by something else
+                os.kill(pid, signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                pass
 
 
 def _reset_berth() -> None:

@@ -135,12 +135,34 @@ def main(argv: list[str] | None = None) -> int:
         "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "job": os.environ.get("BERTH_JOB_ID"),
     }
-    registration = None
+    registration: str | None = None
+
+    # Handlers first: a signal that comes right after registration must still unregister.
+    def finish(event: dict[str, object]) -> None:
+        if registration:
+            try:
+                os.unlink(registration)
+            except FileNotFoundError:
+                pass
+        record(args.record, {"event": "end", "time": time.time(), **base, **event})
+
+    def on_signal(signum: int, frame: object) -> None:
+        finish({"signal": signum})
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if args.ignore_term else on_signal)
+
+    # Register and record the start as one step: a signal in between waits until both are done.
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     if uuids:
         registration = register(
             _procs_dir(state_path), uuids, parse_size(args.mem), args.util, args.mem_util, args.kind
         )
     record(args.record, {"event": "start", "time": time.time(), **base}, echo=args.print)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
 
     children = []
     if args.children:
@@ -157,21 +179,6 @@ def main(argv: list[str] | None = None) -> int:
                 subprocess.Popen([sys.executable, __file__, *child_args], env=child_env)
             )
 
-    def finish(event: dict[str, object]) -> None:
-        if registration:
-            try:
-                os.unlink(registration)
-            except FileNotFoundError:
-                pass
-        record(args.record, {"event": "end", "time": time.time(), **base, **event})
-
-    def on_signal(signum: int, frame: object) -> None:
-        finish({"signal": signum})
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN if args.ignore_term else on_signal)
 
     if args.seconds is None:
         while True:
