@@ -65,30 +65,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between GPU reads while waiting (5); claims wake at once",
     )
-    p.add_argument("--min-free", metavar="SIZE", help="at least this much free memory, e.g. 20G")
-    p.add_argument(
-        "--max-util",
-        default="auto",
-        metavar="PCT",
-        help="max utilisation %% (0 if --max-procs is 0)",
+    from berth.cli import filters
+
+    filters.add_arguments(
+        p, order_help="random, free, util, packed or index (default: random; packed for shares)"
     )
-    p.add_argument(
-        "--max-mem-util", default="auto", metavar="PCT", help="max memory-bandwidth utilisation %%"
-    )
-    p.add_argument("--max-power", metavar="WATTS", help="max power draw in W")
-    p.add_argument(
-        "--max-procs", default="0", metavar="N", help="max processes outside berth on the GPU (0)"
-    )
-    p.add_argument("--name", help="GPU name contains this, e.g. A100")
-    p.add_argument("--only", metavar="IDS", help="only these GPUs (wait for them), e.g. 2 or 0,1")
-    p.add_argument("--exclude", metavar="IDS", help="never these GPUs")
-    p.add_argument("--prefer", metavar="IDS", help="these GPUs if they qualify, else others")
-    p.add_argument(
-        "--order",
-        metavar="ORDER",
-        help="random, free, util, packed or index (default: random; packed for shares)",
-    )
-    p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES when choosing")
     p.add_argument("-o", "--out", metavar="FILE", help="write the command's stdout to FILE")
     p.add_argument("-e", "--err", metavar="FILE", help="write the command's stderr to FILE")
     p.add_argument(
@@ -103,18 +84,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command")
 
 
-def _number(text: str, option: str, *, top: float | None = None) -> float:
-    try:
-        value = float(text.rstrip("%Ww"))
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or (top is not None and value > top):
-        raise UsageError(
-            f"{option} {text!r}: expected a number from 0{f' to {top:g}' if top else ''}"
-        )
-    return value
-
-
 def request_from(args: argparse.Namespace) -> Request:
     from berth.lease import build_request
 
@@ -126,28 +95,13 @@ def request_from(args: argparse.Namespace) -> Request:
         raise UsageError(
             f"-g {args.gpus!r}: expected a number of GPUs (1, 2...) or a share below 1 (0.5)"
         )
-    procs = _number(args.max_procs, "--max-procs")
-    if procs != int(procs):
-        raise UsageError(f"--max-procs {args.max_procs!r}: expected a whole number")
-    pct = {
-        key: "auto" if getattr(args, key) == "auto" else _number(getattr(args, key), opt, top=100)
-        for key, opt in (("max_util", "--max-util"), ("max_mem_util", "--max-mem-util"))
-    }
+    from berth.cli import filters
     from berth.units import parse_size
 
     return build_request(
         int(gpus) if gpus >= 1 else gpus,
         mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
-        min_free=None if args.min_free is None else parse_size(args.min_free, what="--min-free"),
-        max_util=pct["max_util"],  # type: ignore[arg-type]
-        max_mem_util=pct["max_mem_util"],  # type: ignore[arg-type]
-        max_power=None if args.max_power is None else _number(args.max_power, "--max-power"),
-        max_procs=int(procs),
-        name=args.name,
-        only=args.only,
-        exclude=args.exclude,
-        order=args.order,
-        prefer=args.prefer,
+        **filters.selection_kwargs(args),
     )
 
 

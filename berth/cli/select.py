@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import sys
 
-from berth.errors import EXIT_OK, EXIT_UNSATISFIED, UsageError
+from berth.errors import EXIT_OK, EXIT_UNSATISFIED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Literal
 
 HELP = "pick idle GPUs and print their ids (for CUDA_VISIBLE_DEVICES)"
 
@@ -42,85 +41,29 @@ FAST_EXIT = True  # read-only: main() may skip interpreter teardown
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--count", default="1", metavar="N", help="how many GPUs (default 1)")
-    p.add_argument("--min-free", metavar="SIZE", help="at least this much free memory, e.g. 20G")
-    p.add_argument(
-        "--max-util",
-        default="auto",
-        metavar="PCT",
-        help="max utilisation %% (default: 0 if --max-procs is 0, else no limit)",
-    )
-    p.add_argument(
-        "--max-mem-util",
-        default="auto",
-        metavar="PCT",
-        help="max memory-bandwidth utilisation %% (default as --max-util)",
-    )
-    p.add_argument("--max-power", metavar="WATTS", help="max power draw in W")
-    p.add_argument("--max-procs", default="0", metavar="N", help="max processes on the GPU (0)")
-    p.add_argument("--name", help="GPU name contains this (case-insensitive), e.g. A100")
-    p.add_argument("--only", metavar="IDS", help="consider only these indices/UUIDs, e.g. 0,2")
-    p.add_argument("--exclude", metavar="IDS", help="never these indices/UUIDs")
-    p.add_argument("--prefer", metavar="IDS", help="these first when they qualify")
-    p.add_argument(
-        "--order",
-        default="random",
-        metavar="ORDER",
-        help="random (default), free (most free memory), util (least used), "
+    from berth.cli import filters
+
+    filters.add_arguments(
+        p,
+        order_help="random (default), free (most free memory), util (least used), "
         "packed (busiest that qualifies), index",
     )
     p.add_argument("--uuid", action="store_true", help="print UUIDs instead of indices")
     p.add_argument("--explain", action="store_true", help="say why each GPU was excluded")
     p.add_argument("--silent", action="store_true", help="print nothing; exit 1 on shortfall")
-    p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES")
-
-
-def _int(text: str, option: str, *, low: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = low - 1
-    if value < low:
-        raise UsageError(f"{option} {text!r}: expected a whole number, {low} or more")
-    return value
-
-
-def _percent(text: str, option: str) -> float | Literal["auto"]:
-    return "auto" if text == "auto" else _float(text, option, top=100)  # type: ignore[return-value]
-
-
-def _float(text: str | None, option: str, *, top: float | None = None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text.rstrip("%Ww"))
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or (top is not None and value > top):
-        bound = f"0 to {top:g}" if top is not None else "0 or more"
-        raise UsageError(f"{option} {text!r}: expected a number, {bound}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.select import ORDERS
+    from berth.cli import filters
 
-    count = _int(args.count, "-n/--count", low=1)
-    if args.order not in ORDERS:
-        raise UsageError(f"--order {args.order!r}: expected one of {', '.join(ORDERS)}")
+    count = filters.whole(args.count, "-n/--count", low=1)
+    options = filters.selection_kwargs(args)
+    options["order"] = options["order"] or "random"
     from berth.api import selection
 
     sel = selection(
         count,
-        min_free=args.min_free,
-        max_util=_percent(args.max_util, "--max-util"),
-        max_mem_util=_percent(args.max_mem_util, "--max-mem-util"),
-        max_power=_float(args.max_power, "--max-power"),
-        max_procs=_int(args.max_procs, "--max-procs", low=0),
-        name=args.name,
-        only=args.only,
-        exclude=args.exclude,
-        order=args.order,
-        prefer=args.prefer,
+        **options,
         all=args.all,
         telemetry=False,  # only ids are printed: read what the filters need, start fast
     )
