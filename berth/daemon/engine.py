@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("berth.daemon")
 
+MAX_SPARES = 256  # used run files kept for reuse
+
 
 class Run:
     """Runtime handles of one running attempt (never persisted)."""
@@ -60,6 +62,14 @@ class Engine:
         self.loop = loop
         self.run_dir = os.path.join(opts.state_dir, "run")
         os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
+        # Run files of ended attempts, kept for reuse (see supervisor.open_run_file).
+        self.spares = [
+            os.path.join(self.run_dir, n)
+            for n in os.listdir(self.run_dir)
+            if n.startswith(supervisor.SPARE)
+        ][:MAX_SPARES]
+        self._spare_seq = 0
+        self._spare_tag = f"{os.getpid()}-{time.time_ns()}"
         self.jobs: dict[int, Job] = {}  # unfinished jobs
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
@@ -328,12 +338,13 @@ class Engine:
                     spec, job.id, gpus, self._limit(job), self.opts.kill_after,
                     (job.uid, job.gid, job.user),
                 )  # fmt: skip
+                spare = self.spares.pop() if self.spares else None
                 if self.spawner is not None and self.spawner.alive:
-                    self.spawner.request(job.id, attempt, path, ls, list(lease.fds))
+                    self.spawner.request(job.id, attempt, path, ls, list(lease.fds), spare)
                     self.launching[job.id] = (path, attempt, lease.lease_id)
                     lease.detach()  # the message carries the claim now
                     continue
-                pid = supervisor.launch(ls, path, tuple(lease.fds))
+                pid = supervisor.launch(ls, path, tuple(lease.fds), spare)
             except OSError as e:
                 lease.release()
                 self._launch_failed(job, str(e))
@@ -422,7 +433,7 @@ class Engine:
                 sig = result.get("signal")
                 why = f"killed by signal {sig}" if sig else f"exit code {rc}"
                 self._change(job, State.FAILED, end, reason=why, exit_code=rc)
-        self._after_commit.append(lambda: _unlink(path, path + ".sig", path + ".pty"))
+        self._after_commit.append(lambda: self._retire(path))
 
     def _change(
         self,
@@ -608,6 +619,23 @@ class Engine:
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
         self._change(job, State.PREEMPTED, now, reason=why)
+
+    def _retire(self, path: str) -> None:
+        """The attempt's end is durable: its run file becomes a spare (or goes)."""
+        _unlink(path + ".sig", path + ".pty")
+        if len(self.spares) < MAX_SPARES:
+            self._spare_seq += 1
+            name = f"{supervisor.SPARE}{self._spare_tag}.{self._spare_seq}"
+            spare = os.path.join(self.run_dir, name)
+            try:
+                os.rename(path, spare)
+                self.spares.append(spare)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                pass
+        _unlink(path)
 
 
 def _unlink(*paths: str) -> None:

@@ -55,16 +55,54 @@ def run_file(run_dir: str, job_id: int, attempt: int) -> str:
     return os.path.join(run_dir, f"{job_id}.{attempt}")
 
 
-def launch(launch_spec: dict[str, Any], path: str, keep_fds: tuple[int, ...] = ()) -> int:
+SPARE = "spare."  # prefix of a run file kept for reuse (see :func:`open_run_file`)
+
+
+def open_run_file(path: str, spare: str | None = None) -> int:
+    """Create the run file ``path``, empty and locked (``LOCK_EX``); return its descriptor.
+
+    ``spare``: a run file of an ended attempt, kept (renamed to ``spare.N``) instead of
+    removed. It is locked and emptied *before* it takes the new name, so the name never shows
+    another attempt's lines, exactly as a new file would; reusing it spares the filesystem an
+    inode allocation and a removal per job (on ext4 without a journal, allocation skips every
+    recently freed inode, which makes both dear under a stream of short jobs)."""
+    if spare is not None:
+        try:
+            fd = os.open(spare, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.ftruncate(fd, 0)
+                os.rename(spare, path)
+                return fd
+            except OSError:
+                os.close(fd)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def launch(
+    launch_spec: dict[str, Any],
+    path: str,
+    keep_fds: tuple[int, ...] = (),
+    spare: str | None = None,
+) -> int:
     """Fork a supervisor for one attempt; return its pid. ``launch_spec`` holds argv, env,
     cwd, stdout, stderr, time_limit, kill_after, pty. ``keep_fds`` (claim leases) are
-    inherited by the supervisor and the job; the caller closes its own copies if it wants."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    inherited by the supervisor and the job; the caller closes its own copies if it wants.
+    ``spare``: a used run file to recycle as ``path`` (see :func:`open_run_file`)."""
+    fd = open_run_file(path, spare)
     # Control signals stay blocked until the child has its handlers: a cancel sent the moment
     # it is born is kept pending, not fatal.
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             code = 70

@@ -7,6 +7,8 @@ import os
 import records
 from helpers import wait_until
 
+from berth.daemon import supervisor
+
 
 def test_kill9_with_4_running_and_20_waiting_all_finish_once_with_true_codes(daemon):
     daemon.start()
@@ -59,7 +61,10 @@ def test_kill9_while_jobs_run_then_restart_adopts_them(daemon):
     rows = daemon.wait_done(ids)
     assert {r["state"] for r in rows.values()} == {"COMPLETED"}
     assert len([e for e in records.read(daemon.record) if e["event"] == "start"]) == 2
-    assert os.listdir(os.path.join(daemon.state_dir, "run")) == []
+    run_dir = os.path.join(daemon.state_dir, "run")
+    wait_until(  # removed (or kept as spares for reuse) once the ends are durable
+        lambda: all(n.startswith("spare.") for n in os.listdir(run_dir)), message="run files"
+    )
 
 
 def test_paused_after_crash_keeps_the_queue_until_resume_all(daemon):
@@ -106,3 +111,20 @@ def test_wait_answers_with_the_final_state(daemon):
         for i in ids:
             reply = c.call("wait", job_id=i, timeout=30)
             assert reply["finished"] and reply["job"]["state"] == "COMPLETED"
+
+
+def test_run_files_of_ended_attempts_are_reused_empty(daemon):
+    daemon.start()
+    first = [daemon.submit(*daemon.workload("--seconds", "0.01")) for _ in range(4)]
+    daemon.wait_done(first)
+    run_dir = os.path.join(daemon.state_dir, "run")
+    wait_until(lambda: len(os.listdir(run_dir)) == 4, message="4 spares")
+    assert all(n.startswith("spare.") for n in os.listdir(run_dir))
+    spares = {os.stat(os.path.join(run_dir, n)).st_ino for n in os.listdir(run_dir)}
+    second = daemon.submit(*daemon.workload("--seconds", "60"))
+    path = os.path.join(run_dir, f"{second}.1")
+    wait_until(lambda: "job" in supervisor.read_run_file(path), message="job started")
+    assert os.stat(path).st_ino in spares  # a spare took the new name
+    assert supervisor.read_run_file(path).keys() == {"sup", "job"}  # nothing of its past
+    daemon.call("cancel", job_ids=[second])
+    assert daemon.wait_done([second])[second]["state"] == "CANCELLED"
