@@ -41,7 +41,16 @@ class Profile:
     demand* to come cannot use it (one 8-GPU job weighs as much as eight 1-GPU jobs).
     """
 
-    __slots__ = ("_cpu", "_cpu_tail", "_ram", "_ram_tail", "_size", "_size_tail")
+    __slots__ = (
+        "_cpu",
+        "_cpu_tail",
+        "_ram",
+        "_ram_tail",
+        "_size",
+        "_size_tail",
+        "cpu_per_gpu",
+        "ram_per_gpu",
+    )
 
     def __init__(self, demands: Iterable[tuple[float, float, float]]) -> None:
         rows = [(float(s), float(c or 0.0), float(r or 0.0)) for s, c, r in demands]
@@ -49,6 +58,11 @@ class Profile:
         self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
         self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
         self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
+        # what one GPU of the demand to come brings along, on average (GPU-weighted): a node
+        # whose CPU (RAM) left is below its free GPUs x this will strand the difference
+        gpu = sum(s for s, _, _ in rows if s > 0)
+        self.cpu_per_gpu = sum(c for s, c, _ in rows if s > 0) / gpu if gpu else 0.0
+        self.ram_per_gpu = sum(r for s, _, r in rows if s > 0) / gpu if gpu else 0.0
 
     @classmethod
     def of(cls, requests: Iterable[Request]) -> Profile:
@@ -244,4 +258,17 @@ def _node_delta(
         node_free = sum(cap.free[q] for q in cap.node_pos[n])
     before = node_free * profile.p_stranded(before_cpu, before_ram)
     after = (node_free - gpus) * profile.p_stranded(before_cpu - cpu, before_ram - ram)
-    return after - before
+    short = _short(profile, node_free - gpus, before_cpu - cpu, before_ram - ram)
+    return after - before + short - _short(profile, node_free, before_cpu, before_ram)
+
+
+def _short(profile: Profile, free: float, cpu: float, ram: float) -> float:
+    """Free GPUs the node cannot feed: the demand to come brings ``cpu_per_gpu`` cores (and
+    ``ram_per_gpu`` RAM) per GPU, so a node with less CPU (RAM) left than that strands the rest
+    *in aggregate*, however small each next pod is."""
+    short = 0.0
+    if cpu < INF and profile.cpu_per_gpu > 0:
+        short = free - cpu / profile.cpu_per_gpu
+    if ram < INF and profile.ram_per_gpu > 0:
+        short = max(short, free - ram / profile.ram_per_gpu)
+    return short if short > 0.0 else 0.0

@@ -30,6 +30,8 @@ class FillResult:
     seed: int
     capacity: int
     marks: dict[int, float] = field(default_factory=dict)  # arrived % -> allocated %
+    # FGD's own reading: the mean allocated % after each pod whose arrived % rounds to the mark
+    window: dict[int, float] = field(default_factory=dict)
     placed: int = 0
     failed: int = 0
     wall: float = 0.0
@@ -54,6 +56,7 @@ def fill(
     recent: list[Request] = []
     profile: Profile | None = None
     todo = sorted(marks)
+    win: dict[int, list[float]] = {m: [0.0, 0.0] for m in marks}
     wall0 = time.perf_counter()
     order: list[SimJob] = []
     while todo:
@@ -77,9 +80,14 @@ def fill(
         pl = place(cap, req, placement, profile)
         if pl is None:
             res.failed += 1
-            continue
-        cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
-        allocated += pod.gpus
-        res.placed += 1
+        else:
+            cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
+            allocated += pod.gpus
+            res.placed += 1
+        w = win.get(round(100.0 * arrived / total))
+        if w is not None:
+            w[0] += 100.0 * allocated / total
+            w[1] += 1.0
+    res.window = {m: w[0] / w[1] for m, w in win.items() if w[1]}
     res.wall = time.perf_counter() - wall0
     return res

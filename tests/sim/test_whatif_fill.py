@@ -45,3 +45,19 @@ def test_fill_allocation_ratio_is_sane() -> None:
         assert 0 < r.marks[50] <= 50.0 + 1e-9
         assert r.marks[50] <= r.marks[100] <= r.marks[130] <= 100.0
         assert r.marks[50] == 50.0 or r.failed > 0
+
+
+def test_fill_counts_unplaceable_pods_as_arrived_and_goes_on() -> None:
+    """FGD's reading (its artifact's SchedulePods and merge_alloc_discrete.py): a pod that
+    fits nowhere still adds to the arrived demand and the run continues with the next pod;
+    the ratio at a mark is the mean over the pods whose arrived % rounds to it."""
+    nodes = {"n0": Node("n0", 8000.0, 64 * GIB)}
+    inv = [Gpu(i, f"G{i}", "T4", None, True, "n0") for i in range(4)]
+    pods = [SimJob(1, 0, 1, 1.0, cpu=99000.0, ram=GIB),  # never fits: the node has 8 cores
+            SimJob(2, 0, 1, 1.0, cpu=1000.0, ram=GIB)]  # fmt: skip
+    for how in ("first-fit", "best-fit", "packer"):
+        r = fill(pods, (inv, nodes), how, 42, until=200, marks=(100, 200))
+        # each pass over the list brings one of each: 4 of 8 arrived pods fail, 4 are placed
+        assert (r.failed, r.placed) == (4, 4)
+        assert r.marks == {100: 50.0, 200: 100.0}
+        assert r.window == {100: 50.0, 200: 100.0}
