@@ -82,7 +82,7 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     sock = _bind(opts.socket)
     from berth.daemon.spawner import Spawner
 
-    spawner = Spawner()  # forked now, while the daemon is small
+    spawner = Spawner()  # a fresh, small interpreter that forks the supervisors
     try:
         return asyncio.run(_main(opts, cfg, sock, ready, spawner))
     finally:

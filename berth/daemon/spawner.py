@@ -28,19 +28,26 @@ if TYPE_CHECKING:
 
 MAX_MESSAGE = 8 * 1024 * 1024
 MAX_FDS = 64
+READY = b"ready"
 
 
 class Spawner:
     """The daemon's handle on the fork server."""
 
     def __init__(self) -> None:
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        for s in (parent, child):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        parent, child = _pair()
+        pid: int | None = None
         try:
             pid = _start_fresh(child)
         except OSError:
+            pass
+        if pid is not None and not _ready(parent):  # cannot import berth that way?
+            _kill(pid)
+            parent.close()
+            child.close()
+            parent, child = _pair()
+            pid = None
+        if pid is None:  # fork one from the daemon instead (bigger, slower to fork)
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child never returns
                 code = 1
@@ -49,6 +56,8 @@ class Spawner:
                     code = _serve(child)
                 finally:
                     os._exit(code)
+            if not _ready(parent):
+                raise OSError("the supervisor fork server did not start")
         child.close()
         self.pid = pid
         self.sock = parent
@@ -106,6 +115,33 @@ _BOOT = (
 )
 
 
+def _pair() -> tuple[socket.socket, socket.socket]:
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    for s in (parent, child):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    return parent, child
+
+
+def _ready(sock: socket.socket, timeout: float = 15.0) -> bool:
+    """Wait for the fork server's first message, ``ready``."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(16) == READY
+    except OSError:
+        return False
+    finally:
+        sock.settimeout(None)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
 def _start_fresh(child: socket.socket) -> int:
     import sys
 
@@ -161,6 +197,10 @@ def _serve(sock: socket.socket) -> int:
                 os.close(fd)
             except OSError:
                 pass
+    try:
+        sock.send(READY)
+    except OSError:
+        return 0
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, MAX_FDS)
