@@ -35,33 +35,33 @@ class Spawner:
     """The daemon's handle on the fork server."""
 
     def __init__(self) -> None:
-        parent, child = _pair()
-        pid: int | None = None
-        try:
-            pid = _start_fresh(child)
-        except OSError:
-            pass
-        if pid is not None and not _ready(parent):  # cannot import berth that way?
-            _kill(pid)
-            parent.close()
-            child.close()
-            parent, child = _pair()
-            pid = None
-        if pid is None:  # fork one from the daemon instead (bigger, slower to fork)
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child never returns
-                code = 1
-                try:
-                    parent.close()
-                    code = _serve(child)
-                finally:
-                    os._exit(code)
-            if not _ready(parent):
-                raise OSError("the supervisor fork server did not start")
-        child.close()
-        self.pid = pid
-        self.sock = parent
         self.alive = True
+        parent, child = _pair()
+        try:
+            pid: int | None = _start_fresh(child)
+        except OSError:
+            pid = None
+        if pid is not None:
+            child.close()  # so that its death reads as the end of the socket
+            if _ready(parent):
+                self.pid, self.sock = pid, parent
+                return
+            _kill(pid)  # it could not start (cannot import berth that way?)
+            parent.close()
+            parent, child = _pair()
+        # Fork one from the daemon instead (bigger, so each fork of it costs more).
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            code = 1
+            try:
+                parent.close()
+                code = _serve(child)
+            finally:
+                os._exit(code)
+        child.close()
+        if not _ready(parent):
+            raise OSError("the supervisor fork server did not start")
+        self.pid, self.sock = pid, parent
 
     def request(
         self,
