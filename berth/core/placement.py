@@ -10,8 +10,11 @@ put ``prefer``-red GPUs first. They differ in which qualifying GPU (or node) the
   raises the *expected fragmentation* least, where fragmentation of a GPU/node is the free
   capacity that the demand to come could not use. FGD takes the demand from a fixed historical
   workload; berth's :class:`Profile` is built from the live queue (or a trace's recent
-  arrivals) by the caller, ties go to the tightest fit, and node CPU that would strand free
-  GPUs counts as fragmentation too.
+  arrivals) by the caller, ties go to the tightest fit, and node CPU/RAM that would strand free
+  GPUs counts as fragmentation too, two ways: the next pod's CPU/RAM ask may not fit (FGD's
+  view), and *in aggregate* the node must keep the CPU/RAM its free GPUs will need (free GPUs
+  x the demand's cores (RAM) per GPU): CPU-only and CPU-heavy work goes to roomy nodes or to
+  nodes whose GPUs are all taken, not to GPU-rich nodes with just enough CPU for their GPUs.
 """
 
 from __future__ import annotations
