@@ -160,7 +160,7 @@ class Engine:
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         with ledger.locked():
-            lstate = ledger.scan(bodies=True, clean=True)
+            lstate = ledger.scan(bodies=self.res.bodies_needed(), clean=True)
             others = self.res.others(lstate, own_leases, self._job_sids)
             decisions = schedule(
                 pending,
@@ -268,7 +268,7 @@ class Engine:
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
         own_leases = self._own_leases()
-        lstate = self.res.ledger.scan(bodies=True)
+        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed())
         decisions = schedule(
             pending,
             running,

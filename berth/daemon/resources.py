@@ -50,6 +50,12 @@ class Resources:
         self.by_uuid = {s.uuid: s for s in snaps}
         self.inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy) for s in snaps]
 
+    def bodies_needed(self) -> bool:
+        """Whether a ledger scan must read the claims' bodies: only their holders' pids are
+        used, to tell our claimants' GPU processes from others', and only when some GPU
+        shows processes (the names of claim files carry the GPU, share and memory)."""
+        return any(s.processes for s in self.snapshots)
+
     def resolve(self, ident: str) -> GpuSnapshot | None:
         """A GPU named by index, full UUID or UUID prefix."""
         ident = ident.strip()
