@@ -324,7 +324,8 @@ class Engine:
         for job, (_start, lease) in launches:
             self.committing.pop(job.id, None)
             lease.release()
-            self._launch_failed(job, "the state database could not record its start")
+            if self.jobs.get(job.id) is job:  # (a job whose insert failed is gone already)
+                self._launch_failed(job, "the state database could not record its start")
 
     def _fork(self, launches: list[tuple[Job, Any]]) -> None:
         for job, (start, lease) in launches:
