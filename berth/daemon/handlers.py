@@ -16,12 +16,14 @@ from berth.core.transition import hold, release
 from berth.daemon import protocol, views
 from berth.daemon.launcher import expand_pattern
 from berth.daemon.protocol import ProtocolError
+from berth.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from typing import Any
 
+    from berth.core.inventory import Gpu
     from berth.daemon.engine import Engine
 
     Handler = Callable[
@@ -113,6 +115,7 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         prefer=tuple(spec.get("prefer") or ()),
         name=spec.get("name_filter"),
     )
+    _check_fits(engine.res.inventory, request)
     now = time.time()
     job_id = engine.next_id
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
@@ -139,6 +142,31 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
     engine.next_id = job_id + 1
     await engine.insert(job, spec)  # durable before we answer
     return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
+
+
+def _check_fits(inventory: list[Gpu], request: Request) -> None:
+    """Refuse, before anything is stored, a request no GPU set here could ever satisfy (more
+    GPUs than there are, more memory than any card has): it would wait for ever."""
+    if not inventory:
+        return
+    gpus = [g for g in inventory if request.gpu_ids is None or g.index in request.gpu_ids]
+    if request.name:
+        gpus = [g for g in gpus if request.name.lower() in g.name.lower()]
+    if request.mem is not None:
+        known = [g.memory_total for g in gpus if g.memory_total is not None]
+        if known and max(known) < request.mem:
+            raise ProtocolError(
+                protocol.BAD_REQUEST,
+                f"--mem {format_size(request.mem)}: no GPU here has that much memory "
+                f"(largest {format_size(max(known))})",
+            )
+    if request.count > len(gpus):
+        which = " matching --gpu-ids/--gpu-name" if len(gpus) < len(inventory) else ""
+        raise ProtocolError(
+            protocol.BAD_REQUEST,
+            f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; "
+            "ask for fewer",
+        )
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -100,6 +100,20 @@ def test_bad_submissions_change_nothing(daemon):
     assert daemon.call("queue", all=True)["jobs"] == []
 
 
+def test_requests_that_could_never_run_are_refused_at_submit(daemon):
+    daemon.start()  # 4 GPUs of 80 GiB
+    for args, needle in (
+        (["-g", "9"], "this machine has 4 GPU(s)"),
+        (["--mem", "100G"], "no GPU here has that much memory"),
+        (["-g", "2", "--gpu-name", "H100"], "0 GPU(s) matching"),
+    ):
+        out = daemon.berth("submit", *args, "--", "true")
+        assert out.returncode == 2, (args, out.stderr)
+        assert needle in out.stderr, out.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
+    assert daemon.berth("submit", "-g", "4", "--mem", "80G", "--", "true").returncode == 0
+
+
 def test_socket_is_private(daemon):
     daemon.start()
     assert stat.S_IMODE(os.stat(daemon.socket).st_mode) == 0o600
