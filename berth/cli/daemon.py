@@ -26,7 +26,11 @@ HELP = "run the job queue daemon (one per user; jobs survive its restarts)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--socket", help="UNIX socket to serve on")
     p.add_argument("--state-dir", help="directory for the database and job logs")
-    p.add_argument("--policy", help="scheduling policy (default: priority, then submit order)")
+    p.add_argument(
+        "--policy",
+        help="scheduling policy: balanced (default: priority, then wait/sqrt(limit), backfill),"
+        " priority, fifo, fifo-backfill, sjf, fairshare",
+    )
     p.add_argument("--max-job-time", help="time limit of every job, e.g. 24h or 1-00:00:00")
     p.add_argument("--kill-after", help="grace between SIGTERM and SIGKILL (default 30s)")
     p.add_argument("--poll-interval", help="seconds between NVML polls (default 5)")
