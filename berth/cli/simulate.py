@@ -133,8 +133,9 @@ def _fill(args: argparse.Namespace) -> int:
     out: list[dict[str, Any]] = []
     for how in placements:
         runs = [fill(pods, inv, how, s) for s in seeds]
-        marks = sorted(runs[0].marks)
-        mean = {m: sum(r.marks[m] for r in runs) / len(runs) for m in marks}
+        # FGD's reading of a mark: the mean over the pods whose arrived share rounds to it
+        marks = sorted(runs[0].window)
+        mean = {m: sum(r.window[m] for r in runs) / len(runs) for m in marks}
         out.append({"placement": how, "seeds": seeds, "alloc_pct": mean,
                     "wall_s": sum(r.wall for r in runs)})  # fmt: skip
     if args.json:
