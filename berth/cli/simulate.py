@@ -134,8 +134,10 @@ def _fill(args: argparse.Namespace) -> int:
     for how in placements:
         runs = [fill(pods, inv, how, s) for s in seeds]
         # FGD's reading of a mark: the mean over the pods whose arrived share rounds to it
-        marks = sorted(runs[0].window)
-        mean = {m: sum(r.window[m] for r in runs) / len(runs) for m in marks}
+        # (where no pod's share rounds to a mark, as with few large pods: the crossing value)
+        reading = [{**r.marks, **r.window} for r in runs]
+        marks = sorted(set.intersection(*(set(m) for m in reading)))
+        mean = {m: sum(r[m] for r in reading) / len(runs) for m in marks}
         out.append({"placement": how, "seeds": seeds, "alloc_pct": mean,
                     "wall_s": sum(r.wall for r in runs)})  # fmt: skip
     if args.json:
