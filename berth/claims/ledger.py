@@ -216,8 +216,20 @@ def user_name(uid: int) -> str:
 
 def command_line(pid: int | None = None) -> str:
     """The command line of ``pid`` (this process by default), space-joined."""
+    if not pid:  # ours is read once per process (a daemon claims for every job)
+        me = os.getpid()
+        if _own_command[0] != me:
+            _own_command[:] = [me, _read_command_line("self")]
+        return str(_own_command[1])
+    return _read_command_line(str(pid))
+
+
+_own_command: list[int | str] = [-1, ""]  # [pid, its command line]
+
+
+def _read_command_line(pid: str) -> str:
     try:
-        with open(f"/proc/{pid or 'self'}/cmdline", "rb") as f:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().rstrip(b"\0").split(b"\0")
         return " ".join(a.decode("utf-8", "replace") for a in argv)[:500]
     except OSError:

@@ -26,6 +26,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    _signal = signal
+else:
+    import _signal  # per request: signal's wrapper would turn the old mask into enum members
+
+_CHLD = {signal.SIGCHLD}
+
 MAX_MESSAGE = 8 * 1024 * 1024
 MAX_FDS = 64
 READY = b"ready"
@@ -212,7 +218,7 @@ def _serve(sock: socket.socket) -> int:
         reply: dict[str, Any] = {"job": req["job"], "attempt": req["attempt"]}
         pidfd: list[int] = []
         # No reaping between the fork and pidfd_open, so the pid cannot be recycled.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        _signal.pthread_sigmask(signal.SIG_BLOCK, _CHLD)
         try:
             pid = supervisor.launch(req["spec"], req["path"], tuple(fds), req.get("spare"))
             reply["pid"] = pid
@@ -221,7 +227,7 @@ def _serve(sock: socket.socket) -> int:
             if "pid" not in reply:
                 reply["error"] = f"cannot start a supervisor: {e.strerror or e}"
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            _signal.pthread_sigmask(signal.SIG_UNBLOCK, _CHLD)
             for fd in fds:
                 os.close(fd)
         try:
