@@ -82,6 +82,13 @@ def plot(results: Sequence[tuple[str, RunResult]], directory: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     os.makedirs(directory, exist_ok=True)
+    def save(fig: Any, name: str) -> str:
+        path = os.path.join(directory, name)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
     paths = []
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     for label, res in results:
@@ -92,11 +99,7 @@ def plot(results: Sequence[tuple[str, RunResult]], directory: str) -> list[str]:
     ax2.set_ylabel("GPUs allocated / capacity")
     ax2.set_xlabel("days")
     ax1.legend(fontsize=8)
-    path = os.path.join(directory, "timeline.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(save(fig, "timeline.png"))
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, res in results:
         jct = sorted(res.end[i] - j.submit for i, j in enumerate(res.jobs))
@@ -106,9 +109,5 @@ def plot(results: Sequence[tuple[str, RunResult]], directory: str) -> list[str]:
     ax.set_xlabel("JCT (hours, log)")
     ax.set_ylabel("fraction of jobs")
     ax.legend(fontsize=8)
-    path = os.path.join(directory, "jct_cdf.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(save(fig, "jct_cdf.png"))
     return paths
