@@ -16,8 +16,9 @@ import time
 
 from berth.core.states import FINISHED, State
 from berth.core.transition import transition
-from berth.daemon import supervisor
+from berth.daemon import runfile
 from berth.daemon.launcher import launch_spec
+from berth.daemon.pool import Pool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from berth.core.job import Job
     from berth.core.placement import Profile
     from berth.daemon.options import Options
+    from berth.daemon.pool import Slot
     from berth.daemon.resources import Resources
-    from berth.daemon.spawner import Spawner
     from berth.daemon.store import Store
     from berth.daemon.writer import Writer
 
@@ -39,16 +40,19 @@ MAX_SPARES = 256  # used run files kept for reuse
 
 
 class Run:
-    """Runtime handles of one running attempt (never persisted)."""
+    """Runtime handles of one running attempt (never persisted): the supervisor that runs
+    it, either from our pool (``slot``) or adopted from a previous daemon (``pidfd``)."""
 
-    __slots__ = ("attempt", "job_pid", "lease", "path", "pid", "pidfd")
+    __slots__ = ("attempt", "job_pid", "lease", "path", "pidfd", "slot")
 
-    def __init__(self, pid: int, pidfd: int, path: str, attempt: int, lease: str | None) -> None:
-        self.pid = pid
-        self.pidfd = pidfd
+    def __init__(
+        self, path: str, attempt: int, lease: str | None, slot: Slot | None, pidfd: int = -1
+    ) -> None:
         self.path = path
         self.attempt = attempt
         self.lease = lease
+        self.slot = slot
+        self.pidfd = pidfd
         self.job_pid: int | None = None
 
 
@@ -62,11 +66,11 @@ class Engine:
         self.loop = loop
         self.run_dir = os.path.join(opts.state_dir, "run")
         os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
-        # Run files of ended attempts, kept for reuse (see supervisor.open_run_file).
+        # Run files of ended attempts, kept for reuse (see runfile.open_run_file).
         self.spares = [
             os.path.join(self.run_dir, n)
             for n in os.listdir(self.run_dir)
-            if n.startswith(supervisor.SPARE)
+            if n.startswith(runfile.SPARE)
         ][:MAX_SPARES]
         self._spare_seq = 0
         self._spare_tag = f"{os.getpid()}-{time.time_ns()}"
@@ -92,12 +96,11 @@ class Engine:
         self._after_commit: list[Callable[[], None]] = []
         self._on_fail: list[Callable[[], None]] = []  # instead of _after_commit, on failure
         self._flush_armed = False
-        self.spawner: Spawner | None = None
+        self.pool = Pool(loop, self._on_done, self._on_gone)
         self.writer: Writer | None = None  # commits on its own thread (else: on the loop)
         self._in_flight = False  # a batch is being committed by the writer
         self.committing: dict[int, Lease] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
-        self.launching: dict[int, tuple[str, int, str]] = {}  # job -> run file, attempt, lease
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
         self._pass_soon = False
@@ -196,14 +199,13 @@ class Engine:
     def _own_leases(self) -> set[str]:
         """Claims of our own jobs (running, being forked, or waiting for their commit)."""
         out = {r.lease for r in self.runs.values() if r.lease}
-        out.update(lease for _, _, lease in self.launching.values())
         out.update(lease.lease_id for lease in self.committing.values())
         return out
 
     def _running(self) -> list[Job]:
         """Jobs holding GPUs: watched, or being launched (not a scan of the whole queue)."""
         out = []
-        for job_id in (*self.runs, *self.launching, *self.committing):
+        for job_id in (*self.runs, *self.committing):
             job = self.jobs.get(job_id)
             if job is not None and job.state in (State.RUNNING, State.COMPLETING):
                 out.append(job)
@@ -214,7 +216,7 @@ class Engine:
         if not self.res.inventory:
             return False
         held: dict[int, float] = {}
-        for job_id in (*self.runs, *self.launching, *self.committing):
+        for job_id in (*self.runs, *self.committing):
             job = self.jobs.get(job_id)
             if job is None or not job.attempts:
                 continue
@@ -291,7 +293,7 @@ class Engine:
         out = set()
         for r in self.runs.values():
             if r.job_pid is None:
-                r.job_pid = supervisor.read_run_file(r.path).get("job")
+                r.job_pid = runfile.read_run_file(r.path).get("job")
             if r.job_pid is not None:
                 out.add(r.job_pid)
         return out
@@ -328,64 +330,34 @@ class Engine:
                 self._launch_failed(job, "the state database could not record its start")
 
     def _fork(self, launches: list[tuple[Job, Any]]) -> None:
+        """The write-ahead is durable: hand each attempt to a supervisor of its owner."""
         for job, (start, lease) in launches:
             self.committing.pop(job.id, None)
             attempt = len(job.attempts)
-            path = supervisor.run_file(self.run_dir, job.id, attempt)
+            path = runfile.run_file(self.run_dir, job.id, attempt)
+            run_fd = -1
             try:
                 spec = self.store.spec(job.id)
                 gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
-                ls = launch_spec(
-                    spec, job.id, gpus, self._limit(job), self.opts.kill_after,
-                    (job.uid, job.gid, job.user),
-                )  # fmt: skip
-                spare = self.spares.pop() if self.spares else None
-                if self.spawner is not None and self.spawner.alive:
-                    self.spawner.request(job.id, attempt, path, ls, list(lease.fds), spare)
-                    self.launching[job.id] = (path, attempt, lease.lease_id)
-                    lease.detach()  # the message carries the claim now
-                    continue
-                pid = supervisor.launch(ls, path, tuple(lease.fds), spare)
+                owner = (job.uid, job.gid, job.user)
+                ls = launch_spec(spec, job.id, gpus, self._limit(job), self.opts.kill_after)
+                run_fd = runfile.open_run_file(path, self.spares.pop() if self.spares else None)
+                msg = {"job": job.id, "attempt": attempt, "path": path, "spec": ls}
+                slot = self.pool.run(owner, msg, [run_fd, *lease.fds])
             except OSError as e:
                 lease.release()
+                if run_fd >= 0:
+                    _unlink(path)
                 self._launch_failed(job, str(e))
                 continue
+            finally:
+                if run_fd >= 0:
+                    os.close(run_fd)  # the supervisor holds its lock now
             lease.detach()  # the supervisor and the job hold the claim now
-            pidfd = os.pidfd_open(pid)
-            self._watch(job.id, pid, pidfd, path, attempt, lease.lease_id)
+            self.runs[job.id] = Run(path, attempt, lease.lease_id, slot)
             if job.id in self.cancel_on_start:
                 self.cancel_on_start.discard(job.id)
-                supervisor.terminate(pidfd)
-
-    def on_spawner_reply(self) -> None:
-        """The fork server answered: watch the new supervisors."""
-        assert self.spawner is not None
-        for msg, pidfd in self.spawner.replies():
-            job_id = int(msg["job"])
-            path, attempt, lease = self.launching.pop(job_id)
-            job = self.jobs.get(job_id)
-            if job is not None and pidfd is None and "pid" in msg:
-                # Forked, but gone before it could be watched: its run file tells.
-                result = supervisor.read_run_file(path).get("exit")
-                self.record_exit(job, result, path)
-                continue
-            if job is None or pidfd is None:
-                if pidfd is not None:
-                    os.close(pidfd)
-                if job is not None:
-                    self._launch_failed(job, str(msg.get("error")))
-                continue
-            self._watch(job_id, int(msg["pid"]), pidfd, path, attempt, lease)
-            if job_id in self.cancel_on_start:
-                self.cancel_on_start.discard(job_id)
-                supervisor.terminate(pidfd)
-        if not self.spawner.alive:
-            log.error("the supervisor fork server exited; forking supervisors directly")
-            self.loop.remove_reader(self.spawner.sock.fileno())
-            for job_id in list(self.launching):
-                path, attempt, _lease = self.launching.pop(job_id)
-                if not supervisor.supervisor_alive(path) and job_id in self.jobs:
-                    self._launch_failed(self.jobs[job_id], "the fork server died")
+                self.pool.order(slot, job.id, attempt, "term")
 
     def _launch_failed(self, job: Job, why: str) -> None:
         log.error("job %d: cannot start its supervisor: %s", job.id, why)
@@ -395,27 +367,46 @@ class Engine:
         limits = [t for t in (job.time_limit, self.opts.max_job_time) if t]
         return min(limits) if limits else None
 
-    def _watch(
-        self, job_id: int, pid: int, pidfd: int, path: str, attempt: int, lease: str | None
-    ) -> None:
-        self.runs[job_id] = Run(pid, pidfd, path, attempt, lease)
-        self.loop.add_reader(pidfd, self._on_supervisor_exit, job_id)
-
     # -- endings ------------------------------------------------------------------------------
 
-    def _on_supervisor_exit(self, job_id: int) -> None:
+    def _on_done(self, job_id: int, attempt: int, result: dict[str, Any]) -> None:
+        """A supervisor of our pool says how an attempt ended (its run file says the same)."""
+        run = self.runs.get(job_id)
+        if run is None or run.attempt != attempt:
+            return
+        del self.runs[job_id]
+        self.record_exit(self.jobs[job_id], result, run.path, leftovers=False)
+
+    def _on_gone(self, job_id: int, attempt: int, why: str, started: bool) -> None:
+        """The supervisor running an attempt died, or never came to be."""
+        run = self.runs.get(job_id)
+        if run is None or run.attempt != attempt:
+            return
+        del self.runs[job_id]
+        job = self.jobs[job_id]
+        info = runfile.read_run_file(run.path)
+        if "exit" in info:
+            self.record_exit(job, info["exit"], run.path)
+        elif not started or "sup" not in info:
+            # It never reached a supervisor (the run file is as we made it): nothing ran.
+            _unlink(run.path)
+            self._launch_failed(job, why)
+        else:
+            log.error("job %d: %s while running attempt %d", job_id, why, attempt)
+            self.record_exit(job, None, run.path)
+
+    def _on_adopted_exit(self, job_id: int) -> None:
         run = self.runs.pop(job_id)
         self.loop.remove_reader(run.pidfd)
         os.close(run.pidfd)
-        try:
-            os.waitpid(run.pid, os.WNOHANG)
-        except ChildProcessError:
-            pass  # adopted after a restart: not our child
-        result = supervisor.read_run_file(run.path).get("exit")
+        result = runfile.read_run_file(run.path).get("exit")
         self.record_exit(self.jobs[job_id], result, run.path)
 
-    def record_exit(self, job: Job, result: dict[str, Any] | None, path: str) -> None:
-        """Record how an attempt ended (``result`` from its run file; None = unknown)."""
+    def record_exit(
+        self, job: Job, result: dict[str, Any] | None, path: str, leftovers: bool = True
+    ) -> None:
+        """Record how an attempt ended (``result`` from its run file; None = unknown).
+        ``leftovers``: the attempt may have left a ``.sig`` or ``.pty`` file beside it."""
         end = time.time()
         if result is None:
             self._change(job, State.LOST, end, reason="its supervisor died without a record")
@@ -434,7 +425,7 @@ class Engine:
                 sig = result.get("signal")
                 why = f"killed by signal {sig}" if sig else f"exit code {rc}"
                 self._change(job, State.FAILED, end, reason=why, exit_code=rc)
-        self._after_commit.append(lambda: self._retire(path))
+        self._after_commit.append(lambda: self._retire(path, leftovers))
 
     def _change(
         self,
@@ -592,7 +583,7 @@ class Engine:
             return "cancelled"
         run = self.runs.get(job.id)
         if run is None:
-            if sig is None and (job.id in self.launching or job.id in self.committing):
+            if sig is None and job.id in self.committing:
                 self.cancel_on_start.add(job.id)
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
                 self.save(job)
@@ -602,9 +593,15 @@ class Engine:
             if job.state is State.RUNNING:
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
                 self.save(job)
-            supervisor.terminate(run.pidfd)
+            if run.slot is not None:
+                self.pool.order(run.slot, job.id, run.attempt, "term")
+            else:
+                runfile.terminate(run.pidfd)
             return "terminating"
-        supervisor.send_signal(run.path, run.pidfd, sig)
+        if run.slot is not None:
+            self.pool.order(run.slot, job.id, run.attempt, "signal", sig)
+        else:
+            runfile.send_signal(run.path, run.pidfd, sig)
         return f"sent signal {sig}"
 
     # -- restart ------------------------------------------------------------------------------
@@ -612,21 +609,22 @@ class Engine:
     def adopt(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
         """Watch a supervisor left running by a previous daemon."""
         pidfd = os.pidfd_open(pid)
-        if not supervisor.supervisor_alive(path):  # it ended between reading and opening
+        if not runfile.supervisor_alive(path):  # it ended between reading and opening
             os.close(pidfd)
             raise ProcessLookupError(pid)
-        self.runs[job_id] = Run(pid, pidfd, path, attempt, lease)
-        self.loop.add_reader(pidfd, self._on_supervisor_exit, job_id)
+        self.runs[job_id] = Run(path, attempt, lease, None, pidfd)
+        self.loop.add_reader(pidfd, self._on_adopted_exit, job_id)
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
         self._change(job, State.PREEMPTED, now, reason=why)
 
-    def _retire(self, path: str) -> None:
+    def _retire(self, path: str, leftovers: bool = True) -> None:
         """The attempt's end is durable: its run file becomes a spare (or goes)."""
-        _unlink(path + ".sig", path + ".pty")
+        if leftovers:
+            _unlink(path + ".sig", path + ".pty")
         if len(self.spares) < MAX_SPARES:
             self._spare_seq += 1
-            name = f"{supervisor.SPARE}{self._spare_tag}.{self._spare_seq}"
+            name = f"{runfile.SPARE}{self._spare_tag}.{self._spare_seq}"
             spare = os.path.join(self.run_dir, name)
             try:
                 os.rename(path, spare)

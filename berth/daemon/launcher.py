@@ -76,14 +76,9 @@ def launch_spec(
     gpus: list[tuple[int, str]],
     time_limit: float | None,
     kill_after: float,
-    owner: tuple[int, int, str] | None = None,
 ) -> dict[str, Any]:
-    """What the supervisor needs; ``owner`` (uid, gid, user): whom the job runs as."""
-    uid, gid, user = owner if owner is not None else (None, None, None)
+    """What the supervisor needs to run one attempt (whom it runs as is the supervisor's)."""
     return {
-        "uid": uid,
-        "gid": gid,
-        "user": user,
         "argv": build_argv(spec),
         "env": build_env(spec, job_id, gpus),
         "cwd": spec["cwd"],

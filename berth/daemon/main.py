@@ -123,8 +123,8 @@ async def _main(
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)
     engine = Engine(opts, store, res, loop)
-    engine.spawner = spawner
-    loop.add_reader(spawner.sock.fileno(), engine.on_spawner_reply)
+    engine.pool.spawner = spawner
+    loop.add_reader(spawner.sock.fileno(), engine.pool.on_spawner_reply)
     engine.queue_paused = store.meta("queue_paused") == "1"
     counts = recover(engine)
     from berth.daemon.writer import Writer
@@ -155,6 +155,7 @@ async def _main(
 
     def poll() -> None:
         res.poll()
+        engine.pool.sweep(loop.time())
         engine.kick()
         loop.call_later(opts.poll_interval, poll)
 
@@ -168,6 +169,7 @@ async def _main(
     srv.close()
     log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
     await engine.drain()
+    engine.pool.close()  # idle supervisors exit; busy ones finish their attempt first
     engine.writer.close()
     engine.writer = None
     with store.tx():

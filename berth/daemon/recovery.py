@@ -21,7 +21,7 @@ import time
 
 from berth.core.job import Job
 from berth.core.states import State
-from berth.daemon import supervisor
+from berth.daemon import runfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,18 +49,18 @@ def recover(engine: Engine) -> dict[str, int]:
     ):
         engine.finished_states[int(row[0])] = State(row[1])
     for job, attempt in to_settle:
-        path = supervisor.run_file(engine.run_dir, job.id, attempt)
+        path = runfile.run_file(engine.run_dir, job.id, attempt)
         counts[_settle(engine, job, path, attempt)] += 1
     engine.flush(force=True)
     return counts
 
 
 def _settle(engine: Engine, job: Job, path: str, attempt: int) -> str:
-    info = supervisor.read_run_file(path)
+    info = runfile.read_run_file(path)
     if "exit" in info:
         engine.record_exit(job, info["exit"], path)
         return "ended_while_down"
-    if supervisor.supervisor_alive(path):
+    if runfile.supervisor_alive(path):
         pid = _wait_for_pid(path)
         if pid is not None:
             try:
@@ -68,7 +68,7 @@ def _settle(engine: Engine, job: Job, path: str, attempt: int) -> str:
                 return "adopted"
             except ProcessLookupError:
                 pass
-        info = supervisor.read_run_file(path)
+        info = runfile.read_run_file(path)
         if "exit" in info:
             engine.record_exit(job, info["exit"], path)
             return "ended_while_down"
@@ -87,9 +87,9 @@ def _wait_for_pid(path: str, timeout: float = 2.0) -> int | None:
     """The supervisor writes its pid first thing; give a just-forked one a moment."""
     deadline = time.monotonic() + timeout
     while True:
-        pid = supervisor.read_run_file(path).get("sup")
+        pid = runfile.read_run_file(path).get("sup")
         if pid is not None or time.monotonic() > deadline:
             return pid if isinstance(pid, int) else None
-        if not supervisor.supervisor_alive(path):
+        if not runfile.supervisor_alive(path):
             return None
         time.sleep(0.005)

@@ -1,10 +1,10 @@
-"""A fork server for supervisors: a small process, forked from the daemon before it grows,
-that forks each job's supervisor on request.
+"""A fork server for supervisors: a small fresh process, started by the daemon before it
+grows, that forks supervisors (:mod:`berth.daemon.supervisor`) on request.
 
 Why: ``fork()`` of the daemon costs more as its memory grows (100,000 queued jobs), and it
 would run on the daemon's own core. The spawner is small, and forks on the other core while
-the daemon goes on serving. Requests travel over a SOCK_SEQPACKET pair: a JSON message (job
-id, attempt, run file, launch spec) with the claim descriptors attached (SCM_RIGHTS). The
+the daemon goes on serving. Requests travel over a SOCK_SEQPACKET pair: a JSON message (a slot
+number, the owner) with the new supervisor's channel to the daemon attached (SCM_RIGHTS). The
 reply carries the supervisor's pid and a pidfd for it, opened before the spawner could reap
 it, so the daemon can never watch a recycled pid.
 
@@ -42,7 +42,7 @@ class Spawner:
 
     def __init__(self) -> None:
         self.alive = True
-        parent, child = _pair()
+        parent, child = pair()
         try:
             pid: int | None = _start_fresh(child)
         except OSError:
@@ -54,7 +54,7 @@ class Spawner:
                 return
             _kill(pid)  # it could not start (cannot import berth that way?)
             parent.close()
-            parent, child = _pair()
+            parent, child = pair()
         # Fork one from the daemon instead (bigger, so each fork of it costs more).
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child never returns
@@ -69,18 +69,11 @@ class Spawner:
             raise OSError("the supervisor fork server did not start")
         self.pid, self.sock = pid, parent
 
-    def request(
-        self,
-        job_id: int,
-        attempt: int,
-        path: str,
-        spec: dict[str, Any],
-        fds: list[int],
-        spare: str | None = None,
-    ) -> None:
-        msg = {"job": job_id, "attempt": attempt, "path": path, "spec": spec, "spare": spare}
-        data = json.dumps(msg)
-        socket.send_fds(self.sock, [data.encode()], fds)
+    def request(self, slot: int, owner: dict[str, Any], chan: int) -> None:
+        """Ask for a supervisor for ``owner`` serving the channel end ``chan`` (sent along;
+        the caller closes its copy). The reply names ``slot``."""
+        data = json.dumps({"slot": slot, "owner": owner})
+        socket.send_fds(self.sock, [data.encode()], [chan])
 
     def replies(self) -> list[tuple[dict[str, Any], int | None]]:
         """Every reply waiting: (message, pidfd or None). Non-blocking."""
@@ -121,7 +114,7 @@ _BOOT = (
 )
 
 
-def _pair() -> tuple[socket.socket, socket.socket]:
+def pair() -> tuple[socket.socket, socket.socket]:
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     for s in (parent, child):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
@@ -215,12 +208,14 @@ def _serve(sock: socket.socket) -> int:
         if not msg:
             return 0
         req = json.loads(msg)
-        reply: dict[str, Any] = {"job": req["job"], "attempt": req["attempt"]}
+        reply: dict[str, Any] = {"slot": req["slot"]}
         pidfd: list[int] = []
         # No reaping between the fork and pidfd_open, so the pid cannot be recycled.
         _signal.pthread_sigmask(signal.SIG_BLOCK, _CHLD)
         try:
-            pid = supervisor.launch(req["spec"], req["path"], tuple(fds), req.get("spare"))
+            if len(fds) != 1:
+                raise OSError(f"expected one channel, got {len(fds)} descriptors")
+            pid = supervisor.start(fds[0], req["owner"])
             reply["pid"] = pid
             pidfd = [os.pidfd_open(pid)]
         except OSError as e:

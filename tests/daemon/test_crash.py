@@ -7,7 +7,7 @@ import os
 import records
 from helpers import wait_until
 
-from berth.daemon import supervisor
+from berth.daemon import runfile
 
 
 def test_kill9_with_4_running_and_20_waiting_all_finish_once_with_true_codes(daemon):
@@ -123,8 +123,8 @@ def test_run_files_of_ended_attempts_are_reused_empty(daemon):
     spares = {os.stat(os.path.join(run_dir, n)).st_ino for n in os.listdir(run_dir)}
     second = daemon.submit(*daemon.workload("--seconds", "60"))
     path = os.path.join(run_dir, f"{second}.1")
-    wait_until(lambda: "job" in supervisor.read_run_file(path), message="job started")
+    wait_until(lambda: "job" in runfile.read_run_file(path), message="job started")
     assert os.stat(path).st_ino in spares  # a spare took the new name
-    assert supervisor.read_run_file(path).keys() == {"sup", "job"}  # nothing of its past
+    assert runfile.read_run_file(path).keys() == {"sup", "job"}  # nothing of its past
     daemon.call("cancel", job_ids=[second])
     assert daemon.wait_done([second])[second]["state"] == "CANCELLED"

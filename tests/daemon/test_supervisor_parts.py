@@ -8,7 +8,7 @@ import shutil
 import stat
 
 from berth.claims import ledger
-from berth.daemon import supervisor
+from berth.daemon import attempt, supervisor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def test_which_matches_shutil_which(tmp_path: Path) -> None:
     ]
     for path in paths:
         for exe in ("tool", "true", "no-such-command-here"):
-            assert supervisor._which(exe, path) == shutil.which(exe, path=path), (exe, path)
+            assert attempt.which(exe, path) == shutil.which(exe, path=path), (exe, path)
 
 
 def test_encode_is_json() -> None:
@@ -50,7 +50,7 @@ def test_encode_is_json() -> None:
         {"rc": None, "signal": None, "end": float("inf"), "x": [1, 2]},
     ]  # fmt: skip
     for result in results:
-        assert supervisor._encode(result) == json.dumps(result).encode()
+        assert supervisor.encode(result) == json.dumps(result).encode()
 
 
 def test_own_command_line_is_read_once_per_process() -> None:

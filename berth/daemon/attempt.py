@@ -1,0 +1,326 @@
+"""One attempt of one job, run by its supervisor: start the command, wait for it, enforce its
+time limit, carry out orders (terminate, signal), and say how it ended.
+
+The job runs in its own session and process group, in its working directory, with its
+environment, stdin from ``/dev/null`` and its output in its log files (or under a
+pseudo-terminal, see :mod:`berth.daemon.ptyrelay`). It is started with ``posix_spawn``
+(vfork-fast, no Python in the child). When the job's leader exits, whatever it left behind is
+killed: its process group at once, and, since the supervisor is a child subreaper, every other
+descendant too.
+
+Orders come two ways: as messages on the supervisor's channel to the daemon (each names the
+job and attempt, so it can never reach a later job), or, for an adopted attempt, as signals
+(SIGTERM: terminate; SIGUSR1: deliver the signal written in ``<run file>.sig``).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import time
+
+from berth.daemon.ptyrelay import PtyRelay
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Reset to default in the job: whatever the daemon or the fork server ignore or catch.
+JOB_SIGDEF = (
+    signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE,
+    signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTSTP, signal.SIGTTIN,
+    signal.SIGTTOU,
+)  # fmt: skip
+MAX_MESSAGE = 8 * 1024 * 1024
+
+
+class SpawnError(Exception):
+    """The job could not be started (the message says why)."""
+
+
+def which(exe: str, path: str) -> str | None:
+    """``shutil.which(exe, path=path)`` for a bare name on POSIX, in fewer calls: the first
+    executable non-directory ``dir/exe`` along ``path`` (each directory tried once)."""
+    if not path:
+        return None
+    seen = set()
+    for d in path.split(os.pathsep):
+        if d in seen:
+            continue
+        seen.add(d)
+        name = d + exe if not d or d.endswith("/") else f"{d}/{exe}"  # os.path.join
+        try:  # access() first: it answers a missing file without raising
+            if os.access(name, os.X_OK) and not stat.S_ISDIR(os.stat(name).st_mode):
+                return name
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != b"Z":
+                out.append(int(name))
+    return out
+
+
+def kill_leftovers() -> None:
+    """SIGKILL and reap every descendant still alive (they are our children: subreaper)."""
+    for _ in range(100):
+        try:
+            while True:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+        except ChildProcessError:
+            return  # no children at all
+        for child in _children(os.getpid()):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.001)
+
+
+def _open_log(path: str) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:  # its directory is missing: create it
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        return os.open(path, flags, 0o644)
+
+
+class Attempt:
+    """Run one attempt (:meth:`run`). ``chan``: the channel to the daemon, or None once it
+    has hung up; ``wakeup``: the read end of the supervisor's signal wakeup pipe."""
+
+    def __init__(
+        self,
+        msg: dict[str, Any],
+        run_fd: int,
+        claims: tuple[int, ...],
+        chan: socket.socket | None,
+        wakeup: int,
+    ) -> None:
+        self.spec: dict[str, Any] = msg["spec"]
+        self.job: int = msg["job"]
+        self.attempt: int = msg["attempt"]
+        self.path: str = msg["path"]
+        self.run_fd = run_fd
+        self.claims = claims
+        self.chan = chan
+        self.wakeup = wakeup
+        self.relay: PtyRelay | None = None
+        self.cancelled = False
+        self.timed_out = False
+        self.kill_at: float | None = None
+        self.grace = float(self.spec.get("kill_after") or 30.0)
+        self.refused: list[dict[str, Any]] = []  # "run" orders that came while busy
+
+    def _spawn(self) -> int:
+        """Start the job; its executable is looked up in the job's own PATH."""
+        spec = self.spec
+        argv = spec["argv"]
+        try:
+            os.chdir(spec["cwd"])
+        except OSError as e:
+            raise SpawnError(
+                f"cannot enter working directory {spec['cwd']!r}: {e.strerror}"
+            ) from None
+        exe = argv[0]
+        if "/" not in exe:
+            found = which(exe, spec["env"].get("PATH", os.defpath))
+            if found is None:
+                raise SpawnError(f"command not found: {exe!r} (in the job's PATH)")
+            exe = found
+        out = _open_log(spec["stdout"])
+        for fd in self.claims:  # the job holds its claims too
+            os.set_inheritable(fd, True)
+        env = spec["env"]
+        if spec.get("pty"):
+            # The child opens the terminal by name after setsid(): it becomes its controlling
+            # terminal. Output reaches the log through the relay.
+            master, slave = os.openpty()
+            name = os.ttyname(slave)
+            os.close(slave)
+            self.relay = PtyRelay(master, out, self.path + ".pty")
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, name, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+            ]
+            env = {**env, "TERM": env.get("TERM") or "xterm-256color"}
+            err = out
+        else:
+            err = out if spec["stderr"] == spec["stdout"] else _open_log(spec["stderr"])
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out, 1),
+                (os.POSIX_SPAWN_DUP2, err, 2),
+            ]
+        try:
+            return os.posix_spawn(
+                exe, argv, env, file_actions=actions, setsid=True, setsigmask=(),
+                setsigdef=JOB_SIGDEF,
+            )  # fmt: skip
+        except OSError as e:
+            raise SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
+        finally:
+            if self.relay is None:
+                os.close(out)
+                if err != out:
+                    os.close(err)
+
+    def _group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _terminate(self) -> None:
+        """SIGTERM to the job's group now, SIGKILL after the grace; a second order kills."""
+        if self.kill_at is None:
+            self.cancelled = True
+            self._group(signal.SIGTERM)
+            self.kill_at = time.time() + self.grace
+        else:
+            self._group(signal.SIGKILL)
+
+    def run(self) -> dict[str, Any]:
+        start = time.time()
+        result: dict[str, Any] = {
+            "rc": None,
+            "signal": None,
+            "timeout": False,
+            "cancelled": False,
+            "start": start,
+            "end": None,
+            "error": None,
+        }
+        try:
+            self.pid = pid = self._spawn()
+        except (SpawnError, OSError, ValueError) as e:
+            result.update(rc=127, error=str(e), end=time.time())
+            return result
+        os.write(self.run_fd, f"job {pid}\n".encode())
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.register(self.wakeup, select.POLLIN)
+        if self.chan is not None:
+            poller.register(self.chan.fileno(), select.POLLIN)
+        if self.relay is not None:
+            self.relay.register(poller)
+        limit = self.spec.get("time_limit")
+        deadline = start + limit if limit else None
+        while True:
+            wakes = [t for t in (deadline, self.kill_at) if t is not None]
+            timeout = None if not wakes else max(0, int((min(wakes) - time.time()) * 1000) + 1)
+            events = poller.poll(timeout)
+            if any(fd == pidfd for fd, _ in events):
+                break
+            for fd, _ in events:
+                if fd == self.wakeup:
+                    self._on_signals()
+                elif self.chan is not None and fd == self.chan.fileno():
+                    self._on_message(poller)
+                elif self.relay is not None:
+                    self.relay.handle(poller, fd)
+            now = time.time()
+            if deadline is not None and now >= deadline and self.kill_at is None:
+                self.timed_out = True
+                deadline = None
+                self._group(signal.SIGTERM)
+                self.kill_at = now + self.grace
+            if self.kill_at is not None and now >= self.kill_at:
+                self._group(signal.SIGKILL)
+                self.kill_at = now + 3600
+        # The leader has exited but is not reaped yet, so its pgid cannot be reused: kill what
+        # it left behind in its group, then reap.
+        self._group(signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(pidfd)
+        kill_leftovers()
+        if self.relay is not None:
+            self.relay.close()
+        if os.WIFSIGNALED(status):
+            result["signal"] = os.WTERMSIG(status)
+            result["rc"] = 128 + os.WTERMSIG(status)
+        else:
+            result["rc"] = os.waitstatus_to_exitcode(status)
+        result.update(timeout=self.timed_out, cancelled=self.cancelled, end=time.time())
+        return result
+
+    def _on_signals(self) -> None:
+        try:
+            signals = os.read(self.wakeup, 4096)
+        except BlockingIOError:
+            return
+        if signal.SIGTERM in signals:
+            self._terminate()
+        if signal.SIGUSR1 in signals:
+            try:
+                with open(self.path + ".sig") as f:
+                    sig = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                return
+            if sig > 0:
+                self._group(sig)
+
+    def _on_message(self, poller: select.poll) -> None:
+        assert self.chan is not None
+        msg, fds = receive(self.chan)
+        if msg is None:  # the daemon has gone: finish this attempt, take no more
+            poller.unregister(self.chan.fileno())
+            self.chan = None
+            return
+        ours = msg.get("job") == self.job and msg.get("attempt") == self.attempt
+        op = msg.get("op")
+        if op == "run":  # never sent to a busy supervisor; refuse rather than lose it
+            for fd in fds:
+                os.close(fd)
+            self.refused.append(msg)
+        elif op == "term" and ours:
+            self._terminate()
+        elif op == "signal" and ours and int(msg.get("sig") or 0) > 0:
+            self._group(int(msg["sig"]))
+
+
+def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message and the descriptors it carries (close-on-exec); (None, []) at the end."""
+    while True:
+        try:
+            data, anc, _, _ = chan.recvmsg(
+                MAX_MESSAGE, socket.CMSG_SPACE(64 * 4), socket.MSG_CMSG_CLOEXEC
+            )
+            break
+        except InterruptedError:  # pragma: no cover - PEP 475 retries already
+            continue
+        except (ConnectionError, OSError):
+            return None, []
+    fds: list[int] = []
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += list(array.array("i", raw[: len(raw) - len(raw) % 4]))
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        msg = {}
+    return (msg if isinstance(msg, dict) else {}), fds

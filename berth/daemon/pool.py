@@ -1,0 +1,216 @@
+"""The daemon's side of its supervisors: a pool of them per owner, each on its own channel.
+
+An attempt goes to an idle supervisor of the job's owner, or to a new one (forked by the fork
+server, or by the daemon itself if that is gone). The daemon sends the attempt and learns how
+it ended on the supervisor's channel, a SOCK_SEQPACKET pair; messages are JSON:
+
+- daemon -> supervisor: ``{"op": "run", "job", "attempt", "path", "spec"}`` with the run file
+  and the claims attached; ``{"op": "term", "job", "attempt"}`` (SIGTERM to the job's group,
+  SIGKILL after its grace); ``{"op": "signal", "job", "attempt", "sig"}``. Orders name their
+  attempt: one that arrives after it ended is ignored, never applied to the next job.
+- supervisor -> daemon: ``{"op": "done", "job", "attempt", "result"}``, sent after the result
+  is in the run file and the claims and the run file's lock are let go.
+
+End of file on a channel means its supervisor died: the attempt it had (if any) is settled
+from its run file. An idle supervisor is ended by closing its channel, once it has waited
+:data:`IDLE_SECONDS` for work.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+
+from berth.daemon import supervisor
+from berth.daemon.spawner import MAX_MESSAGE, pair
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+    from typing import Any
+
+    from berth.daemon.spawner import Spawner
+
+    Owner = tuple[int | None, int | None, str | None]
+
+log = logging.getLogger("berth.daemon")
+
+IDLE_SECONDS = 30.0
+_REPLY_MAX = 65536  # a `done` message is a few hundred bytes
+
+
+class Slot:
+    """One supervisor, as the daemon sees it."""
+
+    __slots__ = ("attempt", "chan", "id", "idle_since", "job", "owner", "pid", "forked")
+
+    def __init__(self, slot_id: int, owner: Owner, chan: socket.socket) -> None:
+        self.id = slot_id
+        self.owner = owner
+        self.chan = chan
+        self.pid: int | None = None  # known once forked
+        self.forked = False  # forked by the daemon itself (so the daemon reaps it)
+        self.job: int | None = None  # the attempt it runs
+        self.attempt = 0
+        self.idle_since = 0.0
+
+
+class Pool:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_done: Callable[[int, int, dict[str, Any]], None],
+        on_gone: Callable[[int, int, str, bool], None],
+    ) -> None:
+        """``on_done(job, attempt, result)``; ``on_gone(job, attempt, why, started)``: the
+        supervisor of that attempt died (``started``: False if it never existed)."""
+        self.loop = loop
+        self.on_done = on_done
+        self.on_gone = on_gone
+        self.spawner: Spawner | None = None
+        self.idle: dict[Owner, list[Slot]] = {}
+        self.slots: dict[int, Slot] = {}
+        self._seq = 0
+        self._zombies: list[int] = []  # supervisors the daemon forked and has let go
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def run(self, owner: Owner, msg: dict[str, Any], fds: list[int]) -> Slot:
+        """Hand an attempt (``msg`` without its op) and its descriptors (run file first, then
+        the claims) to a supervisor of ``owner``; the caller closes its copies afterwards."""
+        data = json.dumps({"op": "run", **msg}).encode()
+        if len(data) > MAX_MESSAGE:
+            raise OSError(f"its launch spec is too large ({len(data)} bytes)")
+        idle = self.idle.get(owner)
+        slot = idle.pop() if idle else self._new(owner)  # the most recently busy: warm
+        try:
+            socket.send_fds(slot.chan, [data], fds)
+        except OSError:
+            self._close(slot)
+            raise
+        slot.job, slot.attempt = int(msg["job"]), int(msg["attempt"])
+        return slot
+
+    def order(self, slot: Slot, job: int, attempt: int, op: str, sig: int = 0) -> None:
+        """``term`` or ``signal`` the attempt ``job``.``attempt`` that ``slot`` runs."""
+        if slot.job != job or slot.attempt != attempt:
+            return  # it has ended; its result is on its way
+        body = {"op": op, "job": job, "attempt": attempt, "sig": sig}
+        try:
+            slot.chan.send(json.dumps(body).encode(), socket.MSG_DONTWAIT)
+        except OSError as e:  # a dead one is noticed by its end of file
+            log.warning("job %d: cannot reach its supervisor: %s", job, e)
+
+    def _new(self, owner: Owner) -> Slot:
+        self._seq += 1
+        ours, theirs = pair()
+        slot = Slot(self._seq, owner, ours)
+        uid, gid, user = owner
+        spec = {"uid": uid, "gid": gid, "user": user}
+        try:
+            if self.spawner is not None and self.spawner.alive:
+                self.spawner.request(slot.id, spec, theirs.fileno())
+            else:
+                slot.pid = supervisor.start(theirs.fileno(), spec)
+                slot.forked = True
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.slots[slot.id] = slot
+        self.loop.add_reader(ours.fileno(), self._on_readable, slot)
+        return slot
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def on_spawner_reply(self) -> None:
+        """The fork server answered: note pids; a failed fork ends its slot."""
+        spawner = self.spawner
+        assert spawner is not None
+        for msg, pidfd in spawner.replies():
+            if pidfd is not None:
+                os.close(pidfd)  # the channel's end of file tells us of its death
+            slot = self.slots.get(int(msg.get("slot", -1)))
+            if slot is None:
+                continue
+            if "pid" in msg:
+                slot.pid = int(msg["pid"])
+            else:
+                self._gone(slot, str(msg.get("error")), started=False)
+        if not spawner.alive:
+            log.error("the supervisor fork server exited; forking supervisors directly")
+            self.loop.remove_reader(spawner.sock.fileno())
+            # A request it took with it closed that supervisor's channel: its end of file
+            # settles the attempt.
+
+    def _on_readable(self, slot: Slot) -> None:
+        while True:
+            try:
+                data = slot.chan.recv(_REPLY_MAX, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._gone(slot, "its supervisor died", started=True)
+                return
+            try:
+                msg = json.loads(data)
+                job, attempt, result = int(msg["job"]), int(msg["attempt"]), msg["result"]
+            except (ValueError, KeyError, TypeError):
+                log.error("supervisor %s sent a malformed message: %r", slot.pid, data[:200])
+                continue
+            if msg.get("op") != "done" or not isinstance(result, dict):
+                continue
+            if slot.job == job and slot.attempt == attempt:
+                slot.job = None
+                self._idle(slot, self.loop.time())
+            self.on_done(job, attempt, result)
+
+    def _idle(self, slot: Slot, now: float) -> None:
+        slot.idle_since = now
+        self.idle.setdefault(slot.owner, []).append(slot)
+
+    def _gone(self, slot: Slot, why: str, started: bool) -> None:
+        job, attempt = slot.job, slot.attempt
+        self._close(slot)
+        if job is not None:
+            self.on_gone(job, attempt, why, started)
+
+    def _close(self, slot: Slot) -> None:
+        if self.slots.pop(slot.id, None) is None:
+            return
+        self.loop.remove_reader(slot.chan.fileno())
+        slot.chan.close()
+        idle = self.idle.get(slot.owner)
+        if idle and slot in idle:
+            idle.remove(slot)
+        if slot.forked and slot.pid is not None:
+            self._zombies.append(slot.pid)
+        slot.job = None
+
+    # -- upkeep -------------------------------------------------------------------------------
+
+    def sweep(self, now: float) -> None:
+        """End supervisors idle for :data:`IDLE_SECONDS`; reap those the daemon forked."""
+        for idle in list(self.idle.values()):
+            for slot in [s for s in idle if now - s.idle_since >= IDLE_SECONDS]:
+                self._close(slot)  # end of file: it exits
+        self.idle = {k: v for k, v in self.idle.items() if v}
+        left = []
+        for pid in self._zombies:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    left.append(pid)
+            except ChildProcessError:
+                pass
+        self._zombies = left
+
+    def close(self) -> None:
+        """The daemon stops: idle supervisors exit, busy ones finish their attempt first."""
+        for slot in list(self.slots.values()):
+            self._close(slot)
