@@ -28,10 +28,10 @@ USERS = ("berth-test-a", "berth-test-b")
 PRELOAD = (
     "argparse", "ctypes", "errno", "fcntl", "grp", "json", "pwd", "select", "shlex", "struct",
     "tomllib", "urllib.parse", "zlib", "berth.api", "berth.claims.admin", "berth.claims.fairness",
-    "berth.claims.files", "berth.claims.ledger", "berth.claims.paths", "berth.claims.waiting",
-    "berth.claims.wake", "berth.cli.main", "berth.cli.release", "berth.devices",
-    "berth.devices.inventory", "berth.devices.visible", "berth.lease", "berth.select",
-    "berth.units",
+    "berth.claims.files", "berth.claims.lease", "berth.claims.ledger", "berth.claims.paths",
+    "berth.claims.waiting", "berth.claims.wake", "berth.cli.main", "berth.cli.release",
+    "berth.devices", "berth.devices.inventory", "berth.devices.visible", "berth.lease",
+    "berth.select", "berth.units",
 )  # fmt: skip
 
 

@@ -1,0 +1,172 @@
+"""The living claims and waiters at one moment, as a ledger scan reads them, and what they
+hold on each GPU (for selection) or reserve (for fairness). See :mod:`berth.claims.ledger`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from berth.claims import files
+from berth.claims.procs import descends_from, user_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    from berth.devices.model import GpuSnapshot
+    from berth.select import Held
+
+
+class ClaimInfo:
+    """One living claim of one GPU, as read from the ledger."""
+
+    __slots__ = (
+        "command", "corrupt", "gpus", "index", "label", "lease", "memory", "name", "path",
+        "pids", "share", "since", "uid", "user", "uuid",
+    )  # fmt: skip
+
+    def __init__(self, name: str, path: str, parsed: tuple[str, str, float, int]) -> None:
+        self.name = name
+        self.path = path
+        self.uuid, self.lease, self.share, self.memory = parsed
+        self.uid = -1
+        self.user: str | None = None
+        self.pids: list[int] = []
+        self.command: str | None = None
+        self.since: float | None = None
+        self.index: int | None = None
+        self.gpus: list[str] = [self.uuid]
+        self.label: str | None = None
+        self.corrupt = False
+
+    def fill(self, probe: files.Probe) -> None:
+        self.uid = probe.uid
+        self.user = user_name(probe.uid)  # the file's owner is the holder: never the body
+        self.corrupt = probe.corrupt
+        body = probe.body or {}
+        if body.get("lease") != self.lease or body.get("gpu") != self.uuid:
+            self.corrupt = self.corrupt or probe.body is not None
+            body = {}
+        self.pids = [p for p in body.get("pids", []) if isinstance(p, int)]
+        self.command = body.get("command") if isinstance(body.get("command"), str) else None
+        since = body.get("since")
+        self.since = float(since) if isinstance(since, (int, float)) else None
+        self.index = body.get("index") if isinstance(body.get("index"), int) else None
+        gpus = body.get("gpus")
+        if isinstance(gpus, list) and all(isinstance(g, str) for g in gpus):
+            self.gpus = gpus
+        self.label = body.get("label") if isinstance(body.get("label"), str) else None
+        if self.corrupt:
+            self.pids = files.holders(self.path)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("path",)}
+
+
+class WaiterInfo:
+    """One living waiter: its ticket (arrival order) and the capacity it reserves."""
+
+    __slots__ = ("lease", "name", "path", "pid", "reserve", "ticket", "uid", "want")
+
+    def __init__(self, name: str, path: str, ticket: int, lease: str) -> None:
+        self.name, self.path, self.ticket, self.lease = name, path, ticket, lease
+        self.uid = -1
+        self.pid: int | None = None
+        self.want: str | None = None
+        self.reserve: list[tuple[str, float, int]] = []
+
+    def fill(self, probe: files.Probe) -> None:
+        self.uid = probe.uid
+        body = probe.body or {}
+        self.pid = body.get("pid") if isinstance(body.get("pid"), int) else None
+        self.want = body.get("want") if isinstance(body.get("want"), str) else None
+        for item in body.get("reserve", []):
+            if (
+                isinstance(item, list)
+                and len(item) == 3
+                and isinstance(item[0], str)
+                and isinstance(item[1], (int, float))
+                and isinstance(item[2], int)
+            ):
+                self.reserve.append((item[0], float(item[1]), item[2]))
+
+
+class State:
+    """The living claims and waiters (oldest first) at one moment."""
+
+    __slots__ = ("claims", "waiters")
+
+    def __init__(self, claims: list[ClaimInfo], waiters: list[WaiterInfo]) -> None:
+        self.claims = claims
+        self.waiters = waiters
+
+    def held(self, gpus: Sequence[GpuSnapshot] = (), skip: Iterable[str] = ()) -> dict[str, Held]:
+        """GPU uuid -> what berth claims hold on it (but leases ``skip``). The pids include GPU
+        processes that descend from a holder (a training script's workers): berth's own."""
+        from berth.select import Held
+
+        share: dict[str, float] = {}
+        memory: dict[str, int] = {}
+        pids: dict[str, set[int]] = {}
+        skipped = set(skip)
+        for c in self.claims:
+            if c.lease in skipped:
+                continue
+            share[c.uuid] = share.get(c.uuid, 0.0) + c.share
+            memory[c.uuid] = memory.get(c.uuid, 0) + c.memory
+            pids.setdefault(c.uuid, set()).update(c.pids)
+        for g in gpus:
+            own = pids.get(g.uuid)
+            if own and g.processes:
+                for p in g.processes:
+                    if p.pid not in own and descends_from(p.pid, own):
+                        own.add(p.pid)
+        return {u: Held(min(share[u], 1.0), memory[u], pids[u]) for u in share}
+
+    def inherited(self) -> set[str]:
+        """Leases this process works under: ``$BERTH_LEASE`` (set by ``berth run`` for its
+        command) when an ancestor of this process holds it. A script run by ``berth run``
+        that claims GPUs itself (``berth.acquire``, GPUScheduler) may use that capacity
+        instead of waiting for itself forever."""
+        lease = os.environ.get("BERTH_LEASE")
+        if not lease:
+            return set()
+        for c in self.claims:
+            if (
+                c.lease == lease
+                and c.uid == os.geteuid()
+                and descends_from(os.getpid(), set(c.pids))
+            ):
+                return {lease}
+        return set()
+
+    def reserved(self, before: int | None, skip: str | None = None) -> dict[str, Held]:
+        """GPU uuid -> capacity reserved by living waiters older than ticket ``before``
+        (all waiters when None), except the waiter of lease ``skip``."""
+        from berth.select import Held
+
+        out: dict[str, Held] = {}
+        for w in self.waiters:
+            if (before is not None and w.ticket >= before) or w.lease == skip:
+                continue
+            for uuid, share, mem in w.reserve:
+                h = out.get(uuid)
+                out[uuid] = Held(
+                    min(1.0, (h.share if h else 0.0) + share), (h.memory if h else 0) + mem
+                )
+        return out
+
+
+def merge(a: Mapping[str, Held], b: Mapping[str, Held]) -> dict[str, Held]:
+    from berth.select import Held
+
+    out = dict(a)
+    for uuid, h in b.items():
+        g = out.get(uuid)
+        out[uuid] = (
+            h
+            if g is None
+            else Held(min(1.0, g.share + h.share), g.memory + h.memory, g.pids | h.pids)
+        )
+    return out
