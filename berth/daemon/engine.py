@@ -106,6 +106,7 @@ class Engine:
         self._pass_soon = False
         self._order_dirty = True  # a job joined (or rejoined) the queue: re-sort
         self._sorted: list[Job] = []
+        self._left_order = 0  # jobs of _sorted that left PENDING since it was filtered
         self._presorted = False
         self._profile: Profile | None = None
         self._sorted_at = 0.0
@@ -236,6 +237,7 @@ class Engine:
         now = time.time()
         if self._order_dirty or (policy == "balanced" and now - self._sorted_at > 1.0):
             self._order_dirty = False
+            self._left_order = 0
             self._sorted_at = now
             self._sorted = sorted(
                 (j for j in self.jobs.values() if j.state is State.PENDING),
@@ -244,8 +246,18 @@ class Engine:
             self._profile = Profile.of(j.request for j in self._sorted)
             self._presorted = True
             return list(self._sorted)
-        self._sorted = [j for j in self._sorted if j.state is State.PENDING]
-        return list(self._sorted)
+        # Drop the jobs that left the queue since: those that started are nearly always at
+        # its head; a full filter only if some left from elsewhere.
+        order = self._sorted
+        k = 0
+        while k < len(order) and order[k].state is not State.PENDING:
+            k += 1
+        if k:
+            del order[:k]
+        if self._left_order != k:  # (more left, or some left uncounted: be exact)
+            order[:] = [j for j in order if j.state is State.PENDING]
+        self._left_order = 0
+        return list(order)
 
     def _set_reasons(self, decisions: Any) -> None:
         self.reasons = {
@@ -314,6 +326,7 @@ class Engine:
                 mem=start.mem,
             )  # fmt: skip
             job.extra["lease"] = lease.lease_id
+            self._left_order += 1
             self.save(job, launched=len(job.attempts))
             self.committing[job.id] = lease
         # Write-ahead: RUNNING + launched is durable before any fork. The forks follow the
@@ -437,9 +450,12 @@ class Engine:
         exit_code: int | None = None,
     ) -> None:
         """Transition + save (committed with this turn's group) + wake waiters + schedule."""
+        was_pending = job.state is State.PENDING
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
         if job.state is State.PENDING:
             self._order_dirty = True  # requeued or retried
+        elif was_pending:
+            self._left_order += 1
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
         if finished:

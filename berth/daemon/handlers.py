@@ -164,8 +164,7 @@ def _check_fits(inventory: list[Gpu], request: Request) -> None:
         which = " matching --gpu-ids/--gpu-name" if len(gpus) < len(inventory) else ""
         raise ProtocolError(
             protocol.BAD_REQUEST,
-            f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; "
-            "ask for fewer",
+            f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; ask for fewer",
         )
 
 
