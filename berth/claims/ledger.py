@@ -8,8 +8,7 @@ by whoever may remove them (their owner, or root); nothing needs cleaning for co
 
 Parts: :mod:`berth.claims.state` (what a scan reads: claims, waiters, what they hold),
 :mod:`berth.claims.lease` (the claims this process holds), :mod:`berth.claims.procs`
-(process ancestry, user names, command lines). Their names are re-exported here; ``Lease``
-is loaded on first use (``berth select`` and ``berth status`` never claim).
+(process ancestry, user names, command lines). Their names are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import os
 import time
 
 from berth.claims import files
+from berth.claims.lease import Lease
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
 from berth.errors import Refused, UsageError
@@ -29,7 +29,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-    from berth.claims.lease import Lease
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
@@ -213,8 +212,6 @@ class Ledger:
     ) -> Lease:
         """Create the claim files for ``chosen`` (snapshots, or (uuid, index) pairs): all or
         none. Call under :meth:`locked`, after checking capacity."""
-        from berth.claims.lease import Lease
-
         pairs = [
             (g, None) if isinstance(g, str) else (g if isinstance(g, tuple) else (g.uuid, g.index))
             for g in chosen
@@ -277,13 +274,3 @@ class Ledger:
             pairs = [(u, (indices or {}).get(u)) for u in uuids]
             return self.create(pairs, share, mem, label=label, command=command)
 
-
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """``from berth.claims.ledger import Lease``: load :mod:`berth.claims.lease` then."""
-        if name == "Lease":
-            from berth.claims.lease import Lease
-
-            return Lease
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
