@@ -416,13 +416,18 @@ class Engine:
         self.record_exit(self.jobs[job_id], result, run.path)
 
     def record_exit(
-        self, job: Job, result: dict[str, Any] | None, path: str, leftovers: bool = True
+        self,
+        job: Job,
+        result: dict[str, Any] | None,
+        path: str,
+        leftovers: bool = True,
+        lost: str = "its supervisor died without a record",
     ) -> None:
-        """Record how an attempt ended (``result`` from its run file; None = unknown).
-        ``leftovers``: the attempt may have left a ``.sig`` or ``.pty`` file beside it."""
+        """Record how an attempt ended (``result`` from its run file; None = unknown, and
+        ``lost`` says why). ``leftovers``: it may have left a ``.sig`` or ``.pty`` file."""
         end = time.time()
         if result is None:
-            self._change(job, State.LOST, end, reason="its supervisor died without a record")
+            self._change(job, State.LOST, end, reason=lost)
         else:
             end = float(result.get("end") or end)
             rc = result.get("rc")

@@ -113,8 +113,13 @@ async def _main(
     loop = asyncio.get_running_loop()
     store = open_store(opts.state_dir)
     unclean = store.meta("running") == "1"
+    boot = _boot_id()
+    last_boot = store.meta("boot_id")
+    rebooted = unclean and boot is not None and last_boot is not None and last_boot != boot
     with store.tx():
         store.set_meta("running", "1")
+        if boot is not None:
+            store.set_meta("boot_id", boot)
         if unclean and opts.paused_after_crash:
             store.set_meta("queue_paused", "1")
     ledger = Ledger(cfg=cfg)
@@ -126,7 +131,7 @@ async def _main(
     engine.pool.spawner = spawner
     loop.add_reader(spawner.sock.fileno(), engine.pool.on_spawner_reply)
     engine.queue_paused = store.meta("queue_paused") == "1"
-    counts = recover(engine)
+    counts = recover(engine, rebooted)
     from berth.daemon.writer import Writer
 
     engine.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
@@ -135,9 +140,12 @@ async def _main(
         os.getpid(),
         opts.socket,
         ", ".join(f"{k} {v}" for k, v in counts.items()),
-        " (after an unclean stop; queue paused: `berth resume --all`)"
-        if engine.queue_paused
-        else (" (after an unclean stop)" if unclean else ""),
+        (" (the machine restarted since)" if rebooted else "")
+        + (
+            " (after an unclean stop; queue paused: `berth resume --all`)"
+            if engine.queue_paused
+            else (" (after an unclean stop)" if unclean else "")
+        ),
     )
     admin_gid = None
     if cfg.admin_group:
@@ -177,6 +185,15 @@ async def _main(
     store.close()
     watcher.close()
     return 0
+
+
+def _boot_id() -> str | None:
+    """This boot of the machine (a restart of the machine ends every supervisor)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def _on_claims(watcher: object, engine: object) -> None:

@@ -11,6 +11,13 @@ For each RUNNING/COMPLETING job, with ``launched`` = its attempt number:
   ran: requeue it (PREEMPTED, then PENDING at the end of the queue).
 
 Nothing runs twice: a job is requeued only when no supervisor of it can exist.
+
+After a restart of the *machine* (the boot id changed) every supervisor is gone, and a run
+file may have lost its last lines (they are not forced to disk): an attempt without an
+``exit`` line may have ended, may have been cut off, or may never have started, and nobody can
+tell. Such a job is ``LOST`` ("the machine restarted while it ran"), unless it was submitted
+with ``--requeue``: then it goes back to the queue (PREEMPTED), as Slurm requeues batch jobs
+after a node failure.
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("berth.daemon")
 
 
-def recover(engine: Engine) -> dict[str, int]:
-    """Load the queue and settle running jobs. Returns counts for the log."""
+def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
+    """Load the queue and settle running jobs (``rebooted``: the machine restarted since the
+    last daemon ran). Returns counts for the log."""
     store = engine.store
     counts = {"pending": 0, "adopted": 0, "ended_while_down": 0, "requeued": 0, "lost": 0}
     engine.paused = store.paused()
@@ -50,16 +58,25 @@ def recover(engine: Engine) -> dict[str, int]:
         engine.finished_states[int(row[0])] = State(row[1])
     for job, attempt in to_settle:
         path = runfile.run_file(engine.run_dir, job.id, attempt)
-        counts[_settle(engine, job, path, attempt)] += 1
+        counts[_settle(engine, job, path, attempt, rebooted)] += 1
     engine.flush(force=True)
     return counts
 
 
-def _settle(engine: Engine, job: Job, path: str, attempt: int) -> str:
+def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -> str:
     info = runfile.read_run_file(path)
     if "exit" in info:
         engine.record_exit(job, info["exit"], path)
         return "ended_while_down"
+    if rebooted:
+        why = "the machine restarted while it ran"
+        if job.requeue:
+            engine.requeue_unstarted(job, time.time(), why + "; requeued (--requeue)")
+            if os.path.exists(path):
+                os.unlink(path)
+            return "requeued"
+        engine.record_exit(job, None, path, lost=why)
+        return "lost"
     if runfile.supervisor_alive(path):
         pid = _wait_for_pid(path)
         if pid is not None:

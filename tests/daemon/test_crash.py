@@ -128,3 +128,61 @@ def test_run_files_of_ended_attempts_are_reused_empty(daemon):
     assert runfile.read_run_file(path).keys() == {"sup", "job"}  # nothing of its past
     daemon.call("cancel", job_ids=[second])
     assert daemon.wait_done([second])[second]["state"] == "CANCELLED"
+
+
+def _power_loss(daemon) -> None:
+    """Every process of this 'boot' dies at once: the daemon, supervisors, jobs."""
+    import signal
+
+    daemon.kill9()
+    run_dir = os.path.join(daemon.state_dir, "run")
+    for name in os.listdir(run_dir):
+        info = runfile.read_run_file(os.path.join(run_dir, name))
+        for key, kill in (("sup", os.kill), ("job", os.killpg)):
+            if info.get(key):
+                try:
+                    kill(info[key], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    for name in os.listdir(run_dir):
+        path = os.path.join(run_dir, name)
+        wait_until(lambda p=path: not runfile.supervisor_alive(p), message="supervisors die")
+
+
+def test_after_a_machine_restart_running_jobs_are_lost_or_requeued(daemon):
+    import sqlite3
+
+    daemon.start()
+    plain = daemon.submit(*daemon.workload("--seconds", "60"))
+    marker = daemon.fake.root / "runs"
+    again = daemon.submit(
+        "sh", "-c", f'echo x >> {marker}; [ "$(wc -l < {marker})" -ge 2 ] || sleep 60',
+        requeue=True,
+    )  # fmt: skip
+    wait_until(lambda: len(daemon.call("queue", states=["R"])["jobs"]) == 2, message="running")
+    wait_until(lambda: marker.exists(), message="second job started")
+    _power_loss(daemon)
+    # The machine comes back: another boot than the one the daemon recorded.
+    db = sqlite3.connect(os.path.join(daemon.state_dir, "berth.db"))
+    with db:
+        db.execute("UPDATE meta SET value = 'an-earlier-boot' WHERE key = 'boot_id'")
+    db.close()
+    daemon.start()
+    rows = daemon.wait_done([plain, again])
+    assert rows[plain]["state"] == "LOST"
+    assert "machine restarted" in daemon.job(plain)["attempts"][0]["reason"]
+    assert rows[again]["state"] == "COMPLETED"  # requeued, ran again
+    attempts = daemon.job(again)["attempts"]
+    assert [a["outcome"] for a in attempts] == ["PREEMPTED", "COMPLETED"]
+    assert marker.read_text() == "x\nx\n"
+
+
+def test_a_daemon_crash_without_a_machine_restart_never_reruns_an_unrecorded_job(daemon):
+    daemon.start()
+    job = daemon.submit(*daemon.workload("--seconds", "60"), requeue=True)
+    wait_until(lambda: len(daemon.call("queue", states=["R"])["jobs"]) == 1, message="running")
+    _power_loss(daemon)  # (same boot: a supervisor killed by hand, say)
+    daemon.start()
+    row = daemon.wait_done([job])[job]
+    assert row["state"] == "LOST"
+    assert len(daemon.job(job)["attempts"]) == 1
