@@ -200,12 +200,13 @@ def _what_if(args: argparse.Namespace) -> int:
     cfg = get_config()
     now = time.time()
     with Client() as c:
-        rows = c.call("queue")["jobs"]
+        rows = c.call("queue", model=True)["jobs"]  # one request, however long the queue
         status = c.call("status")
-        jobs = []
-        for r in rows:
-            if r["state"] in ("PENDING", "RUNNING", "COMPLETING"):
-                jobs.append(Job.from_dict(c.call("show", job_id=r["id"])["job"]))
+    jobs = [
+        Job.from_dict(r["model"])
+        for r in rows
+        if r["state"] in ("PENDING", "RUNNING", "COMPLETING") and "model" in r
+    ]
     snaps = read_gpus(all=True)
     banned = banned_reasons(cfg, snaps)
     inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy)

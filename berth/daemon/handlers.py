@@ -183,6 +183,9 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     jobs = [j for j in engine.jobs.values() if uid is None or j.uid == uid]
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
     rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
+    if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
+        for r, j in zip(rows, jobs, strict=True):
+            r["model"] = {k: v for k, v in j.to_dict().items() if k != "extra"}
     if req.get("all") or (states & FINISHED):
         since = time.time() - 86400
         settling = [j for j in engine.settling.values() if uid is None or j.uid == uid]

@@ -55,7 +55,12 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
     "submit": {"job": (_D, True)},
-    "queue": {"uid": (_I + _N, False), "states": (_L, False), "all": (_B, False)},
+    "queue": {
+        "uid": (_I + _N, False),
+        "states": (_L, False),
+        "all": (_B, False),
+        "model": (_B, False),
+    },
     "show": {"job_id": (_I, True)},
     "wait": {"job_id": (_I, True), "timeout": (_F + _N, False)},
     "cancel": {
