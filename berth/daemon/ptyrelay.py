@@ -1,10 +1,25 @@
 """The terminal of a ``--pty`` job, kept by its supervisor: everything the job writes goes to
-its log and to every attached client; what a client types goes to the job.
+its log and to every attached client; what a client types goes to the job, and a client's
+window size becomes the terminal's.
 
-Clients connect to a UNIX socket beside the run file (``<run file>.pty``, mode 0600). The
-first 4 bytes a client sends are its window size (rows, cols: two unsigned shorts, native
-order); after that, raw bytes both ways. Detaching is the client's business: it just closes
-the connection; the job never notices.
+Clients connect to a UNIX socket beside the run file (``<run file>.pty``, mode 0600). From
+the relay to a client: the job's output, raw. From a client to the relay:
+
+- first, its window size: 4 bytes, rows and cols as two unsigned shorts in native order;
+- then the bytes it types, in which ``0xFF`` (:data:`IAC`, as in telnet) starts a command:
+  ``IAC IAC`` is one data byte ``0xFF``; ``IAC 'W'`` followed by 4 bytes (rows, cols, as in
+  the greeting) is a new window size (:data:`RESIZE`); any other byte after ``IAC`` is a
+  protocol error, and the relay drops that client. Commands may be split across reads.
+
+Data and window sizes cannot be confused, and the common case (keys without ``0xFF``, which
+UTF-8 never uses) is sent as it is. Each size a client sends is set on the pty master at once
+(``TIOCSWINSZ``); when it changes, the kernel sends SIGWINCH to the job's foreground process
+group. With several clients, the last size sent wins (a greeting counts). Detaching is the
+client's business: it just closes the connection; the job never notices.
+
+Nothing a client does can stop the supervisor (which also enforces the job's time limit and
+records its exit): a client that breaks the protocol, or stops reading the job's output, is
+dropped; input the job does not read is kept up to :data:`MAX_PENDING` bytes, then discarded.
 """
 
 from __future__ import annotations
@@ -16,7 +31,64 @@ import socket
 import struct
 import termios
 
-_WINSIZE = struct.Struct("HH")
+IAC = b"\xff"
+RESIZE = IAC + b"W"
+WINSIZE = struct.Struct("HH")  # rows, cols: the greeting, and the body of RESIZE
+MAX_CLIENTS = 32
+MAX_PENDING = 64 * 1024  # client input the job has not read yet, at most
+
+
+def encode_input(data: bytes) -> bytes:
+    """What a client sends for ``data`` typed by its user (``0xFF`` doubled)."""
+    return data.replace(IAC, IAC + IAC)
+
+
+def encode_resize(rows: int, cols: int) -> bytes:
+    """What a client sends when its window becomes ``rows`` x ``cols``."""
+    return RESIZE + WINSIZE.pack(rows, cols)
+
+
+def decode(buf: bytes) -> tuple[bytes, tuple[int, int] | None, bytes]:
+    """Split what a client sent after its greeting into (the bytes for the job, the last
+    window size asked for or None, an unfinished command to prepend to the next read).
+
+    Raises ValueError on an unknown command."""
+    out: list[bytes] = []
+    size = None
+    i, n = 0, len(buf)
+    while i < n:
+        j = buf.find(IAC, i)
+        if j < 0:
+            out.append(buf[i:])
+            i = n
+            break
+        out.append(buf[i:j])
+        if j + 1 == n:
+            i = j
+            break
+        cmd = buf[j + 1]
+        if cmd == IAC[0]:
+            out.append(IAC)
+            i = j + 2
+        elif cmd == RESIZE[1]:
+            if j + len(RESIZE) + WINSIZE.size > n:
+                i = j
+                break
+            rows, cols = WINSIZE.unpack_from(buf, j + len(RESIZE))
+            size = (rows, cols)
+            i = j + len(RESIZE) + WINSIZE.size
+        else:
+            raise ValueError(f"unknown command byte {cmd:#04x} after IAC")
+    return b"".join(out), size, buf[i:]
+
+
+class _Client:
+    __slots__ = ("greeted", "sock", "tail")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.greeted = False
+        self.tail = b""  # an unfinished greeting or command
 
 
 class PtyRelay:
@@ -33,9 +105,9 @@ class PtyRelay:
             os.umask(old)
         self.listener.listen(8)
         self.listener.setblocking(False)
-        self.clients: dict[int, socket.socket] = {}
-        self.greeted: dict[int, bytes] = {}
-        self.pgid = 0
+        self.clients: dict[int, _Client] = {}
+        self.master_open = True  # until every slave is closed (the job is gone)
+        self.pending = bytearray()  # input the pty would not take yet
 
     def register(self, poller: select.poll) -> None:
         poller.register(self.master, select.POLLIN)
@@ -45,14 +117,17 @@ class PtyRelay:
         """Handle an event on one of our descriptors; False if it is not ours."""
         if fd == self.master:
             self.pump(poller)
+            self._flush(poller)
         elif fd == self.listener.fileno():
             try:
                 conn, _ = self.listener.accept()
             except OSError:
                 return True
+            if len(self.clients) >= MAX_CLIENTS:
+                conn.close()
+                return True
             conn.setblocking(False)
-            self.clients[conn.fileno()] = conn
-            self.greeted[conn.fileno()] = b""
+            self.clients[conn.fileno()] = _Client(conn)
             poller.register(conn.fileno(), select.POLLIN)
         elif fd in self.clients:
             self._from_client(poller, fd)
@@ -62,7 +137,7 @@ class PtyRelay:
 
     def pump(self, poller: select.poll | None) -> None:
         """Copy what the job wrote to the log and the clients."""
-        while True:
+        while self.master_open:
             try:
                 data = os.read(self.master, 65536)
             except BlockingIOError:
@@ -70,20 +145,25 @@ class PtyRelay:
             except OSError:  # EIO: every slave closed (the job is gone)
                 data = b""
             if not data:
+                self.master_open = False
+                self.pending.clear()
                 if poller is not None:
                     poller.unregister(self.master)
                 return
-            os.write(self.log_fd, data)
-            for cfd, conn in list(self.clients.items()):
+            try:
+                os.write(self.log_fd, data)
+            except OSError:  # a full disk loses log lines, not the job
+                pass
+            for cfd, client in list(self.clients.items()):
                 try:
-                    conn.sendall(data)
-                except OSError:
+                    client.sock.sendall(data, socket.MSG_NOSIGNAL)
+                except OSError:  # gone, or not reading: the job does not wait for it
                     self._drop(poller, cfd)
 
     def _from_client(self, poller: select.poll, fd: int) -> None:
-        conn = self.clients[fd]
+        client = self.clients[fd]
         try:
-            data = conn.recv(65536)
+            data = client.sock.recv(65536)
         except BlockingIOError:
             return
         except OSError:
@@ -91,30 +171,70 @@ class PtyRelay:
         if not data:
             self._drop(poller, fd)
             return
-        if fd in self.greeted:
-            data = self.greeted.pop(fd) + data
-            if len(data) < _WINSIZE.size:
-                self.greeted[fd] = data
+        buf = client.tail + data
+        if not client.greeted:
+            if len(buf) < WINSIZE.size:
+                client.tail = buf
                 return
-            rows, cols = _WINSIZE.unpack_from(data)
-            data = data[_WINSIZE.size :]
-            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            client.greeted = True
+            self._resize(WINSIZE.unpack_from(buf))
+            buf = buf[WINSIZE.size :]
+        try:
+            data, size, client.tail = decode(buf)
+        except ValueError:
+            self._drop(poller, fd)
+            return
+        if size is not None:
+            self._resize(size)
         if data:
+            self._to_job(poller, data)
+
+    def _resize(self, size: tuple[int, int]) -> None:
+        rows, cols = size
+        try:
+            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        except OSError:
+            pass
+
+    def _to_job(self, poller: select.poll, data: bytes) -> None:
+        """Write client input to the job; what the pty will not take now waits (bounded)."""
+        if not self.master_open:
+            return
+        if not self.pending:
             try:
-                os.write(self.master, data)
+                n = os.write(self.master, data)
+            except BlockingIOError:
+                n = 0
             except OSError:
-                pass
+                return
+            if n == len(data):
+                return
+            data = data[n:]
+            poller.modify(self.master, select.POLLIN | select.POLLOUT)
+        self.pending += data[: MAX_PENDING - len(self.pending)]
+
+    def _flush(self, poller: select.poll) -> None:
+        if not self.pending or not self.master_open:
+            return
+        try:
+            n = os.write(self.master, self.pending)
+        except BlockingIOError:
+            return
+        except OSError:
+            n = len(self.pending)
+        del self.pending[:n]
+        if not self.pending:
+            poller.modify(self.master, select.POLLIN)
 
     def _drop(self, poller: select.poll | None, fd: int) -> None:
-        conn = self.clients.pop(fd, None)
-        self.greeted.pop(fd, None)
-        if conn is not None:
+        client = self.clients.pop(fd, None)
+        if client is not None:
             if poller is not None:
                 try:
                     poller.unregister(fd)
                 except KeyError:
                     pass
-            conn.close()
+            client.sock.close()
 
     def close(self) -> None:
         self.pump(None)
