@@ -101,6 +101,38 @@ class Daemon:
             for i in ids:
                 c.call("wait", job_id=i, timeout=timeout)
 
+    def wait_idle(self, last: int, timeout: float = 600) -> None:
+        """Until the daemon has no unfinished job (one connection, polled every 5 ms), then
+        until the last one's end is durable (``wait`` answers once it is committed)."""
+        deadline = time.monotonic() + timeout
+        with Client(self.socket, timeout=None) as c:
+            while c.call("ping")["jobs"] > 0:
+                if time.monotonic() > deadline:
+                    raise SystemExit("jobs did not finish")
+                time.sleep(0.005)
+            c.call("wait", job_id=last, timeout=timeout)
+
+    def tree_cpu(self) -> float:
+        """CPU seconds of the daemon and every process under it (fork server, supervisors,
+        and the jobs they have reaped)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        stats: dict[int, tuple[int, float]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                except OSError:
+                    continue
+                cpu = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+                stats[int(name)] = (int(fields[1]), cpu)
+        total, todo = 0.0, [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            total += stats.get(pid, (0, 0.0))[1]
+            todo += [p for p, (ppid, _) in stats.items() if ppid == pid]
+        return total
+
     def stop(self) -> None:
         try:
             self.call("shutdown")
@@ -148,14 +180,20 @@ def bench_gap(n: int = 200) -> dict[str, Any]:
 def bench_throughput(n: int = 2000, gpus: int = 8) -> dict[str, Any]:
     """(b) n trivial 1-GPU jobs (`true`) on 8 GPUs: first submit to last recorded end.
     Every job is durable (SQLite, synchronous=FULL) and runs under its own supervisor."""
+    import resource
+
     d = Daemon(gpus=gpus)
     try:
         jobs = [d.job(["true"], gpus=1) for _ in range(n)]
+        cpu0, own0 = d.tree_cpu(), resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         ids = d.submit_many(jobs)
         t_submitted = time.perf_counter() - t0
-        d.wait_all(ids)
+        d.wait_idle(ids[-1])
         total = time.perf_counter() - t0
+        cpu = d.tree_cpu() - cpu0
+        own1 = resource.getrusage(resource.RUSAGE_SELF)
+        client = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
         rows = d.call("queue", all=True)["jobs"]
         ok = sum(r["state"] == "COMPLETED" for r in rows)
     finally:
@@ -167,6 +205,9 @@ def bench_throughput(n: int = 2000, gpus: int = 8) -> dict[str, Any]:
         "submit_seconds": round(t_submitted, 3),
         "total_seconds": round(total, 3),
         "jobs_per_second": round(n / total, 1),
+        "cpu_ms_per_job": round(cpu / n * 1000, 2),  # daemon + supervisors + jobs
+        "client_cpu_ms_per_job": round(client / n * 1000, 2),
+        "loadavg_1min": os.getloadavg()[0],
     }
 
 

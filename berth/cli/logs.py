@@ -1,7 +1,7 @@
 """Examples:
 
-berth logs 12          # what job 12 wrote to stdout so far
-berth logs --err 12    # its stderr
+berth logs 12          # what job 12 wrote so far (stdout, and stderr unless it has -e)
+berth logs --err 12    # its stderr, if submitted with -e
 berth logs -f 12       # follow until the job ends (Ctrl-C stops following, not the job)
 """
 
@@ -15,13 +15,13 @@ if TYPE_CHECKING:
 
     from berth.client import Client
 
-HELP = "print a job's output (stdout, or stderr with --err); -f follows it"
+HELP = "print a job's output (its log; --err: its -e file); -f follows it"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job_id", type=int, help="the job")
     p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
-    p.add_argument("--err", action="store_true", help="stderr instead of stdout")
+    p.add_argument("--err", action="store_true", help="its stderr file (jobs submitted with -e)")
     p.add_argument("--json", action="store_true", help="print {path, text} as JSON")
 
 
@@ -102,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
     with Client() as c:
         job = c.call("show", job_id=args.job_id)["job"]
         path = job["stderr"] if args.err else job["stdout"]
+        if args.err and job["stderr"] == job["stdout"]:
+            sys.stderr.write(
+                f"job {args.job_id} has one log for output and errors (submit with -e FILE to "
+                "keep errors apart); showing it\n"
+            )
         if args.follow:
             return follow(c, args.job_id, None if args.err else path, path if args.err else None)
     try:

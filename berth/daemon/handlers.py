@@ -121,7 +121,7 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
     log_dir = os.path.join(engine.opts.state_dir, "logs")
     out = spec.get("stdout") or os.path.join(log_dir, "%j.out")
-    err = spec.get("stderr") or os.path.join(log_dir, "%j.err")
+    err = spec.get("stderr") or out  # as sbatch: one file for both unless -e
     spec["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user)
     spec["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user)
     job = Job(

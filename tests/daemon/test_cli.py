@@ -46,6 +46,10 @@ def test_interactive_streams_output(daemon):
     daemon.start()
     out = daemon.berth("submit", "-i", "--", "sh", "-c", "echo one; echo two >&2")
     assert out.returncode == 0
+    assert out.stdout == "one\ntwo\n"  # one log for both
+    err = str(daemon.fake.root / "%j.err")
+    out = daemon.berth("submit", "-i", "-e", err, "--", "sh", "-c", "echo one; echo two >&2")
+    assert out.returncode == 0
     assert out.stdout == "one\n" and "two\n" in out.stderr
 
 

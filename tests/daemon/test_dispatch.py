@@ -108,7 +108,14 @@ def test_job_environment_and_logs(daemon):
     daemon.wait_done([job_id])
     out = daemon.berth("logs", str(job_id))
     assert out.returncode == 0
-    assert out.stdout.strip() == (
-        f"cvd=3 order=PCI_BUS_ID id={job_id} uuids={daemon.fake.uuids[3]}"
+    assert out.stdout == (  # one log for output and errors, as sbatch's default
+        f"cvd=3 order=PCI_BUS_ID id={job_id} uuids={daemon.fake.uuids[3]}\noops\n"
     )
-    assert daemon.berth("logs", "--err", str(job_id)).stdout == "oops\n"
+    merged = daemon.berth("logs", "--err", str(job_id))
+    assert merged.stdout == out.stdout and "-e FILE" in merged.stderr
+    err_file = str(daemon.fake.root / "%j.err")
+    apart = daemon.submit(wrap="echo fine; echo oops >&2", stderr=err_file)
+    daemon.wait_done([apart])
+    assert daemon.berth("logs", str(apart)).stdout == "fine\n"
+    assert daemon.berth("logs", "--err", str(apart)).stdout == "oops\n"
+    assert (daemon.fake.root / f"{apart}.err").read_text() == "oops\n"
