@@ -9,7 +9,8 @@ it ended on the supervisor's channel, a SOCK_SEQPACKET pair; messages are JSON:
   SIGKILL after its grace); ``{"op": "signal", "job", "attempt", "sig"}``. Orders name their
   attempt: one that arrives after it ended is ignored, never applied to the next job.
 - supervisor -> daemon: ``{"op": "done", "job", "attempt", "result"}``, sent after the result
-  is in the run file and the claims and the run file's lock are let go.
+  is in the run file and the claims and the run file's lock are let go; ``{"op": "fatal",
+  "error"}`` if it cannot set itself up (then it exits).
 
 End of file on a channel means its supervisor died: the attempt it had (if any) is settled
 from its run file. An idle supervisor is ended by closing its channel, once it has waited
@@ -45,7 +46,7 @@ _REPLY_MAX = 65536  # a `done` message is a few hundred bytes
 class Slot:
     """One supervisor, as the daemon sees it."""
 
-    __slots__ = ("attempt", "chan", "id", "idle_since", "job", "owner", "pid", "forked")
+    __slots__ = ("attempt", "chan", "fatal", "forked", "id", "idle_since", "job", "owner", "pid")
 
     def __init__(self, slot_id: int, owner: Owner, chan: socket.socket) -> None:
         self.id = slot_id
@@ -56,6 +57,7 @@ class Slot:
         self.job: int | None = None  # the attempt it runs
         self.attempt = 0
         self.idle_since = 0.0
+        self.fatal: str | None = None  # why it could not serve, if it said so before dying
 
 
 class Pool:
@@ -84,13 +86,17 @@ class Pool:
         data = json.dumps({"op": "run", **msg}).encode()
         if len(data) > MAX_MESSAGE:
             raise OSError(f"its launch spec is too large ({len(data)} bytes)")
-        idle = self.idle.get(owner)
-        slot = idle.pop() if idle else self._new(owner)  # the most recently busy: warm
-        try:
-            socket.send_fds(slot.chan, [data], fds)
-        except OSError:
-            self._close(slot)
-            raise
+        while True:
+            idle = self.idle.get(owner)
+            fresh = not idle
+            slot = idle.pop() if idle else self._new(owner)  # the most recently busy: warm
+            try:
+                socket.send_fds(slot.chan, [data], fds)
+                break
+            except OSError:
+                self._close(slot)  # an idle one that has just died: try the next
+                if fresh:
+                    raise
         slot.job, slot.attempt = int(msg["job"]), int(msg["attempt"])
         return slot
 
@@ -156,10 +162,14 @@ class Pool:
             except OSError:
                 data = b""
             if not data:
-                self._gone(slot, "its supervisor died", started=True)
+                self._gone(slot, slot.fatal or "its supervisor died", started=True)
                 return
             try:
                 msg = json.loads(data)
+                if msg.get("op") == "fatal":
+                    slot.fatal = f"its supervisor could not start: {msg.get('error')}"
+                    log.error("supervisor %s: %s", slot.pid, slot.fatal)
+                    continue
                 job, attempt, result = int(msg["job"]), int(msg["attempt"]), msg["result"]
             except (ValueError, KeyError, TypeError):
                 log.error("supervisor %s sent a malformed message: %r", slot.pid, data[:200])

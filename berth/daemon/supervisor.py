@@ -105,9 +105,18 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         os.dup2(null, std)
     os.close(null)
     os.set_inheritable(chan_fd, False)
-    _become_subreaper()
-    _drop_privileges(owner)
     chan: socket.socket | None = socket.socket(fileno=chan_fd)
+    assert chan is not None
+    try:
+        _become_subreaper()
+        _drop_privileges(owner)
+    except Exception as e:  # say why, so the jobs given to us fail with a reason
+        fatal = json.dumps({"op": "fatal", "error": f"{type(e).__name__}: {e}"})
+        try:
+            chan.sendmsg([fatal.encode()], [], socket.MSG_NOSIGNAL)
+        except OSError:
+            pass
+        return 70
     me = f"sup {os.getpid()}\n".encode()
     while chan is not None:
         msg, fds = receive(chan)

@@ -54,32 +54,88 @@ def test_an_idle_supervisor_leaves_with_its_daemon(daemon):
     wait_until(lambda: _gone(sup), message="the idle supervisor exits with its daemon")
 
 
-def test_idle_supervisors_are_ended_after_a_while(tmp_path):
-    """Pool.sweep with a clock moved past IDLE_SECONDS closes the idle one's channel."""
-    loop = asyncio.new_event_loop()
-    done: list[tuple[int, dict]] = []
-    pool = pool_mod.Pool(loop, lambda j, a, r: done.append((j, r)), lambda *a: None)
-    pool.spawner = spawner.Spawner()
-    loop.add_reader(pool.spawner.sock.fileno(), pool.on_spawner_reply)
-    try:
-        path = str(tmp_path / "1.1")
+class _PoolRig:
+    """A Pool on a private event loop, with a real fork server; ``until(pred)`` turns the
+    loop until ``pred()`` holds."""
+
+    def __init__(self, tmp_path) -> None:
+        self.tmp = tmp_path
+        self.loop = asyncio.new_event_loop()
+        self.done: list[tuple[int, dict]] = []
+        self.gone: list[tuple[int, str, bool]] = []
+        self.pool = pool_mod.Pool(
+            self.loop,
+            lambda j, a, r: self.done.append((j, r)),
+            lambda j, a, why, started: self.gone.append((j, why, started)),
+        )
+        self.pool.spawner = spawner.Spawner()
+        self.loop.add_reader(self.pool.spawner.sock.fileno(), self.pool.on_spawner_reply)
+
+    def run(self, job: int, owner=(None, None, None), argv=("true",)) -> pool_mod.Slot:
+        path = str(self.tmp / f"{job}.1")
         fd = runfile.open_run_file(path)
         spec = {
-            "argv": ["true"], "env": {"PATH": os.environ["PATH"]}, "cwd": str(tmp_path),
-            "stdout": str(tmp_path / "out"), "stderr": str(tmp_path / "out"),
+            "argv": list(argv), "env": {"PATH": os.environ["PATH"]}, "cwd": str(self.tmp),
+            "stdout": str(self.tmp / "out"), "stderr": str(self.tmp / "out"),
             "time_limit": None, "kill_after": 5, "pty": False,
         }  # fmt: skip
+        try:
+            msg = {"job": job, "attempt": 1, "path": path, "spec": spec}
+            return self.pool.run(owner, msg, [fd])
+        finally:
+            os.close(fd)
+
+    def until(self, pred) -> None:
+        deadline = self.loop.time() + 15
+        while not pred():
+            assert self.loop.time() < deadline, "timed out"
+            self.loop.run_until_complete(asyncio.sleep(0.01))
+
+    def close(self) -> None:
+        self.pool.close()
+        assert self.pool.spawner is not None
+        self.pool.spawner.close()
+        self.loop.close()
+
+
+def test_an_idle_supervisor_that_died_is_passed_over(tmp_path):
+    rig = _PoolRig(tmp_path)
+    try:
+        first = rig.run(1)
+        rig.until(lambda: rig.done and first.pid is not None)
+        assert first.pid is not None
+        os.kill(first.pid, 9)
+        wait_until(lambda: _gone(first.pid), message="killed")
+        # Its end of file is not read yet: the next attempt finds it idle, and dead.
+        second = rig.run(2)
+        assert second is not first
+        rig.until(lambda: len(rig.done) == 2)
+        assert rig.done[1][0] == 2 and rig.done[1][1]["rc"] == 0
+        assert rig.gone == []  # no attempt was lost with it
+    finally:
+        rig.close()
+
+
+def test_a_supervisor_that_cannot_become_its_user_says_why(tmp_path):
+    rig = _PoolRig(tmp_path)
+    try:
+        rig.run(1, owner=(-5, -5, "no-such-user-here"))
+        rig.until(lambda: rig.gone)
+        [(job, why, _started)] = rig.gone
+        assert job == 1 and "could not start" in why, why
+        assert not rig.done
+    finally:
+        rig.close()
+
+
+def test_idle_supervisors_are_ended_after_a_while(tmp_path):
+    """Pool.sweep with a clock moved past IDLE_SECONDS closes the idle one's channel."""
+    rig = _PoolRig(tmp_path)
+    loop, pool, done = rig.loop, rig.pool, rig.done
+    try:
         owner = (None, None, None)
-        slot = pool.run(owner, {"job": 1, "attempt": 1, "path": path, "spec": spec}, [fd])
-        os.close(fd)
-
-        def until(pred):
-            deadline = loop.time() + 15
-            while not pred():
-                assert loop.time() < deadline, "timed out"
-                loop.run_until_complete(asyncio.sleep(0.01))
-
-        until(lambda: done and slot.pid is not None)
+        slot = rig.run(1)
+        rig.until(lambda: done and slot.pid is not None)
         assert done[0][0] == 1 and done[0][1]["rc"] == 0
         assert pool.idle[owner] == [slot]
         pool.sweep(loop.time() + pool_mod.IDLE_SECONDS / 2)
@@ -88,6 +144,4 @@ def test_idle_supervisors_are_ended_after_a_while(tmp_path):
         assert owner not in pool.idle and slot.id not in pool.slots
         wait_until(lambda: _gone(slot.pid), message="the idle supervisor exits")
     finally:
-        pool.close()
-        pool.spawner.close()
-        loop.close()
+        rig.close()
