@@ -5,6 +5,7 @@
   berth daemon --max-job-time 24h --kill-after 60
   berth daemon --paused-after-crash # after an unclean stop, start nothing until `berth resume --all`
   berth daemon --stop               # stop it; running jobs keep running and are adopted later
+  berth daemon --exit-with $$       # stop it when this shell exits (a session's own queue)
 
 The socket is $BERTH_SOCKET, else [daemon] socket in the config, else
 $XDG_RUNTIME_DIR/berth/daemon.sock (or /tmp/berth-UID/daemon.sock); state (database, job logs)
@@ -40,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="after an unclean stop, start no queued job until `berth resume --all`",
     )
     p.add_argument("--foreground", action="store_true", help="do not detach; log to stderr")
+    p.add_argument(
+        "--exit-with", metavar="PID", type=int, help="stop when process PID exits (as --stop)"
+    )
     p.add_argument("--stop", action="store_true", help="stop the running daemon")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -69,6 +73,16 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         from berth.core.policy import check_policy
 
         check_policy(str(policy))
+    exit_with = getattr(args, "exit_with", None)
+    if exit_with is not None:
+        from berth.errors import UsageError
+
+        try:
+            os.close(os.pidfd_open(exit_with))
+        except (OSError, ValueError, OverflowError):
+            raise UsageError(
+                f"invalid --exit-with {exit_with}: no such process; give the pid of a live one"
+            ) from None
     opts = Options(
         os.path.abspath(args.socket or socket_path(cfg.socket)),
         os.path.abspath(args.state_dir or state_dir(cfg.state_dir)),
@@ -78,6 +92,7 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         poll_interval=poll,
         paused_after_crash=args.paused_after_crash,
         foreground=args.foreground,
+        exit_with=exit_with,
     )
     return opts, cfg
 

@@ -170,6 +170,13 @@ async def _main(
     loop.call_later(opts.poll_interval if watcher.fd is not None else 0.25, poll)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, engine.stop_event.set)
+    if opts.exit_with is not None:
+        try:
+            watched = os.pidfd_open(opts.exit_with)
+            loop.add_reader(watched, engine.stop_event.set)
+            log.info("stopping when process %d exits", opts.exit_with)
+        except OSError:
+            engine.stop_event.set()  # it has gone already
     engine.kick()
     if ready is not None:
         ready()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 class Options:
     __slots__ = (
+        "exit_with",
         "foreground",
         "kill_after",
         "max_job_time",
@@ -26,6 +27,7 @@ class Options:
         poll_interval: float = 5.0,
         paused_after_crash: bool = False,
         foreground: bool = True,
+        exit_with: int | None = None,
     ) -> None:
         self.socket = socket
         self.state_dir = state_dir
@@ -35,3 +37,4 @@ class Options:
         self.poll_interval = poll_interval
         self.paused_after_crash = paused_after_crash
         self.foreground = foreground
+        self.exit_with = exit_with  # stop when this process exits

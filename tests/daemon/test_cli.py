@@ -200,3 +200,18 @@ def test_berth_status_shows_queue_jobs_per_gpu(daemon):
     assert "1 running, 0 waiting" in out.stdout
     data = json.loads(daemon.berth("status", "--json").stdout)
     assert data["queue"]["gpus"]["2"]["jobs"][0]["id"] == job_id
+
+
+def test_exit_with_stops_the_daemon_when_that_process_ends(daemon):
+    import subprocess
+
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        daemon.start("--exit-with", str(holder.pid))
+        assert daemon.call("ping")["pid"] == daemon.proc.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    assert daemon.proc.wait(timeout=15) == 0
+    bad = daemon.berth("daemon", "--foreground", "--exit-with", "999999999")
+    assert bad.returncode == 2 and "--exit-with 999999999" in bad.stderr
