@@ -183,6 +183,7 @@ def _serve(sock: socket.socket) -> int:
     # page by page) every object of the parent.
     gc.collect()
     gc.freeze()
+    supervisor.set_name(b"berth-forksrv")  # for ps -o comm, top, pkill
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the daemon's fate, not a signal, ends us

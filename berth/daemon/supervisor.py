@@ -108,6 +108,7 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
     chan: socket.socket | None = socket.socket(fileno=chan_fd)
     assert chan is not None
     try:
+        set_name(b"berth-sup")
         _become_subreaper()
         _drop_privileges(owner)
     except Exception as e:  # say why, so the jobs given to us fail with a reason
@@ -209,6 +210,12 @@ def _drop_privileges(owner: dict[str, Any]) -> None:
     os.initgroups(owner.get("user") or str(uid), gid)
     os.setgid(gid)
     os.setuid(uid)
+
+
+def set_name(name: bytes) -> None:
+    """The process's name as ``ps -o comm``, ``top`` and ``pkill`` show it (15 bytes)."""
+    if _PRCTL is not None:
+        _PRCTL(15, name[:15], 0, 0, 0)  # PR_SET_NAME
 
 
 def _become_subreaper() -> None:
