@@ -16,7 +16,7 @@ def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # (ESRCH while it is being reaped)
         return True
 
 
