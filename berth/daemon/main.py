@@ -134,7 +134,7 @@ async def _main(
     counts = recover(engine, rebooted)
     from berth.daemon.writer import Writer
 
-    engine.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
+    engine.journal.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
     log.info(
         "berth daemon %d on %s: %s%s",
         os.getpid(),
@@ -185,8 +185,8 @@ async def _main(
     log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
     await engine.drain()
     engine.pool.close()  # idle supervisors exit; busy ones finish their attempt first
-    engine.writer.close()
-    engine.writer = None
+    engine.journal.writer.close()
+    engine.journal.writer = None
     with store.tx():
         store.set_meta("running", "0")
     store.close()

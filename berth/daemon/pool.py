@@ -159,6 +159,8 @@ class Pool:
                 data = slot.chan.recv(_REPLY_MAX, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
+            except ConnectionResetError:
+                continue  # it closed with our message unread; what it sent comes next, then EOF
             except OSError:
                 data = b""
             if not data:

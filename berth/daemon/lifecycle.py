@@ -1,0 +1,325 @@
+"""Launching attempts and recording how they end: the half of the engine that talks to
+supervisors (through :mod:`berth.daemon.pool`, or to adopted ones through their run file and
+pidfd) and changes job states accordingly. :class:`Lifecycle` is a part of
+:class:`berth.daemon.engine.Engine`, kept apart to keep each file one idea.
+
+Every state change goes through :func:`berth.core.transition.transition` and is saved with
+the current group commit (:mod:`berth.daemon.journal`); what acts on a change (handing an
+attempt to a supervisor, reusing a run file, waking a waiting client) runs after its commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from berth.core.states import FINISHED, State
+from berth.core.transition import transition
+from berth.daemon import runfile
+from berth.daemon.launcher import launch_spec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from typing import Any
+
+    from berth.claims.ledger import Lease
+    from berth.core.job import Job
+    from berth.daemon.journal import Journal
+    from berth.daemon.options import Options
+    from berth.daemon.pool import Pool, Slot
+    from berth.daemon.resources import Resources
+    from berth.daemon.store import Store
+
+log = logging.getLogger("berth.daemon")
+
+MAX_SPARES = 256  # used run files kept for reuse
+
+
+class Run:
+    """Runtime handles of one running attempt (never persisted): the supervisor that runs
+    it, either from our pool (``slot``) or adopted from a previous daemon (``pidfd``)."""
+
+    __slots__ = ("attempt", "job_pid", "lease", "path", "pidfd", "slot")
+
+    def __init__(
+        self, path: str, attempt: int, lease: str | None, slot: Slot | None, pidfd: int = -1
+    ) -> None:
+        self.path = path
+        self.attempt = attempt
+        self.lease = lease
+        self.slot = slot
+        self.pidfd = pidfd
+        self.job_pid: int | None = None
+
+
+class Lifecycle:
+    """Launch, end, control and adopt attempts (state lives in the engine)."""
+
+    opts: Options
+    store: Store
+    res: Resources
+    loop: asyncio.AbstractEventLoop
+    run_dir: str
+    spares: list[str]
+    _spare_seq: int
+    _spare_tag: str
+    jobs: dict[int, Job]
+    runs: dict[int, Run]
+    reasons: dict[int, str]
+    finished_states: dict[int, State]
+    waiters: dict[int, list[asyncio.Future[None]]]
+    journal: Journal
+    pool: Pool
+    committing: dict[int, Lease]
+    settling: dict[int, Job]
+    cancel_on_start: set[int]
+    _order_dirty: bool
+    _left_order: int
+    _deps_dirty: bool
+
+    if TYPE_CHECKING:
+
+        def kick(self) -> None: ...
+
+        def save(self, job: Job, **cols: Any) -> None: ...
+
+        def flush(self, force: bool = False) -> None: ...
+
+    # -- launching ----------------------------------------------------------------------------
+
+    def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
+        for job, (start, lease) in launches:
+            transition(
+                job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
+                mem=start.mem,
+            )  # fmt: skip
+            job.extra["lease"] = lease.lease_id
+            self._left_order += 1
+            self.save(job, launched=len(job.attempts))
+            self.committing[job.id] = lease
+        # Write-ahead: RUNNING + launched is durable before any fork. The forks follow the
+        # commit (the loop serves meanwhile); a failed commit releases the claims instead.
+        self.journal.after_commit(lambda: self._fork(launches))
+        self.journal.on_failure(lambda: self._not_launched(launches))
+        self.flush(force=True)
+
+    def _not_launched(self, launches: list[tuple[Job, Any]]) -> None:
+        for job, (_start, lease) in launches:
+            self.committing.pop(job.id, None)
+            lease.release()
+            if self.jobs.get(job.id) is job:  # (a job whose insert failed is gone already)
+                self._launch_failed(job, "the state database could not record its start")
+
+    def _fork(self, launches: list[tuple[Job, Any]]) -> None:
+        """The write-ahead is durable: hand each attempt to a supervisor of its owner."""
+        for job, (start, lease) in launches:
+            self.committing.pop(job.id, None)
+            attempt = len(job.attempts)
+            path = runfile.run_file(self.run_dir, job.id, attempt)
+            run_fd = -1
+            try:
+                spec = self.store.spec(job.id)
+                gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
+                owner = (job.uid, job.gid, job.user)
+                ls = launch_spec(spec, job.id, gpus, self._limit(job), self.opts.kill_after)
+                run_fd = runfile.open_run_file(path, self.spares.pop() if self.spares else None)
+                msg = {"job": job.id, "attempt": attempt, "path": path, "spec": ls}
+                slot = self.pool.run(owner, msg, [run_fd, *lease.fds])
+            except OSError as e:
+                lease.release()
+                if run_fd >= 0:
+                    _unlink(path)
+                self._launch_failed(job, str(e))
+                continue
+            finally:
+                if run_fd >= 0:
+                    os.close(run_fd)  # the supervisor holds its lock now
+            lease.detach()  # the supervisor and the job hold the claim now
+            self.runs[job.id] = Run(path, attempt, lease.lease_id, slot)
+            if job.id in self.cancel_on_start:
+                self.cancel_on_start.discard(job.id)
+                self.pool.order(slot, job.id, attempt, "term")
+
+    def _launch_failed(self, job: Job, why: str) -> None:
+        log.error("job %d: cannot start its supervisor: %s", job.id, why)
+        self._change(job, State.FAILED, time.time(), reason=why, exit_code=127)
+
+    def _limit(self, job: Job) -> float | None:
+        limits = [t for t in (job.time_limit, self.opts.max_job_time) if t]
+        return min(limits) if limits else None
+
+    # -- endings ------------------------------------------------------------------------------
+
+    def _on_done(self, job_id: int, attempt: int, result: dict[str, Any]) -> None:
+        """A supervisor of our pool says how an attempt ended (its run file says the same)."""
+        run = self.runs.get(job_id)
+        if run is None or run.attempt != attempt:
+            return
+        del self.runs[job_id]
+        self.record_exit(self.jobs[job_id], result, run.path, leftovers=False)
+
+    def _on_gone(self, job_id: int, attempt: int, why: str, started: bool) -> None:
+        """The supervisor running an attempt died, or never came to be."""
+        run = self.runs.get(job_id)
+        if run is None or run.attempt != attempt:
+            return
+        del self.runs[job_id]
+        job = self.jobs[job_id]
+        info = runfile.read_run_file(run.path)
+        if "exit" in info:
+            self.record_exit(job, info["exit"], run.path)
+        elif not started or "sup" not in info:
+            # It never reached a supervisor (the run file is as we made it): nothing ran.
+            _unlink(run.path)
+            self._launch_failed(job, why)
+        else:
+            log.error("job %d: %s while running attempt %d", job_id, why, attempt)
+            self.record_exit(job, None, run.path)
+
+    def _on_adopted_exit(self, job_id: int) -> None:
+        run = self.runs.pop(job_id)
+        self.loop.remove_reader(run.pidfd)
+        os.close(run.pidfd)
+        result = runfile.read_run_file(run.path).get("exit")
+        self.record_exit(self.jobs[job_id], result, run.path)
+
+    def record_exit(
+        self,
+        job: Job,
+        result: dict[str, Any] | None,
+        path: str,
+        leftovers: bool = True,
+        lost: str = "its supervisor died without a record",
+    ) -> None:
+        """Record how an attempt ended (``result`` from its run file; None = unknown, and
+        ``lost`` says why). ``leftovers``: it may have left a ``.sig`` or ``.pty`` file."""
+        end = time.time()
+        if result is None:
+            self._change(job, State.LOST, end, reason=lost)
+        else:
+            end = float(result.get("end") or end)
+            rc = result.get("rc")
+            if result.get("error"):
+                self._change(job, State.FAILED, end, reason=result["error"], exit_code=rc)
+            elif result.get("timeout"):
+                self._change(job, State.TIMEOUT, end, reason="time limit", exit_code=rc)
+            elif result.get("cancelled"):
+                self._change(job, State.CANCELLED, end, reason="cancelled", exit_code=rc)
+            elif rc == 0:
+                self._change(job, State.COMPLETED, end, exit_code=0)
+            else:
+                sig = result.get("signal")
+                why = f"killed by signal {sig}" if sig else f"exit code {rc}"
+                self._change(job, State.FAILED, end, reason=why, exit_code=rc)
+        self.journal.after_commit(lambda: self._retire(path, leftovers))
+
+    def _change(
+        self,
+        job: Job,
+        to: State,
+        now: float,
+        *,
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        """Transition + save (committed with this turn's group) + wake waiters + schedule."""
+        was_pending = job.state is State.PENDING
+        transition(job, to, now=now, reason=reason, exit_code=exit_code)
+        if job.state is State.PENDING:
+            self._order_dirty = True  # requeued or retried
+        elif was_pending:
+            self._left_order += 1
+        finished = job.state in FINISHED
+        self.save(job, ended_at=now if finished else None, launched=0)
+        if finished:
+            if job.state is not State.COMPLETED:
+                self._deps_dirty = True
+            del self.jobs[job.id]
+            self.settling[job.id] = job
+            self.finished_states[job.id] = job.state
+            self.reasons.pop(job.id, None)
+            waiters = self.waiters.pop(job.id, [])
+            if waiters:
+                self.journal.after_commit(lambda: _wake(waiters))
+        self.kick()
+
+    # -- control ------------------------------------------------------------------------------
+
+    def cancel(self, job: Job, sig: int | None) -> str:
+        """Cancel a job (or send it a signal); returns what happened."""
+        now = time.time()
+        if job.state is State.PENDING:
+            if sig is not None:
+                return "pending: no process to signal"
+            self._change(job, State.CANCELLED, now, reason="cancelled before it started")
+            return "cancelled"
+        run = self.runs.get(job.id)
+        if run is None:
+            if sig is None and job.id in self.committing:
+                self.cancel_on_start.add(job.id)
+                transition(job, State.COMPLETING, now=now, reason="cancel requested")
+                self.save(job)
+                return "terminating"
+            return "starting"
+        if sig is None:
+            if job.state is State.RUNNING:
+                transition(job, State.COMPLETING, now=now, reason="cancel requested")
+                self.save(job)
+            if run.slot is not None:
+                self.pool.order(run.slot, job.id, run.attempt, "term")
+            else:
+                runfile.terminate(run.pidfd)
+            return "terminating"
+        if run.slot is not None:
+            self.pool.order(run.slot, job.id, run.attempt, "signal", sig)
+        else:
+            runfile.send_signal(run.path, run.pidfd, sig)
+        return f"sent signal {sig}"
+
+    # -- restart ------------------------------------------------------------------------------
+
+    def adopt(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
+        """Watch a supervisor left running by a previous daemon."""
+        pidfd = os.pidfd_open(pid)
+        if not runfile.supervisor_alive(path):  # it ended between reading and opening
+            os.close(pidfd)
+            raise ProcessLookupError(pid)
+        self.runs[job_id] = Run(path, attempt, lease, None, pidfd)
+        self.loop.add_reader(pidfd, self._on_adopted_exit, job_id)
+
+    def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
+        self._change(job, State.PREEMPTED, now, reason=why)
+
+    def _retire(self, path: str, leftovers: bool = True) -> None:
+        """The attempt's end is durable: its run file becomes a spare (or goes)."""
+        if leftovers:
+            _unlink(path + ".sig", path + ".pty")
+        if len(self.spares) < MAX_SPARES:
+            self._spare_seq += 1
+            name = f"{runfile.SPARE}{self._spare_tag}.{self._spare_seq}"
+            spare = os.path.join(self.run_dir, name)
+            try:
+                os.rename(path, spare)
+                self.spares.append(spare)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                pass
+        _unlink(path)
+
+
+def _unlink(*paths: str) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(None)
