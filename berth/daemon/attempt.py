@@ -16,6 +16,7 @@ job and attempt, so it can never reach a later job), or, for an adopted attempt,
 from __future__ import annotations
 
 import array
+import fcntl
 import json
 import os
 import select
@@ -23,7 +24,9 @@ import signal
 import socket
 import stat
 import time
+import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a CRC
 
+from berth.claims import files as claim_files
 from berth.daemon.ptyrelay import PtyRelay
 
 TYPE_CHECKING = False
@@ -184,6 +187,38 @@ class Attempt:
                 if err != out:
                     os.close(err)
 
+    def _name_holders(self, job_pid: int) -> None:
+        """Name this supervisor and the job as the holders of the job's claims (the daemon
+        made them): others then see the job's GPU processes as berth's own, and `berth
+        status` shows who holds the GPU, whatever becomes of the daemon. Under the ledger's
+        lock, as every body write; skipped (the claims stand as made) if it stays taken."""
+        lock_path = self.spec.get("claims_lock")
+        if not self.claims or not lock_path:
+            return
+        try:
+            lock = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            for _ in range(50):
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    time.sleep(0.001)
+            else:
+                return
+            command = str(self.spec.get("command") or " ".join(self.spec["argv"]))[:500]
+            for fd in self.claims:
+                body = claim_files.decode_body(os.pread(fd, 65536, 0))
+                if body is not None:
+                    body.update(pids=[os.getpid(), job_pid], command=command)
+                    claim_files.write_body(fd, claim_files.encode_body(body))
+        except OSError:
+            pass
+        finally:
+            os.close(lock)
+
     def _group(self, sig: int) -> None:
         try:
             os.killpg(self.pid, sig)
@@ -216,6 +251,7 @@ class Attempt:
             result.update(rc=127, error=str(e), end=time.time())
             return result
         os.write(self.run_fd, f"job {pid}\n".encode())
+        self._name_holders(pid)
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)

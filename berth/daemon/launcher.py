@@ -80,6 +80,7 @@ def launch_spec(
     """What the supervisor needs to run one attempt (whom it runs as is the supervisor's)."""
     return {
         "argv": build_argv(spec),
+        "command": spec.get("wrap") or " ".join(spec["argv"]),  # as the user gave it
         "env": build_env(spec, job_id, gpus),
         "cwd": spec["cwd"],
         "stdout": spec["stdout_path"],

@@ -145,3 +145,29 @@ def test_idle_supervisors_are_ended_after_a_while(tmp_path):
         wait_until(lambda: _gone(slot.pid), message="the idle supervisor exits")
     finally:
         rig.close()
+
+
+def test_a_jobs_claims_name_its_supervisor_and_the_job_whatever_becomes_of_the_daemon(daemon):
+    import json
+
+    daemon.start(gpus=2)
+    marker = daemon.fake.root / "started"
+    job = daemon.submit("sh", "-c", f"echo $$ > {marker}; exec sleep 60")
+    wait_until(lambda: marker.exists() and marker.read_text().strip(), message="job started")
+    job_pid = int(marker.read_text())
+
+    def claim() -> dict | None:
+        out = daemon.berth("status", "--json")
+        claims = json.loads(out.stdout)["claims"]["claims"]
+        return claims[0] if claims and job_pid in claims[0]["pids"] else None
+
+    c = wait_until(claim, message="the claim names the job")
+    assert c["command"] == f"sh -c echo $$ > {marker}; exec sleep 60"
+    sup = [p for p in c["pids"] if p != job_pid]
+    assert len(sup) == 1 and daemon.proc.pid not in c["pids"]
+    daemon.kill9()
+    c = claim()
+    assert c is not None and not _gone(sup[0])  # still held, by live processes
+    daemon.start(gpus=2)
+    daemon.call("cancel", job_ids=[job])
+    assert daemon.wait_done([job])[job]["state"] == "CANCELLED"
