@@ -186,3 +186,17 @@ def test_a_daemon_crash_without_a_machine_restart_never_reruns_an_unrecorded_job
     row = daemon.wait_done([job])[job]
     assert row["state"] == "LOST"
     assert len(daemon.job(job)["attempts"]) == 1
+
+
+def test_a_clean_stop_leaves_running_jobs_to_the_next_daemon(daemon):
+    daemon.start()
+    marker = daemon.fake.root / "ran"
+    job = daemon.submit("sh", "-c", f"echo x >> {marker}; sleep 1; exit 3")
+    wait_until(lambda: marker.exists(), message="job started")
+    assert daemon.berth("daemon", "--stop").returncode == 0
+    assert daemon.proc.wait(timeout=15) == 0
+    daemon.start()
+    row = daemon.wait_done([job])[job]
+    assert (row["state"], row["exit_code"]) == ("FAILED", 3)
+    assert marker.read_text() == "x\n"
+    assert len(daemon.job(job)["attempts"]) == 1
