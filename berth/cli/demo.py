@@ -193,7 +193,8 @@ def _queue(tour: Tour) -> None:
         "\n4. The queue: a daemon runs submitted jobs as GPUs free up, keeps them durable across"
         " crashes, and starts the next job within milliseconds of a GPU freeing."
     )
-    tour.show(["daemon", "--exit-with", str(os.getpid())])  # it goes with the demo, come what may
+    me = str(os.getpid())  # the demo's daemon goes with the demo, come what may
+    tour.show(["daemon", "--exit-with", me], shown=f"daemon --exit-with {me}   # this demo")
     try:
         record = os.path.join(tour.root, "queue.txt")
         for i in range(5):
