@@ -114,6 +114,11 @@ def run(args: argparse.Namespace) -> int:
             data = f.read()
     except FileNotFoundError:
         data = b""
+        if job.get("state") == "PENDING":
+            sys.stderr.write(
+                f"job {args.job_id} has not started ({job.get('reason') or 'pending'}); "
+                f"`berth logs -f {args.job_id}` waits for it and follows\n"
+            )
     except OSError as e:
         from berth.errors import BerthError
 

@@ -119,3 +119,7 @@ def test_job_environment_and_logs(daemon):
     assert daemon.berth("logs", str(apart)).stdout == "fine\n"
     assert daemon.berth("logs", "--err", str(apart)).stdout == "oops\n"
     assert (daemon.fake.root / f"{apart}.err").read_text() == "oops\n"
+    held = daemon.submit("echo", "later", hold=True)
+    waiting = daemon.berth("logs", str(held))
+    assert waiting.returncode == 0 and waiting.stdout == ""
+    assert f"job {held} has not started (Held" in waiting.stderr
