@@ -18,8 +18,10 @@ group. With several clients, the last size sent wins (a greeting counts). Detach
 client's business: it just closes the connection; the job never notices.
 
 Nothing a client does can stop the supervisor (which also enforces the job's time limit and
-records its exit): a client that breaks the protocol, or stops reading the job's output, is
-dropped; input the job does not read is kept up to :data:`MAX_PENDING` bytes, then discarded.
+records its exit): a client that breaks the protocol is dropped; output a slow client has
+not taken yet waits for it, up to :data:`MAX_BEHIND` bytes (a slow terminal over a slow link
+catches up), beyond which that client is dropped; input the job does not read is kept up to
+:data:`MAX_PENDING` bytes, then discarded.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ RESIZE = IAC + b"W"
 WINSIZE = struct.Struct("HH")  # rows, cols: the greeting, and the body of RESIZE
 MAX_CLIENTS = 32
 MAX_PENDING = 64 * 1024  # client input the job has not read yet, at most
+MAX_BEHIND = 4 * 1024 * 1024  # job output a client has not taken yet, at most
 
 
 def encode_input(data: bytes) -> bytes:
@@ -83,12 +86,13 @@ def decode(buf: bytes) -> tuple[bytes, tuple[int, int] | None, bytes]:
 
 
 class _Client:
-    __slots__ = ("greeted", "sock", "tail")
+    __slots__ = ("greeted", "out", "sock", "tail")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.greeted = False
         self.tail = b""  # an unfinished greeting or command
+        self.out = bytearray()  # job output it has not taken yet
 
 
 class PtyRelay:
@@ -130,7 +134,9 @@ class PtyRelay:
             self.clients[conn.fileno()] = _Client(conn)
             poller.register(conn.fileno(), select.POLLIN)
         elif fd in self.clients:
-            self._from_client(poller, fd)
+            self._to_client(poller, fd, b"")  # (writable, perhaps)
+            if fd in self.clients:
+                self._from_client(poller, fd)
         else:
             return False
         return True
@@ -154,11 +160,28 @@ class PtyRelay:
                 os.write(self.log_fd, data)
             except OSError:  # a full disk loses log lines, not the job
                 pass
-            for cfd, client in list(self.clients.items()):
-                try:
-                    client.sock.sendall(data, socket.MSG_NOSIGNAL)
-                except OSError:  # gone, or not reading: the job does not wait for it
-                    self._drop(poller, cfd)
+            for cfd in list(self.clients):
+                self._to_client(poller, cfd, data)
+
+    def _to_client(self, poller: select.poll | None, fd: int, data: bytes) -> None:
+        """Send ``data`` after what the client has not taken yet; the rest waits (bounded)."""
+        client = self.clients[fd]
+        if data:
+            client.out += data
+        if not client.out:
+            return
+        try:
+            n = client.sock.send(client.out, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            n = 0
+        except OSError:  # gone
+            self._drop(poller, fd)
+            return
+        del client.out[:n]
+        if len(client.out) > MAX_BEHIND:  # it does not keep up: the job does not wait for it
+            self._drop(poller, fd)
+        elif poller is not None:
+            poller.modify(fd, select.POLLIN | (select.POLLOUT if client.out else 0))
 
     def _from_client(self, poller: select.poll, fd: int) -> None:
         client = self.clients[fd]
@@ -239,6 +262,7 @@ class PtyRelay:
     def close(self) -> None:
         self.pump(None)
         for fd in list(self.clients):
+            self._to_client(None, fd, b"")  # what it can still take
             self._drop(None, fd)
         self.listener.close()
         try:

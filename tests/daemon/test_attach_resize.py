@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 import tty
 from collections.abc import Iterator
 from typing import Any
@@ -302,3 +303,46 @@ def test_berth_attach_sends_the_new_size_when_its_terminal_is_resized(daemon):
         os.close(master)
     assert daemon.wait_done([job_id])[job_id]["state"] == "COMPLETED"
     assert b"attached to job" in screen
+
+
+def _spew(rig: Rig, total: int) -> bytes:
+    """The job writes ``total`` bytes (a counting pattern), the relay turning meanwhile."""
+    data = b"".join(b"%07d\n" % i for i in range(total // 8))
+    os.set_blocking(rig.slave, False)
+    sent = 0
+    while sent < len(data):
+        try:
+            sent += os.write(rig.slave, data[sent : sent + 4096])
+        except BlockingIOError:
+            pass
+        rig.turn()
+    return data
+
+
+def test_a_slow_viewer_catches_up_without_losing_output(rig):
+    viewer = rig.connect()
+    data = _spew(rig, 1024 * 1024)  # far more than a socket buffer, unread meanwhile
+    assert len(rig.relay.clients) == 1  # kept
+    viewer.setblocking(False)
+    got = bytearray()
+    deadline = time.monotonic() + 30
+    while len(got) < len(data):
+        assert time.monotonic() < deadline, f"stalled after {len(got)} bytes"
+        try:
+            got += viewer.recv(1 << 20)
+        except BlockingIOError:
+            select.select([viewer], [], [], 0.1)  # (the relay turns below)
+        rig.turn()
+    assert bytes(got) == data
+
+
+def test_a_viewer_too_far_behind_is_dropped_and_the_job_goes_on(rig, monkeypatch):
+    from berth.daemon import ptyrelay
+
+    monkeypatch.setattr(ptyrelay, "MAX_BEHIND", 256 * 1024)
+    viewer = rig.connect()
+    data = _spew(rig, 2 * 1024 * 1024)
+    assert rig.relay.clients == {}
+    with open(os.path.join(os.path.dirname(rig.relay.path), "log"), "rb") as f:
+        assert f.read() == data  # the log has everything
+    viewer.close()
