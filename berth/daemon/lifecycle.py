@@ -100,9 +100,9 @@ class Lifecycle:
             self._left_order += 1
             self.save(job, launched=len(job.attempts))
             self.committing[job.id] = lease
-        # Write-ahead: RUNNING + launched is durable before any fork. The forks follow the
+        # Write-ahead: RUNNING + launched is durable before any hand-over, which follows the
         # commit (the loop serves meanwhile); a failed commit releases the claims instead.
-        self.journal.after_commit(lambda: self._fork(launches))
+        self.journal.after_commit(lambda: self._hand_over(launches))
         self.journal.on_failure(lambda: self._not_launched(launches))
         self.flush(force=True)
 
@@ -113,7 +113,7 @@ class Lifecycle:
             if self.jobs.get(job.id) is job:  # (a job whose insert failed is gone already)
                 self._launch_failed(job, "the state database could not record its start")
 
-    def _fork(self, launches: list[tuple[Job, Any]]) -> None:
+    def _hand_over(self, launches: list[tuple[Job, Any]]) -> None:
         """The write-ahead is durable: hand each attempt to a supervisor of its owner."""
         for job, (start, lease) in launches:
             self.committing.pop(job.id, None)
