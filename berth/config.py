@@ -33,6 +33,7 @@ Example::
     socket = "/run/berth/daemon.sock"
     state_dir = "/var/lib/berth"
     poll_interval = 5          # seconds between NVML polls (only to see what others do)
+    keep_finished = "30d"      # records of finished jobs, then purged ("inf": keep all)
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "policy": (str,),
         "max_job_time": (str, int, float),
         "kill_after": (str, int, float),
+        "keep_finished": (str, int, float),
     },
 }
 
@@ -118,6 +120,7 @@ class Config:
         "claims_dir",
         "files",
         "inventory",
+        "keep_finished",
         "kill_after",
         "max_job_time",
         "policy",
@@ -137,6 +140,7 @@ class Config:
         self.policy: str | None = None
         self.max_job_time: float | None = None
         self.kill_after: float = 30.0
+        self.keep_finished: float = 30 * 86400.0  # finished jobs' records, then purged
 
 
 def config_files() -> list[str]:
@@ -269,7 +273,7 @@ def load() -> Config:
                 f"config file {path!r}: [daemon] poll_interval = {value} must be in (0, 3600]"
             )
         cfg.poll_interval = float(value)
-    for key in ("max_job_time", "kill_after"):
+    for key in ("max_job_time", "kill_after", "keep_finished"):
         if (item := get("daemon", key)) is not None:
             path, value = item
             try:

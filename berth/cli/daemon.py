@@ -34,6 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-job-time", help="time limit of every job, e.g. 24h or 1-00:00:00")
     p.add_argument("--kill-after", help="grace between SIGTERM and SIGKILL (default 30s)")
+    p.add_argument(
+        "--keep-finished",
+        metavar="T",
+        help="keep records of finished jobs this long, e.g. 30d (default), 1y, inf",
+    )
     p.add_argument("--poll-interval", help="seconds between NVML polls (default 5)")
     p.add_argument(
         "--paused-after-crash",
@@ -61,6 +66,9 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     kill_after = cfg.kill_after
     if args.kill_after:
         kill_after = parse_duration(args.kill_after, what="--kill-after")
+    keep = cfg.keep_finished
+    if getattr(args, "keep_finished", None):
+        keep = parse_duration(args.keep_finished, what="--keep-finished")
     poll = cfg.poll_interval
     if args.poll_interval:
         poll = parse_duration(args.poll_interval, what="--poll-interval")
@@ -93,6 +101,7 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         paused_after_crash=args.paused_after_crash,
         foreground=args.foreground,
         exit_with=exit_with,
+        keep_finished=keep,
     )
     return opts, cfg
 

@@ -290,6 +290,28 @@ class Engine(Lifecycle):
         if wakeup is not None:
             self._timer = self.loop.call_later(max(0.0, wakeup - now) + 0.001, self.kick)
 
+    def purge_finished(self) -> int:
+        """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
+        their ids are never given again). Committed with the next group; returns how many."""
+        keep = self.opts.keep_finished
+        if not keep or keep == float("inf"):
+            return 0
+        ids = [i for i in self.store.ended_before(time.time() - keep) if i not in self.settling]
+        if not ids:
+            return 0
+        from berth.daemon.store import Store
+
+        self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
+        self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
+
+        def forget() -> None:
+            for i in ids:
+                self.finished_states.pop(i, None)
+
+        self.journal.after_commit(forget)
+        log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)
+        return len(ids)
+
     # -- the journal (berth.daemon.journal) ---------------------------------------------------
 
     def insert(self, job: Job, spec: dict[str, Any]) -> asyncio.Future[None]:

@@ -46,6 +46,7 @@ class Journal:
         self._dirty: dict[int, tuple[Job, dict[str, Any]]] = {}
         self._after: list[Callable[[], None]] = []
         self._on_fail: list[Callable[[], None]] = []
+        self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
         self._armed = False
         self._in_flight = False
 
@@ -60,6 +61,11 @@ class Journal:
         """Queue a job's new state for the next commit (``cols``: ended_at, launched)."""
         old = self._dirty.get(job.id)
         self._dirty[job.id] = (job, {**old[1], **cols} if old else cols)
+        self._arm()
+
+    def execute(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Queue ``executemany(sql, rows)`` for the next commit (after its inserts and saves)."""
+        self._statements.append((sql, rows))
         self._arm()
 
     def after_commit(self, action: Callable[[], None]) -> None:
@@ -81,11 +87,13 @@ class Journal:
         if self._in_flight or (self.hold and not force):
             return  # the commit in flight (or the pass about to run) takes it
         inserts, dirty, after, on_fail = self._inserts, self._dirty, self._after, self._on_fail
-        if not (inserts or dirty or after):
+        statements = self._statements
+        if not (inserts or dirty or after or statements):
             return
         self._inserts, self._dirty, self._after, self._on_fail = [], {}, [], []
+        self._statements = []
         saved = [job for job, _ in dirty.values()]
-        if not (inserts or dirty):
+        if not (inserts or dirty or statements):
             self._committed(None, inserts, saved, after, on_fail)
             return
         from berth.daemon.store import Store
@@ -100,6 +108,7 @@ class Journal:
                 for job, cols in dirty.values()
             ]
             batch.append((Store.SAVE_SQL, rows))
+        batch += statements
         if self.writer is None:
             error: BaseException | None = None
             try:
@@ -155,7 +164,7 @@ class Journal:
 
     async def drain(self) -> None:
         """Wait until nothing is queued or being committed."""
-        while self._in_flight or self._inserts or self._dirty or self._after:
+        while self._in_flight or self._inserts or self._dirty or self._after or self._statements:
             fut = self.durable()
             self.flush(force=True)
             try:

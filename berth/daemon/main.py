@@ -168,6 +168,12 @@ async def _main(
         loop.call_later(opts.poll_interval, poll)
 
     loop.call_later(opts.poll_interval if watcher.fd is not None else 0.25, poll)
+
+    def purge() -> None:
+        engine.purge_finished()
+        loop.call_later(PURGE_EVERY, purge)
+
+    purge()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, engine.stop_event.set)
     if opts.exit_with is not None:
@@ -192,6 +198,9 @@ async def _main(
     store.close()
     watcher.close()
     return 0
+
+
+PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)
 
 
 def _boot_id() -> str | None:

@@ -7,6 +7,7 @@ class Options:
     __slots__ = (
         "exit_with",
         "foreground",
+        "keep_finished",
         "kill_after",
         "max_job_time",
         "paused_after_crash",
@@ -28,6 +29,7 @@ class Options:
         paused_after_crash: bool = False,
         foreground: bool = True,
         exit_with: int | None = None,
+        keep_finished: float = 30 * 86400.0,
     ) -> None:
         self.socket = socket
         self.state_dir = state_dir
@@ -38,3 +40,4 @@ class Options:
         self.paused_after_crash = paused_after_crash
         self.foreground = foreground
         self.exit_with = exit_with  # stop when this process exits
+        self.keep_finished = keep_finished  # seconds a finished job is kept (inf: for ever)

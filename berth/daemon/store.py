@@ -106,8 +106,21 @@ class Store:
     # is about to be) forked; ``sup_pid`` its pid once known.
 
     def next_id(self) -> int:
+        """Ids are never reused, even when old jobs have been purged (``last_id``)."""
         row = self.db.execute("SELECT MAX(id) FROM jobs").fetchone()
-        return int(row[0] or 0) + 1
+        return max(int(row[0] or 0), int(self.meta("last_id") or 0)) + 1
+
+    # Purging jobs that ended long ago: remember the highest id first (see next_id).
+    LAST_ID_SQL = "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_id', ?)"
+    PURGE_SQL = "DELETE FROM jobs WHERE id = ?"
+
+    def ended_before(self, before: float) -> list[int]:
+        """Ids of finished jobs that ended before ``before``."""
+        sql = (
+            "SELECT id FROM jobs WHERE ended_at < ? "
+            "AND state NOT IN ('PENDING', 'RUNNING', 'COMPLETING')"
+        )
+        return [int(r[0]) for r in self.db.execute(sql, (before,))]
 
     def insert_job(self, job: dict[str, Any], spec: dict[str, Any]) -> None:
         self.db.execute(

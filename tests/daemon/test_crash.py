@@ -200,3 +200,26 @@ def test_a_clean_stop_leaves_running_jobs_to_the_next_daemon(daemon):
     assert (row["state"], row["exit_code"]) == ("FAILED", 3)
     assert marker.read_text() == "x\n"
     assert len(daemon.job(job)["attempts"]) == 1
+
+
+def test_records_of_jobs_that_ended_long_ago_are_purged_and_ids_never_reused(daemon):
+    import time
+
+    daemon.start("--keep-finished", "3s")
+    old = daemon.submit("true")
+    ended = daemon.wait_done([old])[old]
+    assert ended["state"] == "COMPLETED"
+    end = daemon.job(old)["attempts"][0]["end"]
+    wait_until(lambda: time.time() > end + 3.2, timeout=10, message="3 s pass")
+    recent = daemon.submit("true")
+    daemon.wait_done([recent])
+    daemon.stop()
+    daemon.start("--keep-finished", "3s")  # purges at start (and every hour)
+    assert daemon.berth("show", str(old)).returncode != 0  # forgotten
+    assert daemon.job(recent)["state"] == "COMPLETED"  # kept
+    end = daemon.job(recent)["attempts"][0]["end"]
+    wait_until(lambda: time.time() > end + 3.2, timeout=10, message="3 s pass")
+    daemon.stop()
+    daemon.start("--keep-finished", "3s")  # every job is purged now, the newest too
+    assert daemon.call("queue", all=True)["jobs"] == []
+    assert daemon.submit("true") == recent + 1  # not 1 again
