@@ -6,6 +6,12 @@ Each pod is placed at once by the core's placement (``berth.core.placement.place
 random order (the whole list, then the list again in another order; FGD uses seeds 42-51). The packer's demand profile is the
 last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster has been seeing, not a given
 distribution.
+
+GPU-model constraints (openb's ``gpu_spec``, :mod:`berth.sim.gpuspec`) are honoured as FGD's
+simulator honours them: a constrained pod may only take GPUs of its models (the request's
+``gpu_ids``). A pod whose models no node can host counts as arrived and failed, like any pod
+that fits nowhere, and is also counted in ``FillResult.unsatisfiable``. ``gpu_spec=False``
+ignores the constraints (the old, easier workload), for before/after comparisons.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 from berth.core.capacity import Capacity
 from berth.core.job import Request
 from berth.core.placement import Profile, place
+from berth.sim.gpuspec import ModelIndex, job_count
 from berth.sim.traces import SimJob
 from berth.sim.workload import Inventory
 
@@ -34,6 +41,8 @@ class FillResult:
     window: dict[int, float] = field(default_factory=dict)
     placed: int = 0
     failed: int = 0
+    constrained: int = 0  # arrived pods with a GPU-model constraint
+    unsatisfiable: int = 0  # ... of which no node can host (failed, never placed)
     wall: float = 0.0
 
 
@@ -45,9 +54,11 @@ def fill(
     *,
     until: int = 130,
     marks: tuple[int, ...] = (90, 100, 110, 120, 130),
+    gpu_spec: bool = True,
 ) -> FillResult:
     """Allocation ratio (%) at each arrived-demand mark (% of GPU capacity)."""
     gpus, nodes = inv
+    models = ModelIndex(gpus)
     cap = Capacity(gpus, nodes)
     total = float(len(gpus))
     rng = random.Random(seed)
@@ -65,7 +76,10 @@ def fill(
             rng.shuffle(order)
             order.reverse()
         pod = order.pop()
-        req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram)
+        spec = pod.gpu_models if gpu_spec and job_count(pod) else ()
+        ok = not spec or models.satisfiable(spec, job_count(pod))
+        ids = models.ids(spec) if spec and ok else None  # an unsatisfiable pod is never placed
+        req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids)
         if placement == "packer":
             recent.append(req)
             if profile is None or len(recent) % PROFILE_EVERY == 0:
@@ -77,7 +91,10 @@ def fill(
         if not todo or arrived / total * 100.0 >= until:
             break
         arrived += pod.gpus
-        pl = place(cap, req, placement, profile)
+        if spec:
+            res.constrained += 1
+            res.unsatisfiable += not ok
+        pl = place(cap, req, placement, profile) if ok else None
         if pl is None:
             res.failed += 1
         else:

@@ -8,7 +8,7 @@ from typing import Any
 
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, POLICIES, check_policy
 from berth.errors import UsageError
-from berth.sim import traces, workload
+from berth.sim import gpuspec, traces, workload
 from berth.sim.engine import RunResult, simulate
 from berth.sim.metrics import metrics
 from berth.sim.traces import SimJob
@@ -47,6 +47,11 @@ def prepare(
     notes: list[str] = []
     if start_day or days is not None:
         jobs = workload.window(jobs, start_day, days)
+    unsat = gpuspec.resolve(jobs, inv[0])  # gpu_spec -> the GPUs each job may use
+    if unsat:
+        notes.append("dropped " + gpuspec.describe(unsat))
+        bad = {id(j) for j in unsat}
+        jobs = [j for j in jobs if id(j) not in bad]
     keep = [j for j in jobs if workload.fits(j, inv) and j.duration > 0]
     if not any(n.cpu is not None for n in inv[1].values()):
         keep = [j for j in keep if j.gpus > 0]  # CPU-only pods mean something only with CPUs
@@ -69,7 +74,7 @@ def prepare(
         keep = workload.scale_to(keep, cap, load, scale, seed)
     workload.time_limits(keep, time_limits)
     final = workload.offered_load(keep, cap)
-    return Workload(keep, inv, final, native, dropped, notes)
+    return Workload(keep, inv, final, native, dropped + len(unsat), notes)
 
 
 def policy_list(text: str, known: tuple[str, ...] = POLICIES) -> list[str]:

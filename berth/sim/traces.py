@@ -9,6 +9,9 @@ Formats (``read(path, fmt)``; ``fmt="auto"`` guesses from the header):
 - ``openb``: Alibaba openb pod lists (``num_gpu``, ``gpu_milli``, ``cpu_milli``,
   ``memory_mib``, ``creation_time``, ``deletion_time``); GPU demand is ``num_gpu`` or, for
   one-GPU pods, ``gpu_milli / 1000``; duration is the pod's lifetime; tenant is ``qos``.
+  ``gpu_spec`` (``V100M16|V100M32``: the GPU models the pod may run on, empty = any) becomes
+  :attr:`SimJob.gpu_models`; :mod:`berth.sim.gpuspec` turns it into the allowed GPUs of an
+  inventory. As in FGD's simulator, it is read for GPU pods only.
 - ``berth``: JSON lines of ``Job.to_dict()``, or the daemon's SQLite store itself
   (``berth.db`` in its state directory, opened read-only); a job's duration is what its
   attempts ran, so an admin can replay last month's real queue.
@@ -45,6 +48,7 @@ class SimJob:
     ram: int | None = None
     name: str = ""
     gpu_ids: tuple[int, ...] | None = None
+    gpu_models: tuple[str, ...] = ()  # GPU models allowed (exact names); () = any
 
     @property
     def gpu_seconds(self) -> float:
@@ -135,12 +139,24 @@ def _openb(rows: list[dict[str, str]], path: str) -> list[SimJob]:
         n = int(r["num_gpu"])
         gpus = n if n != 1 else int(r["gpu_milli"]) / 1000.0
         created = float(r["creation_time"])
+        models = parse_gpu_spec(r.get("gpu_spec") or "") if n != 0 else ()
         out.append(SimJob(
             0, created, max(0.0, float(r["deletion_time"]) - created), float(gpus),
             r.get("qos") or "", cpu=float(r["cpu_milli"]),
-            ram=int(float(r["memory_mib"]) * MIB), name=r["name"],
+            ram=int(float(r["memory_mib"]) * MIB), name=r["name"], gpu_models=models,
         ))  # fmt: skip
     return out
+
+
+def parse_gpu_spec(text: str) -> tuple[str, ...]:
+    """``"V100M16|V100M32"`` -> ``("V100M16", "V100M32")``: alternatives split on ``|``,
+    empty parts dropped, duplicates once; ``""`` (no constraint) -> ``()``."""
+    out: list[str] = []
+    for part in text.split("|"):
+        part = part.strip()
+        if part and part not in out:
+            out.append(part)
+    return tuple(out)
 
 
 def _berth(f: Iterable[str]) -> list[SimJob]:

@@ -138,7 +138,8 @@ def poisson(jobs: list[SimJob], gpus: int, rho: float, n: int, seed: int) -> lis
     for i in range(1, n + 1):
         src = jobs[rng.randrange(len(jobs))]
         out.append(SimJob(i, t, src.duration, src.gpus, src.tenant, src.priority, src.time_limit,
-                          src.mem, src.cpu, src.ram, src.name))  # fmt: skip
+                          src.mem, src.cpu, src.ram, src.name, src.gpu_ids,
+                          src.gpu_models))  # fmt: skip
         t += rng.expovariate(rate)
     return out
 
