@@ -12,11 +12,17 @@
    the seeds, against FGD's published 95.23% (BestFit 92.86%). As in FGD's artifact, pods
    that cannot be placed count as arrived and are skipped, and the ratio at a mark is the mean
    over the pods whose arrived % rounds to it (``FillResult.window``).
+3. The same on the ``gpuspec*`` pod lists (``--workloads``): the default pods with GPU-model
+   constraints (``gpu_spec``) on 10-33% of them, honoured as FGD's simulator does
+   (berth/sim/gpuspec.py). Those lists differ from ``default`` only in ``gpu_spec`` (checked
+   here), so the ``default`` rows of the same run are the "gpu_spec ignored" baseline.
+   The paper's numbers come from ``anchors/fgd_atc23_alloc_ratio_summary.csv``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import sys
 import time
@@ -25,7 +31,28 @@ from berth.sim import report, traces, workload
 from berth.sim.fill import fill
 from berth.sim.run import compare, prepare
 
-FGD = {"first-fit": None, "best-fit": 92.86, "packer": 95.23}  # A1, default, at 100%
+PAPER = {"best-fit": "05-BestFit", "packer": "06-FGD"}  # whose published numbers to show
+
+
+def anchors(traces_dir: str) -> dict[tuple[str, str], dict[int, float]]:
+    """(workload, policy) -> {90|100|130: GPU allocated %}, FGD's seed means (ANCHORS.md A1)."""
+    path = os.path.join(traces_dir, "anchors", "fgd_atc23_alloc_ratio_summary.csv")
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f):
+            out[(r["workload"].removeprefix("openb_pod_list_"), r["policy"])] = {
+                m: float(r[f"gpu_alloc_pct_at_{m}pct_arrived"]) for m in (90, 100, 130)
+            }
+    return out
+
+
+def same_but_spec(a: list[traces.SimJob], b: list[traces.SimJob]) -> bool:
+    """Whether two pod lists differ only in their GPU-model constraints."""
+
+    def key(j: traces.SimJob) -> tuple[object, ...]:
+        return (j.name, j.submit, j.duration, j.gpus, j.cpu, j.ram, j.tenant)
+
+    return len(a) == len(b) and all(key(x) == key(y) for x, y in zip(a, b, strict=True))
 
 
 def main() -> int:
@@ -39,6 +66,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--skip-jct", action="store_true")
     ap.add_argument("--placements", default="first-fit,best-fit,packer")
+    ap.add_argument(
+        "--workloads",
+        default="default,gpuspec10,gpuspec20,gpuspec25,gpuspec33",
+        help="openb pod lists for the FGD experiment (openb_pod_list_<name>.csv)",
+    )
+    ap.add_argument("--per-seed", action="store_true", help="print each seed's value at 100%%")
     a = ap.parse_args()
     ob = os.path.join(a.traces, "alibaba_openb_2023")
     pods_path = os.path.join(ob, "openb_pod_list_default.csv")
@@ -55,30 +88,47 @@ def main() -> int:
         print(report.table(rows, base).replace(f"x{base}", "xfirst-fit"))
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
-    pods = traces.read(pods_path)
     inv = workload.inventory(os.path.join(ob, "openb_node_list_gpu_node.csv"))
-    print(
-        f"\n## FGD experiment: {len(inv[0])} GPUs on {len(inv[1])} nodes, seeds {seeds[0]}-{seeds[-1]}\n"
-    )
-    print(
-        "placement   alloc% @90   @100   @130   (min-max @100)   (min-max @130)"
-        "   FGD paper @100   wall s"
-    )
-    for how in a.placements.split(","):
-        t0 = time.perf_counter()
-        runs = [fill(pods, inv, how, s, marks=(90, 100, 130)) for s in seeds]
-        m = {k: sum(r.window[k] for r in runs) / len(runs) for k in (90, 100, 130)}
-        at100 = [r.window[100] for r in runs]
-        at130 = [r.window[130] for r in runs]
-        ref = FGD.get(how)
-        paper = (
-            "-" if ref is None else (f"FGD {ref:.2f}" if how == "packer" else f"BestFit {ref:.2f}")
-        )
+    paper = anchors(a.traces)
+    default = traces.read(pods_path)
+    for wl in a.workloads.split(","):
+        pods = traces.read(os.path.join(ob, f"openb_pod_list_{wl}.csv"))
+        n_spec = sum(1 for p in pods if p.gpu_models)
         print(
-            f"{how:<10} {m[90]:10.2f} {m[100]:6.2f} {m[130]:6.2f}   ({min(at100):.2f}-{max(at100):.2f})"
-            f"   ({min(at130):.2f}-{max(at130):.2f})   {paper:>15}   {time.perf_counter() - t0:6.0f}"
+            f"\n## FGD experiment, {wl}: {len(inv[0])} GPUs on {len(inv[1])} nodes, seeds "
+            f"{seeds[0]}-{seeds[-1]}; {n_spec} of {len(pods)} pods constrain the GPU model"
+            + ("" if wl == "default" else
+               f" (else same as default: {same_but_spec(pods, default)})")
+            + "\n"
+        )  # fmt: skip
+        print(
+            "placement   alloc% @90   @100   @130   (min-max @100)   (min-max @130)"
+            "   constrained/unsatisfiable/failed pods per seed   paper @90/@100/@130   wall s"
         )
-        sys.stdout.flush()
+        for how in a.placements.split(","):
+            t0 = time.perf_counter()
+            runs = [fill(pods, inv, how, s, marks=(90, 100, 130)) for s in seeds]
+            m = {k: sum(r.window[k] for r in runs) / len(runs) for k in (90, 100, 130)}
+            at100 = [r.window[100] for r in runs]
+            at130 = [r.window[130] for r in runs]
+            ref = paper.get((wl, PAPER.get(how, "")))
+            pub = (
+                "-"
+                if ref is None
+                else f"{PAPER[how][3:]} " + "/".join(f"{ref[k]:.2f}" for k in (90, 100, 130))
+            )
+            counts = "/".join(
+                f"{sum(getattr(r, c) for r in runs) / len(runs):.0f}"
+                for c in ("constrained", "unsatisfiable", "failed")
+            )
+            print(
+                f"{how:<10} {m[90]:10.2f} {m[100]:6.2f} {m[130]:6.2f}   "
+                f"({min(at100):.2f}-{max(at100):.2f})   ({min(at130):.2f}-{max(at130):.2f})"
+                f"   {counts:>20}   {pub:>28}   {time.perf_counter() - t0:6.0f}"
+            )
+            if a.per_seed:
+                print("   per seed @100: " + " ".join(f"{v:.2f}" for v in at100))
+            sys.stdout.flush()
     return 0
 
 
