@@ -139,7 +139,15 @@ def _fill(args: argparse.Namespace) -> int:
         marks = sorted(set.intersection(*(set(m) for m in reading)))
         mean = {m: sum(r[m] for r in reading) / len(runs) for m in marks}
         out.append({"placement": how, "seeds": seeds, "alloc_pct": mean,
-                    "wall_s": sum(r.wall for r in runs)})  # fmt: skip
+                    "wall_s": sum(r.wall for r in runs),
+                    "unsatisfiable": sum(r.unsatisfiable for r in runs)})  # fmt: skip
+    bad = max((row["unsatisfiable"] for row in out), default=0)
+    if bad:  # pods whose gpu_spec names GPU models no node has (enough of): never placed
+        sys.stderr.write(
+            f"berth: {bad} arrived pods (over {len(seeds)} seeds) ask for GPU models "
+            "(gpu_spec) that no node of the inventory has enough of: counted as arrived "
+            "and failed\n"
+        )
     if args.json:
         import json
 

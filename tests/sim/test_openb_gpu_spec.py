@@ -125,3 +125,13 @@ def test_whole_inventory_without_the_model_drops_constrained_jobs() -> None:
     wl = prepare(PODS, inventory="8")  # one host of 8 GPUs named "GPU": no T4, G2, ...
     assert all(not j.gpu_models for j in wl.jobs)
     assert any("gpu_spec" in n for n in wl.notes)
+
+
+def test_fill_command_reports_unsatisfiable_pods(capsys: pytest.CaptureFixture[str]) -> None:
+    from berth.cli.main import main
+
+    rc = main(["simulate", PODS, "--fill", "--inventory", "8", "--placement", "first-fit"])
+    assert rc == 0
+    out, err = capsys.readouterr()
+    assert "first-fit" in out
+    assert "gpu_spec" in err and "no node" in err
