@@ -250,7 +250,10 @@ class Attempt:
         except (SpawnError, OSError, ValueError) as e:
             result.update(rc=127, error=str(e), end=time.time())
             return result
-        os.write(self.run_fd, f"job {pid}\n".encode())
+        try:
+            os.write(self.run_fd, f"job {pid}\n".encode())
+        except OSError:  # a full disk loses the line, not the job
+            pass
         self._name_holders(pid)
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
