@@ -11,6 +11,7 @@
   berth submit --wait -- python test.py              # block; exit with the job's status
   berth submit -i -- python train.py                 # stream its output; Ctrl-C detaches
   ID=$(berth submit --parsable -- python x.py)
+  berth submit --unique --file jobs.txt              # one job per line; again: only new lines
 
 Output and errors go to one log, <state>/logs/ID.out in the daemon's state dir, unless -o
 names another (as sbatch); -e keeps errors apart. %j in a name is the job id, %u the user. The command runs without a shell, in the current
@@ -65,9 +66,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--requeue", action="store_true", help="at the time limit, requeue instead of TIMEOUT")
     a("--hold", action="store_true", help="queue it held (`berth release-job ID` to start)")
     a("--pty", action="store_true", help="run under a pseudo-terminal (for `berth attach`)")
+    a(
+        "--unique",
+        action="store_true",
+        help="not if the same job is queued, running or completed (prints its id instead)",
+    )
     a("--wrap", help="a shell command string, run by /bin/sh -c")
     a("--wait", action="store_true", help="wait for the job to end; exit with its status")
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
+    a("--file", metavar="FILE", help="one job per line of FILE: [options] [--] command")
     a("--parsable", action="store_true", help="print only the job id")
     a("--json", action="store_true", help="machine-readable output")
     a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
@@ -142,7 +149,7 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
     if args.retries:
         job["retries"] = args.retries
-    for key in ("requeue", "hold", "pty"):
+    for key in ("requeue", "hold", "pty", "unique"):
         if getattr(args, key):
             job[key] = True
     return job
@@ -168,17 +175,25 @@ def parse_dependency(text: str) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     from berth.client import Client
 
+    if args.file:
+        from berth.cli import submit_file
+
+        return submit_file.run(args)
     job = build_job(args)
     with Client() as c:
         reply = c.call("submit", job=job)
         job_id = reply["job_id"]
+        if reply.get("duplicate"):
+            sys.stderr.write(
+                f"job {job_id} is the same job ({reply['state']}); not submitted again (--unique)\n"
+            )
         if args.parsable:
             sys.stdout.write(f"{job_id}\n")
         elif args.json and not (args.wait or args.interactive):
             import json
 
             sys.stdout.write(json.dumps(reply) + "\n")
-        else:
+        elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
             out.write(f"Submitted job {job_id}\n")
         sys.stdout.flush()

@@ -62,6 +62,7 @@ class Engine(Lifecycle):
         self.queue_paused = False
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
+        self.unique: dict[str, int] = {}  # `submit --unique` identity -> newest job with it
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self.last_pass_seconds = 0.0

@@ -13,7 +13,7 @@ import time
 from berth.core.job import Dependency, Job, Request
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
-from berth.daemon import protocol, views
+from berth.daemon import protocol, unique, views
 from berth.daemon.launcher import expand_pattern
 from berth.daemon.protocol import ProtocolError
 from berth.units import format_size
@@ -116,6 +116,8 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         name=spec.get("name_filter"),
     )
     _check_fits(engine.res.inventory, request)
+    if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
+        return dup
     now = time.time()
     job_id = engine.next_id
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
@@ -140,6 +142,8 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         held=bool(spec.get("hold")),
     )
     engine.next_id = job_id + 1
+    if "unique_key" in spec:
+        engine.unique[spec["unique_key"]] = job_id
     await engine.insert(job, spec)  # durable before we answer
     return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
 

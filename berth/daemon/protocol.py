@@ -100,6 +100,7 @@ JOB_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "requeue": (_B, False),
     "hold": (_B, False),
     "pty": (_B, False),
+    "unique": (_B, False),
 }
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Each entry migrates from version i to i + 1.
 MIGRATIONS: list[str] = [
@@ -41,6 +41,11 @@ MIGRATIONS: list[str] = [
         WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING');
     CREATE INDEX jobs_ended ON jobs(ended_at);
     CREATE TABLE paused(gpu TEXT PRIMARY KEY, since REAL NOT NULL);
+    """,
+    # 2: `submit --unique`: the job's identity (see berth.daemon.unique), to find a twin.
+    """
+    ALTER TABLE jobs ADD COLUMN unique_key TEXT;
+    CREATE INDEX jobs_unique ON jobs(unique_key) WHERE unique_key IS NOT NULL;
     """,
 ]
 
@@ -123,24 +128,19 @@ class Store:
         return [int(r[0]) for r in self.db.execute(sql, (before,))]
 
     def insert_job(self, job: dict[str, Any], spec: dict[str, Any]) -> None:
-        self.db.execute(
-            "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                job["id"],
-                job["uid"],
-                job["user"],
-                job["state"],
-                job["submit_time"],
-                json.dumps(job, separators=(",", ":")),
-                json.dumps(spec, separators=(",", ":")),
-            ),
-        )
+        self.db.execute(self.INSERT_SQL, self.insert_row(job, spec))
+
+    def twin(self, key: str) -> tuple[int, str] | None:
+        """The newest job with this ``--unique`` identity: (id, state), or None."""
+        row = self.db.execute(
+            "SELECT id, state FROM jobs WHERE unique_key = ? ORDER BY id DESC LIMIT 1", (key,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
 
     # Batches for :class:`berth.daemon.writer.Writer` (``executemany`` inside one transaction).
     INSERT_SQL = (
-        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec, unique_key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     )
     # ``launched`` is kept when the row's value is NULL (not given).
     SAVE_SQL = (
@@ -158,6 +158,7 @@ class Store:
             job["submit_time"],
             json.dumps(job, separators=(",", ":")),
             json.dumps(spec, separators=(",", ":")),
+            spec.get("unique_key"),
         )
 
     @staticmethod

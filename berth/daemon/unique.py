@@ -1,0 +1,66 @@
+"""``berth submit --unique``: seed 002's job deduplication, for jobs files submitted again.
+
+A job submitted with ``--unique`` is not queued if a job with the same identity, of the same
+user, is pending or running, or has completed (and is still on record: ``--keep-finished``);
+the answer names that job instead (``duplicate``). A twin that failed, timed out or was
+cancelled does not count: the job is queued again, as seed 002 retries failed jobs.
+
+Identity: the user, the command (argv or ``--wrap``), the working directory,
+``--env-setup``, ``--conda``, and the GPU request (count or share, memory, allowed GPUs, GPU
+name filter). Not the priority, name, time limit, logs, or the captured environment (which
+differs from one shell to the next).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.daemon.engine import Engine
+
+FIELDS = ("argv", "wrap", "cwd", "env_setup", "conda", "mem", "name_filter")
+# A twin in one of these states means: already done, or on its way.
+BLOCKING = ("PENDING", "RUNNING", "COMPLETING", "COMPLETED")
+
+
+def key(uid: int, spec: dict[str, Any]) -> str:
+    ident: dict[str, Any] = {f: spec.get(f) for f in FIELDS}
+    ident["uid"] = uid
+    ident["gpus"] = float(spec.get("gpus", 1))
+    ids = spec.get("gpu_ids")
+    ident["gpu_ids"] = None if ids is None else sorted(ids)
+    data = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
+async def twin(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The reply for a duplicate of ``spec`` (submitted with ``unique``), or None if it is new;
+    sets ``spec["unique_key"]`` either way."""
+    k = spec["unique_key"] = key(uid, spec)
+    job_id = engine.unique.get(k)
+    state = None
+    if job_id is not None:
+        job = engine.jobs.get(job_id) or engine.settling.get(job_id)
+        if job is not None:
+            state = job.state.value
+        elif job_id in engine.finished_states:
+            state = engine.finished_states[job_id].value
+    if state is None:
+        found = engine.store.twin(k)
+        if found is not None:
+            job_id, state = found
+    if job_id is None or state not in BLOCKING:
+        return None
+    await engine.durable()  # (a twin submitted in this very turn is not written yet)
+    other = engine.store.spec(job_id)
+    return {
+        "job_id": job_id,
+        "duplicate": True,
+        "state": state,
+        "stdout": other.get("stdout_path"),
+        "stderr": other.get("stderr_path"),
+    }

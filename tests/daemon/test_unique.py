@@ -1,0 +1,98 @@
+"""`berth submit --unique` (seed 002's job deduplication) and `berth submit --file`."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from berth.daemon import store as store_mod
+
+
+def _ids(out: str) -> list[int]:
+    return [int(x) for x in out.split()]
+
+
+def test_unique_queues_a_job_once_unless_its_twin_failed(daemon):
+    daemon.start(gpus=2)
+    gate = daemon.fake.root / "gate"
+    cmd = ["sh", "-c", f'while [ ! -e {gate} ]; do sleep 0.05; done; exit "$(cat {gate})"']
+    first = _ids(daemon.berth("submit", "--parsable", "--unique", "--", *cmd).stdout)
+    again = daemon.berth("submit", "--parsable", "--unique", "-p", "5", "--", *cmd)
+    assert _ids(again.stdout) == first and "not submitted again" in again.stderr
+    other = daemon.berth("submit", "--parsable", "--unique", "-g", "2", "--", *cmd)
+    assert _ids(other.stdout) != first  # another GPU request: another job
+    plain = daemon.berth("submit", "--parsable", "--", *cmd)  # without --unique: queued
+    assert _ids(plain.stdout) != first
+    gate.write_text("0")
+    daemon.wait_done(first + _ids(other.stdout) + _ids(plain.stdout))
+    done = daemon.berth("submit", "--parsable", "--unique", "--", *cmd)
+    assert _ids(done.stdout) == first and "COMPLETED" in done.stderr
+    # A twin that failed does not count: the job is queued again.
+    gate.write_text("3")
+    failing = ["sh", "-c", f'exit "$(cat {gate})"']
+    a = _ids(daemon.berth("submit", "--parsable", "--unique", "--", *failing).stdout)
+    assert daemon.wait_done(a)[a[0]]["state"] == "FAILED"
+    b = _ids(daemon.berth("submit", "--parsable", "--unique", "--", *failing).stdout)
+    assert b != a
+
+
+def test_file_submits_a_job_per_line_and_unique_only_the_new_ones(daemon):
+    daemon.start(gpus=2)
+    jobs = daemon.fake.root / "jobs.txt"
+    out = daemon.fake.root / "out"
+    jobs.write_text(
+        "# experiments\n"
+        f"-J one -- sh -c 'echo one >> {out}'\n"
+        f"sh -c 'echo two >> {out}'   # the whole line is the command\n"
+        "\n"
+        f"-p 7 -g 0.5 -- sh -c 'echo three >> {out}'\n"
+    )
+    r = daemon.berth("submit", "--unique", "-p", "3", "--parsable", "--file", str(jobs))
+    assert r.returncode == 0, r.stderr
+    ids = _ids(r.stdout)
+    assert len(ids) == 3
+    rows = daemon.wait_done(ids)
+    assert {rows[i]["state"] for i in ids} == {"COMPLETED"}
+    assert sorted(out.read_text().split()) == ["one", "three", "two"]
+    assert [daemon.job(i)["priority"] for i in ids] == [3, 3, 7]  # the line's own wins
+    assert daemon.job(ids[0])["name"] == "one" and daemon.job(ids[2])["request"]["gpus"] == 0.5
+    # Appended a line: submitting the file again queues only that one.
+    with open(jobs, "a") as f:
+        f.write(f"sh -c 'echo four >> {out}'\n")
+    r = daemon.berth("submit", "--unique", "-p", "3", "--file", str(jobs))
+    assert r.returncode == 0 and "1 of 4 submitted" in r.stdout
+    assert r.stdout.count("already there (COMPLETED)") == 3
+
+
+def test_a_bad_line_submits_nothing_and_a_refused_one_is_named(daemon):
+    daemon.start(gpus=2)
+    jobs = daemon.fake.root / "jobs.txt"
+    jobs.write_text("-- echo fine\n-g lots -- echo bad\n")
+    r = daemon.berth("submit", "--file", str(jobs))
+    assert r.returncode == 2 and f"{jobs}:2: invalid -g/--gpus 'lots'" in r.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []  # nothing submitted
+    jobs.write_text("-- echo fine\n--gpu-ids 7 -- echo nowhere\n")
+    r = daemon.berth("submit", "--file", str(jobs))
+    assert r.returncode == 1 and f"{jobs}:2: no GPU 7 here" in r.stderr
+    assert "Submitted job" in r.stdout and "1 of 2 submitted" in r.stdout
+    bad = daemon.berth("submit", "--file", str(jobs), "--", "echo", "x")
+    assert bad.returncode == 2 and "--file takes the commands from the file" in bad.stderr
+
+
+def test_a_version_1_database_is_migrated_in_place(tmp_path):
+    path = str(tmp_path / "berth.db")
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in store_mod.MIGRATIONS[0].split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.execute("PRAGMA user_version=1")
+    db.execute(
+        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) "
+        "VALUES (7, 0, 'root', 'COMPLETED', 1.0, '{}', '{}')"
+    )
+    db.close()
+    st = store_mod.Store.open(path)
+    try:
+        assert st.db.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
+        assert st.next_id() == 8 and st.twin("anything") is None
+    finally:
+        st.close()
