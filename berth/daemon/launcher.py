@@ -17,12 +17,23 @@ if TYPE_CHECKING:
 # Kept from the submitter's environment with --export NONE.
 MINIMAL_ENV = ("HOME", "USER", "LOGNAME", "PATH", "SHELL", "LANG", "TERM")
 
-SETUP_SCRIPT = '{setup}\nexec "$@"'
-CONDA_SETUP = (
-    'eval "$(conda shell.bash hook)" 2>/dev/null || '
-    '. "$(conda info --base)/etc/profile.d/conda.sh"\n'
-    'conda activate "$BERTH_CONDA_ENV" || exit 127'
+# The job runs only if the setup succeeded (its last command's status), never half set up.
+SETUP_SCRIPT = (
+    "{setup}\n"
+    "_berth_setup=$?\n"
+    'if [ "$_berth_setup" -ne 0 ]; then\n'
+    '  echo "berth: the job\'s environment setup failed (status $_berth_setup);'
+    ' the command was not run" >&2\n'
+    "  exit 127\n"
+    "fi\n"
+    'exec "$@"'
 )
+# `conda activate` needs conda's shell function, which a non-interactive bash lacks.
+CONDA_HOOK = (
+    'eval "$(conda shell.bash hook)" 2>/dev/null || '
+    '. "$(conda info --base)/etc/profile.d/conda.sh"'
+)
+CONDA_SETUP = CONDA_HOOK + '\nconda activate "$BERTH_CONDA_ENV" || exit 127'
 
 
 def expand_pattern(pattern: str, job_id: int, cwd: str, user: str) -> str:
@@ -40,6 +51,8 @@ def build_argv(spec: dict[str, Any]) -> list[str]:
     setup = spec.get("env_setup")
     if spec.get("conda"):
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
+    elif setup and "conda" in setup:  # e.g. seed 003's --env-setup-cmd "conda activate myenv"
+        setup = CONDA_HOOK + "\n" + setup
     if setup:
         argv = ["/bin/bash", "-c", SETUP_SCRIPT.format(setup=setup), "berth-job", *argv]
     return argv
