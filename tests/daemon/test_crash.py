@@ -215,11 +215,11 @@ def test_records_of_jobs_that_ended_long_ago_are_purged_and_ids_never_reused(dae
     daemon.wait_done([recent])
     daemon.stop()
     daemon.start("--keep-finished", "3s")  # purges at start (and every hour)
-    assert daemon.berth("show", str(old)).returncode != 0  # forgotten
+    wait_until(lambda: daemon.berth("show", str(old)).returncode != 0, message="forgotten")
     assert daemon.job(recent)["state"] == "COMPLETED"  # kept
     end = daemon.job(recent)["attempts"][0]["end"]
     wait_until(lambda: time.time() > end + 3.2, timeout=10, message="3 s pass")
     daemon.stop()
     daemon.start("--keep-finished", "3s")  # every job is purged now, the newest too
-    assert daemon.call("queue", all=True)["jobs"] == []
+    wait_until(lambda: daemon.call("queue", all=True)["jobs"] == [], message="all purged")
     assert daemon.submit("true") == recent + 1  # not 1 again
