@@ -198,7 +198,7 @@ def _what_if(args: argparse.Namespace) -> int:
     from berth.api import gpus as read_gpus
     from berth.client import Client
     from berth.config import get as get_config
-    from berth.core.inventory import Gpu
+    from berth.core.inventory import Gpu, Usage
     from berth.core.job import Job, Request
     from berth.core.policy import DEFAULT_POLICY
     from berth.core.states import State
@@ -220,6 +220,11 @@ def _what_if(args: argparse.Namespace) -> int:
     inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy)
                  for s in snaps if s.index not in banned]  # fmt: skip
     paused = {int(i) for i, g in (status.get("gpus") or {}).items() if g.get("paused")}
+    others = {  # claims and processes outside the queue: assumed to stay
+        int(i): Usage(float(o["share"]), int(o["mem"]), bool(o["busy"]), str(o["label"]))
+        for i, g in (status.get("gpus") or {}).items()
+        if (o := g.get("others"))
+    }
     pending = [j for j in jobs if j.state is State.PENDING]
     running = [j for j in jobs if j.state is not State.PENDING]
     mine = None
@@ -235,7 +240,7 @@ def _what_if(args: argparse.Namespace) -> int:
                            time_limit=None if args.time is None else parse_duration(args.time)))  # fmt: skip
     policy = args.policy or cfg.policy or DEFAULT_POLICY
     preds = predict(pending, running, inventory, now, paused=paused, policy=policy,
-                    assume=parse_duration(args.assume))  # fmt: skip
+                    assume=parse_duration(args.assume), others=others)  # fmt: skip
     by_id = {j.id: j for j in pending}
     if args.json:
         import json

@@ -275,6 +275,12 @@ class Engine(Lifecycle):
         if decisions.starts or decisions.cancels:
             self.kick()
 
+    def outside_usage(self) -> dict[int, Any]:
+        """GPU index -> :class:`~berth.core.inventory.Usage` of holders other than our jobs
+        (daemonless claims and waiters, processes outside berth), as the next pass sees it."""
+        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed())
+        return dict(self.res.others(lstate, self._own_leases(), self._job_sids))
+
     def _job_sids(self) -> set[int]:
         out = set()
         for r in self.runs.values():

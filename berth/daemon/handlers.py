@@ -353,6 +353,11 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
                     entry["jobs"].append(
                         {"id": job.id, "name": job.name, "user": job.user, "share": a.share}
                     )
+    for i, use in engine.outside_usage().items():  # (what `simulate --what-if` assumes stays)
+        if str(i) in gpus:
+            gpus[str(i)]["others"] = {
+                "share": use.share, "mem": use.mem, "busy": use.busy, "label": use.label
+            }  # fmt: skip
     return {
         "pid": os.getpid(),
         "gpus": gpus,
