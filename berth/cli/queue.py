@@ -4,6 +4,7 @@
   berth queue -u alice        # only alice's
   berth queue -t PD           # only pending (states: PD R CG CD F CA TO PR LO, or full names)
   berth queue --all           # also jobs that ended in the last day
+  berth queue --start         # when will pending jobs start? (= berth simulate --what-if)
   berth queue --json
 
 Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
@@ -27,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-u", "--user", help="only this user's jobs")
     p.add_argument("-t", "--states", help="only these states, comma-separated (PD,R)")
     p.add_argument("--all", action="store_true", help="include jobs that ended in the last day")
+    p.add_argument(
+        "--start", action="store_true", help="predicted start times (berth simulate --what-if)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -78,6 +82,19 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from berth.client import call
+
+    if args.start:  # as squeue --start
+        import argparse
+
+        from berth.cli import simulate
+        from berth.errors import UsageError
+
+        if args.user or args.states or args.all:
+            raise UsageError("--start predicts every pending job: not with -u, -t or --all")
+        what_if = argparse.ArgumentParser(add_help=False)
+        simulate.add_arguments(what_if)
+        opts = what_if.parse_args(["--what-if", *(["--json"] if args.json else [])])
+        return simulate.run(opts)
 
     fields: dict[str, Any] = {"all": args.all}
     if args.user:

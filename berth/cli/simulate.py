@@ -269,7 +269,7 @@ def _what_if(args: argparse.Namespace) -> int:
             "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() + "\n"
         )
     sys.stdout.write(f"# policy {policy}; jobs run until their time limit; '~' rests on jobs "
-                     "without one; outside GPU users are not foreseen\n")  # fmt: skip
+                     "without one; use outside the queue stays as it is\n")  # fmt: skip
     return 0
 
 

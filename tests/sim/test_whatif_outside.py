@@ -44,3 +44,27 @@ def test_a_claim_outside_the_queue_is_counted(live: tuple[Any, str, Any]) -> Non
     finally:
         holder.terminate()  # berth run passes it on to its command
         holder.wait()
+
+
+def test_queue_start_is_what_if(live: tuple[Any, str, Any]) -> None:
+    env, sock, fake = live
+    with Client(sock) as c:
+        for _ in range(3):
+            c.call(
+                "submit",
+                job={
+                    "argv": ["sleep", "30"],
+                    "env": env,
+                    "cwd": str(fake.root),
+                    "time_limit": 600.0,
+                },
+            )
+    run = [sys.executable, "-m", "berth.cli.main", "queue"]
+    out = subprocess.run([*run, "--start", "--json"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    [pending] = json.loads(out.stdout)["jobs"]  # 2 GPUs: the third job waits
+    assert pending["id"] == 3 and pending["start"] is not None and pending["exact"]
+    bad = subprocess.run([*run, "--start", "--all"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "not with -u, -t or --all" in bad.stderr
+    with Client(sock) as c:
+        c.call("cancel", all_mine=True)
