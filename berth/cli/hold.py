@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     import argparse
 
 HELP = "hold pending jobs (berth hold) or let them go (berth release-job)"
+HELPS = {
+    "hold": "keep pending jobs from starting (berth release-job lets them go)",
+    "release-job": "let held jobs start (they were held by berth hold or submit --hold)",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@
 Each command is a module in ``berth.cli`` exposing::
 
     HELP: str                                  # one line for `berth help`
+    HELPS: dict[str, str]                      # (optional) per command, if one serves several
     def add_arguments(p: argparse.ArgumentParser) -> None
     def run(args: argparse.Namespace) -> int   # the exit code
 
@@ -96,12 +97,18 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog=f"berth {name}",
-        description=getattr(module, "HELP", None),
+        description=_one_line(name, module),
         epilog=module.__doc__,
         formatter_class=Formatter,
     )
     module.add_arguments(p)
     return p
+
+
+def _one_line(name: str, module: object) -> str:
+    """The command's line in `berth help` (a module serving two commands may say each)."""
+    helps = getattr(module, "HELPS", None) or {}
+    return str(helps.get(name) or getattr(module, "HELP", ""))
 
 
 def _help(topic: str | None) -> int:
@@ -110,7 +117,7 @@ def _help(topic: str | None) -> int:
         available = []
         for name in COMMANDS:
             try:
-                available.append((name, getattr(_load(name), "HELP", "")))
+                available.append((name, _one_line(name, _load(name))))
             except ImportError:
                 continue
         width = max(len(n) for n, _ in available) if available else 0

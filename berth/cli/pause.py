@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     import argparse
 
 HELP = "pause (drain) GPUs for queued jobs, or resume them"
+HELPS = {
+    "pause": "drain GPUs: no queued job starts there; running ones go on (survives restarts)",
+    "resume": "let queued jobs use paused GPUs again (--all: and a paused queue)",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
