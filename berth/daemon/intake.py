@@ -1,0 +1,106 @@
+"""Accepting a job (the ``submit`` request): check the spec against this machine, apply
+``--unique`` (:mod:`berth.daemon.unique`), fix its log paths, and add it to the queue; the
+answer comes once the job is durable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from berth.core.job import Dependency, Job, Request
+from berth.daemon import protocol, unique
+from berth.daemon.launcher import expand_pattern
+from berth.daemon.protocol import ProtocolError
+from berth.units import format_size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.core.inventory import Gpu
+    from berth.daemon.engine import Engine
+    from berth.daemon.handlers import Peer
+
+
+async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = dict(req["job"])
+    argv, wrap = spec.get("argv"), spec.get("wrap")
+    if bool(argv) == bool(wrap):
+        raise ProtocolError(protocol.BAD_REQUEST, "give a command (argv) or --wrap, not both")
+    if argv and not all(isinstance(a, str) for a in argv):
+        raise ProtocolError(protocol.BAD_REQUEST, f"argv must be strings, got {argv!r}")
+    if not os.path.isabs(spec["cwd"]):
+        raise ProtocolError(protocol.BAD_REQUEST, f"cwd {spec['cwd']!r} must be absolute")
+    gpu_ids = spec.get("gpu_ids")
+    for i in (gpu_ids or []) + (spec.get("prefer") or []):
+        if not isinstance(i, int) or (engine.res.inventory and i not in engine.res.by_index):
+            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
+            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
+    deps = []
+    for d in spec.get("after_ok") or []:
+        if not isinstance(d, int) or (d not in engine.jobs and d not in engine.finished_states):
+            raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
+        deps.append(Dependency("afterok", d))
+    request = Request(
+        gpus=spec.get("gpus", 1),
+        mem=spec.get("mem"),
+        gpu_ids=None if gpu_ids is None else tuple(gpu_ids),
+        prefer=tuple(spec.get("prefer") or ()),
+        name=spec.get("name_filter"),
+    )
+    _check_fits(engine.res.inventory, request)
+    if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
+        return dup
+    now = time.time()
+    job_id = engine.next_id
+    name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
+    log_dir = os.path.join(engine.opts.state_dir, "logs")
+    out = spec.get("stdout") or os.path.join(log_dir, "%j.out")
+    err = spec.get("stderr") or out  # as sbatch: one file for both unless -e
+    spec["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user)
+    spec["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user)
+    job = Job(
+        id=job_id,
+        submit_time=now,
+        request=request,
+        name=name,
+        user=peer.user,
+        uid=peer.uid,
+        gid=peer.gid,
+        priority=int(spec.get("priority") or 0),
+        time_limit=spec.get("time_limit"),
+        dependencies=tuple(deps),
+        retries=int(spec.get("retries") or 0),
+        requeue=bool(spec.get("requeue")),
+        held=bool(spec.get("hold")),
+    )
+    engine.next_id = job_id + 1
+    if "unique_key" in spec:
+        engine.unique[spec["unique_key"]] = job_id
+    await engine.insert(job, spec)  # durable before we answer
+    return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
+
+
+def _check_fits(inventory: list[Gpu], request: Request) -> None:
+    """Refuse, before anything is stored, a request no GPU set here could ever satisfy (more
+    GPUs than there are, more memory than any card has): it would wait for ever."""
+    if not inventory:
+        return
+    gpus = [g for g in inventory if request.gpu_ids is None or g.index in request.gpu_ids]
+    if request.name:
+        gpus = [g for g in gpus if request.name.lower() in g.name.lower()]
+    if request.mem is not None:
+        known = [g.memory_total for g in gpus if g.memory_total is not None]
+        if known and max(known) < request.mem:
+            raise ProtocolError(
+                protocol.BAD_REQUEST,
+                f"--mem {format_size(request.mem)}: no GPU here has that much memory "
+                f"(largest {format_size(max(known))})",
+            )
+    if request.count > len(gpus):
+        which = " matching --gpu-ids/--gpu-name" if len(gpus) < len(inventory) else ""
+        raise ProtocolError(
+            protocol.BAD_REQUEST,
+            f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; ask for fewer",
+        )
