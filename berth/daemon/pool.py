@@ -46,7 +46,9 @@ _REPLY_MAX = 65536  # a `done` message is a few hundred bytes
 class Slot:
     """One supervisor, as the daemon sees it."""
 
-    __slots__ = ("attempt", "chan", "fatal", "forked", "id", "idle_since", "job", "owner", "pid")
+    __slots__ = (
+        "attempt", "chan", "fatal", "forked", "id", "idle_since", "job", "owner", "pid", "theirs",
+    )  # fmt: skip
 
     def __init__(self, slot_id: int, owner: Owner, chan: socket.socket) -> None:
         self.id = slot_id
@@ -58,6 +60,7 @@ class Slot:
         self.attempt = 0
         self.idle_since = 0.0
         self.fatal: str | None = None  # why it could not serve, if it said so before dying
+        self.theirs: socket.socket | None = None  # its end, until it is forked
 
 
 class Pool:
@@ -92,6 +95,8 @@ class Pool:
             slot = idle.pop() if idle else self._new(owner)  # the most recently busy: warm
             try:
                 socket.send_fds(slot.chan, [data], fds)
+                if fresh:  # forked once its first attempt waits for it: it never misses it
+                    self._start(slot)
                 break
             except OSError:
                 self._close(slot)  # an idle one that has just died: try the next
@@ -111,10 +116,20 @@ class Pool:
             log.warning("job %d: cannot reach its supervisor: %s", job, e)
 
     def _new(self, owner: Owner) -> Slot:
+        """A slot whose supervisor is not forked yet (see :meth:`_start`)."""
         self._seq += 1
         ours, theirs = pair()
         slot = Slot(self._seq, owner, ours)
-        uid, gid, user = owner
+        slot.theirs = theirs
+        self.slots[slot.id] = slot
+        self.loop.add_reader(ours.fileno(), self._on_readable, slot)
+        return slot
+
+    def _start(self, slot: Slot) -> None:
+        """Have the slot's supervisor forked: by the fork server, or by the daemon itself."""
+        theirs, slot.theirs = slot.theirs, None
+        assert theirs is not None
+        uid, gid, user = slot.owner
         spec = {"uid": uid, "gid": gid, "user": user}
         try:
             if self.spawner is not None and self.spawner.alive:
@@ -122,14 +137,8 @@ class Pool:
             else:
                 slot.pid = supervisor.start(theirs.fileno(), spec)
                 slot.forked = True
-        except OSError:
-            ours.close()
-            raise
         finally:
             theirs.close()
-        self.slots[slot.id] = slot
-        self.loop.add_reader(ours.fileno(), self._on_readable, slot)
-        return slot
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -198,6 +207,9 @@ class Pool:
             return
         self.loop.remove_reader(slot.chan.fileno())
         slot.chan.close()
+        if slot.theirs is not None:
+            slot.theirs.close()
+            slot.theirs = None
         idle = self.idle.get(slot.owner)
         if idle and slot in idle:
             idle.remove(slot)
