@@ -23,10 +23,11 @@ def test_kill9_with_4_running_and_20_waiting_all_finish_once_with_true_codes(dae
         )  # fmt: skip
         ids.append(job_id)
         codes[job_id] = code
-    running = wait_until(
-        lambda: [r["id"] for r in daemon.call("queue", states=["R"])["jobs"]] or None,
-        message="jobs run",
+    wait_until(  # the first 4 have started (not merely been marked RUNNING)
+        lambda: sum(e["event"] == "start" for e in records.read(daemon.record)) == 4,
+        message="4 jobs start",
     )
+    running = [r["id"] for r in daemon.call("queue", states=["R"])["jobs"]]
     assert sorted(running) == ids[:4]
     daemon.kill9()
     # The 4 running jobs end while no daemon is there: their supervisors record it.
@@ -180,7 +181,8 @@ def test_after_a_machine_restart_running_jobs_are_lost_or_requeued(daemon):
 def test_a_daemon_crash_without_a_machine_restart_never_reruns_an_unrecorded_job(daemon):
     daemon.start()
     job = daemon.submit(*daemon.workload("--seconds", "60"), requeue=True)
-    wait_until(lambda: len(daemon.call("queue", states=["R"])["jobs"]) == 1, message="running")
+    path = os.path.join(daemon.state_dir, "run", f"{job}.1")
+    wait_until(lambda: "job" in runfile.read_run_file(path), message="the job started")
     _power_loss(daemon)  # (same boot: a supervisor killed by hand, say)
     daemon.start()
     row = daemon.wait_done([job])[job]
