@@ -55,7 +55,10 @@ def test_kill9_while_jobs_run_then_restart_adopts_them(daemon):
         daemon.submit(*daemon.workload("--seconds", "1.5", "--record", daemon.record))
         for _ in range(2)
     ]
-    wait_until(lambda: len(daemon.call("queue", states=["R"])["jobs"]) == 2, message="running")
+    wait_until(
+        lambda: sum(e["event"] == "start" for e in records.read(daemon.record)) == 2,
+        message="both started",
+    )
     daemon.kill9()
     daemon.start()  # they are still running: adopted, not restarted
     assert {r["state"] for r in daemon.call("queue")["jobs"]} == {"RUNNING"}

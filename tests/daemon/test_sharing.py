@@ -3,12 +3,14 @@ processes outside berth are respected; a claim released elsewhere dispatches at 
 
 from __future__ import annotations
 
+import os
 import time
 
 import records
 from helpers import wait_until
 
 from berth.claims.ledger import Ledger
+from berth.daemon.runfile import read_run_file
 
 
 def test_a_daemonless_claim_keeps_queued_jobs_off_and_its_release_dispatches_at_once(daemon):
@@ -46,7 +48,8 @@ def test_queued_jobs_claim_their_gpus_so_daemonless_users_see_them(daemon):
 def test_claims_survive_a_daemon_crash_with_their_jobs(daemon):
     daemon.start()
     job_id = daemon.submit(*daemon.workload("--seconds", "60"), gpu_ids=[1])
-    wait_until(lambda: daemon.job(job_id)["state"] == "RUNNING", message="running")
+    path = os.path.join(daemon.state_dir, "run", f"{job_id}.1")
+    wait_until(lambda: "job" in read_run_file(path), message="the job started")
     daemon.kill9()
     ledger = Ledger(daemon.fake.claims_dir)
     assert ledger.try_claim([daemon.fake.uuids[1]]) is None  # still held by the job
