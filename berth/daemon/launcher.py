@@ -22,7 +22,7 @@ SETUP_SCRIPT = (
     "{setup}\n"
     "_berth_setup=$?\n"
     'if [ "$_berth_setup" -ne 0 ]; then\n'
-    '  echo "berth: the job\'s environment setup failed (status $_berth_setup);'
+    "  echo \"berth: the job's environment setup failed (status $_berth_setup);"
     ' the command was not run" >&2\n'
     "  exit 127\n"
     "fi\n"
@@ -30,8 +30,7 @@ SETUP_SCRIPT = (
 )
 # `conda activate` needs conda's shell function, which a non-interactive bash lacks.
 CONDA_HOOK = (
-    'eval "$(conda shell.bash hook)" 2>/dev/null || '
-    '. "$(conda info --base)/etc/profile.d/conda.sh"'
+    'eval "$(conda shell.bash hook)" 2>/dev/null || . "$(conda info --base)/etc/profile.d/conda.sh"'
 )
 CONDA_SETUP = CONDA_HOOK + '\nconda activate "$BERTH_CONDA_ENV" || exit 127'
 
