@@ -135,3 +135,14 @@ def test_fill_command_reports_unsatisfiable_pods(capsys: pytest.CaptureFixture[s
     out, err = capsys.readouterr()
     assert "first-fit" in out
     assert "gpu_spec" in err and "no node" in err
+
+
+def test_poisson_draws_keep_the_constraint() -> None:
+    wl = prepare(PODS, inventory=NODES, poisson=200, load=0.9, seed=3)
+    model = models_of(wl.inv)
+    drawn = [j for j in wl.jobs if j.gpu_models]
+    assert drawn and all(j.gpu_ids for j in drawn)
+    assert all({model[i] for i in j.gpu_ids or ()} <= set(j.gpu_models) for j in drawn)
+    res = simulate(wl.jobs, wl.inv, placement="packer")
+    for j, gpus in zip(res.jobs, res.placed, strict=True):
+        assert not j.gpu_models or {model[g] for g in gpus} <= set(j.gpu_models)
