@@ -45,7 +45,7 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
     engine.paused = store.paused()
     engine.next_id = store.next_id()
     to_settle: list[tuple[Job, int]] = []
-    for data, launched, _sup_pid in store.unfinished():
+    for data, launched in store.unfinished():
         job = Job.from_dict(data)
         engine.jobs[job.id] = job
         if job.state is State.PENDING:

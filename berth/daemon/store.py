@@ -107,8 +107,8 @@ class Store:
     # -- jobs ---------------------------------------------------------------------------------
     # A job row keeps the core Job as JSON (``data``: request, state, attempts, history) beside
     # the columns queries need, and the spec (argv, env, cwd, log paths) that only launching
-    # reads. ``launched`` is the write-ahead mark: the attempt number whose supervisor is (or
-    # is about to be) forked; ``sup_pid`` its pid once known.
+    # reads. ``launched`` is the write-ahead mark: the attempt number that is (or is about to
+    # be) handed to a supervisor. (``sup_pid``, of schema 1, is not used: run files say it.)
 
     def next_id(self) -> int:
         """Ids are never reused, even when old jobs have been purged (``last_id``)."""
@@ -168,28 +168,13 @@ class Store:
         data = json.dumps(job, separators=(",", ":"))
         return (job["state"], ended_at, data, launched, job["id"])
 
-    def save_job(self, job: dict[str, Any], ended_at: float | None = None, **extra: Any) -> None:
-        """Write a job's new state (inside a transaction). ``extra``: launched, sup_pid."""
-        fields: dict[str, Any] = {
-            "state": job["state"],
-            "ended_at": ended_at,
-            "data": json.dumps(job, separators=(",", ":")),
-            **extra,
-        }
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        self.db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", [*fields.values(), job["id"]])
-
-    def set_launch(self, job_id: int, **fields: Any) -> None:
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        self.db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", [*fields.values(), job_id])
-
-    def unfinished(self) -> list[tuple[dict[str, Any], int, int | None]]:
-        """(job dict, launched attempt, supervisor pid) of every unfinished job, by id."""
+    def unfinished(self) -> list[tuple[dict[str, Any], int]]:
+        """(job dict, launched attempt) of every unfinished job, by id."""
         rows = self.db.execute(
-            "SELECT data, launched, sup_pid FROM jobs "
+            "SELECT data, launched FROM jobs "
             "WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING') ORDER BY id"
         )
-        return [(json.loads(r[0]), int(r[1]), r[2]) for r in rows]
+        return [(json.loads(r[0]), int(r[1])) for r in rows]
 
     def job(self, job_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
