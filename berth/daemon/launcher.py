@@ -57,7 +57,12 @@ def build_argv(spec: dict[str, Any]) -> list[str]:
     return argv
 
 
-def build_env(spec: dict[str, Any], job_id: int, gpus: list[tuple[int, str]]) -> dict[str, str]:
+def build_env(
+    spec: dict[str, Any], job_id: int, gpus: list[tuple[int, str]], attempt: int = 1
+) -> dict[str, str]:
+    """The job's environment: the captured one, plus its GPUs and who it is. ``BERTH_ATTEMPT``
+    (1, 2, ...) tells a job that was requeued or retried that it runs again (resume from a
+    checkpoint), as Slurm's SLURM_RESTART_COUNT."""
     env = {str(k): str(v) for k, v in spec["env"].items()}
     indices = ",".join(str(i) for i, _ in gpus)
     env.update(
@@ -66,6 +71,7 @@ def build_env(spec: dict[str, Any], job_id: int, gpus: list[tuple[int, str]]) ->
         BERTH_JOB_ID=str(job_id),
         BERTH_GPUS=indices,
         BERTH_GPU_UUIDS=",".join(u for _, u in gpus),
+        BERTH_ATTEMPT=str(attempt),
     )
     if spec.get("conda"):
         env["BERTH_CONDA_ENV"] = spec["conda"]
@@ -88,12 +94,13 @@ def launch_spec(
     gpus: list[tuple[int, str]],
     time_limit: float | None,
     kill_after: float,
+    attempt: int = 1,
 ) -> dict[str, Any]:
     """What the supervisor needs to run one attempt (whom it runs as is the supervisor's)."""
     return {
         "argv": build_argv(spec),
         "command": spec.get("wrap") or " ".join(spec["argv"]),  # as the user gave it
-        "env": build_env(spec, job_id, gpus),
+        "env": build_env(spec, job_id, gpus, attempt),
         "cwd": spec["cwd"],
         "stdout": spec["stdout_path"],
         "stderr": spec["stderr_path"],

@@ -124,7 +124,9 @@ class Lifecycle:
                 spec = self.store.spec(job.id)
                 gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
                 owner = (job.uid, job.gid, job.user)
-                ls = launch_spec(spec, job.id, gpus, self._limit(job), self.opts.kill_after)
+                ls = launch_spec(
+                    spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
+                )
                 ls["claims_lock"] = os.path.join(self.res.ledger.path, LOCK)
                 run_fd = runfile.open_run_file(path, self.spares.pop() if self.spares else None)
                 msg = {"job": job.id, "attempt": attempt, "path": path, "spec": ls}

@@ -45,14 +45,15 @@ def test_max_job_time_applies_to_every_job(daemon):
 
 def test_requeue_at_the_time_limit_puts_the_job_back_and_it_runs_again(daemon):
     daemon.start("--kill-after", "0.2")
-    marker = os.path.join(daemon.fake.root, "marker")
-    script = f"if [ -e {marker} ]; then echo second; exit 0; fi; touch {marker}; exec sleep 60"
+    # BERTH_ATTEMPT tells the job it runs again (resume from its checkpoint).
+    script = 'echo "attempt $BERTH_ATTEMPT"; [ "$BERTH_ATTEMPT" -ge 2 ] || exec sleep 60'
     job_id = daemon.submit(wrap=script, time_limit=0.5, requeue=True)
     row = daemon.wait_done([job_id], timeout=15)[job_id]
     assert row["state"] == "COMPLETED"
     job = daemon.job(job_id)
     assert [a["outcome"] for a in job["attempts"]] == ["PREEMPTED", "COMPLETED"]
     assert "PREEMPTED" in [h["state"] for h in job["history"]]
+    assert daemon.berth("logs", str(job_id)).stdout == "attempt 1\nattempt 2\n"
 
 
 def test_retries_rerun_a_failed_job(daemon):
