@@ -14,10 +14,11 @@
   berth submit --unique --file jobs.txt              # one job per line; again: only new lines
 
 Output and errors go to one log, <state>/logs/ID.out in the daemon's state dir, unless -o
-names another (as sbatch); -e keeps errors apart. %j in a name is the job id, %u the user. The command runs without a shell, in the current
-directory (or -D DIR), with the environment of this shell (--export NONE|ALL|VAR,VAR), plus
-CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER=PCI_BUS_ID, BERTH_JOB_ID, BERTH_GPUS, BERTH_GPU_UUIDS,
-BERTH_ATTEMPT (2 and up when it runs again after --requeue or --retries).
+names another (as sbatch); -e keeps errors apart. %j in a name is the job id, %u the user.
+The command runs without a shell, in the current directory (or -D DIR), with the environment
+of this shell (--export NONE|ALL|VAR,VAR), plus CUDA_VISIBLE_DEVICES,
+CUDA_DEVICE_ORDER=PCI_BUS_ID, BERTH_JOB_ID, BERTH_GPUS, BERTH_GPU_UUIDS, BERTH_ATTEMPT (2 and
+up when it runs again after --requeue or --retries).
 """
 
 from __future__ import annotations
