@@ -3,6 +3,7 @@
 berth logs 12          # what job 12 wrote so far (stdout, and stderr unless it has -e)
 berth logs --err 12    # its stderr, if submitted with -e
 berth logs -f 12       # follow until the job ends (Ctrl-C stops following, not the job)
+berth logs -n 20 12    # its last 20 lines (with -f: then follow, as tail -n 20 -f)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job_id", type=int, help="the job")
     p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
     p.add_argument("--err", action="store_true", help="its stderr file (jobs submitted with -e)")
+    p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     p.add_argument("--json", action="store_true", help="print {path, text} as JSON")
 
 
@@ -49,11 +51,37 @@ def wait_end(c: Client, job_id: int, as_json: bool = False) -> int:
     return _exit_status(job)
 
 
+def last_lines(path: str, n: int) -> int:
+    """The offset where the last ``n`` lines of the file begin (0 if it has fewer), read
+    backwards in blocks: a long log is not read whole."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return 0
+    with f:
+        end = f.seek(0, 2)
+        pos, seen = end, 0
+        if end and (f.seek(end - 1), f.read(1))[1] == b"\n":
+            seen = -1  # the final newline ends the last line, it does not start one
+        while pos > 0:
+            step = min(65536, pos)
+            pos -= step
+            f.seek(pos)
+            block = f.read(step)
+            count = block.count(b"\n")
+            if seen + count >= n:
+                for _ in range(n - seen):
+                    step = block.rindex(b"\n", 0, step)
+                return pos + step + 1
+            seen += count
+        return 0
+
+
 class _Tail:
-    def __init__(self, path: str, out: object) -> None:
+    def __init__(self, path: str, out: object, start: int = 0) -> None:
         self.path = path
         self.out = out
-        self.pos = 0
+        self.pos = start
 
     def pump(self) -> None:
         try:
@@ -71,10 +99,20 @@ class _Tail:
 
 
 def follow(
-    c: Client, job_id: int, stdout: str | None, stderr: str | None, detach_hint: bool = False
+    c: Client,
+    job_id: int,
+    stdout: str | None,
+    stderr: str | None,
+    detach_hint: bool = False,
+    lines: int | None = None,
 ) -> int:
-    """Stream the job's files until it ends; Ctrl-C stops following, not the job."""
-    tails = [_Tail(p, o) for p, o in ((stdout, sys.stdout), (stderr, sys.stderr)) if p]
+    """Stream the job's files until it ends; Ctrl-C stops following, not the job. ``lines``:
+    begin with the last that many lines (else from the start)."""
+    tails = [
+        _Tail(p, o, 0 if lines is None else last_lines(p, lines))
+        for p, o in ((stdout, sys.stdout), (stderr, sys.stderr))
+        if p
+    ]
     if len(tails) == 2 and tails[0].path == tails[1].path:
         tails.pop()
     c.settimeout(None)
@@ -107,10 +145,17 @@ def run(args: argparse.Namespace) -> int:
                 f"job {args.job_id} has one log for output and errors (submit with -e FILE to "
                 "keep errors apart); showing it\n"
             )
+        if args.lines is not None and args.lines < 0:
+            from berth.errors import UsageError
+
+            raise UsageError(f"invalid -n/--lines {args.lines}: give 0 or more")
         if args.follow:
-            return follow(c, args.job_id, None if args.err else path, path if args.err else None)
+            out, err = (None, path) if args.err else (path, None)
+            return follow(c, args.job_id, out, err, lines=args.lines)
     try:
         with open(path, "rb") as f:
+            if args.lines is not None:
+                f.seek(last_lines(path, args.lines))
             data = f.read()
     except FileNotFoundError:
         data = b""

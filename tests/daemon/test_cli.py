@@ -215,3 +215,27 @@ def test_exit_with_stops_the_daemon_when_that_process_ends(daemon):
     assert daemon.proc.wait(timeout=15) == 0
     bad = daemon.berth("daemon", "--foreground", "--exit-with", "999999999")
     assert bad.returncode == 2 and "--exit-with 999999999" in bad.stderr
+
+
+def test_logs_lines_gives_the_tail(daemon):
+    daemon.start()
+    job = daemon.submit("sh", "-c", "for i in 1 2 3 4 5; do echo line $i; done")
+    daemon.wait_done([job])
+    assert daemon.berth("logs", "-n", "2", str(job)).stdout == "line 4\nline 5\n"
+    assert daemon.berth("logs", "-n", "0", str(job)).stdout == ""
+    assert daemon.berth("logs", "-n", "9", str(job)).stdout.count("line") == 5
+    follow = daemon.berth("logs", "-f", "-n", "1", str(job))
+    assert follow.returncode == 0 and follow.stdout == "line 5\n"
+    bad = daemon.berth("logs", "-n", "-3", str(job))
+    assert bad.returncode == 2 and "-n/--lines -3" in bad.stderr
+
+
+def test_last_lines_reads_only_the_tail(tmp_path):
+    from berth.cli.logs import last_lines
+
+    for content in (b"", b"a", b"a\n", b"a\nb", b"\n\n", b"x" * 70000 + b"\ny\nz\n"):
+        path = tmp_path / "log"
+        path.write_bytes(content)
+        for n in (0, 1, 2, 5):
+            want = b"".join(content.splitlines(keepends=True)[-n:]) if n else b""
+            assert content[last_lines(str(path), n) :] == want, (content[:20], n)
