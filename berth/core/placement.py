@@ -27,6 +27,7 @@ from berth.core.capacity import EPS, INF, Capacity
 from berth.core.job import Request
 
 PLACEMENTS = ("first-fit", "best-fit", "packer")
+SUPPLY_WEIGHTED = True  # False: FGD's plain NoAccess share (for comparison)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,40 +37,82 @@ class Placement:
     mem: int | None  # GPU memory charged per GPU (bytes)
 
 
+Access = tuple["frozenset[int] | None", "str | None"]  # allowed GPU indices, GPU-name filter
+
+
 class Profile:
     """A distribution of demand: the share of GPU demand bigger than x (``p_size_above``), and
     whose CPU (RAM) ask exceeds x (``p_cpu_above``, ``p_ram_above``), by bisection.
 
     Weighted by GPUs asked, not by job count: a fragment matters by how much of the *GPU
     demand* to come cannot use it (one 8-GPU job weighs as much as eight 1-GPU jobs).
+
+    Demand may be restricted to some GPUs (a request's ``gpu_ids`` or ``name``: openb's GPU
+    models). Then :meth:`at` (a GPU) and :meth:`on_node` give the part of the demand that may
+    use those GPUs, still as shares of *all* demand, with ``no_access`` the share that may not
+    (FGD's "NoAccess": free GPUs are fragmented for the demand that cannot use them). When no
+    demand is restricted (``constrained`` is False) both return the profile itself.
     """
 
     __slots__ = (
         "_cpu",
         "_cpu_tail",
+        "_free_rows",
+        "_groups",
+        "_node_sub",
+        "_pos_sub",
         "_ram",
         "_ram_tail",
         "_size",
         "_size_tail",
+        "_src",
+        "_subs",
+        "_reach",
+        "_total",
+        "constrained",
         "cpu_per_gpu",
+        "no_access",
         "ram_per_gpu",
     )
 
-    def __init__(self, demands: Iterable[tuple[float, float, float]]) -> None:
-        rows = [(float(s), float(c or 0.0), float(r or 0.0)) for s, c, r in demands]
-        total = sum(s for s, _, _ in rows) or 1.0
+    def __init__(
+        self,
+        demands: Iterable[tuple[float, float, float] | tuple[float, float, float, Access | None]],
+        total: float | None = None,
+    ) -> None:
+        rows: list[tuple[float, float, float]] = []
+        self._free_rows: list[tuple[float, float, float]] = []
+        self._groups: dict[Access, list[tuple[float, float, float]]] = {}
+        for d in demands:
+            row = (float(d[0]), float(d[1] or 0.0), float(d[2] or 0.0))
+            rows.append(row)
+            acc = d[3] if len(d) > 3 else None
+            if acc is None or acc == (None, None) or row[0] <= 0:
+                self._free_rows.append(row)
+            else:
+                self._groups.setdefault(acc, []).append(row)
+        gpu = sum(s for s, _, _ in rows if s > 0)
+        if total is None:
+            total = sum(s for s, _, _ in rows) or 1.0
+        self._total = total
+        self.no_access = 1.0 - gpu / total if gpu else 0.0
+        self.constrained = bool(self._groups)
         self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
         self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
         self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
         # what one GPU of the demand to come brings along, on average (GPU-weighted): a node
         # whose CPU (RAM) left is below its free GPUs x this will strand the difference
-        gpu = sum(s for s, _, _ in rows if s > 0)
         self.cpu_per_gpu = sum(c for s, c, _ in rows if s > 0) / gpu if gpu else 0.0
         self.ram_per_gpu = sum(r for s, _, r in rows if s > 0) / gpu if gpu else 0.0
+        self._subs: dict[frozenset[Access], Profile] = {}
+        self._reach: dict[Access, float] = {}
+        self._src: list[int] | None = None  # the Capacity.index the caches below are for
+        self._pos_sub: list[Profile | None] = []
+        self._node_sub: list[Profile | None] = []
 
     @classmethod
     def of(cls, requests: Iterable[Request]) -> Profile:
-        return cls((r.gpu_amount, r.cpu or 0.0, float(r.ram or 0)) for r in requests)
+        return cls((r.gpu_amount, r.cpu or 0.0, float(r.ram or 0), _access(r)) for r in requests)
 
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
@@ -80,6 +123,77 @@ class Profile:
         pc = self._cpu_tail[bisect_right(self._cpu, cpu + EPS)] if cpu < INF else 0.0
         pr = self._ram_tail[bisect_right(self._ram, ram + EPS)] if ram < INF else 0.0
         return 1.0 - (1.0 - pc) * (1.0 - pr)
+
+    def at(self, cap: Capacity, p: int) -> Profile:
+        """The demand that may use GPU position ``p`` of ``cap``."""
+        if not self._groups:
+            return self
+        self._bind(cap)
+        sub = self._pos_sub[p]
+        if sub is None:
+            sub = self._pos_sub[p] = self._sub(self._mask(cap, p))
+        return sub
+
+    def on_node(self, cap: Capacity, n: int) -> Profile:
+        """The demand that may use every GPU of node ``n`` of ``cap``."""
+        if not self._groups:
+            return self
+        self._bind(cap)
+        sub = self._node_sub[n]
+        if sub is None:
+            ps = cap.node_pos[n]
+            mask = frozenset.intersection(*(self._mask(cap, p) for p in ps)) if ps else None
+            sub = self._node_sub[n] = self._sub(mask)
+        return sub
+
+    def _bind(self, cap: Capacity) -> None:
+        if self._src is not cap.index:  # copies of a Capacity share their index list
+            self._src = cap.index
+            self._pos_sub = [None] * len(cap.index)
+            self._node_sub = [None] * len(cap.node_names)
+            self._subs = {}
+            free = sum(f for f, ok in zip(cap.free, cap.usable, strict=True) if ok and f > 0)
+            self._reach = {a: _reach(a, cap) / free if free > 0 else 0.0 for a in self._groups}
+
+    @staticmethod
+    def _can(a: Access, cap: Capacity, p: int) -> bool:
+        return (a[0] is None or cap.index[p] in a[0]) and (a[1] is None or a[1] in cap.names[p])
+
+    def _mask(self, cap: Capacity, p: int) -> frozenset[Access]:
+        return frozenset(a for a in self._groups if self._can(a, cap, p))
+
+    def _sub(self, mask: frozenset[Access] | None) -> Profile:
+        key = mask or frozenset()
+        sub = self._subs.get(key)
+        if sub is None:
+            rows = self._free_rows + [r for a in key for r in self._groups[a]]
+            sub = self._subs[key] = Profile(rows, self._total)
+            if SUPPLY_WEIGHTED:
+                wanted = sum(s for s, _, _ in self._free_rows if s > 0) / self._total
+                for a in key:
+                    if self._reach[a] > 0:
+                        g = sum(s for s, _, _ in self._groups[a])
+                        wanted += g / self._total / self._reach[a]
+                sub.no_access = 1.0 - wanted
+        return sub
+
+
+def _reach(a: Access, cap: Capacity) -> float:
+    """The free GPU capacity of ``cap`` that demand restricted by ``a`` may use."""
+    ids, name = a
+    ps: Iterable[int] = (
+        range(len(cap.index)) if ids is None else (cap.pos[i] for i in ids if i in cap.pos)
+    )
+    return sum(
+        cap.free[p] for p in ps
+        if cap.usable[p] and cap.free[p] > 0 and (name is None or name in cap.names[p])
+    )  # fmt: skip
+
+
+def _access(r: Request) -> Access | None:
+    if r.gpu_ids is None and not r.name:
+        return None
+    return (None if r.gpu_ids is None else frozenset(r.gpu_ids), r.name.lower() if r.name else None)
 
 
 def _tail(pairs: list[tuple[float, float]], total: float) -> tuple[list[float], list[float]]:
@@ -160,13 +274,18 @@ def _place_whole(
         tight = float(len(cands))
         if how == "packer" and profile is not None:
             c = cap.node_whole[n]
-            d = _whole_waste(profile, c - k) - _whole_waste(profile, c)
-            d += _node_delta(cap, profile, n, req, float(k))
+            pn = profile.on_node(cap, n)
+            d = _whole_waste(pn, c - k) - _whole_waste(pn, c) - k * pn.no_access
+            d += _node_delta(cap, pn, n, req, float(k))
             return (pref, round(d, 9), tight, n)
         return (pref, tight, n)
 
     n, cands = min(feasible, key=score)
-    cands.sort(key=lambda p: (p not in prefer, p))
+    if how == "packer" and profile is not None and profile.constrained:
+        # within a node, first the GPUs that the least of the demand to come may use
+        cands.sort(key=lambda p: (p not in prefer, -profile.at(cap, p).no_access, p))
+    else:
+        cands.sort(key=lambda p: (p not in prefer, p))
     return Placement(tuple(cands[:k]), n, req.mem)
 
 
@@ -195,14 +314,18 @@ def _place_share(
             key: tuple[float, ...] = (pref, p)
         elif how == "packer" and profile is not None:
             whole = f >= 1.0 - EPS and not cap.busy[p]
-            d = _part_waste(profile, f - s) - (0.0 if whole else _part_waste(profile, f))
+            pg = pn = profile
+            if profile.constrained:  # the demand that may use this GPU (node), FGD's NoAccess
+                pg, pn = profile.at(cap, p), profile.on_node(cap, n)
+            d = _part_waste(pg, f - s) - (0.0 if whole else _part_waste(pg, f))
+            d -= s * pg.no_access
             if whole:
                 c = cap.node_whole[n]
-                d += _whole_waste(profile, c - 1) - _whole_waste(profile, c)
+                d += _whole_waste(pn, c - 1) - _whole_waste(pn, c)
             if req.cpu or req.ram:
                 if n not in node_free:
                     node_free[n] = sum(cap.free[q] for q in cap.node_pos[n])
-                d += _node_delta(cap, profile, n, req, s, node_free[n])
+                d += _node_delta(cap, pn, n, req, s, node_free[n])
             key = (pref, round(d, 9), f - s, p)
         else:
             key = (pref, f - s, p)
@@ -228,7 +351,8 @@ def _pick_node(
         if how == "first-fit":
             return n
         if how == "packer" and profile is not None:
-            key: tuple[float, ...] = (_node_delta(cap, profile, n, req, 0.0), left, n)
+            pn = profile.on_node(cap, n)
+            key: tuple[float, ...] = (_node_delta(cap, pn, n, req, 0.0), left, n)
         else:
             key = (left, n)
         if best is None or key < best:
