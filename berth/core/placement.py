@@ -15,6 +15,9 @@ put ``prefer``-red GPUs first. They differ in which qualifying GPU (or node) the
   view), and *in aggregate* the node must keep the CPU/RAM its free GPUs will need (free GPUs
   x the demand's cores (RAM) per GPU): CPU-only and CPU-heavy work goes to roomy nodes or to
   nodes whose GPUs are all taken, not to GPU-rich nodes with just enough CPU for their GPUs.
+  Demand restricted to some GPUs (``gpu_ids``, ``name``: GPU models) counts only where it may
+  run, and free GPUs count as fragmented for the demand that may not use them (FGD's
+  NoAccess), weighed by supply: see :class:`Profile`.
 """
 
 from __future__ import annotations
@@ -50,8 +53,12 @@ class Profile:
     Demand may be restricted to some GPUs (a request's ``gpu_ids`` or ``name``: openb's GPU
     models). Then :meth:`at` (a GPU) and :meth:`on_node` give the part of the demand that may
     use those GPUs, still as shares of *all* demand, with ``no_access`` the share that may not
-    (FGD's "NoAccess": free GPUs are fragmented for the demand that cannot use them). When no
-    demand is restricted (``constrained`` is False) both return the profile itself.
+    (FGD's "NoAccess": free GPUs are fragmented for the demand that cannot use them). With
+    ``SUPPLY_WEIGHTED`` each restricted demand's share counts divided by the share of the free
+    GPU capacity it may use (measured when the profile is first used on a capacity table), so
+    GPUs that scarce, much-wanted models offer are kept for the demand that needs them; then
+    ``no_access`` may be negative. When no demand is restricted (``constrained`` is False)
+    both return the profile itself and ``no_access`` is 0: decisions are as without models.
     """
 
     __slots__ = (
