@@ -171,6 +171,8 @@ class Profile:
 
     def _sub(self, mask: frozenset[Access] | None) -> Profile:
         key = mask or frozenset()
+        if len(key) == len(self._groups) and all(self._reach[a] >= 1.0 for a in key):
+            return self  # the restrictions allow every free GPU: as if there were none
         sub = self._subs.get(key)
         if sub is None:
             rows = self._free_rows + [r for a in key for r in self._groups[a]]

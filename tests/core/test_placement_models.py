@@ -85,6 +85,14 @@ def test_unconstrained_demand_changes_nothing() -> None:
     assert pl is not None and pl.node == 0
 
 
+def test_a_restriction_that_allows_every_gpu_changes_nothing() -> None:
+    inv = [Gpu(i, f"GPU-{i}", "A", None, True, "h") for i in range(4)]
+    cap = Capacity(inv)
+    demand = Profile.of([Request(gpus=1, name="a"), Request(gpus=1, gpu_ids=(0, 1, 2, 3)), ANY])
+    assert demand.constrained
+    assert all(demand.at(cap, p) is demand for p in range(4)) and demand.on_node(cap, 0) is demand
+
+
 def test_within_a_mixed_node_the_gpus_few_jobs_may_use_go_first() -> None:
     inv = [Gpu(0, "GPU-0", "A", None, True, "h"), Gpu(1, "GPU-1", "B", None, True, "h")]
     cap = Capacity(inv)
