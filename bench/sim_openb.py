@@ -27,14 +27,14 @@ import os
 import sys
 import time
 
-from berth.core import placement
+from berth.core import profile as demand_profile
 from berth.sim import report, traces, workload
 from berth.sim.fill import fill
 from berth.sim.run import compare, prepare
 
 PAPER = {"best-fit": "05-BestFit", "packer": "06-FGD"}  # whose published numbers to show
 # ``packer-plain``: the packer with FGD's own NoAccess term (the share of demand that may not
-# use a GPU), without berth's weighting by supply (placement.SUPPLY_WEIGHTED)
+# use a GPU), without berth's weighting by supply (berth.core.profile.SUPPLY_WEIGHTED)
 
 
 def anchors(traces_dir: str) -> dict[tuple[str, str], dict[int, float]]:
@@ -114,7 +114,7 @@ def main() -> int:
         )
         for how in a.placements.split(","):
             t0 = time.perf_counter()
-            placement.SUPPLY_WEIGHTED = how != "packer-plain"
+            demand_profile.SUPPLY_WEIGHTED = how != "packer-plain"
             place_how = "packer" if how == "packer-plain" else how
             runs = [fill(pods, inv, place_how, s, marks=(90, 100, 130)) for s in seeds]
             m = {k: sum(r.window[k] for r in runs) / len(runs) for k in (90, 100, 130)}

@@ -22,15 +22,15 @@ put ``prefer``-red GPUs first. They differ in which qualifying GPU (or node) the
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from berth.core.capacity import EPS, INF, Capacity
 from berth.core.job import Request
+from berth.core.profile import Profile
 
 PLACEMENTS = ("first-fit", "best-fit", "packer")
-SUPPLY_WEIGHTED = True  # False: FGD's plain NoAccess share (for comparison)
+__all__ = ["PLACEMENTS", "Placement", "Profile", "place"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,181 +38,6 @@ class Placement:
     positions: tuple[int, ...]
     node: int
     mem: int | None  # GPU memory charged per GPU (bytes)
-
-
-Access = tuple["frozenset[int] | None", "str | None"]  # allowed GPU indices, GPU-name filter
-
-
-class Profile:
-    """A distribution of demand: the share of GPU demand bigger than x (``p_size_above``), and
-    whose CPU (RAM) ask exceeds x (``p_cpu_above``, ``p_ram_above``), by bisection.
-
-    Weighted by GPUs asked, not by job count: a fragment matters by how much of the *GPU
-    demand* to come cannot use it (one 8-GPU job weighs as much as eight 1-GPU jobs).
-
-    Demand may be restricted to some GPUs (a request's ``gpu_ids`` or ``name``: openb's GPU
-    models). Then :meth:`at` (a GPU) and :meth:`on_node` give the part of the demand that may
-    use those GPUs, still as shares of *all* demand, with ``no_access`` the share that may not
-    (FGD's "NoAccess": free GPUs are fragmented for the demand that cannot use them). With
-    ``SUPPLY_WEIGHTED`` each restricted demand's share counts divided by the share of the free
-    GPU capacity it may use (measured when the profile is first used on a capacity table), so
-    GPUs that scarce, much-wanted models offer are kept for the demand that needs them; then
-    ``no_access`` may be negative. When no demand is restricted (``constrained`` is False)
-    both return the profile itself and ``no_access`` is 0: decisions are as without models.
-    """
-
-    __slots__ = (
-        "_cpu",
-        "_cpu_tail",
-        "_free_rows",
-        "_groups",
-        "_node_sub",
-        "_pos_sub",
-        "_ram",
-        "_ram_tail",
-        "_size",
-        "_size_tail",
-        "_src",
-        "_subs",
-        "_reach",
-        "_total",
-        "constrained",
-        "cpu_per_gpu",
-        "no_access",
-        "ram_per_gpu",
-    )
-
-    def __init__(
-        self,
-        demands: Iterable[tuple[float, float, float] | tuple[float, float, float, Access | None]],
-        total: float | None = None,
-    ) -> None:
-        rows: list[tuple[float, float, float]] = []
-        self._free_rows: list[tuple[float, float, float]] = []
-        self._groups: dict[Access, list[tuple[float, float, float]]] = {}
-        for d in demands:
-            row = (float(d[0]), float(d[1] or 0.0), float(d[2] or 0.0))
-            rows.append(row)
-            acc = d[3] if len(d) > 3 else None
-            if acc is None or acc == (None, None) or row[0] <= 0:
-                self._free_rows.append(row)
-            else:
-                self._groups.setdefault(acc, []).append(row)
-        gpu = sum(s for s, _, _ in rows if s > 0)
-        if total is None:
-            total = sum(s for s, _, _ in rows) or 1.0
-        self._total = total
-        self.no_access = 1.0 - gpu / total if gpu else 0.0
-        self.constrained = bool(self._groups)
-        self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
-        self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
-        self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
-        # what one GPU of the demand to come brings along, on average (GPU-weighted): a node
-        # whose CPU (RAM) left is below its free GPUs x this will strand the difference
-        self.cpu_per_gpu = sum(c for s, c, _ in rows if s > 0) / gpu if gpu else 0.0
-        self.ram_per_gpu = sum(r for s, _, r in rows if s > 0) / gpu if gpu else 0.0
-        self._subs: dict[frozenset[Access], Profile] = {}
-        self._reach: dict[Access, float] = {}
-        self._src: list[int] | None = None  # the Capacity.index the caches below are for
-        self._pos_sub: list[Profile | None] = []
-        self._node_sub: list[Profile | None] = []
-
-    @classmethod
-    def of(cls, requests: Iterable[Request]) -> Profile:
-        return cls((r.gpu_amount, r.cpu or 0.0, float(r.ram or 0), _access(r)) for r in requests)
-
-    def p_size_above(self, x: float) -> float:
-        return self._size_tail[bisect_right(self._size, x + EPS)]
-
-    def p_stranded(self, cpu: float, ram: float) -> float:
-        """Share of GPU demand that a node with ``cpu``/``ram`` left could not take
-        (treating CPU and RAM asks as independent)."""
-        pc = self._cpu_tail[bisect_right(self._cpu, cpu + EPS)] if cpu < INF else 0.0
-        pr = self._ram_tail[bisect_right(self._ram, ram + EPS)] if ram < INF else 0.0
-        return 1.0 - (1.0 - pc) * (1.0 - pr)
-
-    def at(self, cap: Capacity, p: int) -> Profile:
-        """The demand that may use GPU position ``p`` of ``cap``."""
-        if not self._groups:
-            return self
-        self._bind(cap)
-        sub = self._pos_sub[p]
-        if sub is None:
-            sub = self._pos_sub[p] = self._sub(self._mask(cap, p))
-        return sub
-
-    def on_node(self, cap: Capacity, n: int) -> Profile:
-        """The demand that may use every GPU of node ``n`` of ``cap``."""
-        if not self._groups:
-            return self
-        self._bind(cap)
-        sub = self._node_sub[n]
-        if sub is None:
-            ps = cap.node_pos[n]
-            mask = frozenset.intersection(*(self._mask(cap, p) for p in ps)) if ps else None
-            sub = self._node_sub[n] = self._sub(mask)
-        return sub
-
-    def _bind(self, cap: Capacity) -> None:
-        if self._src is not cap.index:  # copies of a Capacity share their index list
-            self._src = cap.index
-            self._pos_sub = [None] * len(cap.index)
-            self._node_sub = [None] * len(cap.node_names)
-            self._subs = {}
-            free = sum(f for f, ok in zip(cap.free, cap.usable, strict=True) if ok and f > 0)
-            self._reach = {a: _reach(a, cap) / free if free > 0 else 0.0 for a in self._groups}
-
-    @staticmethod
-    def _can(a: Access, cap: Capacity, p: int) -> bool:
-        return (a[0] is None or cap.index[p] in a[0]) and (a[1] is None or a[1] in cap.names[p])
-
-    def _mask(self, cap: Capacity, p: int) -> frozenset[Access]:
-        return frozenset(a for a in self._groups if self._can(a, cap, p))
-
-    def _sub(self, mask: frozenset[Access] | None) -> Profile:
-        key = mask or frozenset()
-        if len(key) == len(self._groups) and all(self._reach[a] >= 1.0 for a in key):
-            return self  # the restrictions allow every free GPU: as if there were none
-        sub = self._subs.get(key)
-        if sub is None:
-            rows = self._free_rows + [r for a in key for r in self._groups[a]]
-            sub = self._subs[key] = Profile(rows, self._total)
-            if SUPPLY_WEIGHTED:
-                wanted = sum(s for s, _, _ in self._free_rows if s > 0) / self._total
-                for a in key:
-                    if self._reach[a] > 0:
-                        g = sum(s for s, _, _ in self._groups[a])
-                        wanted += g / self._total / self._reach[a]
-                sub.no_access = 1.0 - wanted
-        return sub
-
-
-def _reach(a: Access, cap: Capacity) -> float:
-    """The free GPU capacity of ``cap`` that demand restricted by ``a`` may use."""
-    ids, name = a
-    ps: Iterable[int] = (
-        range(len(cap.index)) if ids is None else (cap.pos[i] for i in ids if i in cap.pos)
-    )
-    return sum(
-        cap.free[p] for p in ps
-        if cap.usable[p] and cap.free[p] > 0 and (name is None or name in cap.names[p])
-    )  # fmt: skip
-
-
-def _access(r: Request) -> Access | None:
-    if r.gpu_ids is None and not r.name:
-        return None
-    return (None if r.gpu_ids is None else frozenset(r.gpu_ids), r.name.lower() if r.name else None)
-
-
-def _tail(pairs: list[tuple[float, float]], total: float) -> tuple[list[float], list[float]]:
-    """Sorted (key, weight) -> keys, and the total weight (share) of the keys from each on."""
-    keys = [k for k, _ in pairs]
-    tail = [0.0] * (len(pairs) + 1)
-    for i in range(len(pairs) - 1, -1, -1):
-        w = pairs[i][1]
-        tail[i] = tail[i + 1] + w / total
-    return keys, tail
 
 
 def place(

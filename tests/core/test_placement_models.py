@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.core import placement
+from berth.core import profile as profile_mod
 from berth.core.capacity import Capacity
 from berth.core.inventory import Gpu, Node
 from berth.core.job import Request
@@ -65,7 +65,7 @@ def test_shares_of_the_demand_that_may_use_each_node() -> None:
 
 
 def test_fgd_plain_no_access_is_kept_for_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(placement, "SUPPLY_WEIGHTED", False)
+    monkeypatch.setattr(profile_mod, "SUPPLY_WEIGHTED", False)
     demand = Profile.of([A_ONLY] * 3 + [ANY] * 7)
     cap = two_models()
     assert demand.on_node(cap, 0).no_access == 0.0
