@@ -41,17 +41,21 @@ def _lines(path: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _parser(where: str) -> argparse.ArgumentParser:
+def _parser() -> Any:
+    """submit's parser, raising (naming the line in ``where``) instead of exiting; built once
+    for the whole file."""
     import argparse
 
     from berth.cli.submit import add_arguments
     from berth.errors import UsageError
 
     class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> Any:  # not exit: say which line
-            raise UsageError(f"{where}: {message}")
+        where = ""
 
-    p = Parser(prog=where, add_help=False)
+        def error(self, message: str) -> Any:  # not exit: say which line
+            raise UsageError(f"{self.where}: {message}")
+
+    p = Parser(prog="berth submit --file", add_help=False)
     add_arguments(p)
     return p
 
@@ -61,14 +65,15 @@ def jobs(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
     from berth.cli.submit import build_job
     from berth.errors import UsageError
 
-    defaults = vars(_parser("defaults").parse_args([]))
+    parser = _parser()
+    defaults = vars(parser.parse_args([]))
     given = {k: v for k, v in vars(args).items() if k in defaults and v != defaults[k]}
     given.pop("argv", None)
     given.pop("file", None)
     out = []
     for n, words in _lines(args.file):
-        where = f"{args.file}:{n}"
-        line = _parser(where).parse_args(words)
+        where = parser.where = f"{args.file}:{n}"
+        line = parser.parse_args(words)
         for k, v in given.items():
             if getattr(line, k) == defaults[k]:
                 setattr(line, k, v)

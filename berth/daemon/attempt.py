@@ -27,6 +27,7 @@ import time
 import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a CRC
 
 from berth.claims import files as claim_files
+from berth.daemon import runfile
 from berth.daemon.ptyrelay import PtyRelay
 
 TYPE_CHECKING = False
@@ -39,7 +40,7 @@ JOB_SIGDEF = (
     signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTSTP, signal.SIGTTIN,
     signal.SIGTTOU,
 )  # fmt: skip
-MAX_MESSAGE = 8 * 1024 * 1024
+MAX_MESSAGE = 8 * 1024 * 1024  # of a message on a supervisor's or the fork server's socket
 
 
 class SpawnError(Exception):
@@ -250,10 +251,7 @@ class Attempt:
         except (SpawnError, OSError, ValueError) as e:
             result.update(rc=127, error=str(e), end=time.time())
             return result
-        try:
-            os.write(self.run_fd, f"job {pid}\n".encode())
-        except OSError:  # a full disk loses the line, not the job
-            pass
+        runfile.note(self.run_fd, f"job {pid}\n".encode())
         self._name_holders(pid)
         pidfd = os.pidfd_open(pid)
         poller = select.poll()

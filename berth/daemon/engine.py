@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.claims.ledger import Lease
+    from berth.core.inventory import Usage
     from berth.core.job import Job
     from berth.core.placement import Profile
     from berth.daemon.options import Options
@@ -134,12 +135,10 @@ class Engine(Lifecycle):
         self._deps_dirty = False
         running = self._running()
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
-        own_leases = self._own_leases()
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         with ledger.locked():
-            lstate = ledger.scan(bodies=self.res.bodies_needed(), clean=True)
-            others = self.res.others(lstate, own_leases, self._job_sids)
+            others = self.outside_usage(clean=True)
             decisions = schedule(
                 pending,
                 running,
@@ -255,13 +254,11 @@ class Engine(Lifecycle):
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
-        own_leases = self._own_leases()
-        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed())
         decisions = schedule(
             pending,
             running,
             self.res.inventory,
-            self.res.others(lstate, own_leases, self._job_sids),
+            self.outside_usage(),
             paused,
             time.time(),
             policy=self.opts.policy or DEFAULT_POLICY,
@@ -275,11 +272,12 @@ class Engine(Lifecycle):
         if decisions.starts or decisions.cancels:
             self.kick()
 
-    def outside_usage(self) -> dict[int, Any]:
-        """GPU index -> :class:`~berth.core.inventory.Usage` of holders other than our jobs
-        (daemonless claims and waiters, processes outside berth), as the next pass sees it."""
-        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed())
-        return dict(self.res.others(lstate, self._own_leases(), self._job_sids))
+    def outside_usage(self, clean: bool = False) -> dict[int, Usage]:
+        """GPU index -> what holders other than our jobs use (daemonless claims and waiters,
+        processes outside berth): what scheduling passes see. ``clean``: also remove dead
+        claim files (under the ledger's lock)."""
+        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
+        return self.res.others(lstate, self._own_leases(), self._job_sids)
 
     def _job_sids(self) -> set[int]:
         out = set()

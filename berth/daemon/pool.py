@@ -25,7 +25,8 @@ import os
 import socket
 
 from berth.daemon import supervisor
-from berth.daemon.spawner import MAX_MESSAGE, pair
+from berth.daemon.attempt import MAX_MESSAGE
+from berth.daemon.spawner import pair
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -72,6 +72,16 @@ def open_run_file(path: str, spare: str | None = None) -> int:
     return fd
 
 
+def note(fd: int, line: bytes) -> None:
+    """Append one line (one write: a reader sees all of it or none) to the run file open on
+    ``fd``. A full disk loses the line, not the attempt: the daemon also learns the result
+    from the supervisor's ``done`` message."""
+    try:
+        os.write(fd, line)
+    except OSError:
+        pass
+
+
 def read_run_file(path: str) -> dict[str, Any]:
     """What a run file says: ``sup`` pid, ``job`` pid, ``exit`` result (each may be absent)."""
     out: dict[str, Any] = {}

@@ -21,6 +21,7 @@ import signal
 import socket
 
 from berth.daemon import supervisor
+from berth.daemon.attempt import MAX_MESSAGE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ else:
 
 _CHLD = {signal.SIGCHLD}
 
-MAX_MESSAGE = 8 * 1024 * 1024
 MAX_FDS = 64
 READY = b"ready"
 

@@ -127,9 +127,6 @@ class Store:
         )
         return [int(r[0]) for r in self.db.execute(sql, (before,))]
 
-    def insert_job(self, job: dict[str, Any], spec: dict[str, Any]) -> None:
-        self.db.execute(self.INSERT_SQL, self.insert_row(job, spec))
-
     def twin(self, key: str) -> tuple[int, str] | None:
         """The newest job with this ``--unique`` identity: (id, state), or None."""
         row = self.db.execute(

@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 
+from berth.daemon import runfile
 from berth.daemon.attempt import Attempt, receive
 
 TYPE_CHECKING = False
@@ -129,13 +130,13 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
                 os.close(fd)
             continue
         run_fd, claims = fds[0], tuple(fds[1:])
-        note(run_fd, me)
+        runfile.note(run_fd, me)
         attempt = Attempt(msg, run_fd, claims, chan, r)
         result = attempt.run()
         # One write: a reader sees either nothing or the whole line. Then the claims and the
         # run file's lock go: the attempt is over for everyone.
         line = encode(result)
-        note(run_fd, b"exit " + line + b"\n")
+        runfile.note(run_fd, b"exit " + line + b"\n")
         for fd in claims:
             os.close(fd)
         os.close(run_fd)
@@ -153,15 +154,6 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         except OSError:
             return 0
     return 0
-
-
-def note(run_fd: int, line: bytes) -> None:
-    """Append a line to the run file; a full disk loses the line, not the attempt (the daemon
-    still learns the result from the ``done`` message)."""
-    try:
-        os.write(run_fd, line)
-    except OSError:
-        pass
 
 
 _BUSY = (
