@@ -7,6 +7,13 @@ instead, if the commit fails. :meth:`Journal.flush` writes one transaction; with
 :class:`~berth.daemon.writer.Writer` the commit happens on the writer's thread while the loop
 goes on serving, and what changes meanwhile waits for the next commit (one in flight), so a
 burst of submits or exits costs one ``fsync``.
+
+A commit that fails (a full disk, an I/O error) loses nothing the daemon has accepted: new jobs
+are refused (their submitters are told), but saved states, other writes and the actions that
+wait for them stay queued and the commit is retried with a growing pause (up to
+``RETRY_MAX`` seconds) until it succeeds; meanwhile the engine keeps showing the jobs as they
+are. Only actions registered with an ``otherwise`` (a hand-over that must not happen unless its
+write-ahead is durable) are replaced by that alternative.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ if TYPE_CHECKING:
     Insert = tuple[Job, dict[str, Any], asyncio.Future[None] | None]
 
 log = logging.getLogger("berth.daemon")
+
+RETRY_FIRST = 0.05  # seconds before the first retry of a failed commit; doubles each time
+RETRY_MAX = 5.0
 
 
 class Journal:
@@ -49,6 +59,10 @@ class Journal:
         self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
         self._armed = False
         self._in_flight = False
+        self._paired: set[int] = set()  # ids of actions that have an ``otherwise``
+        self.failing: str | None = None  # the last commit's error, while commits fail
+        self._retry_in = 0.0  # the pause before the next retry (0: not failing)
+        self._retry: asyncio.TimerHandle | None = None
 
     def insert(self, job: Job, spec: dict[str, Any]) -> asyncio.Future[None]:
         """Queue a new job; the future completes once it is durable."""
@@ -68,16 +82,19 @@ class Journal:
         self._statements.append((sql, rows))
         self._arm()
 
-    def after_commit(self, action: Callable[[], None]) -> None:
-        """Run ``action`` once everything queued so far is durable."""
+    def after_commit(
+        self, action: Callable[[], None], otherwise: Callable[[], None] | None = None
+    ) -> None:
+        """Run ``action`` once everything queued so far is durable. If that commit fails,
+        ``otherwise`` runs instead (and ``action`` never); without one, ``action`` waits for
+        the retry that succeeds."""
         self._after.append(action)
-
-    def on_failure(self, action: Callable[[], None]) -> None:
-        """Run ``action`` instead of the after-commit actions if that commit fails."""
-        self._on_fail.append(action)
+        if otherwise is not None:
+            self._on_fail.append(otherwise)
+            self._paired.add(id(action))
 
     def _arm(self) -> None:
-        if not self._armed:
+        if not self._armed and self._retry is None:
             self._armed = True
             self.loop.call_soon(self.flush)
 
@@ -86,15 +103,19 @@ class Journal:
         self._armed = False
         if self._in_flight or (self.hold and not force):
             return  # the commit in flight (or the pass about to run) takes it
+        if self._retry is not None:
+            if not force:
+                return  # commits fail: the retry timer takes it
+            self._retry.cancel()
+            self._retry = None
         inserts, dirty, after, on_fail = self._inserts, self._dirty, self._after, self._on_fail
         statements = self._statements
         if not (inserts or dirty or after or statements):
             return
         self._inserts, self._dirty, self._after, self._on_fail = [], {}, [], []
         self._statements = []
-        saved = [job for job, _ in dirty.values()]
         if not (inserts or dirty or statements):
-            self._committed(None, inserts, saved, after, on_fail)
+            self._committed(None, inserts, dirty, statements, after, on_fail)
             return
         from berth.daemon.store import Store
 
@@ -117,48 +138,89 @@ class Journal:
                         db.executemany(sql, many)
             except Exception as e:
                 error = e
-            self._committed(error, inserts, saved, after, on_fail)
+            self._committed(error, inserts, dirty, statements, after, on_fail)
             return
         self._in_flight = True
         self.writer.submit(
-            batch, lambda error: self._committed(error, inserts, saved, after, on_fail, True)
+            batch,
+            lambda error: self._committed(
+                error, inserts, dirty, statements, after, on_fail, was_in_flight=True
+            ),
         )
 
     def _committed(
         self,
         error: BaseException | None,
         inserts: list[Insert],
-        saved: list[Job],
+        dirty: dict[int, tuple[Job, dict[str, Any]]],
+        statements: list[tuple[str, list[tuple[Any, ...]]]],
         after: list[Callable[[], None]],
         on_fail: list[Callable[[], None]],
         was_in_flight: bool = False,
     ) -> None:
         if was_in_flight:
             self._in_flight = False
-        self.on_committed([job for job, _, _ in inserts], saved, error is None)
+        inserted = [job for job, _, _ in inserts]
         if error is not None:
-            log.error("cannot commit to the state database: %s", error)
-            for _, _, fut in inserts:
-                if fut is not None and not fut.done():
-                    fut.set_exception(error)
-            for action in on_fail:
-                action()
-        else:
-            for _, _, fut in inserts:
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
-            for action in after:
-                action()
+            self.on_committed(inserted, [], False)
+            self._failed(error, inserts, dirty, statements, after, on_fail)
+            return
+        self.on_committed(inserted, [job for job, _ in dirty.values()], True)
+        if self.failing is not None:
+            log.warning("the state database commits again")
+        self.failing, self._retry_in = None, 0.0
+        for _, _, fut in inserts:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+        self._paired.difference_update(id(a) for a in after)
+        for action in after:
+            action()
         if was_in_flight:
             self.flush()  # what changed while this batch was being written
+
+    def _failed(
+        self,
+        error: BaseException,
+        inserts: list[Insert],
+        dirty: dict[int, tuple[Job, dict[str, Any]]],
+        statements: list[tuple[str, list[tuple[Any, ...]]]],
+        after: list[Callable[[], None]],
+        on_fail: list[Callable[[], None]],
+    ) -> None:
+        """A commit failed: refuse its new jobs, run the ``otherwise`` of paired actions, and
+        queue everything else again, before what was queued since, for a retry."""
+        if self.failing is None:
+            log.error("cannot commit to the state database (retrying): %s", error)
+        self.failing = str(error)
+        for _, _, fut in inserts:
+            if fut is not None and not fut.done():
+                fut.set_exception(error)
+        for job_id, (job, cols) in dirty.items():
+            newer = self._dirty.get(job_id)  # saved again since: its newest state wins
+            self._dirty[job_id] = (job, cols) if newer is None else (newer[0], {**cols, **newer[1]})
+        self._statements = statements + self._statements
+        self._after = [a for a in after if id(a) not in self._paired] + self._after
+        self._paired.difference_update(id(a) for a in after)
+        for action in on_fail:
+            action()
+        self._retry_in = min(RETRY_MAX, self._retry_in * 2 or RETRY_FIRST)
+        self._retry = self.loop.call_later(self._retry_in, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        self.flush(force=True)
 
     def durable(self) -> asyncio.Future[None]:
         """A future that completes once every change queued so far is committed."""
         fut: asyncio.Future[None] = self.loop.create_future()
-        self._after.append(lambda: None if fut.done() else fut.set_result(None))
-        self._on_fail.append(
-            lambda: None if fut.done() else fut.set_exception(OSError("commit failed"))
-        )
+
+        def failed() -> None:
+            if not fut.done():
+                fut.set_exception(
+                    OSError(f"the state database cannot commit ({self.failing}); berth retries")
+                )
+
+        self.after_commit(lambda: None if fut.done() else fut.set_result(None), failed)
         self._arm()
         return fut
 

@@ -102,8 +102,9 @@ class Lifecycle:
             self.committing[job.id] = lease
         # Write-ahead: RUNNING + launched is durable before any hand-over, which follows the
         # commit (the loop serves meanwhile); a failed commit releases the claims instead.
-        self.journal.after_commit(lambda: self._hand_over(launches))
-        self.journal.on_failure(lambda: self._not_launched(launches))
+        self.journal.after_commit(
+            lambda: self._hand_over(launches), otherwise=lambda: self._not_launched(launches)
+        )
         self.flush(force=True)
 
     def _not_launched(self, launches: list[tuple[Job, Any]]) -> None:
