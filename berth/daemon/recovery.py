@@ -12,6 +12,10 @@ For each RUNNING/COMPLETING job, with ``launched`` = its attempt number:
 
 Nothing runs twice: a job is requeued only when no supervisor of it can exist.
 
+A row that cannot be loaded (its JSON or its fields do not make a job: a bug of an older
+berth, a hand edit, a damaged disk) never stops the daemon from starting: it is moved to the
+``quarantine`` table with the reason, logged, and counted; its id is never given again.
+
 After a restart of the *machine* (the boot id changed) every supervisor is gone, and a run
 file may have lost its last lines (they are not forced to disk): an attempt without an
 ``exit`` line may have ended, may have been cut off, or may never have started, and nobody can
@@ -22,6 +26,7 @@ after a node failure.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -41,12 +46,20 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
     """Load the queue and settle running jobs (``rebooted``: the machine restarted since the
     last daemon ran). Returns counts for the log."""
     store = engine.store
-    counts = {"pending": 0, "adopted": 0, "ended_while_down": 0, "requeued": 0, "lost": 0}
+    counts = {
+        "pending": 0, "adopted": 0, "ended_while_down": 0, "requeued": 0, "lost": 0,
+        "quarantined": 0,
+    }  # fmt: skip
     engine.paused = store.paused()
     engine.next_id = store.next_id()
     to_settle: list[tuple[Job, int]] = []
-    for data, launched in store.unfinished():
-        job = Job.from_dict(data)
+    bad: list[tuple[int, str]] = []
+    for job_id, data, launched in store.unfinished():
+        try:
+            job = _load(job_id, data)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            bad.append((job_id, f"cannot load the job: {type(e).__name__}: {e}"))
+            continue
         engine.jobs[job.id] = job
         if job.state is State.PENDING:
             counts["pending"] += 1
@@ -55,12 +68,35 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
     for row in store.db.execute(
         "SELECT id, state FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING', 'COMPLETING')"
     ):
-        engine.finished_states[int(row[0])] = State(row[1])
+        try:
+            engine.finished_states[int(row[0])] = State(row[1])
+        except ValueError:
+            bad.append((int(row[0]), f"unknown state {row[1]!r}"))
+    if bad:
+        with store.tx():
+            for job_id, why in bad:
+                store.quarantine(job_id, why)
+        for job_id, why in bad:
+            log.error(
+                "job %d quarantined (%s); its row is in the quarantine table of %s",
+                job_id, why, store.path,
+            )  # fmt: skip
+        counts["quarantined"] = len(bad)
     for job, attempt in to_settle:
         path = runfile.run_file(engine.run_dir, job.id, attempt)
         counts[_settle(engine, job, path, attempt, rebooted)] += 1
     engine.flush(force=True)
     return counts
+
+
+def _load(job_id: int, data: str) -> Job:
+    d = json.loads(data)
+    if not isinstance(d, dict):
+        raise TypeError(f"the stored job is a {type(d).__name__}, not an object")
+    job = Job.from_dict(d)
+    if job.id != job_id:
+        raise ValueError(f"the stored job says it is job {job.id}")
+    return job
 
 
 def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -> str:

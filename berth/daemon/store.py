@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each entry migrates from version i to i + 1.
 MIGRATIONS: list[str] = [
@@ -47,6 +47,18 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN unique_key TEXT;
     CREATE INDEX jobs_unique ON jobs(unique_key) WHERE unique_key IS NOT NULL;
     """,
+    # 3: rows that could not be loaded (a bug, a hand edit, a disk error) are moved aside
+    # instead of stopping the daemon; their ids stay taken.
+    """
+    CREATE TABLE quarantine(
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        reason TEXT NOT NULL,
+        state TEXT,
+        data TEXT,
+        spec TEXT
+    );
+    """,
 ]
 
 
@@ -61,9 +73,18 @@ class Store:
     def open(cls, path: str) -> Store:
         from berth.errors import BerthError
 
+        _refuse_empty(path)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise BerthError(
+                f"state database {path} cannot be read ({e}): restore it from a backup "
+                "(docs/daemon.md, 'Back up and restore'), or move it aside to start an empty "
+                "queue"
+            ) from None
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
         version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -111,9 +132,26 @@ class Store:
     # be) handed to a supervisor. (``sup_pid``, of schema 1, is not used: run files say it.)
 
     def next_id(self) -> int:
-        """Ids are never reused, even when old jobs have been purged (``last_id``)."""
-        row = self.db.execute("SELECT MAX(id) FROM jobs").fetchone()
+        """Ids are never reused, even when old jobs have been purged (``last_id``) or
+        quarantined."""
+        row = self.db.execute(
+            "SELECT MAX(id) FROM (SELECT id FROM jobs UNION ALL SELECT id FROM quarantine)"
+        ).fetchone()
         return max(int(row[0] or 0), int(self.meta("last_id") or 0)) + 1
+
+    def quarantine(self, job_id: int, reason: str) -> None:
+        """Move a job's row that cannot be loaded aside (inside a transaction)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO quarantine(id, at, reason, state, data, spec) "
+            "SELECT id, ?, ?, state, data, spec FROM jobs WHERE id = ?",
+            (time.time(), reason, job_id),
+        )
+        self.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def quarantined(self) -> list[tuple[int, str]]:
+        """(id, reason) of every quarantined row."""
+        rows = self.db.execute("SELECT id, reason FROM quarantine ORDER BY id")
+        return [(int(r[0]), str(r[1])) for r in rows]
 
     # Purging jobs that ended long ago: remember the highest id first (see next_id).
     LAST_ID_SQL = "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_id', ?)"
@@ -165,13 +203,13 @@ class Store:
         data = json.dumps(job, separators=(",", ":"))
         return (job["state"], ended_at, data, launched, job["id"])
 
-    def unfinished(self) -> list[tuple[dict[str, Any], int]]:
-        """(job dict, launched attempt) of every unfinished job, by id."""
+    def unfinished(self) -> list[tuple[int, str, int]]:
+        """(id, job JSON, launched attempt) of every unfinished job, by id."""
         rows = self.db.execute(
-            "SELECT data, launched FROM jobs "
+            "SELECT id, data, launched FROM jobs "
             "WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING') ORDER BY id"
         )
-        return [(json.loads(r[0]), int(r[1])) for r in rows]
+        return [(int(r[0]), str(r[1]), int(r[2] or 0)) for r in rows]
 
     def job(self, job_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -205,6 +243,26 @@ class Store:
             )
         else:
             self.db.execute("DELETE FROM paused WHERE gpu = ?", (gpu,))
+
+
+def _refuse_empty(path: str) -> None:
+    """An existing database of 0 bytes is not a new queue: it was truncated or lost its
+    contents (a fresh database has its header written before the daemon serves). Starting on
+    it would give job ids from 1 again and forget every job: refuse, and say what to do."""
+    from berth.errors import BerthError
+
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return
+    wal = path + "-wal"
+    if size == 0 and not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+        raise BerthError(
+            f"state database {path} exists but is empty (0 bytes): it was truncated or its "
+            "contents were lost, so every job it held would be forgotten and job ids would "
+            "start from 1 again. Restore it from a backup (docs/daemon.md, 'Back up and "
+            "restore'); to start an empty queue on purpose, delete the file"
+        )
 
 
 def open_store(state_dir: str) -> Store:
