@@ -19,6 +19,9 @@ balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs
                 turn comes (a job without a limit counts as 1 day)
 ==============  =================================================  ==========================
 
+In every policy a requeued job (``--requeue`` at its time limit, or preempted) comes after every
+job that was waiting when it was preempted (:mod:`berth.core.order`).
+
 EASY backfill: the first job that does not fit gets a *reservation*: the GPUs it will get and
 the time it is expected to start (``shadow``), found by releasing running jobs in order of
 their expected end (start + time limit). A later job may start if it fits on GPUs outside the
@@ -33,8 +36,7 @@ should also arm a timer at ``Decisions.wakeup``, which includes every deadline).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from berth.core import deps
 from berth.core.capacity import INF, Capacity
@@ -42,6 +44,8 @@ from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
 from berth.core.explain import resources_detail, static_reason
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job, Request
+from berth.core.order import order_key as order_key
+from berth.core.order import ordered
 from berth.core.placement import PLACEMENTS, Placement, Profile, place
 from berth.core.states import Reason, State
 from berth.errors import UsageError
@@ -51,8 +55,6 @@ POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced")
 DEFAULT_POLICY = "balanced"
 #: Policies whose order depends on ``now`` (the simulator cannot keep them presorted).
 DYNAMIC = frozenset({"balanced"})
-#: The run time ``balanced`` assumes for a job without a time limit.
-UNKNOWN_LIMIT = 86400.0
 DEFAULT_PLACEMENT = "packer"
 
 
@@ -62,20 +64,6 @@ def check_policy(policy: str, placement: str = DEFAULT_PLACEMENT) -> None:
         raise UsageError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
     if placement not in PLACEMENTS:
         raise UsageError(f"unknown placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
-
-
-def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
-    """The sort key of ``policy`` at ``now`` (fairshare adds the tenant order on top)."""
-    if policy == "balanced":
-        limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
-        urgency = max(0.0, now - job.queue_time) / math.sqrt(max(limit, 1.0))
-        return (-job.priority, -urgency, job.queue_time, job.id)
-    if policy in ("fifo", "fifo-backfill"):
-        return (job.queue_time, job.id)
-    if policy == "sjf":
-        limit = job.time_limit if job.time_limit is not None else INF
-        return (limit, -job.priority, job.queue_time, job.id)
-    return (-job.priority, job.queue_time, job.id)
 
 
 def schedule(
@@ -153,7 +141,7 @@ def schedule(
         if explain:
             out.pending[job.id] = Pending(job.id, reason, detail)
 
-    for job in _ordered(pending, policy, presorted, now, tenant_gpus, usage):
+    for job in ordered(pending, policy, presorted, now, tenant_gpus, usage):
         req = job.request
         if exhausted:
             break
@@ -324,29 +312,3 @@ def _dep_states(
     for j in running:
         states[j.id] = j.state
     return states, started
-
-
-def _ordered(
-    pending: Sequence[Job], policy: str, presorted: bool, now: float,
-    tenant_gpus: dict[str, float], usage: Mapping[str, float] | None,
-) -> Iterator[Job]:  # fmt: skip
-    jobs: Iterable[Job] = (
-        pending if presorted else sorted(pending, key=lambda j: order_key(j, policy, now))
-    )
-    if policy != "fairshare":
-        yield from jobs
-        return
-    queues: dict[str, list[Job]] = {}
-    for j in jobs:
-        queues.setdefault(j.tenant, []).append(j)
-    heads = {t: 0 for t in queues}
-    extra = usage or {}
-    while heads:
-        # the tenant with the least held (live: tenant_gpus grows as jobs start in this pass)
-        t = min(heads, key=lambda t: (tenant_gpus.get(t, 0.0) + extra.get(t, 0.0), t))
-        i = heads[t]
-        yield queues[t][i]
-        if i + 1 < len(queues[t]):
-            heads[t] = i + 1
-        else:
-            del heads[t]
