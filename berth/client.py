@@ -25,6 +25,7 @@ _EXIT = {
     protocol.NO_SUCH_GPU: EXIT_USAGE,
     protocol.BAD_REQUEST: EXIT_USAGE,
     protocol.NOT_OWNER: EXIT_REFUSED,
+    protocol.TOO_MANY_CONNECTIONS: EXIT_REFUSED,
 }
 
 

@@ -110,6 +110,7 @@ async def _main(
     from berth.daemon.server import Server
     from berth.daemon.store import open_store
 
+    _raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
     loop = asyncio.get_running_loop()
     store = open_store(opts.state_dir)
     unclean = store.meta("running") == "1"
@@ -201,6 +202,19 @@ async def _main(
 
 
 PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)
+
+
+def _raise_fd_limit() -> None:
+    """Take every descriptor the system allows (connections are capped per user, see
+    :mod:`berth.daemon.server`; the rest is headroom for run files, claims and logs)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _boot_id() -> str | None:

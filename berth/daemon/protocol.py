@@ -29,6 +29,7 @@ NOT_OWNER = "NOT_OWNER"
 INVALID_STATE = "INVALID_STATE"  # e.g. release of a job that is not held
 NO_SUCH_GPU = "NO_SUCH_GPU"
 INTERNAL = "INTERNAL"
+TOO_MANY_CONNECTIONS = "TOO_MANY_CONNECTIONS"  # the caller's uid has too many open
 ERROR_CODES = (
     BAD_FRAME,
     FRAME_TOO_LARGE,
@@ -40,6 +41,7 @@ ERROR_CODES = (
     INVALID_STATE,
     NO_SUCH_GPU,
     INTERNAL,
+    TOO_MANY_CONNECTIONS,
 )
 
 _I = (int,)

@@ -5,6 +5,17 @@ fields (:func:`protocol.check_request`), then hands the request to the dispatch 
 A malformed frame, an unknown request or a wrong version gets an error reply and changes
 nothing; a frame too large to read (or a failed handshake) also closes that connection, since
 the stream cannot be trusted after it. The daemon keeps serving everyone else.
+
+No client can make the daemon hold unbounded memory or descriptors:
+
+- at most :data:`MAX_PIPELINE` requests of one connection are in hand at once (read, being
+  handled, or answered but not yet taken by the client): a client that sends requests and
+  never reads its answers stops being read (its socket buffer fills, its writes block), and
+  the daemon holds at most that many answers for it;
+- at most :data:`MAX_CONNECTIONS_PER_USER` connections per uid (root has no limit): one more
+  is answered with a ``TOO_MANY_CONNECTIONS`` error naming the limit and closed at once, so
+  one user's idle connections cannot take the descriptors the daemon needs;
+- a connection must complete its handshake within :data:`HANDSHAKE_TIMEOUT` seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +40,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
+
+MAX_PIPELINE = 32  # requests of one connection in hand at once
+MAX_CONNECTIONS_PER_USER = 128
+HANDSHAKE_TIMEOUT = 10.0  # seconds
 
 
 def peer_of(sock: socket.socket, admin_gid: int | None) -> Peer:
@@ -55,18 +70,41 @@ class Server:
         self.engine = engine
         self.admin_gid = admin_gid
         self.connections = 0
+        self.per_uid: dict[int, int] = {}
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        uid: int | None = None
         try:
             peer = peer_of(writer.get_extra_info("socket"), self.admin_gid)
+            open_now = self.per_uid.get(peer.uid, 0)
+            if peer.uid != 0 and open_now >= MAX_CONNECTIONS_PER_USER:
+                writer.write(
+                    protocol.encode(
+                        protocol.error(
+                            protocol.TOO_MANY_CONNECTIONS,
+                            f"uid {peer.uid} already has {open_now} connections open to this "
+                            f"daemon (at most {MAX_CONNECTIONS_PER_USER} per user): close some "
+                            "(other `berth` commands of yours, `attach`, `logs -f`)",
+                        )
+                    )
+                )
+                return
+            uid = peer.uid
+            self.per_uid[uid] = open_now + 1
             await self._serve(peer, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         except Exception:
             log.exception("connection failed")
         finally:
             self.connections -= 1
+            if uid is not None:
+                left = self.per_uid[uid] - 1
+                if left:
+                    self.per_uid[uid] = left
+                else:
+                    del self.per_uid[uid]
             writer.close()
 
     async def _serve(
@@ -75,9 +113,10 @@ class Server:
         """Read frames as they come; answer them in order. Requests are handled concurrently
         (pipelined submits commit together), responses written in request order."""
         replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None] = asyncio.Queue()
-        out = asyncio.ensure_future(self._write(replies, writer))
+        in_hand = asyncio.Semaphore(MAX_PIPELINE)
+        out = asyncio.ensure_future(self._write(replies, writer, in_hand))
         try:
-            await self._read(peer, reader, replies)
+            await self._read(peer, reader, replies, in_hand)
         finally:
             replies.put_nowait(None)
             await out
@@ -86,20 +125,23 @@ class Server:
         self,
         replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
         writer: asyncio.StreamWriter,
+        in_hand: asyncio.Semaphore,
     ) -> None:
         while True:
             item = await replies.get()
             if item is None:
                 break
             writer.write(protocol.encode(await item))
-            if replies.empty():
-                await writer.drain()
+            del item
+            await writer.drain()  # returns at once unless the client does not read
+            in_hand.release()
 
     async def _read(
         self,
         peer: Peer,
         reader: asyncio.StreamReader,
         replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+        in_hand: asyncio.Semaphore,
     ) -> None:
         loop = asyncio.get_running_loop()
         greeted = False
@@ -110,8 +152,14 @@ class Server:
             replies.put_nowait(fut)
 
         while True:
+            await in_hand.acquire()  # released once its answer is written and taken
             try:
-                header = await reader.readexactly(protocol.HEADER_SIZE)
+                if greeted:
+                    header = await reader.readexactly(protocol.HEADER_SIZE)
+                else:
+                    header = await asyncio.wait_for(
+                        reader.readexactly(protocol.HEADER_SIZE), HANDSHAKE_TIMEOUT
+                    )
             except asyncio.IncompleteReadError:
                 return
             n = protocol.frame_length(header)
@@ -123,7 +171,10 @@ class Server:
                     )
                 )
                 return  # the stream cannot be trusted after it: close
-            payload = await reader.readexactly(n)
+            if greeted:
+                payload = await reader.readexactly(n)
+            else:
+                payload = await asyncio.wait_for(reader.readexactly(n), HANDSHAKE_TIMEOUT)
             try:
                 msg = protocol.decode(payload)
                 if not greeted:
