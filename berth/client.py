@@ -137,6 +137,18 @@ class Client:
             raise DaemonError(str(err.get("code")), str(err.get("message")))
         return msg
 
+    def receive_raw(self) -> bytes:
+        """The next response as the daemon sent it (UTF-8 JSON, ``{"ok":true,...}``), not
+        decoded, for output that passes it through; raises DaemonError if it is an error."""
+        payload = self._read_frame()
+        if not payload.startswith(b'{"ok":true'):
+            msg = protocol.decode(payload)
+            if not msg.get("ok"):
+                err = msg.get("error") or {}
+                assert isinstance(err, dict)
+                raise DaemonError(str(err.get("code")), str(err.get("message")))
+        return payload
+
     def call(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Send one request and return its response."""
         self.send(kind, **fields)
