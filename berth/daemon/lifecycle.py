@@ -181,7 +181,22 @@ class Lifecycle:
             self._launch_failed(job, why)
         else:
             log.error("job %d: %s while running attempt %d", job_id, why, attempt)
-            self.record_exit(job, None, run.path)
+            self.record_exit(job, None, run.path, lost=self.end_leftovers(job, run.path, why))
+
+    def end_leftovers(self, job: Job, path: str, why: str) -> str:
+        """End what the attempt whose supervisor died left running (:mod:`reap`); the reason
+        to record."""
+        from berth.daemon import reap
+
+        info = runfile.read_run_file(path)
+        claims = reap.claim_paths(self.res.ledger.path, job.extra.get("lease"))
+        job_pid = info.get("job")
+        pids = reap.leftovers(job_pid if isinstance(job_pid, int) else None, job.uid, claims)
+        n = reap.end(pids, self.opts.kill_after, self.loop)
+        if n:
+            log.warning("job %d: ended %d process(es) its supervisor left: %s", job.id, n, pids)
+            return f"{why} without a record; its {n} process(es) were ended"
+        return f"{why} without a record"
 
     def _on_adopted_exit(self, job_id: int) -> None:
         run = self.runs.pop(job_id)

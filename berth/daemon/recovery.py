@@ -132,7 +132,7 @@ def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -
         if os.path.exists(path):
             os.unlink(path)
         return "requeued"
-    engine.record_exit(job, None, path)
+    engine.record_exit(job, None, path, lost=engine.end_leftovers(job, path, "its supervisor died"))
     return "lost"
 
 
