@@ -1,0 +1,256 @@
+"""A real single-node Slurm (slurmctld + slurmd from Debian's packages) in a temporary
+directory, with 4 fake GPUs, for the Slurm backend's tests.
+
+What these machines taught us (Slurm 22.05):
+
+- ``AuthType=auth/none`` and ``CredType=cred/none``: no munge needed.
+- gres ``File=`` must name character devices (``mknod DIR/nvidiaN c 1 3``): with plain files
+  slurmd does not set CUDA_VISIBLE_DEVICES.
+- ``CPUs=2`` and ``OverSubscribe=FORCE:8`` on the partition, else only 2 jobs run at once.
+- The host name may not resolve: slurmd runs with ``-N localhost``.
+- ``SchedulerParameters=batch_sched_delay=0,sched_min_interval=0``: jobs start at once.
+- Stop by cancelling the jobs and waiting for their step daemons (``slurmstepd``) to go
+  before stopping slurmd: else they are orphaned.
+
+Both daemons run in the foreground (``-D``) as children of the test process, so they are
+stopped by their own pids. Every Slurm command the tests (and berth) run finds this cluster
+through ``SLURM_CONF``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+
+from helpers import wait_until
+
+_STEP_SOCKET = re.compile(r"^[^_]+_\d+\.\d+$")  # <node>_<job>.<step>
+GPUS = 4
+SHARDS_PER_GPU = 2
+BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
+
+
+def missing_binaries() -> list[str]:
+    """The Slurm programs this rig needs that are not installed."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    return [b for b in BINARIES if shutil.which(b, path=path) is None]
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+SLURM_CONF = """\
+ClusterName=berthtest
+SlurmctldHost=localhost
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/none
+CredType=cred/none
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu,shard
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+KillWait=2
+NodeName=localhost CPUs=2 RealMemory=4000 Gres=gpu:{gpus},shard:{shards} State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
+"""
+
+GRES_CONF = """\
+NodeName=localhost Name=gpu File={root}/dev/nvidia[0-{last}]
+NodeName=localhost Name=shard Count={shards}
+"""
+
+
+class SlurmRig:
+    """One running test cluster. ``env``: the variables its commands need (SLURM_CONF)."""
+
+    def __init__(self) -> None:
+        # Short: slurmstepd's socket paths (under the spool dir) are limited to 108 bytes.
+        self.root = tempfile.mkdtemp(prefix="bsl-", dir="/tmp")
+        os.chmod(self.root, 0o755)
+        self.conf = os.path.join(self.root, "slurm.conf")
+        self.env = {"SLURM_CONF": self.conf}
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    # -- start ------------------------------------------------------------------------------
+
+    def write_config(self) -> None:
+        for sub in ("state", "spool", "log", "dev"):
+            os.makedirs(os.path.join(self.root, sub))
+        for i in range(GPUS):
+            os.mknod(os.path.join(self.root, "dev", f"nvidia{i}"), 0o666 | stat.S_IFCHR,
+                     os.makedev(1, 3))  # fmt: skip
+        ctld_port, slurmd_port = _free_ports(2)
+        values = {
+            "root": self.root,
+            "ctld_port": ctld_port,
+            "slurmd_port": slurmd_port,
+            "gpus": GPUS,
+            "shards": GPUS * SHARDS_PER_GPU,
+            "last": GPUS - 1,
+        }
+        with open(self.conf, "w") as f:
+            f.write(SLURM_CONF.format(**values))
+        with open(os.path.join(self.root, "gres.conf"), "w") as f:
+            f.write(GRES_CONF.format(**values))
+
+    def start(self) -> None:
+        self.write_config()
+        env = {**os.environ, **self.env}
+        for argv in (
+            ["slurmctld", "-D", "-i", "-f", self.conf],
+            ["slurmd", "-D", "-N", "localhost", "-f", self.conf],
+        ):
+            log = open(os.path.join(self.root, "log", f"{argv[0]}.stderr"), "wb")
+            with log:
+                self.procs.append(
+                    subprocess.Popen(
+                        argv, env=env, stdout=log, stderr=log, start_new_session=True
+                    )
+                )
+        wait_until(self._idle, timeout=30, interval=0.05, message="the test Slurm node is idle")
+
+    def _idle(self) -> bool:
+        for p in self.procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{p.args[0]} exited {p.returncode}:\n{self.logs()}")
+        out = self.run("sinfo", "-h", "-o", "%t", check=False).stdout
+        return out.strip() == "idle"
+
+    # -- use --------------------------------------------------------------------------------
+
+    def run(
+        self, *argv: str, check: bool = True, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """A Slurm command against this cluster."""
+        return subprocess.run(
+            list(argv),
+            env={**os.environ, **self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=check,
+        )
+
+    def job_ids(self) -> list[str]:
+        out = self.run("squeue", "-h", "-o", "%i").stdout
+        return out.split()
+
+    def steps_alive(self) -> list[str]:
+        """The step daemons still running (each keeps a socket in the spool dir)."""
+        try:
+            names = os.listdir(os.path.join(self.root, "spool"))
+        except FileNotFoundError:
+            return []
+        return [n for n in names if _STEP_SOCKET.match(n)]
+
+    def clear(self, timeout: float = 20) -> None:
+        """Cancel every job and wait until none runs and no step daemon is left."""
+        ids = self.job_ids()
+        if ids:
+            self.run("scancel", *ids, check=False)
+        wait_until(
+            lambda: not self.job_ids() and not self.steps_alive(),
+            timeout=timeout,
+            interval=0.05,
+            message="every test Slurm job to end",
+        )
+
+    def logs(self) -> str:
+        out = []
+        for name in sorted(os.listdir(os.path.join(self.root, "log"))):
+            with open(os.path.join(self.root, "log", name), errors="replace") as f:
+                out.append(f"== {name}\n" + f.read()[-4000:])
+        return "\n".join(out)
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Jobs first (so no slurmstepd is orphaned), then slurmd, then slurmctld."""
+        try:
+            if all(p.poll() is None for p in self.procs):
+                self.clear()
+        finally:
+            for p in reversed(self.procs):  # slurmd before slurmctld
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    try:
+                        p.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+            self._reap_steps()
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _reap_steps(self) -> None:
+        """Last resort after a failure: kill step daemons of this cluster still alive (found
+        by the socket they hold in its spool dir), never by name."""
+        spool = os.path.join(self.root, "spool")
+        deadline = time.monotonic() + 2
+        while self.steps_alive() and time.monotonic() < deadline:
+            for pid in _pids_with_open(spool):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+
+def _pids_with_open(prefix: str) -> list[int]:
+    """slurmstepd processes holding a UNIX socket bound under ``prefix`` (the inode of each
+    listening socket's path is in /proc/net/unix; a process's fds show ``socket:[inode]``)."""
+    inodes = set()
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 8 and parts[7].startswith(prefix):
+                inodes.add(f"socket:[{parts[6]}]")
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/comm") as f:
+                if f.read().strip() != "slurmstepd":
+                    continue
+            fds = os.listdir(f"/proc/{name}/fd")
+            if any(os.readlink(f"/proc/{name}/fd/{fd}") in inodes for fd in fds):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
