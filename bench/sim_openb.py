@@ -17,6 +17,8 @@
    (berth/sim/gpuspec.py). Those lists differ from ``default`` only in ``gpu_spec`` (checked
    here), so the ``default`` rows of the same run are the "gpu_spec ignored" baseline.
    The paper's numbers come from ``anchors/fgd_atc23_alloc_ratio_summary.csv``.
+4. The same on the ``multigpu*`` pod lists: more multi-GPU pods (2, 4 and 8 GPUs). These
+   lists have no time columns (pod shapes only), which is all the fill experiment needs.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def main() -> int:
     )
     ap.add_argument(
         "--workloads",
-        default="default,gpuspec10,gpuspec20,gpuspec25,gpuspec33",
+        default="default,gpuspec10,gpuspec20,gpuspec25,gpuspec33,"
+        "multigpu20,multigpu30,multigpu40,multigpu50",
         help="openb pod lists for the FGD experiment (openb_pod_list_<name>.csv)",
     )
     ap.add_argument("--per-seed", action="store_true", help="print each seed's value at 100%%")
@@ -104,7 +107,7 @@ def main() -> int:
         print(
             f"\n## FGD experiment, {wl}: {len(inv[0])} GPUs on {len(inv[1])} nodes, seeds "
             f"{seeds[0]}-{seeds[-1]}; {n_spec} of {len(pods)} pods constrain the GPU model"
-            + ("" if wl == "default" else
+            + ("" if not wl.startswith("gpuspec") else
                f" (else same as default: {same_but_spec(pods, default)})")
             + "\n"
         )  # fmt: skip

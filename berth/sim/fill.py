@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from berth.core.capacity import Capacity
 from berth.core.job import Request
 from berth.core.placement import Profile, place
+from berth.errors import UsageError
 from berth.sim.gpuspec import ModelIndex, job_count
 from berth.sim.traces import SimJob
 from berth.sim.workload import Inventory
@@ -58,6 +59,10 @@ def fill(
 ) -> FillResult:
     """Allocation ratio (%) at each arrived-demand mark (% of GPU capacity)."""
     gpus, nodes = inv
+    if not pods:
+        raise UsageError("no pods to fill the cluster with: give a pod list with rows")
+    if not any(p.gpus > 0 for p in pods):
+        raise UsageError("no pod asks for a GPU: the fill experiment measures GPU allocation")
     models = ModelIndex(gpus)
     cap = Capacity(gpus, nodes)
     total = float(len(gpus))

@@ -43,8 +43,8 @@ def prepare(
     """Read, window, filter, cap, scale and give time limits: a workload ready to replay."""
     inv = workload.inventory(inventory)
     cap = workload.capacity(inv)
-    jobs = traces.read(path, fmt)
     notes: list[str] = []
+    jobs = traces.read(path, fmt, need_times=True, notes=notes)
     if start_day or days is not None:
         jobs = workload.window(jobs, start_day, days)
     unsat = gpuspec.resolve(jobs, inv[0])  # gpu_spec -> the GPUs each job may use

@@ -11,12 +11,12 @@ reach a target rho: *time-stretch* (scale submit times; keeps order and mix) and
 
 from __future__ import annotations
 
-import csv
 import random
 import re
 
 from berth.core.inventory import Gpu, Node, uniform
 from berth.errors import UsageError
+from berth.sim.csvrows import rows
 from berth.sim.traces import MIB, SimJob, normalise
 from berth.units import parse_size
 
@@ -45,20 +45,22 @@ def node_list(path: str) -> Inventory:
     nodes: dict[str, Node] = {}
     try:
         with open(path, encoding="utf-8", newline="") as f:
-            for r in csv.DictReader(f):
-                name = r["sn"]
-                nodes[name] = Node(name, float(r["cpu_milli"]), int(float(r["memory_mib"]) * MIB))
-                for _ in range(int(r["gpu"])):
+            for r in rows(f, path, ("sn", "cpu_milli", "memory_mib", "gpu")):
+                name = r.text("sn")
+                if name in nodes:
+                    raise r.error("sn", f"node {name!r} is listed twice; fix or remove that row")
+                cpu, ram = r.number("cpu_milli"), int(r.number("memory_mib") * MIB)
+                nodes[name] = Node(name, cpu, ram)
+                model = r.text("model", "GPU")
+                for _ in range(int(r.number("gpu", whole=True))):
                     i = len(gpus)
-                    gpus.append(
-                        Gpu(i, f"GPU-{name}-{i}", r.get("model") or "GPU", None, True, name)
-                    )
+                    gpus.append(Gpu(i, f"GPU-{name}-{i}", model, None, True, name))
     except OSError as e:
         raise UsageError(
             f"inventory {path!r}: {e.strerror}; use e.g. 8, 8:40G, 8x8 or a node-list CSV"
         ) from None
-    except (KeyError, ValueError) as e:
-        raise UsageError(f"inventory {path!r} is not an openb node list: {e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"inventory {path!r} is not text (UTF-8): {e.reason}") from None
     if not gpus:
         raise UsageError(f"inventory {path!r} has no GPUs")
     return gpus, nodes

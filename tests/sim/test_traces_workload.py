@@ -40,11 +40,15 @@ def test_openb_reader(tmp_path: Path) -> None:
         "p3,1000,1024,0,0,,BE,Running,30,40,30\n"
         "p4,1000,1024,1,500,,BE,Pending,30,,\n"
     )
-    jobs = traces.read(str(path))
+    notes: list[str] = []
+    jobs = traces.read(str(path), need_times=True, notes=notes)  # a replay
     assert [(j.gpus, j.duration, j.tenant) for j in jobs] == [
         (1.0, 100.0, "LS"), (0.46, 60.0, "BE"), (4.0, 30.0, "LS"), (0.0, 10.0, "BE"),
     ]  # fmt: skip
     assert jobs[1].cpu == 6000 and jobs[1].ram == 12288 * 1024**2
+    assert notes == ["left out 1 pods without a deletion_time (lifetime unknown)"]
+    shapes = traces.read(str(path))  # the fill experiment: every pod is a shape
+    assert [(j.gpus, j.duration) for j in shapes][-1] == (0.5, 0.0)
 
 
 def test_berth_records_replay(tmp_path: Path) -> None:
