@@ -34,6 +34,12 @@ Example::
     state_dir = "/var/lib/berth"
     poll_interval = 5          # seconds between NVML polls (only to see what others do)
     keep_finished = "30d"      # records of finished jobs, then purged ("inf": keep all)
+    max_job_time = "24h"       # every job stops there; a longer -t is refused at submit
+    kill_after = "30s"         # grace between SIGTERM and SIGKILL at a time limit or cancel
+    policy = "balanced"        # scheduling policy (berth help daemon lists them)
+
+The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval, --keep-finished,
+--policy) override these keys for one run; the keys hold across restarts.
 """
 
 from __future__ import annotations

@@ -4,12 +4,18 @@ Sizes follow what GPU users type: ``20G`` and ``20GiB`` both mean 20 x 1024**3 b
 is reported in binary units by every tool, so a "G" that meant 10**9 would surprise), ``512M``,
 ``512MiB``, ``1T``; a bare number is MiB (as in ``--mem 8000`` of seed 003). Durations accept
 seconds (``90``), suffixed values (``90s``, ``15m``, ``2h``, ``1d``) and Slurm's forms
-(``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``).
+(``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``). GPU lists (:func:`parse_gpu_list`) take indices and
+ranges (``0,2``, ``0-3``, ``0-3,6``, as seed 002's ``allowed_gpus``) and, where a command
+accepts them, UUIDs; every command that takes a GPU list parses it here.
 """
 
 from __future__ import annotations
 
 from berth.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 KIB = 1024
 MIB = 1024**2
@@ -124,3 +130,87 @@ def format_duration(seconds: float | None) -> str:
     if h:
         return f"{h}:{m:02d}:{s:02d}"
     return f"{m}:{s:02d}"
+
+
+MAX_GPU_INDEX = 1023  # as [inventory] gpus (at most 1024): bounds what a range may expand to
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def parse_gpu_list(text: str, *, what: str, uuids: bool = False) -> tuple[str, ...]:
+    """GPU ids typed by people: ``"0,2"``, ``"0-3"``, ``"0-3,6"`` -> ``("0", "1", "2", "3",
+    "6")``: in the order given, each once. With ``uuids``, an item may also be a UUID or a UUID
+    prefix (``GPU-8e4c...``, ``MIG-...``, or the bare hex ``8e4c1a2b-...``), returned as typed.
+
+    A range goes up (``3-1`` is refused) between indices; anything else with a dash that is
+    not a UUID (``a-b``, ``1-x``) is refused too, with the value in the message.
+    """
+    out: list[str] = []
+
+    def bad(why: str) -> UsageError:
+        return UsageError(
+            f"invalid {what} {text!r}: {why}; expected GPU indices and ranges such as "
+            f"0,2 or 0-3,6" + (" (or UUIDs)" if uuids else "")
+        )
+
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if _digits(item):
+            ids = [int(item)]
+        elif uuids and _is_uuid(item):
+            if item not in out:
+                out.append(item)
+            continue
+        elif item.startswith("-") and _digits(item[1:].strip()):
+            raise bad(f"{item!r}: GPU indices are 0 or more")
+        elif not uuids and item[:4].lower() in ("gpu-", "mig-"):
+            raise bad(f"{item!r} is a UUID: {what} takes indices")
+        elif "-" in item:
+            low, _, high = item.partition("-")
+            low, high = low.strip(), high.strip()
+            if not (_digits(low) and _digits(high)):
+                raise bad(f"{item!r} is not a range of indices (0-3)")
+            if int(low) > int(high):
+                raise bad(f"range {item!r} goes down (write {high}-{low})")
+            ids = [int(low), int(high)] if int(high) > MAX_GPU_INDEX else []
+            ids = ids or list(range(int(low), int(high) + 1))
+        else:
+            raise bad(f"{item!r} is not a GPU index")
+        if max(ids) > MAX_GPU_INDEX:
+            raise bad(f"{item!r}: GPU indices go up to {MAX_GPU_INDEX}")
+        for i in ids:
+            if str(i) not in out:
+                out.append(str(i))
+    if not out:
+        raise bad("no GPU named")
+    return tuple(out)
+
+
+def parse_gpu_words(words: Sequence[str], *, what: str) -> tuple[str, ...]:
+    """GPUs named by several words (``berth pause 0 3 4-7 GPU-8e4c``): indices, ranges, UUIDs,
+    each once, in the order given."""
+    out: list[str] = []
+    for word in words:
+        out += [g for g in parse_gpu_list(word, what=what, uuids=True) if g not in out]
+    return tuple(out)
+
+
+def parse_gpu_indices(text: str, *, what: str) -> list[int]:
+    """:func:`parse_gpu_list` of indices only (``--gpu-ids 0-3,6`` -> ``[0, 1, 2, 3, 6]``)."""
+    return [int(i) for i in parse_gpu_list(text, what=what)]
+
+
+def _is_uuid(item: str) -> bool:
+    """A UUID or UUID prefix as CUDA accepts them: ``GPU-``/``MIG-`` and anything after, or
+    bare hex whose first group (before any dash) is the UUID's first 8 hex digits."""
+    if item[:4].lower() in ("gpu-", "mig-"):
+        return len(item) > 4
+    head, dash, _ = item.partition("-")
+    if not head or not set(head) <= _HEX or _digits(item):
+        return False
+    return not dash or len(head) == 8
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()

@@ -2,7 +2,7 @@
 
   berth daemon                      # start in the background; prints its pid and socket
   berth daemon --foreground         # stay attached, log to the terminal
-  berth daemon --max-job-time 24h --kill-after 60
+  berth daemon --max-job-time 24h --kill-after 60   # or, for every start: [daemon] max_job_time
   berth daemon --paused-after-crash # after an unclean stop, start nothing until `berth resume --all`
   berth daemon --stop               # stop it; running jobs keep running and are adopted later
   berth daemon --exit-with $$       # stop it when this shell exits (a session's own queue)
@@ -32,7 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="scheduling policy: balanced (default: priority, then wait/sqrt(limit), backfill),"
         " priority, fifo, fifo-backfill, sjf, fairshare",
     )
-    p.add_argument("--max-job-time", help="time limit of every job, e.g. 24h or 1-00:00:00")
+    p.add_argument(
+        "--max-job-time",
+        help="time limit of every job, e.g. 24h or 1-00:00:00 (a longer -t is refused at submit;"
+        " default [daemon] max_job_time in the config, else none)",
+    )
     p.add_argument("--kill-after", help="grace between SIGTERM and SIGKILL (default 30s)")
     p.add_argument(
         "--keep-finished",

@@ -1,7 +1,8 @@
 """The selection options that `berth select` and `berth run` share, and their parsing.
 
 One definition, so that ``--min-free 20G --max-procs 1 --order packed`` means the same in both
-commands, with the same error for a bad value.
+commands, with the same error for a bad value. GPU lists (``--only 0-3,6``) are parsed by
+:func:`berth.units.parse_gpu_list`, as every GPU list berth takes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser, *, order_help: str) -> None:
         "--max-procs", default="0", metavar="N", help="max processes outside berth on the GPU (0)"
     )
     p.add_argument("--name", help="GPU name contains this (case-insensitive), e.g. A100")
-    p.add_argument("--only", metavar="IDS", help="only these indices/UUIDs, e.g. 2 or 0,1")
+    p.add_argument("--only", metavar="IDS", help="only these indices/UUIDs, e.g. 2, 0,1 or 0-3")
     p.add_argument("--exclude", metavar="IDS", help="never these indices/UUIDs")
     p.add_argument("--prefer", metavar="IDS", help="these first when they qualify, else others")
     p.add_argument("--order", metavar="ORDER", help=order_help)
@@ -65,6 +66,13 @@ def whole(text: str, option: str, *, low: int) -> int:
     return value
 
 
+def gpu_list(text: str | None, option: str) -> tuple[str, ...] | None:
+    """A GPU list option (indices, ranges such as 0-3, UUIDs), or None when not given."""
+    from berth.units import parse_gpu_list
+
+    return None if text is None else parse_gpu_list(text, what=option, uuids=True)
+
+
 def selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The options as keyword arguments of ``berth.api.selection`` / ``berth.acquire``."""
     from berth.select import ORDERS
@@ -81,9 +89,9 @@ def selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "max_power": None if args.max_power is None else number(args.max_power, "--max-power"),
         "max_procs": whole(args.max_procs, "--max-procs", low=0),
         "name": args.name,
-        "only": args.only,
-        "exclude": args.exclude,
-        "prefer": args.prefer,
+        "only": gpu_list(args.only, "--only"),
+        "exclude": gpu_list(args.exclude, "--exclude"),
+        "prefer": gpu_list(args.prefer, "--prefer"),
         "order": args.order,
         **percent,
     }

@@ -47,6 +47,25 @@ def _uid(user: str) -> int:
         raise UsageError(f"no user {user!r} on this machine") from None
 
 
+def shown(text: object) -> str:
+    """``text`` safe to print on anyone's terminal: a job name is whatever its owner typed
+    (``-J $'\\xff'`` arrives as a lone surrogate, which no UTF-8 stream can write; an escape
+    sequence would reach other users' terminals). Unprintable characters are shown escaped:
+    ``\\xff`` for a byte that was not UTF-8, ``\\x1b``, ``\\n``."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable():
+            out.append(c)
+        elif "\udc80" <= c <= "\udcff":  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        else:
+            out.append(c.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
 def format_rows(rows: list[dict[str, Any]]) -> str:
     from berth.units import format_duration
 
@@ -62,8 +81,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         lines.append(
             (
                 str(r["id"]),
-                str(r["name"])[:20],
-                str(r["user"])[:12],
+                shown(r["name"])[:20],
+                shown(r["user"])[:12],
                 r["st"],
                 format_duration(r["time"]) if r["time"] is not None else "0:00",
                 f"{gpus:g}" if isinstance(gpus, float) else str(gpus),
@@ -101,11 +120,28 @@ def run(args: argparse.Namespace) -> int:
         fields["uid"] = _uid(args.user)
     if args.states:
         fields["states"] = [s for s in args.states.split(",") if s.strip()]
-    rows = call("queue", **fields)["jobs"]
     if args.json:
+        _json(fields)
+        return 0
+    sys.stdout.write(format_rows(call("queue", **fields)["jobs"]))
+    return 0
+
+
+def _json(fields: dict[str, Any]) -> None:
+    """The daemon's rows as it sent them: its answer is ``{"ok":true,"jobs":[...]}``, and the
+    list is written out without being decoded and encoded again (a long queue costs the
+    client a copy, not a parse)."""
+    from berth.client import Client
+
+    with Client() as c:
+        c.send("queue", **fields)
+        raw = c.receive_raw()
+    head = b'{"ok":true,"jobs":'
+    if raw.startswith(head) and raw.endswith(b"}"):
+        body = raw[len(head) : -1]
+    else:  # some other layout: decode it after all
         import json
 
-        sys.stdout.write(json.dumps(rows) + "\n")
-    else:
-        sys.stdout.write(format_rows(rows))
-    return 0
+        body = json.dumps(json.loads(raw)["jobs"], separators=(",", ":")).encode()
+    sys.stdout.flush()
+    sys.stdout.buffer.write(body + b"\n")

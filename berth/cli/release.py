@@ -22,7 +22,7 @@ HELP = "end the claims on GPUs (admin; or your own)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("gpus", nargs="+", metavar="GPU", help="GPU indices or UUIDs")
+    p.add_argument("gpus", nargs="+", metavar="GPU", help="GPU indices (0 2, 0-3) or UUIDs")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument(
         "--grace", default="10", metavar="S", help="seconds between SIGTERM and SIGKILL (10)"
@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from berth.claims.admin import end_claims, holder_pids, is_admin
     from berth.claims.ledger import Ledger, user_name
     from berth.errors import Refused
-    from berth.units import parse_duration
+    from berth.units import parse_duration, parse_gpu_words
 
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
-    gpus = _resolve(args.gpus)
+    gpus = _resolve(list(parse_gpu_words(args.gpus, what="GPU")))
     ledger = Ledger(cfg=cfg)
     claims = [c for c in ledger.scan().claims if c.uuid in gpus]
     if not claims:

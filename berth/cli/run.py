@@ -16,12 +16,20 @@ examples:
   berth run --only 2 -v -- python train.py foo    wait for GPU 2; print a summary at the end
   berth run --prefer 1 -o out.log -e err.log -- ./job.sh
   berth run --timeout 10m --name A100 -- python train.py
+  berth run --only 0,1 -- torchrun --nproc_per_node=2 train.py
+                                                  GPUs 0 and 1, both (-g 1 --only 0-3: one of them)
+  berth run --wrap "python prep.py && python train.py"   a shell command string (/bin/sh -c)
 
-seed 004's scheduler.py, translated:
+--only without -g asks for all the GPUs it names; with -g N, N of them. GPU lists take ranges
+(0-3, 0-3,6) and UUIDs. A command given as one quoted string ("python job.py --x 5") is refused
+with the two ways to write it: the words apart after --, or --wrap "python job.py --x 5".
+
+seed 004's scheduler.py, translated (-gc/--gpu_count and gpuselect's --count are -g):
   scheduler.py "train.py foo --bar 5" --forced_gpu 2 --verbose
       -> berth run --only 2 -v -- python train.py foo --bar 5
+      or berth run --only 2 -v --wrap "python train.py foo --bar 5"
   scheduler.py "task" -gc 2 -pg 1 -o out.txt -e err.txt
-      -> berth run -g 2 --prefer 1 -o out.txt -e err.txt -- task
+      -> berth run -gc 2 --prefer 1 -o out.txt -e err.txt -- task
   scheduler.py -s            -> berth status
   scheduler.py -rg 0 2       -> berth release 0 2   (admin)
   scheduler.py -i 5 3 4      -> [inventory] gpus = 5, unavailable = [3, 4] in the config
@@ -51,9 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-g",
         "--gpus",
-        default="1",
+        "--count",
+        "-gc",
+        "--gpu_count",
+        dest="gpus",
         metavar="N",
-        help="GPUs: 1, 2... or a share such as 0.5 (default 1)",
+        help="GPUs: 1, 2... or a share such as 0.5 (default 1, or every GPU of --only)",
     )
     p.add_argument("--mem", metavar="SIZE", help="GPU memory to declare per GPU, e.g. 12G")
     p.add_argument(
@@ -81,27 +92,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gpu-var", action="store_true", help="also set GPU=cuda:0 (seed 004's variable)"
     )
+    p.add_argument("--wrap", metavar="CMD", help="a shell command string, run by /bin/sh -c")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command")
 
 
 def request_from(args: argparse.Namespace) -> Request:
+    from berth.cli import filters
     from berth.lease import build_request
+    from berth.units import parse_size
 
+    options = filters.selection_kwargs(args)
+    only = options["only"]
+    text = args.gpus if args.gpus is not None else str(len(only) if only else 1)
     try:
-        gpus = float(args.gpus)
+        gpus = float(text)
     except ValueError:
         gpus = -1.0
     if not gpus > 0 or (gpus >= 1 and gpus != int(gpus)):
         raise UsageError(
-            f"-g {args.gpus!r}: expected a number of GPUs (1, 2...) or a share below 1 (0.5)"
+            f"-g {text!r}: expected a number of GPUs (1, 2...) or a share below 1 (0.5)"
         )
-    from berth.cli import filters
-    from berth.units import parse_size
-
+    if only and gpus > len(only):
+        raise UsageError(
+            f"-g {text} --only {args.only}: asks for more GPUs than --only names ({len(only)}); "
+            "leave out -g to take all of them"
+        )
     return build_request(
         int(gpus) if gpus >= 1 else gpus,
         mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
-        **filters.selection_kwargs(args),
+        **options,
     )
 
 
@@ -154,16 +173,11 @@ def run(args: argparse.Namespace) -> int:
     import shlex
 
     from berth.claims.waiting import describe
+    from berth.cli.command import words
     from berth.lease import claim
     from berth.units import parse_duration
 
-    cmd = list(args.argv)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise UsageError(
-            "berth run: no command; give it after --, e.g. berth run -g 1 -- python train.py"
-        )
+    cmd = words(args.argv, args.wrap, prog="berth run") or ["/bin/sh", "-c", args.wrap]
     request = request_from(args)
     timeout = None if args.timeout is None else parse_duration(args.timeout, what="--timeout")
     poll = parse_duration(args.poll, what="--poll")
@@ -173,8 +187,8 @@ def run(args: argparse.Namespace) -> int:
     status = StatusLine(describe(request))
     try:
         lease, snaps = claim(
-            request, timeout=timeout, poll=poll, all=args.all, command=shlex.join(cmd),
-            label="berth run", on_wait=status,
+            request, timeout=timeout, poll=poll, all=args.all, label="berth run",
+            command=args.wrap or shlex.join(cmd), on_wait=status,
         )  # fmt: skip
     finally:
         status.clear()

@@ -29,26 +29,44 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
+def _limit(j: dict[str, Any]) -> str:
+    """The limit in force, and where it comes from (the job's -t or the daemon's maximum)."""
+    from berth.units import format_duration
+
+    def shown(t: float) -> str:  # a limit under a minute may be a fraction
+        return f"{t:g}s" if t < 60 and t != int(t) else format_duration(t)
+
+    own: float | None = j.get("time_limit")
+    most: float | None = j.get("max_job_time")
+    if most and (not own or most < own):  # (-t above it: asked before the maximum was lowered)
+        asked = f"the job asked for {shown(own)}" if own else "the job gave no -t"
+        return f"{shown(most)} (the daemon's --max-job-time; {asked})"
+    if not own:
+        return "none"
+    return shown(own) + (f" (the daemon allows up to {shown(most)})" if most else "")
+
+
 def format_job(j: dict[str, Any]) -> str:
+    from berth.cli.queue import shown
     from berth.units import format_duration, format_size
 
     req = j["request"]
     cmd = j["command"]
     lines = [
-        f"Job {j['id']} ({j['name']}) of {j['user']}: {j['state']}"
+        f"Job {j['id']} ({shown(j['name'])}) of {shown(j['user'])}: {j['state']}"
         + (f" ({j['reason']})" if j.get("reason") else "")
         + (" [held]" if j.get("held") else ""),
-        f"  command:    {cmd if isinstance(cmd, str) else ' '.join(cmd)}",
-        f"  directory:  {j['cwd']}",
+        f"  command:    {shown(cmd if isinstance(cmd, str) else ' '.join(cmd))}",
+        f"  directory:  {shown(j['cwd'])}",
         f"  request:    {req['gpus']} GPU(s)"
         + (f", {format_size(req['mem'])} each" if req.get("mem") else "")
         + (f", only {req['gpu_ids']}" if req.get("gpu_ids") else "")
         + (f", prefer {req['prefer']}" if req.get("prefer") else ""),
         f"  priority:   {j['priority']}",
-        f"  time limit: {format_duration(j['time_limit']) if j['time_limit'] else 'none'}",
+        f"  time limit: {_limit(j)}",
         f"  submitted:  {_when(j['submit_time'])}",
-        f"  stdout:     {j['stdout']}",
-        f"  stderr:     {j['stderr']}",
+        f"  stdout:     {shown(j['stdout'])}",
+        f"  stderr:     {shown(j['stderr'])}",
     ]
     if j.get("dependencies"):
         lines.append(f"  depends on: {', '.join(j['dependencies'])}")

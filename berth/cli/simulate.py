@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--mem", default=None, help="... its GPU memory per GPU (e.g. 20G)")
     w.add_argument("-t", "--time", default=None, help="... its time limit (e.g. 2:00:00)")
     w.add_argument("-p", "--priority", type=int, default=0, help="... its priority")
-    w.add_argument("--gpu-ids", default=None, help="... the GPUs it may use (0,1)")
+    w.add_argument("--gpu-ids", default=None, help="... its GPUs (0,1 or 0-3; -g N: N of them)")
     w.add_argument("--assume", default="1h", help="run time assumed for jobs without a limit")
 
 
@@ -203,7 +203,7 @@ def _what_if(args: argparse.Namespace) -> int:
     from berth.core.policy import DEFAULT_POLICY
     from berth.core.states import State
     from berth.sim.whatif import predict
-    from berth.units import parse_duration, parse_size
+    from berth.units import parse_duration, parse_gpu_indices, parse_size
 
     cfg = get_config()
     now = time.time()
@@ -228,11 +228,12 @@ def _what_if(args: argparse.Namespace) -> int:
     pending = [j for j in jobs if j.state is State.PENDING]
     running = [j for j in jobs if j.state is not State.PENDING]
     mine = None
-    if args.gpus is not None:
-        ids = None if not args.gpu_ids else tuple(int(x) for x in args.gpu_ids.split(","))
-        req = Request(gpus=_float(args.gpus, "-g"),
+    if args.gpus is not None or args.gpu_ids is not None:
+        ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
+        gpus = args.gpus if args.gpus is not None else str(len(ids or ()))
+        req = Request(gpus=_float(gpus, "-g"),
                       mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
-                      gpu_ids=ids)  # fmt: skip
+                      gpu_ids=None if ids is None else tuple(ids))  # fmt: skip
         mine = max((j.id for j in jobs), default=0) + 1
         user = os.environ.get("USER", "")
         pending.append(Job(id=mine, submit_time=now, request=req, name="(your job)", user=user,

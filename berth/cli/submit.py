@@ -4,6 +4,8 @@
   berth submit -g 2 -t 2:00:00 -J big -- torchrun --nproc_per_node=2 train.py
   berth submit -g 0.5 --mem 12G -- python eval.py    # half a GPU, 12 GiB of its memory
   berth submit --gpu-ids 2 -p 10 -- python urgent.py # only GPU 2; higher priority first
+  berth submit --gpu-ids 0,1 -- torchrun --nproc_per_node=2 train.py   # GPUs 0 and 1, both
+  berth submit -g 1 --gpu-ids 0-3 -- python train.py # one GPU, any of 0,1,2,3
   berth submit --dependency afterok:41 -- python report.py
   berth submit --conda myenv -- python inference.py
   berth submit --env-setup "source venv/bin/activate" -- python train.py
@@ -19,6 +21,15 @@ The command runs without a shell, in the current directory (or -D DIR), with the
 of this shell (--export NONE|ALL|VAR,VAR), plus CUDA_VISIBLE_DEVICES,
 CUDA_DEVICE_ORDER=PCI_BUS_ID, BERTH_JOB_ID, BERTH_GPUS, BERTH_GPU_UUIDS, BERTH_ATTEMPT (2 and
 up when it runs again after --requeue or --retries).
+
+--gpu-ids without -g asks for exactly those GPUs (--gpu-ids 0,1: two GPUs, 0 and 1); with -g N
+it is N GPUs out of them. GPU lists take ranges: 0-3, 0-3,6. A time limit above the daemon's
+--max-job-time is refused at submit (`berth show ID` shows the limit in force).
+
+mgpu_srun's (seed 003) option names work too: --time-limit (-t), --env-setup-cmd (--env-setup),
+--interactive (-i); gpuselect's --count is -g. A command given as one quoted string
+("python train.py --x 5", as seed 004 took it) is refused with the two ways to write it:
+the words apart after --, or --wrap "python train.py --x 5" to run it through /bin/sh.
 """
 
 from __future__ import annotations
@@ -49,18 +60,39 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = _formatter
     a = p.add_argument
-    a("-g", "--gpus", default="1", help="GPUs: an integer, or a fraction below 1 (0.5)")
-    a("--mem", help="GPU memory per GPU the job needs, e.g. 12G")
-    a("-t", "--time", help="time limit: 90, 15m, 2h, 1:30:00, 1-00:00:00")
+    a(
+        "-g",
+        "--gpus",
+        "--count",
+        dest="gpus",
+        help="GPUs: an integer, or a fraction below 1 (0.5); default 1, or every GPU of --gpu-ids",
+    )
+    a("--mem", help="GPU memory per GPU the job needs, e.g. 12G or 8000 (MiB)")
+    a(
+        "-t",
+        "--time",
+        "--time-limit",
+        dest="time",
+        help="time limit: 90, 15m, 2h, 1:30:00, 1-00:00:00 (at most the daemon's --max-job-time)",
+    )
     a("-J", "--job-name", help="job name (default: the command)")
     a("-p", "--priority", type=int, default=0, help="higher runs first (default 0)")
-    a("--gpu-ids", help="only these GPUs (indices), e.g. 0,1")
-    a("--prefer", help="take these GPUs first when several qualify, e.g. 3")
+    a(
+        "--gpu-ids",
+        metavar="IDS",
+        help="these GPUs, e.g. 0,1 or 0-3: all of them, or -g N out of them",
+    )
+    a("--prefer", metavar="IDS", help="take these GPUs first when several qualify, e.g. 3")
     a("--gpu-name", help="only GPUs whose name contains this (e.g. A100)")
     a("-o", "--output", help="stdout file (%%j = job id)")
     a("-e", "--error", help="stderr file (%%j = job id)")
     a("-D", "--chdir", help="working directory (default: the current one)")
-    a("--env-setup", help='shell setup run before the command, e.g. "source venv/bin/activate"')
+    a(
+        "--env-setup",
+        "--env-setup-cmd",
+        dest="env_setup",
+        help='shell setup run before the command, e.g. "source venv/bin/activate"',
+    )
     a("--conda", help="conda environment to activate")
     a("--export", default="ALL", help="environment to pass: ALL (default), NONE, or VAR,VAR")
     a("--dependency", help="afterok:ID[:ID...]: start after these jobs completed")
@@ -82,37 +114,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
 
 
-def _ids(text: str | None, what: str) -> list[int] | None:
-    from berth.errors import UsageError
-
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise UsageError(f"invalid {what} {text!r}: expected GPU indices like 0,2") from None
-
-
 def build_job(args: argparse.Namespace) -> dict[str, Any]:
     """The job spec sent to the daemon (validated here as far as it can be)."""
+    from berth.cli.command import words
     from berth.daemon.launcher import export_env
     from berth.errors import UsageError
-    from berth.units import parse_duration, parse_size
+    from berth.units import parse_duration, parse_gpu_indices, parse_size
 
-    command = list(args.argv)
-    if command and command[0] == "--":
-        command = command[1:]
-    if bool(command) == bool(args.wrap):
-        raise UsageError(
-            "give the command after -- (berth submit -- python train.py) or --wrap 'shell "
-            "string', not both"
-        )
+    command = words(args.argv, args.wrap, prog="berth submit")
+    gpu_ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
+    text = args.gpus if args.gpus is not None else str(len(gpu_ids) if gpu_ids else 1)
     try:
-        gpus: float = float(args.gpus)
+        gpus: float = float(text)
     except ValueError:
         gpus = -1
     if not gpus > 0 or (gpus > 1 and gpus != int(gpus)):
-        raise UsageError(f"invalid -g/--gpus {args.gpus!r}: use an integer (2) or a fraction (0.5)")
+        raise UsageError(f"invalid -g/--gpus {text!r}: use an integer (2) or a fraction (0.5)")
+    if gpu_ids and gpus > len(gpu_ids):
+        raise UsageError(
+            f"-g {text} --gpu-ids {args.gpu_ids}: asks for more GPUs than --gpu-ids names "
+            f"({len(gpu_ids)}); leave out -g to take all of them"
+        )
     job: dict[str, Any] = {
         "gpus": int(gpus) if gpus == int(gpus) else gpus,
         "env": export_env(args.export, dict(os.environ)),
@@ -139,12 +161,10 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
     ):  # fmt: skip
         if value:
             job[key] = value
-    gpu_ids = _ids(args.gpu_ids, "--gpu-ids")
     if gpu_ids is not None:
         job["gpu_ids"] = gpu_ids
-    prefer = _ids(args.prefer, "--prefer")
-    if prefer:
-        job["prefer"] = prefer
+    if args.prefer:
+        job["prefer"] = parse_gpu_indices(args.prefer, what="--prefer")
     if args.dependency:
         job["after_ok"] = parse_dependency(args.dependency)
     if args.retries < 0:

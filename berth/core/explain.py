@@ -8,7 +8,9 @@ from berth.core.states import Reason
 from berth.units import format_size
 
 
-def _candidates(cap: Capacity, req: Request, *, ignore_paused: bool) -> list[int]:
+def _candidates(
+    cap: Capacity, req: Request, *, ignore_paused: bool, ignore_health: bool = False
+) -> list[int]:
     allowed = None if req.gpu_ids is None else set(req.gpu_ids)
     name = req.name.lower() if req.name else None
     out = []
@@ -17,7 +19,7 @@ def _candidates(cap: Capacity, req: Request, *, ignore_paused: bool) -> list[int
             continue
         if name is not None and name not in cap.names[p]:
             continue
-        healthy = cap.usable[p] or cap.paused[p]
+        healthy = cap.usable[p] or cap.paused[p] or ignore_health
         if not healthy or (cap.paused[p] and not ignore_paused):
             continue
         total = cap.mem_total[p]
@@ -28,8 +30,10 @@ def _candidates(cap: Capacity, req: Request, *, ignore_paused: bool) -> list[int
 
 
 def static_reason(cap: Capacity, req: Request) -> tuple[Reason, str] | None:
-    """BadConstraints or GpuPaused when the request cannot run however long it waits (or until
-    a GPU is resumed); None if it could run once its GPUs are free."""
+    """BadConstraints when the request cannot run however long it waits; GpuUnhealthy when it
+    could, but for GPUs the driver reports unhealthy (lost, not answering: until they are
+    back, e.g. after a reset); GpuPaused when it waits for a GPU to be resumed. None if it
+    could run once its GPUs are free."""
     k = req.count
     if k == 0:
         return None
@@ -40,6 +44,13 @@ def static_reason(cap: Capacity, req: Request) -> tuple[Reason, str] | None:
             return Reason.BAD_CONSTRAINTS, f"no GPU {unknown[0]} here (GPUs: {known})"
     every = _candidates(cap, req, ignore_paused=True)
     if not _enough(cap, every, k):
+        sick = [p for p in _candidates(cap, req, ignore_paused=True, ignore_health=True)
+                if p not in every]  # fmt: skip
+        if sick and _enough(cap, every + sick, k):
+            ids = ",".join(str(cap.index[p]) for p in sick)
+            return Reason.GPU_UNHEALTHY, (
+                f"GPU {ids} unhealthy (lost or not answering the driver); {_what(req)}"
+            )
         what = _what(req)
         if req.mem is not None and any(
             t is not None and t < req.mem for t in cap.mem_total

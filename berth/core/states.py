@@ -88,6 +88,7 @@ class Reason(str, Enum):
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"  # a dependency can no longer be met
     HELD = "Held"  # `berth hold`; `berth release-job` lets it go
     GPU_PAUSED = "GpuPaused"  # every GPU it may use is paused (drained)
+    GPU_UNHEALTHY = "GpuUnhealthy"  # it needs GPUs the driver reports lost or failing
     BEGIN_TIME = "BeginTime"  # retry backoff: not before a given time
     BAD_CONSTRAINTS = "BadConstraints"  # no GPU of this machine can ever satisfy the request
 

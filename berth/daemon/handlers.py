@@ -120,7 +120,8 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     job = _find(engine, req["job_id"])
     engine.explain()
-    out = views.detail(job, engine.reasons.get(job.id), engine.store.spec(job.id))
+    spec = engine.store.spec(job.id)
+    out = views.detail(job, engine.reasons.get(job.id), spec, engine.opts.max_job_time)
     run = engine.runs.get(job.id)
     out["attach"] = run.path + ".pty" if run is not None and out["pty"] else None
     return {"job": out}

@@ -1,6 +1,7 @@
 """Accepting a job (the ``submit`` request): check the spec against this machine, apply
 ``--unique`` (:mod:`berth.daemon.unique`), fix its log paths, and add it to the queue; the
-answer comes once the job is durable.
+answer comes once the job is durable. A time limit above the daemon's ``max_job_time`` is
+refused here (not silently cut: the user learns the limit before the job is queued).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from berth.core.job import Dependency, Job, Request
 from berth.daemon import protocol, unique
 from berth.daemon.launcher import expand_pattern
 from berth.daemon.protocol import ProtocolError
-from berth.units import format_size
+from berth.units import format_duration, format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         name=spec.get("name_filter"),
     )
     _check_fits(engine.res.inventory, request)
+    _check_limit(spec.get("time_limit"), engine.opts.max_job_time)
     if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
         return dup
     now = time.time()
@@ -104,3 +106,21 @@ def _check_fits(inventory: list[Gpu], request: Request) -> None:
             protocol.BAD_REQUEST,
             f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; ask for fewer",
         )
+
+
+def _check_limit(limit: float | None, most: float | None) -> None:
+    """Refuse a time limit the daemon would never let the job reach (``--max-job-time``)."""
+    if limit is not None and not limit > 0:
+        raise ProtocolError(protocol.BAD_REQUEST, f"time limit {limit!r}: must be positive")
+    if limit is not None and most is not None and limit > most:
+        cap = _duration(most)
+        raise ProtocolError(
+            protocol.BAD_REQUEST,
+            f"-t {_duration(limit)} is more than this daemon allows: every job stops at "
+            f"{cap} (berth daemon --max-job-time, or [daemon] max_job_time in the config); "
+            f"ask for -t {cap} or less, or leave -t out to get {cap}",
+        )
+
+
+def _duration(seconds: float) -> str:
+    return format_duration(seconds) if seconds >= 60 or seconds == int(seconds) else f"{seconds:g}s"

@@ -42,9 +42,15 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
     }
 
 
-def detail(job: Job, reason: str | None, spec: dict[str, Any]) -> dict[str, Any]:
-    """Everything of one job, for `berth show`."""
+def detail(
+    job: Job, reason: str | None, spec: dict[str, Any], max_job_time: float | None = None
+) -> dict[str, Any]:
+    """Everything of one job, for `berth show`; ``time_limit`` is what the job asked for,
+    ``limit_in_force`` what stops it (the smaller of that and the daemon's ``max_job_time``)."""
     out = job.to_dict()
+    limits = [t for t in (job.time_limit, max_job_time) if t]
+    out["max_job_time"] = max_job_time
+    out["limit_in_force"] = min(limits) if limits else None
     out.pop("extra", None)
     out["reason"] = reason if job.state is State.PENDING else None
     out["st"] = CODES[job.state]

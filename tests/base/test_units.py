@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from berth.errors import UsageError
-from berth.units import GIB, MIB, format_duration, format_size, parse_duration, parse_size
+from berth.units import (
+    GIB,
+    MIB,
+    format_duration,
+    format_size,
+    parse_duration,
+    parse_gpu_list,
+    parse_gpu_words,
+    parse_size,
+)
 
 
 @pytest.mark.parametrize(
@@ -74,3 +83,46 @@ def test_formatting() -> None:
     assert format_duration(3725) == "1:02:05"
     assert format_duration(90000) == "1-01:00:00"
     assert format_duration(float("inf")) == "UNLIMITED"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0,2", ("0", "2")),
+        ("0-3", ("0", "1", "2", "3")),  # seed 002's allowed_gpus
+        ("0-3,6", ("0", "1", "2", "3", "6")),
+        ("3,0-3", ("3", "0", "1", "2")),  # order given, each once
+        (" 1 , 2 ", ("1", "2")),
+        ("2-2", ("2",)),
+    ],
+)
+def test_parse_gpu_list(text: str, expected: tuple[str, ...]) -> None:
+    assert parse_gpu_list(text, what="--gpu-ids") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("3-1", "goes down"),
+        ("a-b", "not a range"),
+        ("1-x", "not a range"),
+        ("x", "not a GPU index"),
+        ("-1", "0 or more"),
+        ("0-99999", "up to 1023"),
+        ("", "no GPU named"),
+        ("GPU-8e4c", "is a UUID"),
+        ("\u00b2", "not a GPU index"),  # a superscript digit: isdigit(), but not an index
+    ],
+)
+def test_parse_gpu_list_refuses_and_names_the_value(text: str, why: str) -> None:
+    with pytest.raises(UsageError) as e:
+        parse_gpu_list(text, what="--gpu-ids")
+    assert f"--gpu-ids {text!r}" in str(e.value) and why in str(e.value)
+
+
+def test_parse_gpu_list_with_uuids() -> None:
+    got = parse_gpu_list("GPU-8e4c,0-1,8e4c1a2b-77aa,mig-x", what="--only", uuids=True)
+    assert got == ("GPU-8e4c", "0", "1", "8e4c1a2b-77aa", "mig-x")
+    with pytest.raises(UsageError, match="not a range"):
+        parse_gpu_list("a-b", what="--only", uuids=True)
+    assert parse_gpu_words(["0", "3", "2-3", "GPU-ab"], what="GPU") == ("0", "3", "2", "GPU-ab")

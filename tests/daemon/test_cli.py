@@ -239,3 +239,19 @@ def test_last_lines_reads_only_the_tail(tmp_path):
         for n in (0, 1, 2, 5):
             want = b"".join(content.splitlines(keepends=True)[-n:]) if n else b""
             assert content[last_lines(str(path), n) :] == want, (content[:20], n)
+
+
+def test_pause_help_does_not_offer_resume_all_and_ranges_pause_gpus(daemon, capsys):
+    from berth.cli.main import main
+
+    assert main(["help", "pause"]) == 0
+    pause_help = capsys.readouterr().out
+    assert "\n  --all" not in pause_help  # --all is resume's (issue 10.8)
+    assert main(["help", "resume"]) == 0
+    assert "\n  --all " in capsys.readouterr().out
+    daemon.start()
+    out = daemon.berth("pause", "1-2")
+    assert out.returncode == 0 and out.stdout == "paused GPUs: 1, 2\n", out.stderr
+    assert daemon.berth("pause", "--all").returncode == 2
+    out = daemon.berth("resume", "1,2")
+    assert out.returncode == 0 and out.stdout == "paused GPUs: none\n", out.stderr

@@ -1,0 +1,67 @@
+"""What `berth queue` / `berth show` print (issue 10, point 8): any job name prints (a name
+that is not UTF-8, control characters), `queue --json` is the daemon's JSON passed through,
+and a waiting job whose GPU is lost says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import wait_until
+
+
+def _berth(daemon, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    # stdout as under a UTF-8 locale such as en_US.UTF-8: strict (the C and C.UTF-8 locales
+    # would let lone surrogates through, and this machine may have no other).
+    env = {**daemon.env, "PYTHONIOENCODING": "utf-8:strict"}
+    return subprocess.run([sys.executable, "-m", "berth.cli.main", *args], env=env,
+                          capture_output=True, text=True, errors="surrogateescape",
+                          timeout=30, check=False)  # fmt: skip
+
+
+def test_a_job_name_that_is_not_utf8_prints(daemon):
+    daemon.start()
+    out = daemon.berth("submit", "--parsable", "--hold", "-J", "\udcff", "--", "true")  # -J $'\xff'
+    assert out.returncode == 0, out.stderr
+    esc = daemon.berth("submit", "--parsable", "--hold", "-J", "a\x1b[2Jb", "--", "true")
+    queue = _berth(daemon, "queue")
+    assert queue.returncode == 0, queue.stderr
+    assert "\\xff" in queue.stdout and "a\\x1b[2Jb" in queue.stdout
+    assert "\x1b" not in queue.stdout
+    shown = _berth(daemon, "show", esc.stdout.strip())
+    assert shown.returncode == 0 and "(a\\x1b[2Jb)" in shown.stdout, shown.stderr
+    rows = json.loads(_berth(daemon, "queue", "--json").stdout)
+    assert [r["name"] for r in rows] == ["\udcff", "a\x1b[2Jb"]
+
+
+def test_queue_json_is_the_daemons_json_passed_through(daemon):
+    daemon.start()
+    daemon.submit("true", hold=True, name="x")
+    with daemon.client() as c:
+        c.send("queue", all=False)
+        raw = c.receive_raw()
+    out = _berth(daemon, "queue", "--json")
+    assert out.returncode == 0, out.stderr
+    # byte for byte the "jobs" value the daemon sent: not decoded and encoded again
+    assert out.stdout.encode() == raw[len(b'{"ok":true,"jobs":') : -1] + b"\n"
+    assert json.loads(out.stdout)[0]["name"] == "x"
+
+
+def test_a_lost_gpu_makes_waiting_jobs_say_so(daemon):
+    daemon.fake.setup(n=2, memory="80G")
+    daemon.start("--poll-interval", "0.1", gpus=None)
+    daemon.fake.inject(1, "*", "GPU_IS_LOST")
+    wait_until(lambda: daemon.call("status")["gpus"]["1"]["uuid"].startswith("UNKNOWN"),
+               message="the daemon sees GPU 1 lost")  # fmt: skip
+    job_id = daemon.submit("true", gpus=2)
+
+    def reason() -> str:
+        return str(daemon.job(job_id)["reason"] or "")
+
+    wait_until(lambda: reason().startswith("GpuUnhealthy"), timeout=10, message="GpuUnhealthy")
+    assert "GPU 1 unhealthy" in reason()
+    queue = daemon.berth("queue")
+    assert "(GpuUnhealthy)" in queue.stdout
+    daemon.fake.inject(1, "*", None)  # back (after a reset): the job runs
+    assert daemon.wait_done([job_id], timeout=15)[job_id]["state"] == "COMPLETED"
