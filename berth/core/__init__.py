@@ -10,7 +10,7 @@ Stable API (import from ``berth.core``)::
     State            PENDING RUNNING COMPLETING COMPLETED FAILED CANCELLED TIMEOUT PREEMPTED LOST
                      .code -> "PD" "R" "CG" "CD" "F" "CA" "TO" "PR" "LO"; State.parse("PD")
     Reason           Resources Priority Dependency DependencyNeverSatisfied Held GpuPaused
-                     BeginTime BadConstraints None
+                     GpuUnhealthy BeginTime BadConstraints None
     ACTIVE, FINISHED, OUTCOMES   groupings (PREEMPTED is an attempt outcome: the job requeues)
 
     # the job model (berth.core.job); to_dict()/from_dict() are JSON-ready for the store
