@@ -9,7 +9,9 @@
 
 Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
-(Dependency), (Held), (GpuPaused), (BeginTime) after a failed attempt.
+(Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
+attempt. Unprintable characters in names are shown escaped (\\xff); --json is the daemon's
+JSON as it sent it.
 """
 
 from __future__ import annotations
