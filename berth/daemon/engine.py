@@ -277,15 +277,19 @@ class Engine(Lifecycle):
         processes outside berth): what scheduling passes see. ``clean``: also remove dead
         claim files (under the ledger's lock)."""
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
-        return self.res.others(lstate, self._own_leases(), self._job_sids)
+        return self.res.others(lstate, self._own_leases(), self._own_pids)
 
-    def _job_sids(self) -> set[int]:
-        out = set()
+    def _own_pids(self) -> set[int]:
+        """The leader of each running job (its session id) and the supervisor running it
+        (its descendants, orphans included, are the job's): what tells our jobs' GPU
+        processes from others'. Read from the run file until both are known."""
+        out: set[int] = set()
         for r in self.runs.values():
-            if r.job_pid is None:
-                r.job_pid = runfile.read_run_file(r.path).get("job")
-            if r.job_pid is not None:
-                out.add(r.job_pid)
+            if r.job_pid is None or r.sup_pid is None:
+                info = runfile.read_run_file(r.path)
+                r.job_pid = info.get("job")
+                r.sup_pid = r.sup_pid or info.get("sup")
+            out.update(p for p in (r.job_pid, r.sup_pid) if p is not None)
         return out
 
     def _arm_timer(self, wakeup: float | None, now: float) -> None:

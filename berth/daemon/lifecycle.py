@@ -42,17 +42,24 @@ class Run:
     """Runtime handles of one running attempt (never persisted): the supervisor that runs
     it, either from our pool (``slot``) or adopted from a previous daemon (``pidfd``)."""
 
-    __slots__ = ("attempt", "job_pid", "lease", "path", "pidfd", "slot")
+    __slots__ = ("attempt", "job_pid", "lease", "path", "pidfd", "slot", "sup_pid")
 
     def __init__(
-        self, path: str, attempt: int, lease: str | None, slot: Slot | None, pidfd: int = -1
+        self,
+        path: str,
+        attempt: int,
+        lease: str | None,
+        slot: Slot | None,
+        pidfd: int = -1,
+        sup_pid: int | None = None,
     ) -> None:
         self.path = path
         self.attempt = attempt
         self.lease = lease
         self.slot = slot
         self.pidfd = pidfd
-        self.job_pid: int | None = None
+        self.job_pid: int | None = None  # (both from the run file, once written)
+        self.sup_pid = sup_pid
 
 
 class Lifecycle:
@@ -306,7 +313,7 @@ class Lifecycle:
         if not runfile.supervisor_alive(path):  # it ended between reading and opening
             os.close(pidfd)
             raise ProcessLookupError(pid)
-        self.runs[job_id] = Run(path, attempt, lease, None, pidfd)
+        self.runs[job_id] = Run(path, attempt, lease, None, pidfd, sup_pid=pid)
         self.loop.add_reader(pidfd, self._on_adopted_exit, job_id)
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:

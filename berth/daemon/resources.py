@@ -2,8 +2,25 @@
 and what holders other than its own jobs use on them (claims of daemonless ``berth run`` /
 ``acquire()`` users, and GPU processes outside berth).
 
-A process belongs to one of our jobs if its session id is a job's (every job runs in its own
-session, whose id is the job leader's pid).
+A snapshot is up to a poll interval old, and scheduling passes run between polls (a job that
+ends starts the next at once), so each pass reads the processes a snapshot lists against what
+is true *now*:
+
+- A listed process that lived at the read and has ended since (gone, a zombie, or its pid
+  taken by a process that started later) holds nothing: an ended job's process, still in
+  the snapshot, never keeps its freed GPU idle until the next poll.
+- A living process is ours if it descends from one of our jobs: its session is a job's (every
+  job runs in its own session, whose id is the job leader's pid), or its ancestry reaches a
+  job leader or the supervisor running the job. Supervisors are child subreapers, so a
+  job's process that left its session (``setsid``) or its parent (a daemon's double fork)
+  is still theirs. A process descending from the holder of a daemonless claim is that
+  claim's (counted by the claim). Any other living process is outside berth: its GPU is busy.
+- A listed pid that did not exist at the read may be one we cannot see (NVML reports pids
+  of other PID namespaces, e.g. from a container): it stays outside until the next read.
+
+NVML is not re-read when a job ends: the snapshot is right about everything it lists, and a
+process that appeared since the last read is missed at any moment between polls, not only
+then; a read per ended job would put the driver's latency into every dispatch.
 """
 
 from __future__ import annotations
@@ -21,6 +38,8 @@ if TYPE_CHECKING:
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
+UNREADABLE = -1  # a living process whose /proc entry we may not read (start time unknown)
+
 
 class Resources:
     def __init__(self, cfg: Config, ledger: Ledger) -> None:
@@ -31,6 +50,9 @@ class Resources:
         self.by_index: dict[int, GpuSnapshot] = {}
         self.by_uuid: dict[str, GpuSnapshot] = {}
         self.error: str | None = None
+        # pid listed by the last read -> its start time (clock ticks since boot) right after
+        # the read, or UNREADABLE; pids that did not exist then are absent.
+        self.seen: dict[int, int] = {}
 
     def poll(self) -> None:
         """Read the GPUs (a blocking NVML read, fast)."""
@@ -49,6 +71,12 @@ class Resources:
         self.by_index = {s.index: s for s in snaps}
         self.by_uuid = {s.uuid: s for s in snaps}
         self.inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy) for s in snaps]
+        seen: dict[int, int] = {}
+        for s in snaps:
+            for p in s.processes or ():
+                if p.pid not in seen and (start := _start_time(p.pid)) is not None:
+                    seen[p.pid] = start
+        self.seen = seen
 
     def bodies_needed(self) -> bool:
         """Whether a ledger scan must read the claims' bodies: only their holders' pids are
@@ -68,10 +96,11 @@ class Resources:
         self,
         state: LedgerState,
         own_leases: Collection[str],
-        own_sids: Callable[[], Collection[int]],
+        own_pids: Callable[[], Collection[int]],
     ) -> dict[int, Usage]:
-        """GPU index -> what holders other than our jobs use there. ``own_sids`` (the session
-        ids of our jobs) is asked only if some GPU shows processes."""
+        """GPU index -> what holders other than our jobs use there. ``own_pids`` (the pids
+        of our jobs' leaders and of the supervisors running them) is asked only if some GPU
+        lists a process that still lives."""
         share: dict[int, float] = {}
         mem: dict[int, int] = {}
         labels: dict[int, list[str]] = {}
@@ -93,16 +122,25 @@ class Resources:
                 mem[s.index] = mem.get(s.index, 0) + w_mem
                 labels.setdefault(s.index, []).append("reserved by a waiting `berth run`")
         busy: set[int] = set()
-        sids: Collection[int] | None = None
+        verdicts: dict[int, bool] = {}  # pid -> outside (a process may use several GPUs)
+        berths: list[set[int]] = []  # our jobs' and the holders' pids, once asked for
+
+        def ours() -> set[int]:
+            if not berths:
+                berths.append({*own_pids(), *holder_pids})
+            return berths[0]
+
         for s in self.snapshots:
-            if s.processes and sids is None:
-                sids = own_sids()
             outside = 0
             for p in s.processes or ():
-                if p.pid in holder_pids or _session(p.pid) in (sids or ()):
+                if p.pid in holder_pids:
                     continue
-                outside += 1
-                mem[s.index] = mem.get(s.index, 0) + (p.used_memory or 0)
+                verdict = verdicts.get(p.pid)
+                if verdict is None:
+                    verdict = verdicts[p.pid] = self._outside(p.pid, ours)
+                if verdict:
+                    outside += 1
+                    mem[s.index] = mem.get(s.index, 0) + (p.used_memory or 0)
             if outside:
                 busy.add(s.index)
                 labels.setdefault(s.index, []).append(f"{outside} process(es) outside berth")
@@ -116,9 +154,63 @@ class Resources:
             )
         return out
 
+    def _outside(self, pid: int, berths: Callable[[], set[int]]) -> bool:
+        """Is the process the last read listed as ``pid`` alive, and not berth's?"""
+        then = self.seen.get(pid)
+        if then is None:
+            return True  # not there at the read, or not visible to us: keep it counted
+        stat = _stat(pid)
+        if stat is None:
+            return _alive(pid)  # gone: it holds nothing; unreadable: someone's, alive
+        state, _ppid, sid, start = stat
+        if state in b"ZX" or (then != UNREADABLE and start != then):
+            return False  # ended (a zombie holds no GPU), or its pid is another's now
+        ours = berths()
+        return sid not in ours and not _descends(stat, ours)
 
-def _session(pid: int) -> int:
+
+def _stat(pid: int) -> tuple[bytes, int, int, int] | None:
+    """(state, ppid, session, start time in clock ticks) of a process, None if it is gone
+    or we may not read it."""
     try:
-        return os.getsid(pid)
-    except OSError:
-        return -1
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        return fields[0], int(fields[1]), int(fields[3]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time of a living process, UNREADABLE if it lives but /proc hides it, None
+    if it does not exist."""
+    stat = _stat(pid)
+    if stat is not None:
+        return stat[3]
+    return UNREADABLE if _alive(pid) else None
+
+
+def _descends(stat: tuple[bytes, int, int, int], ancestors: set[int]) -> bool:
+    """Does the process with this stat have an ancestor in ``ancestors``? (A job's orphans
+    are its supervisor's children: the supervisor is a child subreaper.)"""
+    ppid = stat[1]
+    for _ in range(64):
+        if ppid in ancestors:
+            return True
+        if ppid <= 1:
+            return False
+        parent = _stat(ppid)
+        if parent is None:
+            return False
+        ppid = parent[1]
+    return False
