@@ -4,11 +4,14 @@
     .venv/bin/python bench/daemon_bench.py throughput   # (b) 2,000 trivial jobs on 8 GPUs
     .venv/bin/python bench/daemon_bench.py submit       # (c) `berth submit` vs a Python floor
     .venv/bin/python bench/daemon_bench.py scale        # (d) 100,000 queued jobs
+    .venv/bin/python bench/daemon_bench.py nvml         # (e) jobs seen through NVML, vs tsp
     .venv/bin/python bench/daemon_bench.py all
 
 Each starts a real daemon (``berth daemon --foreground``) in a temporary directory with a
 declared inventory of logical GPUs (``[inventory] gpus = N``: the same scheduling, claims and
 supervision path as with NVML, minus the driver), talks to it over its socket, and stops it.
+(e) reads GPUs through the fake NVML library instead, with jobs that it lists as GPU
+processes (bench/dispatch_nvml.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,11 +36,16 @@ from berth.errors import BerthError  # noqa: E402
 
 
 class Daemon:
-    def __init__(self, gpus: int) -> None:
+    def __init__(self, gpus: int, nvml_env: dict[str, str] | None = None) -> None:
+        """``nvml_env``: read GPUs through NVML in that environment (the fake library's, see
+        bench/dispatch_nvml.py) instead of declaring ``gpus`` logical ones."""
         self.dir = tempfile.mkdtemp(prefix="bb-", dir=os.environ.get("BENCH_DIR", "/tmp"))
         cfg = os.path.join(self.dir, "config.toml")
         with open(cfg, "w") as f:
-            f.write(f'[inventory]\ngpus = {gpus}\nmemory = "80G"\n')
+            if nvml_env is None:
+                f.write(f'[inventory]\ngpus = {gpus}\nmemory = "80G"\n')
+            elif os.environ.get("BENCH_POLL"):  # NVML poll interval (default 5 s)
+                f.write(f"[daemon]\npoll_interval = {float(os.environ['BENCH_POLL'])}\n")
         self.socket = os.path.join(self.dir, "d.sock")
         # The claim ledger lives where berth puts it on a real host: /run/berth, a tmpfs
         # (here /dev/shm, also a tmpfs; BENCH_CLAIMS_ON_DISK=1 keeps it beside the state).
@@ -48,6 +57,7 @@ class Daemon:
         )
         self.env = {
             **os.environ,
+            **(nvml_env or {}),
             "BERTH_CONFIG": cfg,
             "BERTH_SOCKET": self.socket,
             "BERTH_STATE_DIR": os.path.join(self.dir, "state"),
@@ -84,7 +94,7 @@ class Daemon:
     def submit_many(self, jobs: list[dict[str, Any]]) -> list[int]:
         """Pipelined on one connection: send all, then read all replies."""
         with Client(self.socket, timeout=600) as c:
-            ids = []
+            ids: list[int] = []
             window = 256
             sent = 0
             for spec in jobs:
@@ -315,12 +325,21 @@ def bench_conditions(n: int = 200) -> dict[str, Any]:
     }
 
 
-BENCHES = {
+def bench_nvml() -> list[dict[str, Any]]:
+    """(e) Jobs visible as GPU processes through (fake) NVML, beside task-spooler: see
+    bench/dispatch_nvml.py."""
+    from dispatch_nvml import bench_nvml as run
+
+    return run()
+
+
+BENCHES: dict[str, Callable[[], Any]] = {
     "conditions": bench_conditions,
     "gap": bench_gap,
     "throughput": bench_throughput,
     "submit": bench_submit,
     "scale": bench_scale,
+    "nvml": bench_nvml,
 }
 
 
@@ -329,7 +348,8 @@ def main() -> int:
     names = list(BENCHES) if which == ["all"] else which
     for name in names:
         result = BENCHES[name]()
-        print(json.dumps({"bench": name, **result}))
+        for row in result if isinstance(result, list) else [result]:
+            print(json.dumps({"bench": name, **row}))
         sys.stdout.flush()
     return 0
 

@@ -1,0 +1,233 @@
+"""Dispatch with jobs visible as GPU processes (issue 10), berth beside task-spooler, in one run:
+
+    .venv/bin/python bench/daemon_bench.py nvml      # or: .venv/bin/python bench/dispatch_nvml.py
+
+The daemon reads GPUs through NVML (the fake ``libnvidia-ml.so.1`` of tests/fakenvml, over
+the real pynvml path; the default poll interval, 5 s, or ``BENCH_POLL`` seconds), and every
+job runs the fake GPU workload (tests/fakenvml/workload.py), which NVML lists as a process on
+the GPU it was given, as a CUDA program would be. Two workloads: 40 x 0.5 s jobs on 4 GPUs, and 8 x 6 s jobs on 2 GPUs.
+
+Each job is the same bash script under both schedulers: it stamps ``s <gpu> <time>`` (bash's
+$EPOCHREALTIME, no fork), runs the workload, and stamps ``e <gpu> <time>``. The gap is the
+next start on a GPU minus the previous end there: the scheduler's whole reaction, without
+the workload's own start-up. The makespan is the last end minus the first start.
+
+task-spooler (Debian's ``task-spooler``, binary ``tsp`` or ``ts``, which has no GPU support)
+runs the jobs with as many slots as GPUs (``TS_SLOTS``); the script takes the first GPU whose
+lock file it can ``flock`` (a GPU per slot, released when the job ends) and sets
+``CUDA_VISIBLE_DEVICES`` to it. Each job's output goes to a file under both (berth's log,
+task-spooler's output file). Rounds alternate berth and task-spooler; ``BENCH_ROUNDS``
+sets how many (default 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAKE = os.path.join(ROOT, "tests", "fakenvml")
+WORKLOAD = os.path.join(FAKE, "workload.py")
+
+JOB = r"""#!/bin/bash
+# job.sh STAMPS SECONDS [LOCKDIR NGPUS]: stamp, run the fake GPU workload, stamp.
+stamps=$1 seconds=$2
+if [ -n "$3" ]; then  # task-spooler: take a free GPU (one lock per GPU, held by the job)
+    for ((g = 0; g < $4; g++)); do
+        exec 9>"$3/$g"
+        if flock -n 9; then export CUDA_VISIBLE_DEVICES=$g; break; fi
+        exec 9>&-
+    done
+fi
+echo "s $CUDA_VISIBLE_DEVICES $EPOCHREALTIME" >> "$stamps"
+"$PYTHON" "$WORKLOAD" --seconds "$seconds" --mem 1G --util 90
+echo "e $CUDA_VISIBLE_DEVICES $EPOCHREALTIME" >> "$stamps"
+"""
+
+WORKLOADS = [(40, 0.5, 4), (8, 6.0, 2)]  # (jobs, seconds each, GPUs)
+
+
+def fake_nvml(root: str, gpus: int) -> dict[str, str]:
+    """Build the fake NVML library, write ``gpus`` idle 80 GB GPUs; the environment to use."""
+    spec = importlib.util.spec_from_file_location("fakenvml_build", os.path.join(FAKE, "build.py"))
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    lib_dir = build.build()
+    state = os.path.join(root, "nvml.json")
+    devices = []
+    for i in range(gpus):
+        h = hashlib.md5(f"bench-gpu-{i}".encode()).hexdigest()
+        devices.append({
+            "uuid": f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}",
+            "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": f"00000000:{0x10 + i:02X}:00.0",
+            "memory_total": 80 << 30, "memory_used": 0, "util": 0, "mem_util": 0,
+            "power_mw": 60000, "power_limit_mw": 400000, "temp": 35, "pstate": 0,
+            "processes": [],
+        })  # fmt: skip
+    with open(state, "w") as f:
+        json.dump({"driver": "550.54.15", "cuda": 12040, "gpus": devices}, f)
+    return {
+        "LD_LIBRARY_PATH": lib_dir,
+        "FAKE_NVML_STATE": state,
+        "FAKE_NVML_PROCS": state + ".procs",
+        "PYTHON": sys.executable,
+        "WORKLOAD": WORKLOAD,
+    }
+
+
+def read_stamps(path: str) -> tuple[list[float], float, int]:
+    """(gaps in ms, makespan in s, jobs ended) from a stamps file."""
+    events: dict[str, list[tuple[float, str]]] = {}
+    with open(path) as f:
+        for line in f:
+            kind, gpu, t = line.split()
+            events.setdefault(gpu, []).append((float(t), kind))
+    gaps, ends, starts = [], [], []
+    for seq in events.values():
+        seq.sort()
+        for (t0, k0), (t1, k1) in itertools.pairwise(seq):
+            if k0 == "e" and k1 == "s":
+                gaps.append((t1 - t0) * 1000)
+        starts += [t for t, k in seq if k == "s"]
+        ends += [t for t, k in seq if k == "e"]
+    return gaps, max(ends) - min(starts), len(ends)
+
+
+def run_berth(jobs: int, seconds: float, gpus: int, script: str) -> tuple[list[float], float]:
+    from daemon_bench import Daemon  # (bench/ is on sys.path: this file's directory)
+
+    tmp = tempfile.mkdtemp(prefix="bn-", dir="/tmp")
+    try:
+        env = fake_nvml(tmp, gpus)
+        d = Daemon(gpus, nvml_env=env)
+        try:
+            stamps = os.path.join(d.dir, "stamps")
+            job_env = {"PATH": os.environ["PATH"], **env}
+            specs = [d.job(["bash", script, stamps, str(seconds)], gpus=1, env=job_env)
+                     for _ in range(jobs)]  # fmt: skip
+            ids = d.submit_many(specs)
+            d.wait_all(ids)
+            gaps, makespan, ended = read_stamps(stamps)
+        finally:
+            d.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert ended == jobs, f"berth: {ended} of {jobs} jobs ended"
+    return gaps, makespan
+
+
+def tsp_binary() -> str | None:
+    for name in ("tsp", "ts"):
+        path = shutil.which(name)
+        if path and "spooler" in _version(path).lower():
+            return path
+    return None
+
+
+def _version(path: str) -> str:
+    out = subprocess.run(  # (moreutils' `ts` reads its input: give it none)
+        [path, "-V"], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+    )
+    return out.stdout + out.stderr
+
+
+def run_tsp(
+    tsp: str, jobs: int, seconds: float, gpus: int, script: str
+) -> tuple[list[float], float]:
+    tmp = tempfile.mkdtemp(prefix="bt-", dir="/tmp")
+    try:
+        env = {
+            **os.environ,
+            **fake_nvml(tmp, gpus),
+            "TS_SOCKET": os.path.join(tmp, "ts.sock"),
+            "TS_SLOTS": str(gpus),
+            "TMPDIR": tmp,
+        }
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        locks = os.path.join(tmp, "locks")
+        os.makedirs(locks)
+        stamps = os.path.join(tmp, "stamps")
+        ids = []
+        for _ in range(jobs):
+            out = subprocess.run(
+                [tsp, "bash", script, stamps, str(seconds), locks, str(gpus)],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            ids.append(out.stdout.strip())
+        for i in ids:
+            subprocess.run([tsp, "-w", i], env=env, capture_output=True, check=False)
+        subprocess.run([tsp, "-K"], env=env, capture_output=True, check=False)
+        gaps, makespan, ended = read_stamps(stamps)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert ended == jobs, f"task-spooler: {ended} of {jobs} jobs ended"
+    return gaps, makespan
+
+
+def _pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))]
+
+
+def _figures(gaps: list[float], makespans: list[float]) -> dict[str, Any]:
+    return {
+        "gap_ms_p50": round(_pct(gaps, 50), 1),
+        "gap_ms_p99": round(_pct(gaps, 99), 1),
+        "gap_ms_max": round(max(gaps), 1),
+        "makespan_s": round(statistics.median(makespans), 3),
+    }
+
+
+def bench_nvml() -> list[dict[str, Any]]:
+    rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
+    tsp = tsp_binary()
+    tmp = tempfile.mkdtemp(prefix="bj-", dir="/tmp")
+    script = os.path.join(tmp, "job.sh")
+    with open(script, "w") as f:
+        f.write(JOB)
+    out = []
+    try:
+        for jobs, seconds, gpus in WORKLOADS:
+            runs: dict[str, tuple[list[float], list[float]]] = {"berth": ([], [])}
+            if tsp:
+                runs["tsp"] = ([], [])
+            for _ in range(rounds):
+                for name, (gaps, spans) in runs.items():
+                    if name == "berth":
+                        g, m = run_berth(jobs, seconds, gpus, script)
+                    else:
+                        assert tsp is not None
+                        g, m = run_tsp(tsp, jobs, seconds, gpus, script)
+                    gaps += g
+                    spans.append(m)
+            row: dict[str, Any] = {"jobs": jobs, "seconds": seconds, "gpus": gpus}
+            row["rounds"] = rounds
+            for name, (gaps, spans) in runs.items():
+                row[name] = _figures(gaps, spans)
+            if tsp:
+                row["makespan_ratio"] = round(
+                    row["berth"]["makespan_s"] / row["tsp"]["makespan_s"], 3
+                )
+            else:
+                row["tsp"] = "not installed (apt-get install task-spooler)"
+            row["loadavg_1min"] = os.getloadavg()[0]
+            out.append(row)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    for r in bench_nvml():
+        print(json.dumps({"bench": "nvml", **r}))
