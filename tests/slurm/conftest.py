@@ -4,6 +4,8 @@
 once (about 1 s) and always stopped at the end of the session, jobs first.
 ``slurm`` (function): that cluster, with ``SLURM_CONF`` set in ``os.environ`` for in-process
 calls; every job a test leaves is cancelled (and waited for) after it.
+``backend`` (function, two params): a :class:`BackendRig` for the local daemon (a real berth
+daemon over 4 fake GPUs) and for the test Slurm: the conformance suite runs against both.
 
 When the Slurm programs are not installed the tests are skipped, except in CI (``CI=true``):
 .ci/run installs them, so their absence there is a broken machine, not a reason to skip.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from slurmrig import SlurmRig, missing_binaries
@@ -47,3 +50,57 @@ def slurm(slurm_cluster: SlurmRig, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield slurm_cluster
     finally:
         slurm_cluster.clear()
+
+
+def _daemon_rig() -> Any:
+    """tests/daemon/conftest.py's DaemonRig (a real berth daemon over fake GPUs), loaded by
+    path: a conftest is not importable by name."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "daemon", "conftest.py")
+    spec = importlib.util.spec_from_file_location("berth_tests_daemon_rig", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DaemonRig
+
+
+class BackendRig:
+    """A backend under test and what a test needs to build jobs for it."""
+
+    def __init__(self, backend: Any, env: dict[str, str], cwd: str, kind: str) -> None:
+        self.backend = backend
+        self.env = env
+        self.cwd = cwd
+        self.kind = kind
+
+    def job(self, *argv: str, **fields: Any) -> dict[str, Any]:
+        job: dict[str, Any] = {"env": dict(self.env), "cwd": self.cwd, "gpus": 1, **fields}
+        if "wrap" not in fields:
+            job["argv"] = list(argv)
+        return job
+
+    def sh(self, script: str, **fields: Any) -> dict[str, Any]:
+        """A job running ``sh -c script`` (the test's own shell text)."""
+        return self.job("sh", "-c", script, **fields)
+
+
+@pytest.fixture(params=["local", "slurm"])
+def backend(request: pytest.FixtureRequest, fake_gpus: Any) -> Iterator[BackendRig]:
+    """Each backend in turn: the local daemon (4 fake GPUs) and the test Slurm (4 GPUs)."""
+    if request.param == "local":
+        from berth.backends.local import Local
+
+        rig = _daemon_rig()(fake_gpus)
+        try:
+            rig.start()
+            yield BackendRig(Local(rig.socket), rig.env, str(fake_gpus.root), "local")
+        finally:
+            rig.cleanup()
+    else:
+        from berth.backends.slurm import Slurm
+
+        cluster = request.getfixturevalue("slurm")
+        env = {**fake_gpus.env, **cluster.env}
+        log_dir = os.path.join(str(fake_gpus.root), "slurm-logs")
+        yield BackendRig(Slurm(log_dir=log_dir), env, str(fake_gpus.root), "slurm")

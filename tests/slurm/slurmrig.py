@@ -7,6 +7,8 @@ What these machines taught us (Slurm 22.05):
 - gres ``File=`` must name character devices (``mknod DIR/nvidiaN c 1 3``): with plain files
   slurmd does not set CUDA_VISIBLE_DEVICES.
 - ``CPUs=2`` and ``OverSubscribe=FORCE:8`` on the partition, else only 2 jobs run at once.
+- Shards need ``File=`` naming their GPU's device, one gres.conf line per GPU: without it
+  Slurm hands a GPU's shards out while the GPU itself runs a whole-GPU job.
 - The host name may not resolve: slurmd runs with ``-N localhost``.
 - ``SchedulerParameters=batch_sched_delay=0,sched_min_interval=0``: jobs start at once.
 - Stop by cancelling the jobs and waiting for their step daemons (``slurmstepd``) to go
@@ -38,10 +40,13 @@ SHARDS_PER_GPU = 2
 BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
 
 
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
 def missing_binaries() -> list[str]:
     """The Slurm programs this rig needs that are not installed."""
-    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
-    return [b for b in BINARIES if shutil.which(b, path=path) is None]
+    return [b for b in BINARIES if _which(b) is None]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -91,8 +96,9 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSu
 
 GRES_CONF = """\
 NodeName=localhost Name=gpu File={root}/dev/nvidia[0-{last}]
-NodeName=localhost Name=shard Count={shards}
 """
+# Shards belong to a GPU by its device file, SHARDS_PER_GPU each.
+SHARD_LINE = "NodeName=localhost Name=shard Count={n} File={root}/dev/nvidia{i}\n"
 
 
 class SlurmRig:
@@ -127,6 +133,8 @@ class SlurmRig:
             f.write(SLURM_CONF.format(**values))
         with open(os.path.join(self.root, "gres.conf"), "w") as f:
             f.write(GRES_CONF.format(**values))
+            for i in range(GPUS):
+                f.write(SHARD_LINE.format(n=SHARDS_PER_GPU, root=self.root, i=i))
 
     def start(self) -> None:
         self.write_config()
@@ -139,7 +147,11 @@ class SlurmRig:
             with log:
                 self.procs.append(
                     subprocess.Popen(
-                        argv, env=env, stdout=log, stderr=log, start_new_session=True
+                        [_which(argv[0]) or argv[0], *argv[1:]],
+                        env=env,
+                        stdout=log,
+                        stderr=log,
+                        start_new_session=True,
                     )
                 )
         wait_until(self._idle, timeout=30, interval=0.05, message="the test Slurm node is idle")

@@ -1,0 +1,198 @@
+"""The backend interface: what `berth submit/queue/show/cancel/logs` need from whatever runs
+the jobs. Two backends satisfy it: the local berth daemon (:mod:`berth.backends.local`) and
+Slurm (:mod:`berth.backends.slurm`); one conformance suite (tests/slurm/test_conformance.py)
+runs against both.
+
+A job is submitted as the job dict of ``berth submit`` (the fields of
+``berth.daemon.protocol.JOB_FIELDS``) and comes back as a :class:`JobInfo`. Job ids are
+strings: ``"12"``, or ``"12_3"`` for task 3 of array job 12 (Slurm's notation).
+
+Arrays: ``submit(job, array=ArraySpec.parse("0-9%2"))`` queues one job of N tasks, at most
+``throttle`` running at once; each task sees ``BERTH_ARRAY_JOB_ID`` and ``BERTH_ARRAY_TASK_ID``
+and ``%A`` / ``%a`` in its log names are the array's id and the task's index. A backend that
+has no arrays yet raises :class:`Unsupported` (the local daemon, until it queues arrays
+itself: it would take the same :class:`ArraySpec`).
+"""
+
+from __future__ import annotations
+
+from berth.errors import BerthError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, Protocol
+
+    class Backend(Protocol):
+        name: str
+
+        def submit(self, job: dict[str, Any], array: ArraySpec | None = None) -> Submitted:
+            """Queue the job (all of its tasks, for an array); durable once this returns."""
+
+        def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
+            """Cancel these jobs (or only send them ``signal``): id -> what happened."""
+
+        def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
+            """The jobs named, in one query (an unknown id is left out). An array's id gives
+            its tasks."""
+
+        def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
+            """Unfinished jobs (of ``user``, else everyone's); ``finished``: also recently
+            ended ones."""
+
+        def logs(self, job_id: str) -> tuple[str, str]:
+            """The paths of the job's stdout and stderr (the same file unless -e)."""
+
+        def wait(self, job_id: str, timeout: float) -> JobInfo | None:
+            """The job once it has ended, or as it is after ``timeout`` seconds; None if the
+            backend does not know it."""
+
+
+class Unsupported(BerthError):
+    """The backend cannot do what the job asks; the message says why and what to do."""
+
+    exit_code = 2
+
+
+class SubmitRefused(BerthError):
+    """The backend (e.g. Slurm's controller) refused the job; the message gives its reason."""
+
+
+class JobInfo:
+    """One job as a backend reports it. ``state`` is berth's (Slurm's vocabulary: PENDING,
+    RUNNING, COMPLETING, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, LOST); ``native``
+    is the backend's own word for it (e.g. Slurm's OUT_OF_MEMORY)."""
+
+    __slots__ = (
+        "id", "name", "user", "state", "native", "reason", "exit_code", "gpus", "elapsed",
+        "where", "stdout", "stderr", "submit_time", "array_job", "array_task", "extra",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        user: str,
+        state: str,
+        *,
+        native: str | None = None,
+        reason: str | None = None,
+        exit_code: int | None = None,
+        gpus: str = "",
+        elapsed: float | None = None,
+        where: str = "",
+        stdout: str | None = None,
+        stderr: str | None = None,
+        submit_time: float | None = None,
+        array_job: str | None = None,
+        array_task: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.user = user
+        self.state = state
+        self.native = native or state
+        self.reason = reason  # why it is pending
+        self.exit_code = exit_code
+        self.gpus = gpus  # what it asked: "2", "0.5", "shard:1"
+        self.elapsed = elapsed
+        self.where = where  # the node(s) or GPUs it runs on
+        self.stdout = stdout
+        self.stderr = stderr
+        self.submit_time = submit_time
+        self.array_job = array_job
+        self.array_task = array_task
+        self.extra = extra or {}
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __repr__(self) -> str:
+        return f"JobInfo({self.id!r}, {self.state!r}, exit={self.exit_code!r})"
+
+
+FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"})
+
+
+class Submitted:
+    """What ``submit`` answers: the job's id, its log paths (patterns for an array: ``%a`` is
+    each task's index), and the ids of an array's tasks."""
+
+    __slots__ = ("id", "stderr", "stdout", "tasks", "warnings")
+
+    def __init__(
+        self,
+        id: str,
+        stdout: str | None,
+        stderr: str | None,
+        tasks: Sequence[str] = (),
+        warnings: Sequence[str] = (),
+    ) -> None:
+        self.id = id
+        self.stdout = stdout
+        self.stderr = stderr
+        self.tasks = list(tasks)
+        self.warnings = list(warnings)  # what the backend said while accepting it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+MAX_ARRAY_INDEX = 1_000_000
+
+
+class ArraySpec:
+    """``--array 0-9%2``: task indices (ranges, steps, lists: ``1,3,5-7``, ``0-15:4``) and an
+    optional throttle (at most that many tasks run at once), as sbatch reads them."""
+
+    __slots__ = ("indices", "text", "throttle")
+
+    def __init__(self, indices: Sequence[int], throttle: int | None, text: str) -> None:
+        self.indices = tuple(indices)
+        self.throttle = throttle
+        self.text = text  # normalised: what sbatch is given
+
+    @classmethod
+    def parse(cls, text: str) -> ArraySpec:
+        def bad(why: str) -> UsageError:
+            return UsageError(
+                f"invalid --array {text!r}: {why}; use indices like 0-9, 1,3,5 or 0-15:4, "
+                "optionally with %N to run at most N at once (0-9%2)"
+            )
+
+        body, pct, throttle_text = text.strip().partition("%")
+        throttle = None
+        if pct:
+            if not throttle_text.isdigit() or int(throttle_text) < 1:
+                raise bad(f"the throttle {throttle_text!r} must be a positive integer")
+            throttle = int(throttle_text)
+        indices: set[int] = set()
+        parts = []
+        for part in body.split(","):
+            part = part.strip()
+            span, colon, step_text = part.partition(":")
+            lo_text, dash, hi_text = span.partition("-")
+            if not lo_text.isdigit() or (dash and not hi_text.isdigit()):
+                raise bad(f"{part!r} is not an index or a range")
+            lo = int(lo_text)
+            hi = int(hi_text) if dash else lo
+            step = 1
+            if colon:
+                if not dash or not step_text.isdigit() or int(step_text) < 1:
+                    raise bad(f"{part!r}: a step (:N) needs a range and a positive N")
+                step = int(step_text)
+            if hi < lo:
+                raise bad(f"{part!r} ends before it starts")
+            if hi > MAX_ARRAY_INDEX:
+                raise bad(f"index {hi} is too large (at most {MAX_ARRAY_INDEX})")
+            indices.update(range(lo, hi + 1, step))
+            parts.append(f"{lo}-{hi}" + (f":{step}" if step != 1 else "") if dash else str(lo))
+        return cls(sorted(indices), throttle, ",".join(parts) + (f"%{throttle}" if pct else ""))
+
+    def __repr__(self) -> str:
+        return f"ArraySpec({self.text!r})"

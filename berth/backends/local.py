@@ -1,0 +1,122 @@
+"""The local berth daemon behind the backend interface (:mod:`berth.backends.base`): each
+method is one request through :mod:`berth.client`.
+
+Arrays are not queued by the local daemon yet: ``submit(job, array=...)`` raises
+:class:`Unsupported` (the daemon would take the same :class:`ArraySpec` once it does).
+"""
+
+from __future__ import annotations
+
+from berth.backends.base import JobInfo, Submitted, Unsupported
+from berth.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from berth.backends.base import ArraySpec
+
+
+def _int(job_id: str) -> int:
+    try:
+        return int(job_id)
+    except ValueError:
+        raise UsageError(
+            f"invalid job id {job_id!r}: the local queue's jobs are numbers (12)"
+        ) from None
+
+
+def info(row: dict[str, Any]) -> JobInfo:
+    """A row of the daemon's `queue` / `wait` answer as a JobInfo."""
+    gpus = row.get("gpus")
+    nodelist = row.get("nodelist") or []
+    return JobInfo(
+        str(row["id"]), str(row.get("name")), str(row.get("user")), str(row["state"]),
+        reason=row.get("reason"), exit_code=row.get("exit_code"),
+        gpus=f"{gpus:g}" if isinstance(gpus, (int, float)) else str(gpus or ""),
+        elapsed=row.get("time"),
+        where="gpu:" + ",".join(str(g) for g in nodelist) if nodelist else "",
+        submit_time=row.get("submit_time"),
+    )  # fmt: skip
+
+
+class Local:
+    name = "local"
+
+    def __init__(self, socket: str | None = None) -> None:
+        self.socket = socket
+
+    def _call(self, kind: str, **fields: Any) -> dict[str, Any]:
+        from berth.client import Client
+
+        with Client(self.socket) as c:
+            return c.call(kind, **fields)
+
+    def submit(self, job: dict[str, Any], array: ArraySpec | None = None) -> Submitted:
+        if array is not None:
+            raise Unsupported(
+                f"--array {array.text}: the local berth queue has no job arrays yet; submit "
+                "the tasks one by one (or use --backend slurm)"
+            )
+        reply = self._call("submit", job=job)
+        return Submitted(str(reply["job_id"]), reply.get("stdout"), reply.get("stderr"))
+
+    def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
+        from berth.client import DaemonError
+
+        known = self.status(ids)  # the daemon refuses a request naming an unknown job
+        out: dict[str, str] = {}
+        live = []
+        for i in ids:
+            job = known.get(str(_int(i)))
+            if job is None:
+                out[i] = "no such job"
+            elif job.finished:
+                out[i] = f"already {job.state}"
+            else:
+                live.append(_int(i))
+        if live:
+            fields: dict[str, Any] = {"job_ids": live}
+            if signal is not None:
+                fields["signal"] = signal
+            try:
+                done = self._call("cancel", **fields)["cancelled"]
+            except DaemonError as e:  # it ended meanwhile
+                if e.code != "INVALID_STATE":
+                    raise
+                done = {str(live[0]): str(e)}
+            out.update({str(k): str(v) for k, v in done.items()})
+        return out
+
+    def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
+        wanted = {_int(i) for i in ids}
+        rows = self._call("queue", all=True)["jobs"]
+        return {str(r["id"]): info(r) for r in rows if r["id"] in wanted}
+
+    def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
+        fields: dict[str, Any] = {"all": finished}
+        if user is not None:
+            import pwd
+
+            try:
+                fields["uid"] = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
+            except KeyError:
+                raise UsageError(f"no user {user!r} on this machine") from None
+        return [info(r) for r in self._call("queue", **fields)["jobs"]]
+
+    def logs(self, job_id: str) -> tuple[str, str]:
+        job = self._call("show", job_id=_int(job_id))["job"]
+        return str(job["stdout"]), str(job["stderr"])
+
+    def wait(self, job_id: str, timeout: float) -> JobInfo | None:
+        from berth.client import Client, DaemonError
+
+        with Client(self.socket, timeout=timeout + 30) as c:
+            try:
+                reply = c.call("wait", job_id=_int(job_id), timeout=timeout)
+            except DaemonError as e:
+                if e.code == "NO_SUCH_JOB":
+                    return None
+                raise
+        return info(reply["job"])

@@ -1,0 +1,227 @@
+"""The job spec of ``berth submit`` as an ``sbatch`` call: pure (no I/O), one function,
+:func:`plan`, taking the job dict (the fields of ``berth.daemon.protocol.JOB_FIELDS``).
+
+What maps to what (docs/slurm.md says the same for users):
+
+==========================  ===============================================================
+berth                       sbatch
+==========================  ===============================================================
+``-g N`` (whole GPUs)       ``--gres=gpu:N`` (``gpu:TYPE:N`` with ``--gpu-name``)
+``-g 0.5`` (a fraction)     ``--gres=shard:K``, K = ceil(fraction x shards per GPU), when the
+                            cluster defines shards; else refused
+``--mem-per-gpu 16G``       ``--mem-per-gpu=16384M`` (host RAM; ``--mem`` for a fraction)
+``-t``                      ``-t D-HH:MM:SS``
+``-J`` / default name       ``-J``
+``-o`` / ``-e``             ``-o`` / ``-e`` (``%j`` and the other patterns as sbatch reads
+                            them); default ``<log dir>/%j.out`` (``%A_%a.out`` for arrays)
+``-D`` / current dir        ``-D``
+``--dependency afterok:``   ``--dependency=afterok:ID:ID``
+``--requeue`` / ``--hold``  ``--requeue`` / ``--hold``
+``-p`` priority             ``--nice=-PRIORITY`` (raising it is for Slurm operators only)
+``--export``                the job's environment is sbatch's, with ``--export=ALL``
+``--array 0-9%2``           ``--array=0-9%2``
+``--partition``             ``-p``
+==========================  ===============================================================
+
+The command is never put in a shell string: sbatch runs a batch script berth writes (the
+environment setup, ``--env-setup`` / ``--conda``, is the user's own shell text) that ends in
+``exec "$@"``, and the command's words are sbatch's arguments to that script. ``--wrap`` is
+the user's shell string, run by ``/bin/sh -c`` as on the local daemon.
+
+Refused, with the reason (Slurm cannot do it, or it would mean something else there):
+``--mem`` (GPU memory: Slurm does not schedule by it), ``--gpu-ids`` / ``--prefer`` (GPUs of one
+machine), ``--retries``, ``--pty``, ``--unique``, and a fraction without shards.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from berth.backends.base import Unsupported
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from berth.backends.base import ArraySpec
+
+MIB = 1 << 20
+
+SCRIPT_HEAD = """\
+#!/bin/bash
+# Written by `berth submit --backend slurm` for job {name}. The command is this script's
+# arguments ("$@"), passed by sbatch as they were given and never re-parsed by a shell.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+if [ -n "${{SLURM_ARRAY_JOB_ID:-}}" ]; then
+  export BERTH_ARRAY_JOB_ID="$SLURM_ARRAY_JOB_ID" BERTH_ARRAY_TASK_ID="$SLURM_ARRAY_TASK_ID"
+  export BERTH_JOB_ID="${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"
+else
+  export BERTH_JOB_ID="$SLURM_JOB_ID"
+fi
+export BERTH_GPUS="${{CUDA_VISIBLE_DEVICES:-}}"
+export BERTH_ATTEMPT=$(( ${{SLURM_RESTART_COUNT:-0}} + 1 ))
+"""
+
+
+class Cluster:
+    """What the mapping needs to know of the cluster: per node, its GPUs (by gres type, ``""``
+    for untyped) and shards."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: Mapping[str, tuple[Mapping[str, int], int]]) -> None:
+        self.nodes = dict(nodes)  # node -> ({gpu type: count}, shards)
+
+    @property
+    def gpu_types(self) -> list[str]:
+        return sorted({t for gpus, _ in self.nodes.values() for t in gpus if t})
+
+    @property
+    def shards_per_gpu(self) -> int:
+        """The most shards any node gives one of its GPUs (0: no shards anywhere)."""
+        best = 0
+        for gpus, shards in self.nodes.values():
+            n = sum(gpus.values())
+            if shards and n:
+                best = max(best, shards // n)
+        return best
+
+
+class Plan:
+    """The sbatch call: ``argv`` (without the script and its arguments), the batch ``script``
+    text, the script's arguments (``args``: the command) and sbatch's environment (``env``)."""
+
+    __slots__ = ("args", "argv", "env", "script", "stderr", "stdout")
+
+    def __init__(
+        self,
+        argv: list[str],
+        script: str,
+        args: list[str],
+        env: dict[str, str],
+        stdout: str,
+        stderr: str,
+    ) -> None:
+        self.argv = argv
+        self.script = script
+        self.args = args
+        self.env = env
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+def _refuse(what: str, why: str) -> Unsupported:
+    return Unsupported(f"{what}: not on Slurm: {why}")
+
+
+def _gres(job: Mapping[str, Any], cluster: Cluster) -> str:
+    gpus = job.get("gpus", 1)
+    name = job.get("name_filter")
+    if gpus >= 1:
+        if name:
+            types = [t for t in cluster.gpu_types if name.lower() in t.lower()]
+            if len(types) != 1:
+                known = ", ".join(cluster.gpu_types) or "none (its GPUs are untyped)"
+                which = "matches several" if types else "matches none"
+                raise _refuse(
+                    f"--gpu-name {name!r}",
+                    f"it {which} of the cluster's GPU types ({known}); name one of them",
+                )
+            return f"gpu:{types[0]}:{int(gpus)}"
+        return f"gpu:{int(gpus)}"
+    spg = cluster.shards_per_gpu
+    if not spg:
+        raise _refuse(
+            f"-g {gpus:g}",
+            "this cluster defines no shards, so Slurm cannot give part of a GPU; ask for "
+            "-g 1, or ask its admins for shards (GresTypes=gpu,shard; gres.conf Name=shard)",
+        )
+    if name:
+        raise _refuse(f"--gpu-name {name!r} with -g {gpus:g}", "Slurm's shards have no GPU type")
+    return f"shard:{max(1, math.ceil(gpus * spg - 1e-9))}"
+
+
+def _time(seconds: float) -> str:
+    s = math.ceil(seconds)
+    days, s = divmod(s, 86400)
+    return f"{days}-{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _check(job: Mapping[str, Any]) -> None:
+    refused = (
+        ("mem", "--mem", "Slurm does not schedule by GPU memory; a whole GPU comes with all "
+         "of its memory (pick a GPU type with --gpu-name), and --mem-per-gpu asks host RAM"),
+        ("gpu_ids", "--gpu-ids", "Slurm chooses a node's GPUs; to pick GPUs inside an "
+         "allocation run `berth daemon --inside-slurm` there"),
+        ("prefer", "--prefer", "Slurm chooses a node's GPUs"),
+        ("retries", "--retries", "Slurm does not retry a failed job; resubmit it, or use "
+         "--requeue (Slurm requeues after a node failure or preemption)"),
+        ("pty", "--pty", "a batch job has no terminal to attach to; use `srun --pty`"),
+        ("unique", "--unique", "Slurm keeps no record berth could match a job against"),
+    )  # fmt: skip
+    for key, flag, why in refused:
+        if job.get(key):
+            raise _refuse(flag, why)
+
+
+def plan(
+    job: Mapping[str, Any],
+    cluster: Cluster,
+    *,
+    log_dir: str,
+    array: ArraySpec | None = None,
+    partition: str | None = None,
+    mem_per_gpu: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Plan:
+    """The sbatch call for ``job``. ``log_dir``: where logs go unless -o/-e say otherwise;
+    ``environ``: variables sbatch
+    itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them.
+    Raises :class:`Unsupported` for what Slurm cannot do."""
+    from berth.daemon.launcher import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
+
+    _check(job)
+    gres = _gres(job, cluster)
+    argv = ["sbatch", "--parsable", f"--gres={gres}"]
+    if partition:
+        argv += ["-p", partition]
+    if mem_per_gpu is not None:
+        mib = f"{max(1, math.ceil(mem_per_gpu / MIB))}M"
+        argv.append(f"--mem={mib}" if gres.startswith("shard:") else f"--mem-per-gpu={mib}")
+    if job.get("time_limit"):
+        argv += ["-t", _time(job["time_limit"])]
+    argv_cmd: Sequence[str] | None = job.get("argv")
+    name = job.get("name") or (os.path.basename(argv_cmd[0]) if argv_cmd else "wrap")
+    argv += ["-J", name]
+    default = "%A_%a.out" if array is not None else "%j.out"
+    stdout = job.get("stdout") or os.path.join(log_dir, default)
+    stderr = job.get("stderr") or stdout
+    argv += ["-o", stdout, "-e", stderr, "-D", job["cwd"]]
+    deps = job.get("after_ok") or []
+    if deps:
+        argv.append("--dependency=afterok:" + ":".join(str(d) for d in deps))
+    if job.get("requeue"):
+        argv.append("--requeue")
+    if job.get("hold"):
+        argv.append("--hold")
+    if job.get("priority"):
+        argv.append(f"--nice={-int(job['priority'])}")
+    if array is not None:
+        argv.append(f"--array={array.text}")
+    argv.append("--export=ALL")
+
+    env = {str(k): str(v) for k, v in job["env"].items()}
+    for key, value in (environ or {}).items():
+        env.setdefault(key, value)
+    setup = job.get("env_setup")
+    if job.get("conda"):
+        env["BERTH_CONDA_ENV"] = job["conda"]
+        setup = CONDA_SETUP + ("\n" + setup if setup else "")
+    elif setup and "conda" in setup:
+        setup = CONDA_HOOK + "\n" + setup
+    script = SCRIPT_HEAD.format(name=name.replace("\n", " "))
+    script += SETUP_SCRIPT.format(setup=setup) if setup else 'exec "$@"'
+    args = ["/bin/sh", "-c", job["wrap"]] if job.get("wrap") else list(argv_cmd or [])
+    return Plan(argv, script + "\n", args, env, stdout, stderr)

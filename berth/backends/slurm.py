@@ -1,0 +1,362 @@
+"""The Slurm backend: berth's job spec run by an existing Slurm cluster.
+
+Every call is a Slurm command (sbatch, squeue, scontrol, scancel, sinfo, and sacct when the
+cluster keeps accounting), batched: one squeue for any number of jobs, never one per job.
+The mapping of a job spec to sbatch is :func:`berth.backends.sbatch.plan`; the reading of the
+commands' output is :mod:`berth.backends.slurm_query`.
+
+Each submitted job leaves in berth's Slurm log dir (``[slurm] log_dir``, default
+``<state dir>/slurm``, where its logs go unless -o says otherwise) its batch script
+``batch-<hash>.sh`` (named by its content: the jobs of a sweep share one) and a record
+``ID.json`` (name, log patterns, working directory, script), so that ``berth logs`` finds a job's output after Slurm has
+forgotten the job (without accounting, after MinJobAge).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+from berth.backends import slurm_query as q
+from berth.backends.base import JobInfo, SubmitRefused, Submitted
+from berth.errors import BerthError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from berth.backends.base import ArraySpec
+    from berth.backends.sbatch import Cluster
+
+# sbatch's reasons for refusing a job, and what they mean for a berth user.
+HINTS = {
+    "Requested node configuration is not available": "no node{part} has what it asks "
+    "({gres}{time}); ask for less, or see `sinfo -o '%N %G %l'`",
+    "Invalid generic resource (gres) specification": "the cluster has no such GPU resource "
+    "({gres}); see `sinfo -o '%N %G'`",
+    "Requested time limit is invalid (missing or exceeds some limit)": "the time limit"
+    "{time} is more than the partition allows; ask for less (see `sinfo -o '%P %l'`)",
+    "Invalid partition name specified": "there is no partition{part}; `sinfo -s` lists them",
+    "Invalid account or account/partition combination specified": "your Slurm account may "
+    "not use this partition; ask the cluster's admins",
+    "Job dependency problem": "a job named in --dependency cannot be depended on",
+    "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
+    "later or ask the cluster's admins",
+}
+
+
+def _env() -> dict[str, str]:
+    """Variables sbatch needs for itself even when ``--export`` dropped them from the job."""
+    return {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "PATH")}
+
+
+class Slurm:
+    name = "slurm"
+
+    def __init__(self, *, log_dir: str | None = None, partition: str | None = None) -> None:
+        if log_dir is None:
+            from berth.daemon.paths import state_dir
+
+            log_dir = os.path.join(state_dir(), "slurm")
+        self.log_dir = os.path.abspath(log_dir)
+        self.partition = partition
+        self._accounting: bool | None = None
+
+    # -- running Slurm's commands ----------------------------------------------------------
+
+    def _run(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        try:
+            done = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=120, env=env, check=False
+            )
+        except FileNotFoundError:
+            raise BerthError(
+                f"{argv[0]} is not installed here: run berth on a node of the Slurm cluster "
+                "(its login node), or use the local queue (--backend local)"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise BerthError(
+                f"{argv[0]} did not answer in 120 s: is Slurm's controller up?"
+            ) from None
+        if check and done.returncode != 0:
+            why = " ".join(_errors(done.stderr)) or f"exit status {done.returncode}"
+            raise BerthError(f"{' '.join(argv[:2])} failed: {why}")
+        return done
+
+    def cluster(self) -> Cluster:
+        argv = ["sinfo", "-h", "-N", "-o", f"%N{q.SEP}%G"]
+        if self.partition:
+            argv += ["-p", self.partition]
+        return q.cluster(self._run(argv).stdout)
+
+    def accounting(self) -> bool:
+        """Whether sacct can be asked (the cluster runs slurmdbd); asked once."""
+        if self._accounting is None:
+            out = self._run(["scontrol", "show", "config"], check=False).stdout
+            self._accounting = q.accounting(out)
+        return self._accounting
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def submit(
+        self,
+        job: dict[str, Any],
+        array: ArraySpec | None = None,
+        mem_per_gpu: int | None = None,
+    ) -> Submitted:
+        from berth.backends.sbatch import plan
+
+        p = plan(
+            job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
+            mem_per_gpu=mem_per_gpu, environ=_env(),
+        )  # fmt: skip
+        self._check_dependencies(job.get("after_ok") or [])
+        script = self._write_script(p.script)
+        done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
+        if done.returncode != 0 or not done.stdout.strip():
+            raise self._refusal(done.stderr, p.argv)
+        job_id = done.stdout.strip().split(";")[0]
+        name = p.argv[p.argv.index("-J") + 1]
+        user = job["env"].get("USER") or _user()
+        record = {"id": job_id, "name": name, "user": user, "cwd": job["cwd"],
+                  "stdout": p.stdout, "stderr": p.stderr, "array": array and array.text,
+                  "script": script,
+                  "submitted": time.time()}  # fmt: skip
+        path = os.path.join(self.log_dir, f"{job_id}.json")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump(record, f)
+        tasks = [f"{job_id}_{i}" for i in array.indices] if array is not None else []
+        first = tasks[0] if tasks else job_id
+        return Submitted(
+            job_id,
+            q.expand(p.stdout, first, user, name, job["cwd"]),
+            q.expand(p.stderr, first, user, name, job["cwd"]),
+            tasks,
+            warnings=_errors(done.stderr),
+        )
+
+    def _write_script(self, text: str) -> str:
+        """The batch script in the log dir, named by its content (a sweep of jobs that differ
+        only in their command shares one); written atomically, never changed afterwards."""
+        import hashlib
+
+        os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = os.path.join(self.log_dir, f"batch-{digest}.sh")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        return path
+
+    def _check_dependencies(self, deps: Sequence[int]) -> None:
+        """As the local queue: a dependency on a job Slurm does not know is refused (Slurm
+        itself would ignore it and start the job at once)."""
+        if not deps:
+            return
+        known = self.status([str(d) for d in deps])
+        ids = {i.extra.get("raw_id") for i in known.values()} | set(known)
+        ids |= {i.array_job for i in known.values() if i.array_job}
+        for d in deps:
+            if str(d) not in ids:
+                raise UsageError(f"dependency afterok:{d}: Slurm knows no job {d}")
+
+    def _refusal(self, stderr: str, argv: Sequence[str]) -> SubmitRefused:
+        reasons = _errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
+        reason = reasons[-1].removeprefix("Batch job submission failed: ")
+        gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
+        limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
+        hint = HINTS.get(reason)
+        if hint:
+            hint = hint.format(
+                gres=gres,
+                time=f", time limit {limit}" if limit and "{time}" in hint else "",
+                part=f" in partition {self.partition!r}" if self.partition else "",
+            )
+            return SubmitRefused(f"Slurm refused the job: {hint} (sbatch: {reason})")
+        return SubmitRefused(f"Slurm refused the job: {reason}")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _squeue(self, *args: str) -> list[JobInfo]:
+        done = self._run(["squeue", "-h", "-o", q.SQUEUE_FORMAT, *args], check=False)
+        if done.returncode != 0 and "Invalid job id" not in done.stderr:
+            raise BerthError(f"squeue failed: {' '.join(_errors(done.stderr))}")
+        return q.squeue_rows(done.stdout)
+
+    def _sacct(self, *args: str) -> list[JobInfo]:
+        done = self._run(["sacct", "-n", "-P", "-X", "-o", q.SACCT_FIELDS, *args], check=False)
+        return q.sacct_rows(done.stdout) if done.returncode == 0 else []
+
+    def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
+        if not ids:
+            return {}
+        rows = self._squeue("-r", "--states=all", "-j", ",".join(ids))
+        found = {r.id: r for r in rows}
+        ended = [r for r in rows if r.finished]
+        missing = [i for i in ids if not _covers(found.values(), i)]
+        if (ended or missing) and self.accounting():
+            for r in self._sacct("-j", ",".join(ids)):
+                if r.id in found:
+                    found[r.id].exit_code = r.exit_code
+                else:
+                    found[r.id] = r
+        elif ended:  # the controller still has them: their exit codes are in scontrol's records
+            recs = q.scontrol_records(self._run(["scontrol", "-o", "show", "job"]).stdout)
+            codes = {r.get("JobId"): r.get("ExitCode", "") for r in recs}
+            for r in ended:
+                code = codes.get(r.extra.get("raw_id"))
+                if code is not None and r.state in ("COMPLETED", "FAILED", "TIMEOUT"):
+                    r.exit_code = q.exit_code(code)
+        return found
+
+    def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
+        args = ["--states=all"] if finished else []
+        if user:
+            args += ["-u", user]
+        rows = self._squeue(*args)
+        if finished and self.accounting():
+            seen = {r.id for r in rows}
+            since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 86400))
+            extra = ["-u", user] if user else ["--allusers"]
+            rows += [r for r in self._sacct("-S", since, *extra) if r.id not in seen]
+        return rows
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        """Everything Slurm (and berth's record) says of one job."""
+        info = self.status([job_id])
+        done = self._run(["scontrol", "-o", "show", "job", job_id], check=False)
+        recs = q.scontrol_records(done.stdout) if done.returncode == 0 else []
+        record = self._record(job_id)
+        if not info and not recs and record is None:
+            raise UsageError(f"no Slurm job {job_id}: see `berth queue --all --backend slurm`")
+        tasks = [i for i in info.values() if i.array_job == job_id]
+        mine = tasks or [i for i in info.values() if i.extra.get("raw_id") == job_id]
+        return {
+            "id": job_id,
+            "jobs": [i.to_dict() for i in (mine or list(info.values()))],
+            "slurm": [q.record_fields(r) for r in recs],
+            "berth": record,
+        }
+
+    def _record(self, job_id: str) -> dict[str, Any] | None:
+        try:
+            with open(os.path.join(self.log_dir, f"{job_id.split('_')[0]}.json")) as f:
+                rec: dict[str, Any] = json.load(f)
+                return rec
+        except (OSError, ValueError):
+            return None
+
+    def logs(self, job_id: str) -> tuple[str, str]:
+        done = self._run(["scontrol", "-o", "show", "job", job_id], check=False)
+        recs = q.scontrol_records(done.stdout) if done.returncode == 0 else []
+        if len(recs) > 1:
+            tasks = ", ".join(f"{r.get('ArrayJobId')}_{r.get('ArrayTaskId')}" for r in recs)
+            raise UsageError(f"job {job_id} is an array ({tasks}): name one of its tasks")
+        if recs and recs[0].get("StdOut"):
+            out = recs[0]["StdOut"]
+            return out, recs[0].get("StdErr") or out
+        record = self._record(job_id)
+        if record is None:
+            raise UsageError(f"no Slurm job {job_id} (nor a record of it in {self.log_dir})")
+        if record.get("array") and "_" not in job_id:
+            raise UsageError(f"job {job_id} is an array ({record['array']}): name one task")
+        args = (job_id, record["user"], record["name"], record["cwd"])
+        return q.expand(record["stdout"], *args), q.expand(record["stderr"], *args)
+
+    def wait(self, job_id: str, timeout: float) -> JobInfo | None:
+        deadline = time.monotonic() + timeout
+        pause = 0.1
+        while True:
+            found = self.status([job_id])
+            if not found:
+                return None
+            info = _aggregate(job_id, list(found.values()))
+            if info.finished or time.monotonic() >= deadline:
+                return info
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 1.5, 1.0)
+
+    # -- acting ----------------------------------------------------------------------------
+
+    def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
+        found = self.status(ids)
+        out: dict[str, str] = {}
+        live = []
+        for i in ids:
+            jobs = [j for j in found.values() if _is(j, i)]
+            if not jobs:
+                out[i] = "no such job"
+            elif all(j.finished for j in jobs):
+                out[i] = f"already {_aggregate(i, jobs).state}"
+            else:
+                live.append(i)
+                out[i] = "cancelled" if signal is None else f"sent signal {signal}"
+        if live:
+            argv = ["scancel", *(["-s", str(signal)] if signal is not None else []), *live]
+            done = self._run(argv, check=False)
+            for line in _errors(done.stderr):  # ended meanwhile
+                for i in live:
+                    if f"job id {i}:" in line or f"job id {i} " in line:
+                        out[i] = f"not {out[i]}: {line.rsplit(': ', 1)[-1]}"
+        return out
+
+
+def _is(job: JobInfo, job_id: str) -> bool:
+    return job_id in (job.id, job.extra.get("raw_id"), job.array_job)
+
+
+def _covers(jobs: Any, job_id: str) -> bool:
+    return any(_is(j, job_id) for j in jobs)
+
+
+def _aggregate(job_id: str, jobs: list[JobInfo]) -> JobInfo:
+    """One job, or an array's tasks as one: finished when all are; COMPLETED if all did."""
+    exact = [j for j in jobs if j.id == job_id or j.extra.get("raw_id") == job_id]
+    if len(exact) == 1 and exact[0].array_job != job_id:
+        return exact[0]
+    tasks = [j for j in jobs if j.array_job == job_id] or jobs
+    first = tasks[0]
+    if not all(t.finished for t in tasks):
+        st = "RUNNING" if any(t.state == "RUNNING" for t in tasks) else "PENDING"
+    else:
+        bad = [t for t in tasks if t.state != "COMPLETED"]
+        st = bad[0].state if bad else "COMPLETED"
+    code = None
+    if st != "COMPLETED":
+        code = max((t.exit_code for t in tasks if t.exit_code), default=None)
+    elif all(t.exit_code is not None for t in tasks):
+        code = 0
+    return JobInfo(job_id, first.name, first.user, st, exit_code=code, gpus=first.gpus,
+                   extra={"tasks": [t.id for t in tasks]})  # fmt: skip
+
+
+def _errors(stderr: str) -> list[str]:
+    """sbatch: error: X -> X (and its warnings), one per line."""
+    out = []
+    for line in stderr.splitlines():
+        line = line.strip()
+        for prefix in ("error:", "warning:"):
+            _, found, rest = line.partition(f": {prefix} ")
+            if found:
+                line = rest
+                break
+        if line:
+            out.append(line)
+    return out
+
+
+def _user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

@@ -1,0 +1,218 @@
+"""Reading Slurm: the text of squeue, scontrol, sacct and sinfo into berth's terms. Pure
+functions of the commands' output (the calls are in :mod:`berth.backends.slurm`).
+
+Only the format-string outputs are read (``squeue -o``, ``sacct -P -o``, ``sinfo -o``), and
+``scontrol -o show job``'s one-line key=value records: they have been stable across Slurm
+releases, where the ``--json`` outputs change shape with each data_parser version.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from berth.backends.base import JobInfo
+from berth.backends.sbatch import Cluster
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SEP = "|"
+# squeue -o: the name last (it may hold the separator); %A is the job's own (raw) id, %F and
+# %K the array's id and the task's index (N/A outside arrays).
+SQUEUE_FIELDS = ("%i", "%A", "%F", "%K", "%T", "%r", "%M", "%u", "%b", "%N", "%V", "%j")
+SQUEUE_FORMAT = SEP.join(SQUEUE_FIELDS)
+SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,JobName"
+
+# Slurm's job states in berth's words (berth.core.states); anything else is shown as RUNNING
+# with Slurm's word kept as ``native``.
+STATES = {
+    "PENDING": "PENDING", "REQUEUED": "PENDING", "REQUEUE_HOLD": "PENDING",
+    "REQUEUE_FED": "PENDING", "RESV_DEL_HOLD": "PENDING",
+    "RUNNING": "RUNNING", "CONFIGURING": "RUNNING", "SUSPENDED": "RUNNING",
+    "STOPPED": "RUNNING", "SIGNALING": "RUNNING", "RESIZING": "RUNNING",
+    "COMPLETING": "COMPLETING", "STAGE_OUT": "COMPLETING",
+    "COMPLETED": "COMPLETED",
+    "FAILED": "FAILED", "OUT_OF_MEMORY": "FAILED", "NODE_FAIL": "FAILED",
+    "BOOT_FAIL": "FAILED", "SPECIAL_EXIT": "FAILED",
+    "CANCELLED": "CANCELLED", "REVOKED": "CANCELLED", "DEADLINE": "TIMEOUT",
+    "TIMEOUT": "TIMEOUT", "PREEMPTED": "PREEMPTED",
+}  # fmt: skip
+
+
+def state(native: str) -> str:
+    word = native.split()[0].rstrip("+") if native.strip() else "PENDING"  # sacct: "CANCELLED by 0"
+    return STATES.get(word, "RUNNING")
+
+
+def duration(text: str) -> float | None:
+    """Slurm's ``[D-][HH:]MM:SS`` (``0:00``, ``1:02:03``, ``2-00:00:00``) in seconds."""
+    text = text.strip()
+    if not text or text in ("N/A", "INVALID", "UNLIMITED", "NOT_SET"):
+        return None
+    days, dash, rest = text.rpartition("-")
+    try:
+        parts = [int(p) for p in rest.split(":")]
+        seconds = 0
+        for p in parts:
+            seconds = seconds * 60 + p
+        if len(parts) == 1:
+            seconds *= 60  # minutes alone
+        return seconds + (int(days) * 86400 if dash else 0)
+    except ValueError:
+        return None
+
+
+def timestamp(text: str) -> float | None:
+    """``2026-11-24T13:23:34`` (the controller's local time) as a Unix time."""
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def exit_code(text: str) -> int | None:
+    """``3:0`` (status 3) / ``0:9`` (killed by signal 9: 137, as a shell says) / ``0:0``."""
+    status, colon, sig = text.strip().partition(":")
+    try:
+        code, signal = int(status), int(sig) if colon else 0
+    except ValueError:
+        return None
+    return 128 + signal if signal and not code else code
+
+
+def _opt(text: str) -> str | None:
+    text = text.strip()
+    return None if text in ("", "N/A", "(null)", "None") else text
+
+
+def squeue_rows(text: str) -> list[JobInfo]:
+    """The lines of ``squeue -h -o SQUEUE_FORMAT``."""
+    out = []
+    for line in text.splitlines():
+        cells = line.split(SEP, len(SQUEUE_FIELDS) - 1)
+        if len(cells) != len(SQUEUE_FIELDS):
+            continue
+        shown, raw, array_id, task, native, reason, used, user, gres, nodes, submit, name = cells
+        st = state(native)
+        task_index = int(task) if task.isdigit() else None
+        in_array = _opt(task) is not None
+        out.append(
+            JobInfo(
+                shown, name, user, st, native=native,
+                reason=(_opt(reason) or "None") if st == "PENDING" else None,
+                gpus=(_opt(gres) or "").removeprefix("gres:"),
+                elapsed=duration(used) if st != "PENDING" else None,
+                where=_opt(nodes) or "", submit_time=timestamp(submit),
+                array_job=array_id if in_array else None, array_task=task_index,
+                extra={"raw_id": raw},
+            )
+        )  # fmt: skip
+    return out
+
+
+_KEY = re.compile(r" (?=[A-Za-z][\w/:]*=)")
+
+
+def scontrol_records(text: str) -> list[dict[str, str]]:
+    """The jobs of ``scontrol -o show job``, one dict of its key=value pairs each (a value may
+    hold spaces: a pair ends where the next ``Key=`` begins)."""
+    out = []
+    for line in text.splitlines():
+        if "JobId=" not in line:
+            continue
+        rec = {}
+        for pair in _KEY.split(line.strip()):
+            key, eq, value = pair.partition("=")
+            if eq:
+                rec[key] = value
+        out.append(rec)
+    return out
+
+
+def sacct_rows(text: str) -> list[JobInfo]:
+    """The lines of ``sacct -n -P -X -o SACCT_FIELDS`` (only the jobs, not their steps)."""
+    out = []
+    for line in text.splitlines():
+        cells = line.split(SEP, 8)
+        if len(cells) != 9:
+            continue
+        shown, raw, native, code, elapsed, user, submit, nodes, name = cells
+        st = state(native)
+        array_id, us, task = shown.partition("_")
+        out.append(
+            JobInfo(
+                shown, name, user, st, native=native.split()[0] if native else native,
+                exit_code=exit_code(code) if st in ("COMPLETED", "FAILED", "TIMEOUT") else None,
+                elapsed=duration(elapsed), where=_opt(nodes) or "",
+                submit_time=timestamp(submit),
+                array_job=array_id if us else None,
+                array_task=int(task) if us and task.isdigit() else None,
+                extra={"raw_id": raw},
+            )
+        )  # fmt: skip
+    return out
+
+
+_GRES = re.compile(r"(gpu|shard)(?::([^:(,]+))?(?::(\d+))?")
+
+
+def parse_gres(text: str) -> tuple[dict[str, int], int]:
+    """``gpu:a100:4(S:0-1),shard:8`` -> ({"a100": 4}, 8)."""
+    gpus: dict[str, int] = {}
+    shards = 0
+    for item in re.split(r",(?![^(]*\))", text):
+        m = _GRES.fullmatch(item.split("(")[0].strip())
+        if not m:
+            continue
+        kind, a, b = m.groups()
+        if b is None and a is not None and a.isdigit():
+            kind_type, count = "", int(a)
+        else:
+            kind_type, count = (a or ""), int(b or 1)
+        if kind == "gpu":
+            gpus[kind_type] = gpus.get(kind_type, 0) + count
+        else:
+            shards += count
+    return gpus, shards
+
+
+def cluster(sinfo: str) -> Cluster:
+    """The nodes of ``sinfo -h -N -o %N|%G`` (a node listed once per partition)."""
+    nodes: dict[str, tuple[dict[str, int], int]] = {}
+    for line in sinfo.splitlines():
+        node, sep, gres = line.partition(SEP)
+        if sep and node.strip():
+            nodes[node.strip()] = parse_gres(gres.strip())
+    return Cluster(nodes)
+
+
+def accounting(config: str) -> bool:
+    """Whether ``scontrol show config`` has an accounting storage sacct can read."""
+    m = re.search(r"^AccountingStorageType\s*=\s*(\S+)", config, re.M)
+    return bool(m) and m is not None and not m.group(1).endswith("/none")
+
+
+def expand(pattern: str, job_id: str, user: str, name: str, cwd: str) -> str:
+    """sbatch's filename patterns that berth can know after submission: %j %A %a %u %x %%
+    (``12`` or ``12_3`` as ``job_id``); others (%N, %n...) are left as they are."""
+    import os
+
+    array_id, _, task = job_id.partition("_")
+    values = {"j": job_id if not task else "%j", "A": array_id, "a": task or "4294967294",
+              "u": user, "x": name, "%": "%"}  # fmt: skip
+    out = re.sub(r"%(\d*)([jAaux%])", lambda m: _pad(values[m.group(2)], m.group(1)), pattern)
+    return out if os.path.isabs(out) else os.path.join(cwd, out)
+
+
+def _pad(value: str, width: str) -> str:
+    return value.zfill(int(width)) if width and value.isdigit() else value
+
+
+def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    """What ``berth show`` adds from scontrol's record of a job."""
+    keys = ("JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "SubmitTime",
+            "StartTime", "EndTime", "Partition", "NodeList", "TresPerNode", "WorkDir",
+            "Command", "StdOut", "StdErr", "Dependency", "Restarts", "Nice")  # fmt: skip
+    return {k: rec[k] for k in keys if k in rec}

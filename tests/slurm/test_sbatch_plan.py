@@ -1,0 +1,137 @@
+"""The job spec -> sbatch mapping (berth/backends/sbatch.py), without a cluster: what maps to
+what, and what is refused with which reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from berth.backends.base import ArraySpec, Unsupported
+from berth.backends.sbatch import Cluster, plan
+from berth.errors import UsageError
+
+SHARDED = Cluster({"n1": ({"": 4}, 8), "n2": ({"a100": 2, "h100": 2}, 16)})
+PLAIN = Cluster({"n1": ({"": 4}, 0)})
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    return {"argv": ["python", "train.py", "--lr", "0.1"], "env": {"A": "1"}, "cwd": "/w",
+            **fields}  # fmt: skip
+
+
+def argv(spec: dict[str, Any], cluster: Cluster = SHARDED, **kw: Any) -> list[str]:
+    return plan(spec, cluster, log_dir="/logs", **kw).argv
+
+
+def test_whole_gpus_name_time_logs_dir() -> None:
+    a = argv(job(gpus=2, time_limit=90061.5, name="big"))
+    assert a[:3] == ["sbatch", "--parsable", "--gres=gpu:2"]
+    assert a[a.index("-t") + 1] == "1-01:01:02"  # rounded up to the second
+    assert a[a.index("-J") + 1] == "big"
+    assert a[a.index("-o") + 1] == a[a.index("-e") + 1] == "/logs/%j.out"
+    assert a[a.index("-D") + 1] == "/w"
+    assert a[-1] == "--export=ALL"
+
+
+def test_defaults_name_from_the_command_and_arrays_log_per_task() -> None:
+    a = argv(job(), array=ArraySpec.parse("0-9%2"))
+    assert a[a.index("-J") + 1] == "python"
+    assert "--array=0-9%2" in a
+    assert a[a.index("-o") + 1] == "/logs/%A_%a.out"
+
+
+def test_fractions_become_shards_rounded_up() -> None:
+    # n2 has 16 shards on 4 GPUs: 4 per GPU, the most of any node.
+    assert argv(job(gpus=0.5))[2] == "--gres=shard:2"
+    assert argv(job(gpus=0.3))[2] == "--gres=shard:2"
+    assert argv(job(gpus=0.25))[2] == "--gres=shard:1"
+
+
+def test_a_fraction_without_shards_is_refused_saying_so() -> None:
+    with pytest.raises(Unsupported, match=r"-g 0.5: not on Slurm: this cluster defines no shards"):
+        argv(job(gpus=0.5), PLAIN)
+
+
+def test_gpu_name_picks_a_typed_gres_or_is_refused() -> None:
+    assert argv(job(gpus=1, name_filter="A100"))[2] == "--gres=gpu:a100:1"
+    with pytest.raises(
+        Unsupported, match=r"matches none of the cluster's GPU types \(a100, h100\)"
+    ):
+        argv(job(name_filter="V100"))
+    with pytest.raises(Unsupported, match="matches several"):
+        argv(job(name_filter="100"))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [
+        ("mem", 12 << 30, "--mem: not on Slurm: Slurm does not schedule by GPU memory"),
+        ("gpu_ids", [0], "--gpu-ids"),
+        ("prefer", [1], "--prefer"),
+        ("retries", 2, "--retries"),
+        ("pty", True, "--pty"),
+        ("unique", True, "--unique"),
+    ],
+)
+def test_what_slurm_cannot_do_is_refused(field: str, value: object, flag: str) -> None:
+    with pytest.raises(Unsupported, match=flag):
+        argv(job(**{field: value}))
+
+
+def test_dependencies_requeue_hold_priority_partition_memory() -> None:
+    a = argv(
+        job(after_ok=[4, 7], requeue=True, hold=True, priority=5),
+        partition="gpu",
+        mem_per_gpu=16 << 30,
+    )
+    for flag in ("--dependency=afterok:4:7", "--requeue", "--hold", "--nice=-5",
+                 "--mem-per-gpu=16384M"):  # fmt: skip
+        assert flag in a
+    assert a[a.index("-p") + 1] == "gpu"
+    assert "--mem=512M" in argv(job(gpus=0.5), mem_per_gpu=512 << 20)  # shards: the job's RAM
+
+
+def test_the_command_is_the_scripts_arguments_never_shell_text() -> None:
+    hostile = ["python", "-c", "$(rm -rf ~)", "'; echo pwned #", "a\nb"]
+    p = plan(job(argv=hostile, env_setup="source venv/bin/activate"), SHARDED, log_dir="/l")
+    assert p.args == hostile
+    for word in hostile[2:]:
+        assert word not in p.script
+    assert "source venv/bin/activate" in p.script  # the user's own setup, as they asked
+    assert p.script.rstrip().endswith('exec "$@"')
+    assert plan(job(), SHARDED, log_dir="/l").script.rstrip().endswith('exec "$@"')
+
+
+def test_wrap_is_run_by_sh_and_conda_through_the_environment() -> None:
+    p = plan(job(argv=None, wrap="a && b", conda="my env"), SHARDED, log_dir="/l")
+    assert p.args == ["/bin/sh", "-c", "a && b"]
+    assert p.env["BERTH_CONDA_ENV"] == "my env"
+    assert "my env" not in p.script and 'conda activate "$BERTH_CONDA_ENV"' in p.script
+
+
+def test_sbatch_keeps_what_it_needs_when_the_job_exports_nothing() -> None:
+    p = plan(job(env={"HOME": "/h"}), SHARDED, log_dir="/l", environ={"SLURM_CONF": "/c"})
+    assert p.env == {"HOME": "/h", "SLURM_CONF": "/c"}
+    p = plan(job(env={"SLURM_CONF": "/mine"}), SHARDED, log_dir="/l", environ={"SLURM_CONF": "/c"})
+    assert p.env["SLURM_CONF"] == "/mine"
+
+
+@pytest.mark.parametrize(
+    ("text", "indices", "throttle", "normal"),
+    [
+        ("0-9%2", list(range(10)), 2, "0-9%2"),
+        ("1,3,5-7", [1, 3, 5, 6, 7], None, "1,3,5-7"),
+        ("0-15:4", [0, 4, 8, 12], None, "0-15:4"),
+        (" 4 ", [4], None, "4"),
+    ],
+)
+def test_array_specs(text: str, indices: list[int], throttle: int | None, normal: str) -> None:
+    a = ArraySpec.parse(text)
+    assert (list(a.indices), a.throttle, a.text) == (indices, throttle, normal)
+
+
+@pytest.mark.parametrize("text", ["", "a-b", "5-2", "0-9%0", "0-9%x", "3:2", "1,,2", "-1"])
+def test_bad_array_specs_name_the_value(text: str) -> None:
+    with pytest.raises(UsageError, match="invalid --array"):
+        ArraySpec.parse(text)
