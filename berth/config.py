@@ -38,6 +38,13 @@ Example::
     kill_after = "30s"         # grace between SIGTERM and SIGKILL at a time limit or cancel
     policy = "balanced"        # scheduling policy (berth help daemon lists them)
 
+    [queue]
+    backend = "slurm"          # submit/queue/show/cancel/logs go to Slurm (default "local")
+
+    [slurm]
+    partition = "gpu"          # sbatch -p (default: the cluster's default partition)
+    log_dir = "/shared/me/berth"  # logs and batch scripts (default <state dir>/slurm)
+
 The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval, --keep-finished,
 --policy) override these keys for one run; the keys hold across restarts.
 """
@@ -78,6 +85,8 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "kill_after": (str, int, float),
         "keep_finished": (str, int, float),
     },
+    "queue": {"backend": (str,)},
+    "slurm": {"partition": (str,), "log_dir": (str,)},
 }
 
 
@@ -123,6 +132,7 @@ class Config:
 
     __slots__ = (
         "admin_group",
+        "backend",
         "claims_dir",
         "files",
         "inventory",
@@ -131,6 +141,8 @@ class Config:
         "max_job_time",
         "policy",
         "poll_interval",
+        "slurm_log_dir",
+        "slurm_partition",
         "socket",
         "state_dir",
     )
@@ -147,6 +159,9 @@ class Config:
         self.max_job_time: float | None = None
         self.kill_after: float = 30.0
         self.keep_finished: float = 30 * 86400.0  # finished jobs' records, then purged
+        self.backend: str = "local"  # where queue commands go: "local" or "slurm"
+        self.slurm_partition: str | None = None
+        self.slurm_log_dir: str | None = None
 
 
 def config_files() -> list[str]:
@@ -286,6 +301,17 @@ def load() -> Config:
                 setattr(cfg, key, parse_duration(value, what=f"[daemon] {key}"))
             except ValueError as e:
                 raise ConfigError(f"config file {path!r}: {e}") from None
+
+    if (item := get("queue", "backend")) is not None:
+        path, value = item
+        if value not in ("local", "slurm"):
+            raise ConfigError(
+                f'config file {path!r}: [queue] backend = {value!r} must be "local" or "slurm"'
+            )
+        cfg.backend = value
+    for key in ("partition", "log_dir"):
+        if (item := get("slurm", key)) is not None:
+            setattr(cfg, f"slurm_{key}", item[1])
 
     env = os.environ
     cfg.claims_dir = env.get(ENV_CLAIMS_DIR) or cfg.claims_dir
