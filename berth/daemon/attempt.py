@@ -16,7 +16,6 @@ job and attempt, so it can never reach a later job), or, for an adopted attempt,
 from __future__ import annotations
 
 import array
-import fcntl
 import json
 import os
 import select
@@ -191,25 +190,12 @@ class Attempt:
     def _name_holders(self, job_pid: int) -> None:
         """Name this supervisor and the job as the holders of the job's claims (the daemon
         made them): others then see the job's GPU processes as berth's own, and `berth
-        status` shows who holds the GPU, whatever becomes of the daemon. Under the ledger's
-        lock, as every body write; skipped (the claims stand as made) if it stays taken."""
-        lock_path = self.spec.get("claims_lock")
-        if not self.claims or not lock_path:
+        status` shows who holds the GPU, whatever becomes of the daemon. No lock (the ledger
+        has none: a reader that catches a body half-written reads it again)."""
+        if not self.claims:
             return
+        command = str(self.spec.get("command") or " ".join(self.spec["argv"]))[:500]
         try:
-            lock = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            for _ in range(50):
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    time.sleep(0.001)
-            else:
-                return
-            command = str(self.spec.get("command") or " ".join(self.spec["argv"]))[:500]
             for fd in self.claims:
                 body = claim_files.decode_body(os.pread(fd, 65536, 0))
                 if body is not None:
@@ -217,8 +203,6 @@ class Attempt:
                     claim_files.write_body(fd, claim_files.encode_body(body))
         except OSError:
             pass
-        finally:
-            os.close(lock)
 
     def _group(self, sig: int) -> None:
         try:
