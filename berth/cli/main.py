@@ -63,7 +63,12 @@ file and environment variables; `berth help exit-codes` what the exit codes mean
 def _load(name: str) -> ModuleType:
     import importlib
 
-    return importlib.import_module(COMMANDS[name])
+    module = importlib.import_module(COMMANDS[name])
+    if name in ("submit", "queue", "show", "cancel", "logs"):  # --backend local|slurm
+        from berth.cli.backend import wrap
+
+        module = wrap(name, module)
+    return module
 
 
 def _columns() -> int:

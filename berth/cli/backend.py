@@ -1,0 +1,118 @@
+"""``--backend local|slurm`` for the queue commands (submit, queue, show, cancel, logs).
+
+:func:`wrap` gives ``main`` a command module that parses the command's own options plus
+``--backend`` (and, for submit, the Slurm-only ``--array``, ``--partition``,
+``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else
+``$BERTH_BACKEND``, else ``[queue] backend`` in the config, else ``local`` (the berth daemon).
+Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
+
+Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12); the
+local queue's are numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+COMMANDS = ("submit", "queue", "show", "cancel", "logs")
+ENV = "BERTH_BACKEND"
+
+SLURM_HELP = """
+On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in the config)
+the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
+is refused. Slurm only: --array 0-9%2, --partition, --mem-per-gpu (host RAM per GPU).
+"""
+
+
+def job_id(text: str) -> str:
+    """A job id as the user wrote it: ``12`` or ``12_3``."""
+    import argparse
+
+    head, _, task = text.partition("_")
+    if not head.isdigit() or (task and not task.isdigit()):
+        raise argparse.ArgumentTypeError(f"invalid job id {text!r}: expected 12 or 12_3")
+    return text
+
+
+def chosen(args: argparse.Namespace) -> str:
+    name = getattr(args, "backend", None) or os.environ.get(ENV)
+    if not name:
+        from berth import config
+
+        name = config.get().backend
+    from berth.backends import NAMES
+    from berth.errors import UsageError
+
+    if name not in NAMES:
+        raise UsageError(f"unknown backend {name!r}: use one of {', '.join(NAMES)}")
+    return name
+
+
+class Wrapped(ModuleType):
+    """A command module with ``--backend`` (what main.py needs: HELP, __doc__, add_arguments,
+    run, FAST_EXIT)."""
+
+    def __init__(self, name: str, module: ModuleType) -> None:
+        super().__init__(module.__name__)
+        self.name = name
+        self.module = module
+        self.HELP = getattr(module, "HELP", "")
+        self.HELPS = getattr(module, "HELPS", None)
+        self.FAST_EXIT = getattr(module, "FAST_EXIT", False)
+        self.__doc__ = (module.__doc__ or "") + SLURM_HELP
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        self.module.add_arguments(p)
+        for action in p._actions:  # Slurm's ids (12_3) parse; the local run checks its own
+            if action.dest in ("job_id", "job_ids"):
+                action.type = job_id
+        p.add_argument("--backend", help="local (the berth daemon) or slurm")
+        if self.name == "submit":
+            p.add_argument("--array", help="Slurm: an array of tasks, e.g. 0-9%%2 (2 at once)")
+            p.add_argument("--partition", help="Slurm: the partition (sbatch -p)")
+            p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
+
+    def run(self, args: argparse.Namespace) -> int:
+        if chosen(args) == "slurm":
+            from berth.cli import on_slurm
+
+            code: int = getattr(on_slurm, self.name)(args)
+            return code
+        _local(self.name, args)
+        result: int = self.module.run(args)
+        return result
+
+
+def _local(name: str, args: argparse.Namespace) -> None:
+    """Check what only Slurm takes, and turn ids back into the local queue's numbers."""
+    from berth.errors import UsageError
+
+    for opt in ("array", "partition", "mem_per_gpu"):
+        if getattr(args, opt, None):
+            flag = "--" + opt.replace("_", "-")
+            if opt == "array":
+                raise UsageError(
+                    f"--array {args.array}: the local berth queue has no job arrays yet; use "
+                    "--backend slurm, or submit the tasks one by one"
+                )
+            raise UsageError(f"{flag} is for Slurm (--backend slurm)")
+
+    def number(text: str) -> int:
+        if not text.isdigit():
+            raise UsageError(f"invalid job id {text!r}: the local queue's jobs are numbers")
+        return int(text)
+
+    if isinstance(getattr(args, "job_id", None), str):
+        args.job_id = number(args.job_id)
+    if getattr(args, "job_ids", None):
+        args.job_ids = [number(i) for i in args.job_ids]
+
+
+def wrap(name: str, module: ModuleType) -> ModuleType:
+    """The module main.py runs for command ``name``."""
+    return Wrapped(name, module) if name in COMMANDS else module
