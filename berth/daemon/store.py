@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each entry migrates from version i to i + 1.
 MIGRATIONS: list[str] = [
@@ -58,6 +58,10 @@ MIGRATIONS: list[str] = [
         data TEXT,
         spec TEXT
     );
+    """,
+    # 4: the dashboard's history (berth.web.history): one row a minute, the last day kept.
+    """
+    CREATE TABLE samples(at REAL PRIMARY KEY, data TEXT NOT NULL);
     """,
 ]
 
@@ -230,6 +234,23 @@ class Store:
             sql += " AND uid = ?"
             args.append(uid)
         return [json.loads(r[0]) for r in self.db.execute(sql + " ORDER BY id", args)]
+
+    def finished_recent(self, n: int) -> list[dict[str, Any]]:
+        """The ``n`` jobs that finished last, newest first."""
+        sql = (
+            "SELECT data FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING', 'COMPLETING') "
+            "AND ended_at IS NOT NULL ORDER BY ended_at DESC LIMIT ?"
+        )
+        return [json.loads(r[0]) for r in self.db.execute(sql, (n,))]
+
+    # -- the dashboard's samples (written through the journal) --------------------------------
+
+    SAMPLE_SQL = "INSERT OR REPLACE INTO samples(at, data) VALUES (?, ?)"
+    PRUNE_SAMPLES_SQL = "DELETE FROM samples WHERE at < ?"
+
+    def samples_since(self, since: float) -> list[tuple[float, str]]:
+        rows = self.db.execute("SELECT at, data FROM samples WHERE at >= ? ORDER BY at", (since,))
+        return [(float(r[0]), str(r[1])) for r in rows]
 
     # -- paused GPUs --------------------------------------------------------------------------
 
