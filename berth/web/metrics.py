@@ -1,0 +1,156 @@
+"""``/metrics``: the GPUs and the queue in the Prometheus text format (version 0.0.4).
+
+Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for it work:
+``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_MEM_COPY_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` and
+``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_GPU_TEMP`` (C),
+labelled ``gpu``, ``UUID``, ``device``, ``modelName`` and ``Hostname``. Like the exporter's HPC
+job mapping, a GPU held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``)
+and ``hpc_user``, one series per holder (so summing a reading over holders counts a shared GPU
+more than once); a GPU nobody holds has one series without them. A reading the driver does
+not give is left out, not reported as 0.
+
+Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and
+healthy GPUs, the queue by state, wait-time and dispatch-gap histograms, finished jobs by
+outcome, and GPU-hours and GPUs held per user.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.web.history import History
+    from berth.web.observe import Histogram, Observer
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MIB = 1 << 20
+
+_DCGM = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util", 1),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_util", 1),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "memory_used", MIB),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free", MIB),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power", 1),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp", 1),
+)
+
+
+def _esc(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(pairs: list[tuple[str, object]]) -> str:
+    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in pairs) + "}" if pairs else ""
+
+
+def _num(v: float) -> str:
+    if v != v:
+        return "NaN"
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    return repr(float(v))
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, text: str) -> None:
+        self.lines.append(f"# HELP {name} {text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, labels: list[tuple[str, object]], value: float) -> None:
+        self.lines.append(f"{name}{_labels(labels)} {_num(value)}")
+
+    def histogram(self, name: str, text: str, h: Histogram) -> None:
+        self.family(name, "histogram", text)
+        for le, n in h.cumulative():
+            self.sample(f"{name}_bucket", [("le", le)], n)
+        self.sample(f"{name}_sum", [], round(h.sum, 6))
+        self.sample(f"{name}_count", [], h.count)
+
+
+def _holder_labels(h: dict[str, Any]) -> list[tuple[str, object]]:
+    if h["kind"] == "job":
+        return [("hpc_job", h["id"]), ("hpc_user", h["user"])]
+    pid = h.get("pid")
+    return [("hpc_job", f"claim-{pid}" if pid else "claim"), ("hpc_user", h["user"])]
+
+
+def render(
+    gpus: list[dict[str, Any]],
+    observer: Observer,
+    history: History,
+    held: dict[str, float],
+) -> str:
+    out = _Out()
+    host = os.uname().nodename
+    base: dict[int, list[tuple[str, object]]] = {}
+    for g in gpus:
+        base[g["index"]] = [
+            ("gpu", g["index"]), ("UUID", g["uuid"]), ("device", f"nvidia{g['index']}"),
+            ("modelName", g["name"]), ("Hostname", host),
+        ]  # fmt: skip
+    for name, text, key, unit in _DCGM:
+        out.family(name, "gauge", text)
+        for g in gpus:
+            value = g.get(key)
+            if key == "fb_free":
+                used, total = g.get("memory_used"), g.get("memory_total")
+                value = None if used is None or total is None else max(0, total - used)
+            if value is None:
+                continue
+            v = value / unit
+            holders = [h for h in g["holders"] if h["kind"] in ("job", "claim")]
+            for h in holders or [None]:
+                extra = _holder_labels(h) if h is not None else []
+                out.sample(name, base[g["index"]] + extra, round(v, 3))
+    out.family("berth_gpu_holder", "gauge", "Share of the GPU each job or claim holds.")
+    for g in gpus:
+        for h in g["holders"]:
+            if h["kind"] in ("job", "claim"):
+                labels = base[g["index"]][:2] + _holder_labels(h) + [("kind", h["kind"])]
+                out.sample("berth_gpu_holder", labels, float(h.get("share") or 1.0))
+    out.family("berth_gpu_paused", "gauge", "1 if the GPU is paused for queued jobs.")
+    for g in gpus:
+        out.sample("berth_gpu_paused", base[g["index"]][:2], 1 if g["paused"] else 0)
+    out.family("berth_gpu_healthy", "gauge", "1 if every NVML read of the GPU succeeded.")
+    for g in gpus:
+        out.sample("berth_gpu_healthy", base[g["index"]][:2], 1 if g["healthy"] else 0)
+    out.family("berth_queue_jobs", "gauge", "Unfinished jobs by state (HELD: pending and held).")
+    for state, n in sorted(observer.queue_counts().items()):
+        out.sample("berth_queue_jobs", [("state", state)], n)
+    out.histogram(
+        "berth_job_wait_seconds",
+        "Time from joining the queue to starting, per started attempt.",
+        observer.wait,
+    )
+    out.histogram(
+        "berth_dispatch_gap_seconds",
+        "Time a freed GPU stayed unused while a job waited, until a job started on it.",
+        observer.gap,
+    )
+    out.family("berth_jobs_finished_total", "counter", "Jobs finished since the daemon started.")
+    for outcome in sorted({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", *observer.finished}):
+        out.sample(
+            "berth_jobs_finished_total", [("outcome", outcome)], observer.finished.get(outcome, 0)
+        )
+    out.family(
+        "berth_user_gpu_hours_total",
+        "counter",
+        "GPU-hours held per user (queue jobs and claims) since the daemon started.",
+    )
+    for user, secs in sorted(history.gpu_seconds.items()):
+        out.sample("berth_user_gpu_hours_total", [("user", user)], round(secs / 3600, 6))
+    out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
+    for user, amount in sorted(held.items()):
+        out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
+    out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
+    out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
+    out.family("berth_scrape_time_seconds", "gauge", "When this page was made (Unix time).")
+    out.sample("berth_scrape_time_seconds", [], round(time.time(), 3))
+    return "\n".join(out.lines) + "\n"

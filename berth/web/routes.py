@@ -1,0 +1,273 @@
+"""What each URL of the dashboard answers, and who may ask.
+
+Reads (``GET``): the page and its files; ``/api/state`` (the whole picture),
+``/api/history`` (the charts), ``/api/events`` (live updates), ``/metrics``; open to
+anonymous viewers unless the daemon says otherwise (``[daemon] http_anonymous = false``),
+then they need a token like the rest. ``/api/whoami`` says whose a token is.
+``/api/jobs/ID`` (the job as `berth show` gives it) and ``/api/jobs/ID/log`` (the tail of
+its output) need the token of the job's owner (or an admin): a log may hold secrets.
+
+Actions (``POST /api/jobs/ID/cancel|hold|release``) need a token, always, and act as its
+user through the socket's own handlers, so ownership is checked in one place. The token
+travels in the ``Authorization`` header, which no other site's page can make a browser send
+(no cookie, nothing a form can forge); a request whose ``Origin`` is another site is refused
+besides.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import stat
+
+from berth.web import auth, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from typing import Any
+
+    from berth.daemon.handlers import Peer
+    from berth.web.server import WebServer
+
+STATIC = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/index.html": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/favicon.svg": ("favicon.svg", "image/svg+xml"),
+}
+ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release"}
+LOG_TAIL = 16384  # bytes of a log sent when no offset is given
+LOG_CHUNK = 65536  # at most this many bytes per answer
+
+_JOB = re.compile(r"^/api/jobs/([0-9]{1,12})(?:/(log|cancel|hold|release))?$")
+
+# ProtocolError codes -> HTTP status
+STATUS = {
+    "NO_SUCH_JOB": 404,
+    "NOT_OWNER": 403,
+    "INVALID_STATE": 409,
+    "BAD_REQUEST": 400,
+    "NO_SUCH_GPU": 404,
+}
+
+
+def _static(name: str) -> bytes:
+    from importlib.resources import files
+
+    return files("berth.web").joinpath("static", name).read_bytes()
+
+
+class Routes:
+    def __init__(self, server: WebServer) -> None:
+        self.server = server
+        self.files = {path: (_static(name), ctype) for path, (name, ctype) in STATIC.items()}
+
+    # -- who asks -----------------------------------------------------------------------------
+
+    def viewer(self, req: wire.Request) -> Peer | None:
+        """The token's user, None without one; a token that is not valid is refused (the page
+        must know to sign in again, not silently see less)."""
+        token = auth.bearer(req.headers)
+        if token is None:
+            return None
+        uid = auth.check_token(self.server.secret, token)
+        if uid is None:
+            raise wire.HttpError(
+                401, "this token is not valid here: get yours with `berth web-token`"
+            )
+        return auth.peer_for(uid, self.server.admin_gid)
+
+    def reader(self, req: wire.Request) -> Peer:
+        peer = self.viewer(req)
+        if peer is not None:
+            return peer
+        if not self.server.anonymous:
+            raise wire.HttpError(401, "sign in: this dashboard is not open to anonymous viewers")
+        return auth.anonymous()
+
+    def signed_in(self, req: wire.Request) -> Peer:
+        peer = self.viewer(req)
+        if peer is None:
+            raise wire.HttpError(401, "sign in first: `berth web-token` prints your token")
+        return peer
+
+    # -- dispatch -----------------------------------------------------------------------------
+
+    async def dispatch(
+        self, req: wire.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bytes | None:
+        path = req.path
+        if req.method == "POST":
+            return await self.action(req)
+        if req.method != "GET":
+            raise wire.HttpError(405, f"method {req.method} not allowed")
+        if path in self.files:
+            body, ctype = self.files[path]
+            return wire.response(200, body, ctype, cache="no-cache")
+        if path == "/favicon.ico":
+            return wire.response(204)
+        if path == "/metrics":
+            self.reader(req)
+            return self.metrics()
+        if path == "/api/state":
+            self.reader(req)
+            return wire.response(200, self.server.state())
+        if path == "/api/history":
+            self.reader(req)
+            return self.history(req)
+        if path == "/api/events":
+            self.reader(req)
+            await self.server.stream(reader, writer)
+            return None
+        if path == "/api/whoami":
+            peer = self.signed_in(req)
+            return wire.json_response(
+                200, {"user": peer.user, "uid": peer.uid, "admin": peer.admin}
+            )
+        m = _JOB.match(path)
+        if m is not None and m.group(2) in (None, "log"):
+            peer = self.signed_in(req)
+            job = self._owned_job(int(m.group(1)), peer)
+            if m.group(2) is None:
+                return wire.json_response(200, {"job": job})
+            return await self.log(req, job)
+        raise wire.HttpError(404, f"no page {path!r} here")
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def metrics(self) -> bytes:
+        from berth.web import metrics, view
+
+        gpus = view.gpus(self.server.engine, auth.anonymous())
+        text = metrics.render(
+            gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
+        )
+        return wire.response(200, text.encode(), metrics.CONTENT_TYPE)
+
+    def history(self, req: wire.Request) -> bytes:
+        import time
+
+        from berth.web.history import DAY
+
+        try:
+            span = min(DAY, max(60.0, float(req.query.get("span", DAY))))
+        except ValueError:
+            raise wire.HttpError(400, f"span={req.query.get('span')!r}: give seconds") from None
+        return wire.json_response(200, self.server.history.series(time.time(), span))
+
+    def _owned_job(self, job_id: int, peer: Peer) -> dict[str, Any]:
+        job = self._call(peer, "show", job_id=job_id)["job"]
+        if job["uid"] != peer.uid and not peer.admin:
+            raise wire.HttpError(
+                403,
+                f"job {job_id} belongs to {job['user']}, not {peer.user}: only they or an admin may read it",
+            )
+        return dict(job)
+
+    async def log(self, req: wire.Request, job: dict[str, Any]) -> bytes:
+        which = req.query.get("stream", "out")
+        if which not in ("out", "err"):
+            raise wire.HttpError(400, f"stream={which!r}: use out or err")
+        path = job["stdout"] if which == "out" else job["stderr"]
+        offset_text = req.query.get("offset")
+        if offset_text is not None and not offset_text.isdigit():
+            raise wire.HttpError(400, f"offset={offset_text!r}: give a byte offset")
+        offset = None if offset_text is None else int(offset_text)
+        if not path:
+            return wire.json_response(200, {"path": None, "size": 0, "offset": 0, "text": ""})
+        loop = self.server.loop
+        out = await loop.run_in_executor(None, read_log, path, int(job["uid"]), offset)
+        out["state"] = job["state"]
+        return wire.json_response(200, out)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    async def action(self, req: wire.Request) -> bytes:
+        from urllib.parse import urlsplit
+
+        origin = req.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != req.headers.get("host"):
+            raise wire.HttpError(403, f"a request from {origin!r} may not act here")
+        peer = self.signed_in(req)
+        m = _JOB.match(req.path)
+        if m is None or m.group(2) not in ACTIONS:
+            raise wire.HttpError(
+                404, f"no action {req.path!r}: POST /api/jobs/ID/cancel|hold|release"
+            )
+        kind, job_id = ACTIONS[m.group(2)], int(m.group(1))
+        result = await self._act(peer, kind, job_id)
+        return wire.json_response(
+            200, {"ok": True, "action": kind, "job_id": job_id, "result": result}
+        )
+
+    async def _act(self, peer: Peer, kind: str, job_id: int) -> dict[str, Any]:
+        from berth.daemon import protocol
+        from berth.daemon.handlers import HANDLERS
+        from berth.daemon.protocol import ProtocolError
+        from berth.errors import BerthError
+
+        req: dict[str, Any] = {"type": kind, "job_ids": [job_id]}
+        protocol.check_request(req)
+        try:
+            result = HANDLERS[kind](self.server.engine, peer, req)
+            if inspect.isawaitable(result):
+                result = await result
+        except ProtocolError as e:
+            raise wire.HttpError(STATUS.get(e.code, 400), e.message) from None
+        except (BerthError, OSError) as e:
+            raise wire.HttpError(409, str(e)) from None
+        return dict(result)
+
+    def _call(self, peer: Peer, kind: str, **fields: Any) -> dict[str, Any]:
+        from berth.daemon import protocol
+        from berth.daemon.handlers import HANDLERS
+        from berth.daemon.protocol import ProtocolError
+
+        req: dict[str, Any] = {"type": kind, **fields}
+        protocol.check_request(req)
+        try:
+            out = HANDLERS[kind](self.server.engine, peer, req)
+        except ProtocolError as e:
+            raise wire.HttpError(STATUS.get(e.code, 400), e.message) from None
+        assert isinstance(out, dict)
+        return out
+
+
+def read_log(path: str, uid: int, offset: int | None) -> dict[str, Any]:
+    """Read a job's log as the daemon, but only a regular file its owner owns (a job's log is
+    written by the job as its user; a path that names someone else's file, or a link to one,
+    is refused: the daemon may be root). Without ``offset``: the last :data:`LOG_TAIL` bytes
+    from a line start; with one: what follows it (at most :data:`LOG_CHUNK` bytes)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return {"path": path, "size": 0, "offset": 0, "text": "", "missing": True}
+    except OSError as e:
+        raise wire.HttpError(403, f"cannot read {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            raise wire.HttpError(403, f"{path} is not a log file of the job's owner")
+        size = st.st_size
+        if offset is None or offset > size:
+            start = max(0, size - LOG_TAIL)
+        else:
+            start = offset
+        data = os.pread(fd, min(LOG_CHUNK, size - start), start)
+        if offset is None and start > 0 and b"\n" in data:
+            cut = data.index(b"\n") + 1
+            data, start = data[cut:], start + cut
+    finally:
+        os.close(fd)
+    return {
+        "path": path,
+        "size": size,
+        "offset": start + len(data),
+        "start": start,
+        "text": data.decode("utf-8", "replace"),
+        "reset": offset is not None and offset > size,
+    }

@@ -1,0 +1,319 @@
+"""The dashboard's HTTP server, on the daemon's event loop (``berth daemon --http``).
+
+It never blocks the loop: requests are read within time and size limits (:mod:`wire`), the
+state is read from the engine in memory, log files are read on a worker thread, and writes
+(the samples) go through the engine's journal. Limits against a hostile local user:
+at most :data:`MAX_CONNECTIONS` connections at once (one more is answered 503 and closed) and
+:data:`MAX_STREAMS` of them live streams; a stream whose reader stops reading for
+:data:`WRITE_TIMEOUT` seconds is dropped. Bound to the loopback, it also refuses requests
+whose ``Host`` is not a loopback name with its port (a web page elsewhere cannot reach it by
+rebinding its DNS name to 127.0.0.1).
+
+Live updates are server-sent events (``/api/events``): ``state`` (the whole picture, at most
+every 0.25 s and at most 10% of the loop's time however many viewers; see :meth:`state`) and
+``sample`` (one new point of the charts each tick).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+
+from berth.web import wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.daemon.engine import Engine
+
+log = logging.getLogger("berth.daemon")
+
+MAX_CONNECTIONS = 64
+MAX_STREAMS = 32
+WRITE_TIMEOUT = 10.0
+HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
+MIN_INTERVAL = 0.25  # seconds between two builds of the state
+MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
+DEFAULT_PORT = 8765
+
+ACTIVE: WebServer | None = None  # the daemon's server, for the ``web_token`` answer
+
+
+def parse_bind(text: str, allow_remote: bool = False) -> tuple[str, int]:
+    """``127.0.0.1:8765``, ``[::1]:8765``, ``localhost:8765``, ``:8765`` or ``8765`` ->
+    (host, port). A host that is not a loopback address is refused unless ``allow_remote``."""
+    from berth.errors import UsageError
+
+    raw = text.strip()
+    host, port_text = "127.0.0.1", raw
+    if raw.startswith("["):
+        host, _, rest = raw[1:].partition("]")
+        port_text = rest.removeprefix(":") or str(DEFAULT_PORT)
+    elif ":" in raw:
+        host, _, port_text = raw.rpartition(":")
+        host = host or "127.0.0.1"
+    elif not raw.isdigit():
+        host, port_text = raw, str(DEFAULT_PORT)
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UsageError(
+            f"--http {text!r}: the port must be a number 0..65535 (e.g. 127.0.0.1:8765)"
+        )
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(
+            f"--http {text!r}: {host!r} is not an IP address; give one, e.g. 127.0.0.1:8765"
+        ) from None
+    if not addr.is_loopback and not allow_remote:
+        raise UsageError(
+            f"--http {text!r}: {host} is not a loopback address. The dashboard is plain HTTP "
+            "(tokens would cross the network in clear): keep it on 127.0.0.1 and reach it "
+            "through `ssh -L 8765:127.0.0.1:8765`, or, behind a TLS proxy, allow it with "
+            "--http-allow-remote ([daemon] http_allow_remote = true)"
+        )
+    return str(addr), int(port_text)
+
+
+class _Stream:
+    """One live viewer: the newest state, and the chart points not yet sent."""
+
+    __slots__ = ("samples", "state", "wake")
+
+    def __init__(self) -> None:
+        self.state: bytes | None = None
+        self.samples: list[bytes] = []
+        self.wake = asyncio.Event()
+
+
+class WebServer:
+    def __init__(
+        self,
+        engine: Engine,
+        host: str,
+        port: int,
+        *,
+        anonymous: bool = True,
+        allow_remote: bool = False,
+        admin_gid: int | None = None,
+    ) -> None:
+        from berth.web.auth import load_secret
+        from berth.web.history import History
+        from berth.web.observe import Observer
+
+        self.engine = engine
+        self.host, self.port = host, port
+        self.anonymous = anonymous
+        self.allow_remote = allow_remote
+        self.admin_gid = admin_gid
+        self.secret = load_secret(engine.opts.state_dir)
+        self.loop = engine.loop
+        self.tick = min(5.0, max(0.5, engine.opts.poll_interval))
+        self.observer = Observer(engine)
+        self.observer.load_recent(_recent_finished(engine))
+        self.history = History(self.tick, engine.store.samples_since(time.time() - 86400))
+        self.connections = 0
+        self.streams: set[_Stream] = set()
+        self._srv: asyncio.Server | None = None
+        self._timer: asyncio.Handle | None = None
+        self._state: bytes | None = None
+        self._state_at = -1e9
+        self._next_build = 0.0
+        self._dirty = True
+        self._publish_at: asyncio.TimerHandle | None = None
+        from berth.web.routes import Routes
+
+        self.routes = Routes(self)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    async def start(self) -> None:
+        global ACTIVE
+        self._srv = await asyncio.start_server(
+            self._connection, self.host, self.port, limit=wire.MAX_HEAD, reuse_address=True
+        )
+        self.port = self._srv.sockets[0].getsockname()[1]  # (port 0: the one given)
+        self.observer.listeners.append(self.notify)
+        self.observer.attach()
+        self._timer = self.loop.call_soon(self._on_tick)
+        ACTIVE = self
+        log.info("dashboard on %s (%s)", self.url,
+                 "anonymous viewers may read" if self.anonymous else "sign-in needed to read")  # fmt: skip
+
+    def close(self) -> None:
+        global ACTIVE
+        if ACTIVE is self:
+            ACTIVE = None
+        for handle in (self._timer, self._publish_at):
+            if handle is not None:
+                handle.cancel()
+        if self._srv is not None:
+            self._srv.close()
+        for s in self.streams:
+            s.state = None
+            s.wake.set()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= MAX_CONNECTIONS:
+            writer.write(wire.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
+            writer.close()
+            return
+        self.connections += 1
+        try:
+            try:
+                req = await wire.read_request(reader)
+                if req is None:
+                    return
+                self.check_host(req)
+                reply = await self.routes.dispatch(req, reader, writer)
+            except wire.HttpError as e:
+                reply = wire.error_response(e.status, e.message)
+            if reply:
+                writer.write(reply)
+                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+        except (ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            pass
+        except Exception:
+            log.exception("web: request failed")
+            try:
+                writer.write(wire.error_response(500, "internal error (see the daemon's log)"))
+            except (ConnectionError, RuntimeError):
+                pass
+        finally:
+            self.connections -= 1
+            writer.close()
+
+    def check_host(self, req: wire.Request) -> None:
+        """Bound to the loopback, a request must name a loopback host and our port."""
+        if self.allow_remote:
+            return
+        host = req.headers.get("host", "")
+        name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if name.strip("[]") not in ("127.0.0.1", "localhost", "::1") or port != str(self.port):
+            raise wire.HttpError(421, f"Host {host!r} is not this server: use {self.url}")
+
+    # -- live state ---------------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """Something changed: rebuild and push the state soon (coalesced)."""
+        self._dirty = True
+        if self.streams and self._publish_at is None:
+            delay = max(0.0, self._next_build - self.loop.time())
+            self._publish_at = self.loop.call_later(delay, self._publish)
+
+    def _publish(self) -> None:
+        self._publish_at = None
+        if not self.streams:
+            return
+        data = self.state()
+        for s in self.streams:
+            s.state = data
+            s.wake.set()
+
+    def state(self) -> bytes:
+        """The dashboard's state as JSON, rebuilt if something changed and the last build is
+        not too recent: builds take at most a tenth of the loop's time, however many ask."""
+        import json
+
+        from berth.web import auth, view
+
+        now = self.loop.time()
+        stale = self._dirty or now - self._state_at > MAX_AGE
+        if self._state is None or (stale and now >= self._next_build):
+            t0 = time.perf_counter()
+            snap = view.snapshot(self.engine, auth.anonymous(), self.observer, self.history)
+            snap["tick"] = self.tick
+            self._state = json.dumps(snap, separators=(",", ":")).encode()
+            self._state_at, self._dirty = now, False
+            self._next_build = now + max(MIN_INTERVAL, 10 * (time.perf_counter() - t0))
+        return self._state
+
+    def _on_tick(self) -> None:
+        self._timer = self.loop.call_later(self.tick, self._on_tick)
+        try:
+            self._sample()
+        except Exception:
+            log.exception("web: sampling failed")
+        self.notify()
+
+    def _sample(self) -> None:
+        import json
+
+        from berth.daemon.store import Store
+        from berth.web import auth, view
+        from berth.web.history import DAY, Sample
+
+        gpus = view.gpus(self.engine, auth.anonymous())
+        counts = self.observer.queue_counts()
+        util = {g["index"]: float(g["util"]) for g in gpus if g["util"] is not None}
+        mem = {
+            g["index"]: g["memory_used"] / g["memory_total"]
+            for g in gpus
+            if g["memory_used"] is not None and g["memory_total"]
+        }
+        now = time.time()
+        s = Sample(
+            now, util, mem, counts["RUNNING"] + counts["COMPLETING"], counts["PENDING"],
+            view.held_by_user(gpus),
+        )  # fmt: skip
+        row = self.history.add(s)
+        if row is not None:
+            self.engine.journal.execute(Store.SAMPLE_SQL, [row])
+            self.engine.journal.execute(Store.PRUNE_SAMPLES_SQL, [(now - DAY,)])
+        if self.streams:
+            point = self.history.series(now, span=self.tick / 2)["points"]
+            data = json.dumps({"gpus": sorted(util), "points": point}, separators=(",", ":"))
+            for st in self.streams:
+                st.samples = [*st.samples[-50:], data.encode()]
+                st.wake.set()
+
+    async def stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one live viewer until it goes (or the server closes)."""
+        if len(self.streams) >= MAX_STREAMS:
+            raise wire.HttpError(503, f"more than {MAX_STREAMS} live viewers")
+        writer.write(wire.response(200, b"", "text/event-stream; charset=utf-8", length=False))
+        me = _Stream()
+        me.state = self.state()
+        self.streams.add(me)
+        gone = asyncio.ensure_future(reader.read(1))  # the viewer closes: EOF
+        try:
+            while not gone.done():
+                chunks = [b"event: sample\ndata: " + d + b"\n\n" for d in me.samples]
+                if me.state is not None:
+                    chunks.append(b"event: state\ndata: " + me.state + b"\n\n")
+                me.samples, me.state = [], None
+                writer.write(b"".join(chunks) if chunks else b": ping\n\n")
+                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+                me.wake.clear()
+                waker = asyncio.ensure_future(me.wake.wait())
+                await asyncio.wait(
+                    {waker, gone}, timeout=HEARTBEAT, return_when=asyncio.FIRST_COMPLETED
+                )
+                waker.cancel()
+                if self._srv is None or not self._srv.is_serving():
+                    break
+        finally:
+            self.streams.discard(me)
+            gone.cancel()
+
+
+def _recent_finished(engine: Engine) -> list[dict[str, object]]:
+    """The last jobs that finished, oldest first (one read of the store at start)."""
+    from berth.core.job import Job
+    from berth.daemon import views
+    from berth.web.observe import RECENT
+
+    rows = []
+    for d in engine.store.finished_recent(RECENT):
+        try:
+            rows.append(views.row(Job.from_dict(d), None))
+        except (KeyError, ValueError, TypeError):
+            continue
+    return rows[::-1]

@@ -1,0 +1,172 @@
+"""The dashboard's picture of the daemon, built from what the socket's handlers answer.
+
+GPUs come with their latest NVML reading (the daemon's poll) and everyone holding them:
+queue jobs (the ``status`` handler), daemonless ``berth run`` / ``acquire()`` claims and the
+waiters reserving GPUs (the claim ledger, as ``berth status`` reads it), and processes
+outside berth. The queue is the ``queue`` handler's rows (running first, then pending in
+order, with their reasons), cut to :data:`MAX_ROWS`, plus the last jobs that finished.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from berth.core.states import State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.daemon.engine import Engine
+    from berth.daemon.handlers import Peer
+    from berth.web.history import History
+    from berth.web.observe import Observer
+
+MAX_ROWS = 300  # queue rows sent to the page (the counts are always whole)
+_HOLDING = (State.RUNNING, State.COMPLETING)
+
+
+def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any]:
+    from berth.daemon import protocol
+    from berth.daemon.handlers import HANDLERS
+
+    req: dict[str, Any] = {"type": kind, **fields}
+    protocol.check_request(req)
+    out = HANDLERS[kind](engine, peer, req)
+    assert isinstance(out, dict)  # (the read handlers answer at once)
+    return out
+
+
+def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
+    """Every GPU with its reading and its holders."""
+    status = _call("status", engine, peer)
+    own = {j.extra.get("lease") for j in engine.jobs.values() if j.state in _HOLDING}
+    own.update(lease.lease_id for lease in engine.committing.values())
+    ledger = engine.res.ledger.scan(bodies=True)
+    by_uuid = engine.res.by_uuid
+    claims: dict[int, list[dict[str, Any]]] = {}
+    for c in ledger.claims:
+        s = by_uuid.get(c.uuid)
+        if s is None or c.lease in own:
+            continue
+        claims.setdefault(s.index, []).append(
+            {
+                "kind": "claim",
+                "user": c.user or str(c.uid),
+                "pid": c.pids[0] if c.pids else None,
+                "share": c.share,
+                "mem": c.memory or None,
+                "since": c.since,
+                "command": c.command,
+            }
+        )
+    from berth.claims.ledger import user_name
+
+    for w in ledger.waiters:
+        for uuid, share, _mem in w.reserve:
+            s = by_uuid.get(uuid)
+            if s is not None:
+                claims.setdefault(s.index, []).append(
+                    {"kind": "reserved", "user": user_name(w.uid), "pid": w.pid, "share": share,
+                     "command": w.want}
+                )  # fmt: skip
+    out = []
+    for s in engine.res.snapshots:
+        entry = status["gpus"].get(str(s.index), {})
+        holders: list[dict[str, Any]] = [
+            {"kind": "job", "id": j["id"], "name": j["name"], "user": j["user"],
+             "share": j["share"]}
+            for j in entry.get("jobs", [])
+        ]  # fmt: skip
+        holders += claims.get(s.index, [])
+        others = entry.get("others") or {}
+        if others.get("busy"):
+            label = "; ".join(p for p in str(others.get("label", "")).split("; ") if "outside" in p)
+            holders.append({"kind": "outside", "label": label or "processes outside berth"})
+        out.append(
+            {
+                "index": s.index,
+                "uuid": s.uuid,
+                "name": s.name,
+                "healthy": s.healthy,
+                "error": s.error,
+                "logical": s.logical,
+                "memory_used": s.memory_used,
+                "memory_total": s.memory_total,
+                "util": s.utilization,
+                "mem_util": s.memory_utilization,
+                "power": s.power_draw,
+                "power_limit": s.power_limit,
+                "temp": s.temperature,
+                "paused": bool(entry.get("paused")),
+                "holders": holders,
+            }
+        )
+    return out
+
+
+def held_by_user(gpu_list: list[dict[str, Any]]) -> dict[str, float]:
+    """user -> GPUs held now (jobs and claims; a share counts as its fraction)."""
+    out: dict[str, float] = {}
+    for g in gpu_list:
+        for h in g["holders"]:
+            if h["kind"] in ("job", "claim"):
+                out[h["user"]] = out.get(h["user"], 0.0) + float(h.get("share") or 1.0)
+    return out
+
+
+def queue(engine: Engine, peer: Peer, observer: Observer) -> dict[str, Any]:
+    rows = _call("queue", engine, peer)["jobs"]
+    return {
+        "counts": observer.queue_counts(),
+        "total": len(rows),
+        "rows": rows[:MAX_ROWS],
+        "recent": list(observer.recent),
+    }
+
+
+def users(
+    engine: Engine, gpu_list: list[dict[str, Any]], history: History, now: float
+) -> list[dict[str, Any]]:
+    held = held_by_user(gpu_list)
+    hours = history.gpu_hours(now)
+    table: dict[str, dict[str, Any]] = {}
+
+    def entry(user: str) -> dict[str, Any]:
+        return table.setdefault(
+            user, {"user": user, "gpus": 0.0, "running": 0, "pending": 0, "gpu_hours": 0.0}
+        )
+
+    for job in engine.jobs.values():
+        e = entry(job.user)
+        if job.state is State.PENDING:
+            e["pending"] += 1
+        else:
+            e["running"] += 1
+    for user, n in held.items():
+        entry(user)["gpus"] = round(n, 3)
+    for user, h in hours.items():
+        entry(user)["gpu_hours"] = round(h, 3)
+    return sorted(table.values(), key=lambda e: (-e["gpus"], -e["running"], e["user"]))
+
+
+def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -> dict[str, Any]:
+    """Everything the page shows (the same for every viewer: who may act is the page's
+    business to show, and the server's to enforce)."""
+    now = time.time()
+    gpu_list = gpus(engine, peer)
+    return {
+        "now": now,
+        "host": os.uname().nodename,
+        "daemon": {
+            "pid": os.getpid(),
+            "started": observer.started_at,
+            "queue_paused": engine.queue_paused,
+            "gpu_error": engine.res.error,
+            "policy": engine.opts.policy or "balanced",
+        },
+        "gpus": gpu_list,
+        "queue": queue(engine, peer, observer),
+        "users": users(engine, gpu_list, history, now),
+    }
