@@ -306,6 +306,12 @@ def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {"stopping": True, "running_jobs": len(engine.runs)}
 
 
+def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    from berth.web.auth import token_reply
+
+    return token_reply(engine, peer)
+
+
 HANDLERS: dict[str, Handler] = {
     "ping": ping,
     "submit": submit,
@@ -319,4 +325,5 @@ HANDLERS: dict[str, Handler] = {
     "resume": resume,
     "status": status,
     "shutdown": shutdown,
+    "web_token": web_token,
 }
