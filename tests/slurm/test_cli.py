@@ -1,0 +1,143 @@
+"""`berth submit/queue/show/cancel/logs` on the test Slurm, as a user types them: the same
+commands as on the local queue, with --backend slurm (or BERTH_BACKEND=slurm)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from helpers import wait_until
+
+
+class Cli:
+    def __init__(self, fake_gpus: Any, slurm: Any) -> None:
+        self.root = str(fake_gpus.root)
+        self.env = {**fake_gpus.env, **slurm.env, "BERTH_BACKEND": "slurm"}
+
+    def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "berth.cli.main", *args],
+            env={**self.env, **env},
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "berth.cli.main", *args],
+            env=self.env,
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+@pytest.fixture
+def berth(fake_gpus: Any, slurm: Any) -> Cli:
+    return Cli(fake_gpus, slurm)
+
+
+def _state(berth: Cli, job_id: str) -> str:
+    import json
+
+    rows = json.loads(berth("queue", "--all", "--json").stdout)
+    return next((r["state"] for r in rows if r["id"] == job_id), "")
+
+
+def test_submit_queue_show_and_logs(berth: Cli) -> None:
+    sub = berth("submit", "--parsable", "-g", "2", "-J", "two", "--", "sh", "-c",
+                "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 30")  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip()
+    wait_until(lambda: _state(berth, job) == "RUNNING", timeout=20, message="it runs")
+    queue = berth("queue").stdout.splitlines()
+    assert queue[0].split() == ["JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)"]
+    row = next(line.split() for line in queue if line.split()[0] == job)
+    assert row[1:4] == ["two", "root", "R"] and row[5] == "gpu:2" and row[6] == "localhost"
+    show = berth("show", job).stdout
+    assert f"Job {job} (two) of root on Slurm: RUNNING" in show
+    assert "TresPerNode=gres:gpu:2" in show and "script: " in show
+    logs = wait_until(lambda: berth("logs", job).stdout, timeout=20, message="output")
+    gpus = logs.strip().removeprefix("gpus=").split(",")
+    assert len(gpus) == 2 and len(set(gpus)) == 2
+    said = berth("cancel", job)
+    assert (said.returncode, said.stdout) == (0, f"job {job}: cancelled\n")
+    wait_until(lambda: _state(berth, job) == "CANCELLED", timeout=20, message="cancelled")
+
+
+def test_logs_follow_streams_until_the_job_ends_with_its_status(berth: Cli) -> None:
+    job = berth("submit", "--parsable", "--", "sh", "-c",
+                "for i in 1 2 3; do echo line$i; sleep 0.3; done; exit 4").stdout.strip()  # fmt: skip
+    follow = berth("logs", "-f", job)
+    assert follow.stdout == "line1\nline2\nline3\n"
+    assert follow.returncode == 4
+
+
+def test_logs_follow_of_a_cancelled_job_ends(berth: Cli) -> None:
+    job = berth("submit", "--parsable", "--", "sh", "-c", "echo started; sleep 60").stdout.strip()
+    follower = berth.popen("logs", "-f", job)
+    assert follower.stdout is not None
+    assert follower.stdout.readline() == "started\n"
+    assert berth("cancel", job).returncode == 0
+    assert follower.wait(timeout=20) == 1
+    follower.stdout.close()
+    assert follower.stderr is not None
+    follower.stderr.close()
+
+
+def test_submit_wait_and_interactive(berth: Cli) -> None:
+    waited = berth("submit", "--wait", "--", "sh", "-c", "exit 5")
+    assert waited.returncode == 5
+    assert "FAILED (exit code 5)" in waited.stderr
+    live = berth("submit", "-i", "--", "echo", "hello", "$HOME")
+    assert (live.returncode, live.stdout) == (0, "hello $HOME\n")
+
+
+def test_an_array_with_a_throttle(berth: Cli) -> None:
+    sub = berth("submit", "--array", "0-3%2", "--", "sh", "-c", "echo task $BERTH_ARRAY_TASK_ID")
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.split()[2]
+    assert sub.stdout == (
+        f"Submitted job {job} to Slurm: an array of 4 tasks ({job}_0..{job}_3, at most 2 at once)\n"
+    )
+    wait_until(lambda: _state(berth, f"{job}_3") == "COMPLETED", timeout=30, message="done")
+    for i in range(4):
+        assert berth("logs", f"{job}_{i}").stdout == f"task {i}\n"
+    whole = berth("logs", job)
+    assert whole.returncode == 2 and "is an array" in whole.stderr
+
+
+def test_refusals_in_berths_words_change_nothing(berth: Cli) -> None:
+    too_big = berth("submit", "-g", "9", "--", "true")
+    assert too_big.returncode == 1
+    assert too_big.stderr.startswith("berth: Slurm refused the job: no node has what it asks")
+    mem = berth("submit", "--mem", "12G", "--", "true")
+    assert mem.returncode == 2
+    assert "--mem: not on Slurm: Slurm does not schedule by GPU memory" in mem.stderr
+    bad_dep = berth("submit", "--dependency", "afterok:99999", "--", "true")
+    assert bad_dep.returncode == 2 and "Slurm knows no job 99999" in bad_dep.stderr
+    assert berth("queue").stdout.count("\n") == 1  # only the header: nothing waits or runs
+
+
+def test_the_local_queue_refuses_what_only_slurm_does(berth: Cli) -> None:
+    out = berth("submit", "--backend", "local", "--array", "0-3", "--", "true")
+    assert out.returncode == 2 and "no job arrays yet" in out.stderr
+    out = berth("submit", "--backend", "local", "--partition", "gpu", "--", "true")
+    assert out.returncode == 2 and "--partition is for Slurm" in out.stderr
+    out = berth("logs", "--backend", "local", "3_1")
+    assert out.returncode == 2 and "the local queue's jobs are numbers" in out.stderr
+
+
+def test_the_backend_comes_from_the_config(berth: Cli, tmp_path: Any) -> None:
+    config = os.path.join(str(tmp_path), "config.toml")
+    with open(config, "w") as f:
+        f.write('[queue]\nbackend = "slurm"\n')
+    sub = berth("submit", "--parsable", "--", "true", BERTH_BACKEND="", BERTH_CONFIG=config)
+    assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.stderr
