@@ -37,6 +37,9 @@ Example::
     max_job_time = "24h"       # every job stops there; a longer -t is refused at submit
     kill_after = "30s"         # grace between SIGTERM and SIGKILL at a time limit or cancel
     policy = "balanced"        # scheduling policy (berth help daemon lists them)
+    http = "127.0.0.1:8765"    # serve the web dashboard and /metrics there (default: off)
+    http_anonymous = true      # viewers without a token may read (false: sign in to view)
+    http_allow_remote = false  # allow a non-loopback http address (plain HTTP: use a TLS proxy)
 
     [queue]
     backend = "slurm"          # submit/queue/show/cancel/logs go to Slurm (default "local")
@@ -46,7 +49,7 @@ Example::
     log_dir = "/shared/me/berth"  # logs and batch scripts (default <state dir>/slurm)
 
 The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval, --keep-finished,
---policy) override these keys for one run; the keys hold across restarts.
+--policy, --http) override these keys for one run; the keys hold across restarts.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "max_job_time": (str, int, float),
         "kill_after": (str, int, float),
         "keep_finished": (str, int, float),
+        "http": (str,),
+        "http_anonymous": (bool,),
+        "http_allow_remote": (bool,),
     },
     "queue": {"backend": (str,)},
     "slurm": {"partition": (str,), "log_dir": (str,)},
@@ -135,6 +141,9 @@ class Config:
         "backend",
         "claims_dir",
         "files",
+        "http",
+        "http_allow_remote",
+        "http_anonymous",
         "inventory",
         "keep_finished",
         "kill_after",
@@ -159,6 +168,9 @@ class Config:
         self.max_job_time: float | None = None
         self.kill_after: float = 30.0
         self.keep_finished: float = 30 * 86400.0  # finished jobs' records, then purged
+        self.http: str | None = None  # the dashboard's address (berth.web), None: off
+        self.http_anonymous = True
+        self.http_allow_remote = False
         self.backend: str = "local"  # where queue commands go: "local" or "slurm"
         self.slurm_partition: str | None = None
         self.slurm_log_dir: str | None = None
@@ -214,8 +226,11 @@ def _check(path: str, raw: dict[str, Any]) -> None:
                     f"config file {path!r}: unknown key {key!r} in [{section}]; "
                     f"known: {', '.join(keys)}"
                 )
-            if not isinstance(value, types) or isinstance(value, bool):
-                names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                names = {
+                    int: "an integer", float: "a number", str: "a string", list: "a list",
+                    bool: "true or false",
+                }  # fmt: skip
                 want = " or ".join(names[t] for t in types)
                 raise ConfigError(
                     f"config file {path!r}: [{section}] {key} = {value!r} must be {want}"
@@ -294,6 +309,19 @@ def load() -> Config:
                 f"config file {path!r}: [daemon] poll_interval = {value} must be in (0, 3600]"
             )
         cfg.poll_interval = float(value)
+    for key in ("http_anonymous", "http_allow_remote"):
+        if (item := get("daemon", key)) is not None:
+            setattr(cfg, key, item[1])
+    if (item := get("daemon", "http")) is not None:
+        from berth.errors import UsageError
+        from berth.web.bind import parse_bind
+
+        path, value = item
+        try:
+            parse_bind(value, cfg.http_allow_remote)
+        except UsageError as e:
+            raise ConfigError(f"config file {path!r}: [daemon] {e}") from None
+        cfg.http = value
     for key in ("max_job_time", "kill_after", "keep_finished"):
         if (item := get("daemon", key)) is not None:
             path, value = item

@@ -17,8 +17,8 @@ every 0.25 s and at most 10% of the loop's time however many viewers; see :meth:
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
+import socket
 import time
 
 from berth.web import wire
@@ -35,46 +35,8 @@ WRITE_TIMEOUT = 10.0
 HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
-DEFAULT_PORT = 8765
 
 ACTIVE: WebServer | None = None  # the daemon's server, for the ``web_token`` answer
-
-
-def parse_bind(text: str, allow_remote: bool = False) -> tuple[str, int]:
-    """``127.0.0.1:8765``, ``[::1]:8765``, ``localhost:8765``, ``:8765`` or ``8765`` ->
-    (host, port). A host that is not a loopback address is refused unless ``allow_remote``."""
-    from berth.errors import UsageError
-
-    raw = text.strip()
-    host, port_text = "127.0.0.1", raw
-    if raw.startswith("["):
-        host, _, rest = raw[1:].partition("]")
-        port_text = rest.removeprefix(":") or str(DEFAULT_PORT)
-    elif ":" in raw:
-        host, _, port_text = raw.rpartition(":")
-        host = host or "127.0.0.1"
-    elif not raw.isdigit():
-        host, port_text = raw, str(DEFAULT_PORT)
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise UsageError(
-            f"--http {text!r}: the port must be a number 0..65535 (e.g. 127.0.0.1:8765)"
-        )
-    if host == "localhost":
-        host = "127.0.0.1"
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        raise UsageError(
-            f"--http {text!r}: {host!r} is not an IP address; give one, e.g. 127.0.0.1:8765"
-        ) from None
-    if not addr.is_loopback and not allow_remote:
-        raise UsageError(
-            f"--http {text!r}: {host} is not a loopback address. The dashboard is plain HTTP "
-            "(tokens would cross the network in clear): keep it on 127.0.0.1 and reach it "
-            "through `ssh -L 8765:127.0.0.1:8765`, or, behind a TLS proxy, allow it with "
-            "--http-allow-remote ([daemon] http_allow_remote = true)"
-        )
-    return str(addr), int(port_text)
 
 
 class _Stream:
@@ -132,12 +94,11 @@ class WebServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on ``sock`` (bound by :func:`berth.web.bind.listen` to our host and port)."""
         global ACTIVE
-        self._srv = await asyncio.start_server(
-            self._connection, self.host, self.port, limit=wire.MAX_HEAD, reuse_address=True
-        )
-        self.port = self._srv.sockets[0].getsockname()[1]  # (port 0: the one given)
+        self._srv = await asyncio.start_server(self._connection, sock=sock, limit=wire.MAX_HEAD)
+        self.port = sock.getsockname()[1]  # (port 0: the one the kernel gave)
         self.observer.listeners.append(self.notify)
         self.observer.attach()
         self._timer = self.loop.call_soon(self._on_tick)
