@@ -80,12 +80,19 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     os.makedirs(os.path.dirname(opts.socket) or ".", mode=0o700, exist_ok=True)
     socket_lock = _lock(opts.socket + ".lock", f"socket {opts.socket}")
     sock = _bind(opts.socket)
+    web_sock = None
+    if cfg.http:  # the dashboard's port, bound now: in use, the daemon does not start
+        from berth.web.bind import listen, parse_bind
+
+        web_sock = listen(*parse_bind(cfg.http, cfg.http_allow_remote))
     from berth.daemon.spawner import Spawner
 
     spawner = Spawner()  # a fresh, small interpreter that forks the supervisors
     try:
-        return asyncio.run(_main(opts, cfg, sock, ready, spawner))
+        return asyncio.run(_main(opts, cfg, sock, ready, spawner, web_sock))
     finally:
+        if web_sock is not None:
+            web_sock.close()
         spawner.close()
         try:
             os.unlink(opts.socket)
@@ -101,6 +108,7 @@ async def _main(
     sock: socket.socket,
     ready: Callable[[], None] | None,
     spawner: Spawner,
+    web_sock: socket.socket | None = None,
 ) -> int:
     from berth.claims.ledger import Ledger
     from berth.claims.wake import Watcher
@@ -158,6 +166,16 @@ async def _main(
             log.warning("admin group %r does not exist", cfg.admin_group)
     server = Server(engine, admin_gid)
     srv = await asyncio.start_unix_server(server.handle, sock=sock)
+    web = None
+    if web_sock is not None:  # `--http`: the dashboard and /metrics (berth.web)
+        from berth.web.server import WebServer
+
+        host, port = web_sock.getsockname()[:2]
+        web = WebServer(
+            engine, host, port, anonymous=cfg.http_anonymous,
+            allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
+        )  # fmt: skip
+        await web.start(web_sock)
     watcher = Watcher(ledger.path)
     if watcher.fd is not None:
         loop.add_reader(watcher.fd, _on_claims, watcher, engine)
@@ -189,6 +207,8 @@ async def _main(
         ready()
     await engine.stop_event.wait()
     srv.close()
+    if web is not None:
+        web.close()
     log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
     await engine.drain()
     engine.pool.close()  # idle supervisors exit; busy ones finish their attempt first
