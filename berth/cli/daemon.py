@@ -6,6 +6,8 @@
   berth daemon --paused-after-crash # after an unclean stop, start nothing until `berth resume --all`
   berth daemon --stop               # stop it; running jobs keep running and are adopted later
   berth daemon --exit-with $$       # stop it when this shell exits (a session's own queue)
+  berth daemon --http               # also serve the dashboard on http://127.0.0.1:8765/
+  berth daemon --http 127.0.0.1:9000 --http-no-anonymous   # sign in (berth web-token) to view
 
 The socket is $BERTH_SOCKET, else [daemon] socket in the config, else
 $XDG_RUNTIME_DIR/berth/daemon.sock (or /tmp/berth-UID/daemon.sock); state (database, job logs)
@@ -53,6 +55,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exit-with", metavar="PID", type=int, help="stop when process PID exits (as --stop)"
     )
+    p.add_argument(
+        "--http",
+        nargs="?",
+        const="127.0.0.1:8765",
+        metavar="ADDR",
+        help="serve the web dashboard and /metrics on ADDR (default 127.0.0.1:8765; loopback "
+        "only unless --http-allow-remote; [daemon] http)",
+    )
+    p.add_argument(
+        "--http-no-anonymous",
+        action="store_true",
+        help="viewers need a token (berth web-token) to read the dashboard too",
+    )
+    p.add_argument(
+        "--http-allow-remote",
+        action="store_true",
+        help="allow a non-loopback --http address (plain HTTP: put a TLS proxy in front)",
+    )
     p.add_argument("--stop", action="store_true", help="stop the running daemon")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -80,6 +100,16 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
             from berth.errors import UsageError
 
             raise UsageError(f"invalid --poll-interval {args.poll_interval!r}: use 0.1 to 3600")
+    if getattr(args, "http_allow_remote", False):
+        cfg.http_allow_remote = True
+    if getattr(args, "http_no_anonymous", False):
+        cfg.http_anonymous = False
+    if getattr(args, "http", None):
+        cfg.http = args.http
+    if cfg.http:
+        from berth.web.bind import parse_bind
+
+        parse_bind(cfg.http, cfg.http_allow_remote)  # (a bad address fails here, clearly)
     policy = args.policy or cfg.policy
     if policy:
         from berth.core.policy import check_policy
