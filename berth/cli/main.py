@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "resume": "berth.cli.pause",
     "simulate": "berth.cli.simulate",
     "demo": "berth.cli.demo",
+    "web-token": "berth.cli.webtoken",
 }
 
 TOPICS: dict[str, str] = {"config": "berth.config", "exit-codes": "berth.errors"}
@@ -53,6 +54,7 @@ Claim GPUs:   run, release
 Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, hold, release-job,
               pause, resume
 Plan:         simulate
+Dashboard:    web-token (the dashboard: `berth daemon --http`)
 Try it:       demo
 
 `berth help COMMAND` shows a command's options and examples; `berth help config` the config
