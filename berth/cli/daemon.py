@@ -6,6 +6,7 @@
   berth daemon --paused-after-crash # after an unclean stop, start nothing until `berth resume --all`
   berth daemon --stop               # stop it; running jobs keep running and are adopted later
   berth daemon --exit-with $$       # stop it when this shell exits (a session's own queue)
+  berth daemon --inside-slurm --exit-with $$   # a queue on the GPUs of this Slurm allocation
   berth daemon --http               # also serve the dashboard on http://127.0.0.1:8765/
   berth daemon --http 127.0.0.1:9000 --http-no-anonymous   # sign in (berth web-token) to view
 
@@ -54,6 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--foreground", action="store_true", help="do not detach; log to stderr")
     p.add_argument(
         "--exit-with", metavar="PID", type=int, help="stop when process PID exits (as --stop)"
+    )
+    p.add_argument(
+        "--inside-slurm",
+        action="store_true",
+        help="manage only this Slurm allocation's GPUs (docs/slurm.md)",
     )
     p.add_argument(
         "--http",
@@ -145,6 +151,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.stop:
         return _stop(args)
+    if args.inside_slurm:
+        from berth import config
+        from berth.cli.inside_slurm import apply
+
+        apply(args, config.get())
     opts, cfg = _options(args)
     assert isinstance(opts, Options)
     from berth.daemon.main import serve

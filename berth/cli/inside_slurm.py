@@ -1,0 +1,101 @@
+"""``berth daemon --inside-slurm``: a berth queue inside one Slurm allocation.
+
+Slurm hands the allocation whole GPUs; berth packs many small and fractional jobs onto them,
+so a sweep of 200 half-GPU jobs needs one allocation, not 200. The daemon manages exactly the
+allocation's GPUs: those ``CUDA_VISIBLE_DEVICES`` names (Slurm sets it, in the numbering the
+allocation's processes see), else ``SLURM_JOB_GPUS`` (the node's indices). Its socket and
+state live in a node-local directory of the allocation (:func:`berth.daemon.paths.
+allocation_dir`), where every `berth` command run inside the allocation finds it, so two
+allocations on one node, or on nodes sharing a home directory, never meet.
+
+    salloc --gres=gpu:4 -t 8:00:00
+    berth daemon --inside-slurm --exit-with $$
+    berth submit --file sweep.txt -g 0.5
+"""
+
+from __future__ import annotations
+
+import os
+
+from berth.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping, Sequence
+
+    from berth.config import Config
+    from berth.devices.model import GpuSnapshot
+
+
+def allocation_gpus(gpus: Sequence[GpuSnapshot], environ: Mapping[str, str]) -> list[GpuSnapshot]:
+    """The GPUs of the allocation among ``gpus`` (all GPUs NVML shows on this node)."""
+    from berth.devices.visible import restrict_to_visible
+
+    job = environ.get("SLURM_JOB_ID")
+    if not job:
+        raise UsageError(
+            "--inside-slurm: not inside a Slurm allocation (no SLURM_JOB_ID); run it in an "
+            "salloc shell, an sbatch script or an srun step"
+        )
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip():
+        mine = restrict_to_visible(gpus, visible)
+        if not mine:
+            raise UsageError(
+                f"--inside-slurm: CUDA_VISIBLE_DEVICES={visible!r} names none of this node's "
+                f"{len(gpus)} GPU(s)"
+            )
+        return mine
+    listed = environ.get("SLURM_JOB_GPUS") or environ.get("SLURM_STEP_GPUS") or ""
+    if not listed.strip():
+        raise UsageError(
+            f"--inside-slurm: Slurm job {job} has no GPUs (neither CUDA_VISIBLE_DEVICES nor "
+            "SLURM_JOB_GPUS is set); allocate some, e.g. salloc --gres=gpu:4"
+        )
+    by_index = {g.index: g for g in gpus}
+    out = []
+    for item in listed.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) not in by_index:
+            raise UsageError(
+                f"--inside-slurm: SLURM_JOB_GPUS={listed!r} names GPU {item!r}, which this node "
+                f"does not have (GPUs {', '.join(str(i) for i in sorted(by_index))})"
+            )
+        out.append(by_index[int(item)])
+    return out
+
+
+def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
+    """Restrict the daemon to the allocation's GPUs (``cfg``'s inventory) and give it the
+    allocation's socket and state dir unless named. Returns the UUIDs of its GPUs."""
+    from berth.daemon.paths import allocation_dir
+    from berth.devices import read_gpus
+
+    mine = allocation_gpus(read_gpus(cfg, process_details=False), os.environ)
+    uuids = [g.uuid for g in mine]
+    inv = cfg.inventory
+    if inv.manage is not None:  # the config may narrow it further, never widen it
+        keep = set(inv.manage)
+        uuids = [g.uuid for g in mine if g.uuid in keep or str(g.index) in keep]
+        if not uuids:
+            raise UsageError(
+                "--inside-slurm: [inventory] manage in the config leaves none of the "
+                "allocation's GPUs"
+            )
+    inv.manage = tuple(uuids)
+    alloc = allocation_dir()
+    assert alloc is not None  # SLURM_JOB_ID is set: allocation_gpus checked
+    if not args.socket and not os.environ.get("BERTH_SOCKET"):
+        args.socket = os.path.join(alloc, "daemon.sock")
+    if not args.state_dir and not os.environ.get("BERTH_STATE_DIR"):
+        args.state_dir = os.path.join(alloc, "state")
+    os.makedirs(alloc, mode=0o700, exist_ok=True)
+    for d in (os.path.dirname(alloc), alloc):  # in a shared /tmp: ours, and only ours
+        st = os.lstat(d)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022 or not os.path.isdir(d):
+            raise UsageError(
+                f"--inside-slurm: {d} is not a private directory of yours (owner uid "
+                f"{st.st_uid}, mode {st.st_mode & 0o777:o}); remove it, or set TMPDIR"
+            )
+    return uuids
