@@ -15,13 +15,13 @@ import os
 
 def allocation_dir() -> str | None:
     """Inside a Slurm job: the node-local directory of its own daemon (``berth daemon
-    --inside-slurm``), ``$TMPDIR/berth-<uid>/slurm-<cluster>-<job id>``; else None."""
+    --inside-slurm``), ``$TMPDIR/berth-<uid>/slurm-<job id>``; else None. (Not named by the
+    cluster too: srun's steps do not get SLURM_CLUSTER_NAME.)"""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
         return None
-    cluster = os.environ.get("SLURM_CLUSTER_NAME") or "slurm"
     base = os.environ.get("TMPDIR") or "/tmp"
-    return os.path.join(base, f"berth-{os.getuid()}", f"slurm-{cluster}-{job}")
+    return os.path.join(base, f"berth-{os.getuid()}", f"slurm-{job}")
 
 
 def socket_path(configured: str | None = None) -> str:
