@@ -11,7 +11,8 @@ Three kinds of file live in the ledger directory:
     the GPU capacity it reserves (see :mod:`berth.claims.fairness`).
 ``t.<lease>.<n>``
     a file being created (locked, then renamed into place, so that no claim or waiter file is
-    ever visible unlocked).
+    ever visible unlocked). Nobody looks at one before it is TEMP_GRACE seconds old (it may
+    not be locked yet); an older one nobody holds is removed by its owner or root.
 
 A body is one JSON object with a ``crc`` (CRC-32 of the rest): a truncated or scribbled body
 is detected, reported, and rebuilt from what the kernel knows (owner, holders' pids).
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 CLAIM = "c."
 WAITER = "w."
 TEMP = "t."
+TEMP_GRACE = 60.0  # seconds: a temporary file younger than this may be in the making
 _ESC = {"%": "%25", ".": "%2E", "/": "%2F"}
 
 
@@ -111,7 +113,8 @@ def decode_body(data: bytes) -> dict[str, Any] | None:
 
 
 def write_body(fd: int, body: bytes) -> None:
-    """Replace the content of the file open on ``fd`` (the holder's own descriptor)."""
+    """Replace the content of the file open on ``fd`` (the holder's own descriptor). Takes no
+    lock: a reader that catches it half-written sees a bad checksum and reads again."""
     os.pwrite(fd, body, 0)
     os.ftruncate(fd, len(body))
 
@@ -120,12 +123,15 @@ def create_locked(dirpath: str, final: str, body: bytes, tag: str) -> int:
     """Create ``dirpath/final`` holding ``body``, shared-locked by the returned descriptor.
 
     The file is written and locked under a temporary name and then renamed into place, so it
-    is never visible unlocked. The descriptor is open read-write: its last close (the holder's
+    is never visible unlocked. It is created readable by its owner only, so no other user
+    can take a lock on it before ours (an exclusive one would make us wait); only then is it
+    made readable by all. The descriptor is open read-write: its last close (the holder's
     death) raises IN_CLOSE_WRITE, which wakes waiters."""
     tmp = os.path.join(dirpath, f"{TEMP}{tag}.{os.getpid()}")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # (contended at most by our own or root's quick look)
         os.fchmod(fd, 0o644)  # whatever the umask: readable by all, writable by the owner
         os.write(fd, body)
         os.rename(tmp, os.path.join(dirpath, final))
@@ -140,9 +146,10 @@ def create_locked(dirpath: str, final: str, body: bytes, tag: str) -> int:
 
 
 class Probe:
-    """What one look at a ledger file found. ``alive`` is None if the file is gone."""
+    """What one look at a ledger file found. ``alive`` is None if the file is gone, or is no
+    ledger file at all (see :func:`probe`)."""
 
-    __slots__ = ("alive", "body", "corrupt", "dev", "ino", "nlink", "uid")
+    __slots__ = ("alive", "body", "corrupt", "dev", "ino", "mtime", "nlink", "uid")
 
     def __init__(self) -> None:
         self.alive: bool | None = None
@@ -150,27 +157,37 @@ class Probe:
         self.dev = 0
         self.ino = 0
         self.nlink = 0
+        self.mtime = 0.0
         self.body: dict[str, Any] | None = None
         self.corrupt = False
+
+
+_OPEN_PROBE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_EXHAUSTED = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)  # our trouble, not the file's
 
 
 def probe(path: str, *, read: bool = True) -> Probe:
     """Is the file at ``path`` held (flock'ed) by a living process? Reads its body if so.
 
-    Opens read-only (no IN_CLOSE_WRITE on close). A file that can be locked exclusively has
-    no holder left: it is dead for good (files are never visible unlocked, never reused)."""
+    Opens read-only (no IN_CLOSE_WRITE on close), never following a symlink and never
+    blocking (a FIFO). Anything but a regular file readable by every user is no ledger file
+    (``alive`` None), whoever looks: a symlink, FIFO, socket or directory planted under a
+    ledger name, or a file its owner made unreadable (only its owner can). A file that can be
+    locked exclusively has no holder left: it is dead for good (files are never visible
+    unlocked, never reused)."""
     p = Probe()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, _OPEN_PROBE)
     except OSError as e:
-        if e.errno in (errno.ENOENT, errno.ELOOP):
-            return p
-        raise
+        if e.errno in _EXHAUSTED:
+            raise
+        return p  # gone (ENOENT), a symlink (ELOOP), unreadable (EACCES), a socket (ENXIO)...
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or not st.st_mode & stat.S_IROTH:
             return p
         p.uid, p.dev, p.ino, p.nlink = st.st_uid, st.st_dev, st.st_ino, st.st_nlink
+        p.mtime = st.st_mtime
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -186,12 +203,19 @@ def probe(path: str, *, read: bool = True) -> Probe:
             p.alive = False
             return p
         if read:
-            data = os.pread(fd, 65536, 0)
-            p.body = decode_body(data)
+            p.body = decode_body(os.pread(fd, 65536, 0))
+            if p.body is None:  # caught half-way through a rewrite? look once more
+                p.body = decode_body(os.pread(fd, 65536, 0))
             p.corrupt = p.body is None
     finally:
         os.close(fd)
     return p
+
+
+def renew(fd: int) -> None:
+    """Show that the holder of ``fd`` is alive and answering: set the file's mtime to now.
+    (Raises only IN_ATTRIB, which wakes nobody; see :mod:`berth.claims.wake`.)"""
+    os.utime(fd)
 
 
 def lock_owners(st: os.stat_result) -> list[int]:

@@ -62,9 +62,8 @@ class Lease:
         self.pids = sorted({*self.pids, *pids})
         if command is not None:
             self.command = command
-        with self.ledger.locked():
-            for fd, uuid, index in zip(self.fds, self.uuids, self.indices, strict=True):
-                files.write_body(fd, self.body(uuid, index))
+        for fd, uuid, index in zip(self.fds, self.uuids, self.indices, strict=True):
+            files.write_body(fd, self.body(uuid, index))
 
     def release(self) -> None:
         """End the claims: unlink the files (waking waiters) and close the descriptors."""

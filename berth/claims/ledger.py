@@ -1,10 +1,11 @@
-"""The claim ledger: scan the living claims, and claim GPUs atomically under one short lock.
+"""The claim ledger: scan the living claims, and claim GPUs all or none, without any lock.
 
-Truth is the set of living claim files (see :mod:`berth.claims.files`). Every claim is made
-under an exclusive ``flock`` of ``<dir>/.lock``: scan the living claims and waiters, compute
-what is held on each GPU (plus what older waiters reserve), choose, and create the claim
-files of ALL chosen GPUs or none. Dead files (no holder left) are ignored at once and removed
-by whoever may remove them (their owner, or root); nothing needs cleaning for correctness.
+Truth is the set of living claim files (see :mod:`berth.claims.files`). A claim is made by
+creating the claim files of ALL chosen GPUs, then checking that they fit next to every other
+living claim, and withdrawing them all if not (:mod:`berth.claims.verify`): no lock, so no
+user of the host can make anybody wait, the daemon's event loop included. Dead files (no
+holder left) are ignored at once and removed by whoever may remove them (their owner, or
+root); nothing needs cleaning for correctness.
 
 Parts: :mod:`berth.claims.state` (what a scan reads: claims, waiters, what they hold),
 :mod:`berth.claims.lease` (the claims this process holds), :mod:`berth.claims.procs`
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import time
 
@@ -23,18 +23,20 @@ from berth.claims import files
 from berth.claims.lease import Lease
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
-from berth.errors import Refused, UsageError
+from berth.errors import BerthError, Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
+    Chosen = Sequence[GpuSnapshot] | Sequence[tuple[str, int | None]] | Sequence[str]
+
 __all__ = [
     "LOCK",
-    "LOCK_TIMEOUT",
+    "ClaimConflict",
     "ClaimInfo",
     "Lease",
     "Ledger",
@@ -46,36 +48,20 @@ __all__ = [
     "user_name",
 ]
 
-LOCK = ".lock"
+LOCK = ".lock"  # berth before issue 11 locked <dir>/.lock; nothing opens it now (ignored)
 
-LOCK_TIMEOUT = 30.0  # seconds: the lock is held for milliseconds by any healthy process
+TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
 
 
-def _lock(fd: int, path: str) -> None:
-    """Exclusive flock of the ledger lock; a clear error if some process sits on it (e.g. one
-    stopped with Ctrl-Z in the middle of a claim) instead of hanging every claimer."""
+class ClaimConflict(BerthError):
+    """A claim withdrawn because another, made at the same moment, took the capacity."""
+
+
+def _older(path: str, now: float, seconds: float) -> bool:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        pass
-    deadline = time.monotonic() + LOCK_TIMEOUT
-    pause = 0.0005
-    while True:
-        time.sleep(pause)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        if time.monotonic() > deadline:
-            owners = files.lock_owners(os.fstat(fd))
-            who = ", ".join(f"pid {p} ({command_line(p)})" for p in owners) or "an unknown process"
-            raise Refused(
-                f"the claims lock {path!r} has been held for {LOCK_TIMEOUT:g} s by {who}: "
-                "a stopped or stuck process? resume or end it (berth release needs it too)"
-            )
-        pause = min(pause * 2, 0.005)
+        return now - os.lstat(path).st_mtime > seconds
+    except OSError:
+        return False
 
 
 class Ledger:
@@ -88,52 +74,42 @@ class Ledger:
             path = claims_dir(cfg)
         self.path = path
         self.euid = os.geteuid()
-
-    # -- locking -----------------------------------------------------------------------------
+        self._claimable = False
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the ledger's exclusive lock (every claim and waiter change happens under it)."""
-        lock = os.path.join(self.path, LOCK)
-        try:
-            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            fd = self._create_lock(lock)
-        except PermissionError:
-            raise Refused(
-                f"cannot open the claims lock {lock!r}: ask the admin to make it readable (mode 0666)"
-            ) from None
-        try:
-            _lock(fd, lock)
-            yield
-        finally:
-            os.close(fd)  # read-only: raises no IN_CLOSE_WRITE
+        """Does nothing: the ledger has no lock any more (:mod:`berth.claims.verify`). Kept
+        only for callers written before; :meth:`claim` checks what it made, by itself."""
+        yield
 
-    def _create_lock(self, lock: str) -> int:
-        try:
-            fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            os.fchmod(fd, 0o666)
-            return fd
-        except FileExistsError:
-            return os.open(lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except PermissionError:
-            raise Refused(
-                f"cannot create files in the claims directory {self.path!r}: ask the admin to "
-                "make it mode 1777, or set BERTH_CLAIMS_DIR"
-            ) from None
+    def check_claimable(self) -> None:
+        """Raise Refused if this process must not claim here (root in another user's
+        directory: see :func:`berth.claims.paths.check_claimable`)."""
+        if not self._claimable:
+            from berth.claims.paths import check_claimable
+
+            check_claimable(self.path)
+            self._claimable = True
 
     # -- reading -----------------------------------------------------------------------------
 
     def scan(self, *, bodies: bool = True, clean: bool = False) -> State:
-        """The living claims and waiters. ``clean``: remove dead files we may remove (call
-        under :meth:`locked`)."""
+        """The living claims and waiters. ``bodies``: read the claims' bodies (who, pids,
+        command: capacity is in the names); waiters' are always read (their reservations).
+        ``clean``: remove the dead files we may remove."""
         claims: list[ClaimInfo] = []
         waiters: list[WaiterInfo] = []
-        seen: set[tuple[int, int]] = set()
+        seen: set[tuple[object, ...]] = set()
         try:
             names = os.listdir(self.path)
         except FileNotFoundError:
             return State([], [])
+        except OSError as e:
+            raise Refused(
+                f"cannot list the claims directory {self.path!r}: {e.strerror}; ask the admin "
+                "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
+            ) from None
+        now = time.time()
         for name in sorted(names):
             kind = name[:2]
             if kind not in (files.CLAIM, files.WAITER, files.TEMP):
@@ -143,28 +119,34 @@ class Ledger:
             parsed_waiter = files.parse_waiter_name(name) if kind == files.WAITER else None
             if kind != files.TEMP and parsed_claim is None and parsed_waiter is None:
                 continue
-            p = files.probe(path, read=bodies and kind != files.TEMP)
+            if kind == files.TEMP and not (clean and _older(path, now, files.TEMP_GRACE)):
+                continue  # perhaps not locked yet: in the making, not dead
+            read = kind == files.WAITER or (bodies and kind == files.CLAIM)
+            p = files.probe(path, read=read)
+            if p.alive and parsed_claim is not None and p.nlink > 1 and not read:
+                p = files.probe(path)  # a second name: its body says which one is the claim
             if p.alive is None:
                 continue
             if not p.alive:
                 if clean:
                     self._remove_dead(path, p)
                 continue
-            if kind == files.TEMP or (p.dev, p.ino) in seen:
-                continue  # being created; or a second name (hard link) of one claim
+            if kind == files.TEMP:
+                continue  # an old one, held: its maker is still at it
             if parsed_claim is not None:
+                key: tuple[object, ...] = (p.dev, p.ino, parsed_claim[0])
                 c = ClaimInfo(name, path, parsed_claim)
                 c.fill(p)
-                if p.nlink > 1 and c.corrupt and p.body is not None:
-                    continue  # a hard link under a name its body disowns: not a claim
-                seen.add((p.dev, p.ino))
+                if key in seen or (p.nlink > 1 and c.corrupt and p.body is not None):
+                    continue  # a second name of one claim; a hard link its body disowns
+                seen.add(key)
                 claims.append(c)
-            elif parsed_waiter is not None:
+            elif parsed_waiter is not None and (p.dev, p.ino) not in seen:
                 seen.add((p.dev, p.ino))
                 w = WaiterInfo(name, path, *parsed_waiter)
-                w.fill(p)
+                w.fill(p, now)
                 waiters.append(w)
-        waiters.sort(key=lambda w: w.ticket)
+        waiters.sort(key=lambda w: (w.ticket, w.lease))
         return State(claims, waiters)
 
     def _remove_dead(self, path: str, p: files.Probe) -> None:
@@ -174,7 +156,9 @@ class Ledger:
 
     def repair(self, state: State) -> int:
         """Rewrite corrupt bodies of claims we own (root: all) from what the kernel knows.
-        Returns how many were rewritten."""
+        Returns how many were rewritten. Only the very file scanned is written (a regular
+        file of one name, same owner, same inode), and only if its body is still corrupt:
+        root never writes through a name somebody swapped or linked meanwhile."""
         done = 0
         for c in state.claims:
             if not c.corrupt or self.euid not in (0, c.uid):
@@ -187,22 +171,78 @@ class Ledger:
                     "since": c.since, "label": "rebuilt", "repaired": time.time(),
                 }
             )  # fmt: skip
+            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
             try:
-                fd = os.open(c.path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = os.open(c.path, flags)
             except OSError:
                 continue
             try:
-                files.write_body(fd, body)
-                done += 1
+                st = os.fstat(fd)
+                if (
+                    (st.st_dev, st.st_ino) == c.ident
+                    and st.st_nlink == 1
+                    and st.st_uid == c.uid
+                    and files.decode_body(os.pread(fd, 65536, 0)) is None
+                ):
+                    files.write_body(fd, body)
+                    done += 1
+            except OSError:
+                pass
             finally:
                 os.close(fd)
         return done
 
     # -- claiming ----------------------------------------------------------------------------
 
+    def claim(
+        self,
+        chosen: Chosen,
+        share: float,
+        mem: int | None,
+        *,
+        memory_total: Mapping[str, int | None] | None = None,
+        skip: Collection[str] = (),
+        label: str | None = None,
+        command: str | None = None,
+        pids: Iterable[int] = (),
+    ) -> Lease | None:
+        """Claim ``chosen`` (snapshots, (uuid, index) pairs or uuids): all or none. Never
+        waits. Returns None, leaving nothing behind, if the claim does not fit next to the
+        living claims (counted when checked, after the files were made: see
+        :mod:`berth.claims.verify`); the caller may look again.
+
+        Declared memory is checked against ``memory_total`` (default: the snapshots'). Leases
+        in ``skip`` (this user's) are not counted. Older waiters' reservations are the
+        caller's to respect (see :meth:`try_claim`, :func:`berth.claims.waiting.attempt`).
+        Raises Refused if this process may not claim here, OSError if files cannot be made."""
+        from berth.claims.verify import conflicts
+
+        self.check_claimable()
+        pairs: list[tuple[str, int | None]] = []
+        totals: dict[str, int | None] = {}
+        for g in chosen:
+            if isinstance(g, str):
+                pairs.append((g, None))
+            elif isinstance(g, tuple):
+                pairs.append(g)
+            else:
+                pairs.append((g.uuid, g.index))
+                totals[g.uuid] = g.memory_total
+        totals.update(memory_total or {})
+        lease = self._create(pairs, share, mem, label=label, command=command, pids=pids)
+        try:
+            why = conflicts(self.path, lease, totals, skip)
+        except BaseException:
+            lease.release()
+            raise
+        if why is not None:
+            lease.release()
+            return None
+        return lease
+
     def create(
         self,
-        chosen: Sequence[GpuSnapshot] | Sequence[tuple[str, int | None]],
+        chosen: Chosen,
         share: float,
         mem: int | None,
         *,
@@ -210,12 +250,26 @@ class Ledger:
         command: str | None = None,
         pids: Iterable[int] = (),
     ) -> Lease:
-        """Create the claim files for ``chosen`` (snapshots, or (uuid, index) pairs): all or
-        none. Call under :meth:`locked`, after checking capacity."""
-        pairs = [
-            (g, None) if isinstance(g, str) else (g if isinstance(g, tuple) else (g.uuid, g.index))
-            for g in chosen
-        ]
+        """:meth:`claim`, raising ClaimConflict where it returns None (for callers written
+        before it; new code should call :meth:`claim`)."""
+        lease = self.claim(chosen, share, mem, label=label, command=command, pids=pids)
+        if lease is None:
+            raise ClaimConflict(
+                "another process claimed the same GPU at the same moment; look again"
+            )
+        return lease
+
+    def _create(
+        self,
+        pairs: list[tuple[str, int | None]],
+        share: float,
+        mem: int | None,
+        *,
+        label: str | None,
+        command: str | None,
+        pids: Iterable[int],
+    ) -> Lease:
+        """Make the claim files of ``pairs`` ((uuid, index)): all, or none and raise."""
         lease = Lease(self, files.new_lease_id(), [u for u, _ in pairs], [i for _, i in pairs])
         lease.share, lease.mem = share, mem
         lease.pids = sorted({os.getpid(), *pids})
@@ -253,12 +307,20 @@ class Ledger:
     ) -> Lease | None:
         """Claim exactly these GPUs now, or return None if one of them lacks the capacity
         (share, declared memory against ``memory_total``, older waiters' reservations).
-        Never waits; all or none. This is the daemon's entry point."""
+        Never waits for anybody; all or none. (A claim made at the same moment by another
+        process may make both withdraw: then it looks again, a few times, milliseconds
+        apart.)"""
+        import random
+
         if not 0 < share <= 1:
             raise UsageError(f"share {share!r}: must be above 0 and at most 1")
         if len(set(uuids)) != len(uuids) or not uuids:
             raise UsageError(f"GPUs {list(uuids)!r}: name each GPU once, at least one")
-        with self.locked():
+        totals = memory_total or {}
+        pairs = [(u, (indices or {}).get(u)) for u in uuids]
+        for attempt in range(TRIES):
+            if attempt:
+                time.sleep(random.uniform(0, 0.002 * 2**attempt))
             state = self.scan(bodies=False, clean=True)
             held = state.held()
             if respect_waiters:
@@ -266,11 +328,12 @@ class Ledger:
             for uuid in uuids:
                 h = held.get(uuid)
                 h_share, h_mem = (h.share, h.memory) if h is not None else (0.0, 0)
-                total = (memory_total or {}).get(uuid)
+                total = totals.get(uuid)
                 if h_share + share > 1 + 1e-9:
                     return None
                 if mem and total is not None and h_mem + mem > total:
                     return None
-            pairs = [(u, (indices or {}).get(u)) for u in uuids]
-            return self.create(pairs, share, mem, label=label, command=command)
-
+            lease = self.claim(pairs, share, mem, memory_total=totals, label=label, command=command)
+            if lease is not None:
+                return lease
+        return None

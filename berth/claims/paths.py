@@ -12,8 +12,10 @@ The ledger is one directory that every user of the host shares (the first that a
 
 A directory berth creates gets mode 1777 (world-writable and sticky, like ``/tmp``): every user
 can add claim files, and only a file's owner (or root, or the directory's owner) can remove it.
-A directory owned by another non-root user that is not sticky and world-writable is refused:
-that user could delete or replace anyone's claims.
+Refused (:func:`check_dir`): a symlink another user owns, a world-writable directory without
+the sticky bit, a directory of another non-root user that is not mode 1777. Root claims only
+in a directory root owns (:func:`check_claimable`): the owner of a directory can remove any
+file in it.
 """
 
 from __future__ import annotations
@@ -49,8 +51,21 @@ def _make(path: str) -> bool:
     return os.path.isdir(path)
 
 
+def _owner(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def check_dir(path: str) -> str:
-    """Raise UsageError unless ``path`` is a directory berth may keep claims in."""
+    """Raise UsageError unless ``path`` is a directory berth may keep claims in: a real
+    directory (or a symlink that root or this user made: whoever owns a symlink can re-point
+    it, splitting the host's claims in two), not world-writable unless sticky (else anyone
+    could remove anyone's claims), and, if another non-root user owns it, shared like /tmp
+    (mode 1777)."""
     try:
         st = os.lstat(path)
     except OSError as e:
@@ -58,29 +73,65 @@ def check_dir(path: str) -> str:
             f"claims directory {path!r}: {e.strerror}; create it (mode 1777) or set "
             "BERTH_CLAIMS_DIR to a directory every user of the GPUs can write"
         ) from None
+    me = os.geteuid()
     if stat.S_ISLNK(st.st_mode):
-        real = os.path.realpath(path)
-        st = os.stat(real)
+        if st.st_uid not in (0, me):
+            raise UsageError(
+                f"claims directory {path!r} is a symbolic link that belongs to "
+                f"{_owner(st.st_uid)}, who could point it elsewhere at any moment; ask the "
+                "admin to remove it and create /run/berth (install -d -m 1777 /run/berth), "
+                "or set BERTH_CLAIMS_DIR"
+            )
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise UsageError(
+                f"claims directory {path!r}: {e.strerror} (a dangling symbolic link); "
+                "remove it or set BERTH_CLAIMS_DIR"
+            ) from None
     if not stat.S_ISDIR(st.st_mode):
         raise UsageError(
             f"claims directory {path!r} is not a directory: remove it or set BERTH_CLAIMS_DIR"
         )
-    me = os.geteuid()
-    shared = st.st_mode & 0o1002 == 0o1002  # sticky and world-writable
-    if st.st_uid not in (0, me) and not shared:
-        import pwd
-
-        try:
-            owner = pwd.getpwuid(st.st_uid).pw_name
-        except KeyError:
-            owner = str(st.st_uid)
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o002 and not mode & 0o1000:
+        raise UsageError(
+            f"claims directory {path!r} is world-writable but not sticky (mode {mode:o}): "
+            f"any user could remove anyone's claims; chmod +t {path} (mode 1777)"
+        )
+    if st.st_uid not in (0, me) and mode & 0o1007 != 0o1007:
+        owner = _owner(st.st_uid)
         raise UsageError(
             f"claims directory {path!r} belongs to {owner} and is not sticky and "
-            f"world-writable (mode {stat.S_IMODE(st.st_mode):o}): {owner} could remove or "
-            "replace anyone's claims there; ask the admin to create /run/berth (mode 1777) "
-            "or set BERTH_CLAIMS_DIR"
+            f"world-writable (mode {mode:o}): {owner} could remove or replace anyone's claims "
+            "there; ask the admin to create /run/berth (mode 1777) or set BERTH_CLAIMS_DIR"
         )
     return path
+
+
+def check_claimable(path: str) -> None:
+    """Raise Refused if root would claim in a directory another user owns.
+
+    The owner of a directory may remove or rename any file in it, sticky bit or not: claims
+    made there (the daemon's, for every user's jobs) are only as safe as that user is honest.
+    Users may still share such a directory among themselves (it is how /tmp/berth-claims
+    starts when nobody set up /run/berth); root refuses, and says how to set one up."""
+    from berth.errors import Refused
+
+    if os.geteuid() != 0:
+        return
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # (claiming will say what is wrong)
+    if st.st_uid != 0:
+        owner = _owner(st.st_uid)
+        raise Refused(
+            f"root does not claim GPUs in {path!r}: it belongs to {owner}, who could remove "
+            "or rename the claims in it (a GPU would then be handed out twice); create a "
+            "directory root owns: install -d -m 1777 /run/berth (berth uses it before "
+            "/tmp/berth-claims, unless [claims] dir or BERTH_CLAIMS_DIR names another)"
+        )
 
 
 def claims_dir(cfg: Config | None = None, *, create: bool = True) -> str:

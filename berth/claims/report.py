@@ -1,7 +1,8 @@
 """The claims section of ``berth status``: who holds which GPU, and who waits.
 
 Under each GPU: one line per claim (``claimed by alice pid 4242 share 0.5 mem 30.0G since
-10:02:11: python train.py``); below the table, the waiters in arrival order. In ``--json``:
+10:02:11: python train.py``); below the table, the waiters in arrival order (one that has stopped answering, e.g. stopped
+with Ctrl-Z, is shown as such: it reserves nothing). In ``--json``:
 ``"claims"`` (every field of every living claim) and ``"waiters"``. A claim whose file body
 is corrupt is shown rebuilt from what the kernel knows (owner, holders' pids), marked
 "(rebuilt)", and its body is rewritten when its owner (or root) looks.
@@ -50,11 +51,18 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
     waiters = []
     for k, w in enumerate(state.waiters, 1):
         reserve = ",".join(str(index.get(u, u)) for u, _, _ in w.reserve) or "none"
-        lines.append(
-            f"  {k}. {user_name(w.uid)} pid {w.pid or '?'} wants {w.want or '?'} "
-            f"(reserves GPU {reserve})"
+        what = (
+            f"stopped or not answering for {w.age:.0f} s: reserves nothing"
+            if w.stale
+            else f"reserves GPU {reserve}"
         )
-        waiters.append({"user": user_name(w.uid), "pid": w.pid, "want": w.want, "reserve": reserve})
+        lines.append(f"  {k}. {user_name(w.uid)} pid {w.pid or '?'} wants {w.want or '?'} ({what})")
+        waiters.append(
+            {
+                "user": user_name(w.uid), "pid": w.pid, "want": w.want, "reserve": reserve,
+                "stale": w.stale, "idle_seconds": round(w.age, 1),
+            }
+        )  # fmt: skip
     return Section(
         "claims",
         title="waiting for GPUs (oldest first):" if lines else "",

@@ -1,5 +1,10 @@
 """The living claims and waiters at one moment, as a ledger scan reads them, and what they
 hold on each GPU (for selection) or reserve (for fairness). See :mod:`berth.claims.ledger`.
+
+A waiter renews its file's mtime every ``WAITER_RENEW`` seconds while it waits. One that has
+not for ``WAITER_STALE`` seconds (stopped with Ctrl-Z, frozen, being debugged) could not take
+what it is offered: it is *stale*, and reserves nothing until it answers again (it keeps its
+ticket, so it is back in its place in line as soon as it runs).
 """
 
 from __future__ import annotations
@@ -8,6 +13,9 @@ import os
 
 from berth.claims import files
 from berth.claims.procs import descends_from, user_name
+
+WAITER_RENEW = 1.0  # seconds between a waiting process's signs of life
+WAITER_STALE = 3.0  # seconds without one after which its reservation lapses
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,8 +30,8 @@ class ClaimInfo:
     """One living claim of one GPU, as read from the ledger."""
 
     __slots__ = (
-        "command", "corrupt", "gpus", "index", "label", "lease", "memory", "name", "path",
-        "pids", "share", "since", "uid", "user", "uuid",
+        "command", "corrupt", "gpus", "ident", "index", "label", "lease", "memory", "name",
+        "path", "pids", "share", "since", "uid", "user", "uuid",
     )  # fmt: skip
 
     def __init__(self, name: str, path: str, parsed: tuple[str, str, float, int]) -> None:
@@ -39,9 +47,11 @@ class ClaimInfo:
         self.gpus: list[str] = [self.uuid]
         self.label: str | None = None
         self.corrupt = False
+        self.ident = (0, 0)  # (device, inode) of the file, as probed
 
     def fill(self, probe: files.Probe) -> None:
         self.uid = probe.uid
+        self.ident = (probe.dev, probe.ino)
         self.user = user_name(probe.uid)  # the file's owner is the holder: never the body
         self.corrupt = probe.corrupt
         body = probe.body or {}
@@ -61,27 +71,39 @@ class ClaimInfo:
             self.pids = files.holders(self.path)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("path",)}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("path", "ident")}
 
 
 class WaiterInfo:
-    """One living waiter: its ticket (arrival order) and the capacity it reserves."""
+    """One living waiter: its ticket (arrival order) and the capacity it reserves.
 
-    __slots__ = ("lease", "name", "path", "pid", "reserve", "ticket", "uid", "want")
+    ``wanted``: the reservation its file names; ``reserve``: what it does reserve, the same
+    unless it is ``stale`` (no sign of life for ``age`` > WAITER_STALE seconds): nothing."""
+
+    __slots__ = (
+        "age", "lease", "name", "path", "pid", "reserve", "stale", "ticket", "uid", "wanted",
+        "want",
+    )  # fmt: skip
 
     def __init__(self, name: str, path: str, ticket: int, lease: str) -> None:
         self.name, self.path, self.ticket, self.lease = name, path, ticket, lease
         self.uid = -1
         self.pid: int | None = None
         self.want: str | None = None
+        self.wanted: list[tuple[str, float, int]] = []
         self.reserve: list[tuple[str, float, int]] = []
+        self.age = 0.0
+        self.stale = False
 
-    def fill(self, probe: files.Probe) -> None:
+    def fill(self, probe: files.Probe, now: float) -> None:
         self.uid = probe.uid
+        self.age = max(0.0, now - probe.mtime)
+        self.stale = self.age > WAITER_STALE
         body = probe.body or {}
         self.pid = body.get("pid") if isinstance(body.get("pid"), int) else None
         self.want = body.get("want") if isinstance(body.get("want"), str) else None
-        for item in body.get("reserve", []):
+        reserve = body.get("reserve")
+        for item in reserve if isinstance(reserve, list) else []:
             if (
                 isinstance(item, list)
                 and len(item) == 3
@@ -89,7 +111,8 @@ class WaiterInfo:
                 and isinstance(item[1], (int, float))
                 and isinstance(item[2], int)
             ):
-                self.reserve.append((item[0], float(item[1]), item[2]))
+                self.wanted.append((item[0], float(item[1]), item[2]))
+        self.reserve = [] if self.stale else self.wanted
 
 
 class State:

@@ -1,15 +1,20 @@
-"""Claim GPUs, waiting for them if need be: attempt under the ledger lock, else register as a
-waiter (see :mod:`berth.claims.fairness`) and sleep until the ledger changes (inotify) or the
-poll interval passes (for changes outside berth, seen only through NVML)."""
+"""Claim GPUs, waiting for them if need be: attempt a claim, else register as a waiter (see
+:mod:`berth.claims.fairness`) and sleep until the ledger changes (inotify), the poll interval
+passes (for changes outside berth, seen only through NVML), or an older waiter whose
+reservation stands in the way stops answering (its reservation then lapses: see
+:mod:`berth.claims.state`). While it sleeps a waiter renews its file every WAITER_RENEW
+seconds, so that others know it would still take what it waits for."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 
 from berth.claims import files
 from berth.claims.ledger import State, command_line, merge, user_name
+from berth.claims.state import WAITER_RENEW, WAITER_STALE
 from berth.errors import WaitTimeout
 
 TYPE_CHECKING = False
@@ -18,6 +23,7 @@ if TYPE_CHECKING:
 
     from berth.claims.fairness import Reservation
     from berth.claims.ledger import Lease, Ledger
+    from berth.claims.wake import Watcher
     from berth.devices.model import GpuSnapshot
     from berth.select import Held, Request, Selection
 
@@ -37,6 +43,7 @@ class Waiter:
         self.fd = -1
         self.reserve: Reservation = []
         self.since = time.time()
+        self.renewed = 0.0  # time.monotonic() of the last sign of life
 
     def _body(self) -> bytes:
         return files.encode_body(
@@ -48,17 +55,37 @@ class Waiter:
         )  # fmt: skip
 
     def register(self, state: State) -> None:
-        """Take a ticket after every living waiter's (call under the ledger lock)."""
+        """Take a ticket after every living waiter's (``state``: a fresh scan)."""
+        self.ledger.check_claimable()
         last = max((w.ticket for w in state.waiters), default=0)
         self.ticket = max(time.time_ns(), last + 1)
         self.name = files.waiter_name(self.ticket, self.lease)
         self.fd = files.create_locked(self.ledger.path, self.name, self._body(), f"{self.lease}.w")
+        self.renewed = time.monotonic()
 
     def update(self, reserve: Reservation) -> None:
-        """Rewrite the reservation if it changed (wakes younger waiters: IN_MODIFY)."""
+        """Rewrite the reservation if it changed (wakes younger waiters: IN_MODIFY); renew
+        the file in any case."""
         if reserve != self.reserve:
             self.reserve = reserve
             files.write_body(self.fd, self._body())
+            self.renewed = time.monotonic()
+        else:
+            self.renew()
+
+    def renew(self) -> None:
+        """A sign of life (the file's mtime; wakes nobody): see :mod:`berth.claims.state`.
+        Back from a silence long enough for others to have ignored its reservation (it was
+        stopped), it rewrites its file instead, which wakes younger waiters (IN_MODIFY): its
+        reservation stands again, from its old place in line."""
+        if self.fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            if time.monotonic() - self.renewed > WAITER_STALE:
+                files.write_body(self.fd, self._body())
+            else:
+                files.renew(self.fd)
+        self.renewed = time.monotonic()
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -78,34 +105,35 @@ def attempt(
     command: str | None = None,
     register: bool = True,
 ) -> tuple[Lease | None, Selection, State, Waiter | None, int]:
-    """One try under the ledger lock: claim if the request can be met now, else register (or
-    update) this process's waiter. Returns (lease, selection, state, waiter, position)."""
+    """One try: claim if the request can be met now, else register (or update) this
+    process's waiter. Returns (lease, selection, state, waiter, position). A selection that
+    is ``ok`` without a lease lost a race with a claim made at the same moment: try again."""
     from berth.claims.fairness import reservation
     from berth.select import select
 
-    with ledger.locked():
-        state = ledger.scan(clean=True)
-        claims = state.held(gpus, skip=state.inherited())
-        older = state.reserved(
-            waiter.ticket if waiter else None, skip=waiter.lease if waiter else None
+    state = ledger.scan(clean=True)
+    inherited = state.inherited()
+    claims = state.held(gpus, skip=inherited)
+    older = state.reserved(waiter.ticket if waiter else None, skip=waiter.lease if waiter else None)
+    sel = select(gpus, request, merge(claims, older))
+    _name_reservations(sel, gpus, claims, older)
+    if sel.ok:
+        lease = ledger.claim(
+            sel.chosen, request.share, request.mem, skip=inherited, label=label, command=command
         )
-        sel = select(gpus, request, merge(claims, older))
-        _name_reservations(sel, gpus, claims, older)
-        if sel.ok:
-            lease = ledger.create(
-                sel.chosen, request.share, request.mem, label=label, command=command
-            )
+        if lease is not None:
             if waiter is not None:
                 waiter.close()
             return lease, sel, state, None, 0
-        if not register:
-            return None, sel, state, waiter, len(state.waiters)
-        if waiter is None:
-            waiter = Waiter(ledger, describe(request), command or command_line())
-            waiter.register(state)
+    if not register:
+        return None, sel, state, waiter, len(state.waiters)
+    if waiter is None:
+        waiter = Waiter(ledger, describe(request), command or command_line())
+        waiter.register(state)
+    if not sel.ok:
         waiter.update(reservation(gpus, request, sel.qualified, claims, older))
-        position = sum(1 for w in state.waiters if w.ticket < waiter.ticket)
-        return None, sel, state, waiter, position
+    position = sum(1 for w in state.waiters if w.ticket < waiter.ticket and not w.stale)
+    return None, sel, state, waiter, position
 
 
 def _name_reservations(
@@ -170,6 +198,7 @@ def wait_claim(
     waiter: Waiter | None = None
     best: Selection | None = None
     settle = _Settle()
+    raced = 0  # claims withdrawn in a row, each for another made at the same moment
     watcher = None  # set up after a first failed attempt (then tried again: no event is lost)
     try:
         while True:
@@ -179,6 +208,11 @@ def wait_claim(
             )
             if lease is not None:
                 return lease
+            if sel.ok and raced < RACES:  # both withdrew: look again after a random pause
+                raced += 1
+                time.sleep(random.uniform(0, 0.002 * 2**raced))
+                continue
+            raced = 0
             if best is None or len(sel.qualified) >= len(best.qualified):
                 best = sel
             if on_wait is not None:
@@ -195,11 +229,56 @@ def wait_claim(
                 continue
             backoff = settle.backoff(now, state, gpus, sel)
             wait = poll if deadline is None else min(poll, deadline - now)
-            names = watcher.wait(min(wait, backoff) if backoff else wait)
+            ahead = [
+                w.path
+                for w in state.waiters
+                if w.reserve
+                and (waiter is None or (w.ticket, w.lease) < (waiter.ticket, waiter.lease))
+            ]
+            names = _sleep(watcher, waiter, min(wait, backoff) if backoff else wait, ahead)
             settle.closed |= {n for n in names if n.startswith(files.CLAIM)}
     finally:
         if waiter is not None:
             waiter.close()
+
+
+RACES = 6  # claims withdrawn in a row before a wait counts as a failed attempt
+
+
+def _sleep(watcher: Watcher, waiter: Waiter | None, timeout: float, ahead: list[str]) -> list[str]:
+    """Wait up to ``timeout`` seconds for a ledger event (the names it touched), renewing
+    ``waiter`` every WAITER_RENEW seconds. Returns ``["*"]`` early when a waiter in ``ahead``
+    (the files of older waiters that reserve something) leaves or stops answering: what it
+    reserved is free for the others then, and no file event says so."""
+    end = time.monotonic() + timeout
+    while True:
+        now = time.monotonic()
+        left = end - now
+        if waiter is not None:
+            if now - waiter.renewed >= WAITER_RENEW:
+                waiter.renew()
+            left = min(left, waiter.renewed + WAITER_RENEW - now)
+        if ahead:
+            lapse = _lapse(ahead)
+            if lapse <= 0:
+                return ["*"]
+            left = min(left, lapse)
+        names = watcher.wait(max(0.0, left))
+        if names or time.monotonic() >= end:
+            return names
+
+
+def _lapse(paths: list[str]) -> float:
+    """Seconds until the first of these waiter files lapses (0: one has, or is gone)."""
+    now = time.time()
+    first = WAITER_STALE
+    for path in paths:
+        try:
+            mtime = os.lstat(path).st_mtime
+        except OSError:
+            return 0.0
+        first = min(first, mtime + WAITER_STALE - now + 0.01)
+    return max(0.0, first)
 
 
 class _Settle:

@@ -156,3 +156,33 @@ def test_reservation_is_deterministic_whatever_the_order() -> None:
     assert [u for u, _, _ in preferred] == [gpus[5].uuid, gpus[0].uuid]
     # A waiter that berth claims ending cannot satisfy reserves nothing.
     assert reservation(gpus, Request(8), [], claims, older) == []
+
+
+def _first_waiter_reserving(n: int) -> bool:
+    waiters = Ledger().scan().waiters
+    return bool(waiters) and not waiters[0].stale and len(waiters[0].reserve) == n
+
+
+def test_a_stopped_waiter_reserves_nothing_and_keeps_its_place(fake_gpus: Any, spawn: Any) -> None:
+    """A waiter stopped with Ctrl-Z (or frozen) cannot take what it waits for: within a few
+    seconds its reservation lapses, so idle GPUs go to others (before issue 11 they stayed idle
+    for as long as it was stopped). Resumed, it reserves again from its old place in line."""
+    fake_gpus.setup(n=2)
+    held = [hold(i) for i in range(2)]
+    big = spawn(gpus=2)
+    wait_until(lambda: _first_waiter_reserving(2), timeout=10, message="the waiter to reserve")
+    os.kill(big.pid, signal.SIGSTOP)
+    for lease in held:
+        lease.release()
+    small, _ = claim(build_request(1), timeout=15)  # a newcomer gets an idle GPU
+    (w,) = Ledger().scan().waiters
+    assert w.stale and w.reserve == [] and len(w.wanted) == 2
+    status = fake_gpus.berth("status")
+    assert "stopped or not answering" in status.stdout, status.stdout
+    os.kill(big.pid, signal.SIGCONT)
+    wait_until(lambda: _first_waiter_reserving(2), timeout=10, message="the waiter to return")
+    with pytest.raises(WaitTimeout, match="reserved for an older waiter"):
+        claim(build_request(1), timeout=0)  # first in line again: the free GPU is its
+    small.release()
+    out, err = big.communicate(timeout=10)
+    assert out.startswith("got 0,1"), err

@@ -1,125 +1,21 @@
 """Claims across Unix users: they see each other's claims; a user can neither remove, rewrite,
 replace nor release another's; root's `berth release` can end them.
 
-The test creates two users (berth-test-a, berth-test-b) and runs code as them in forked
-children that drop privileges (setgid/setuid) after importing what they need, because the
-interpreter may live where other users cannot read it (e.g. under /root). The GPUs are a
+The tests create two users (berth-test-a, berth-test-b) and run code as them in forked
+children (tests/claims/userkit.py; the ``shared`` fixture is in conftest.py). The GPUs are a
 declared inventory, so no NVML (and no root-only fake state file) is involved.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from helpers import wait_until
-
-USERS = ("berth-test-a", "berth-test-b")
-PRELOAD = (
-    "argparse", "ctypes", "errno", "fcntl", "grp", "json", "pwd", "select", "shlex", "struct",
-    "tomllib", "urllib.parse", "zlib", "berth.api", "berth.claims.admin", "berth.claims.fairness",
-    "berth.claims.files", "berth.claims.lease", "berth.claims.ledger", "berth.claims.paths",
-    "berth.claims.waiting", "berth.claims.wake", "berth.cli.main", "berth.cli.release",
-    "berth.devices", "berth.devices.inventory", "berth.devices.visible", "berth.lease",
-    "berth.select", "berth.units",
-)  # fmt: skip
-
-
-def _ensure_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
-
-
-class AsUser:
-    """Fork a child that becomes ``user`` and runs ``fn``; its JSON result comes back."""
-
-    def __init__(self) -> None:
-        self.children: list[int] = []
-
-    def start(self, user: str, fn: Callable[[], Any], *, hold: bool = False) -> tuple[int, Any]:
-        import importlib
-
-        from berth import config
-
-        pw = pwd.getpwnam(user)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            try:
-                os.close(r)
-                for module in PRELOAD:
-                    importlib.import_module(module)
-                config.reset()
-                config.get()
-                os.setgroups([])
-                os.setgid(pw.pw_gid)
-                os.setuid(pw.pw_uid)
-                os.environ["HOME"] = "/"
-                result: Any = fn()
-                os.write(w, (json.dumps({"ok": result}) + "\n").encode())
-                if hold:
-                    signal.pause()
-            except BaseException as e:  # report anything to the parent
-                os.write(w, (json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n").encode())
-            finally:
-                os._exit(0)
-        os.close(w)
-        self.children.append(pid)
-        with os.fdopen(r) as f:
-            line = f.readline()
-        reply = json.loads(line)
-        assert "error" not in reply, reply["error"]
-        if not hold:
-            os.waitpid(pid, 0)
-            self.children.remove(pid)
-        return pid, reply["ok"]
-
-    def cleanup(self) -> None:
-        for pid in self.children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-
-
-@pytest.fixture
-def shared(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, AsUser]]:
-    if os.geteuid() != 0:
-        pytest.fail("this test needs root (CI runs as root): it creates users")
-    for u in USERS:
-        _ensure_user(u)
-    top = tempfile.mkdtemp(prefix="berth-users-")
-    os.chmod(top, 0o1777)  # like /tmp: the first user to claim creates the ledger there
-    claims = os.path.join(top, "claims")
-    cfg = os.path.join(top, "config.toml")
-    Path(cfg).write_text('[inventory]\ngpus = 4\nmemory = "80G"\n')
-    os.chmod(cfg, 0o644)
-    monkeypatch.setenv("BERTH_CONFIG", cfg)
-    monkeypatch.setenv("BERTH_CLAIMS_DIR", claims)
-    from berth import config
-
-    config.reset()
-    runner = AsUser()
-    try:
-        yield claims, runner
-    finally:
-        runner.cleanup()
-        config.reset()
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def _claim(only: str) -> Any:

@@ -1,0 +1,85 @@
+"""Claim first, then check: how claims exclude each other without any lock.
+
+The ledger directory is shared by every user of the host, so any lock in it is a lock every
+user can take and keep (``flock`` needs only a descriptor): one stopped or hostile process
+would freeze every claimer, the daemon included. So no claim waits for anybody. Instead:
+
+1. the claimer creates its claim files (locked, then renamed into place: see
+   :func:`berth.claims.files.create_locked`), one per GPU;
+2. then it lists the living claims of those GPUs again, its own excepted, and checks that
+   they and its own fit: shares sum to at most 1, declared memory to at most the card's;
+3. if not, it withdraws (unlinks its files) and reports a conflict; the caller may look
+   again a moment later.
+
+Two claims that together would overfill a GPU cannot both stand: each made its file before it
+listed, so whichever listed last saw the other's file (step 2 counts every living claim file,
+whether or not its owner has checked yet) and withdrew. Both may withdraw at once; they then
+retry after a random pause. A process stopped between steps 1 and 3 holds its files like a
+claim (conservatively counted), no more: it blocks only the GPUs it asked for, as a claim
+would, and nobody waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from berth.claims import files
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from berth.claims.lease import Lease
+
+
+def conflicts(
+    path: str,
+    lease: Lease,
+    memory_total: Mapping[str, int | None],
+    skip: Collection[str] = (),
+) -> str | None:
+    """Why ``lease`` (just created in ledger ``path``) must withdraw, or None if it stands.
+
+    ``skip``: leases of ours whose capacity this claim may use (``$BERTH_LEASE``'s, held by
+    an ancestor): their files count only if this user owns them."""
+    mine: set[tuple[int, int]] = set()
+    for fd in lease.fds:
+        st = os.fstat(fd)
+        mine.add((st.st_dev, st.st_ino))
+    share = dict.fromkeys(lease.uuids, lease.share)
+    mem = dict.fromkeys(lease.uuids, lease.mem or 0)
+    seen: set[tuple[int, int, str]] = set()
+    present: set[tuple[int, int]] = set()
+    euid = os.geteuid()
+    for name in os.listdir(path):
+        if not name.startswith(files.CLAIM):
+            continue
+        parsed = files.parse_claim_name(name)
+        if parsed is None or parsed[0] not in share:
+            continue
+        uuid, other, s, m = parsed
+        p = files.probe(os.path.join(path, name), read=False)
+        if p.alive and p.nlink > 1:
+            p = files.probe(os.path.join(path, name))  # which of its names is the claim?
+            if p.body is not None and (p.body.get("lease"), p.body.get("gpu")) != (other, uuid):
+                continue  # a hard link its body disowns: not a claim (counted by its name)
+        if not p.alive:
+            continue
+        ident = (p.dev, p.ino)
+        if ident in mine:
+            present.add(ident)
+            continue
+        if (other in skip and p.uid == euid) or (*ident, uuid) in seen:
+            continue  # (a second name of one file counts once per GPU, never hides another)
+        seen.add((*ident, uuid))
+        share[uuid] += s
+        mem[uuid] += m
+    if present != mine:
+        return "a file of this claim was removed while it was made"
+    for uuid in lease.uuids:
+        if share[uuid] > 1 + 1e-9:
+            return f"GPU {uuid}: claimed at the same moment by another process"
+        total = memory_total.get(uuid)
+        if lease.mem and total is not None and mem[uuid] > total:
+            return f"GPU {uuid}: its memory was declared at the same moment by another process"
+    return None

@@ -1,0 +1,87 @@
+"""The daemon against the shared claim ledger's hostile cases (issue 11): a process sitting on
+a lock file in the claims directory freezes nothing; a stopped daemonless waiter does not keep
+the GPUs it reserved idle. (The ledger's own tests: tests/claims/test_hostile*.py.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from helpers import wait_until
+
+from berth.claims.ledger import Ledger
+from berth.lease import build_request, claim
+
+SITTER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+WAITER = """
+import berth
+with berth.acquire(2, timeout=60, poll=60) as lease:
+    print("got", flush=True)
+"""
+
+
+def test_a_lock_held_for_ever_in_the_claims_dir_freezes_nothing(daemon: Any) -> None:
+    """Before issue 11 every scheduling pass waited 30 s for ``<claims>/.lock`` inside the
+    event loop: the daemon answered nobody, and started nothing."""
+    claims = daemon.fake.claims_dir
+    os.makedirs(claims, exist_ok=True)
+    sitter = subprocess.Popen(
+        [sys.executable, "-c", SITTER, os.path.join(claims, ".lock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sitter.stdout is not None and sitter.stdout.readline() == "locked\n"
+        daemon.start()
+        ids = [daemon.submit(*daemon.workload("--seconds", "0.1"), gpus=1) for _ in range(3)]
+        rows = daemon.wait_done(ids, timeout=20)
+        assert {r["state"] for r in rows.values()} == {"COMPLETED"}
+    finally:
+        sitter.kill()
+        sitter.communicate()
+
+
+def test_a_stopped_waiter_does_not_keep_the_daemons_gpus_idle(daemon: Any) -> None:
+    """The daemon leaves a daemonless waiter's reservation alone while it waits, and uses
+    the GPUs once it is stopped (Ctrl-Z): it could not take them anyway."""
+    daemon.fake.setup(n=2, memory="80G")
+    daemon.start("--poll-interval", "1", gpus=None)
+    held, _ = claim(build_request(1, only="0"), timeout=0)
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", WAITER],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_until(
+            lambda: [len(w.reserve) for w in Ledger().scan().waiters] == [2],
+            timeout=10,
+            message="the waiter to reserve both GPUs",
+        )
+        job = daemon.submit(*daemon.workload("--seconds", "0.1"), gpus=1)
+        wait_until(  # GPU 1 is free but reserved (before issue 11 the job took it)
+            lambda: "reserved by a waiting" in daemon.berth("show", str(job)).stdout,
+            timeout=10,
+            message="the job to wait for the reservation",
+        )
+        os.kill(waiter.pid, signal.SIGSTOP)  # Ctrl-Z
+        rows = daemon.wait_done([job], timeout=20)  # before issue 11: pending for ever
+        assert rows[job]["state"] == "COMPLETED" and rows[job]["nodelist"] == [1]
+    finally:
+        os.killpg(waiter.pid, signal.SIGKILL)
+        waiter.communicate()
+        held.release()
