@@ -383,9 +383,19 @@ function drawCharts() {
 
 // -- start --------------------------------------------------------------------------------
 
+// `berth web-token` prints a link whose fragment (never sent to the server) holds the token.
+function tokenFromLink() {
+  const m = location.hash.match(/token=([A-Za-z0-9.]+)/);
+  if (!m) return false;
+  history.replaceState(null, '', location.pathname);
+  if (m[1] !== token) { setToken(m[1]); whoami(); }
+  return true;
+}
+
 function init() {
   const m = location.hash.match(/token=([A-Za-z0-9.]+)/);
   if (m) { token = m[1]; localStorage.setItem(TOKEN_KEY, token); history.replaceState(null, '', location.pathname); }
+  window.addEventListener('hashchange', tokenFromLink);
   bindSignIn();
   $('filters').addEventListener('click', (e) => {
     const b = e.target.closest('button'); if (!b) return;
