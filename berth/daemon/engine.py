@@ -137,29 +137,34 @@ class Engine(Lifecycle):
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
-        with ledger.locked():
-            others = self.outside_usage(clean=True)
-            decisions = schedule(
-                pending,
-                running,
-                self.res.inventory,
-                others,
-                paused,
-                now,
-                policy=self.opts.policy or DEFAULT_POLICY,
-                done=self.finished_states,
-                explain=explain,
-                presorted=self._presorted,
-                profile=self._profile,
+        others = self.outside_usage(clean=True)
+        decisions = schedule(
+            pending,
+            running,
+            self.res.inventory,
+            others,
+            paused,
+            now,
+            policy=self.opts.policy or DEFAULT_POLICY,
+            done=self.finished_states,
+            explain=explain,
+            presorted=self._presorted,
+            profile=self._profile,
+        )
+        self._decide_seconds = time.perf_counter() - t0
+        for start in decisions.starts:
+            job = self.jobs[start.job_id]
+            lease = ledger.claim(
+                [self.res.by_index[i] for i in start.gpus],
+                start.share,
+                start.mem,
+                label=f"berth job {job.id} ({job.name})",
             )
-            self._decide_seconds = time.perf_counter() - t0
-            for start in decisions.starts:
-                job = self.jobs[start.job_id]
-                pairs = [(self.res.by_index[i].uuid, i) for i in start.gpus]
-                lease = ledger.create(
-                    pairs, start.share, start.mem, label=f"berth job {job.id} ({job.name})"
-                )
-                launches.append((job, (start, lease)))
+            if lease is None:
+                # Another process claimed at the same moment (the ledger has no lock: see
+                # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
+                continue
+            launches.append((job, (start, lease)))
         if explain and not launches:
             self._set_reasons(decisions)
         self._arm_timer(decisions.wakeup, now)
@@ -275,7 +280,7 @@ class Engine(Lifecycle):
     def outside_usage(self, clean: bool = False) -> dict[int, Usage]:
         """GPU index -> what holders other than our jobs use (daemonless claims and waiters,
         processes outside berth): what scheduling passes see. ``clean``: also remove dead
-        claim files (under the ledger's lock)."""
+        claim files."""
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
         return self.res.others(lstate, self._own_leases(), self._own_pids)
 

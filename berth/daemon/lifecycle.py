@@ -14,7 +14,6 @@ import logging
 import os
 import time
 
-from berth.claims.ledger import LOCK
 from berth.core.states import FINISHED, State
 from berth.core.transition import transition
 from berth.daemon import runfile
@@ -135,7 +134,6 @@ class Lifecycle:
                 ls = launch_spec(
                     spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
                 )
-                ls["claims_lock"] = os.path.join(self.res.ledger.path, LOCK)
                 run_fd = runfile.open_run_file(path, self.spares.pop() if self.spares else None)
                 msg = {"job": job.id, "attempt": attempt, "path": path, "spec": ls}
                 slot = self.pool.run(owner, msg, [run_fd, *lease.fds])
