@@ -135,6 +135,7 @@ def send_signal(path: str, pidfd: int, sig: int) -> None:
     tmp = path + ".sig.tmp"
     with open(tmp, "w") as f:
         f.write(str(sig))
+        os.fchmod(f.fileno(), 0o644)  # the supervisor reads it as the job's user
     os.replace(tmp, path + ".sig")
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGUSR1)
