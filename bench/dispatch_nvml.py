@@ -8,9 +8,10 @@ job runs the fake GPU workload (tests/fakenvml/workload.py), which NVML lists as
 the GPU it was given, as a CUDA program would be. Two workloads: 40 x 0.5 s jobs on 4 GPUs, and 8 x 6 s jobs on 2 GPUs.
 
 Each job is the same bash script under both schedulers: it stamps ``s <gpu> <time>`` (bash's
-$EPOCHREALTIME, no fork), runs the workload, and stamps ``e <gpu> <time>``. The gap is the
-next start on a GPU minus the previous end there: the scheduler's whole reaction, without
-the workload's own start-up. The makespan is the last end minus the first start.
+$EPOCHREALTIME, no fork), runs the workload, and stamps ``e <gpu> <time>``. A gap is the time
+a GPU idles after a job's end while jobs wait: until the next start there (or the last start
+anywhere, if none came there): the scheduler's whole reaction, without the workload's own
+start-up. The makespan is the last end minus the first start.
 
 task-spooler (Debian's ``task-spooler``, binary ``tsp`` or ``ts``, which has no GPU support)
 runs the jobs with as many slots as GPUs (``TS_SLOTS``); the script takes the first GPU whose
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import itertools
 import json
 import os
 import shutil
@@ -86,21 +86,25 @@ def fake_nvml(root: str, gpus: int) -> dict[str, str]:
 
 
 def read_stamps(path: str) -> tuple[list[float], float, int]:
-    """(gaps in ms, makespan in s, jobs ended) from a stamps file."""
+    """(gaps in ms, makespan in s, jobs ended) from a stamps file. A gap follows every end
+    while jobs still wait (before the last start): until the next start on that GPU, or, if
+    none came there, until the last start anywhere (the GPU idled while jobs waited)."""
     events: dict[str, list[tuple[float, str]]] = {}
     with open(path) as f:
         for line in f:
-            kind, gpu, t = line.split()
-            events.setdefault(gpu, []).append((float(t), kind))
-    gaps, ends, starts = [], [], []
+            kind, gpu, stamp = line.split()
+            events.setdefault(gpu, []).append((float(stamp), kind))
+    everything = sorted(e for seq in events.values() for e in seq)
+    last_start = max(t for t, k in everything if k == "s")
+    gaps = []
     for seq in events.values():
         seq.sort()
-        for (t0, k0), (t1, k1) in itertools.pairwise(seq):
-            if k0 == "e" and k1 == "s":
-                gaps.append((t1 - t0) * 1000)
-        starts += [t for t, k in seq if k == "s"]
-        ends += [t for t, k in seq if k == "e"]
-    return gaps, max(ends) - min(starts), len(ends)
+        for i, (t, kind) in enumerate(seq):
+            if kind == "e" and t < last_start:
+                later = [u for u, k in seq[i + 1 :] if k == "s"]
+                gaps.append(((later[0] if later else last_start) - t) * 1000)
+    ends = [t for t, k in everything if k == "e"]
+    return gaps, max(ends) - everything[0][0], len(ends)
 
 
 def run_berth(jobs: int, seconds: float, gpus: int, script: str) -> tuple[list[float], float]:
