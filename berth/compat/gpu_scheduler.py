@@ -206,8 +206,8 @@ class GPUScheduler:
     ``debug_mode`` bypasses the health checks, never the claims. ``poll_interval`` only paces
     re-reading the GPUs for changes made outside berth. ``max_wait_time`` (seconds) raises
     ``berth.errors.WaitTimeout`` (a TimeoutError) when exceeded. ``timeout`` (seed 000's
-    lock-file timeout) is accepted for compatibility: berth's ledger lock is only ever held
-    for a few milliseconds.
+    lock-file timeout) is accepted for compatibility: berth's ledger takes no lock that
+    anybody could make it wait for.
     """
 
     def __init__(
