@@ -2,7 +2,8 @@
 all users. See docs/claims.md.
 
 - :class:`berth.claims.ledger.Ledger` -- ``scan()`` the living claims and waiters,
-  ``try_claim(uuids, share=, mem=)`` (never waits; the daemon's entry point), ``locked()``;
+  ``try_claim(uuids, share=, mem=)`` and ``claim(gpus, share, mem)`` (never wait, for anybody:
+  the ledger has no lock; see :mod:`berth.claims.verify`);
 - :func:`berth.claims.waiting.wait_claim` -- claim, waiting fairly for GPUs if need be;
 - :class:`berth.claims.ledger.Lease` -- held claims: ``fds``, ``release()``, ``detach()``.
 """

@@ -8,7 +8,8 @@ Three kinds of file live in the ledger directory:
     whole life: the file is alive exactly as long as some process holds it open.
 ``w.<ticket>.<lease>``
     one waiter (a process waiting for GPUs), alive while its owner holds it; the body names
-    the GPU capacity it reserves (see :mod:`berth.claims.fairness`).
+    the GPU capacity it reserves (see :mod:`berth.claims.fairness`), its mtime when the waiter
+    last showed life (:func:`renew`; see :mod:`berth.claims.state`).
 ``t.<lease>.<n>``
     a file being created (locked, then renamed into place, so that no claim or waiter file is
     ever visible unlocked). Nobody looks at one before it is TEMP_GRACE seconds old (it may

@@ -23,11 +23,11 @@ from berth.claims import files
 from berth.claims.lease import Lease
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
-from berth.errors import BerthError, Refused, UsageError
+from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     Chosen = Sequence[GpuSnapshot] | Sequence[tuple[str, int | None]] | Sequence[str]
 
 __all__ = [
-    "LOCK",
-    "ClaimConflict",
     "ClaimInfo",
     "Lease",
     "Ledger",
@@ -48,13 +46,7 @@ __all__ = [
     "user_name",
 ]
 
-LOCK = ".lock"  # berth before issue 11 locked <dir>/.lock; nothing opens it now (ignored)
-
 TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
-
-
-class ClaimConflict(BerthError):
-    """A claim withdrawn because another, made at the same moment, took the capacity."""
 
 
 def _older(path: str, now: float, seconds: float) -> bool:
@@ -75,12 +67,6 @@ class Ledger:
         self.path = path
         self.euid = os.geteuid()
         self._claimable = False
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """Does nothing: the ledger has no lock any more (:mod:`berth.claims.verify`). Kept
-        only for callers written before; :meth:`claim` checks what it made, by itself."""
-        yield
 
     def check_claimable(self) -> None:
         """Raise Refused if this process must not claim here (root in another user's
@@ -238,25 +224,6 @@ class Ledger:
         if why is not None:
             lease.release()
             return None
-        return lease
-
-    def create(
-        self,
-        chosen: Chosen,
-        share: float,
-        mem: int | None,
-        *,
-        label: str | None = None,
-        command: str | None = None,
-        pids: Iterable[int] = (),
-    ) -> Lease:
-        """:meth:`claim`, raising ClaimConflict where it returns None (for callers written
-        before it; new code should call :meth:`claim`)."""
-        lease = self.claim(chosen, share, mem, label=label, command=command, pids=pids)
-        if lease is None:
-            raise ClaimConflict(
-                "another process claimed the same GPU at the same moment; look again"
-            )
         return lease
 
     def _create(

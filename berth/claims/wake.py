@@ -5,7 +5,7 @@ the last descriptor of a dead holder is closed by the kernel (``IN_CLOSE_WRITE``
 open their files read-write), and a reservation shrinks when a waiter file is removed, closed
 or rewritten (``IN_MODIFY``). Everybody else opens ledger files read-only, so liveness probes
 raise only ``IN_CLOSE_NOWRITE``, which is not watched: waiters can never wake each other in a
-loop. inotify is reached through ctypes (libc's ``inotify_init1``/``inotify_add_watch``);
+loop; nor do waiters' signs of life (an mtime change: ``IN_ATTRIB``, not watched). inotify is reached through ctypes (libc's ``inotify_init1``/``inotify_add_watch``);
 where it is unavailable, :class:`Watcher` falls back to polling.
 """
 
