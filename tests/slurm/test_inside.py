@@ -1,0 +1,197 @@
+"""berth inside a Slurm allocation: `berth daemon --inside-slurm` in a batch job of the test
+Slurm packs small jobs onto the allocation's GPUs, and only those; `berth` commands run in the
+allocation (here through `srun --jobid --overlap`) find that daemon by themselves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import wait_until
+
+from berth.backends.slurm import Slurm
+from berth.client import Client
+
+RECORD = 'echo "$CUDA_VISIBLE_DEVICES $(date +%s.%N)"; sleep 0.3; date +%s.%N'
+
+
+class Allocation:
+    """A batch job running `berth daemon --inside-slurm --foreground` on ``gpus`` GPUs."""
+
+    def __init__(self, slurm: Any, fake_gpus: Any) -> None:
+        self.slurm = slurm
+        self.root = str(fake_gpus.root)
+        env = {**fake_gpus.env, **slurm.env}
+        for name in ("BERTH_SOCKET", "BERTH_STATE_DIR"):
+            env.pop(name, None)  # the allocation's own, found by every command inside it
+        # The allocation's berth dir is $TMPDIR/berth-UID/slurm-JOB, and every test cluster
+        # numbers its jobs from 1: a TMPDIR of this test's own (short: a socket path).
+        self.tmp = tempfile.mkdtemp(prefix="bal-", dir="/tmp")
+        env["TMPDIR"] = self.tmp
+        self.env = env
+        self.backend = Slurm(log_dir=os.path.join(self.root, "slurm-logs"))
+        self.job = ""
+        self.dir = ""
+
+    def start(self, gpus: int) -> None:
+        spec = {"argv": [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm",
+                         "--foreground"],
+                "env": self.env, "cwd": self.root, "gpus": gpus, "name": "alloc"}  # fmt: skip
+        self.job = self.backend.submit(spec).id
+        self.dir = os.path.join(self.tmp, f"berth-{os.getuid()}", f"slurm-{self.job}")
+        sock = os.path.join(self.dir, "daemon.sock")
+        log = self.backend.logs(self.job)[0]
+
+        def answers() -> bool:
+            info = self.backend.status([self.job]).get(self.job)
+            if info is not None and info.finished:
+                raise AssertionError(f"the allocation ended: {open(log).read()}")
+            try:
+                with Client(sock, timeout=2) as c:
+                    c.call("ping")
+                return True
+            except Exception:
+                return False
+
+        wait_until(answers, timeout=30, interval=0.05, message="the allocation's berth daemon")
+
+    def berth(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`berth ARGS` inside the allocation: a step of its job, as a user's shell would be."""
+        return subprocess.run(
+            ["srun", f"--jobid={self.job}", "--overlap", "-n1", "--gres=none",
+             sys.executable, "-m", "berth.cli.main", *args],
+            env=self.env, cwd=self.root, capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+
+    def client(self) -> Client:
+        return Client(os.path.join(self.dir, "daemon.sock"))
+
+    def cleanup(self) -> None:
+        """After a failure: the daemon's supervisors and jobs may have outlived the job."""
+        run_dir = os.path.join(self.dir, "state", "run")
+        if os.path.isdir(run_dir):
+            from berth.daemon.runfile import read_run_file
+
+            for name in os.listdir(run_dir):
+                if name.replace(".", "").isdigit():
+                    info = read_run_file(os.path.join(run_dir, name))
+                    for key, kill in (("job", os.killpg), ("sup", os.kill)):
+                        if info.get(key):
+                            try:
+                                kill(info[key], signal.SIGKILL)
+                            except (ProcessLookupError, PermissionError):
+                                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def allocation(slurm: Any, fake_gpus: Any) -> Iterator[Allocation]:
+    fake_gpus.setup(n=4)
+    alloc = Allocation(slurm, fake_gpus)
+    try:
+        yield alloc
+    finally:
+        slurm.clear()
+        alloc.cleanup()
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _runs(paths: list[str]) -> list[tuple[str, float, float]]:
+    out = []
+    for p in paths:
+        with open(p) as f:
+            first, end = f.read().split("\n")[:2]
+        gpu, start = first.split(" ")
+        out.append((gpu, float(start), float(end)))
+    return out
+
+
+def _peak(runs: list[tuple[str, float, float]]) -> int:
+    events = sorted([(s, 1) for _, s, _ in runs] + [(e, -1) for _, _, e in runs])
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def test_40_half_gpu_jobs_run_8_at_a_time_in_one_allocation_of_4(
+    allocation: Allocation,
+) -> None:
+    allocation.start(gpus=4)
+    jobs = os.path.join(allocation.root, "jobs.txt")
+    with open(jobs, "w") as f:
+        f.write("".join(f"sh -c '{RECORD}'\n" for _ in range(40)))
+    out = os.path.join(allocation.root, "out-%j.txt")
+    sub = allocation.berth("submit", "--parsable", "-g", "0.5", "-o", out, "--file", jobs)
+    assert sub.returncode == 0, sub.stderr
+    ids = [int(i) for i in sub.stdout.split()]
+    assert len(ids) == 40
+    with allocation.client() as c:
+        for i in ids:
+            wait_until(lambda i=i: c.call("wait", job_id=i, timeout=5.0)["finished"],
+                       timeout=60, message=f"job {i}")  # fmt: skip
+        rows = {r["id"]: r for r in c.call("queue", all=True)["jobs"]}
+    assert [rows[i]["state"] for i in ids] == ["COMPLETED"] * 40
+    runs = _runs([out.replace("%j", str(i)) for i in ids])
+    assert _peak(runs) == 8
+    for gpu in "0123":
+        assert _peak([r for r in runs if r[0] == gpu]) == 2
+    assert {r[0] for r in runs} == {"0", "1", "2", "3"}
+
+
+def test_the_daemon_uses_only_the_allocations_gpus(allocation: Allocation) -> None:
+    blocker = allocation.backend.submit(
+        {"argv": ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES; sleep 60"], "env": allocation.env,
+         "cwd": allocation.root, "gpus": 1}
+    )  # fmt: skip
+    taken = wait_until(
+        lambda: _text(allocation.backend.logs(blocker.id)[0]),
+        timeout=20, message="another job holds a GPU",
+    )  # fmt: skip
+    allocation.start(gpus=2)  # Slurm gives it 2 of the 3 GPUs left
+    out = os.path.join(allocation.root, "o-%j.txt")
+    ids = [
+        int(allocation.berth("submit", "--parsable", "-o", out, "--", "sh", "-c", RECORD).stdout)
+        for _ in range(6)
+    ]
+    with allocation.client() as c:
+        for i in ids:
+            wait_until(lambda i=i: c.call("wait", job_id=i, timeout=5.0)["finished"],
+                       timeout=60, message=f"job {i}")  # fmt: skip
+    runs = _runs([out.replace("%j", str(i)) for i in ids])
+    used = {r[0] for r in runs}
+    assert len(used) == 2 and taken not in used and used <= {"0", "1", "2", "3"}
+    assert _peak(runs) == 2  # one whole-GPU job per GPU of the allocation at a time
+
+
+def test_outside_an_allocation_it_refuses(fake_gpus: Any) -> None:
+    env = {k: v for k, v in fake_gpus.env.items() if not k.startswith("SLURM_")}
+    fake_gpus.setup(n=4)
+    out = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm", "--foreground"],
+        env=env, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "not inside a Slurm allocation (no SLURM_JOB_ID)" in out.stderr
+    no_gpus = {**env, "SLURM_JOB_ID": "7"}
+    out = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm", "--foreground"],
+        env=no_gpus, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2 and "Slurm job 7 has no GPUs" in out.stderr
