@@ -124,9 +124,11 @@ class WebServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
             writer.write(wire.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
+            await _linger(reader, writer)
             writer.close()
             return
         self.connections += 1
+        refused = False
         try:
             try:
                 req = await wire.read_request(reader)
@@ -135,10 +137,12 @@ class WebServer:
                 self.check_host(req)
                 reply = await self.routes.dispatch(req, reader, writer)
             except wire.HttpError as e:
-                reply = wire.error_response(e.status, e.message)
+                reply, refused = wire.error_response(e.status, e.message), True
             if reply:
                 writer.write(reply)
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+                if refused:
+                    await _linger(reader, writer)
         except (ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError):
             pass
         except Exception:
@@ -263,6 +267,26 @@ class WebServer:
         finally:
             self.streams.discard(me)
             gone.cancel()
+
+
+LINGER = 0.5  # seconds a refused client's unread request is drained before closing
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Half-close after a refusal and drain what the client still sends (briefly, boundedly):
+    closing with unread input makes the kernel reset the connection, and the client would
+    lose the answer that says why it was refused."""
+    try:
+        if writer.can_write_eof():
+            writer.write_eof()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + LINGER
+        for _ in range(16):
+            left = end - loop.time()
+            if left <= 0 or not await asyncio.wait_for(reader.read(wire.MAX_HEAD), left):
+                return
+    except (ConnectionError, asyncio.TimeoutError, asyncio.LimitOverrunError, ValueError):
+        pass
 
 
 def _recent_finished(engine: Engine) -> list[dict[str, object]]:

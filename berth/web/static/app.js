@@ -50,7 +50,10 @@ function fmtDur(s) {
   return Math.floor(s / 86400) + 'd ' + Math.floor(s / 3600) % 24 + 'h';
 }
 function fmtGpus(n) { return n >= 1 ? String(n) : '×' + n; }
-function clock(t) { const d = new Date(t * 1000); return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0'); }
+function clock(t, secs) {
+  const d = new Date(t * 1000), p = (v) => String(v).padStart(2, '0');
+  return p(d.getHours()) + ':' + p(d.getMinutes()) + (secs ? ':' + p(d.getSeconds()) : '');
+}
 
 function toast(msg, bad) {
   const t = $('toast');
@@ -274,7 +277,8 @@ function renderUsers(users) {
   const max = Math.max(1, ...users.map((u) => u.gpus));
   const trs = users.map((u) => el('tr', {},
     el('td', { text: u.user }),
-    el('td', { class: 'gpus' }, el('div', { class: 'bar users' }, el('i', { style: `width:${(100 * u.gpus / max).toFixed(1)}%` })), String(+u.gpus.toFixed(2))),
+    el('td', { class: 'gpus' }, el('div', { class: 'held' }, el('div', { class: 'bar users' }, el('i', { style: `width:${(100 * u.gpus / max).toFixed(1)}%` })),
+      el('span', { text: String(+u.gpus.toFixed(2)) }))),
     el('td', { class: 'num', text: String(u.running) }), el('td', { class: 'num', text: String(u.pending) }),
     el('td', { class: 'num', text: u.gpu_hours.toFixed(2) })));
   $('users').replaceChildren(...(trs.length ? trs : [el('tr', { class: 'more' }, el('td', { colspan: 5, text: 'nobody holds a GPU' }))]));
@@ -343,7 +347,11 @@ function frame(g, w, h, t0, t1, ymax, yfmt) {
   }
   g.textAlign = 'center';
   const n = Math.max(2, Math.floor((w - L - R) / 90));
-  for (let k = 0; k <= n; k++) { const t = t0 + (t1 - t0) * k / n; g.fillText(clock(t), L + (w - L - R) * k / n, h - 5); }
+  for (let k = 0; k <= n; k++) {
+    const t = t0 + (t1 - t0) * k / n;
+    g.textAlign = k === 0 ? 'left' : k === n ? 'right' : 'center';
+    g.fillText(clock(t, t1 - t0 < 900), L + (w - L - R) * k / n, h - 5);
+  }
   return { x: (t) => L + (w - L - R) * (t - t0) / Math.max(1, t1 - t0), y: (v) => T + (h - T - B) * (1 - v / ymax), L, R, T, B };
 }
 
@@ -364,7 +372,7 @@ function drawCharts() {
   if (!hist) return;
   const pts = hist.points;
   const now = Date.now() / 1000;
-  const t0 = pts.length ? Math.min(pts[0][0], now - 300) : now - 300;
+  const t0 = pts.length ? Math.min(pts[0][0], now - 120) : now - 120;
   const span = fmtDur(now - t0);
   $('util-span').textContent = 'last ' + span; $('queue-span').textContent = 'last ' + span;
   let c = setupCanvas($('util-chart'));
