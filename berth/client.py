@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 from berth.daemon import protocol
 from berth.errors import EXIT_REFUSED, EXIT_USAGE, BerthError, DaemonUnreachable
@@ -45,33 +46,143 @@ def unreachable(path: str, why: str) -> DaemonUnreachable:
     )
 
 
+def _why(e: OSError) -> str:
+    if isinstance(e, FileNotFoundError):
+        return "no socket file"
+    if isinstance(e, ConnectionRefusedError):
+        return "nobody listens: it has stopped"
+    return e.strerror or str(e)
+
+
+def _advice(tried: list[tuple[str, str, OSError]]) -> DaemonUnreachable:
+    """The error when no candidate socket answered, with the advice that fits."""
+    from berth.daemon import paths
+
+    if len(tried) == 1:
+        path, how, e = tried[0]
+        if how == paths.ENV:
+            return DaemonUnreachable(
+                f"no berth daemon answers on {path} ({_why(e)}), the socket BERTH_SOCKET "
+                "names: start one there with `berth daemon`, or unset BERTH_SOCKET to use "
+                "your own or the system daemon"
+            )
+        if how == paths.CONFIG:
+            return DaemonUnreachable(
+                f"no berth daemon answers on {path} ({_why(e)}), the socket [daemon] socket "
+                "in the config names: start it with `berth daemon`, or ask your admin"
+            )
+        return unreachable(path, _why(e))
+    (own, _, own_e), (system, _, sys_e) = tried[0], tried[1]
+    if not isinstance(sys_e, FileNotFoundError):
+        fix = (
+            "start it: `systemctl start berth` (`systemctl status berth` says why it stopped)"
+            if os.geteuid() == 0
+            else "ask your admin (`systemctl status berth`)"
+        )
+        return DaemonUnreachable(
+            f"the system berth daemon does not answer on {system} ({_why(sys_e)}): {fix}; "
+            "meanwhile you could start your own with `berth daemon`"
+        )
+    if not isinstance(own_e, FileNotFoundError):
+        return DaemonUnreachable(
+            f"your berth daemon does not answer on {own} ({_why(own_e)}): start it again "
+            "with `berth daemon`"
+        )
+    if os.geteuid() == 0:
+        return DaemonUnreachable(
+            f"no berth daemon is running (no system daemon on {system}, none of your own on "
+            f"{own}): start the system daemon with `systemctl start berth` or `berth daemon "
+            "--system` (docs/admin.md), or your own with `berth daemon`"
+        )
+    return DaemonUnreachable(
+        f"no berth daemon is running (no system daemon on {system}, none of your own on "
+        f"{own}): start your own with `berth daemon`; on a shared machine, ask your admin "
+        "for the system one (docs/admin.md)"
+    )
+
+
+def _server_uid(sock: socket.socket) -> int:
+    """The uid of the process serving ``sock`` (SO_PEERCRED: pid, uid, gid; no `struct`)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(raw[4:8], sys.byteorder, signed=True)
+
+
+def _impostor(path: str, how: str, uid: int) -> DaemonUnreachable:
+    import pwd
+
+    try:
+        name = f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        name = f"uid {uid}"
+    whose = "root's (the system daemon)" if how == "system" else "yours"
+    return DaemonUnreachable(
+        f"the socket {path} should be {whose} but {name} serves it: not talking to it (it "
+        "could be posing as berth to see your jobs); tell your admin, or set BERTH_SOCKET to "
+        "a daemon you trust"
+    )
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (/proc), else set and set back."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 class Client:
-    """One connection to the daemon. The handshake is sent with the first request."""
+    """One connection to the daemon. The handshake is sent with the first request.
+
+    Without ``path``: the socket that :func:`berth.daemon.paths.candidates` finds (the
+    user's own daemon if it answers, else the system daemon); ``via`` says which kind it is.
+    A discovered socket must be served by its rightful owner (the user, or root for the
+    system one; SO_PEERCRED): anyone can create a file in a sticky directory like
+    /run/berth while the real daemon is down."""
 
     def __init__(self, path: str | None = None, timeout: float | None = 30.0) -> None:
-        from berth.daemon.paths import socket_path
+        from berth.daemon import paths
 
-        if path is None:
-            configured = None
+        if path is not None:
+            tried = [(path, "given")]
+        else:
+            configured = system = None
             if not os.environ.get("BERTH_SOCKET"):  # else the config file cannot matter
                 try:
                     from berth.config import get
 
-                    configured = get().socket
+                    cfg = get()
+                    configured, system = cfg.socket, cfg.system_socket
                 except BerthError:
                     pass
-            path = socket_path(configured)
-        self.path = path
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout)
-        try:
-            self._sock.connect(path)
-        except FileNotFoundError:
-            self._sock.close()
-            raise unreachable(path, "no socket file") from None
-        except OSError as e:
-            self._sock.close()
-            raise unreachable(path, e.strerror or str(e)) from None
+            tried = paths.candidates(configured, system)
+        failed: list[tuple[str, str, OSError]] = []
+        for where, how in tried:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(where)
+            except OSError as e:
+                sock.close()
+                failed.append((where, how, e))
+                continue
+            owner = {
+                paths.PRIVATE: os.getuid(),
+                paths.ALLOCATION: os.getuid(),
+                paths.SYSTEM: 0,
+            }.get(how)
+            if owner is not None and (uid := _server_uid(sock)) != owner:
+                sock.close()
+                raise _impostor(where, how, uid)
+            self._sock, self.path, self.via = sock, where, how
+            break
+        else:
+            raise _advice(failed)
         self._buf = bytearray()
         self._greeted = False
         self.server: dict[str, Any] = {}
@@ -98,6 +209,10 @@ class Client:
             data = protocol.encode(
                 {"type": "hello", "version": protocol.PROTOCOL_VERSION, "client": "berth"}
             )
+        if kind == "submit":
+            job = fields.get("job")
+            if isinstance(job, dict) and "umask" not in job:  # the job's files: as ours
+                fields["job"] = {**job, "umask": current_umask()}
         fields["type"] = kind
         data += protocol.encode(fields)
         try:

@@ -30,8 +30,11 @@ Example::
     admin_group = "gpuadmin"   # members may `berth release` others' claims (root always may)
 
     [daemon]
-    socket = "/run/berth/daemon.sock"
-    state_dir = "/var/lib/berth"
+    socket = "/home/me/berth.sock"       # a user's own daemon (default $XDG_RUNTIME_DIR/berth)
+    state_dir = "/home/me/.berth"        # ... and its state (default ~/.local/state/berth)
+    system_socket = "/run/berth/berth.sock"  # the system daemon's (berth daemon --system)
+    system_state_dir = "/var/lib/berth"      # ... and its state (docs/admin.md)
+    private = false            # true: others' commands and paths are hidden (but from admins)
     poll_interval = 5          # seconds between NVML polls (only to see what others do)
     keep_finished = "30d"      # records of finished jobs, then purged ("inf": keep all)
     max_job_time = "24h"       # every job stops there; a longer -t is refused at submit
@@ -82,6 +85,9 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
     "daemon": {
         "socket": (str,),
         "state_dir": (str,),
+        "system_socket": (str,),
+        "system_state_dir": (str,),
+        "private": (bool,),
         "poll_interval": (int, float),
         "policy": (str,),
         "max_job_time": (str, int, float),
@@ -150,10 +156,13 @@ class Config:
         "max_job_time",
         "policy",
         "poll_interval",
+        "private",
         "slurm_log_dir",
         "slurm_partition",
         "socket",
         "state_dir",
+        "system_socket",
+        "system_state_dir",
     )
 
     def __init__(self) -> None:
@@ -163,6 +172,9 @@ class Config:
         self.admin_group: str | None = None
         self.socket: str | None = None
         self.state_dir: str | None = None
+        self.system_socket: str | None = None  # the system daemon's (berth.daemon.paths)
+        self.system_state_dir: str | None = None
+        self.private = False  # the daemon hides others' commands and paths from non-admins
         self.poll_interval: float = 5.0
         self.policy: str | None = None
         self.max_job_time: float | None = None
@@ -299,8 +311,13 @@ def load() -> Config:
     for key, attr in (("dir", "claims_dir"), ("admin_group", "admin_group")):
         if (item := get("claims", key)) is not None:
             setattr(cfg, attr, item[1])
-    for key in ("socket", "state_dir", "policy"):
+    for key in ("socket", "state_dir", "policy", "system_socket", "system_state_dir"):
         if (item := get("daemon", key)) is not None:
+            if key.startswith("system_") and not os.path.isabs(item[1]):
+                raise ConfigError(
+                    f"config file {item[0]!r}: [daemon] {key} = {item[1]!r} must be an "
+                    "absolute path"
+                )
             setattr(cfg, key, item[1])
     if (item := get("daemon", "poll_interval")) is not None:
         path, value = item
@@ -309,7 +326,7 @@ def load() -> Config:
                 f"config file {path!r}: [daemon] poll_interval = {value} must be in (0, 3600]"
             )
         cfg.poll_interval = float(value)
-    for key in ("http_anonymous", "http_allow_remote"):
+    for key in ("http_anonymous", "http_allow_remote", "private"):
         if (item := get("daemon", key)) is not None:
             setattr(cfg, key, item[1])
     if (item := get("daemon", "http")) is not None:

@@ -4,6 +4,7 @@
   berth attach 12                         # see it live and type into it; Ctrl-] detaches
 
 Only jobs started with --pty have a terminal to attach to; for others, `berth logs -f ID`.
+Only the job's owner and root may attach (its terminal's socket is its owner's, mode 0600).
 Detaching (Ctrl-], or closing the terminal) leaves the job running. Resizing your terminal
 resizes the job's (it gets SIGWINCH, as under ssh). Several people may attach to the same job
 at once: each sees everything, all typing reaches the job, and the last window size sent
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from berth.client import call
     from berth.errors import BerthError
 
-    job = call("show", job_id=args.job_id)["job"]
+    job = call("attach", job_id=args.job_id)["job"]  # its owner's or an admin's
     if not job.get("pty"):
         raise BerthError(
             f"job {args.job_id} was not started with --pty, so it has no terminal; "
@@ -53,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             conn.connect(job["attach"])
             break
+        except PermissionError:
+            from berth.errors import Refused
+
+            raise Refused(
+                f"cannot attach to job {args.job_id}: its terminal is {job.get('user')}'s "
+                f"(mode 0600); only they or root may attach: `sudo berth attach {args.job_id}`"
+            ) from None
         except OSError as e:
             if time.monotonic() > deadline:
                 raise BerthError(f"cannot attach to job {args.job_id}: {e.strerror}") from None

@@ -4,6 +4,9 @@ berth cancel 12 13          # SIGTERM, then SIGKILL after the daemon's --kill-af
 berth cancel -s USR1 12     # only send a signal (to the job's whole process group)
 berth cancel --all-mine     # every unfinished job of mine
 berth cancel --all-mine --state PD   # only my pending ones
+
+A job may be cancelled (or signalled) by its owner and by the admins (root, [claims]
+admin_group); anyone else is refused, told whose job it is and who may.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ def parse_signal(text: str) -> int:
     from berth.errors import UsageError
 
     if text.isdigit():
-        return int(text)
+        n = int(text)
+        top = int(getattr(signal, "SIGRTMAX", 64))
+        if not 1 <= n <= top:
+            raise UsageError(f"invalid signal {text!r}: signal numbers go from 1 to {top}")
+        return n
     name = text.upper()
     if not name.startswith("SIG"):
         name = "SIG" + name

@@ -9,10 +9,20 @@
   berth daemon --inside-slurm --exit-with $$   # a queue on the GPUs of this Slurm allocation
   berth daemon --http               # also serve the dashboard on http://127.0.0.1:8765/
   berth daemon --http 127.0.0.1:9000 --http-no-anonymous   # sign in (berth web-token) to view
+  sudo berth daemon --system        # the machine's daemon, for every user (docs/admin.md)
+  sudo berth daemon --system --stop
 
-The socket is $BERTH_SOCKET, else [daemon] socket in the config, else
+A user's own daemon: the socket is $BERTH_SOCKET, else [daemon] socket in the config, else
 $XDG_RUNTIME_DIR/berth/daemon.sock (or /tmp/berth-UID/daemon.sock); state (database, job logs)
-in $BERTH_STATE_DIR, else [daemon] state_dir, else $XDG_STATE_HOME/berth.
+in $BERTH_STATE_DIR, else [daemon] state_dir, else $XDG_STATE_HOME/berth. It runs its user's
+jobs only.
+
+The system daemon (--system, as root; systemd unit in contrib/systemd): every local user may
+submit to it, and each job runs as its submitter (their uid, gid, groups, umask, environment).
+Socket [daemon] system_socket, else /run/berth/berth.sock (mode 0666: the kernel tells the
+daemon who connects); state [daemon] system_state_dir, else /var/lib/berth, with each user's
+default logs in /var/lib/berth/logs/USER (theirs, mode 0700). Clients use it when the user
+runs no daemon of their own. --private hides others' commands and paths from non-admins.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-HELP = "run the job queue daemon (one per user; jobs survive its restarts)"
+HELP = "run the job queue daemon (your own, or --system: the machine's; jobs survive restarts)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,6 +89,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow a non-loopback --http address (plain HTTP: put a TLS proxy in front)",
     )
+    p.add_argument(
+        "--system",
+        action="store_true",
+        help="the machine's daemon, for every local user (root only; docs/admin.md)",
+    )
+    p.add_argument(
+        "--private",
+        action="store_true",
+        help="hide other users' commands and paths from non-admins ([daemon] private)",
+    )
     p.add_argument("--stop", action="store_true", help="stop the running daemon")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -86,10 +106,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> tuple[object, object]:
     from berth import config
     from berth.daemon.options import Options
-    from berth.daemon.paths import socket_path, state_dir
+    from berth.daemon.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
     from berth.units import parse_duration
 
     cfg = config.get()
+    system = bool(getattr(args, "system", False))
+    if system:
+        _check_system(args)
     max_job_time = cfg.max_job_time
     if args.max_job_time:
         max_job_time = parse_duration(args.max_job_time, what="--max-job-time")
@@ -131,9 +154,15 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
             raise UsageError(
                 f"invalid --exit-with {exit_with}: no such process; give the pid of a live one"
             ) from None
+    if system:
+        sock = args.socket or system_socket(cfg.system_socket)
+        state = args.state_dir or cfg.system_state_dir or SYSTEM_STATE_DIR
+    else:
+        sock = args.socket or socket_path(cfg.socket)
+        state = args.state_dir or state_dir(cfg.state_dir)
     opts = Options(
-        os.path.abspath(args.socket or socket_path(cfg.socket)),
-        os.path.abspath(args.state_dir or state_dir(cfg.state_dir)),
+        os.path.abspath(sock),
+        os.path.abspath(state),
         policy=args.policy or cfg.policy,
         max_job_time=max_job_time if max_job_time and max_job_time != float("inf") else None,
         kill_after=kill_after,
@@ -142,8 +171,23 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         foreground=args.foreground,
         exit_with=exit_with,
         keep_finished=keep,
+        system=system,
+        private=bool(getattr(args, "private", False)) or cfg.private,
+        admin_group=cfg.admin_group,
     )
     return opts, cfg
+
+
+def _check_system(args: argparse.Namespace) -> None:
+    from berth.errors import UsageError
+
+    if os.geteuid() != 0:
+        raise UsageError(
+            "berth daemon --system must run as root (it runs each job as its submitter): "
+            "`sudo systemctl start berth` (docs/admin.md); or start your own with `berth daemon`"
+        )
+    if getattr(args, "inside_slurm", False):
+        raise UsageError("--system and --inside-slurm exclude each other")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,7 +263,13 @@ def _background(opts: object, cfg: object, as_json: bool) -> int:
 def _stop(args: argparse.Namespace) -> int:
     from berth.client import Client
 
-    with Client(args.socket) as c:
+    path = args.socket
+    if path is None and getattr(args, "system", False):
+        from berth import config
+        from berth.daemon.paths import system_socket
+
+        path = system_socket(config.get().system_socket)
+    with Client(path) as c:
         reply = c.call("shutdown")
     if args.json:
         import json

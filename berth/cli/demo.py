@@ -217,7 +217,7 @@ def _queue(tour: Tour) -> None:
             listed = subprocess.run(
                 [*tour.berth, "queue", "--json"], env=tour.env, capture_output=True, text=True
             )
-            if listed.stdout.strip() == "[]":
+            if '"jobs":[]' in listed.stdout:
                 break
             time.sleep(0.2)
         tour.show(["queue", "--all"])

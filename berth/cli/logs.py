@@ -4,6 +4,10 @@ berth logs 12          # what job 12 wrote so far (stdout, and stderr unless it 
 berth logs --err 12    # its stderr, if submitted with -e
 berth logs -f 12       # follow until the job ends (Ctrl-C stops following, not the job)
 berth logs -n 20 12    # its last 20 lines (with -f: then follow, as tail -n 20 -f)
+
+Only the job's owner and the admins (root, [claims] admin_group) may read a job's logs. On the
+system daemon each user's logs are theirs (default /var/lib/berth/logs/USER/ID.out), created
+with the umask of the shell that submitted the job.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     from berth.client import Client
 
     with Client() as c:
-        job = c.call("show", job_id=args.job_id)["job"]
+        job = c.call("logs", job_id=args.job_id)["job"]  # its owner's or an admin's
         path = job["stderr"] if args.err else job["stdout"]
         if args.err and job["stderr"] == job["stdout"]:
             sys.stderr.write(
@@ -164,6 +168,13 @@ def run(args: argparse.Namespace) -> int:
                 f"job {args.job_id} has not started ({job.get('reason') or 'pending'}); "
                 f"`berth logs -f {args.job_id}` waits for it and follows\n"
             )
+    except PermissionError:
+        from berth.errors import Refused
+
+        raise Refused(
+            f"cannot read the log {path} of job {args.job_id}: it is {job.get('user')}'s and "
+            f"not readable by you (their umask); root can: `sudo berth logs {args.job_id}`"
+        ) from None
     except OSError as e:
         from berth.errors import BerthError
 

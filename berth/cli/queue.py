@@ -5,13 +5,18 @@
   berth queue -t PD           # only pending (states: PD R CG CD F CA TO PR LO, or full names)
   berth queue --all           # also jobs that ended in the last day
   berth queue --start         # when will pending jobs start? (= berth simulate --what-if)
-  berth queue --json
+  berth queue --json          # {"daemon": {...}, "jobs": [...]}
+  berth queue --noheader      # no header lines (as squeue)
+
+The first line says which daemon answered: the system one (every user's, docs/admin.md) or
+a user's own (see `berth help daemon`). Everyone sees every job (user, name, state, GPUs);
+a daemon started with --private shows others' commands and paths to admins only.
 
 Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
 (Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
 attempt. Unprintable characters in names are shown escaped (\\xff); --json is the daemon's
-JSON as it sent it.
+JSON as it sent it: "daemon" (pid, socket, system, user, private, admins) and "jobs".
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="include jobs that ended in the last day")
     p.add_argument(
         "--start", action="store_true", help="predicted start times (berth simulate --what-if)"
+    )
+    p.add_argument(
+        "--noheader", action="store_true", help="no header lines (which daemon, columns)"
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -68,7 +76,23 @@ def shown(text: object) -> str:
     return "".join(out)
 
 
-def format_rows(rows: list[dict[str, Any]]) -> str:
+def which_daemon(info: dict[str, Any]) -> str:
+    """The header line that says which daemon answered."""
+    import os
+    import pwd
+
+    where = f"on {shown(info.get('socket'))} (pid {info.get('pid')})"
+    if info.get("system"):
+        return f"system daemon {where}"
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        me = str(os.getuid())
+    user = info.get("user")
+    return f"your own daemon {where}" if user == me else f"{shown(user)}'s daemon {where}"
+
+
+def format_rows(rows: list[dict[str, Any]], header: bool = True) -> str:
     from berth.units import format_duration
 
     lines = [("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")]
@@ -98,7 +122,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             line[i].rjust(widths[i]) if i in (0, 4) else line[i].ljust(widths[i]) for i in range(6)
         ]
         out.append(" ".join(cells) + " " + line[6])
-    return "\n".join(out) + "\n"
+    if not header:
+        out.pop(0)
+    return "".join(line + "\n" for line in out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,25 +151,31 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _json(fields)
         return 0
-    sys.stdout.write(format_rows(call("queue", **fields)["jobs"]))
+    reply = call("queue", **fields)
+    header = not args.noheader
+    if header and reply.get("daemon"):
+        sys.stdout.write(which_daemon(reply["daemon"]) + "\n")
+    sys.stdout.write(format_rows(reply["jobs"], header))
     return 0
 
 
 def _json(fields: dict[str, Any]) -> None:
-    """The daemon's rows as it sent them: its answer is ``{"ok":true,"jobs":[...]}``, and the
-    list is written out without being decoded and encoded again (a long queue costs the
-    client a copy, not a parse)."""
+    """The daemon's answer as it sent it, without its ``"ok":true``: ``{"daemon": {...},
+    "jobs": [...]}``, written out without being decoded and encoded again (a long queue costs
+    the client a copy, not a parse)."""
     from berth.client import Client
 
     with Client() as c:
         c.send("queue", **fields)
         raw = c.receive_raw()
-    head = b'{"ok":true,"jobs":'
+    head = b'{"ok":true,'
     if raw.startswith(head) and raw.endswith(b"}"):
-        body = raw[len(head) : -1]
+        body = b"{" + raw[len(head) :]
     else:  # some other layout: decode it after all
         import json
 
-        body = json.dumps(json.loads(raw)["jobs"], separators=(",", ":")).encode()
+        reply = json.loads(raw)
+        reply.pop("ok", None)
+        body = json.dumps(reply, separators=(",", ":")).encode()
     sys.stdout.flush()
     sys.stdout.buffer.write(body + b"\n")

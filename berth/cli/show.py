@@ -2,6 +2,9 @@
 
 berth show 12          # everything about job 12: request, state, attempts, history
 berth show 12 --json
+
+Anyone may look at any job. A daemon started with --private shows another user's command,
+directory and log paths only to admins (the fields read "(private)").
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ job and attempt, so it can never reach a later job), or, for an adopted attempt,
 from __future__ import annotations
 
 import array
+import errno
+import fcntl
 import json
 import os
 import select
@@ -97,13 +99,50 @@ def kill_leftovers() -> None:
         time.sleep(0.001)
 
 
-def _open_log(path: str) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+# The job's user, filled by its supervisor once it has become them (HOME, USER, LOGNAME,
+# SHELL): what a job whose captured environment lacks them gets.
+IDENTITY: dict[str, str] = {}
+
+_LOG_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+    | os.O_NONBLOCK
+)  # fmt: skip
+
+
+def open_log(path: str) -> int:
+    """Open a job's log for appending, as the job's user (the supervisor is them), created
+    ``0666 & ~umask`` (the submitter's umask is in force). A symbolic link as the file itself
+    is refused: in a directory others may write, one could point it at a file of the job's
+    user (their ~/.bashrc) and have the job write there. A missing directory is created.
+    Non-blocking while opening, so a FIFO nobody reads fails instead of hanging."""
     try:
-        return os.open(path, flags, 0o644)
-    except FileNotFoundError:  # its directory is missing: create it
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        return os.open(path, flags, 0o644)
+        try:
+            fd = os.open(path, _LOG_FLAGS, 0o666)
+        except FileNotFoundError:  # its directory is missing: create it
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            fd = os.open(path, _LOG_FLAGS, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SpawnError(
+                f"log file {path!r} is a symbolic link: refused (it could send the job's "
+                "output into another file); give the real path with -o/-e"
+            ) from None
+        if e.errno == errno.ENXIO:
+            raise SpawnError(f"log file {path!r} is a FIFO that nobody reads") from None
+        raise SpawnError(f"cannot open log file {path!r}: {e.strerror}") from None
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    return fd
+
+
+def _remove_stale_socket(path: str) -> None:
+    """A terminal socket left by an attempt whose supervisor was killed (ids restart with a
+    new state dir): only a socket is removed, never anything else found there."""
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 class Attempt:
@@ -137,6 +176,7 @@ class Attempt:
         """Start the job; its executable is looked up in the job's own PATH."""
         spec = self.spec
         argv = spec["argv"]
+        os.umask(int(spec.get("umask", 0o077)))  # the job's and its logs'
         try:
             os.chdir(spec["cwd"])
         except OSError as e:
@@ -149,26 +189,44 @@ class Attempt:
             if found is None:
                 raise SpawnError(f"command not found: {exe!r} (in the job's PATH)")
             exe = found
-        out = _open_log(spec["stdout"])
+        out = open_log(spec["stdout"])
+        try:
+            err = (
+                out
+                if spec["stderr"] == spec["stdout"] or spec.get("pty")
+                else open_log(spec["stderr"])
+            )
+        except SpawnError:
+            os.close(out)
+            raise
         for fd in self.claims:  # the job holds its claims too
             os.set_inheritable(fd, True)
         env = spec["env"]
+        if IDENTITY:
+            env = {**IDENTITY, **env}
         if spec.get("pty"):
             # The child opens the terminal by name after setsid(): it becomes its controlling
             # terminal. Output reaches the log through the relay.
             master, slave = os.openpty()
             name = os.ttyname(slave)
             os.close(slave)
-            self.relay = PtyRelay(master, out, self.path + ".pty")
+            where = spec.get("pty_path") or self.path + ".pty"
+            _remove_stale_socket(where)
+            try:
+                self.relay = PtyRelay(master, out, where)
+            except OSError as e:
+                os.close(master)
+                os.close(out)
+                raise SpawnError(
+                    f"cannot make its terminal's socket {where!r}: {e.strerror}"
+                ) from None
             actions = [
                 (os.POSIX_SPAWN_OPEN, 0, name, os.O_RDWR, 0),
                 (os.POSIX_SPAWN_DUP2, 0, 1),
                 (os.POSIX_SPAWN_DUP2, 0, 2),
             ]
             env = {**env, "TERM": env.get("TERM") or "xterm-256color"}
-            err = out
         else:
-            err = out if spec["stderr"] == spec["stdout"] else _open_log(spec["stderr"])
             actions = [
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, out, 1),

@@ -1,7 +1,10 @@
 """One handler per request type, and the dispatch table. Handlers get the engine, the peer
-(uid/gid from SO_PEERCRED, never from the message) and the validated request; they return the
-response fields or raise ProtocolError / a berth error. Ownership is checked on every action
-that changes a job: a user acts on their own jobs; root (or the admin group) on all.
+(uid/gid from SO_PEERCRED, never from the message) and the request (fields typed by
+:mod:`berth.daemon.protocol`); they check its values strictly (:mod:`berth.daemon.validate`)
+and return the response fields or raise ProtocolError / a berth error. Who may do what is
+:mod:`berth.daemon.authority`: a job's owner or an admin acts on it (and reads its logs,
+attaches to it); everyone sees the queue; with ``--private`` only they see its command and
+paths; pausing GPUs and stopping the daemon are for admins.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import time
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
-from berth.daemon import protocol, views
+from berth.daemon import protocol, validate, views
+from berth.daemon.authority import Peer, admins, admins_only, may_see, owned, user_name
 from berth.daemon.intake import submit
+from berth.daemon.launcher import pty_path
 from berth.daemon.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -28,32 +33,7 @@ if TYPE_CHECKING:
         [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
     ]
 
-
-class Peer:
-    __slots__ = ("admin", "gid", "pid", "uid", "user")
-
-    def __init__(self, pid: int, uid: int, gid: int, admin: bool) -> None:
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-        self.admin = admin
-        self.user = user_name(uid)
-
-
-_names: dict[int, str] = {}
-
-
-def user_name(uid: int) -> str:
-    name = _names.get(uid)
-    if name is None:
-        import pwd
-
-        try:
-            name = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            name = str(uid)
-        _names[uid] = name
-    return name
+__all__ = ["HANDLERS", "Peer", "user_name"]
 
 
 def _find(engine: Engine, job_id: int) -> Job:
@@ -66,22 +46,32 @@ def _find(engine: Engine, job_id: int) -> Job:
     return job
 
 
-def _owned(engine: Engine, peer: Peer, job_id: int) -> Job:
-    job = _find(engine, job_id)
-    if job.uid != peer.uid and not peer.admin:
-        raise ProtocolError(
-            protocol.NOT_OWNER,
-            f"job {job_id} belongs to {job.user}, not {peer.user}: only they or an admin may "
-            "act on it",
-        )
-    return job
+def _owned(engine: Engine, peer: Peer, job_id: int, verb: str) -> Job:
+    return owned(_find(engine, job_id), peer, engine.opts, verb)
 
 
 def _ids(req: dict[str, Any]) -> list[int]:
-    ids = req.get("job_ids") or []
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise ProtocolError(protocol.BAD_REQUEST, f"job_ids must be integers, got {ids!r}")
-    return list(ids)
+    return validate.job_ids(req.get("job_ids"))
+
+
+def _states(req: dict[str, Any]) -> set[State]:
+    try:
+        return {State.parse(s) for s in validate.strings("states", req.get("states"))}
+    except ValueError as e:
+        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+
+
+def daemon_info(engine: Engine) -> dict[str, Any]:
+    """Which daemon this is (`berth queue` says which one answered)."""
+    opts = engine.opts
+    return {
+        "pid": os.getpid(),
+        "socket": opts.socket,
+        "system": opts.system,
+        "user": user_name(os.geteuid()),
+        "private": opts.private,
+        "admins": admins(opts),
+    }
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -90,18 +80,16 @@ _ORDER = {State.RUNNING: 0, State.COMPLETING: 1, State.PENDING: 2}
 
 
 def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    uid = req.get("uid")
-    try:
-        states = {State.parse(str(s)) for s in req.get("states") or ()}
-    except ValueError as e:
-        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+    uid = validate.uid(req.get("uid"))
+    states = _states(req)
     engine.explain()
     jobs = [j for j in engine.jobs.values() if uid is None or j.uid == uid]
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
     rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
     if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
         for r, j in zip(rows, jobs, strict=True):
-            r["model"] = {k: v for k, v in j.to_dict().items() if k != "extra"}
+            model = {k: v for k, v in j.to_dict().items() if k != "extra"}
+            r["model"] = model if may_see(peer, j, engine.opts) else views.redact(model)
     if req.get("all") or (states & FINISHED):
         since = time.time() - 86400
         settling = [j for j in engine.settling.values() if uid is None or j.uid == uid]
@@ -114,28 +102,56 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     if states:
         names = {s.value for s in states}
         rows = [r for r in rows if r["state"] in names]
-    return {"jobs": rows}
+    return {"daemon": daemon_info(engine), "jobs": rows}
 
 
-def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    job = _find(engine, req["job_id"])
+def _detail(engine: Engine, job: Job) -> dict[str, Any]:
     engine.explain()
     spec = engine.store.spec(job.id)
     out = views.detail(job, engine.reasons.get(job.id), spec, engine.opts.max_job_time)
     run = engine.runs.get(job.id)
-    out["attach"] = run.path + ".pty" if run is not None and out["pty"] else None
+    out["attach"] = (
+        pty_path(spec, job.id, run.attempt) or run.path + ".pty"
+        if run is not None and out["pty"]
+        else None
+    )
+    return out
+
+
+def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """Anyone may look at a job; with ``--private`` others see no command, directory or
+    paths, and only its owner and the admins learn where to attach."""
+    job = _find(engine, validate.job_id(req["job_id"]))
+    out = _detail(engine, job)
+    if not may_see(peer, job, engine.opts):
+        out = views.redact(out)
+    if job.uid != peer.uid and not peer.admin:
+        out["attach"] = None
     return {"job": out}
 
 
+def logs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """The job (as `show`) for `berth logs`: its owner or an admin only."""
+    job = _owned(engine, peer, validate.job_id(req["job_id"]), "read its logs")
+    return {"job": _detail(engine, job)}
+
+
+def attach(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """The job (as `show`, with its terminal) for `berth attach`: its owner or an admin."""
+    job = _owned(engine, peer, validate.job_id(req["job_id"]), "attach to it")
+    return {"job": _detail(engine, job)}
+
+
 async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    job = _find(engine, req["job_id"])
+    job = _find(engine, validate.job_id(req["job_id"]))
+    limit = validate.timeout(req.get("timeout"))
     if job.id in engine.settling:  # it has ended: wait until that is durable
         await engine.durable()
     elif job.id in engine.jobs:
         fut: asyncio.Future[None] = engine.loop.create_future()
         engine.waiters.setdefault(job.id, []).append(fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), req.get("timeout"))
+            await asyncio.wait_for(asyncio.shield(fut), limit)
         except asyncio.TimeoutError:
             pass
         job = _find(engine, job.id)
@@ -146,17 +162,15 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
 
 
 def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    sig = req.get("signal")
+    sig = validate.signal_number(req.get("signal"))
     ids = _ids(req)
-    try:
-        states = {State.parse(str(s)) for s in req.get("states") or ()}
-    except ValueError as e:
-        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+    states = _states(req)
     if req.get("all_mine"):
         ids += [j.id for j in engine.jobs.values() if j.uid == peer.uid and j.id not in ids]
     elif not ids:
         raise ProtocolError(protocol.BAD_REQUEST, "name the jobs to cancel (or --all-mine)")
-    jobs = [_owned(engine, peer, i) for i in ids]  # all checked before any is touched
+    verb = "cancel it" if sig is None else "signal it"
+    jobs = [_owned(engine, peer, i, verb) for i in ids]  # all checked before any is touched
     if states:
         jobs = [j for j in jobs if j.state in states]
     if len(ids) == 1 and not req.get("all_mine") and jobs and jobs[0].state in FINISHED:
@@ -172,7 +186,8 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 async def _hold_release(
     engine: Engine, peer: Peer, req: dict[str, Any], holding: bool
 ) -> dict[str, Any]:
-    jobs = [_owned(engine, peer, i) for i in _ids(req)]
+    verb = "hold it" if holding else "release it"
+    jobs = [_owned(engine, peer, i, verb) for i in _ids(req)]
     for job in jobs:
         if job.state is not State.PENDING:
             verb = "held" if holding else "released"
@@ -208,17 +223,9 @@ def _gpus(engine: Engine, names: list[Any]) -> list[str]:
     return out
 
 
-def _may_drain(peer: Peer) -> None:
-    if not peer.admin and peer.uid != os.getuid():
-        raise ProtocolError(
-            protocol.NOT_OWNER,
-            f"{peer.user} may not pause or resume GPUs: only the daemon's owner or an admin",
-        )
-
-
 def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    _may_drain(peer)
-    uuids = _gpus(engine, req["gpus"])
+    admins_only(peer, engine.opts, "pause GPUs")
+    uuids = _gpus(engine, validate.gpu_names("gpus", req["gpus"]))
     with engine.store.tx():
         for u in uuids:
             engine.store.set_paused(u, True)
@@ -231,8 +238,9 @@ def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    _may_drain(peer)
-    uuids = list(engine.paused) if req.get("all") else _gpus(engine, req.get("gpus") or [])
+    admins_only(peer, engine.opts, "resume GPUs")
+    names = validate.gpu_names("gpus", req.get("gpus"))
+    uuids = list(engine.paused) if req.get("all") else _gpus(engine, names)
     with engine.store.tx():
         for u in uuids:
             engine.store.set_paused(u, False)
@@ -296,12 +304,12 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "last_pass_seconds": engine.last_pass_seconds,
         "last_explain_seconds": engine.last_explain_seconds,
         "gpu_error": engine.res.error,
+        "daemon": daemon_info(engine),
     }
 
 
 def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    if not peer.admin and peer.uid != os.getuid():
-        raise ProtocolError(protocol.NOT_OWNER, "only the daemon's owner or root may stop it")
+    admins_only(peer, engine.opts, "stop the daemon")
     engine.loop.call_soon(engine.stop_event.set)
     return {"stopping": True, "running_jobs": len(engine.runs)}
 
@@ -317,6 +325,8 @@ HANDLERS: dict[str, Handler] = {
     "submit": submit,
     "queue": queue,
     "show": show,
+    "logs": logs,
+    "attach": attach,
     "wait": wait,
     "cancel": cancel,
     "hold": hold_jobs,

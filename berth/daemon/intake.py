@@ -10,7 +10,8 @@ import os
 import time
 
 from berth.core.job import Dependency, Job, Request
-from berth.daemon import protocol, unique
+from berth.daemon import protocol, unique, userdir, validate
+from berth.daemon.authority import user_name
 from berth.daemon.launcher import expand_pattern
 from berth.daemon.protocol import ProtocolError
 from berth.units import format_duration, format_size
@@ -24,23 +25,29 @@ if TYPE_CHECKING:
     from berth.daemon.handlers import Peer
 
 
+DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
+
+
 async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = dict(req["job"])
-    argv, wrap = spec.get("argv"), spec.get("wrap")
-    if bool(argv) == bool(wrap):
-        raise ProtocolError(protocol.BAD_REQUEST, "give a command (argv) or --wrap, not both")
-    if argv and not all(isinstance(a, str) for a in argv):
-        raise ProtocolError(protocol.BAD_REQUEST, f"argv must be strings, got {argv!r}")
-    if not os.path.isabs(spec["cwd"]):
-        raise ProtocolError(protocol.BAD_REQUEST, f"cwd {spec['cwd']!r} must be absolute")
+    spec = validate.job_spec(req["job"])  # every field, strictly; nothing is stored otherwise
+    me = os.geteuid()
+    if me != 0 and peer.uid != me:
+        owner = user_name(me)
+        raise ProtocolError(
+            protocol.NOT_OWNER,
+            f"this berth daemon runs as {owner} and runs jobs only as {owner}; {peer.user}, "
+            "submit to the system daemon (unset BERTH_SOCKET) or start your own with "
+            "`berth daemon`",
+        )
+    argv = spec.get("argv")
     gpu_ids = spec.get("gpu_ids")
     for i in (gpu_ids or []) + (spec.get("prefer") or []):
-        if not isinstance(i, int) or (engine.res.inventory and i not in engine.res.by_index):
+        if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
             raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
     deps = []
     for d in spec.get("after_ok") or []:
-        if not isinstance(d, int) or (d not in engine.jobs and d not in engine.finished_states):
+        if d not in engine.jobs and d not in engine.finished_states:
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
         deps.append(Dependency("afterok", d))
     request = Request(
@@ -52,14 +59,19 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
     )
     _check_fits(engine.res.inventory, request)
     _check_limit(spec.get("time_limit"), engine.opts.max_job_time)
+    spec.setdefault("umask", DEFAULT_UMASK)
     if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
         return dup
+    out, err = spec.get("stdout"), spec.get("stderr")
+    if out is None or err is None or spec.get("pty"):
+        log_dir = _log_dir(engine, peer)
+        out = out or os.path.join(log_dir, "%j.out")
+        if me == 0:  # a --pty job's terminal: in a directory the job's user may write
+            spec["pty_dir"] = log_dir
+    err = err or out  # as sbatch: one file for both unless -e
     now = time.time()
     job_id = engine.next_id
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
-    log_dir = os.path.join(engine.opts.state_dir, "logs")
-    out = spec.get("stdout") or os.path.join(log_dir, "%j.out")
-    err = spec.get("stderr") or out  # as sbatch: one file for both unless -e
     spec["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user)
     spec["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user)
     job = Job(
@@ -70,18 +82,35 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         user=peer.user,
         uid=peer.uid,
         gid=peer.gid,
-        priority=int(spec.get("priority") or 0),
+        priority=spec.get("priority", 0),
         time_limit=spec.get("time_limit"),
         dependencies=tuple(deps),
-        retries=int(spec.get("retries") or 0),
-        requeue=bool(spec.get("requeue")),
-        held=bool(spec.get("hold")),
+        retries=spec.get("retries", 0),
+        requeue=spec.get("requeue", False),
+        held=spec.get("hold", False),
     )
     engine.next_id = job_id + 1
     if "unique_key" in spec:
         engine.unique[spec["unique_key"]] = job_id
     await engine.insert(job, spec)  # durable before we answer
     return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
+
+
+def _log_dir(engine: Engine, peer: Peer) -> str:
+    """Where the job's default log goes: a root daemon's jobs run as their users, each with
+    a directory of their own (:mod:`berth.daemon.userdir`); a user's own daemon keeps them
+    in its state dir."""
+    state = engine.opts.state_dir
+    if os.geteuid() != 0:
+        return userdir.logs_root(state)
+    try:
+        return userdir.user_dir(state, peer.user, peer.uid, peer.gid)
+    except OSError as e:
+        raise ProtocolError(
+            protocol.INVALID_STATE,
+            f"cannot make the log directory of {peer.user} under {userdir.logs_root(state)}: "
+            f"{e.strerror or e}; ask the admin, or give your own log file with -o",
+        ) from None
 
 
 def _check_fits(inventory: list[Gpu], request: Request) -> None:

@@ -42,6 +42,13 @@ def expand_pattern(pattern: str, job_id: int, cwd: str, user: str) -> str:
     return out if os.path.isabs(out) else os.path.join(cwd, out)
 
 
+def pty_path(spec: dict[str, Any], job_id: int, attempt: int) -> str | None:
+    """Where the terminal of a ``--pty`` attempt listens, under a root daemon: in its user's
+    own directory (the supervisor makes it as that user). None: beside the run file."""
+    base = spec.get("pty_dir")
+    return f"{base}/{job_id}.{attempt}.pty" if base else None
+
+
 def build_argv(spec: dict[str, Any]) -> list[str]:
     if spec.get("wrap"):
         argv = ["/bin/sh", "-c", spec["wrap"]]
@@ -96,7 +103,9 @@ def launch_spec(
     kill_after: float,
     attempt: int = 1,
 ) -> dict[str, Any]:
-    """What the supervisor needs to run one attempt (whom it runs as is the supervisor's)."""
+    """What the supervisor needs to run one attempt (whom it runs as is the supervisor's);
+    ``umask``: the submitter's, applied to the job and to the logs it opens (a job from a
+    client that did not say gets 077)."""
     return {
         "argv": build_argv(spec),
         "command": spec.get("wrap") or " ".join(spec["argv"]),  # as the user gave it
@@ -107,4 +116,6 @@ def launch_spec(
         "time_limit": time_limit,
         "kill_after": kill_after,
         "pty": bool(spec.get("pty")),
+        "pty_path": pty_path(spec, job_id, attempt),
+        "umask": spec.get("umask", 0o077),
     }

@@ -2,7 +2,9 @@
 
 One daemon per socket and per state directory, enforced with ``flock``: a second one fails
 with a clear message. A socket file left by a dead daemon is probed by connecting and removed
-only if nobody answers. Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
+only if nobody answers. A user's own daemon listens on a 0600 socket; the system daemon
+(``--system``, root) on a 0666 one, and its state directory is passable by the users, whose
+log directories are in it (:mod:`berth.daemon.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
 running jobs running under their supervisors; the next daemon adopts them.
 """
 
@@ -14,7 +16,9 @@ import logging
 import os
 import signal
 import socket
+import stat
 
+from berth.daemon import userdir
 from berth.daemon.options import Options
 from berth.errors import BerthError
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from berth.daemon.spawner import Spawner
 
 log = logging.getLogger("berth.daemon")
+CLAIMS_RUN_DIR = "/run/berth"  # (berth.claims.paths.RUN_DIR; not imported: start-up cost)
 
 
 def _lock(path: str, what: str) -> int:
@@ -42,8 +47,53 @@ def _lock(path: str, what: str) -> int:
     return fd
 
 
-def _bind(path: str) -> socket.socket:
-    if os.path.exists(path):
+def _check_socket_dir(path: str, system: bool) -> None:
+    """The socket's directory must be one nobody else can change our socket in: ours or
+    root's, and not writable by others unless sticky (as ``/run/berth``, where only root can
+    remove root's socket). Made if missing: 0700 for a user's daemon; 0755 for the system one,
+    except ``/run/berth``, the claim ledger's directory, made as the claims make it (1777)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if system and path == CLAIMS_RUN_DIR:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.mkdir(path, 0o700)
+            os.chmod(path, 0o1777)
+        else:
+            os.makedirs(path, mode=0o755 if system else 0o700, exist_ok=True)
+        st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        st = os.stat(path)
+    me = os.geteuid()
+    sticky = st.st_mode & stat.S_ISVTX
+    if not stat.S_ISDIR(st.st_mode):
+        raise BerthError(f"socket directory {path} is not a directory")
+    if st.st_uid not in (0, me) or (st.st_mode & 0o022 and not sticky):
+        raise BerthError(
+            f"socket directory {path} (owner uid {st.st_uid}, mode "
+            f"{stat.S_IMODE(st.st_mode):o}) may be changed by others, who could replace "
+            "the daemon's socket: remove it, or choose another with --socket / BERTH_SOCKET"
+        )
+
+
+def _shared_dir(path: str) -> bool:
+    """Is the directory writable by others (sticky, as /run/berth)?"""
+    return bool(os.stat(path).st_mode & 0o022)
+
+
+def _bind(path: str, system: bool) -> socket.socket:
+    """Listen on ``path``: mode 0600 (its user only), or 0666 for the system daemon (every
+    local user; SO_PEERCRED says who each is). A socket file left by a dead daemon is
+    removed; so is one another user put where the system daemon's goes (a squatter: in a
+    sticky directory anyone may create that name while the daemon is down)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and st.st_uid not in (0, os.geteuid()):
+        log.warning("removing %s: it belongs to uid %d, not to this daemon", path, st.st_uid)
+        os.unlink(path)
+    elif st is not None:
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             probe.connect(path)
@@ -59,7 +109,7 @@ def _bind(path: str) -> socket.socket:
         sock.bind(path)
     finally:
         os.umask(old)
-    os.chmod(path, 0o600)
+    os.chmod(path, 0o666 if system else 0o600)
     sock.listen(1024)
     sock.setblocking(False)
     return sock
@@ -74,12 +124,24 @@ def setup_logging(opts: Options) -> None:
 
 def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -> int:
     """Run the daemon until it is stopped; returns the exit code."""
+    os.umask(0o077)  # what the daemon makes is root's (its user's) alone, unless said otherwise
     os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
     setup_logging(opts)
     state_lock = _lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
-    os.makedirs(os.path.dirname(opts.socket) or ".", mode=0o700, exist_ok=True)
-    socket_lock = _lock(opts.socket + ".lock", f"socket {opts.socket}")
-    sock = _bind(opts.socket)
+    userdir.prepare(opts.state_dir)
+    if os.geteuid() == 0:  # a job's supervisor, as its user, reads its attempt's signal file
+        run_dir = os.path.join(opts.state_dir, "run")
+        os.makedirs(run_dir, mode=0o711, exist_ok=True)
+        os.chmod(run_dir, 0o711)
+    sock_dir = os.path.dirname(opts.socket) or "."
+    _check_socket_dir(sock_dir, opts.system)
+    # The lock beside the socket, unless others may create files there (a sticky shared
+    # directory): then in the state directory, where nobody can take it first.
+    lock_path = opts.socket + ".lock"
+    if _shared_dir(sock_dir):
+        lock_path = os.path.join(opts.state_dir, "socket.lock")
+    socket_lock = _lock(lock_path, f"socket {opts.socket}")
+    sock = _bind(opts.socket, opts.system)
     web_sock = None
     if cfg.http:  # the dashboard's port, bound now: in use, the daemon does not start
         from berth.web.bind import listen, parse_bind

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 class Options:
     __slots__ = (
+        "admin_group",
         "exit_with",
         "foreground",
         "keep_finished",
@@ -13,8 +14,10 @@ class Options:
         "paused_after_crash",
         "policy",
         "poll_interval",
+        "private",
         "socket",
         "state_dir",
+        "system",
     )
 
     def __init__(
@@ -30,6 +33,9 @@ class Options:
         foreground: bool = True,
         exit_with: int | None = None,
         keep_finished: float = 30 * 86400.0,
+        system: bool = False,
+        private: bool = False,
+        admin_group: str | None = None,
     ) -> None:
         self.socket = socket
         self.state_dir = state_dir
@@ -41,3 +47,6 @@ class Options:
         self.foreground = foreground
         self.exit_with = exit_with  # stop when this process exits
         self.keep_finished = keep_finished  # seconds a finished job is kept (inf: for ever)
+        self.system = system  # the machine's daemon (`--system`): every local user may connect
+        self.private = private  # others' commands and paths are hidden from non-admins
+        self.admin_group = admin_group  # besides root, its members are admins

@@ -1,11 +1,22 @@
 """Where the daemon lives: its socket and its state directory (tiny; imported by the client).
 
-Socket (first that applies): ``$BERTH_SOCKET``; inside a Slurm allocation whose
-``berth daemon --inside-slurm`` runs, that daemon's (:func:`allocation_dir`); ``[daemon]
-socket`` in the config (the caller passes it); ``$XDG_RUNTIME_DIR/berth/daemon.sock``;
-``/tmp/berth-<uid>/daemon.sock``.
+Two kinds of daemon: a user's own (``berth daemon``) and the machine's (``berth daemon
+--system``, run by root, usually under systemd: contrib/systemd, docs/admin.md).
+
+Socket of a user's own daemon (first that applies): ``$BERTH_SOCKET``; inside a Slurm
+allocation whose ``berth daemon --inside-slurm`` runs, that daemon's (:func:`allocation_dir`);
+``[daemon] socket`` in the config (the caller passes it); :func:`private_socket`:
+``$XDG_RUNTIME_DIR/berth/daemon.sock``, else ``/tmp/berth-<uid>/daemon.sock``.
 State: ``$BERTH_STATE_DIR``; ``[daemon] state_dir``; ``$XDG_STATE_HOME/berth``;
 ``~/.local/state/berth``.
+
+The system daemon: socket ``[daemon] system_socket``, else :data:`SYSTEM_SOCKET`; state
+``[daemon] system_state_dir``, else :data:`SYSTEM_STATE_DIR` (``--socket``/``--state-dir``
+override both).
+
+A client (:func:`candidates`) uses ``$BERTH_SOCKET``, the allocation's daemon, or ``[daemon]
+socket`` if one is set, and only that; else the user's own daemon if it answers, else the
+system daemon.
 """
 
 from __future__ import annotations
@@ -24,19 +35,53 @@ def allocation_dir() -> str | None:
     return os.path.join(base, f"berth-{os.getuid()}", f"slurm-{job}")
 
 
-def socket_path(configured: str | None = None) -> str:
-    env = os.environ.get("BERTH_SOCKET")
-    if env:
-        return env
-    alloc = allocation_dir()
-    if alloc and os.path.exists(os.path.join(alloc, "daemon.sock")):
-        return os.path.join(alloc, "daemon.sock")
-    if configured:
-        return configured
+SYSTEM_SOCKET = "/run/berth/berth.sock"
+SYSTEM_STATE_DIR = "/var/lib/berth"
+
+# How a client found the socket it uses (see candidates()).
+ENV, ALLOCATION, CONFIG, PRIVATE, SYSTEM = "BERTH_SOCKET", "allocation", "config", "own", "system"
+
+
+def private_socket() -> str:
+    """The socket of this user's own daemon, when nothing names another."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "berth", "daemon.sock")
     return os.path.join("/tmp", f"berth-{os.getuid()}", "daemon.sock")
+
+
+def _named(configured: str | None) -> tuple[str, str] | None:
+    env = os.environ.get("BERTH_SOCKET")
+    if env:
+        return env, ENV
+    alloc = allocation_dir()
+    if alloc and os.path.exists(os.path.join(alloc, "daemon.sock")):
+        return os.path.join(alloc, "daemon.sock"), ALLOCATION
+    if configured:
+        return configured, CONFIG
+    return None
+
+
+def socket_path(configured: str | None = None) -> str:
+    """The socket of a user's own daemon (``berth daemon`` without ``--system``)."""
+    named = _named(configured)
+    return named[0] if named is not None else private_socket()
+
+
+def system_socket(configured: str | None = None) -> str:
+    return configured or SYSTEM_SOCKET
+
+
+def candidates(
+    configured: str | None = None, system_configured: str | None = None
+) -> list[tuple[str, str]]:
+    """The sockets a client tries, in order, each with how it was found (:data:`ENV`,
+    :data:`ALLOCATION`, :data:`CONFIG`: that one only; else :data:`PRIVATE`, then
+    :data:`SYSTEM`)."""
+    named = _named(configured)
+    if named is not None:
+        return [named]
+    return [(private_socket(), PRIVATE), (system_socket(system_configured), SYSTEM)]
 
 
 def state_dir(configured: str | None = None) -> str:

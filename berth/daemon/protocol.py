@@ -6,7 +6,8 @@ Frame: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one objec
 connection starts with a handshake ``{"type": "hello", "version": PROTOCOL_VERSION}``; then
 each request ``{"type": T, ...fields}`` gets exactly one response, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": {"code": CODE, "message": "..."}}``. The server checks every request
-against :data:`REQUESTS` (field -> accepted types, required?) before any handler sees it.
+against :data:`REQUESTS` (field -> accepted types, required?) before any handler sees it;
+the handlers check values strictly (:mod:`berth.daemon.validate`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "model": (_B, False),
     },
     "show": {"job_id": (_I, True)},
+    "logs": {"job_id": (_I, True)},
+    "attach": {"job_id": (_I, True)},
     "wait": {"job_id": (_I, True), "timeout": (_F + _N, False)},
     "cancel": {
         "job_ids": (_L, False),
@@ -80,31 +83,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "web_token": {},  # the caller's token for the web dashboard (berth.web.auth)
 }
 
-# Fields of a submitted job spec: {field: (accepted types, required)}.
-JOB_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
-    "argv": (_L, False),
-    "wrap": (_S + _N, False),
-    "env": (_D, True),
-    "cwd": (_S, True),
-    "name": (_S + _N, False),
-    "gpus": (_F, False),
-    "mem": (_I + _N, False),
-    "gpu_ids": (_L + _N, False),
-    "prefer": (_L + _N, False),
-    "name_filter": (_S + _N, False),
-    "time_limit": (_F + _N, False),
-    "priority": (_I, False),
-    "stdout": (_S + _N, False),
-    "stderr": (_S + _N, False),
-    "env_setup": (_S + _N, False),
-    "conda": (_S + _N, False),
-    "after_ok": (_L, False),
-    "retries": (_I, False),
-    "requeue": (_B, False),
-    "hold": (_B, False),
-    "pty": (_B, False),
-    "unique": (_B, False),
-}
+# The fields of a submitted job (``submit``'s ``job``) and their checks are in
+# berth.daemon.validate.JOB_FIELDS: the one place a job's fields are checked, by the daemon.
 
 
 class ProtocolError(Exception):
@@ -165,10 +145,6 @@ def check_request(msg: dict[str, object]) -> str:
         )
     body = {k: v for k, v in msg.items() if k != "type"}
     _check_fields(f"request {kind!r}", body, fields)
-    if kind == "submit":
-        job = body["job"]
-        assert isinstance(job, dict)
-        _check_fields("job", job, JOB_FIELDS)
     return kind
 
 

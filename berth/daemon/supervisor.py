@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import socket
 
 from berth.daemon import runfile
-from berth.daemon.attempt import Attempt, receive
+from berth.daemon.attempt import IDENTITY, Attempt, receive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -203,14 +204,38 @@ _encode_str = json.encoder.encode_basestring_ascii
 
 
 def _drop_privileges(owner: dict[str, Any]) -> None:
-    """A root daemon runs each job as its submitter: the supervisor becomes that user before
-    it opens a log or spawns anything (run files and claims come to it already open)."""
+    """A root daemon runs each job as its submitter: the supervisor becomes that user (their
+    groups from the system's group database, then gid, then uid: real, effective and saved,
+    so there is no way back) before it opens a log or spawns anything (run files and claims
+    come to it already open). A daemon that is not root runs only its own user's jobs."""
     uid, gid = owner.get("uid"), owner.get("gid")
-    if os.geteuid() != 0 or uid is None or gid is None or uid == 0:
+    me = os.geteuid()
+    if me != 0:
+        if uid is not None and uid != me:
+            raise PermissionError(f"a daemon of uid {me} cannot run a job of uid {uid}")
         return
-    os.initgroups(owner.get("user") or str(uid), gid)
+    if uid is None or gid is None:
+        return  # (no owner named: the daemon's own user, as for a user's own daemon)
+    try:
+        pw: Any = pwd.getpwuid(uid)
+        name, home, shell = pw.pw_name, pw.pw_dir, pw.pw_shell
+    except (KeyError, OverflowError):
+        name, home, shell = owner.get("user") or str(uid), "/", "/bin/sh"
+    if uid == 0:
+        IDENTITY.update(HOME=home, USER=name, LOGNAME=name, SHELL=shell)
+        return
+    os.initgroups(name, gid)
     os.setgid(gid)
     os.setuid(uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise PermissionError(f"could not become uid {uid} gid {gid} for good")
+    try:
+        os.setuid(0)
+    except PermissionError:
+        pass
+    else:  # pragma: no cover - the kernel would have to be broken
+        raise PermissionError("could become root again after dropping privileges")
+    IDENTITY.update(HOME=home, USER=name, LOGNAME=name, SHELL=shell)
 
 
 def set_name(name: bytes) -> None:

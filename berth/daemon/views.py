@@ -63,3 +63,28 @@ def detail(
     out["conda"] = spec.get("conda")
     out["pty"] = bool(spec.get("pty"))
     return out
+
+
+PRIVATE = "(private)"
+_PRIVATE_FIELDS = ("command", "cwd", "stdout", "stderr", "env_setup", "conda")
+
+
+def redact(job: dict[str, Any]) -> dict[str, Any]:
+    """A job's detail (or model) as others see it under ``--private``: no command, directory,
+    log paths or setup, and no free-text reasons (they may name paths); states, times, GPUs
+    and the request stay."""
+    out = dict(job)
+    for key in _PRIVATE_FIELDS:
+        if out.get(key) is not None:
+            out[key] = PRIVATE
+    if "attach" in out:
+        out["attach"] = None
+    out["attempts"] = [
+        {**a, "reason": PRIVATE if a.get("reason") else a.get("reason")}
+        for a in out.get("attempts") or ()
+    ]
+    out["history"] = [
+        {**e, "detail": PRIVATE if e.get("detail") else e.get("detail")}
+        for e in out.get("history") or ()
+    ]
+    return out

@@ -16,8 +16,11 @@ def test_submit_queue_show_logs(daemon):
     assert out.stdout.startswith("Submitted job ")
     job_id = int(out.stdout.split()[-1])
     queue = daemon.berth("queue")
-    header = queue.stdout.splitlines()[0].split()
-    assert header == ["JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)"]
+    which, columns = queue.stdout.splitlines()[:2]
+    assert which.startswith("your own daemon on " + daemon.socket)
+    assert columns.split() == ["JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)"]
+    bare = daemon.berth("queue", "--noheader").stdout
+    assert not bare.startswith(("your", "JOBID"))
     follow = daemon.berth("logs", "-f", str(job_id))
     assert follow.returncode == 0 and follow.stdout == "hi\nbye\n"
     shown = daemon.berth("show", str(job_id))
@@ -28,9 +31,10 @@ def test_submit_queue_show_logs(daemon):
         "-c",
         "echo hi; sleep 0.3; echo bye",
     ]
-    rows = json.loads(daemon.berth("queue", "--all", "--json").stdout)
-    assert [r["id"] for r in rows] == [job_id]
-    assert json.loads(daemon.berth("queue", "--json").stdout) == []
+    listed = json.loads(daemon.berth("queue", "--all", "--json").stdout)
+    assert [r["id"] for r in listed["jobs"]] == [job_id]
+    assert listed["daemon"]["socket"] == daemon.socket and listed["daemon"]["system"] is False
+    assert json.loads(daemon.berth("queue", "--json").stdout)["jobs"] == []
 
 
 def test_parsable_wait_and_exit_status(daemon):

@@ -1,0 +1,91 @@
+"""Who is calling, and what they may do (invariant 5).
+
+The caller is a :class:`Peer`: uid and gid from the socket (SO_PEERCRED, read by
+:mod:`berth.daemon.server`), never from the message. The rules:
+
+- everyone sees the queue (users, job names, states, GPUs);
+- a job's owner or an admin may act on it: cancel, signal, hold, release, attach, read its
+  logs; with ``--private`` (``[daemon] private``), only they see its command, directory and
+  log paths;
+- an admin (root, or a member of ``[claims] admin_group``) or the daemon's own user may pause
+  and resume GPUs and stop the daemon; on the system daemon (run by root) that is the admins.
+
+Every refusal says who may (:func:`owned`, :func:`admins_only`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from berth.daemon import protocol
+from berth.daemon.protocol import ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.core.job import Job
+    from berth.daemon.options import Options
+
+
+class Peer:
+    """The caller: ``uid``/``gid``/``pid`` from SO_PEERCRED; ``admin`` as decided by the
+    server (root, or in the admin group)."""
+
+    __slots__ = ("admin", "gid", "pid", "uid", "user")
+
+    def __init__(self, pid: int, uid: int, gid: int, admin: bool) -> None:
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.admin = admin
+        self.user = user_name(uid)
+
+
+_names: dict[int, str] = {}
+
+
+def user_name(uid: int) -> str:
+    name = _names.get(uid)
+    if name is None:
+        import pwd
+
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        _names[uid] = name
+    return name
+
+
+def admins(opts: Options) -> str:
+    """Who the admins are, for messages: ``root`` or ``root, group 'gpuadmin'``."""
+    return "root" + (f", group {opts.admin_group!r}" if opts.admin_group else "")
+
+
+def may_see(peer: Peer, job: Job, opts: Options) -> bool:
+    """May ``peer`` see the job's command, directory and log paths?"""
+    return not opts.private or peer.admin or peer.uid == job.uid
+
+
+def owned(job: Job, peer: Peer, opts: Options, verb: str) -> Job:
+    """``job`` if ``peer`` may ``verb`` it (its owner or an admin); else NOT_OWNER saying
+    who may: "job 12 belongs to alice; only alice or an admin (root) may cancel it"."""
+    if job.uid != peer.uid and not peer.admin:
+        raise ProtocolError(
+            protocol.NOT_OWNER,
+            f"job {job.id} belongs to {job.user}; only {job.user} or an admin "
+            f"({admins(opts)}) may {verb}",
+        )
+    return job
+
+
+def admins_only(peer: Peer, opts: Options, what: str) -> None:
+    """Refuse ``what`` unless ``peer`` is an admin or the daemon's own user."""
+    me = os.geteuid()
+    if peer.admin or peer.uid == me:
+        return
+    who = (
+        admins(opts)
+        if me == 0
+        else f"{user_name(me)} (whose daemon this is) or an admin ({admins(opts)})"
+    )
+    raise ProtocolError(protocol.NOT_OWNER, f"{peer.user} may not {what}: only {who} may")

@@ -1,0 +1,81 @@
+"""Each user's own directory under a root daemon's state: ``<state>/logs/<user>``.
+
+A daemon that runs as root runs every job as its submitter, so a job's default log cannot be
+in root's state directory (the job, as its user, could not create it). Each user gets a
+directory of their own, made by the daemon the first time they submit:
+
+- ``<state>`` and ``<state>/logs`` are root's, mode 0711: anyone may pass through, nobody
+  but root may list or add anything (the database and the daemon's log stay 0600);
+- ``<state>/logs/<user>`` belongs to the user, mode 0700 (what they put in it is theirs to
+  share); default logs (``%j.out``) and the terminals of ``--pty`` jobs live there.
+
+Why not under the user's home: homes may be on NFS with ``root_squash``, missing for system
+accounts, or over quota, and the admin could neither back up nor purge them in one place.
+
+Making it is safe against a hostile user: ``<state>/logs`` is writable by root alone, so no
+one else can plant a link or a file where the directory is made (``mkdir`` and ``chown``
+without following links, relative to a descriptor of ``<state>/logs``); an existing entry is
+used only if it is a real directory owned by the user, else the submit is refused with what
+the admin should do. A non-root daemon (one user's own) keeps its logs in ``<state>/logs``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from berth.daemon import protocol
+from berth.daemon.protocol import ProtocolError
+
+SHARED_MODE = 0o711  # root's dirs the users pass through
+USER_MODE = 0o700
+
+
+def logs_root(state_dir: str) -> str:
+    return os.path.join(state_dir, "logs")
+
+
+def prepare(state_dir: str) -> None:
+    """At start: a root daemon's state dir and logs dir are passable (0711), and every file
+    directly in the state dir is private to root (0600 at most)."""
+    if os.geteuid() != 0:
+        return
+    root = logs_root(state_dir)
+    os.makedirs(root, mode=SHARED_MODE, exist_ok=True)
+    for d in (state_dir, root):
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
+            raise OSError(f"{d} must be a directory owned by root (not a link)")
+        os.chmod(d, SHARED_MODE)
+    for name in os.listdir(state_dir):
+        path = os.path.join(state_dir, name)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
+    """``<state>/logs/<user>``, made for (and owned by) that user if missing."""
+    name = user if user and "/" not in user and user not in (".", "..") else str(uid)
+    root = logs_root(state_dir)
+    path = os.path.join(root, name)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.mkdir(name, USER_MODE, dir_fd=fd)
+            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+            os.chmod(name, USER_MODE, dir_fd=fd)  # (whatever the daemon's umask)
+            return path
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a directory"
+            raise ProtocolError(
+                protocol.INVALID_STATE,
+                f"the log directory {path} is {what} owned by uid {st.st_uid}, not by {user} "
+                f"({uid}): ask the admin to move it away (a new one is made at the next "
+                "submit), or give your own log file with -o",
+            )
+        return path
+    finally:
+        os.close(fd)
