@@ -1,11 +1,12 @@
 """The claims section of ``berth status``: who holds which GPU, and who waits.
 
 Under each GPU: one line per claim (``claimed by alice pid 4242 share 0.5 mem 30.0G since
-10:02:11: python train.py``); below the table, the waiters in arrival order (one that has stopped answering, e.g. stopped
-with Ctrl-Z, is shown as such: it reserves nothing). In ``--json``:
+10:02:11: python train.py``); below the table, the waiters in arrival order (one that stopped
+answering, e.g. stopped with Ctrl-Z, is shown so: it reserves nothing). In ``--json``:
 ``"claims"`` (every field of every living claim) and ``"waiters"``. A claim whose file body
 is corrupt is shown rebuilt from what the kernel knows (owner, holders' pids), marked
-"(rebuilt)", and its body is rewritten when its owner (or root) looks.
+"(rebuilt)", and its body is rewritten when its owner (or root) looks. A ledger directory
+that cannot be used (refused, unreadable) is said so under the table; the GPUs still show.
 """
 
 from __future__ import annotations
@@ -25,10 +26,16 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
     from berth.claims.ledger import Ledger, user_name
     from berth.claims.paths import claims_dir
     from berth.cli.status import Section
+    from berth.errors import BerthError
     from berth.units import format_size
 
-    ledger = Ledger(claims_dir(cfg, create=False))
-    state = ledger.scan()
+    try:
+        ledger = Ledger(claims_dir(cfg, create=False))
+        state = ledger.scan()
+    except BerthError as e:  # (a directory refused as untrustworthy): the GPUs still show
+        return Section(
+            "claims", title="claims:", lines=[f"  {e}"], data={"claims": [], "error": str(e)}
+        )
     if any(c.corrupt for c in state.claims):
         ledger.repair(state)
     index = {g.uuid: g.index for g in gpus}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -50,3 +51,15 @@ def test_status_shows_claims_and_waiters(fake_gpus: Any) -> None:
         waiter.communicate()
         a.release()
         b.release()
+
+
+def test_status_says_why_a_claims_dir_is_refused_and_still_shows_the_gpus(fake_gpus: Any) -> None:
+    fake_gpus.setup(n=2)
+    os.makedirs(fake_gpus.claims_dir, exist_ok=True)
+    os.chmod(fake_gpus.claims_dir, 0o777)  # anyone could remove anyone's claims there
+    r = fake_gpus.berth("status")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.lstrip().startswith("GPU") and "NVIDIA" in r.stdout
+    assert "world-writable but not sticky" in r.stdout and "chmod +t" in r.stdout
+    run = fake_gpus.berth("run", "--", "true")
+    assert run.returncode == 2 and "not sticky" in run.stderr  # claiming there: refused
