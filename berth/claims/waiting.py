@@ -55,10 +55,13 @@ class Waiter:
         )  # fmt: skip
 
     def register(self, state: State) -> None:
-        """Take a ticket after every living waiter's (``state``: a fresh scan)."""
+        """Take a ticket after every living waiter's (``state``: a fresh scan). A ticket
+        from the future (a hand-made file's: berth takes the time) is not followed, so that
+        nobody can push everyone's tickets out of reach of those who come later."""
         self.ledger.check_claimable()
-        last = max((w.ticket for w in state.waiters), default=0)
-        self.ticket = max(time.time_ns(), last + 1)
+        now = time.time_ns()
+        last = max((w.ticket for w in state.waiters if w.ticket < now + 10**12), default=0)
+        self.ticket = max(now, last + 1)
         self.name = files.waiter_name(self.ticket, self.lease)
         self.fd = files.create_locked(self.ledger.path, self.name, self._body(), f"{self.lease}.w")
         self.renewed = time.monotonic()
