@@ -63,7 +63,7 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
     if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
         return dup
     out, err = spec.get("stdout"), spec.get("stderr")
-    if out is None or err is None or spec.get("pty"):
+    if out is None or (spec.get("pty") and me == 0):
         log_dir = _log_dir(engine, peer)
         out = out or os.path.join(log_dir, "%j.out")
         if me == 0:  # a --pty job's terminal: in a directory the job's user may write
