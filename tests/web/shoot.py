@@ -34,6 +34,7 @@ TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 USERS = ("alice", "bob", "chen", "dana")
 HELD: list[Any] = []  # (dana's claim, in her child process)
+PRELOAD: tuple[str, ...] = ()  # modules a child imports before it drops root
 NAMES = (
     "llama-7b-lora", "resnet50-imagenet", "bert-finetune", "sweep-lr-3e-4", "sweep-lr-1e-3",
     "vit-b16-pretrain", "whisper-eval", "diffusion-sample", "gnn-ogbn", "ppo-atari",
@@ -56,6 +57,11 @@ def as_user(user: str, fn: Any, hold: bool = False) -> int:
     pid = os.fork()
     if pid == 0:
         try:
+            import importlib
+
+            # (the interpreter may live where the user cannot read: import first)
+            for module in (*PRELOAD, "ctypes.util", "pynvml", "berth.devices.nvml", "berth.client"):
+                importlib.import_module(module)
             os.setgroups([])
             os.setgid(pw.pw_gid)
             os.setuid(pw.pw_uid)
@@ -63,6 +69,8 @@ def as_user(user: str, fn: Any, hold: bool = False) -> int:
             fn()
             if hold:
                 signal.pause()
+        except BaseException as e:
+            print(f"as {user}: {type(e).__name__}: {e}", file=sys.stderr)
         finally:
             os._exit(0)
     if not hold:
@@ -77,7 +85,9 @@ def main() -> int:
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: it creates users and runs their jobs")
+    global PRELOAD
     users = _load("userkit", os.path.join(TESTS, "claims", "userkit.py"))
+    PRELOAD = users.PRELOAD
     for u in USERS:
         users.ensure_user(u)
     lib_dir = _load("fakenvml_build", os.path.join(TESTS, "fakenvml", "build.py")).build()

@@ -1,0 +1,134 @@
+"""/metrics: valid Prometheus text, DCGM names with the holder as labels, and berth's queue
+figures: the wait and dispatch-gap histograms and the outcomes follow what really happened."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+from helpers import wait_until
+
+_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_]+="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
+
+
+def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample, after checking the text is well formed (each family declared)."""
+    typed: dict[str, str] = {}
+    out = []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            typed[name] = kind
+            continue
+        if line.startswith("#") or not line:
+            continue
+        m = _LINE.match(line)
+        assert m, f"malformed line: {line!r}"
+        name = m.group(1)
+        family = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in typed or family in typed, f"{name} has no TYPE"
+        labels = dict(re.findall(r'([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out.append((name, labels, float(m.group(3))))
+    return out
+
+
+def one(samples: list[Any], name: str, **labels: str) -> float:
+    found = [
+        v for n, lab, v in samples if n == name and all(lab.get(k) == x for k, x in labels.items())
+    ]
+    assert len(found) == 1, (name, labels, found)
+    return float(found[0])
+
+
+def metrics(web: Any) -> list[tuple[str, dict[str, str], float]]:
+    status, headers, body = web.get("/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    return parse(body.decode())
+
+
+def gate(web: Any, name: str) -> tuple[str, str]:
+    path = os.path.join(str(web.daemon.fake.root), name)
+    return f"while [ ! -e {path} ]; do sleep 0.02; done", path
+
+
+def test_histograms_and_outcomes_follow_the_jobs(web: Any) -> None:
+    web.start(gpus=1)
+    wrap_a, gate_a = gate(web, "a.go")
+    a = web.daemon.submit(wrap=wrap_a, name="first")
+    wait_until(lambda: web.daemon.job(a)["state"] == "RUNNING", timeout=10, message="a runs")
+    b = web.daemon.submit(wrap="exit 3", name="second")  # waits for the only GPU
+    s = metrics(web)
+    assert one(s, "berth_queue_jobs", state="RUNNING") == 1
+    assert one(s, "berth_queue_jobs", state="PENDING") == 1
+    assert one(s, "berth_job_wait_seconds_count") == 1
+    assert one(s, "DCGM_FI_DEV_GPU_UTIL", gpu="0", hpc_job=str(a), hpc_user="root") == 0
+    assert one(s, "berth_gpu_holder", gpu="0", hpc_job=str(a), kind="job") == 1
+    open(gate_a, "w").close()  # a ends; b starts on the GPU it freed, then fails
+    web.daemon.wait_done([a, b])
+
+    def settled() -> list[Any] | None:
+        s = metrics(web)
+        return s if one(s, "berth_jobs_finished_total", outcome="FAILED") == 1 else None
+
+    s = wait_until(settled, timeout=10, message="both outcomes counted")
+    assert one(s, "berth_jobs_finished_total", outcome="COMPLETED") == 1
+    assert one(s, "berth_job_wait_seconds_count") == 2
+    assert one(s, "berth_dispatch_gap_seconds_count") == 1  # b was waiting when a freed it
+    gap = one(s, "berth_dispatch_gap_seconds_sum")
+    job_a, job_b = web.daemon.job(a), web.daemon.job(b)
+    expected = job_b["attempts"][0]["start"] - job_a["attempts"][0]["end"]
+    assert abs(gap - expected) < 1e-3 and 0 <= gap < 2
+    buckets = [(lab["le"], v) for n, lab, v in s if n == "berth_dispatch_gap_seconds_bucket"]
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
+    assert buckets[-1] == ("+Inf", 1)
+    # A job submitted after the GPU was freed did not wait for it: no gap counted.
+    c = web.daemon.submit(wrap="true", name="third")
+    web.daemon.wait_done([c])
+    s = wait_until(lambda: (m := metrics(web)) and one(m, "berth_job_wait_seconds_count") == 3 and m,
+                   timeout=10, message="the third start seen")  # fmt: skip
+    assert one(s, "berth_dispatch_gap_seconds_count") == 1
+
+
+def test_dcgm_readings_and_a_daemonless_claim_as_holder(web: Any) -> None:
+    web.start(gpus=2)
+    web.daemon.fake.update(1, power_mw=250000, temp=61)  # (the workload brings util and memory)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", "run", "--only", "1", "--",
+         *web.daemon.workload("--seconds", "60", "--util", "42", "--mem", "10G")],
+        env=web.daemon.env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(str(web.daemon.fake.root), "run.err"), "w"),
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+
+        def claimed() -> list[Any] | None:
+            s = metrics(web)
+            held = [
+                lab for n, lab, _ in s if n == "berth_gpu_holder" and lab.get("kind") == "claim"
+            ]
+            util = [v for n, lab, v in s if n == "DCGM_FI_DEV_GPU_UTIL" and lab["gpu"] == "1"]
+            return s if held and util and util[0] >= 42 else None  # (and the reading polled)
+
+        err = os.path.join(str(web.daemon.fake.root), "run.err")
+        s = wait_until(claimed, timeout=15, message=f"the claim seen ({open(err).read()!r})")
+        labels = next(lab for n, lab, _ in s if n == "berth_gpu_holder" and lab["kind"] == "claim")
+        assert labels["gpu"] == "1" and labels["hpc_user"] == "root"
+        assert labels["hpc_job"].startswith("claim-")
+        util = [(lab, v) for n, lab, v in s if n == "DCGM_FI_DEV_GPU_UTIL" and lab["gpu"] == "1"]
+        assert len(util) == 1 and util[0][0]["hpc_job"] == labels["hpc_job"] and util[0][1] >= 42
+        assert one(s, "DCGM_FI_DEV_POWER_USAGE", gpu="1") == 250
+        assert one(s, "DCGM_FI_DEV_GPU_TEMP", gpu="1") == 61
+        used = [v for n, lab, v in s if n == "DCGM_FI_DEV_FB_USED" and lab["gpu"] == "1"]
+        assert used == [10240]  # MiB, as DCGM
+        assert one(s, "DCGM_FI_DEV_FB_USED", gpu="0") == 0  # free GPU: no holder labels
+        free = [lab for n, lab, _ in s if n == "DCGM_FI_DEV_FB_USED" and lab["gpu"] == "0"]
+        assert "hpc_job" not in free[0] and free[0]["modelName"] == "NVIDIA A100-SXM4-80GB"
+        assert one(s, "berth_user_gpus_held", user="root") == 1
+        hours = "berth_user_gpu_hours_total"
+        wait_until(lambda: [v for n, lab, v in metrics(web) if n == hours and v > 0],
+                   timeout=10, message="GPU-hours counted")  # fmt: skip
+    finally:
+        os.killpg(holder.pid, 9)
+        holder.wait()
