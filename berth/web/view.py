@@ -45,6 +45,9 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
     own.update(lease.lease_id for lease in engine.committing.values())
     ledger = engine.res.ledger.scan(bodies=True)
     by_uuid = engine.res.by_uuid
+    # A private daemon hides others' commands from non-admins: the page is the same for every
+    # viewer, so it shows no claim's command at all.
+    private = bool(getattr(engine.opts, "private", False)) and not peer.admin
     claims: dict[int, list[dict[str, Any]]] = {}
     for c in ledger.claims:
         s = by_uuid.get(c.uuid)
@@ -58,7 +61,7 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 "share": c.share,
                 "mem": c.memory or None,
                 "since": c.since,
-                "command": c.command,
+                "command": None if private else c.command,
             }
         )
     from berth.claims.ledger import user_name
@@ -69,7 +72,7 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
             if s is not None:
                 claims.setdefault(s.index, []).append(
                     {"kind": "reserved", "user": user_name(w.uid), "pid": w.pid, "share": share,
-                     "command": w.want}
+                     "command": None if private else w.want}
                 )  # fmt: skip
     out = []
     for s in engine.res.snapshots:
