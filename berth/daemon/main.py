@@ -194,6 +194,7 @@ async def _main(
         if unclean and opts.paused_after_crash:
             store.set_meta("queue_paused", "1")
     ledger = Ledger(cfg=cfg)
+    ledger.check_claimable()  # (a claims dir another user controls: refuse to start, say why)
     res = Resources(cfg, ledger)
     res.poll()
     if res.error:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from helpers import wait_until
 
 from berth.claims.ledger import Ledger
@@ -85,3 +86,27 @@ def test_a_stopped_waiter_does_not_keep_the_daemons_gpus_idle(daemon: Any) -> No
         os.killpg(waiter.pid, signal.SIGKILL)
         waiter.communicate()
         held.release()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root refuses another user's dir (CI is root)")
+def test_a_root_daemon_refuses_a_claims_dir_another_user_controls(daemon: Any) -> None:
+    """Its owner could delete or replace any claim in it: the daemon says so and does not
+    start (before, every scheduling pass logged a traceback)."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    claims = daemon.fake.claims_dir
+    os.makedirs(claims, exist_ok=True)
+    os.chown(claims, nobody.pw_uid, nobody.pw_gid)
+    os.chmod(claims, 0o755)
+    daemon.fake.setup(n=2, memory="80G")
+    proc = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and claims in out and "Traceback" not in out, out
