@@ -26,6 +26,7 @@ import stat
 
 from berth.daemon import protocol
 from berth.daemon.protocol import ProtocolError
+from berth.errors import BerthError
 
 SHARED_MODE = 0o711  # root's dirs the users pass through
 USER_MODE = 0o700
@@ -45,7 +46,10 @@ def prepare(state_dir: str) -> None:
     for d in (state_dir, root):
         st = os.lstat(d)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
-            raise OSError(f"{d} must be a directory owned by root (not a link)")
+            raise BerthError(
+                f"{d} must be a directory owned by root (not a link): the users' log "
+                "directories are made in it; choose another --state-dir"
+            )
         os.chmod(d, SHARED_MODE)
     for name in os.listdir(state_dir):
         path = os.path.join(state_dir, name)
