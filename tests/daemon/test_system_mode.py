@@ -303,3 +303,21 @@ def test_no_daemon_advice_fits_the_case(system: System) -> None:
         text=True, check=False,
     )  # fmt: skip
     assert root.returncode == 5 and "systemctl start berth" in root.stderr, root.stderr
+
+
+def test_only_root_starts_the_system_daemon_and_no_daemon_binds_where_others_write(
+    system: System,
+) -> None:
+    out = system.berth(B, "daemon", "--system", "--foreground")
+    assert out.returncode == 2 and "must run as root" in out.stderr
+    theirs = os.path.join(system.shared, "bdir")
+
+    def open_dir() -> None:
+        os.mkdir(theirs)
+        os.chmod(theirs, 0o777)
+
+    call_as(B, open_dir)
+    sock = os.path.join(theirs, "d.sock")
+    out = system.rig.berth("daemon", "--foreground", "--socket", sock, "--state-dir", system.state)
+    assert out.returncode != 0 and "may be changed by others" in out.stderr, out.stderr
+    assert not os.path.exists(sock)
