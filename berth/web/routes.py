@@ -26,6 +26,7 @@ from berth.web import auth, wire
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
     from typing import Any
 
     from berth.daemon.handlers import Peer
@@ -41,6 +42,7 @@ STATIC = {
 ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release"}
 LOG_TAIL = 16384  # bytes of a log sent when no offset is given
 LOG_CHUNK = 65536  # at most this many bytes per answer
+CACHE_SECONDS = 1.0  # /metrics and /api/history are made at most once a second, however asked
 
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,12})(?:/(log|cancel|hold|release))?$")
 
@@ -64,6 +66,18 @@ class Routes:
     def __init__(self, server: WebServer) -> None:
         self.server = server
         self.files = {path: (_static(name), ctype) for path, (name, ctype) in STATIC.items()}
+        self._cache: dict[str, tuple[float, bytes]] = {}
+
+    def cached(self, key: str, make: Callable[[], bytes]) -> bytes:
+        """``make()``, or its answer of less than :data:`CACHE_SECONDS` ago: a client asking
+        in a loop costs the daemon's loop nothing more."""
+        now = self.server.loop.time()
+        hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        out = make()
+        self._cache[key] = (now, out)
+        return out
 
     # -- who asks -----------------------------------------------------------------------------
 
@@ -111,13 +125,14 @@ class Routes:
             return wire.response(204)
         if path == "/metrics":
             self.reader(req)
-            return self.metrics()
+            return self.cached("metrics", self.metrics)
         if path == "/api/state":
             self.reader(req)
             return wire.response(200, self.server.state())
         if path == "/api/history":
             self.reader(req)
-            return self.history(req)
+            span = self.span(req)
+            return self.cached(f"history {span}", lambda: self.history(span))
         if path == "/api/events":
             self.reader(req)
             await self.server.stream(reader, writer)
@@ -147,15 +162,20 @@ class Routes:
         )
         return wire.response(200, text.encode(), metrics.CONTENT_TYPE)
 
-    def history(self, req: wire.Request) -> bytes:
+    SPANS = (3600.0, 6 * 3600.0, 86400.0)
+
+    def span(self, req: wire.Request) -> float:
+        """``?span=SECONDS``, rounded up to an hour, 6 hours or a day (the default)."""
+        text = req.query.get("span", "86400")
+        try:
+            asked = float(text)
+        except ValueError:
+            raise wire.HttpError(400, f"span={text!r}: give seconds, e.g. 3600") from None
+        return next((s for s in self.SPANS if asked <= s), self.SPANS[-1])
+
+    def history(self, span: float) -> bytes:
         import time
 
-        from berth.web.history import DAY
-
-        try:
-            span = min(DAY, max(60.0, float(req.query.get("span", DAY))))
-        except ValueError:
-            raise wire.HttpError(400, f"span={req.query.get('span')!r}: give seconds") from None
         return wire.json_response(200, self.server.history.series(time.time(), span))
 
     def _owned_job(self, job_id: int, peer: Peer) -> dict[str, Any]:

@@ -84,7 +84,10 @@ class Request:
         self.target = target
         path, _, query = target.partition("?")
         self.path = unquote(path)
-        self.query = {k: v[-1] for k, v in parse_qs(query, max_num_fields=20).items()}
+        try:
+            self.query = {k: v[-1] for k, v in parse_qs(query, max_num_fields=20).items()}
+        except ValueError:
+            raise HttpError(400, "too many query fields") from None
         self.headers = headers
         self.body = body
 

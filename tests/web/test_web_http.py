@@ -41,6 +41,9 @@ def test_limits_refuse_with_the_status_that_says_why(web: Any) -> None:
     assert status_of(web.raw(post + two)) == 400
     assert status_of(web.raw(b"DELETE / HTTP/1.1\r\n" + h + b"\r\n")) == 405
     assert web.get("/nothing")[0] == 404
+    assert web.get("/api/history?span=soon")[0] == 400
+    assert web.get("/api/history?" + "&".join(f"f{i}=1" for i in range(30)))[0] == 400
+    assert web.json("/api/history?span=60")["span"] == 3600  # (spans are few: cached)
     # A page elsewhere that rebinds its DNS name to 127.0.0.1 names itself in Host: refused.
     evil = b"GET /api/state HTTP/1.1\r\nHost: evil.example:%d\r\n\r\n" % web.port
     assert status_of(web.raw(evil)) == 421
