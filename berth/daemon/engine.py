@@ -125,6 +125,7 @@ class Engine(Lifecycle):
 
         now = time.time()
         t0 = time.perf_counter()
+        self._decide_seconds = 0.0  # (a pass that decides nothing delays no later one)
         self._reasons_valid = False
         if self.queue_paused or (not explain and not self._deps_dirty and self._full()):
             return  # nothing could start: spare the sort of a long queue
