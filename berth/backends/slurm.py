@@ -200,20 +200,20 @@ class Slurm:
             return {}
         rows = self._squeue("-r", "--states=all", "-j", ",".join(ids))
         found = {r.id: r for r in rows}
-        ended = [r for r in rows if r.finished]
         missing = [i for i in ids if not _covers(found.values(), i)]
-        if (ended or missing) and self.accounting():
+        if (missing or any(r.finished for r in rows)) and self.accounting():
             for r in self._sacct("-j", ",".join(ids)):
-                if r.id in found:
-                    found[r.id].exit_code = r.exit_code
-                else:
+                if r.id not in found:  # the controller has forgotten it: accounting has not
                     found[r.id] = r
-        elif ended:  # the controller still has them: their exit codes are in scontrol's records
+                elif found[r.id].exit_code is None:
+                    found[r.id].exit_code = r.exit_code
+        unknown = [r for r in found.values() if r.exit_code is None and r.state in _EXITED]
+        if unknown:  # no accounting, or it lags: the controller's records have the codes
             recs = q.scontrol_records(self._run(["scontrol", "-o", "show", "job"]).stdout)
             codes = {r.get("JobId"): r.get("ExitCode", "") for r in recs}
-            for r in ended:
+            for r in unknown:
                 code = codes.get(r.extra.get("raw_id"))
-                if code is not None and r.state in ("COMPLETED", "FAILED", "TIMEOUT"):
+                if code is not None:
                     r.exit_code = q.exit_code(code)
         return found
 
@@ -307,6 +307,9 @@ class Slurm:
                     if f"job id {i}:" in line or f"job id {i} " in line:
                         out[i] = f"not {out[i]}: {line.rsplit(': ', 1)[-1]}"
         return out
+
+
+_EXITED = ("COMPLETED", "FAILED", "TIMEOUT")  # states that have an exit code
 
 
 def _is(job: JobInfo, job_id: str) -> bool:

@@ -21,25 +21,31 @@ import pytest
 from slurmrig import SlurmRig, missing_binaries
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmRig]:
-    missing = missing_binaries()
+def start_cluster(accounting: bool = False) -> Iterator[SlurmRig]:
+    """A test cluster for the length of a fixture; skipped when Slurm (or, for accounting,
+    slurmdbd and MariaDB) is not installed, but failed in CI, which installs them."""
+    missing = missing_binaries(accounting)
     if missing:
+        pkgs = "slurmctld slurmd slurm-client" + (" slurmdbd mariadb-server" if accounting else "")
         why = (
-            f"Slurm is not installed (missing {', '.join(missing)}): apt-get install "
-            "--no-install-recommends slurmctld slurmd slurm-client"
+            f"not installed: {', '.join(missing)} (apt-get install --no-install-recommends {pkgs})"
         )
         if os.environ.get("CI") == "true":
             pytest.fail(f"{why}; .ci/run should have installed it")
         pytest.skip(why)
     if os.geteuid() != 0:
         pytest.fail("the test Slurm needs root (slurmd, mknod of its fake GPU devices)")
-    rig = SlurmRig()
+    rig = SlurmRig(accounting=accounting)
     try:
         rig.start()
         yield rig
     finally:
         rig.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmRig]:
+    yield from start_cluster()
 
 
 @pytest.fixture

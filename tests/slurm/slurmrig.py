@@ -17,6 +17,11 @@ What these machines taught us (Slurm 22.05):
 Both daemons run in the foreground (``-D``) as children of the test process, so they are
 stopped by their own pids. Every Slurm command the tests (and berth) run finds this cluster
 through ``SLURM_CONF``.
+
+With ``accounting=True`` the cluster keeps accounting, as sacct needs: slurmdbd over a MariaDB
+server (``mariadbd`` on an empty data directory with ``--skip-grant-tables``: no
+mariadb-install-db, it starts in 0.1 s) on a free port of 127.0.0.1. ``forget()`` restarts
+slurmctld with its state cleared, so that it no longer knows the jobs that ran.
 """
 
 from __future__ import annotations
@@ -38,15 +43,17 @@ _STEP_SOCKET = re.compile(r"^[^_]+_\d+\.\d+$")  # <node>_<job>.<step>
 GPUS = 4
 SHARDS_PER_GPU = 2
 BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
+ACCOUNTING_BINARIES = ("slurmdbd", "mariadbd", "sacct", "sacctmgr")
 
 
 def _which(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
 
-def missing_binaries() -> list[str]:
+def missing_binaries(accounting: bool = False) -> list[str]:
     """The Slurm programs this rig needs that are not installed."""
-    return [b for b in BINARIES if _which(b) is None]
+    need = BINARIES + (ACCOUNTING_BINARIES if accounting else ())
+    return [b for b in need if _which(b) is None]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -85,11 +92,12 @@ GresTypes=gpu,shard
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
+{accounting}
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
 KillWait=2
+FirstJobId={first_job}
 NodeName=localhost CPUs=2 RealMemory=4000 Gres=gpu:{gpus},shard:{shards} State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 """
@@ -101,16 +109,33 @@ NodeName=localhost Name=gpu File={root}/dev/nvidia[0-{last}]
 SHARD_LINE = "NodeName=localhost Name=shard Count={n} File={root}/dev/nvidia{i}\n"
 
 
+SLURMDBD_CONF = """\
+AuthType=auth/none
+DbdHost=localhost
+DbdPort={dbd_port}
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=root
+StorageLoc=slurm_acct_db
+PidFile={root}/slurmdbd.pid
+LogFile={root}/log/slurmdbd.log
+"""
+
+
 class SlurmRig:
     """One running test cluster. ``env``: the variables its commands need (SLURM_CONF)."""
 
-    def __init__(self) -> None:
+    def __init__(self, accounting: bool = False) -> None:
         # Short: slurmstepd's socket paths (under the spool dir) are limited to 108 bytes.
         self.root = tempfile.mkdtemp(prefix="bsl-", dir="/tmp")
         os.chmod(self.root, 0o755)
         self.conf = os.path.join(self.root, "slurm.conf")
         self.env = {"SLURM_CONF": self.conf}
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.accounting = accounting
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}  # in start order
+        self.first_job = 1
 
     # -- start ------------------------------------------------------------------------------
 
@@ -120,44 +145,90 @@ class SlurmRig:
         for i in range(GPUS):
             os.mknod(os.path.join(self.root, "dev", f"nvidia{i}"), 0o666 | stat.S_IFCHR,
                      os.makedev(1, 3))  # fmt: skip
-        ctld_port, slurmd_port = _free_ports(2)
-        values = {
+        ctld_port, slurmd_port, self.dbd_port, self.db_port = _free_ports(4)
+        accounting = "AccountingStorageType=accounting_storage/none"
+        if self.accounting:
+            accounting = (
+                "AccountingStorageType=accounting_storage/slurmdbd\n"
+                f"AccountingStorageHost=localhost\nAccountingStoragePort={self.dbd_port}"
+            )
+        self.values = {
             "root": self.root,
             "ctld_port": ctld_port,
             "slurmd_port": slurmd_port,
             "gpus": GPUS,
             "shards": GPUS * SHARDS_PER_GPU,
             "last": GPUS - 1,
+            "accounting": accounting,
+            "dbd_port": self.dbd_port,
+            "db_port": self.db_port,
         }
-        with open(self.conf, "w") as f:
-            f.write(SLURM_CONF.format(**values))
+        self._write_slurm_conf()
         with open(os.path.join(self.root, "gres.conf"), "w") as f:
-            f.write(GRES_CONF.format(**values))
+            f.write(GRES_CONF.format(**self.values))
             for i in range(GPUS):
                 f.write(SHARD_LINE.format(n=SHARDS_PER_GPU, root=self.root, i=i))
 
+    def _write_slurm_conf(self) -> None:
+        with open(self.conf, "w") as f:
+            f.write(SLURM_CONF.format(first_job=self.first_job, **self.values))
+
+    def _spawn(self, *argv: str) -> None:
+        with open(os.path.join(self.root, "log", f"{argv[0]}.stderr"), "ab") as log:
+            self.procs[argv[0]] = subprocess.Popen(
+                [_which(argv[0]) or argv[0], *argv[1:]],
+                env={**os.environ, **self.env},
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+
     def start(self) -> None:
         self.write_config()
-        env = {**os.environ, **self.env}
-        for argv in (
-            ["slurmctld", "-D", "-i", "-f", self.conf],
-            ["slurmd", "-D", "-N", "localhost", "-f", self.conf],
-        ):
-            log = open(os.path.join(self.root, "log", f"{argv[0]}.stderr"), "wb")
-            with log:
-                self.procs.append(
-                    subprocess.Popen(
-                        [_which(argv[0]) or argv[0], *argv[1:]],
-                        env=env,
-                        stdout=log,
-                        stderr=log,
-                        start_new_session=True,
-                    )
-                )
+        if self.accounting:
+            self._start_accounting()
+        self._spawn("slurmctld", "-D", "-i", "-f", self.conf)
+        self._spawn("slurmd", "-D", "-N", "localhost", "-f", self.conf)
         wait_until(self._idle, timeout=30, interval=0.05, message="the test Slurm node is idle")
 
+    def _start_accounting(self) -> None:
+        db = os.path.join(self.root, "db")
+        os.makedirs(db)
+        sock = os.path.join(self.root, "db.sock")
+        self._spawn(
+            "mariadbd", "--no-defaults", f"--datadir={db}", "--user=root",
+            f"--port={self.db_port}", "--bind-address=127.0.0.1", f"--socket={sock}",
+            "--skip-grant-tables", "--innodb-buffer-pool-size=16M",
+            f"--log-error={self.root}/log/mariadb.log",
+        )  # fmt: skip
+        wait_until(lambda: os.path.exists(sock), timeout=30, message="MariaDB answers")
+        path = os.path.join(self.root, "slurmdbd.conf")  # next to slurm.conf, as slurmdbd wants
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(SLURMDBD_CONF.format(**self.values))
+        self._spawn("slurmdbd", "-D")
+        wait_until(
+            lambda: self.run("sacctmgr", "-i", "add", "cluster", "berthtest", check=False)
+            .returncode == 0,
+            timeout=30, interval=0.05, message="slurmdbd registers the cluster",
+        )  # fmt: skip
+
+    def forget(self) -> None:
+        """Restart slurmctld with its state cleared: the jobs that ran are known to
+        accounting only (if kept). Job ids go on from above the last one."""
+        last = max([int(i.split("_")[0]) for i in self.job_ids(all_states=True)] or [0])
+        ctld = self.procs.pop("slurmctld")
+        ctld.terminate()
+        ctld.wait(timeout=10)
+        self.first_job = last + 100
+        self._write_slurm_conf()
+        self._spawn("slurmctld", "-D", "-c", "-i", "-f", self.conf)
+        wait_until(  # the controller answers (its node comes back on its own, later)
+            lambda: self.run("scontrol", "ping", check=False).stdout.count("UP") == 1,
+            timeout=30, interval=0.05, message="slurmctld is back",
+        )  # fmt: skip
+
     def _idle(self) -> bool:
-        for p in self.procs:
+        for p in self.procs.values():
             if p.poll() is not None:
                 raise AssertionError(f"{p.args[0]} exited {p.returncode}:\n{self.logs()}")
         out = self.run("sinfo", "-h", "-o", "%t", check=False).stdout
@@ -178,8 +249,9 @@ class SlurmRig:
             check=check,
         )
 
-    def job_ids(self) -> list[str]:
-        out = self.run("squeue", "-h", "-o", "%i").stdout
+    def job_ids(self, all_states: bool = False) -> list[str]:
+        more = ["--states=all"] if all_states else []
+        out = self.run("squeue", "-h", "-o", "%i", *more).stdout
         return out.split()
 
     def steps_alive(self) -> list[str]:
@@ -214,10 +286,15 @@ class SlurmRig:
     def stop(self) -> None:
         """Jobs first (so no slurmstepd is orphaned), then slurmd, then slurmctld."""
         try:
-            if all(p.poll() is None for p in self.procs):
+            daemons = [self.procs.get(n) for n in ("slurmctld", "slurmd")]
+            if all(p is not None and p.poll() is None for p in daemons):
                 self.clear()
         finally:
-            for p in reversed(self.procs):  # slurmd before slurmctld
+            # slurmd, slurmctld, then slurmdbd and its database
+            for name in ("slurmd", "slurmctld", "slurmdbd", "mariadbd"):
+                p = self.procs.get(name)
+                if p is None:
+                    continue
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
                     try:

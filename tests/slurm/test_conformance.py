@@ -41,12 +41,6 @@ def test_a_job_runs_on_its_gpu_and_its_output_is_in_its_log(backend: BackendRig)
     assert len(gpus) == 2 and len(set(gpus)) == 2 and all(g.isdigit() for g in gpus)
 
 
-def test_a_failing_job_is_failed_with_its_exit_code(backend: BackendRig) -> None:
-    sub = backend.backend.submit(backend.sh("exit 3"))
-    info = _end(backend, sub.id)
-    assert (info.state, info.exit_code) == ("FAILED", 3)  # type: ignore[attr-defined]
-
-
 def test_wrap_and_env_setup_run_in_a_shell_the_command_never(backend: BackendRig) -> None:
     b = backend
     wrap = b.backend.submit(b.job(wrap="echo wrapped $((6 * 7))"))
@@ -117,7 +111,7 @@ def test_cancel_ends_a_running_job_and_says_what_it_did(backend: BackendRig) -> 
 def test_a_dependent_job_starts_after_its_dependency_completed(backend: BackendRig) -> None:
     b = backend
     stamp = os.path.join(b.cwd, "first-done")
-    first = b.backend.submit(b.sh(f"sleep 1; touch {stamp}"))
+    first = b.backend.submit(b.sh(f"sleep 0.3; touch {stamp}"))
     second = b.backend.submit(b.sh(f"test -e {stamp}", after_ok=[int(first.id)]))
     info = _end(b, second.id)
     assert (info.state, info.exit_code) == ("COMPLETED", 0)  # type: ignore[attr-defined]
