@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from berth.core.inventory import Gpu, Node, Usage
+from berth.core.states import Reason
 
 EPS = 1e-9
 INF = float("inf")
@@ -35,6 +36,7 @@ class Capacity:
         "node_whole",
         "paused",
         "pos",
+        "static",
         "usable",
     )
 
@@ -82,6 +84,9 @@ class Capacity:
             self.busy[p] = self.busy[p] or usage.busy
             if usage.label:
                 self.holders[p].append(usage.label)
+        # per request key, why it can never run here (see schedule()): depends only on what
+        # copies share (inventory, health, pauses), so copies share it too
+        self.static: dict[tuple[object, ...], tuple[Reason, str] | None] = {}
         self.node_whole = [0] * len(self.node_names)
         self.n_whole_free = 0
         for p in range(len(self.index)):

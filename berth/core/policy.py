@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from berth.core import deps
-from berth.core.capacity import INF, Capacity
+from berth.core.capacity import EPS, INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
 from berth.core.explain import resources_detail, static_reason
 from berth.core.inventory import Gpu, Node, Usage
@@ -82,6 +82,7 @@ def schedule(
     usage: Mapping[str, float] | None = None,
     explain: bool = True,
     presorted: bool = False,
+    capacity: Capacity | None = None,
 ) -> Decisions:
     """Decide what starts now. Pure: reads its arguments, changes nothing.
 
@@ -98,11 +99,17 @@ def schedule(
       simulator turns it off for speed, which also lets the pass stop once nothing fits; the
       jobs after that point then get no ``Cancel`` for a failed dependency and no ``wakeup``
       for their backoff: run an explaining pass when dependencies may have failed).
-    - ``presorted``: ``pending`` is already in :func:`order_key` order (the simulator keeps it so).
+    - ``presorted``: ``pending`` is already in :func:`order_key` order (the simulator keeps it so,
+      :class:`~berth.core.order.Ranking`).
+    - ``capacity``: what the running jobs leave, kept by the caller across passes
+      (:class:`~berth.core.occupancy.Occupancy`; this pass changes it): then ``inventory``,
+      ``nodes``, ``others`` and ``paused`` are not read and ``running`` is not charged again.
+      Only without ``explain`` (explanations name the holders, which it does not record).
     """
     check_policy(policy, placement)
     out = Decisions()
-    cap = Capacity(inventory, nodes, others, paused)
+    charge = capacity is None or explain
+    cap = Capacity(inventory, nodes, others, paused) if charge or capacity is None else capacity
     tenant_gpus: dict[str, float] = {}
     ends: list[tuple[float, float, Job]] = []
     for job in running:
@@ -110,8 +117,9 @@ def schedule(
         if a is None:
             continue
         req = job.request
-        cap.take_gpus(a.gpus, a.share, a.mem, a.node, req.cpu, req.ram,
-                      f"job {job.id}" if explain else "")  # fmt: skip
+        if charge:
+            cap.take_gpus(a.gpus, a.share, a.mem, a.node, req.cpu, req.ram,
+                          f"job {job.id}" if explain else "")  # fmt: skip
         tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
         deadline = a.start + job.time_limit if job.time_limit is not None else INF
         ends.append((deadline, a.start, job))
@@ -125,7 +133,7 @@ def schedule(
 
     states: dict[int, State] | None = None
     started: dict[int, bool] = {}
-    static: dict[tuple[object, ...], tuple[Reason, str] | None] = {}
+    static = cap.static  # requests that can never run here: the same for every copy
     head: Job | None = None
     shadow = INF
     reserved: set[int] = set()
@@ -136,12 +144,20 @@ def schedule(
     fits = _Fits(cap, placement, profile)
     placed: dict[int, Placement] = {}  # jobs started in this pass
     exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
+    # Once a job holds a reservation, a job can start only if it fits outside it or ends
+    # before the shadow time; without explanations, the jobs that can do neither (too big for
+    # the whole GPUs / largest share outside the reservation, too long) are passed over at
+    # once: the same decisions, without the placement attempts.
+    skim = False
+    whole_out, share_out, out_stale = 0, 0.0, True
 
     def wait(job: Job, reason: Reason, detail: str = "") -> None:
         if explain:
             out.pending[job.id] = Pending(job.id, reason, detail)
 
-    for job in ordered(pending, policy, presorted, now, tenant_gpus, usage):
+    # (nothing can start once every GPU is taken: then the queue is not even sorted)
+    queue = () if exhausted else ordered(pending, policy, presorted, now, tenant_gpus, usage)
+    for job in queue:
         req = job.request
         if exhausted:
             break
@@ -174,6 +190,19 @@ def schedule(
         if bad is not None:
             wait(job, *bad)
             continue
+        if skim and req.gpus:
+            if out_stale:
+                whole_out, share_out = _outside(cap, reserved)
+                out_stale = False
+            g = req.gpus
+            if (g > whole_out if g >= 1 else g - EPS > share_out) and not (
+                reserved and job.time_limit is not None and now + job.time_limit <= shadow < INF
+            ):
+                if not fits.simple(req):
+                    continue
+                if g >= 1:
+                    fits.passed_over(int(g), bool(reserved))
+                    continue
         if blocked_all:
             fits_now = fits.get(req, ()) is not None
             wait(job, Reason.PRIORITY if fits_now else Reason.RESOURCES,
@@ -194,6 +223,7 @@ def schedule(
         if pl is not None:
             _start(out, cap, job, pl, now, explain)
             fits.started()
+            out_stale = True
             placed[job.id] = pl
             exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
@@ -208,6 +238,7 @@ def schedule(
                 shadow, reserved = _reserve(cap, ends, placed, req, placement, profile)
                 if shadow < INF:
                     out.expected[job.id] = shadow
+                skim = not explain
         if explain:
             rkey = _req_key(req)
             if rkey not in fits.details:
@@ -236,6 +267,30 @@ class _Fits:
     def started(self) -> None:
         self.memo.clear()
         self.details.clear()
+
+    @staticmethod
+    def simple(req: Request) -> bool:
+        """A request whose failure teaches a threshold (no constraint but its size)."""
+        return (
+            req.gpu_ids is None and req.name is None and req.mem is None
+            and not req.cpu and not req.ram
+        )  # fmt: skip
+
+    def passed_over(self, k: int, reserved: bool) -> None:
+        """Learn what :meth:`get` would have of a simple ``k``-GPU request known not to fit
+        outside the reservation, without placing it: first tried outside the reservation
+        (fails), then, with a reservation, anywhere (fails iff no node has k whole GPUs free,
+        or, for a job bigger than any node, the cluster has not)."""
+        slot = 1 if reserved else 0
+        self.fail_whole[slot] = min(self.fail_whole[slot], k)
+        if reserved and k < self.fail_whole[0]:
+            cap = self.cap
+            if all(len(ps) < k for ps in cap.node_pos):
+                anywhere = cap.n_whole_free >= k
+            else:
+                anywhere = max(cap.node_whole) >= k
+            if not anywhere:
+                self.fail_whole[0] = k
 
     def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
         slot = 1 if exclude else 0
@@ -286,6 +341,19 @@ def _reserve(
         if fit is not None:
             return end, set(fit.positions)
     return INF, set()
+
+
+def _outside(cap: Capacity, reserved: set[int]) -> tuple[int, float]:
+    """(whole GPUs free, largest free share) among usable GPUs outside the reservation."""
+    whole, share = 0, 0.0
+    for p, f in enumerate(cap.free):
+        if p in reserved or not cap.usable[p]:
+            continue
+        if f >= 1.0 - EPS and not cap.busy[p]:
+            whole += 1
+        if f > share:
+            share = f
+    return whole, share
 
 
 def _no_share_left(cap: Capacity) -> bool:

@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import heapq
 import time
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from berth.core.job import Job, Request
+from berth.core.occupancy import Occupancy
+from berth.core.order import Ranking
 from berth.core.placement import Profile
-from berth.core.policy import (
-    DEFAULT_PLACEMENT,
-    DEFAULT_POLICY,
-    DYNAMIC,
-    check_policy,
-    order_key,
-    schedule,
-)
+from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, check_policy, schedule
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.errors import UsageError
@@ -79,14 +73,12 @@ def simulate(
     res = RunResult(policy, placement, len(gpus), jobs, start, end, [()] * n)
     pos = {j.id: i for i, j in enumerate(jobs)}
     core: dict[int, Job] = {}
-    pending: list[Job] = []
-    keys: list[tuple[float, ...]] = []
+    queue = Ranking(policy)  # the pending jobs, in the policy's order
     running: dict[int, Job] = {}
+    held = Occupancy(gpus, nodes)  # what the running jobs hold, kept across passes
     ends: list[tuple[float, int]] = []
-    key_policy = "priority" if policy == "fairshare" else policy
-    dynamic = policy in DYNAMIC
-    index = {g.index: k for k, g in enumerate(gpus)}
     free = [1.0] * len(gpus)
+    index = {g.index: k for k, g in enumerate(gpus)}
     allocated = 0.0
     recent: list[Request] = []
     profile: Profile | None = None
@@ -106,6 +98,7 @@ def simulate(
             if end[i] >= 0:
                 raise AssertionError(f"job {jid} finished twice")
             end[i] = now
+            held.end(job)
             a = job.attempts[-1]
             for g in a.gpus:
                 free[index[g]] += a.share
@@ -119,36 +112,30 @@ def simulate(
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             core[sj.id] = job
-            if dynamic:
-                pending.append(job)
-            else:
-                key = order_key(job, key_policy)
-                k = bisect_left(keys, key)
-                keys.insert(k, key)
-                pending.insert(k, job)
+            queue.add(job)
             if placement == "packer":
                 recent.append(job.request)
                 if arrived % PROFILE_EVERY == 1 or profile is None:
                     del recent[:-PROFILE_WINDOW]
-                    profile = Profile.of(recent + [p.request for p in pending[:PROFILE_WINDOW]])
+                    profile = Profile.of(recent + [p.request for p in _first(queue, pos)])
+        # Every GPU taken: the pass can start nothing, so it needs no queue (a share of 1e-9
+        # is far below what schedule() counts as free, 1e-6).
+        full = max(free, default=0.0) <= 1e-9
         d = schedule(
-            pending, list(running.values()), gpus, None, (), now, policy=policy,
-            placement=placement, nodes=nodes, profile=profile, explain=False,
-            presorted=not dynamic,
+            [] if full else queue.at(now), list(running.values()), gpus, None, (), now,
+            policy=policy, placement=placement, nodes=nodes, profile=profile, explain=False,
+            presorted=True, capacity=held.capacity(),
         )  # fmt: skip
         res.passes += 1
+        started = []
         for s in d.starts:
             job = core[s.job_id]
             transition(
                 job, State.RUNNING, now=now, gpus=s.gpus, share=s.share, mem=s.mem, node=s.node
             )
-            if not dynamic:
-                key = order_key(job, key_policy)
-                k = bisect_left(keys, key)
-                assert pending[k] is job
-                del keys[k]
-                del pending[k]
+            started.append(job)
             running[job.id] = job
+            held.start(job)
             i = pos[job.id]
             start[i] = now
             res.placed[i] = s.gpus
@@ -158,14 +145,22 @@ def simulate(
             for g in s.gpus:
                 free[index[g]] -= s.share
             allocated += job.request.gpu_amount
-        if dynamic and d.starts:
-            pending = [j for j in pending if j.state is State.PENDING]
+        if started:
+            queue.prune(started)
         if timeline:
             stranded = sum(f for f in free if 1e-9 < f < 1 - 1e-9)
-            res.timeline.append((now, len(pending), allocated, stranded))
-        if not d.starts and not ends and arrived >= n and pending:
+            res.timeline.append((now, len(queue), allocated, stranded))
+        if not d.starts and not ends and arrived >= n and len(queue):
             raise AssertionError(
-                f"{len(pending)} jobs can never start (first: job {pending[0].id})"
+                f"{len(queue)} jobs can never start (first: job {queue.at(now)[0].id})"
             )
     res.wall = time.perf_counter() - wall0
     return res
+
+
+def _first(queue: Ranking, pos: dict[int, int]) -> list[Job]:
+    """The packer's view of the queue: its first ``PROFILE_WINDOW`` jobs, in the policy's order
+    (kept sorted), or, for ``balanced`` (whose order moves), in arrival order."""
+    if not queue.dynamic:
+        return queue.jobs[:PROFILE_WINDOW]
+    return heapq.nsmallest(PROFILE_WINDOW, queue.pending(), key=lambda j: pos[j.id])

@@ -1,0 +1,227 @@
+"""The simulator's shortcuts change no decision (issue 10, point 7).
+
+The simulator keeps the running jobs' capacity across passes (``Occupancy``), keeps the queue
+in order across passes (``Ranking``), sorts nothing when every GPU is taken, and the pass passes
+over jobs that cannot start without trying to place them. Here a reference replays the same
+workloads the slow way -- every pass builds its capacity from the inventory, charges every
+running job, sorts the whole queue and explains every pending job, as the daemon's explaining
+pass does -- and every start time and every GPU must come out the same.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import random
+from pathlib import Path
+
+import pytest
+
+from berth.core import Job, Request, State, schedule, transition
+from berth.core.capacity import Capacity
+from berth.core.occupancy import Occupancy
+from berth.core.order import Ranking, order_key
+from berth.core.placement import Profile
+from berth.core.policy import POLICIES
+from berth.sim import engine, workload
+from berth.sim.engine import PROFILE_EVERY, PROFILE_WINDOW, simulate
+from berth.sim.run import prepare
+from berth.sim.traces import SimJob
+
+DATA = Path(__file__).parent / "data"
+
+
+def reference(
+    jobs: list[SimJob], inv: workload.Inventory, policy: str, placement: str
+) -> tuple[list[float], list[tuple[int, ...]]]:
+    """Start times and GPUs of every job, one fully explaining pass per event."""
+    gpus, nodes = inv
+    n = len(jobs)
+    start = [-1.0] * n
+    placed: list[tuple[int, ...]] = [()] * n
+    pos = {j.id: i for i, j in enumerate(jobs)}
+    pending: list[Job] = []  # in arrival order
+    running: dict[int, Job] = {}
+    ends: list[tuple[float, int]] = []
+    recent: list[Request] = []
+    profile: Profile | None = None
+    arrived = 0
+    key_policy = "priority" if policy == "fairshare" else policy
+    while arrived < n or ends:
+        t_arr = jobs[arrived].submit if arrived < n else float("inf")
+        now = min(t_arr, ends[0][0]) if ends else t_arr
+        while ends and ends[0][0] <= now:
+            job = running.pop(heapq.heappop(ends)[1])
+            sj = jobs[pos[job.id]]
+            timed_out = sj.time_limit is not None and sj.time_limit < sj.duration
+            transition(job, State.TIMEOUT if timed_out else State.COMPLETED, now=now,
+                       exit_code=None if timed_out else 0)  # fmt: skip
+        while arrived < n and jobs[arrived].submit <= now:
+            sj = jobs[arrived]
+            arrived += 1
+            job = Job(
+                id=sj.id, submit_time=sj.submit, tenant=sj.tenant or "-", priority=sj.priority,
+                time_limit=sj.time_limit,
+                request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
+            )  # fmt: skip
+            pending.append(job)
+            if placement == "packer":  # the simulator's demand profile, as it builds it
+                recent.append(job.request)
+                if arrived % PROFILE_EVERY == 1 or profile is None:
+                    del recent[:-PROFILE_WINDOW]
+                    head = (
+                        pending
+                        if policy == "balanced"
+                        else sorted(pending, key=lambda j: order_key(j, key_policy))
+                    )
+                    profile = Profile.of(recent + [p.request for p in head[:PROFILE_WINDOW]])
+        d = schedule(
+            pending, list(running.values()), gpus, None, (), now, policy=policy,
+            placement=placement, nodes=nodes, profile=profile, explain=True,
+        )  # fmt: skip
+        for s in d.starts:
+            job = next(j for j in pending if j.id == s.job_id)
+            transition(job, State.RUNNING, now=now, gpus=s.gpus, share=s.share, mem=s.mem,
+                       node=s.node)  # fmt: skip
+            running[job.id] = job
+            i = pos[job.id]
+            start[i], placed[i] = now, s.gpus
+            sj = jobs[i]
+            run = sj.duration if sj.time_limit is None else min(sj.duration, sj.time_limit)
+            heapq.heappush(ends, (now + run, job.id))
+        pending = [j for j in pending if j.state is State.PENDING]
+    return start, placed
+
+
+def _synthetic(n: int, seed: int) -> list[SimJob]:
+    """Whole and fractional jobs, some bigger than a node, priorities, tenants, at load > 1."""
+    rng = random.Random(seed)
+    out = []
+    t = 0.0
+    for i in range(1, n + 1):
+        g = rng.choice((1, 1, 1, 2, 3, 4, 8, 12, 0.5, 0.25, 0.75))
+        d = rng.expovariate(1 / 3000.0) + 1
+        out.append(SimJob(i, t, d, float(g), f"t{i % 3}", priority=rng.choice((0, 0, 0, 5))))
+        t += rng.expovariate(1 / 300.0)
+    return workload.time_limits(out, "round")
+
+
+CASES = {
+    "philly-2x4": lambda: prepare(str(DATA / "philly_head300.csv"), inventory="2x4", load=1.1),
+    "itp-8": lambda: prepare(str(DATA / "itp_cluster10.csv"), inventory="8", load=1.2),
+    "openb-nodes": lambda: prepare(
+        str(DATA / "openb_gpuspec33_excerpt.csv"),
+        inventory=str(DATA / "openb_nodes_excerpt.csv"),
+        poisson=300,
+        load=1.3,
+        seed=2,
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_decisions_as_the_slow_way(case: str, policy: str) -> None:
+    wl = CASES[case]()
+    res = simulate(copy.deepcopy(wl.jobs), wl.inv, policy=policy)
+    start, placed = reference(copy.deepcopy(wl.jobs), wl.inv, policy, "packer")
+    assert res.start == start
+    assert res.placed == placed
+
+
+@pytest.mark.parametrize("placement", ["first-fit", "best-fit", "packer"])
+@pytest.mark.parametrize("policy", ["balanced", "fifo-backfill", "fairshare"])
+def test_same_decisions_on_mixed_sizes_across_nodes(policy: str, placement: str) -> None:
+    jobs = _synthetic(400, seed=11)
+    inv = workload.inventory("3x4")
+    res = simulate(copy.deepcopy(jobs), inv, policy=policy, placement=placement)
+    start, placed = reference(copy.deepcopy(jobs), inv, policy, placement)
+    assert res.start == start
+    assert res.placed == placed
+
+
+def test_a_pass_does_not_rebuild_capacity_or_sort_the_whole_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The work that made long queues slow: a Capacity built (and every running job charged)
+    for every pass, and balanced's whole queue sorted by order_key every pass."""
+    jobs = _synthetic(600, seed=5)
+    built = {"capacity": 0, "order_key": 0}
+    real_init = Capacity.__init__
+
+    def counting_init(self: Capacity, *a: object, **k: object) -> None:
+        built["capacity"] += 1
+        real_init(self, *a, **k)  # type: ignore[arg-type]
+
+    def counting_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
+        built["order_key"] += 1
+        return order_key(job, policy, now)
+
+    monkeypatch.setattr(Capacity, "__init__", counting_init)
+    monkeypatch.setattr("berth.core.order.order_key", counting_key)
+    res = simulate(jobs, workload.inventory("3x4"), policy="balanced")
+    assert res.passes > 500
+    assert built["capacity"] <= 2  # the simulator's Occupancy, once
+    assert built["order_key"] == 0  # Ranking keeps the order; nothing sorts it by order_key
+
+
+def test_occupancy_matches_a_fresh_capacity_bit_for_bit() -> None:
+    """Fractional shares: adding back what a job took would round differently."""
+    gpus, nodes = workload.inventory("2x2:16G")
+    rng = random.Random(3)
+    occ = Occupancy(gpus, nodes)
+    running: list[Job] = []
+    for i in range(1, 400):
+        if running and rng.random() < 0.45:
+            job = running.pop(rng.randrange(len(running)))
+            transition(job, State.COMPLETED, now=float(i), exit_code=0)
+            occ.end(job)
+        else:
+            share = rng.choice((0.1, 0.2, 0.3, 0.47, 0.33, 0.01))
+            g = rng.randrange(4)
+            fresh = Capacity(gpus, nodes)
+            for j in running:
+                a = j.attempt
+                assert a is not None
+                fresh.take_gpus(a.gpus, a.share, a.mem, a.node)
+            if fresh.free[g] < share:
+                continue
+            job = Job(id=i, submit_time=float(i), request=Request(gpus=share))
+            transition(job, State.RUNNING, now=float(i), gpus=(g,), share=share)
+            occ.start(job)
+            running.append(job)
+        fresh = Capacity(gpus, nodes)
+        for j in running:
+            a = j.attempt
+            assert a is not None
+            fresh.take_gpus(a.gpus, a.share, a.mem, a.node)
+        got = occ.capacity()
+        assert got.free == fresh.free and got.mem_free == fresh.mem_free
+        assert (got.n_whole_free, got.node_whole) == (fresh.n_whole_free, fresh.node_whole)
+
+
+def test_ranking_is_the_sorted_order() -> None:
+    rng = random.Random(4)
+    for policy in POLICIES:
+        ranking = Ranking(policy)
+        jobs = []
+        for i in range(1, 300):
+            limit = rng.choice((None, 60.0, 3600.0, rng.uniform(1, 1e5)))
+            job = Job(id=i, submit_time=float(rng.randrange(100)), time_limit=limit,
+                      priority=rng.choice((0, 1, 5)), tenant=f"t{i % 4}")  # fmt: skip
+            jobs.append(job)
+            ranking.add(job)
+        gone = jobs[::7]
+        for j in gone:
+            transition(j, State.RUNNING, now=200.0, gpus=(0,))
+        ranking.prune(gone)
+        left = [j for j in jobs if j.state is State.PENDING]
+        key_policy = "priority" if policy == "fairshare" else policy
+        for now in (150.0, 500.0, 10_000.0):
+            want = sorted(left, key=lambda j: order_key(j, key_policy, now))
+            assert ranking.at(now) == want
+        assert len(ranking) == len(left)
+
+
+def test_the_engine_uses_them() -> None:
+    assert engine.Occupancy is Occupancy and engine.Ranking is Ranking
