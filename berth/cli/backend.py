@@ -2,7 +2,8 @@
 
 :func:`wrap` gives ``main`` a command module that parses the command's own options plus
 ``--backend`` (and, for submit, the Slurm-only ``--array``, ``--partition``,
-``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else
+``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else the allocation's own daemon
+when run inside a Slurm allocation whose ``berth daemon --inside-slurm`` is up, else
 ``$BERTH_BACKEND``, else ``[queue] backend`` in the config, else ``local`` (the berth daemon).
 Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
 
@@ -40,17 +41,27 @@ def job_id(text: str) -> str:
 
 
 def chosen(args: argparse.Namespace) -> str:
-    name = getattr(args, "backend", None) or os.environ.get(ENV)
+    name = getattr(args, "backend", None)
+    if not name and _allocation_daemon():  # inside an allocation: its own queue, unless told
+        name = "local"
     if not name:
         from berth import config
 
-        name = config.get().backend
+        name = os.environ.get(ENV) or config.get().backend
     from berth.backends import NAMES
     from berth.errors import UsageError
 
     if name not in NAMES:
         raise UsageError(f"unknown backend {name!r}: use one of {', '.join(NAMES)}")
     return name
+
+
+def _allocation_daemon() -> bool:
+    """Whether this runs inside a Slurm allocation whose `berth daemon --inside-slurm` is up."""
+    from berth.daemon.paths import allocation_dir
+
+    alloc = allocation_dir()
+    return alloc is not None and os.path.exists(os.path.join(alloc, "daemon.sock"))
 
 
 class Wrapped(ModuleType):

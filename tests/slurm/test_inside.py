@@ -35,6 +35,9 @@ class Allocation:
         # numbers its jobs from 1: a TMPDIR of this test's own (short: a socket path).
         self.tmp = tempfile.mkdtemp(prefix="bal-", dir="/tmp")
         env["TMPDIR"] = self.tmp
+        # A user who sends jobs to Slurm by default: inside the allocation, berth commands
+        # still go to the allocation's own daemon.
+        env["BERTH_BACKEND"] = "slurm"
         self.env = env
         self.backend = Slurm(log_dir=os.path.join(self.root, "slurm-logs"))
         self.job = ""
