@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import start_cluster
 from helpers import wait_until
+from slurmkit import start_cluster
 from slurmrig import SlurmRig
 
 from berth.backends.slurm import Slurm

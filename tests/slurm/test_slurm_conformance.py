@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import BackendRig
 from helpers import wait_until
+from slurmkit import BackendRig
 
 from berth.backends.base import ArraySpec, Unsupported
 from berth.errors import BerthError

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 import pytest
-from conftest import BackendRig
+from slurmkit import BackendRig
 
 from berth.backends.base import ArraySpec, SubmitRefused
 from berth.backends.slurm import Slurm
