@@ -64,6 +64,7 @@ class Slurm:
         self.log_dir = os.path.abspath(log_dir)
         self.partition = partition
         self._accounting: bool | None = None
+        self._cluster: Cluster | None = None
 
     # -- running Slurm's commands ----------------------------------------------------------
 
@@ -89,10 +90,14 @@ class Slurm:
         return done
 
     def cluster(self) -> Cluster:
-        argv = ["sinfo", "-h", "-N", "-o", f"%N{q.SEP}%G"]
-        if self.partition:
-            argv += ["-p", self.partition]
-        return q.cluster(self._run(argv).stdout)
+        """The nodes' GPUs and shards (one sinfo, asked once: a --file of 200 jobs is 200
+        sbatch calls, not 400)."""
+        if self._cluster is None:
+            argv = ["sinfo", "-h", "-N", "-o", f"%N{q.SEP}%G"]
+            if self.partition:
+                argv += ["-p", self.partition]
+            self._cluster = q.cluster(self._run(argv).stdout)
+        return self._cluster
 
     def accounting(self) -> bool:
         """Whether sacct can be asked (the cluster runs slurmdbd); asked once."""

@@ -132,3 +132,16 @@ def test_the_backend_comes_from_the_config(berth: Cli, tmp_path: Any) -> None:
         f.write('[queue]\nbackend = "slurm"\n')
     sub = berth("submit", "--parsable", "--", "true", BERTH_BACKEND="", BERTH_CONFIG=config)
     assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.stderr
+
+
+def test_submit_a_file_of_jobs(berth: Cli) -> None:
+    jobs = os.path.join(berth.root, "jobs.txt")
+    with open(jobs, "w") as f:
+        f.write("echo one\n-g 0.5 -- echo half\n# a comment\n--wrap 'echo $((1 + 1))'\n")
+    sub = berth("submit", "--parsable", "--file", jobs)
+    assert sub.returncode == 0, sub.stderr
+    ids = sub.stdout.split()
+    assert len(ids) == 3
+    for i in ids:
+        assert berth("logs", "-f", i).returncode == 0
+    assert [berth("logs", i).stdout for i in ids] == ["one\n", "half\n", "2\n"]
