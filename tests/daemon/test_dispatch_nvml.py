@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -110,6 +111,11 @@ def test_an_outside_process_keeps_a_gpu_a_job_freed_busy_until_it_ends(daemon):
     assert rows[second]["state"] == "COMPLETED"
 
 
+def _ticks() -> float:
+    """Now, in the clock ticks of /proc/PID/stat's start times (since boot)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
+
+
 def _take_pid(pid: int) -> subprocess.Popen[bytes] | None:
     """A new process with ``pid`` (a reused pid), through ns_last_pid (needs privilege)."""
     for _ in range(20):
@@ -147,6 +153,9 @@ def test_a_listed_pid_counts_while_its_process_lives_not_once_it_ended_or_was_re
     outsider.kill()
     outsider.wait()
     assert not busy()  # listed by the last read, ended since: it holds nothing
+    # Start times have a clock tick's resolution; a process NVML lists has lived far longer.
+    born = _ticks()
+    wait_until(lambda: _ticks() > born + 1, timeout=2, message="a clock tick passes")
     reused = _take_pid(pid)
     if reused is None:
         pytest.skip("cannot choose the pid of a new process (needs CAP_SYS_ADMIN)")
