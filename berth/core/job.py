@@ -228,7 +228,9 @@ class Job:
     ``queue_time`` orders jobs of equal priority (submit time at first; a requeue moves the job
     to the end of the queue). ``not_before`` is the retry backoff. ``retries`` is how many times
     a FAILED attempt is retried; ``requeue`` turns a TIMEOUT into PREEMPTED + requeue.
-    ``tenant`` groups jobs for fair share (defaults to ``user``).
+    ``tenant`` groups jobs for fair share (defaults to ``user``). ``group`` / ``group_limit``:
+    at most that many jobs of the group run at once (an array's ``%K``; 0 = no limit,
+    :mod:`berth.core.groups`).
     """
 
     id: int
@@ -252,8 +254,12 @@ class Job:
     attempts: list[Attempt] = field(default_factory=list)
     history: list[Event] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    group: str = ""
+    group_limit: int = 0
 
     def __post_init__(self) -> None:
+        if self.group_limit < 0:
+            raise UsageError(f"invalid group limit {self.group_limit!r}: must be 0 or more")
         if self.queue_time < 0:
             self.queue_time = self.submit_time
         if not self.tenant:
@@ -312,6 +318,8 @@ class Job:
             "attempts": [a.to_dict() for a in self.attempts],
             "history": [e.to_dict() for e in self.history],
             "extra": self.extra,
+            "group": self.group,
+            "group_limit": self.group_limit,
         }
 
     @classmethod
@@ -341,4 +349,6 @@ class Job:
             attempts=[Attempt.from_dict(a) for a in d.get("attempts") or ()],
             history=[Event.from_dict(e) for e in d.get("history") or ()],
             extra=dict(d.get("extra") or {}),
+            group=d.get("group") or "",
+            group_limit=int(d.get("group_limit") or 0),
         )

@@ -91,6 +91,7 @@ class Reason(str, Enum):
     GPU_UNHEALTHY = "GpuUnhealthy"  # it needs GPUs the driver reports lost or failing
     BEGIN_TIME = "BeginTime"  # retry backoff: not before a given time
     BAD_CONSTRAINTS = "BadConstraints"  # no GPU of this machine can ever satisfy the request
+    ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its group (an array's %K) runs all it may at once
 
     def __str__(self) -> str:
         return self.value
