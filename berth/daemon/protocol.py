@@ -64,10 +64,11 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "all": (_B, False),
         "model": (_B, False),
     },
-    "show": {"job_id": (_I, True)},
-    "logs": {"job_id": (_I, True)},
-    "attach": {"job_id": (_I, True)},
-    "wait": {"job_id": (_I, True), "timeout": (_F + _N, False)},
+    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.arrays).
+    "show": {"job_id": (_I + _S, True)},
+    "logs": {"job_id": (_I + _S, True)},
+    "attach": {"job_id": (_I + _S, True)},
+    "wait": {"job_id": (_I + _S, True), "timeout": (_F + _N, False)},
     "cancel": {
         "job_ids": (_L, False),
         "signal": (_I + _N, False),
