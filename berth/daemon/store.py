@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each entry migrates from version i to i + 1.
 MIGRATIONS: list[str] = [
@@ -62,6 +62,21 @@ MIGRATIONS: list[str] = [
     # 4: the dashboard's history (berth.web.history): one row a minute, the last day kept.
     """
     CREATE TABLE samples(at REAL PRIMARY KEY, data TEXT NOT NULL);
+    """,
+    # 5: fair share and limits (berth.daemon.accounts): each tenant's decayed GPU-seconds as
+    # of a time; per-user limits set at runtime (NULL: the default; -1: no limit; user '*':
+    # the defaults themselves); who paused (drained) a GPU, and why.
+    """
+    CREATE TABLE usage(tenant TEXT PRIMARY KEY, value REAL NOT NULL, as_of REAL NOT NULL);
+    CREATE TABLE limits(
+        user TEXT PRIMARY KEY,
+        max_gpus REAL,
+        max_jobs INTEGER,
+        max_time REAL,
+        shares REAL
+    );
+    ALTER TABLE paused ADD COLUMN by_user TEXT;
+    ALTER TABLE paused ADD COLUMN note TEXT;
     """,
 ]
 
@@ -257,13 +272,55 @@ class Store:
     def paused(self) -> set[str]:
         return {str(r[0]) for r in self.db.execute("SELECT gpu FROM paused")}
 
-    def set_paused(self, gpu: str, paused: bool) -> None:
+    def set_paused(
+        self, gpu: str, paused: bool, by: str | None = None, note: str | None = None
+    ) -> None:
+        """Pause (drain) or resume a GPU; ``by`` and ``note`` say who paused it and why
+        (pausing a paused GPU again replaces them)."""
         if paused:
             self.db.execute(
                 "INSERT OR IGNORE INTO paused(gpu, since) VALUES (?, ?)", (gpu, time.time())
             )
+            if by is not None or note is not None:
+                self.db.execute(
+                    "UPDATE paused SET by_user = ?, note = ? WHERE gpu = ?", (by, note, gpu)
+                )
         else:
             self.db.execute("DELETE FROM paused WHERE gpu = ?", (gpu,))
+
+    def pause_notes(self) -> dict[str, tuple[str | None, str | None, float]]:
+        """GPU uuid -> (who paused it, why, since) for every paused GPU."""
+        rows = self.db.execute("SELECT gpu, by_user, note, since FROM paused")
+        return {str(r[0]): (r[1], r[2], float(r[3])) for r in rows}
+
+    # -- fair share and limits (berth.daemon.accounts) ----------------------------------------
+
+    USAGE_SQL = "INSERT OR REPLACE INTO usage(tenant, value, as_of) VALUES (?, ?, ?)"
+
+    def usage(self) -> dict[str, tuple[float, float]]:
+        """tenant -> (decayed GPU-seconds, as of when)."""
+        rows = self.db.execute("SELECT tenant, value, as_of FROM usage")
+        return {str(r[0]): (float(r[1]), float(r[2])) for r in rows}
+
+    def limits(self) -> dict[str, dict[str, float | None]]:
+        """user -> {max_gpus, max_jobs, max_time, shares} as set (None: not set)."""
+        rows = self.db.execute("SELECT user, max_gpus, max_jobs, max_time, shares FROM limits")
+        return {
+            str(r[0]): {"max_gpus": r[1], "max_jobs": r[2], "max_time": r[3], "shares": r[4]}
+            for r in rows
+        }
+
+    def set_limits(self, user: str, values: dict[str, float | None]) -> None:
+        """Replace ``user``'s row (a row of nothing but NULLs is removed)."""
+        keys = ("max_gpus", "max_jobs", "max_time", "shares")
+        if all(values.get(k) is None for k in keys):
+            self.db.execute("DELETE FROM limits WHERE user = ?", (user,))
+            return
+        self.db.execute(
+            "INSERT OR REPLACE INTO limits(user, max_gpus, max_jobs, max_time, shares) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (user, *(values.get(k) for k in keys)),
+        )
 
 
 def _refuse_empty(path: str) -> None:
