@@ -46,6 +46,7 @@ Example::
 
     [queue]
     backend = "slurm"          # submit/queue/show/cancel/logs go to Slurm (default "local")
+    requirements = "~/llm_config.json"  # GPUs per --llm model for `berth submit` (seed 002)
 
     [slurm]
     partition = "gpu"          # sbatch -p (default: the cluster's default partition)
@@ -97,7 +98,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "http_anonymous": (bool,),
         "http_allow_remote": (bool,),
     },
-    "queue": {"backend": (str,)},
+    "queue": {"backend": (str,), "requirements": (str,)},
     "slurm": {"partition": (str,), "log_dir": (str,)},
 }
 
@@ -157,6 +158,7 @@ class Config:
         "policy",
         "poll_interval",
         "private",
+        "requirements",
         "slurm_log_dir",
         "slurm_partition",
         "socket",
@@ -184,6 +186,7 @@ class Config:
         self.http_anonymous = True
         self.http_allow_remote = False
         self.backend: str = "local"  # where queue commands go: "local" or "slurm"
+        self.requirements: str | None = None  # a requirement table (berth.jobsfile)
         self.slurm_partition: str | None = None
         self.slurm_log_dir: str | None = None
 
@@ -354,6 +357,12 @@ def load() -> Config:
                 f'config file {path!r}: [queue] backend = {value!r} must be "local" or "slurm"'
             )
         cfg.backend = value
+    if (item := get("queue", "requirements")) is not None:
+        path, value = item
+        value = os.path.expanduser(value)
+        if not os.path.isabs(value):  # relative to the config file that names it
+            value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+        cfg.requirements = value
     for key in ("partition", "log_dir"):
         if (item := get("slurm", key)) is not None:
             setattr(cfg, f"slurm_{key}", item[1])
