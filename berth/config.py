@@ -44,6 +44,15 @@ Example::
     http_anonymous = true      # viewers without a token may read (false: sign in to view)
     http_allow_remote = false  # allow a non-loopback http address (plain HTTP: use a TLS proxy)
 
+    [scheduling]
+    fairshare = true           # order users by their decayed GPU usage (docs/scheduling.md)
+    fairshare_half_life = "7d" # a GPU-hour counts half as much a half-life later ("inf": never)
+
+    [limits]                   # for every user; `berth admin limits` sets them at runtime
+    max_gpus = 4               # GPUs a user may hold at once (more wait: UserGpuLimit)
+    max_jobs = 200             # jobs a user may have queued or running (more are refused)
+    max_time = "2d"            # the longest -t a user may ask (a job without -t gets it)
+
     [queue]
     backend = "slurm"          # submit/queue/show/cancel/logs go to Slurm (default "local")
     requirements = "~/llm_config.json"  # GPUs per --llm model for `berth submit` (seed 002)
@@ -64,6 +73,7 @@ from berth.errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 SYSTEM_CONFIG = "/etc/berth/config.toml"
@@ -98,6 +108,8 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "http_anonymous": (bool,),
         "http_allow_remote": (bool,),
     },
+    "scheduling": {"fairshare": (bool,), "fairshare_half_life": (str, int, float)},
+    "limits": {"max_gpus": (int, float), "max_jobs": (int,), "max_time": (str, int, float)},
     "queue": {"backend": (str,), "requirements": (str,)},
     "slurm": {"partition": (str,), "log_dir": (str,)},
 }
@@ -147,6 +159,8 @@ class Config:
         "admin_group",
         "backend",
         "claims_dir",
+        "fairshare",
+        "fairshare_half_life",
         "files",
         "http",
         "http_allow_remote",
@@ -154,6 +168,9 @@ class Config:
         "inventory",
         "keep_finished",
         "kill_after",
+        "limit_max_gpus",
+        "limit_max_jobs",
+        "limit_max_time",
         "max_job_time",
         "policy",
         "poll_interval",
@@ -185,6 +202,11 @@ class Config:
         self.http: str | None = None  # the dashboard's address (berth.web), None: off
         self.http_anonymous = True
         self.http_allow_remote = False
+        self.fairshare = True  # order users by decayed GPU usage ([scheduling])
+        self.fairshare_half_life: float = 7 * 86400.0
+        self.limit_max_gpus: float | None = None  # [limits]: defaults for every user
+        self.limit_max_jobs: int | None = None
+        self.limit_max_time: float | None = None
         self.backend: str = "local"  # where queue commands go: "local" or "slurm"
         self.requirements: str | None = None  # a requirement table (berth.jobsfile)
         self.slurm_partition: str | None = None
@@ -350,6 +372,8 @@ def load() -> Config:
             except ValueError as e:
                 raise ConfigError(f"config file {path!r}: {e}") from None
 
+    _scheduling(cfg, get)
+
     if (item := get("queue", "backend")) is not None:
         path, value = item
         if value not in ("local", "slurm"):
@@ -374,6 +398,40 @@ def load() -> Config:
     return cfg
 
 
+def _scheduling(cfg: Config, get: Callable[[str, str], tuple[str, Any] | None]) -> None:
+    """[scheduling] and [limits]."""
+    from berth.units import parse_duration
+
+    if (item := get("scheduling", "fairshare")) is not None:
+        cfg.fairshare = item[1]
+    for section, key, attr in (
+        ("scheduling", "fairshare_half_life", "fairshare_half_life"),
+        ("limits", "max_time", "limit_max_time"),
+    ):
+        if (item := get(section, key)) is not None:
+            path, value = item
+            try:
+                seconds = parse_duration(value, what=f"[{section}] {key}")
+            except ValueError as e:
+                raise ConfigError(f"config file {path!r}: {e}") from None
+            if not seconds > 0:
+                raise ConfigError(f"config file {path!r}: [{section}] {key} must be positive")
+            setattr(cfg, attr, None if attr == "limit_max_time" and seconds == INF else seconds)
+    if (item := get("limits", "max_gpus")) is not None:
+        path, value = item
+        if not 0 < value <= 1024:
+            raise ConfigError(
+                f"config file {path!r}: [limits] max_gpus = {value} must be in (0, 1024]"
+            )
+        cfg.limit_max_gpus = float(value)
+    if (item := get("limits", "max_jobs")) is not None:
+        path, value = item
+        if not value > 0:
+            raise ConfigError(f"config file {path!r}: [limits] max_jobs = {value} must be >= 1")
+        cfg.limit_max_jobs = value
+
+
+INF = float("inf")
 _cached: Config | None = None
 
 
