@@ -80,6 +80,10 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "pause": {"gpus": (_L, True)},
     "resume": {"gpus": (_L, False), "all": (_B, False)},
     "status": {},
+    # `berth admin` (berth.daemon.admin): limits read by anyone, set by admins; drain/undrain
+    "limits": {"user": (_S + _N, False), "set": (_D, False)},
+    "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
+    "undrain": {"gpus": (_L, False), "all": (_B, False)},
     "shutdown": {},
     "web_token": {},  # the caller's token for the web dashboard (berth.web.auth)
 }
