@@ -16,7 +16,7 @@ import time
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
-from berth.daemon import protocol, validate, views
+from berth.daemon import arrays, protocol, validate, views
 from berth.daemon.authority import Peer, admins, admins_only, may_see, owned, user_name
 from berth.daemon.intake import submit
 from berth.daemon.launcher import pty_path
@@ -50,8 +50,10 @@ def _owned(engine: Engine, peer: Peer, job_id: int, verb: str) -> Job:
     return owned(_find(engine, job_id), peer, engine.opts, verb)
 
 
-def _ids(req: dict[str, Any]) -> list[int]:
-    return validate.job_ids(req.get("job_ids"))
+def _ids(engine: Engine, req: dict[str, Any]) -> list[int]:
+    """The jobs a request acts on: an array's id stands for all its tasks, ``"12_3"`` for
+    one (:mod:`berth.daemon.arrays`)."""
+    return arrays.resolve_all(engine, req.get("job_ids"))
 
 
 def _states(req: dict[str, Any]) -> set[State]:
@@ -121,7 +123,7 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
 def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Anyone may look at a job; with ``--private`` others see no command, directory or
     paths, and only its owner and the admins learn where to attach."""
-    job = _find(engine, validate.job_id(req["job_id"]))
+    job = _find(engine, arrays.resolve(engine, req["job_id"]))
     out = _detail(engine, job)
     if not may_see(peer, job, engine.opts):
         out = views.redact(out)
@@ -132,19 +134,38 @@ def show(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 def logs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """The job (as `show`) for `berth logs`: its owner or an admin only."""
-    job = _owned(engine, peer, validate.job_id(req["job_id"]), "read its logs")
+    job = _owned(engine, peer, arrays.resolve(engine, req["job_id"]), "read its logs")
     return {"job": _detail(engine, job)}
 
 
 def attach(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """The job (as `show`, with its terminal) for `berth attach`: its owner or an admin."""
-    job = _owned(engine, peer, validate.job_id(req["job_id"]), "attach to it")
+    job = _owned(engine, peer, arrays.resolve(engine, req["job_id"]), "attach to it")
     return {"job": _detail(engine, job)}
 
 
 async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    job = _find(engine, validate.job_id(req["job_id"]))
+    """Until the job ends (or ``timeout``). An array's id waits for every task: the answer
+    is its first task's row with the array's outcome (COMPLETED if every task did, else the
+    first other outcome, in task order), as the Slurm backend answers."""
+    ref = req["job_id"]
+    job = _find(engine, arrays.resolve(engine, ref))
     limit = validate.timeout(req.get("timeout"))
+    tasks = None if type(ref) is str else arrays.members(engine, job.id)
+    deadline = None if limit is None else engine.loop.time() + limit
+    ended = []
+    for task_id in tasks or [job.id]:
+        left = None if deadline is None else max(0.0, deadline - engine.loop.time())
+        ended.append(await _wait_one(engine, _find(engine, task_id), left))
+    row = views.row(ended[0], engine.reasons.get(ended[0].id))
+    finished = all(j.state in FINISHED for j in ended)
+    if tasks and finished:
+        worst = next((j for j in ended if j.state is not State.COMPLETED), ended[0])
+        row.update(state=worst.state.value, st=worst.state.code, exit_code=worst.exit_code)
+    return {"job": row, "finished": finished}
+
+
+async def _wait_one(engine: Engine, job: Job, limit: float | None) -> Job:
     if job.id in engine.settling:  # it has ended: wait until that is durable
         await engine.durable()
     elif job.id in engine.jobs:
@@ -155,7 +176,7 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
         except asyncio.TimeoutError:
             pass
         job = _find(engine, job.id)
-    return {"job": views.row(job, engine.reasons.get(job.id)), "finished": job.state in FINISHED}
+    return job
 
 
 # -- control ----------------------------------------------------------------------------------
@@ -163,7 +184,7 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
 
 def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     sig = validate.signal_number(req.get("signal"))
-    ids = _ids(req)
+    ids = _ids(engine, req)
     states = _states(req)
     if req.get("all_mine"):
         ids += [j.id for j in engine.jobs.values() if j.uid == peer.uid and j.id not in ids]
@@ -187,7 +208,7 @@ async def _hold_release(
     engine: Engine, peer: Peer, req: dict[str, Any], holding: bool
 ) -> dict[str, Any]:
     verb = "hold it" if holding else "release it"
-    jobs = [_owned(engine, peer, i, verb) for i in _ids(req)]
+    jobs = [_owned(engine, peer, i, verb) for i in _ids(engine, req)]
     for job in jobs:
         if job.state is not State.PENDING:
             verb = "held" if holding else "released"

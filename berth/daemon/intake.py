@@ -1,16 +1,20 @@
 """Accepting a job (the ``submit`` request): check the spec against this machine, apply
-``--unique`` (:mod:`berth.daemon.unique`), fix its log paths, and add it to the queue; the
+``--unique`` (:mod:`berth.daemon.unique`) or ``once`` (a key `berth watch` gives each line it
+reads: a job with that key, in any state, is that line's job, so a line is queued once even if
+the watcher dies between sending it and noting it), fix its log paths, and add it to the
+queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.arrays`) in one commit; the
 answer comes once the job is durable. A time limit above the daemon's ``max_job_time`` is
 refused here (not silently cut: the user learns the limit before the job is queued).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
 from berth.core.job import Dependency, Job, Request
-from berth.daemon import protocol, unique, userdir, validate
+from berth.daemon import arrays, protocol, unique, userdir, validate
 from berth.daemon.authority import user_name
 from berth.daemon.launcher import expand_pattern
 from berth.daemon.protocol import ProtocolError
@@ -49,7 +53,7 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
     for d in spec.get("after_ok") or []:
         if d not in engine.jobs and d not in engine.finished_states:
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
-        deps.append(Dependency("afterok", d))
+        deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
     request = Request(
         gpus=spec.get("gpus", 1),
         mem=spec.get("mem"),
@@ -60,40 +64,99 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
     _check_fits(engine.res.inventory, request)
     _check_limit(spec.get("time_limit"), engine.opts.max_job_time)
     spec.setdefault("umask", DEFAULT_UMASK)
+    array = spec.pop("array", None)
+    if array is not None and (spec.get("unique") or spec.get("once")):
+        raise ProtocolError(protocol.BAD_REQUEST, "--unique is for one job, not an --array")
     if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
+        return dup
+    if spec.get("once") is not None and (dup := await _once(engine, peer.uid, spec)) is not None:
         return dup
     out, err = spec.get("stdout"), spec.get("stderr")
     if out is None or (spec.get("pty") and me == 0):
         log_dir = _log_dir(engine, peer)
-        out = out or os.path.join(log_dir, "%j.out")
+        out = out or os.path.join(log_dir, "%A_%a.out" if array else "%j.out")
         if me == 0:  # a --pty job's terminal: in a directory the job's user may write
             spec["pty_dir"] = log_dir
     err = err or out  # as sbatch: one file for both unless -e
     now = time.time()
-    job_id = engine.next_id
+    base = engine.next_id
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
-    spec["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user)
-    spec["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user)
-    job = Job(
-        id=job_id,
-        submit_time=now,
-        request=request,
-        name=name,
-        user=peer.user,
-        uid=peer.uid,
-        gid=peer.gid,
-        priority=spec.get("priority", 0),
-        time_limit=spec.get("time_limit"),
-        dependencies=tuple(deps),
-        retries=spec.get("retries", 0),
-        requeue=spec.get("requeue", False),
-        held=spec.get("hold", False),
-    )
-    engine.next_id = job_id + 1
+    order, throttle = arrays.indices(array) if array else ([0], None)
+    extra: dict[str, Any] = {}
+    if spec.get("pty"):
+        extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
+    if spec.get("notify") or spec.get("mail_user"):
+        extra["notify"] = True
+    futures = []
+    for k, index in enumerate(order):
+        job_id = base + k
+        task = dict(spec) if array else spec
+        where = (base, index) if array else None
+        task["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user, where)
+        task["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user, where)
+        job_extra = dict(extra)
+        if array:
+            arrays.describe(task, base, order, k)
+            job_extra["array"] = [base, index]
+            if k == 0:
+                job_extra["array_spec"] = array
+        job = Job(
+            id=job_id,
+            submit_time=now,
+            request=request if k == 0 else Request.from_dict(request.to_dict()),
+            name=name,
+            user=peer.user,
+            uid=peer.uid,
+            gid=peer.gid,
+            priority=spec.get("priority", 0),
+            time_limit=spec.get("time_limit"),
+            dependencies=tuple(deps),
+            retries=spec.get("retries", 0),
+            requeue=spec.get("requeue", False),
+            held=spec.get("hold", False),
+            extra=job_extra,
+            group=arrays.group(base) if throttle else "",
+            group_limit=throttle or 0,
+        )
+        futures.append(engine.insert(job, task))  # all in this turn: one commit
+    engine.next_id = base + len(order)
     if "unique_key" in spec:
-        engine.unique[spec["unique_key"]] = job_id
-    await engine.insert(job, spec)  # durable before we answer
-    return {"job_id": job_id, "stdout": spec["stdout_path"], "stderr": spec["stderr_path"]}
+        engine.unique[spec["unique_key"]] = base
+    await asyncio.gather(*futures)  # durable before we answer
+    reply: dict[str, Any] = {"job_id": base}
+    if array:
+        reply["array"] = array
+        reply["tasks"] = [f"{base}_{i}" for i in order]
+        pattern = (base, "%a")  # (each task's index)
+        reply["stdout"] = expand_pattern(out, base, spec["cwd"], peer.user, pattern)
+        reply["stderr"] = expand_pattern(err, base, spec["cwd"], peer.user, pattern)
+    else:
+        reply.update(stdout=spec["stdout_path"], stderr=spec["stderr_path"])
+    return reply
+
+
+async def _once(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The reply for a job whose ``once`` key another job of this user has (in any state),
+    or None; sets ``spec["unique_key"]``."""
+    import hashlib
+
+    ident = f"once:{uid}:{spec['once']}".encode()
+    k = spec["unique_key"] = hashlib.sha256(ident).hexdigest()[:32]
+    job_id = engine.unique.get(k)
+    state = None
+    if job_id is not None:
+        job = engine.jobs.get(job_id) or engine.settling.get(job_id)
+        if job is not None:
+            state = job.state.value
+        elif job_id in engine.finished_states:
+            state = engine.finished_states[job_id].value
+    if state is None:
+        found = engine.store.twin(k)
+        if found is None:
+            return None
+        job_id, state = found
+    await engine.durable()
+    return {"job_id": job_id, "duplicate": True, "state": state}
 
 
 def _log_dir(engine: Engine, peer: Peer) -> str:

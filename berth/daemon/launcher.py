@@ -4,6 +4,13 @@ working directory, log files. Pure apart from reading nothing; the daemon calls 
 Nothing the user sent runs through a shell unless they asked: ``--wrap`` is a shell string run
 by ``/bin/sh -c``; ``--env-setup`` / ``--conda`` run their setup in ``bash`` and then ``exec``
 the argv unchanged (passed as positional parameters, never re-parsed).
+
+The job's GPU ids may go into its command (``--inject-arg``, ``{gpus}``/``{cuda}``:
+:mod:`berth.daemon.inject`); an array's task (``array_task`` in the spec: the array's id, the
+task's index, the count, the lowest and highest index) sees ``BERTH_ARRAY_JOB_ID``, ``BERTH_ARRAY_TASK_ID``,
+``BERTH_ARRAY_TASK_COUNT`` / ``_MIN`` / ``_MAX`` and the same ``SLURM_ARRAY_*`` variables (so
+scripts written for Slurm arrays run as they are), and ``BERTH_JOB_ID`` is ``ID_TASK`` as on
+Slurm; ``%A`` / ``%a`` in its log names are the array's id and the task's index.
 """
 
 from __future__ import annotations
@@ -35,9 +42,16 @@ CONDA_HOOK = (
 CONDA_SETUP = CONDA_HOOK + '\nconda activate "$BERTH_CONDA_ENV" || exit 127'
 
 
-def expand_pattern(pattern: str, job_id: int, cwd: str, user: str) -> str:
-    """sbatch's filename patterns: %j job id, %u user, %x is not supported; %% a percent."""
+def expand_pattern(
+    pattern: str, job_id: int, cwd: str, user: str, array: tuple[int, int | str] | None = None
+) -> str:
+    """sbatch's filename patterns: %j job id, %u user, %A / %a an array's id and the task's
+    index (outside an array: the job id, and 4294967294 as sbatch writes); %x is not
+    supported; %% a percent."""
     out = pattern.replace("%%", "\0").replace("%j", str(job_id)).replace("%u", user)
+    if "%A" in out or "%a" in out:
+        head, task = array if array is not None else (job_id, 4294967294)
+        out = out.replace("%A", str(head)).replace("%a", str(task))
     out = out.replace("\0", "%")
     return out if os.path.isabs(out) else os.path.join(cwd, out)
 
@@ -49,11 +63,19 @@ def pty_path(spec: dict[str, Any], job_id: int, attempt: int) -> str | None:
     return f"{base}/{job_id}.{attempt}.pty" if base else None
 
 
-def build_argv(spec: dict[str, Any]) -> list[str]:
+def build_argv(spec: dict[str, Any], gpus: list[int] | None = None) -> list[str]:
+    """What the supervisor executes; with the attempt's ``gpus`` (machine indices), its
+    command gets their ids (:mod:`berth.daemon.inject`)."""
+    from berth.daemon import inject
+
+    ids = gpus or []
     if spec.get("wrap"):
-        argv = ["/bin/sh", "-c", spec["wrap"]]
+        argv = ["/bin/sh", "-c", inject.fill(spec["wrap"], ids)]
     else:
-        argv = list(spec["argv"])
+        argv = [inject.fill(a, ids) for a in spec["argv"]]
+        if spec.get("inject_arg"):
+            flag, form = inject.parse(spec["inject_arg"])
+            argv = inject.rewrite(argv, flag, inject.ids(ids, form))
     setup = spec.get("env_setup")
     if spec.get("conda"):
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
@@ -82,6 +104,14 @@ def build_env(
     )
     if spec.get("conda"):
         env["BERTH_CONDA_ENV"] = spec["conda"]
+    array = spec.get("array_task")
+    if array:
+        head, task, count, low, high = (str(v) for v in array)
+        env["BERTH_JOB_ID"] = f"{head}_{task}"
+        for prefix in ("BERTH_ARRAY_", "SLURM_ARRAY_"):
+            env.update({prefix + "JOB_ID": head, prefix + "TASK_ID": task,
+                        prefix + "TASK_COUNT": count, prefix + "TASK_MIN": low,
+                        prefix + "TASK_MAX": high})  # fmt: skip
     return env
 
 
@@ -107,7 +137,7 @@ def launch_spec(
     ``umask``: the submitter's, applied to the job and to the logs it opens (a job from a
     client that did not say gets 077)."""
     return {
-        "argv": build_argv(spec),
+        "argv": build_argv(spec, [i for i, _ in gpus]),
         "command": spec.get("wrap") or " ".join(spec["argv"]),  # as the user gave it
         "env": build_env(spec, job_id, gpus, attempt),
         "cwd": spec["cwd"],

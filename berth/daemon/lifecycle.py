@@ -268,6 +268,10 @@ class Lifecycle:
             waiters = self.waiters.pop(job.id, [])
             if waiters:
                 self.journal.after_commit(lambda: _wake(waiters))
+            if job.extra.get("notify"):  # --notify / --mail-user, once the end is durable
+                from berth.daemon import notify
+
+                self.journal.after_commit(lambda: notify.send(self.store, self.pool, job))
         self.kick()
 
     # -- control ------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ it ended on the supervisor's channel, a SOCK_SEQPACKET pair; messages are JSON:
 - supervisor -> daemon: ``{"op": "done", "job", "attempt", "result"}``, sent after the result
   is in the run file and the claims and the run file's lock are let go; ``{"op": "fatal",
   "error"}`` if it cannot set itself up (then it exits).
+- ``{"op": "notify", "job", "runs"}``: run a job's notifications (:mod:`berth.daemon.notify`)
+  on an idle supervisor of its owner, which is busy until it answers ``{"op": "notified"}``.
 
 End of file on a channel means its supervisor died: the attempt it had (if any) is settled
 from its run file. An idle supervisor is ended by closing its channel, once it has waited
@@ -106,6 +108,27 @@ class Pool:
         slot.job, slot.attempt = int(msg["job"]), int(msg["attempt"])
         return slot
 
+    def notify(self, owner: Owner, msg: dict[str, Any]) -> None:
+        """Hand a job's notifications (``msg`` without its op) to a supervisor of ``owner``;
+        it takes no attempt until it has run them."""
+        data = json.dumps({"op": "notify", **msg}).encode()
+        if len(data) > MAX_MESSAGE:
+            raise OSError(f"its notification is too large ({len(data)} bytes)")
+        while True:
+            idle = self.idle.get(owner)
+            fresh = not idle
+            slot = idle.pop() if idle else self._new(owner)
+            try:
+                slot.chan.send(data)
+                if fresh:
+                    self._start(slot)
+                break
+            except OSError:
+                self._close(slot)
+                if fresh:
+                    raise
+        slot.job = None
+
     def order(self, slot: Slot, job: int, attempt: int, op: str, sig: int = 0) -> None:
         """``term`` or ``signal`` the attempt ``job``.``attempt`` that ``slot`` runs."""
         if slot.job != job or slot.attempt != attempt:
@@ -181,6 +204,10 @@ class Pool:
                 if msg.get("op") == "fatal":
                     slot.fatal = f"its supervisor could not start: {msg.get('error')}"
                     log.error("supervisor %s: %s", slot.pid, slot.fatal)
+                    continue
+                if msg.get("op") == "notified":  # free again
+                    if slot.job is None and slot not in self.idle.get(slot.owner, ()):
+                        self._idle(slot, self.loop.time())
                     continue
                 job, attempt, result = int(msg["job"]), int(msg["attempt"]), msg["result"]
             except (ValueError, KeyError, TypeError):

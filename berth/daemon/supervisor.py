@@ -126,6 +126,17 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         if msg is None:
             return 0  # the daemon has gone, or wants us gone
         _drain(r)  # signals sent while idle were meant for an attempt that has ended
+        if msg.get("op") == "notify":
+            for fd in fds:
+                os.close(fd)
+            try:
+                chan = _notify(msg, chan, r)
+                if chan is None:
+                    return 0
+                chan.sendmsg([b'{"op": "notified"}'], [], socket.MSG_NOSIGNAL)
+            except OSError:
+                return 0
+            continue
         if msg.get("op") != "run" or not fds:
             for fd in fds:
                 os.close(fd)
@@ -155,6 +166,32 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         except OSError:
             return 0
     return 0
+
+
+def _notify(msg: dict[str, Any], chan: socket.socket, wakeup: int) -> socket.socket | None:
+    """Run a job's notifications (:mod:`berth.daemon.notify`) one after the other, each as
+    an attempt without GPUs or run file (its time limit, its leftovers killed); how they end
+    is nobody's business but their log's. The channel, or None if the daemon hung up.
+    Raises OSError if the channel fails."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for spec in msg.get("runs") or ():
+            if not isinstance(spec, dict):
+                continue
+            order = {"spec": spec, "job": msg.get("job"), "attempt": 0, "path": os.devnull}
+            attempt = Attempt(order, null, (), chan, wakeup)
+            attempt.run()
+            if attempt.chan is None:
+                return None
+            for refused in attempt.refused:  # (never sent to a busy one; refuse, not lose)
+                chan.sendmsg([done(refused, _BUSY)], [], socket.MSG_NOSIGNAL)
+    finally:
+        os.close(null)
+        try:
+            os.chdir("/")
+        except OSError:
+            pass
+    return chan
 
 
 _BUSY = (

@@ -38,6 +38,7 @@ MAX_TIME_LIMIT = 366 * 86400.0  # a year: leave -t out for no limit
 MAX_TIMEOUT = 7 * 86400.0  # of a `wait` request
 MAX_TEXT = 64 * 1024  # a name, a path, a setup script line... (argv and env: the frame limit)
 SIGNAL_MAX = int(getattr(_signal, "SIGRTMAX", 64))
+MAX_ARRAY_TASKS = 10_000  # tasks of one array (Slurm's MaxArraySize is 1001 by default)
 
 
 def _bad(field: str, value: Any, want: str) -> ProtocolError:
@@ -195,6 +196,38 @@ def _bool(field: str, v: Any) -> bool:
     return bool(v)
 
 
+def _array(field: str, v: Any) -> str:
+    """``--array 0-9%2``, read by the same parser as the Slurm backend's."""
+    from berth.backends.base import ArraySpec
+    from berth.errors import UsageError
+
+    spec = text(field, v, limit=4096)
+    try:
+        parsed = ArraySpec.parse(spec)
+    except UsageError as e:
+        raise _bad(field, v, str(e)) from None
+    if len(parsed.indices) > MAX_ARRAY_TASKS:
+        raise _bad(field, v, f"has {len(parsed.indices)} tasks; at most {MAX_ARRAY_TASKS}")
+    return parsed.text
+
+
+def _inject(field: str, v: Any) -> str:
+    from berth.daemon.inject import parse
+
+    try:
+        parse(text(field, v, limit=256))
+    except ValueError as e:
+        raise _bad(field, v, str(e)) from None
+    return str(v)
+
+
+def _mail(field: str, v: Any) -> str:
+    addr = text(field, v, limit=256)
+    if addr.startswith("-") or any(c.isspace() or c in "<>,;\"'()" for c in addr):
+        raise _bad(field, v, "must be one mail address (user or user@host)")
+    return addr
+
+
 # field -> (check(field name, value) -> normalised value, required)
 JOB_FIELDS: dict[str, tuple[Callable[[str, Any], Any], bool]] = {
     "argv": (lambda f, v: _argv(v), False),
@@ -220,6 +253,12 @@ JOB_FIELDS: dict[str, tuple[Callable[[str, Any], Any], bool]] = {
     "pty": (_bool, False),
     "unique": (_bool, False),
     "umask": (lambda f, v: integer(f, v, 0, 0o777), False),
+    "array": (_opt(_array), False),
+    "inject_arg": (_opt(_inject), False),
+    "notify": (_opt(lambda f, v: text(f, v, limit=MAX_TEXT)), False),
+    "mail_user": (_opt(_mail), False),
+    "request_source": (_opt(lambda f, v: text(f, v, limit=1024)), False),
+    "once": (_opt(lambda f, v: text(f, v, limit=256)), False),
 }
 
 
@@ -245,6 +284,11 @@ def job_spec(raw: Any) -> dict[str, Any]:
         raise ProtocolError(
             protocol.BAD_REQUEST, "job: give a command (argv) or a shell string (wrap), one of them"
         )
+    if out.get("inject_arg") is not None and out.get("wrap") is not None:
+        raise _bad("job field 'inject_arg'", out["inject_arg"], "needs a command (argv), not "
+                   "a shell string: in a --wrap string write {cuda} or {gpus} where the ids go")  # fmt: skip
+    if out.get("once") is not None and out.get("unique"):
+        raise _bad("job field 'once'", out["once"], "not with 'unique': one identity per job")
     ids = out.get("gpu_ids")
     if ids is not None and len(set(ids)) != len(ids):
         raise _bad("job field 'gpu_ids'", ids, "names a GPU twice")

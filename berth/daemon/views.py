@@ -23,6 +23,7 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
     if job.state is State.PENDING and job.held:
         reason = "Held"
     short = reason.split(":", 1)[0] if reason else None
+    array = job.extra.get("array")
     return {
         "id": job.id,
         "name": job.name,
@@ -39,6 +40,10 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         "priority": job.priority,
         "submit_time": job.submit_time,
         "exit_code": job.exit_code,
+        "array_job": array[0] if array else None,
+        "array_task": array[1] if array else None,
+        "group_limit": job.group_limit or None,
+        "pty": bool(job.extra.get("pty")),
     }
 
 
@@ -62,11 +67,20 @@ def detail(
     out["env_setup"] = spec.get("env_setup")
     out["conda"] = spec.get("conda")
     out["pty"] = bool(spec.get("pty"))
+    array = spec.get("array_task")
+    out["array_job"], out["array_task"] = (array[0], array[1]) if array else (None, None)
+    out["array_spec"] = job.extra.get("array_spec")
+    out["request_source"] = spec.get("request_source")  # where -g/--mem came from
+    for key in ("inject_arg", "notify", "mail_user"):
+        out[key] = spec.get(key)
     return out
 
 
 PRIVATE = "(private)"
-_PRIVATE_FIELDS = ("command", "cwd", "stdout", "stderr", "env_setup", "conda")
+_PRIVATE_FIELDS = (
+    "command", "cwd", "stdout", "stderr", "env_setup", "conda", "notify", "mail_user",
+    "request_source",
+)  # fmt: skip
 
 
 def redact(job: dict[str, Any]) -> dict[str, Any]:

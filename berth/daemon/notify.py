@@ -1,0 +1,113 @@
+"""``--notify CMD`` and ``--mail-user ADDR``: tell the user a job has ended.
+
+When a job's final state is durable (committed: a `berth wait` or `queue` would say the
+same), the daemon hands a ``notify`` order to a supervisor of the job's owner (the pool's:
+:meth:`berth.daemon.pool.Pool.notify`), which runs it as that user, exactly as it runs an
+attempt (own session, the job's working directory, environment and umask, output appended
+to the job's error log, at most :data:`NOTIFY_SECONDS`, leftovers killed), then is free for
+the next job. What the command does, or how it fails, never changes the job's record; a
+notification lost to a daemon crash before the hand-over is not sent again.
+
+- ``--notify CMD``: the user's shell command, run by ``/bin/sh -c`` (they asked for a shell),
+  with the job's facts in its environment: ``BERTH_JOB_ID`` (``12_3`` for an array's task),
+  ``BERTH_JOB_NAME``, ``BERTH_JOB_STATE`` (COMPLETED, FAILED, CANCELLED, TIMEOUT, LOST),
+  ``BERTH_JOB_EXIT_CODE`` (empty if none), ``BERTH_JOB_REASON``, ``BERTH_JOB_USER``,
+  ``BERTH_JOB_STDOUT``, ``BERTH_JOB_STDERR``, ``BERTH_JOB_GPUS`` (the last attempt's).
+- ``--mail-user ADDR``: a mail through the local MTA (``sendmail -i -- ADDR``, the message on
+  its input); ``berth submit`` refuses it where no ``sendmail`` exists. The shell text that
+  pipes it is berth's own; the address and the message reach it only as variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.core.job import Job
+    from berth.daemon.pool import Pool
+    from berth.daemon.store import Store
+
+log = logging.getLogger("berth.daemon")
+
+NOTIFY_SECONDS = 60.0
+SENDMAIL_DIRS = ("/usr/sbin", "/usr/lib")
+MAIL_SCRIPT = 'printf "%s\\n" "$BERTH_MAIL_TEXT" | "$BERTH_SENDMAIL" -i -- "$BERTH_MAIL_USER"'
+
+
+def sendmail(path: str) -> str | None:
+    """The ``sendmail`` a job with this ``PATH`` would use (then /usr/sbin, /usr/lib)."""
+    for d in [*path.split(os.pathsep), *SENDMAIL_DIRS]:
+        exe = os.path.join(d or ".", "sendmail")
+        if os.path.isfile(exe) and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+def facts(job: Job, spec: dict[str, Any]) -> dict[str, str]:
+    """The job's end as environment variables."""
+    a = job.attempt
+    array = spec.get("array_task")
+    return {
+        "BERTH_JOB_ID": f"{array[0]}_{array[1]}" if array else str(job.id),
+        "BERTH_JOB_NAME": job.name,
+        "BERTH_JOB_USER": job.user,
+        "BERTH_JOB_STATE": job.state.value,
+        "BERTH_JOB_EXIT_CODE": "" if job.exit_code is None else str(job.exit_code),
+        "BERTH_JOB_REASON": a.reason if a is not None else "",
+        "BERTH_JOB_STDOUT": str(spec.get("stdout_path") or ""),
+        "BERTH_JOB_STDERR": str(spec.get("stderr_path") or ""),
+        "BERTH_JOB_GPUS": ",".join(str(g) for g in a.gpus) if a is not None else "",
+    }
+
+
+def runs(job: Job, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the supervisor runs: one launch spec per notification (as an attempt's)."""
+    env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    env.update(facts(job, spec))
+    base = {
+        "env": env,
+        "cwd": spec.get("cwd") or "/",
+        "stdout": spec.get("stderr_path") or os.devnull,
+        "stderr": spec.get("stderr_path") or os.devnull,
+        "time_limit": NOTIFY_SECONDS,
+        "kill_after": 5.0,
+        "pty": False,
+        "umask": spec.get("umask", 0o077),
+    }
+    out = []
+    if spec.get("notify"):
+        out.append({**base, "argv": ["/bin/sh", "-c", spec["notify"]], "command": "notify"})
+    if spec.get("mail_user"):
+        exe = sendmail(env.get("PATH", ""))
+        if exe is None:
+            log.warning("job %d: no sendmail to mail %s", job.id, spec["mail_user"])
+        else:
+            state = env["BERTH_JOB_STATE"]
+            code = env["BERTH_JOB_EXIT_CODE"]
+            text = (
+                f"Subject: berth job {env['BERTH_JOB_ID']} ({job.name}) {state}\n\n"
+                f"Job {env['BERTH_JOB_ID']} ({job.name}) of {job.user} ended: {state}"
+                + (f", exit code {code}" if code else "")
+                + (f" ({env['BERTH_JOB_REASON']})" if env["BERTH_JOB_REASON"] else "")
+                + f".\nOutput: {env['BERTH_JOB_STDOUT']}\n"
+            )
+            mail_env = {**env, "BERTH_MAIL_TEXT": text, "BERTH_SENDMAIL": exe,
+                        "BERTH_MAIL_USER": spec["mail_user"]}  # fmt: skip
+            out.append({**base, "env": mail_env, "argv": ["/bin/sh", "-c", MAIL_SCRIPT],
+                        "command": "mail"})  # fmt: skip
+    return out
+
+
+def send(store: Store, pool: Pool, job: Job) -> None:
+    """The job's end is durable: hand its notifications to a supervisor of its owner."""
+    try:
+        spec = store.spec(job.id)
+        orders = runs(job, spec)
+        if orders:
+            pool.notify((job.uid, job.gid, job.user), {"job": job.id, "runs": orders})
+    except (OSError, ValueError, TypeError) as e:
+        log.error("job %d: cannot hand over its notification: %s", job.id, e)
