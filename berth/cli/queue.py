@@ -5,7 +5,8 @@
   berth queue -t PD           # only pending (states: PD R CG CD F CA TO PR LO, or full names)
   berth queue --all           # also jobs that ended in the last day
   berth queue --start         # when will pending jobs start? (= berth simulate --what-if)
-  berth queue --json          # {"daemon": {...}, "jobs": [...]}
+  berth queue --users         # each user: running, pending, decayed usage, fair-share factor
+  berth queue --json          # {"daemon": {...}, "jobs": [...], "users": [...]}
   berth queue --noheader      # no header lines (as squeue)
 
 The first line says which daemon answered: the system one (every user's, docs/admin.md) or
@@ -15,8 +16,15 @@ a daemon started with --private shows others' commands and paths to admins only.
 Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
 (Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
-attempt. Unprintable characters in names are shown escaped (\\xff); --json is the daemon's
-JSON as it sent it: "daemon" (pid, socket, system, user, private, admins) and "jobs".
+attempt, (UserGpuLimit) when its user holds all the GPUs they may (`berth admin limits`).
+Unprintable characters in names are shown escaped (\\xff); --json is the daemon's JSON as
+it sent it: "daemon" (pid, socket, system, user, private, admins), "jobs", "users" and
+"fairshare".
+
+When more than one user has jobs, a block under the table gives each user's running jobs and
+GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of everyone's
+usage, and the fair-share factor (Slurm's 2^(-usage/share): 1 = has used nothing, 0.5 = its
+share, lower = more; the highest goes first), and the most GPUs they may hold.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--noheader", action="store_true", help="no header lines (which daemon, columns)"
+    )
+    p.add_argument(
+        "--users", action="store_true", help="only each user's usage, share and jobs (no job list)"
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -155,8 +166,57 @@ def run(args: argparse.Namespace) -> int:
     header = not args.noheader
     if header and reply.get("daemon"):
         sys.stdout.write(which_daemon(reply["daemon"]) + "\n")
+    users = reply.get("users") or []
+    if args.users:
+        sys.stdout.write(format_users(users, reply.get("fairshare") or {}, header))
+        return 0
     sys.stdout.write(format_rows(reply["jobs"], header))
+    if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
+        sys.stdout.write("\n" + format_users(users, reply.get("fairshare") or {}, header))
     return 0
+
+
+def format_users(users: list[dict[str, Any]], fair: dict[str, Any], header: bool = True) -> str:
+    """Each user's line: running jobs, GPUs held, pending jobs, decayed usage, its part of
+    all usage, the fair-share factor, the most GPUs they may hold."""
+    from berth.units import format_duration
+
+    lines = [
+        ("USER", "RUNNING", "GPUS", "PENDING", "USAGE(GPU-h)", "USE%", "FAIRSHARE", "MAX_GPUS")
+    ]
+    for u in users:
+        most = u.get("max_gpus")
+        lines.append(
+            (
+                shown(u["user"])[:12],
+                str(u["running"]),
+                f"{u['gpus']:g}",
+                str(u["pending"]),
+                f"{u['usage_gpu_hours']:.2f}",
+                f"{100 * u['usage_fraction']:.0f}%",
+                f"{u['factor']:.2f}"
+                + ("" if u.get("shares", 1.0) == 1.0 else f" (x{u['shares']:g})"),
+                "-" if most is None else f"{most:g}",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = [
+        " ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in lines
+    ]
+    if not header:
+        out.pop(0)
+    elif fair:
+        half = fair.get("half_life")
+        if not fair.get("enabled"):
+            out.append("fair share is off ([scheduling] fairshare = false): the policy's order")
+        else:
+            life = "never" if half is None else f"every {format_duration(half)}"
+            out.append(f"usage halves {life}; the user with the least usage per share starts first")
+    return "".join(line + "\n" for line in out)
 
 
 def _json(fields: dict[str, Any]) -> None:
