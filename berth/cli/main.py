@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "release-job": "berth.cli.hold",
     "pause": "berth.cli.pause",
     "resume": "berth.cli.pause",
+    "admin": "berth.cli.admin",
     "simulate": "berth.cli.simulate",
     "demo": "berth.cli.demo",
     "web-token": "berth.cli.webtoken",
@@ -53,6 +54,7 @@ See GPUs:     status, select
 Claim GPUs:   run, release
 Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, hold, release-job,
               pause, resume
+Admin:        admin limits, admin drain, admin undrain
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)
 Try it:       demo

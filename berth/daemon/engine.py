@@ -16,8 +16,9 @@ import logging
 import os
 import time
 
-from berth.core.states import State
+from berth.core.states import ACTIVE, State
 from berth.daemon import runfile
+from berth.daemon.accounts import Accounts
 from berth.daemon.journal import Journal
 from berth.daemon.lifecycle import MAX_SPARES, Lifecycle, Run
 from berth.daemon.pool import Pool
@@ -60,6 +61,8 @@ class Engine(Lifecycle):
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.finished_states: dict[int, State] = {}  # for dependencies
         self.paused: set[str] = set()  # GPU uuids
+        self.pause_notes = store.pause_notes()  # uuid -> (who drained it, why, since)
+        self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
         self.queue_paused = False
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
@@ -239,11 +242,29 @@ class Engine(Lifecycle):
         return list(order)
 
     def _set_reasons(self, decisions: Any) -> None:
+        drained = self._drained()
         self.reasons = {
-            i: p.reason.value + (f": {p.detail}" if p.detail else "")
+            i: p.reason.value
+            + (f": {p.detail}" if p.detail else "")
+            + (drained if drained and p.reason.value == "GpuPaused" else "")
             for i, p in decisions.pending.items()
         }
         self._reasons_valid = True
+
+    def _drained(self) -> str:
+        """Who drained the paused GPUs and why (`berth admin drain`), for their reasons:
+        "; drained by root: driver upgrade" (per GPU when they differ)."""
+        notes = {}
+        for u in self.paused:
+            by, note, _ = self.pause_notes.get(u, (None, None, 0.0))
+            s = self.res.by_uuid.get(u)
+            if by is not None and s is not None:
+                notes[s.index] = f"drained by {by}" + (f": {note}" if note else "")
+        if not notes:
+            return ""
+        if len(set(notes.values())) == 1 and len(notes) == len(self.paused):
+            return "; " + next(iter(notes.values()))
+        return "".join(f"; GPU {i} {text}" for i, text in sorted(notes.items()))
 
     def explain(self) -> None:
         """Bring the pending reasons up to date (for `berth queue`/`show`/`status`): a pass
@@ -326,6 +347,26 @@ class Engine(Lifecycle):
         self.journal.after_commit(forget)
         log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)
         return len(ids)
+
+    def _change(
+        self,
+        job: Job,
+        to: State,
+        now: float,
+        *,
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        """:meth:`Lifecycle._change`, and an attempt that ends adds what it used to its
+        tenant's fair-share usage, in the same commit as its end."""
+        holding = job.state in ACTIVE
+        super()._change(job, to, now, reason=reason, exit_code=exit_code)
+        if holding:
+            from berth.daemon.store import Store
+
+            row = self.accounts.ended(job, max(now, time.time()))
+            if row is not None:
+                self.journal.execute(Store.USAGE_SQL, [row])
 
     # -- the journal (berth.daemon.journal) ---------------------------------------------------
 

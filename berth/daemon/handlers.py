@@ -16,7 +16,7 @@ import time
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
-from berth.daemon import arrays, protocol, validate, views
+from berth.daemon import admin, arrays, protocol, validate, views
 from berth.daemon.authority import Peer, admins, admins_only, may_see, owned, user_name
 from berth.daemon.intake import submit
 from berth.daemon.launcher import pty_path
@@ -104,7 +104,17 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     if states:
         names = {s.value for s in states}
         rows = [r for r in rows if r["state"] in names]
-    return {"daemon": daemon_info(engine), "jobs": rows}
+    acc = engine.accounts
+    return {
+        "daemon": daemon_info(engine),
+        "jobs": rows,
+        "users": acc.summary(engine.jobs.values(), time.time()),
+        "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
+    }
+
+
+def _finite(x: float) -> float | None:
+    return x if x != float("inf") else None
 
 
 def _detail(engine: Engine, job: Job) -> dict[str, Any]:
@@ -355,6 +365,9 @@ HANDLERS: dict[str, Handler] = {
     "pause": pause,
     "resume": resume,
     "status": status,
+    "limits": admin.limits,
+    "drain": admin.drain,
+    "undrain": admin.undrain,
     "shutdown": shutdown,
     "web_token": web_token,
 }

@@ -71,6 +71,12 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         return dup
     if spec.get("once") is not None and (dup := await _once(engine, peer.uid, spec)) is not None:
         return dup
+    count = len(arrays.indices(array)[0]) if array else 1
+    limit = engine.accounts.check_submit(
+        peer.user, peer.uid, request, spec.get("time_limit"), engine.jobs.values(), count
+    )  # (max_jobs, max_time, max_gpus: berth admin limits)
+    if limit is not None:
+        spec["time_limit"] = limit
     out, err = spec.get("stdout"), spec.get("stderr")
     if out is None or (spec.get("pty") and me == 0):
         log_dir = _log_dir(engine, peer)

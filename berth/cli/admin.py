@@ -1,0 +1,172 @@
+"""Examples:
+
+  berth admin limits                      # the limits in force: defaults and each user's
+  berth admin limits alice                # alice's
+  berth admin limits alice --max-gpus 4   # alice holds at most 4 GPUs at once (admins)
+  berth admin limits alice --max-jobs 50 --max-time 2d --shares 2
+  berth admin limits alice --max-gpus default   # back to the default for everyone
+  berth admin limits --max-gpus 2         # the default for everyone (over [limits] in the config)
+  berth admin limits alice --max-time none      # no time limit for alice, whatever the default
+  berth admin drain --reason "driver upgrade"   # no new job starts anywhere; running jobs go on
+  berth admin drain 2 3 --reason "fan noise"    # only GPUs 2 and 3
+  berth admin undrain --all               # every GPU again (= berth resume --all)
+
+Limits (defaults in the config's [limits]; set here at runtime, kept across restarts):
+  --max-gpus N   GPUs a user may hold at once; more waits as (UserGpuLimit)
+  --max-jobs N   jobs a user may have queued or running; more are refused at submit
+  --max-time T   the longest -t a user may ask; a job without -t gets T
+  --shares W     the user's weight in fair share (default 1: equal shares)
+A value may be `none` (no limit, whatever the default) or `default` (the default applies).
+Everyone may read the limits; only admins (root, [claims] admin_group) may set them, drain
+and undrain. Pending jobs on drained GPUs say who drained them and why (`berth queue`).
+Fair share: `berth queue --users` shows each user's decayed usage and share.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+HELP = "admin: per-user limits, drain and undrain GPUs"
+KEYS = ("max_gpus", "max_jobs", "max_time", "shares")
+WORDS = ("none", "default")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    lim = sub.add_parser("limits", help="show the limits; admins: set them")
+    lim.add_argument("user", nargs="?", help="a user (none: the defaults for everyone)")
+    lim.add_argument("--max-gpus", metavar="N", help="GPUs held at once (or none, default)")
+    lim.add_argument("--max-jobs", metavar="N", help="jobs queued or running (or none, default)")
+    lim.add_argument(
+        "--max-time", metavar="T", help="longest time limit, e.g. 2d (or none, default)"
+    )
+    lim.add_argument("--shares", metavar="W", help="fair-share weight (or default)")
+    lim.add_argument("--json", action="store_true", help="machine-readable output")
+    drain = sub.add_parser("drain", help="no new job starts on these GPUs (all: none named)")
+    drain.add_argument("gpus", nargs="*", help="GPU indices (0 3, 0-3) or UUIDs; none: all")
+    drain.add_argument("--reason", help="why (pending jobs show it)")
+    drain.add_argument("--json", action="store_true", help="machine-readable output")
+    undrain = sub.add_parser("undrain", help="let jobs start on drained GPUs again")
+    undrain.add_argument("gpus", nargs="*", help="GPU indices or UUIDs")
+    undrain.add_argument("--all", action="store_true", help="every drained or paused GPU")
+    undrain.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _value(key: str, text: str) -> float | str:
+    from berth.errors import UsageError
+    from berth.units import parse_duration
+
+    flag = "--" + key.replace("_", "-")
+    word = text.strip().lower()
+    if word in WORDS:
+        return word
+    if key == "max_time":
+        seconds = parse_duration(text, what=flag)
+        if not seconds > 0:
+            raise UsageError(f"{flag} {text!r}: must be positive (or none, default)")
+        return seconds
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(
+            f"{flag} {text!r}: give a number" + (", none" if key != "shares" else "")
+            + " or default"
+        ) from None  # fmt: skip
+    if key == "max_jobs" and value != int(value):
+        raise UsageError(f"{flag} {text!r}: give a whole number of jobs")
+    if not value > 0:
+        raise UsageError(f"{flag} {text!r}: must be positive")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.client import call
+    from berth.errors import UsageError
+    from berth.units import parse_gpu_words
+
+    if args.action == "limits":
+        changes = {
+            k: _value(k, v) for k in KEYS if (v := getattr(args, k)) is not None
+        }  # fmt: skip
+        fields: dict[str, Any] = {"user": args.user}
+        if changes:
+            fields["set"] = changes
+        reply = call("limits", **fields)
+        _out(args, reply, _limits_text)
+        return 0
+    if args.action == "drain":
+        reply = call("drain", gpus=parse_gpu_words(args.gpus, what="GPU"), note=args.reason)
+        _out(args, reply, _drained_text)
+        return 0
+    if not args.gpus and not args.all:
+        raise UsageError("name the GPUs to undrain, or use --all")
+    reply = call("undrain", gpus=parse_gpu_words(args.gpus, what="GPU"), all=args.all)
+    _out(args, reply, _drained_text)
+    return 0
+
+
+def _out(args: argparse.Namespace, reply: dict[str, Any], text: Any) -> None:
+    if args.json:
+        import json
+
+        reply = {k: v for k, v in reply.items() if k != "ok"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+    else:
+        sys.stdout.write(text(reply))
+
+
+def _limits_text(reply: dict[str, Any]) -> str:
+    from berth.cli.queue import shown
+    from berth.units import format_duration
+
+    def cell(key: str, value: Any, mine: bool) -> str:
+        if value is None:
+            text = "-"
+        elif key == "max_time":
+            text = format_duration(value)
+        else:
+            text = f"{value:g}"
+        return text + ("*" if mine else "")
+
+    rows: list[tuple[str, ...]] = [("USER", "MAX_GPUS", "MAX_JOBS", "MAX_TIME", "SHARES")]
+    mine = reply.get("set_defaults") or {}
+    rows.append(
+        ("(default)", *(cell(k, reply["defaults"][k], mine.get(k) is not None) for k in KEYS))
+    )
+    for user, entry in reply["users"].items():
+        own = entry["set"]
+        rows.append(
+            (shown(user), *(cell(k, entry["in_force"][k], own.get(k) is not None) for k in KEYS))
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append(
+        "*: set with `berth admin limits`; the rest: the default ([limits] in the config); "
+        "-: no limit"
+    )
+    return "".join(line + "\n" for line in lines)
+
+
+def _drained_text(reply: dict[str, Any]) -> str:
+    from berth.cli.queue import shown
+
+    paused = reply.get("drained")
+    if paused is None:  # (undrain answers as `berth resume`)
+        ids = ", ".join(str(i) for i in reply.get("paused") or []) or "none"
+        out = f"drained GPUs: {ids}\n"
+        if reply.get("queue_paused"):
+            out += "the queue is paused (after a crash): `berth admin undrain --all`\n"
+        return out
+    if not paused:
+        return "drained GPUs: none\n"
+    lines = []
+    for r in paused:
+        who = f" by {shown(r['by'])}" if r.get("by") else ""
+        why = f": {shown(r['note'])}" if r.get("note") else ""
+        lines.append(f"GPU {r['gpu']} drained{who}{why}\n")
+    return "".join(lines)

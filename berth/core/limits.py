@@ -1,0 +1,68 @@
+"""Per-user limits the scheduler enforces: at most N GPUs held at once by one user (Slurm's
+``MaxTRESPerUser=gres/gpu=N``).
+
+A job whose start would take its user above the limit waits with the reason
+``UserGpuLimit`` ("alice holds 4 of 4 GPUs allowed at once"), and, like an array's ``%K``
+(:mod:`berth.core.groups`), it neither takes a reservation nor blocks the jobs behind it:
+what its own user holds, not a lack of GPUs, holds it back. A job that asks for more than its
+user may ever hold waits until the limit is raised (the daemon refuses such a job at submit).
+
+The other per-user limits (jobs queued, time limit) are checked when a job is submitted, by
+the daemon: they are not the scheduler's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from berth.core.job import Job
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class UserLimits:
+    """The most GPUs each user may hold at once: ``max_gpus`` (user -> N, or None for no
+    limit), else ``default`` (None: no limit)."""
+
+    max_gpus: Mapping[str, float | None] = field(default_factory=dict)
+    default: float | None = None
+
+    def of(self, user: str) -> float | None:
+        return self.max_gpus.get(user, self.default) if self.max_gpus else self.default
+
+
+class Held:
+    """What each user holds (running jobs, and those started in this pass), against their
+    :class:`UserLimits`."""
+
+    __slots__ = ("held", "limits")
+
+    def __init__(self, limits: UserLimits, running: Iterable[Job]) -> None:
+        self.limits = limits
+        self.held: dict[str, float] = {}
+        for job in running:
+            self.started(job)
+
+    def blocked(self, job: Job) -> str | None:
+        """Why ``job`` may not start now for its user's limit (the detail of its pending
+        reason), or None."""
+        most = self.limits.of(job.user)
+        if most is None:
+            return None
+        need = job.request.gpu_amount
+        held = self.held.get(job.user, 0.0)
+        if held + need <= most + EPS:
+            return None
+        who = job.user or "this user"
+        if need > most + EPS:
+            return f"needs {_n(need)} GPUs, more than {who} may hold at once ({_n(most)})"
+        return f"{who} holds {_n(held)} of {_n(most)} GPUs allowed at once"
+
+    def started(self, job: Job) -> None:
+        self.held[job.user] = self.held.get(job.user, 0.0) + job.request.gpu_amount
+
+
+def _n(x: float) -> str:
+    return f"{x:g}"

@@ -1,0 +1,206 @@
+"""Fair share and per-user limits, the daemon's side (the I/O around
+:mod:`berth.core.fairshare` and :mod:`berth.core.limits`).
+
+- Usage: each ended attempt adds its decayed GPU-seconds to its tenant's row of the store's
+  ``usage`` table, in the same commit as the attempt's end (:meth:`Accounts.ended`); a pass
+  gets every tenant's usage now, running jobs included (:meth:`Accounts.fair`).
+- Limits: ``[limits]`` in the config gives the defaults; ``berth admin limits`` overrides them
+  at runtime, for everyone (the row ``*``) or per user, in the store's ``limits`` table (a
+  NULL column: not set here, the next level applies; -1: no limit). ``max_gpus`` is the
+  scheduler's (``UserGpuLimit``); ``max_jobs`` and ``max_time`` are checked at submit
+  (:meth:`Accounts.check_submit`); ``shares`` weighs a user's fair share (default 1).
+- :meth:`Accounts.summary`: each user's line under `berth queue`.
+"""
+
+from __future__ import annotations
+
+from berth.core.fairshare import Book, FairShare, factors, usage_at
+from berth.core.states import ACTIVE, State
+from berth.daemon import protocol
+from berth.daemon.protocol import ProtocolError
+from berth.units import format_duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+    from berth.config import Config
+    from berth.core.job import Job, Request
+    from berth.daemon.store import Store
+
+KEYS = ("max_gpus", "max_jobs", "max_time", "shares")
+EVERYONE = "*"  # the row of the defaults set at runtime
+UNLIMITED = -1.0  # stored: "no limit" (NULL means "not set at this level")
+WHAT = {
+    "max_gpus": "GPUs held at once",
+    "max_jobs": "jobs queued or running",
+    "max_time": "time limit",
+    "shares": "fair-share weight",
+}
+
+
+class Accounts:
+    """The usage book, the limits, and the checks that use them."""
+
+    def __init__(self, store: Store, cfg: Config) -> None:
+        self.enabled = cfg.fairshare
+        self.book = Book(cfg.fairshare_half_life, store.usage())
+        self.config: dict[str, float | None] = {
+            "max_gpus": cfg.limit_max_gpus,
+            "max_jobs": None if cfg.limit_max_jobs is None else float(cfg.limit_max_jobs),
+            "max_time": cfg.limit_max_time,
+            "shares": None,
+        }
+        self.rows: dict[str, dict[str, float | None]] = store.limits()
+
+    # -- limits -------------------------------------------------------------------------------
+
+    def limit(self, user: str, key: str) -> float | None:
+        """``user``'s limit in force (None: no limit; shares: the weight, 1 by default)."""
+        value = self._level(user, key)
+        if key == "shares":
+            return 1.0 if value is None or value == UNLIMITED else value
+        return None if value is None or value == UNLIMITED else value
+
+    def _level(self, user: str, key: str) -> float | None:
+        for row in (self.rows.get(user), self.rows.get(EVERYONE)):
+            if row is not None and row.get(key) is not None:
+                return row[key]
+        return self.config[key]
+
+    def gpu_caps(self) -> tuple[dict[str, float | None], float | None]:
+        """(per-user max GPUs where set per user, the default) for ``schedule(...)``."""
+        per_user = {
+            u: self.limit(u, "max_gpus")
+            for u, row in self.rows.items()
+            if u != EVERYONE and row.get("max_gpus") is not None
+        }
+        return per_user, self.limit(EVERYONE, "max_gpus")
+
+    def check_submit(
+        self, user: str, uid: int, request: Request, time_limit: float | None,
+        jobs: Iterable[Job], count: int = 1,
+    ) -> float | None:  # fmt: skip
+        """Refuse ``count`` jobs (an array's tasks) their user's limits forbid, before
+        anything is stored; the time limit they get (``max_time`` for jobs without one)."""
+        most = self.limit(user, "max_time")
+        if most is not None:
+            if time_limit is not None and time_limit > most:
+                raise ProtocolError(
+                    protocol.BAD_REQUEST,
+                    f"-t {_duration(time_limit)} is more than {user} may ask: the most is "
+                    f"{_duration(most)} (`berth admin limits {user}`); ask for -t "
+                    f"{_duration(most)} or less, or leave -t out to get it",
+                )
+            time_limit = most if time_limit is None else time_limit
+        gpus = self.limit(user, "max_gpus")
+        if gpus is not None and request.gpu_amount > gpus + 1e-9:
+            raise ProtocolError(
+                protocol.BAD_REQUEST,
+                f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once "
+                f"(`berth admin limits {user}`): ask for fewer, or ask an admin",
+            )
+        cap = self.limit(user, "max_jobs")
+        if cap is not None:
+            n = sum(1 for j in jobs if j.uid == uid)
+            if n + count > cap:
+                more = f" and this would add {count}" if count > 1 else ""
+                raise ProtocolError(
+                    protocol.INVALID_STATE,
+                    f"{user} has {n} jobs queued or running{more}; the most allowed is "
+                    f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
+                    "some",
+                )
+        return time_limit
+
+    def table(self, user: str | None = None) -> dict[str, Any]:
+        """What `berth admin limits` shows: the defaults (config, runtime) and each user's
+        own settings and the limits in force."""
+        users = sorted(u for u in self.rows if u != EVERYONE)
+        if user is not None:
+            users = [user]
+        return {
+            "config": dict(self.config),
+            "defaults": {k: self.limit(EVERYONE, k) for k in KEYS},
+            "set_defaults": dict(self.rows.get(EVERYONE) or {}),
+            "users": {
+                u: {"set": dict(self.rows.get(u) or {}), "in_force": self.in_force(u)}
+                for u in users
+            },
+        }
+
+    def in_force(self, user: str) -> dict[str, float | None]:
+        return {k: self.limit(user, k) for k in KEYS}
+
+    def set(self, store: Store, user: str, changes: Mapping[str, float | str]) -> None:
+        """Apply ``changes`` (key -> a value, ``UNLIMITED``, or "default": not set at this
+        level) to ``user``'s row (``*``: the defaults) and persist it."""
+        row = dict(self.rows.get(user) or dict.fromkeys(KEYS))
+        for key, value in changes.items():
+            row[key] = None if value == "default" else float(value)
+        with store.tx():
+            store.set_limits(user, row)
+        if all(row.get(k) is None for k in KEYS):
+            self.rows.pop(user, None)
+        else:
+            self.rows[user] = row
+
+    # -- fair share ---------------------------------------------------------------------------
+
+    def ended(self, job: Job, now: float) -> tuple[str, float, float] | None:
+        """Add the attempt ``job`` just ended to its tenant's usage; the store row."""
+        a = job.attempt
+        if a is None or a.end is None:
+            return None
+        value = self.book.add(job.tenant, job.request.gpu_amount, a.start, a.end, now)
+        return (job.tenant, value, now)
+
+    def fair(self, running: Iterable[Job], now: float) -> FairShare | None:
+        """What a pass needs (None when fair share is off)."""
+        if not self.enabled:
+            return None
+        shares = {u: self.limit(u, "shares") or 1.0 for u in self.rows if u != EVERYONE}
+        return FairShare(usage_at(self.book, running, now), shares)
+
+    def summary(self, jobs: Iterable[Job], now: float) -> list[dict[str, Any]]:
+        """One row per user with jobs, or usage: running jobs and GPUs, pending jobs, decayed
+        usage (GPU-hours), shares, the share of all usage, Slurm's fair-share factor."""
+        per: dict[str, dict[str, Any]] = {}
+        running: list[Job] = []
+        for job in jobs:
+            row = per.setdefault(job.tenant, _row(job.tenant))
+            if job.state in ACTIVE:
+                running.append(job)
+                row["running"] += 1
+                row["gpus"] += job.request.gpu_amount
+            elif job.state is State.PENDING:
+                row["pending"] += 1
+        usage = usage_at(self.book, running, now)
+        for tenant, used in usage.items():
+            if used >= 1.0 or tenant in per:  # (a GPU-second or more)
+                per.setdefault(tenant, _row(tenant))
+        shares = {t: self.limit(t, "shares") or 1.0 for t in per}
+        fair = FairShare(usage, shares)
+        factor = factors(fair, per)
+        total = sum(usage.get(t, 0.0) for t in per)
+        out = []
+        for t, row in sorted(per.items(), key=lambda kv: (fair.key(kv[0]), kv[0])):
+            row["usage_gpu_hours"] = usage.get(t, 0.0) / 3600.0
+            row["usage_fraction"] = usage.get(t, 0.0) / total if total > 0 else 0.0
+            row["shares"] = shares[t]
+            row["factor"] = factor[t]
+            row["max_gpus"] = self.limit(t, "max_gpus")
+            out.append(row)
+        return out
+
+
+def _row(user: str) -> dict[str, Any]:
+    return {"user": user, "running": 0, "gpus": 0.0, "pending": 0}
+
+
+def _duration(seconds: float) -> str:
+    return format_duration(seconds) if seconds >= 60 else f"{seconds:g}s"
+
+
+__all__ = ["EVERYONE", "KEYS", "UNLIMITED", "WHAT", "Accounts"]
