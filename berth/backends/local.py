@@ -1,13 +1,13 @@
 """The local berth daemon behind the backend interface (:mod:`berth.backends.base`): each
 method is one request through :mod:`berth.client`.
 
-Arrays are not queued by the local daemon yet: ``submit(job, array=...)`` raises
-:class:`Unsupported` (the daemon would take the same :class:`ArraySpec` once it does).
+Arrays are the daemon's own (:mod:`berth.daemon.arrays`), from the same :class:`ArraySpec`:
+``submit(job, array=...)`` queues all tasks at once; a task's id is ``12_3`` as on Slurm.
 """
 
 from __future__ import annotations
 
-from berth.backends.base import JobInfo, Submitted, Unsupported
+from berth.backends.base import JobInfo, Submitted
 from berth.errors import UsageError
 
 TYPE_CHECKING = False
@@ -18,26 +18,29 @@ if TYPE_CHECKING:
     from berth.backends.base import ArraySpec
 
 
-def _int(job_id: str) -> int:
-    try:
-        return int(job_id)
-    except ValueError:
-        raise UsageError(
-            f"invalid job id {job_id!r}: the local queue's jobs are numbers (12)"
-        ) from None
+def _int(job_id: str) -> int | str:
+    """A job id for the daemon: a number, or ``"12_3"`` (an array's task)."""
+    head, us, task = job_id.partition("_")
+    if head.isdigit() and (not us or task.isdigit()):
+        return job_id if us else int(job_id)
+    raise UsageError(f"invalid job id {job_id!r}: expected 12, or 12_3 for an array's task")
 
 
 def info(row: dict[str, Any]) -> JobInfo:
     """A row of the daemon's `queue` / `wait` answer as a JobInfo."""
     gpus = row.get("gpus")
     nodelist = row.get("nodelist") or []
+    array, task = row.get("array_job"), row.get("array_task")
     return JobInfo(
-        str(row["id"]), str(row.get("name")), str(row.get("user")), str(row["state"]),
+        f"{array}_{task}" if array is not None else str(row["id"]),
+        str(row.get("name")), str(row.get("user")), str(row["state"]),
         reason=row.get("reason"), exit_code=row.get("exit_code"),
         gpus=f"{gpus:g}" if isinstance(gpus, (int, float)) else str(gpus or ""),
         elapsed=row.get("time"),
         where="gpu:" + ",".join(str(g) for g in nodelist) if nodelist else "",
         submit_time=row.get("submit_time"),
+        array_job=None if array is None else str(array),
+        array_task=task, extra={"raw_id": str(row["id"])},
     )  # fmt: skip
 
 
@@ -55,19 +58,18 @@ class Local:
 
     def submit(self, job: dict[str, Any], array: ArraySpec | None = None) -> Submitted:
         if array is not None:
-            raise Unsupported(
-                f"--array {array.text}: the local berth queue has no job arrays yet; submit "
-                "the tasks one by one (or use --backend slurm)"
-            )
+            job = {**job, "array": array.text}
         reply = self._call("submit", job=job)
-        return Submitted(str(reply["job_id"]), reply.get("stdout"), reply.get("stderr"))
+        return Submitted(
+            str(reply["job_id"]), reply.get("stdout"), reply.get("stderr"), reply.get("tasks", ())
+        )
 
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
         from berth.client import DaemonError
 
         known = self.status(ids)  # the daemon refuses a request naming an unknown job
         out: dict[str, str] = {}
-        live = []
+        live: list[int | str] = []
         for i in ids:
             job = known.get(str(_int(i)))
             if job is None:
@@ -90,9 +92,15 @@ class Local:
         return out
 
     def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
-        wanted = {_int(i) for i in ids}
-        rows = self._call("queue", all=True)["jobs"]
-        return {str(r["id"]): info(r) for r in rows if r["id"] in wanted}
+        """By the ids asked: ``12`` (a job, or the first task of array 12) or ``12_3``."""
+        wanted = {str(_int(i)) for i in ids}
+        out = {}
+        for r in self._call("queue", all=True)["jobs"]:
+            task = f"{r['array_job']}_{r['array_task']}" if r.get("array_job") else None
+            for key in (str(r["id"]), task):
+                if key in wanted:
+                    out[key] = info(r)
+        return out
 
     def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
         fields: dict[str, Any] = {"all": finished}

@@ -7,8 +7,8 @@ when run inside a Slurm allocation whose ``berth daemon --inside-slurm`` is up, 
 ``$BERTH_BACKEND``, else ``[queue] backend`` in the config, else ``local`` (the berth daemon).
 Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
 
-Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12); the
-local queue's are numbers.
+Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12), on
+either backend: the local daemon has arrays too (:mod:`berth.daemon.arrays`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ ENV = "BERTH_BACKEND"
 SLURM_HELP = """
 On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in the config)
 the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
-is refused. Slurm only: --array 0-9%2, --partition, --mem-per-gpu (host RAM per GPU).
+is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU).
 """
 
 
@@ -84,7 +84,7 @@ class Wrapped(ModuleType):
                 action.type = job_id
         p.add_argument("--backend", help="local (the berth daemon) or slurm")
         if self.name == "submit":
-            p.add_argument("--array", help="Slurm: an array of tasks, e.g. 0-9%%2 (2 at once)")
+            p.add_argument("--array", help="an array of tasks, e.g. 0-9%%2 (2 at once)")
             p.add_argument("--partition", help="Slurm: the partition (sbatch -p)")
             p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
 
@@ -100,23 +100,17 @@ class Wrapped(ModuleType):
 
 
 def _local(name: str, args: argparse.Namespace) -> None:
-    """Check what only Slurm takes, and turn ids back into the local queue's numbers."""
+    """Check what only Slurm takes, and turn ids back into the local queue's: numbers, and
+    ``12_3`` for an array's task (the daemon resolves it)."""
     from berth.errors import UsageError
 
-    for opt in ("array", "partition", "mem_per_gpu"):
+    for opt in ("partition", "mem_per_gpu"):
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
-            if opt == "array":
-                raise UsageError(
-                    f"--array {args.array}: the local berth queue has no job arrays yet; use "
-                    "--backend slurm, or submit the tasks one by one"
-                )
             raise UsageError(f"{flag} is for Slurm (--backend slurm)")
 
-    def number(text: str) -> int:
-        if not text.isdigit():
-            raise UsageError(f"invalid job id {text!r}: the local queue's jobs are numbers")
-        return int(text)
+    def number(text: str) -> int | str:
+        return int(text) if text.isdigit() else text  # (job_id() checked its form)
 
     if isinstance(getattr(args, "job_id", None), str):
         args.job_id = number(args.job_id)

@@ -14,6 +14,12 @@
   berth submit -i -- python train.py                 # stream its output; Ctrl-C detaches
   ID=$(berth submit --parsable -- python x.py)
   berth submit --unique --file jobs.txt              # one job per line; again: only new lines
+  berth submit --file jobs.txt                       # seed 002's CSV jobs file, as it is
+  berth submit --requirements llm_config.json -- python eval.py --llm qwen2.5-3b-inst  # 0.5 GPU
+  berth submit --inject-arg --cuda -- python train.py   # adds or rewrites --cuda <its GPU ids>
+  berth submit -- python train.py --device cuda:{cuda}  # {cuda}: 0..n-1; {gpus}: the machine's
+  berth submit --array 0-9%2 -- python task.py       # 10 tasks, 2 at once; $BERTH_ARRAY_TASK_ID
+  berth submit --notify 'notify-send "job $BERTH_JOB_ID: $BERTH_JOB_STATE"' -- python x.py
 
 Output and errors go to one log, <state>/logs/ID.out in the daemon's state dir, unless -o
 names another (as sbatch); -e keeps errors apart. %j in a name is the job id, %u the user.
@@ -25,6 +31,19 @@ up when it runs again after --requeue or --retries).
 --gpu-ids without -g asks for exactly those GPUs (--gpu-ids 0,1: two GPUs, 0 and 1); with -g N
 it is N GPUs out of them. GPU lists take ranges: 0-3, 0-3,6. A time limit above the daemon's
 --max-job-time is refused at submit (`berth show ID` shows the limit in force).
+
+--requirements FILE (or `requirements = "FILE"` under [queue] in the config) is seed 002's
+llm_config.json: the GPUs (and optionally memory) a command gets from its --llm argument,
+when -g is not given; `berth show ID` says where the request came from. --inject-arg --cuda
+puts the job's GPU ids in its --cuda option, as the job sees them (0..n-1, since
+CUDA_VISIBLE_DEVICES holds its GPUs); --inject-arg --cuda=machine the machine's numbers
+(what seed 002 passed, for scripts that set CUDA_VISIBLE_DEVICES themselves). An --array's
+tasks see BERTH_ARRAY_JOB_ID, BERTH_ARRAY_TASK_ID (and SLURM_ARRAY_*), BERTH_JOB_ID=ID_TASK;
+%A and %a in -o/-e are the array's id and the task's index (default log: %A_%a.out).
+--notify CMD runs the shell command CMD as you when the job has ended (its record is written),
+with BERTH_JOB_ID, BERTH_JOB_NAME, BERTH_JOB_STATE, BERTH_JOB_EXIT_CODE, BERTH_JOB_REASON in
+its environment; --mail-user ADDR mails the same through the local sendmail (refused at
+submit if there is none). docs/jobs-file.md has the details.
 
 mgpu_srun's (seed 003) option names work too: --time-limit (-t), --env-setup-cmd (--env-setup),
 --interactive (-i); gpuselect's --count is -g. A command given as one quoted string
@@ -59,6 +78,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = _formatter
+    _glue(p)
     a = p.add_argument
     a(
         "-g",
@@ -105,6 +125,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="not if the same job is queued, running or completed (prints its id instead)",
     )
+    a(
+        "--requirements",
+        metavar="FILE",
+        help="GPUs per --llm model (seed 002's llm_config.json), when -g is not given",
+    )
+    a(
+        "--inject-arg",
+        metavar="OPT[=job|machine]",
+        help="set the command's option OPT (--cuda) to the job's GPU ids: as it sees them "
+        "(0..n-1, default) or the machine's",
+    )
+    a("--notify", metavar="CMD", help="run this shell command as you when the job has ended")
+    a("--mail-user", metavar="ADDR", help="mail ADDR when the job has ended (local sendmail)")
     a("--wrap", help="a shell command string, run by /bin/sh -c")
     a("--wait", action="store_true", help="wait for the job to end; exit with its status")
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
@@ -123,7 +156,10 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
 
     command = words(args.argv, args.wrap, prog="berth submit")
     gpu_ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
+    choice = _requirement(args, command)
     text = args.gpus if args.gpus is not None else str(len(gpu_ids) if gpu_ids else 1)
+    if choice is not None:
+        text = f"{choice.gpus:g}"
     try:
         gpus: float = float(text)
     except ValueError:
@@ -134,6 +170,7 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(
             f"-g {text} --gpu-ids {args.gpu_ids}: asks for more GPUs than --gpu-ids names "
             f"({len(gpu_ids)}); leave out -g to take all of them"
+            + (f" (-g {text} from {choice.source})" if choice is not None else "")
         )
     job: dict[str, Any] = {
         "gpus": int(gpus) if gpus == int(gpus) else gpus,
@@ -147,6 +184,10 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
         job["wrap"] = args.wrap
     if args.mem:
         job["mem"] = parse_size(args.mem, what="--mem")
+    if choice is not None:
+        job["request_source"] = choice.source
+        if choice.mem is not None and not args.mem:
+            job["mem"] = choice.mem
     if args.time:
         limit = parse_duration(args.time, what="-t/--time")
         if limit <= 0:
@@ -174,7 +215,108 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("requeue", "hold", "pty", "unique"):
         if getattr(args, key):
             job[key] = True
+    _extras(args, job)
     return job
+
+
+def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
+    """--conda, --inject-arg, --notify, --mail-user: checked here, where the user's
+    environment is, so that nothing fails later as exit code 127."""
+    from berth.errors import UsageError
+
+    if args.conda:
+        from berth.jobsfile.checks import check_conda
+
+        check_conda(args.conda, job["env"])
+    if args.inject_arg:
+        from berth.daemon.inject import parse
+
+        if args.wrap:
+            raise UsageError(
+                "--inject-arg needs the command after --; in a --wrap string write {cuda} "
+                "(or {gpus}: the machine's numbers) where the ids go"
+            )
+        try:
+            parse(args.inject_arg)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        job["inject_arg"] = args.inject_arg
+    if args.notify:
+        job["notify"] = args.notify
+    if args.mail_user:
+        from berth.daemon.notify import sendmail
+
+        if args.mail_user.startswith("-") or any(c.isspace() for c in args.mail_user):
+            raise UsageError(f"--mail-user {args.mail_user!r}: give one address (user@host)")
+        if sendmail(job["env"].get("PATH", "")) is None:
+            raise UsageError(
+                f"--mail-user {args.mail_user}: no mail transfer agent here (no sendmail in "
+                "PATH, /usr/sbin or /usr/lib): use --notify with a command that tells you"
+            )
+        job["mail_user"] = args.mail_user
+
+
+def _requirement(args: argparse.Namespace, command: list[str]) -> Any:
+    """What the requirement table (--requirements, else the config's) says of ``command``,
+    when -g is not given; None otherwise."""
+    if args.gpus is not None:
+        return None
+    path = args.requirements
+    if path is None:
+        from berth import config
+
+        path = config.get().requirements
+        if path is None:
+            return None
+    from berth.jobsfile.requirements import cached
+
+    if not command:
+        import shlex
+
+        try:
+            command = shlex.split(args.wrap or "")
+        except ValueError:
+            return None
+    return cached(path).choose(command)
+
+
+def _glue(p: argparse.ArgumentParser) -> None:
+    """``--inject-arg --cuda``: argparse takes a value that starts with ``-`` for an option
+    and refuses it; before the command (``--``, or the first word that is not an option or an
+    option's value) it is read as ``--inject-arg=--cuda``."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        out: list[str] = []
+        i = 0
+        while i < len(words):
+            w = words[i]
+            if w == "--inject-arg" and i + 1 < len(words):
+                out.append("--inject-arg=" + words[i + 1])
+                i += 2
+                continue
+            if w == "--" or not w.startswith("-"):  # the command starts here
+                out += words[i:]
+                break
+            out.append(w)
+            i += 1
+            action = p._option_string_actions.get(w)
+            if action is not None and action.nargs != 0 and i < len(words):  # its value
+                out.append(words[i])
+                i += 1
+        return parse(out, namespace)
+
+    setattr(p, "parse_known_args", parse_known_args)  # noqa: B010
+
+
+def _array_said(reply: dict[str, Any]) -> str:
+    tasks = reply.get("tasks")
+    if not tasks:
+        return ""
+    throttle = str(reply.get("array", "")).partition("%")[2]
+    at_once = f", at most {throttle} at once" if throttle else ""
+    return f": an array of {len(tasks)} tasks ({tasks[0]}..{tasks[-1]}{at_once})"
 
 
 def parse_dependency(text: str) -> list[int]:
@@ -202,6 +344,14 @@ def run(args: argparse.Namespace) -> int:
 
         return submit_file.run(args)
     job = build_job(args)
+    array = getattr(args, "array", None)  # (`--array`: berth.cli.backend adds it)
+    if array:
+        from berth.backends.base import ArraySpec
+        from berth.errors import UsageError
+
+        if args.unique or args.interactive:
+            raise UsageError("--array: not with --unique or -i (each task has its own log)")
+        job["array"] = ArraySpec.parse(array).text
     with Client() as c:
         reply = c.call("submit", job=job)
         job_id = reply["job_id"]
@@ -217,7 +367,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(reply) + "\n")
         elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
-            out.write(f"Submitted job {job_id}\n")
+            out.write(f"Submitted job {job_id}{_array_said(reply)}\n")
+            if job.get("request_source"):
+                out.write(f"  GPUs from {job['request_source']}\n")
         sys.stdout.flush()
         if args.interactive:
             from berth.cli.logs import follow

@@ -10,7 +10,7 @@ import pytest
 from helpers import wait_until
 from slurmkit import BackendRig
 
-from berth.backends.base import ArraySpec, Unsupported
+from berth.backends.base import ArraySpec
 from berth.errors import BerthError
 
 
@@ -124,16 +124,9 @@ def test_a_dependency_on_an_unknown_job_is_refused(backend: BackendRig) -> None:
     assert backend.backend.list() == []  # nothing was queued
 
 
-def test_arrays_run_on_slurm_and_are_refused_clearly_by_the_local_queue(
-    backend: BackendRig,
-) -> None:
+def test_arrays_run_on_both_backends_with_the_same_ids(backend: BackendRig) -> None:
     b = backend
     job = b.sh('echo "task=$BERTH_ARRAY_TASK_ID of $BERTH_ARRAY_JOB_ID id=$BERTH_JOB_ID"')
-    if b.kind == "local":
-        with pytest.raises(Unsupported, match="no job arrays yet"):
-            b.backend.submit(job, array=ArraySpec.parse("0-2"))
-        assert b.backend.list() == []
-        return
     sub = b.backend.submit(job, array=ArraySpec.parse("0-2"))
     assert sub.tasks == [f"{sub.id}_{i}" for i in range(3)]
     info = _end(b, sub.id)
