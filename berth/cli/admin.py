@@ -63,6 +63,8 @@ def _value(key: str, text: str) -> float | str:
 
     flag = "--" + key.replace("_", "-")
     word = text.strip().lower()
+    if key == "shares" and word == "none":
+        raise UsageError(f"{flag} {text!r}: give a number or default (a weight, not a limit)")
     if word in WORDS:
         return word
     if key == "max_time":
