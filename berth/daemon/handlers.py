@@ -18,7 +18,7 @@ from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon import admin, arrays, protocol, validate, views
 from berth.daemon.authority import Peer, admins, admins_only, may_see, owned, user_name
-from berth.daemon.intake import submit
+from berth.daemon.intake import submit, submit_all
 from berth.daemon.launcher import pty_path
 from berth.daemon.protocol import ProtocolError
 
@@ -354,6 +354,7 @@ def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]
 HANDLERS: dict[str, Handler] = {
     "ping": ping,
     "submit": submit,
+    "submit_all": submit_all,
     "queue": queue,
     "show": show,
     "logs": logs,

@@ -3,8 +3,10 @@
 reads: a job with that key, in any state, is that line's job, so a line is queued once even if
 the watcher dies between sending it and noting it), fix its log paths, and add it to the
 queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.arrays`) in one commit; the
-answer comes once the job is durable. A time limit above the daemon's ``max_job_time`` is
-refused here (not silently cut: the user learns the limit before the job is queued).
+answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: every one is
+checked before any is queued, then all go in one commit. A time limit above the daemon's
+``max_job_time`` is refused here (not silently cut: the user learns the limit before the job
+is queued).
 """
 
 from __future__ import annotations
@@ -32,8 +34,73 @@ if TYPE_CHECKING:
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
 
 
+MAX_BATCH = 10_000  # jobs of one `submit_all` (a jobs file)
+
+
+class _Prepared:
+    """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead)."""
+
+    __slots__ = ("array", "deps", "dup", "err", "out", "request", "spec")
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.dup: dict[str, Any] | None = None
+        self.array: str | None = None
+        self.deps: list[Dependency] = []
+        self.request = Request()
+        self.out = self.err = ""
+
+
 async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    spec = validate.job_spec(req["job"])  # every field, strictly; nothing is stored otherwise
+    return (await _accept(engine, peer, [req["job"]]))[0]
+
+
+async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """Several jobs (a jobs file), all or none: each is checked before any is queued, and
+    they are queued in one commit. A refusal names the job by its place (``job 3 of 5``)."""
+    raws = req["jobs"]
+    if not raws or len(raws) > MAX_BATCH:
+        raise ProtocolError(
+            protocol.BAD_REQUEST, f"jobs: from 1 to {MAX_BATCH} jobs, not {len(raws)}"
+        )
+    return {"replies": await _accept(engine, peer, raws)}
+
+
+async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str, Any]]:
+    prepared: list[_Prepared] = []
+    keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
+    for k, raw in enumerate(raws):
+        try:
+            p = await _prepare(engine, peer, raw)
+        except ProtocolError as e:
+            if len(raws) == 1:
+                raise
+            raise ProtocolError(e.code, f"job {k + 1} of {len(raws)}: {e.message}") from None
+        key = p.spec.get("unique_key")
+        if p.dup is None and key is not None:
+            if key in keys:  # the same job twice in one file: the first one counts
+                p.dup = {"twin_of": keys[key]}
+            keys[key] = k
+        prepared.append(p)
+    # Everything is checked: insert all of it in this turn of the loop (one commit).
+    replies: list[dict[str, Any]] = []
+    futures: list[asyncio.Future[None]] = []
+    for p in prepared:
+        if p.dup is None:
+            reply, futs = _insert(engine, peer, p)
+            replies.append(reply)
+            futures += futs
+        elif "twin_of" in p.dup:
+            first = replies[p.dup["twin_of"]]
+            replies.append({**first, "duplicate": True, "state": "PENDING"})
+        else:
+            replies.append(p.dup)
+    await asyncio.gather(*futures)  # durable before we answer
+    return replies
+
+
+async def _prepare(engine: Engine, peer: Peer, raw: Any) -> _Prepared:
+    spec = validate.job_spec(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
         owner = user_name(me)
@@ -43,47 +110,49 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
             "submit to the system daemon (unset BERTH_SOCKET) or start your own with "
             "`berth daemon`",
         )
-    argv = spec.get("argv")
+    p = _Prepared(spec)
     gpu_ids = spec.get("gpu_ids")
     for i in (gpu_ids or []) + (spec.get("prefer") or []):
         if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
             raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
-    deps = []
     for d in spec.get("after_ok") or []:
         if d not in engine.jobs and d not in engine.finished_states:
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
-        deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
-    request = Request(
+        p.deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
+    p.request = Request(
         gpus=spec.get("gpus", 1),
         mem=spec.get("mem"),
         gpu_ids=None if gpu_ids is None else tuple(gpu_ids),
         prefer=tuple(spec.get("prefer") or ()),
         name=spec.get("name_filter"),
     )
-    _check_fits(engine.res.inventory, request)
+    _check_fits(engine.res.inventory, p.request)
     _check_limit(spec.get("time_limit"), engine.opts.max_job_time)
     spec.setdefault("umask", DEFAULT_UMASK)
-    array = spec.pop("array", None)
-    if array is not None and (spec.get("unique") or spec.get("once")):
+    p.array = spec.pop("array", None)
+    if p.array is not None and (spec.get("unique") or spec.get("once")):
         raise ProtocolError(protocol.BAD_REQUEST, "--unique is for one job, not an --array")
-    if spec.get("unique") and (dup := await unique.twin(engine, peer.uid, spec)) is not None:
-        return dup
-    if spec.get("once") is not None and (dup := await _once(engine, peer.uid, spec)) is not None:
-        return dup
-    count = len(arrays.indices(array)[0]) if array else 1
-    limit = engine.accounts.check_submit(
-        peer.user, peer.uid, request, spec.get("time_limit"), engine.jobs.values(), count
-    )  # (max_jobs, max_time, max_gpus: berth admin limits)
-    if limit is not None:
-        spec["time_limit"] = limit
+    if spec.get("unique"):
+        p.dup = await unique.twin(engine, peer.uid, spec)
+    elif spec.get("once") is not None:
+        p.dup = await _once(engine, peer.uid, spec)
     out, err = spec.get("stdout"), spec.get("stderr")
     if out is None or (spec.get("pty") and me == 0):
         log_dir = _log_dir(engine, peer)
-        out = out or os.path.join(log_dir, "%A_%a.out" if array else "%j.out")
+        out = out or os.path.join(log_dir, "%A_%a.out" if p.array else "%j.out")
         if me == 0:  # a --pty job's terminal: in a directory the job's user may write
             spec["pty_dir"] = log_dir
-    err = err or out  # as sbatch: one file for both unless -e
+    p.out, p.err = out, err or out  # as sbatch: one file for both unless -e
+    return p
+
+
+def _insert(
+    engine: Engine, peer: Peer, p: _Prepared
+) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:
+    """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
+    spec, out, err, array = p.spec, p.out, p.err, p.array
+    argv = spec.get("argv")
     now = time.time()
     base = engine.next_id
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
@@ -109,14 +178,14 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         job = Job(
             id=job_id,
             submit_time=now,
-            request=request if k == 0 else Request.from_dict(request.to_dict()),
+            request=p.request if k == 0 else Request.from_dict(p.request.to_dict()),
             name=name,
             user=peer.user,
             uid=peer.uid,
             gid=peer.gid,
             priority=spec.get("priority", 0),
             time_limit=spec.get("time_limit"),
-            dependencies=tuple(deps),
+            dependencies=tuple(p.deps),
             retries=spec.get("retries", 0),
             requeue=spec.get("requeue", False),
             held=spec.get("hold", False),
@@ -124,11 +193,10 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
             group=arrays.group(base) if throttle else "",
             group_limit=throttle or 0,
         )
-        futures.append(engine.insert(job, task))  # all in this turn: one commit
+        futures.append(engine.insert(job, task))
     engine.next_id = base + len(order)
     if "unique_key" in spec:
         engine.unique[spec["unique_key"]] = base
-    await asyncio.gather(*futures)  # durable before we answer
     reply: dict[str, Any] = {"job_id": base}
     if array:
         reply["array"] = array
@@ -138,7 +206,7 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         reply["stderr"] = expand_pattern(err, base, spec["cwd"], peer.user, pattern)
     else:
         reply.update(stdout=spec["stdout_path"], stderr=spec["stderr_path"])
-    return reply
+    return reply, futures
 
 
 async def _once(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any] | None:

@@ -58,6 +58,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
     "submit": {"job": (_D, True)},
+    "submit_all": {"jobs": (_L, True)},  # a jobs file: all or none (berth.daemon.intake)
     "queue": {
         "uid": (_I + _N, False),
         "states": (_L, False),
