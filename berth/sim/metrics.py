@@ -7,7 +7,9 @@
 - allocation ratio (fractional runs) = time-averaged allocated share / capacity while jobs wait,
   and fragmentation = time-averaged free share stranded on partly used GPUs / capacity, while
   jobs wait;
-- per tenant: mean bounded slowdown; Jain's index over the tenants' mean slowdowns;
+- per tenant: mean bounded slowdown; Jain's index over the tenants' mean slowdowns; GPU-hours,
+  mean wait and normalized service while waiting, with Jain's index over the latter
+  (:mod:`berth.sim.fairness`);
 - ``trimmed``: mean JCT leaving out the first and last 10% of jobs by submit time.
 """
 
@@ -81,6 +83,9 @@ def metrics(res: RunResult) -> dict[str, Any]:
         per = {t: sum(v) / len(v) for t, v in sorted(tenants.items())}
         out["tenant_slowdown"] = per
         out["jain"] = jain(list(per.values()))
+        from berth.sim.fairness import tenant_metrics
+
+        out.update(tenant_metrics(res))
     out["passes"] = res.passes
     out["wall_s"] = res.wall
     return out

@@ -27,6 +27,7 @@ COLUMNS = (
     ("alloc_ratio_when_queued", "alloc", "{:.3f}"),
     ("fragmentation_when_queued", "frag", "{:.3f}"),
     ("jain", "jain", "{:.3f}"),
+    ("jain_service", "jain svc", "{:.3f}"),
     ("wall_s", "wall s", "{:.1f}"),
 )
 
