@@ -1,11 +1,21 @@
-"""``berth submit --file FILE``: one job per line, as a jobs file of seed 002 (or a list of
-commands) is written. Each line is ``[submit options] [--] command args``, split as a shell
-would (quotes, ``#`` comments) but never run by one; options on berth's own command line apply
-to every line, and a line's own options win. Every line is checked before anything is
-submitted: a bad line submits nothing. (The daemon may still refuse a line for what only it
-knows, e.g. a GPU id this machine lacks: that line is named, the others are queued, and the
-exit status is 1.) With ``--unique``, submitting the file again after appending lines queues
-only the new ones (and the ones whose last run failed).
+"""``berth submit --file FILE``: one job per line, in one of two formats, recognised by the
+file itself (:mod:`berth.jobsfile.detect`):
+
+- berth's own: ``[submit options] [--] command args``, split as a shell would (quotes, ``#``
+  comments) but never run by one;
+- seed 002's CSV: ``priority,script_path,conda_env,arguments,allowed_gpus``
+  (:mod:`berth.jobsfile.seed002`): each line runs ``python -u SCRIPT ARGUMENTS`` in its conda
+  environment, on one GPU out of ``allowed_gpus`` (or what the requirement table gives its
+  ``--llm``), with ``--cuda`` set to its GPUs as the seed did (the machine's numbers:
+  ``--inject-arg --cuda=machine``); seed priority ``p`` is berth priority ``-p`` (lower first,
+  as the seed), and berth says so.
+
+Options on berth's own command line apply to every line (a line's own options win). Every
+line is checked before anything is submitted (its syntax, its conda environment, that its
+script or program exists), then the daemon checks them all and queues all or none
+(``submit_all``): a bad line, named as ``FILE:LINE:COLUMN``, queues nothing. With ``--unique``,
+submitting the file again after appending lines queues only the new ones (and the ones whose
+last run failed); ``berth watch FILE`` does that as lines are appended.
 """
 
 from __future__ import annotations
@@ -18,9 +28,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _lines(path: str) -> list[tuple[int, list[str]]]:
-    import shlex
-
+def read_lines(path: str) -> list[tuple[int, str]]:
+    """(number, text) of every line of the file."""
     from berth.errors import UsageError
 
     try:
@@ -30,15 +39,7 @@ def _lines(path: str) -> list[tuple[int, list[str]]]:
         raise UsageError(f"cannot read --file {path!r}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--file {path!r} is not UTF-8 text") from None
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError as e:
-            raise UsageError(f"{path}:{n}: {e} in {line.strip()!r}") from None
-        if words:
-            out.append((n, words))
-    return out
+    return list(enumerate(text.splitlines(), 1))
 
 
 def _parser() -> Any:
@@ -60,32 +61,156 @@ def _parser() -> Any:
     return p
 
 
-def jobs(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, job spec) of every line (the command line's options under its own)."""
-    from berth.cli.submit import build_job
-    from berth.errors import UsageError
-
-    parser = _parser()
+def _given(args: argparse.Namespace, parser: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(submit's defaults, the options given on berth's own command line)."""
     defaults = vars(parser.parse_args([]))
     given = {k: v for k, v in vars(args).items() if k in defaults and v != defaults[k]}
-    given.pop("argv", None)
-    given.pop("file", None)
+    for k in ("argv", "file"):
+        given.pop(k, None)
+    return defaults, given
+
+
+def jobs(
+    args: argparse.Namespace, path: str | None = None, notes: list[str] | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, job spec) of every job line of the file (or of ``path``); ``notes``
+    gets what the user should be told once they are queued (how seed 002's lines map)."""
+    from berth.errors import UsageError
+    from berth.jobsfile import detect
+
+    path = path or args.file
+    lines = read_lines(path)
+    kind, job_lines = detect.detect(path, lines)
+    if not job_lines:
+        raise UsageError(f"--file {path!r} has no job (one command per line)")
+    if kind == detect.SEED002:
+        from berth.jobsfile.seed002 import HEADER
+
+        if notes is not None:
+            notes.append(
+                f"{path}: seed 002's format ({HEADER}): priority P is berth priority -P (lower "
+                "first, as the seed); --cuda is set to each job's GPUs (the machine's numbers)"
+            )
+        return seed_jobs(args, path, job_lines)
+    return berth_jobs(args, path, job_lines)
+
+
+def berth_jobs(
+    args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
+) -> list[tuple[int, dict[str, Any]]]:
+    import shlex
+
+    from berth.cli.submit import build_job
+    from berth.errors import UsageError
+    from berth.jobsfile.detect import column
+
+    parser = _parser()
+    defaults, given = _given(args, parser)
     out = []
-    for n, words in _lines(args.file):
-        where = parser.where = f"{args.file}:{n}"
-        line = parser.parse_args(words)
+    for n, text in job_lines:
+        where = f"{path}:{n}"
+        try:
+            words = shlex.split(text, comments=True)
+        except ValueError as e:
+            raise UsageError(f"{where}:{column(text, None)}: {e} in {text.strip()!r}") from None
+        parser.where = where
+        try:
+            line = parser.parse_args(words)
+        except UsageError as e:
+            raise UsageError(
+                f"{where}:{column(text, str(e))}: {str(e)[len(where) + 2 :]}"
+            ) from None
         for k, v in given.items():
             if getattr(line, k) == defaults[k]:
                 setattr(line, k, v)
         if line.file or line.wait or line.interactive:
-            raise UsageError(f"{where}: --file, --wait and -i are not for a line of a file")
+            raise UsageError(f"{where}:1: --file, --wait and -i are not for a line of a file")
         try:
-            out.append((n, build_job(line)))
+            spec = build_job(line)
         except UsageError as e:
-            raise UsageError(f"{where}: {e}") from None
-    if not out:
-        raise UsageError(f"--file {args.file!r} has no job (one command per line)")
+            raise UsageError(f"{where}:{column(text, str(e))}: {e}") from None
+        _check_command(spec, f"{where}:{column(text, (spec.get('argv') or [''])[0])}")
+        out.append((n, spec))
     return out
+
+
+def _check_command(spec: dict[str, Any], where: str) -> None:
+    """The command's program exists for the job (unless a setup script may bring it)."""
+    from berth.errors import UsageError
+    from berth.jobsfile import checks, seed002
+
+    argv = spec.get("argv")
+    if not argv or spec.get("env_setup"):
+        return
+    conda = checks.conda_dir(spec["conda"], spec["env"]) if spec.get("conda") else None
+    try:
+        checks.check_program(argv[0], spec["env"], spec["cwd"], where, conda)
+    except UsageError as e:
+        if "," not in argv[0]:
+            raise
+        raise UsageError(
+            f"{e}; nor is the line in seed 002's format ({seed002.HEADER}: the first field "
+            "is an integer priority)"
+        ) from None
+
+
+def seed_jobs(
+    args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
+) -> list[tuple[int, dict[str, Any]]]:
+    """Seed 002's lines as job specs (see the module's docstring)."""
+    import os
+
+    from berth.cli.submit import build_job
+    from berth.errors import UsageError
+    from berth.jobsfile import checks, seed002
+
+    parser = _parser()
+    given = _given(args, parser)[1]
+    out = []
+    env = dict(os.environ)
+    for n, text in job_lines:
+        where = f"{path}:{n}"
+        line = seed002.parse(text, n, where)
+        col = line.columns
+        ns = parser.parse_args(["--", "python"])
+        for k, v in given.items():
+            setattr(ns, k, v)
+        if "priority" not in given:
+            ns.priority = seed002.berth_priority(line.priority)
+        if line.conda:
+            ns.conda = line.conda
+        if line.gpu_ids is not None:
+            ns.gpu_ids = ",".join(str(i) for i in line.gpu_ids)
+        ns.default_gpus = "1"  # one GPU of allowed_gpus, as the seed (not all of them)
+        if "inject_arg" not in given:
+            ns.inject_arg = "--cuda=machine"
+        if "job_name" not in given:
+            ns.job_name = os.path.basename(line.script)
+        cwd = os.path.abspath(ns.chdir or os.getcwd())
+        conda = None
+        if line.conda:
+            conda = checks.check_conda(line.conda, env, what=f"{where}:{col[2]}: conda_env")
+        checks.check_script(line.script, cwd, f"{where}:{col[1]}")
+        python = _python(env, cwd, conda, f"{where}:{col[1]}")
+        ns.argv = ["--", python, "-u", line.script, *line.args]
+        try:
+            spec = build_job(ns)
+        except UsageError as e:
+            raise UsageError(f"{where}:{col[4] if len(col) > 4 else 1}: {e}") from None
+        out.append((n, spec))
+    return out
+
+
+def _python(env: dict[str, str], cwd: str, conda: str | None, where: str) -> str:
+    """``python`` for the job (in its conda environment, else on PATH), else ``python3``."""
+    from berth.errors import UsageError
+    from berth.jobsfile import checks
+
+    for name in ("python", "python3"):
+        if checks.find_program(name, env, cwd, conda) is not None:
+            return name
+    inside = f" in conda environment {conda} or" if conda else ""
+    raise UsageError(f"{where}: no python{inside} on PATH to run the script with")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,20 +221,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--file takes the commands from the file: no command, --wrap, --wait or -i"
         )
-    from berth.client import DaemonError
-
-    specs = jobs(args)  # all checked before any is sent
-    replies = []
-    refused = 0
+    if getattr(args, "array", None):
+        raise UsageError("--file: one job per line; not with --array")
+    notes: list[str] = []
+    specs = jobs(args, notes=notes)  # all checked before any is sent
     with Client() as c:
-        for _, spec in specs:  # pipelined: one round trip for the whole file
-            c.send("submit", job=spec)
-        for n, _ in specs:
-            try:
-                replies.append(c.receive())
-            except DaemonError as e:
-                sys.stderr.write(f"berth: {args.file}:{n}: {e}\n")
-                refused += 1
+        replies = submit_all(c, args.file, specs)
+    for note in notes:
+        sys.stderr.write(note + "\n")
     new = 0
     for reply in replies:
         job_id = reply["job_id"]
@@ -126,4 +245,22 @@ def run(args: argparse.Namespace) -> int:
         new += not reply.get("duplicate")
     if not (args.json or args.parsable) and new != len(specs):
         sys.stdout.write(f"{new} of {len(specs)} submitted\n")
-    return 1 if refused else 0
+    return 0
+
+
+def submit_all(c: Any, path: str, specs: list[tuple[int, dict[str, Any]]]) -> list[Any]:
+    """Queue every spec, all or none; a refusal names its line."""
+    from berth.client import DaemonError
+
+    try:
+        replies: list[Any] = c.call("submit_all", jobs=[s for _, s in specs])["replies"]
+    except DaemonError as e:
+        import re
+
+        m = re.match(r"job (\d+) of \d+: (.*)", str(e), re.S)
+        k, why = (int(m.group(1)), m.group(2)) if m else (1, str(e))
+        if m is None and len(specs) != 1:
+            raise
+        n = specs[k - 1][0]
+        raise type(e)(e.code, f"{path}:{n}: {why}; nothing was queued") from None
+    return replies
