@@ -63,17 +63,18 @@ def test_file_submits_a_job_per_line_and_unique_only_the_new_ones(daemon):
     assert r.stdout.count("already there (COMPLETED)") == 3
 
 
-def test_a_bad_line_submits_nothing_and_a_refused_one_is_named(daemon):
+def test_a_bad_line_or_a_refused_one_submits_nothing_and_is_named(daemon):
     daemon.start(gpus=2)
     jobs = daemon.fake.root / "jobs.txt"
     jobs.write_text("-- echo fine\n-g lots -- echo bad\n")
     r = daemon.berth("submit", "--file", str(jobs))
-    assert r.returncode == 2 and f"{jobs}:2: invalid -g/--gpus 'lots'" in r.stderr
+    assert r.returncode == 2 and f"{jobs}:2:4: invalid -g/--gpus 'lots'" in r.stderr
     assert daemon.call("queue", all=True)["jobs"] == []  # nothing submitted
     jobs.write_text("-- echo fine\n--gpu-ids 7 -- echo nowhere\n")
-    r = daemon.berth("submit", "--file", str(jobs))
-    assert r.returncode == 1 and f"{jobs}:2: no GPU 7 here" in r.stderr
-    assert "Submitted job" in r.stdout and "1 of 2 submitted" in r.stdout
+    r = daemon.berth("submit", "--file", str(jobs))  # refused by the daemon: all or none
+    assert r.returncode == 2 and f"{jobs}:2: no GPU 7 here" in r.stderr
+    assert "nothing was queued" in r.stderr and "Submitted job" not in r.stdout
+    assert daemon.call("queue", all=True)["jobs"] == []
     bad = daemon.berth("submit", "--file", str(jobs), "--", "echo", "x")
     assert bad.returncode == 2 and "--file takes the commands from the file" in bad.stderr
 
