@@ -35,6 +35,9 @@ COMMANDS: dict[str, str] = {
     "cancel": "berth.cli.cancel",
     "logs": "berth.cli.logs",
     "attach": "berth.cli.attach",
+    "wait": "berth.cli.wait",
+    "watch": "berth.cli.watch",
+    "sweep": "berth.cli.sweep",
     "hold": "berth.cli.hold",
     "release-job": "berth.cli.hold",
     "pause": "berth.cli.pause",
@@ -52,8 +55,8 @@ usage: berth [--version] COMMAND [ARGS...]
 
 See GPUs:     status, select
 Claim GPUs:   run, release
-Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, hold, release-job,
-              pause, resume
+Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, wait, hold, release-job,
+              pause, resume, watch (a jobs file), sweep (a grid, as one array)
 Admin:        admin limits, admin drain, admin undrain
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)

@@ -153,6 +153,7 @@ def _insert(
     """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
     spec, out, err, array = p.spec, p.out, p.err, p.array
     argv = spec.get("argv")
+    argvs = spec.pop("array_argvs", None)  # (`berth sweep`: each task its own command)
     now = time.time()
     base = engine.next_id
     name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
@@ -172,6 +173,8 @@ def _insert(
         job_extra = dict(extra)
         if array:
             arrays.describe(task, base, order, k)
+            if argvs is not None:
+                task["argv"] = argvs[k]
             job_extra["array"] = [base, index]
             if k == 0:
                 job_extra["array_spec"] = array

@@ -211,6 +211,13 @@ def _array(field: str, v: Any) -> str:
     return parsed.text
 
 
+def _argvs(field: str, v: Any) -> list[list[str]]:
+    """Each task's own command (`berth sweep`): a list of argv lists."""
+    if type(v) is not list or not v or len(v) > MAX_ARRAY_TASKS:
+        raise _bad(field, v, f"must be a list of 1 to {MAX_ARRAY_TASKS} commands")
+    return [_argv(a) for a in v]
+
+
 def _inject(field: str, v: Any) -> str:
     from berth.daemon.inject import parse
 
@@ -254,6 +261,7 @@ JOB_FIELDS: dict[str, tuple[Callable[[str, Any], Any], bool]] = {
     "unique": (_bool, False),
     "umask": (lambda f, v: integer(f, v, 0, 0o777), False),
     "array": (_opt(_array), False),
+    "array_argvs": (_opt(_argvs), False),
     "inject_arg": (_opt(_inject), False),
     "notify": (_opt(lambda f, v: text(f, v, limit=MAX_TEXT)), False),
     "mail_user": (_opt(_mail), False),
@@ -287,6 +295,14 @@ def job_spec(raw: Any) -> dict[str, Any]:
     if out.get("inject_arg") is not None and out.get("wrap") is not None:
         raise _bad("job field 'inject_arg'", out["inject_arg"], "needs a command (argv), not "
                    "a shell string: in a --wrap string write {cuda} or {gpus} where the ids go")  # fmt: skip
+    argvs = out.get("array_argvs")
+    if argvs is not None:
+        from berth.backends.base import ArraySpec
+
+        n = len(ArraySpec.parse(out["array"]).indices) if out.get("array") else 0
+        if n != len(argvs) or out.get("argv") is None:
+            raise _bad("job field 'array_argvs'", f"{len(argvs)} commands",
+                       f"needs an argv and an array of as many tasks (it has {n})")  # fmt: skip
     if out.get("once") is not None and out.get("unique"):
         raise _bad("job field 'once'", out["once"], "not with 'unique': one identity per job")
     ids = out.get("gpu_ids")

@@ -1,0 +1,90 @@
+"""Examples:
+
+  berth sweep --dry-run 'python train.py --lr {1e-3,1e-4} --seed {0..4}'   # the 10 commands
+  berth sweep 'python train.py --lr {1e-3,1e-4} --seed {0..4}'             # one array of 10
+  berth sweep --throttle 2 -g 0.5 -t 2h 'python train.py --lr {1e-3,3e-4,1e-4}'
+  berth sweep -- python train.py --lr '{1e-3,1e-4}'                        # words apart
+
+A hyperparameter grid: every brace group of the template is an axis (a list {a,b,c}, or a
+range of integers {0..4}, {0..10..2}), and each combination is one command, the first axis
+varying slowest. Quote the template: an unquoted {a,b} would be expanded by your shell first.
+The commands are queued as one array (`berth queue` shows it as one line, `berth cancel ID`
+cancels it all, `berth wait ID` waits for it all); task i runs command i, without a shell,
+and sees BERTH_ARRAY_TASK_ID=i. --throttle K runs at most K at once (as --array's %K).
+Every option of `berth submit` applies to each task ({gpus} and {cuda} in the template are
+the task's GPU ids: the machine's, and as the task sees them).
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+HELP = "queue a grid of commands (brace groups are the axes) as one array"
+FAST_EXIT = True
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from berth.cli.submit import add_arguments as submit_arguments
+
+    p.add_argument("--dry-run", action="store_true", help="print the commands, queue nothing")
+    p.add_argument("--throttle", type=int, metavar="K", help="at most K tasks running at once")
+    submit_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import shlex
+
+    from berth.errors import UsageError
+    from berth.jobsfile.grid import expand
+
+    if args.file or args.wrap or args.interactive or args.unique:
+        raise UsageError("berth sweep takes one command template: no --file, --wrap, -i, --unique")
+    template = list(args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
+    if len(template) == 1 and any(c.isspace() for c in template[0]):
+        try:
+            template = shlex.split(template[0])
+        except ValueError as e:
+            raise UsageError(f"berth sweep: {template[0]!r}: {e}") from None
+    commands, axes = expand(template)
+    if not axes:
+        raise UsageError(
+            f"berth sweep: {shlex.join(template)!r} has no brace group ({{a,b}} or {{0..4}}): "
+            "nothing to sweep; use `berth submit` for one command"
+        )
+    if args.throttle is not None and args.throttle < 1:
+        raise UsageError(f"--throttle {args.throttle}: must be 1 or more")
+    n = len(commands)
+    if args.dry_run:
+        shape = " x ".join(f"{len(v)} ({g})" for g, v in axes)
+        sys.stdout.write(f"{n} commands: {shape}\n")
+        for i, cmd in enumerate(commands):
+            sys.stdout.write(f"{i:>4}  {shlex.join(cmd)}\n")
+        return 0
+    from berth.cli.submit import _array_said, build_job
+    from berth.client import Client
+
+    args.argv = ["--", *commands[0]]
+    job = build_job(args)
+    job["array"] = f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else "")
+    job["array_argvs"] = commands
+    with Client() as c:
+        reply = c.call("submit", job=job)
+        if args.parsable:
+            sys.stdout.write(f"{reply['job_id']}\n")
+        elif args.json and not args.wait:
+            import json
+
+            sys.stdout.write(json.dumps(reply) + "\n")
+        else:
+            out = sys.stderr if args.wait else sys.stdout
+            out.write(f"Submitted job {reply['job_id']}{_array_said(reply)}\n")
+        sys.stdout.flush()
+        if args.wait:
+            from berth.cli.logs import wait_end
+
+            return wait_end(c, reply["job_id"], args.json)
+    return 0
