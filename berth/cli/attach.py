@@ -1,9 +1,13 @@
 """Examples:
 
   berth submit --pty -- python train.py   # progress bars and colours, as in a terminal
-  berth attach 12                         # see it live and type into it; Ctrl-] detaches
+  berth attach 12                         # its screen as it is now, then live; type into
+                                          # it; Ctrl-] detaches
+  berth queue --pty                       # which jobs have a terminal (seed 002's `screens`)
 
 Only jobs started with --pty have a terminal to attach to; for others, `berth logs -f ID`.
+Attaching shows the job's recent output first (its last 64 KiB, from a line's start), so what
+is on its screen, a prompt waiting for input included, is on yours, as with `screen -r`.
 Only the job's owner and root may attach (its terminal's socket is its owner's, mode 0600).
 Detaching (Ctrl-], or closing the terminal) leaves the job running. Resizing your terminal
 resizes the job's (it gets SIGWINCH, as under ssh). Several people may attach to the same job
@@ -26,7 +30,9 @@ DETACH = b"\x1d"  # Ctrl-]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_id", type=int, help="the job")
+    from berth.cli.wait import _ref
+
+    p.add_argument("job_id", type=_ref, help="the job (12), or an array's task (12_3)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """Examples:
 
 berth cancel 12 13          # SIGTERM, then SIGKILL after the daemon's --kill-after grace
+berth cancel 20             # array 20: every task (as scancel); 20_3: only task 3
 berth cancel -s USR1 12     # only send a signal (to the job's whole process group)
 berth cancel --all-mine     # every unfinished job of mine
 berth cancel --all-mine --state PD   # only my pending ones
@@ -21,7 +22,7 @@ HELP = "cancel jobs (or send them a signal), like scancel"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_ids", type=int, nargs="*", help="the jobs")
+    p.add_argument("job_ids", nargs="*", help="the jobs (12), arrays (12) or tasks (12_3)")
     p.add_argument("-s", "--signal", help="send this signal instead of cancelling (TERM, USR1, 9)")
     p.add_argument("--all-mine", action="store_true", help="all of my unfinished jobs")
     p.add_argument("--state", help="only jobs in these states (PD, R), comma-separated")

@@ -8,6 +8,8 @@
   berth queue --users         # each user: running, pending, decayed usage, fair-share factor
   berth queue --json          # {"daemon": {...}, "jobs": [...], "users": [...]}
   berth queue --noheader      # no header lines (as squeue)
+  berth queue -r              # an array's pending tasks one per line (default: 12_[3-9%2])
+  berth queue --pty           # jobs with a terminal (--pty): `berth attach ID` shows its screen
 
 The first line says which daemon answered: the system one (every user's, docs/admin.md) or
 a user's own (see `berth help daemon`). Everyone sees every job (user, name, state, GPUs);
@@ -16,8 +18,10 @@ a daemon started with --private shows others' commands and paths to admins only.
 Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
 (Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
-attempt, (UserGpuLimit) when its user holds all the GPUs they may (`berth admin limits`).
-Unprintable characters in names are shown escaped (\\xff); --json is the daemon's JSON as
+attempt, (UserGpuLimit) when its user holds all the GPUs they may (`berth admin limits`),
+(JobArrayTaskLimit) for an array's task held back by its %K. An array's tasks show as ID_TASK,
+its pending ones folded into one line (12_[3-9%2]: tasks 3 to 9 wait, at most 2 run at once)
+unless -r/--expand. Unprintable characters in names are shown escaped (\\xff); --json is the daemon's JSON as
 it sent it: "daemon" (pid, socket, system, user, private, admins), "jobs", "users" and
 "fairshare".
 
@@ -52,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--users", action="store_true", help="only each user's usage, share and jobs (no job list)"
     )
+    p.add_argument(
+        "-r", "--expand", action="store_true", help="one line per array task (as squeue -r)"
+    )
+    p.add_argument("--pty", action="store_true", help="only jobs with a terminal to attach to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -101,6 +109,44 @@ def which_daemon(info: dict[str, Any]) -> str:
         me = str(os.getuid())
     user = info.get("user")
     return f"your own daemon {where}" if user == me else f"{shown(user)}'s daemon {where}"
+
+
+def compact(indices: list[int]) -> str:
+    """``[3, 4, 5, 7, 9, 10]`` -> ``3-5,7,9-10``."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(indices):
+        if run and i != run[-1] + 1:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = []
+        run.append(i)
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def fold(rows: list[dict[str, Any]], expand: bool = False) -> list[dict[str, Any]]:
+    """Rows as shown: an array's task as ``12_3``, and its pending tasks in one row,
+    ``12_[3-9%2]`` (unless ``expand``), where its first pending task was."""
+    out: list[dict[str, Any]] = []
+    pending: dict[Any, tuple[dict[str, Any], list[int]]] = {}
+    for r in rows:
+        array = r.get("array_job")
+        if array is None:
+            out.append(r)
+        elif expand or r["state"] != "PENDING":
+            out.append({**r, "id": f"{array}_{r['array_task']}"})
+        else:
+            if array not in pending:
+                pending[array] = (dict(r), [])
+                out.append(pending[array][0])
+            pending[array][1].append(int(r["array_task"]))
+    for array, (first, tasks) in pending.items():
+        limit = first.get("group_limit")
+        inside = compact(tasks) + (f"%{limit}" if limit else "")
+        one = len(tasks) == 1 and not limit
+        first["id"] = f"{array}_{tasks[0]}" if one else f"{array}_[{inside}]"
+    return out
 
 
 def format_rows(rows: list[dict[str, Any]], header: bool = True) -> str:
@@ -170,9 +216,28 @@ def run(args: argparse.Namespace) -> int:
     if args.users:
         sys.stdout.write(format_users(users, reply.get("fairshare") or {}, header))
         return 0
-    sys.stdout.write(format_rows(reply["jobs"], header))
+    if args.pty:
+        return _ptys(reply["jobs"], header)
+    sys.stdout.write(format_rows(fold(reply["jobs"], args.expand), header))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
         sys.stdout.write("\n" + format_users(users, reply.get("fairshare") or {}, header))
+    return 0
+
+
+def _ptys(rows: list[dict[str, Any]], header: bool) -> int:
+    """Seed 002's `screens`: the running jobs that have a terminal, and how to see it."""
+    rows = [
+        r for r in fold(rows, expand=True)
+        if r.get("pty") and r["state"] in ("RUNNING", "COMPLETING")
+    ]  # fmt: skip
+    sys.stdout.write(format_rows(rows, header))
+    if header and rows:
+        sys.stdout.write(
+            f"`berth attach {rows[0]['id']}` shows a job's screen as it is now and lets you "
+            "type into it (Ctrl-] detaches)\n"
+        )
+    elif header:
+        sys.stdout.write("no running job has a terminal (`berth submit --pty` gives one)\n")
     return 0
 
 

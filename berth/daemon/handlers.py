@@ -210,7 +210,9 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     done = {}
     for job in jobs:
         if job.state not in FINISHED:
-            done[str(job.id)] = engine.cancel(engine.jobs[job.id], sig)
+            task = arrays.of(job)
+            label = f"{task[0]}_{task[1]}" if task else str(job.id)
+            done[label] = engine.cancel(engine.jobs[job.id], sig)
     return {"cancelled": done}
 
 

@@ -17,6 +17,12 @@ UTF-8 never uses) is sent as it is. Each size a client sends is set on the pty m
 group. With several clients, the last size sent wins (a greeting counts). Detaching is the
 client's business: it just closes the connection; the job never notices.
 
+A client that attaches first gets the screen as it is: the last :data:`TAIL` bytes the job
+wrote (from the start of a line, when older output was dropped), then live output. So a prompt
+the job printed before anyone attached (``Password: ``, a menu, a progress bar) is on the
+screen of whoever attaches later, as under ``screen -r``; the bytes are replayed as they came,
+escape sequences included, so the terminal redraws what the job drew.
+
 Nothing a client does can stop the supervisor (which also enforces the job's time limit and
 records its exit): a client that breaks the protocol is dropped; output a slow client has
 not taken yet waits for it, up to :data:`MAX_BEHIND` bytes (a slow terminal over a slow link
@@ -39,6 +45,7 @@ WINSIZE = struct.Struct("HH")  # rows, cols: the greeting, and the body of RESIZ
 MAX_CLIENTS = 32
 MAX_PENDING = 64 * 1024  # client input the job has not read yet, at most
 MAX_BEHIND = 4 * 1024 * 1024  # job output a client has not taken yet, at most
+TAIL = 64 * 1024  # the job's last output, replayed to a client that attaches
 
 
 def encode_input(data: bytes) -> bytes:
@@ -112,6 +119,8 @@ class PtyRelay:
         self.clients: dict[int, _Client] = {}
         self.master_open = True  # until every slave is closed (the job is gone)
         self.pending = bytearray()  # input the pty would not take yet
+        self.tail = bytearray()  # the job's last output (TAIL bytes, kept up to twice that)
+        self.cut = False  # older output was dropped from the tail
 
     def register(self, poller: select.poll) -> None:
         poller.register(self.master, select.POLLIN)
@@ -133,6 +142,7 @@ class PtyRelay:
             conn.setblocking(False)
             self.clients[conn.fileno()] = _Client(conn)
             poller.register(conn.fileno(), select.POLLIN)
+            self._to_client(poller, conn.fileno(), self.screen())
         elif fd in self.clients:
             self._to_client(poller, fd, b"")  # (writable, perhaps)
             if fd in self.clients:
@@ -160,8 +170,20 @@ class PtyRelay:
                 os.write(self.log_fd, data)
             except OSError:  # a full disk loses log lines, not the job
                 pass
+            self.tail += data
+            if len(self.tail) > 2 * TAIL:
+                del self.tail[: len(self.tail) - TAIL]
+                self.cut = True
             for cfd in list(self.clients):
                 self._to_client(poller, cfd, data)
+
+    def screen(self) -> bytes:
+        """What a client that attaches now is shown first: the job's last output."""
+        data = bytes(self.tail[-TAIL:])
+        if self.cut or len(self.tail) > TAIL:  # begin at a line, not inside an escape sequence
+            nl = data.find(b"\n")
+            data = data[nl + 1 :] if nl >= 0 else data
+        return data
 
     def _to_client(self, poller: select.poll | None, fd: int, data: bytes) -> None:
         """Send ``data`` after what the client has not taken yet; the rest waits (bounded)."""
