@@ -1,6 +1,7 @@
 """Examples:
 
 berth show 12          # everything about job 12: request, state, attempts, history
+berth show 12_3        # task 3 of array 12
 berth show 12 --json
 
 Anyone may look at any job. A daemon started with --private shows another user's command,
@@ -71,6 +72,18 @@ def format_job(j: dict[str, Any]) -> str:
         f"  stdout:     {shown(j['stdout'])}",
         f"  stderr:     {shown(j['stderr'])}",
     ]
+    if j.get("request_source"):  # (a requirement table gave -g / --mem)
+        lines.insert(4, f"              GPUs from {shown(j['request_source'])}")
+    if j.get("array_job") is not None:
+        spec = j.get("array_spec") or ""
+        lines.append(
+            f"  array:      task {j['array_task']} of array {j['array_job']}"
+            + (f" ({spec})" if spec else "")
+            + f"; it is {j['array_job']}_{j['array_task']}"
+        )
+    for key, what in (("inject_arg", "GPU ids in"), ("notify", "notify"), ("mail_user", "mail")):
+        if j.get(key):
+            lines.append(f"  {what + ':':<11} {shown(j[key])}")
     if j.get("dependencies"):
         lines.append(f"  depends on: {', '.join(j['dependencies'])}")
     if j.get("retries"):
