@@ -76,7 +76,9 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, width=width - 2)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
+    """submit's options (``command``: and the command after them; `berth watch` takes its
+    commands from a file)."""
     p.formatter_class = _formatter
     _glue(p)
     a = p.add_argument
@@ -144,7 +146,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--file", metavar="FILE", help="one job per line of FILE: [options] [--] command")
     a("--parsable", action="store_true", help="print only the job id")
     a("--json", action="store_true", help="machine-readable output")
-    a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
+    if command:
+        a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
 
 
 def build_job(args: argparse.Namespace) -> dict[str, Any]:

@@ -44,14 +44,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scan", action="store_true", help="queue what is new once, then exit")
     p.add_argument("--state", metavar="PATH", help="where to remember what was queued")
-    submit_arguments(p)  # (every line gets these, as with submit --file)
+    submit_arguments(p, command=False)  # (every line gets these, as with submit --file)
 
 
 def run(args: argparse.Namespace) -> int:
     from berth.errors import UsageError
     from berth.jobsfile.watchstate import State, default_path
 
-    if args.argv or args.wrap or args.file or args.wait or args.interactive or args.unique:
+    if args.wrap or args.file or args.wait or args.interactive or args.unique:
         raise UsageError(
             "berth watch FILE takes the commands from FILE: no command, --wrap, --file, "
             "--wait, -i or --unique (every line is queued once anyway)"
