@@ -69,9 +69,10 @@ async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[st
 async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str, Any]]:
     prepared: list[_Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
+    queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     for k, raw in enumerate(raws):
         try:
-            p = await _prepare(engine, peer, raw)
+            p = await _prepare(engine, peer, raw, queued)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -81,6 +82,8 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             if key in keys:  # the same job twice in one file: the first one counts
                 p.dup = {"twin_of": keys[key]}
             keys[key] = k
+        if p.dup is None:
+            queued += len(arrays.indices(p.array)[0]) if p.array else 1
         prepared.append(p)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
@@ -99,7 +102,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     return replies
 
 
-async def _prepare(engine: Engine, peer: Peer, raw: Any) -> _Prepared:
+async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Prepared:
     spec = validate.job_spec(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -137,6 +140,14 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any) -> _Prepared:
         p.dup = await unique.twin(engine, peer.uid, spec)
     elif spec.get("once") is not None:
         p.dup = await _once(engine, peer.uid, spec)
+    if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
+        count = len(arrays.indices(p.array)[0]) if p.array else 1
+        limit = engine.accounts.check_submit(
+            peer.user, peer.uid, p.request, spec.get("time_limit"), engine.jobs.values(),
+            queued + count,
+        )  # fmt: skip
+        if limit is not None:
+            spec["time_limit"] = limit
     out, err = spec.get("stdout"), spec.get("stderr")
     if out is None or (spec.get("pty") and me == 0):
         log_dir = _log_dir(engine, peer)
