@@ -118,7 +118,7 @@ class FairShare:
         return (self.usage.get(tenant, 0.0) + charged) / self.share(tenant)
 
 
-def charge(job: Job) -> float:
+def fair_charge(job: Job) -> float:
     """What a job started in a pass counts for in the rest of that pass (GPU-seconds)."""
     run = job.time_limit if job.time_limit is not None else UNKNOWN_RUN
     return job.request.gpu_amount * run
