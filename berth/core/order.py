@@ -22,12 +22,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from berth.core.capacity import INF
 from berth.core.job import Job
-from berth.core.states import State
 
 #: The run time ``balanced`` assumes for a job without a time limit.
 UNKNOWN_LIMIT = 86400.0
@@ -51,15 +49,22 @@ def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
 def ordered(
     pending: Sequence[Job], policy: str, presorted: bool, now: float,
     tenant_gpus: Mapping[str, float], usage: Mapping[str, float] | None,
+    walk: Iterable[Job] | None = None,
 ) -> Iterator[Job]:  # fmt: skip
     """``pending`` in the order a pass considers them (``presorted``: already in
-    :func:`order_key` order). For fairshare, ``tenant_gpus`` may grow while this is consumed
-    (jobs started in the pass)."""
-    jobs: Iterable[Job] = (
-        pending if presorted else sorted(pending, key=lambda j: order_key(j, policy, now))
-    )
+    :func:`order_key` order; ``walk``: that order, walked lazily). For fairshare,
+    ``tenant_gpus`` may grow while this is consumed (jobs started in the pass)."""
+    jobs: Iterable[Job]
+    if walk is not None:
+        jobs = walk
+    elif presorted:
+        jobs = pending
+    else:
+        jobs = sorted(pending, key=lambda j: order_key(j, policy, now))
     if policy == "fairshare":
         jobs = _fairshare(jobs, tenant_gpus, usage)
+    if walk is not None and not getattr(walk, "requeued", True):
+        return iter(jobs)  # (a walk that knows it holds no requeued job)
     return requeued_last(jobs, pending)
 
 
@@ -131,78 +136,3 @@ def _fairshare(
             heads[t] = i + 1
         else:
             del heads[t]
-
-
-class Ranking:
-    """The pending jobs in ``policy``'s order, kept across passes by a caller with a long queue
-    (the simulator): :meth:`at` is exactly ``sorted(jobs, key=order_key(j, policy, now))``,
-    for ``schedule(..., presorted=True)``, at a fraction of the cost of sorting every pass.
-
-    Orders that do not move with the clock are kept sorted as jobs come and go (bisect).
-    ``balanced``'s order moves with the clock: :meth:`at` re-sorts the previous order, which is
-    nearly sorted already (Python's sort is then about linear), with the keys of
-    :func:`order_key` computed inline from what it keeps of each job (its priority, queue time
-    and the square root of its limit: they must not change while the job is here).
-    """
-
-    __slots__ = ("count", "dynamic", "entries", "jobs", "keys", "policy")
-
-    def __init__(self, policy: str) -> None:
-        self.policy = "priority" if policy == "fairshare" else policy  # (ordered() interleaves)
-        self.dynamic = policy == "balanced"
-        self.jobs: list[Job] = []  # static orders: sorted; balanced: the last order
-        self.keys: list[tuple[float, ...]] = []  # static orders: the sort keys
-        # balanced: (-priority, queue time, id, sqrt of the limit, job), in the last order;
-        # jobs that left stay until the next sort
-        self.entries: list[tuple[int, float, int, float, Job]] = []
-        self.count = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-    def add(self, job: Job) -> None:
-        self.count += 1
-        if self.dynamic:
-            limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
-            root = math.sqrt(max(limit, 1.0))
-            self.entries.append((-job.priority, job.queue_time, job.id, root, job))
-            return
-        key = order_key(job, self.policy)
-        k = bisect_left(self.keys, key)
-        self.keys.insert(k, key)
-        self.jobs.insert(k, job)
-
-    def prune(self, gone: Iterable[Job]) -> None:
-        """Forget these jobs (they left the queue: started, cancelled)."""
-        for job in gone:
-            self.count -= 1
-            if self.dynamic:
-                continue  # dropped by the next sort (they are no longer PENDING)
-            k = bisect_left(self.keys, order_key(job, self.policy))
-            if k < len(self.jobs) and self.jobs[k] is job:
-                del self.keys[k]
-                del self.jobs[k]
-
-    def pending(self) -> Iterator[Job]:
-        """The jobs, in no particular order."""
-        if not self.dynamic:
-            return iter(self.jobs)
-        return (e[4] for e in self.entries if e[4].state is State.PENDING)
-
-    def at(self, now: float) -> list[Job]:
-        """The jobs in the order of ``order_key(job, policy, now)`` (don't change the list)."""
-        if not self.dynamic:
-            return self.jobs
-        # order_key's (-priority, -urgency, queue time, id), urgency = max(0, now - q) / root:
-        # -(x / r) is (-x) / r exactly, and a zero's sign does not change a comparison
-        pending = State.PENDING
-        dec = [
-            (np, (q - now if now > q else 0.0) / r, q, i, e)
-            for e in self.entries
-            for np, q, i, r, j in (e,)
-            if j.state is pending
-        ]
-        dec.sort()
-        self.entries = [d[4] for d in dec]
-        self.jobs = [e[4] for e in self.entries]
-        return self.jobs

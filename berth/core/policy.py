@@ -47,6 +47,7 @@ from berth.core.job import Job, Request
 from berth.core.order import order_key as order_key
 from berth.core.order import ordered
 from berth.core.placement import PLACEMENTS, Placement, Profile, place
+from berth.core.ranking import View
 from berth.core.states import Reason, State
 from berth.errors import UsageError
 from berth.units import format_duration
@@ -156,7 +157,8 @@ def schedule(
             out.pending[job.id] = Pending(job.id, reason, detail)
 
     # (nothing can start once every GPU is taken: then the queue is not even sorted)
-    queue = () if exhausted else ordered(pending, policy, presorted, now, tenant_gpus, usage)
+    walk = pending.walk() if presorted and isinstance(pending, View) and not exhausted else None
+    queue = () if exhausted else ordered(pending, policy, presorted, now, tenant_gpus, usage, walk)
     for job in queue:
         req = job.request
         if exhausted:
@@ -183,6 +185,17 @@ def schedule(
                 f"retry backoff, {format_duration(job.not_before - now)} left",
             )
             continue
+        if skim and req.gpus:
+            if out_stale:
+                whole_out, share_out = _outside(cap, reserved)
+                out_stale = False
+                if walk is not None:  # leave out the jobs passed over just below
+                    walk.narrow(whole_out, share_out, shadow, bool(reserved))
+            g = req.gpus
+            if (g > whole_out if g >= 1 else g - EPS > share_out) and not (
+                reserved and job.time_limit is not None and now + job.time_limit <= shadow < INF
+            ):
+                continue
         key = _req_key(req)
         if key not in static:
             static[key] = static_reason(cap, req)
@@ -190,19 +203,6 @@ def schedule(
         if bad is not None:
             wait(job, *bad)
             continue
-        if skim and req.gpus:
-            if out_stale:
-                whole_out, share_out = _outside(cap, reserved)
-                out_stale = False
-            g = req.gpus
-            if (g > whole_out if g >= 1 else g - EPS > share_out) and not (
-                reserved and job.time_limit is not None and now + job.time_limit <= shadow < INF
-            ):
-                if not fits.simple(req):
-                    continue
-                if g >= 1:
-                    fits.passed_over(int(g), bool(reserved))
-                    continue
         if blocked_all:
             fits_now = fits.get(req, ()) is not None
             wait(job, Reason.PRIORITY if fits_now else Reason.RESOURCES,
@@ -252,15 +252,21 @@ def schedule(
 
 class _Fits:
     """``place()`` with memory: within a pass capacity only shrinks, so a request that did not
-    fit still does not (and, without constraints, neither does a bigger one); results are
-    reused until the next start changes the capacity."""
+    fit still does not (and, without constraints, neither does a bigger one of the same kind:
+    one that must fit on one node, or one that spreads over nodes); results are reused until
+    the next start changes the capacity. Every answer is what ``place()`` would say now, so
+    which requests were asked before changes nothing but the time taken."""
 
-    __slots__ = ("cap", "details", "fail_share", "fail_whole", "how", "memo", "profile")
+    __slots__ = ("cap", "details", "fail_share", "fail_whole", "how", "memo", "node_max", "profile")
 
     def __init__(self, cap: Capacity, how: str, profile: Profile | None) -> None:
         self.cap, self.how, self.profile = cap, how, profile
-        self.fail_whole = [INF, INF]  # [without, with] the reservation excluded
+        # [without, with] the reservation excluded; whole GPUs: [on one node, across nodes]
+        # (a job bigger than any node spreads over nodes: it may fit where a smaller one
+        # that must stay on one node does not)
+        self.fail_whole = [[INF, INF], [INF, INF]]
         self.fail_share = [INF, INF]
+        self.node_max = max((len(ps) for ps in cap.node_pos), default=0)
         self.memo: dict[tuple[object, ...], Placement | None] = {}
         self.details: dict[tuple[object, ...], str] = {}  # Resources details, same way
 
@@ -268,35 +274,11 @@ class _Fits:
         self.memo.clear()
         self.details.clear()
 
-    @staticmethod
-    def simple(req: Request) -> bool:
-        """A request whose failure teaches a threshold (no constraint but its size)."""
-        return (
-            req.gpu_ids is None and req.name is None and req.mem is None
-            and not req.cpu and not req.ram
-        )  # fmt: skip
-
-    def passed_over(self, k: int, reserved: bool) -> None:
-        """Learn what :meth:`get` would have of a simple ``k``-GPU request known not to fit
-        outside the reservation, without placing it: first tried outside the reservation
-        (fails), then, with a reservation, anywhere (fails iff no node has k whole GPUs free,
-        or, for a job bigger than any node, the cluster has not)."""
-        slot = 1 if reserved else 0
-        self.fail_whole[slot] = min(self.fail_whole[slot], k)
-        if reserved and k < self.fail_whole[0]:
-            cap = self.cap
-            if all(len(ps) < k for ps in cap.node_pos):
-                anywhere = cap.n_whole_free >= k
-            else:
-                anywhere = max(cap.node_whole) >= k
-            if not anywhere:
-                self.fail_whole[0] = k
-
     def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
         slot = 1 if exclude else 0
         simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
         if simple and not req.ram:
-            if req.whole and req.gpus >= self.fail_whole[slot]:
+            if req.whole and req.gpus >= self.fail_whole[slot][req.gpus > self.node_max]:
                 return None
             if 0 < req.gpus < 1 and req.gpus >= self.fail_share[slot]:
                 return None
@@ -306,7 +288,9 @@ class _Fits:
         pl = self.memo[key] = place(self.cap, req, self.how, self.profile, exclude)
         if pl is None and simple and not req.ram:
             if req.whole:
-                self.fail_whole[slot] = min(self.fail_whole[slot], req.gpus)
+                fw = self.fail_whole[slot]
+                span = req.gpus > self.node_max
+                fw[span] = min(fw[span], req.gpus)
             elif req.gpus > 0:
                 self.fail_share[slot] = min(self.fail_share[slot], req.gpus)
         return pl

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from berth.core.job import Job, Request
 from berth.core.occupancy import Occupancy
-from berth.core.order import Ranking
 from berth.core.placement import Profile
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, check_policy, schedule
+from berth.core.ranking import Ranking
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.errors import UsageError

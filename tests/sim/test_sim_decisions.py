@@ -20,9 +20,10 @@ import pytest
 from berth.core import Job, Request, State, schedule, transition
 from berth.core.capacity import Capacity
 from berth.core.occupancy import Occupancy
-from berth.core.order import Ranking, order_key
+from berth.core.order import order_key
 from berth.core.placement import Profile
 from berth.core.policy import POLICIES
+from berth.core.ranking import Ranking
 from berth.sim import engine, workload
 from berth.sim.engine import PROFILE_EVERY, PROFILE_WINDOW, simulate
 from berth.sim.run import prepare
@@ -219,7 +220,7 @@ def test_ranking_is_the_sorted_order() -> None:
         key_policy = "priority" if policy == "fairshare" else policy
         for now in (150.0, 500.0, 10_000.0):
             want = sorted(left, key=lambda j: order_key(j, key_policy, now))
-            assert ranking.at(now) == want
+            assert list(ranking.at(now)) == want
         assert len(ranking) == len(left)
 
 

@@ -1,0 +1,271 @@
+"""The pending queue kept in a policy's order across passes, for a caller with a long queue
+(the simulator: one pass per event, a queue of thousands): ``schedule(ranking.at(now), ...,
+presorted=True)`` considers the jobs exactly in the order of ``sorted(jobs,
+key=order_key(job, policy, now))``, without sorting the queue for every pass.
+
+Orders that do not move with the clock are kept sorted as jobs come and go (bisect), and
+:meth:`Ranking.at` is that list.
+
+``balanced``'s order moves with the clock (urgency = wait / sqrt(limit)). The jobs are kept
+in groups of one priority and similar limits (square roots within a factor sqrt(2)), each
+sorted by queue time: within a group the oldest job is the most urgent, up to that factor. At
+``now``, :class:`Walk` merges the groups lazily: it takes a group's next job only when the
+group's bound (its oldest remaining job's wait over the group's smallest square root) could
+beat the best job taken so far, and gives out a job only when no group could beat it. So the
+order is exact, and a pass that stops early (every GPU taken) pays for the jobs it looked at,
+not for the queue. And once the pass knows that only a job ending before a reservation can
+start (:meth:`Walk.narrow`), the groups whose shortest limit is too long are left out whole.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+from berth.core.capacity import EPS, INF
+from berth.core.job import Job
+from berth.core.order import UNKNOWN_LIMIT, order_key, requeued
+from berth.core.states import State
+
+_Item = tuple[float, int, float, Job]  # (queue time, id, sqrt of the limit, job)
+
+
+class _Group:
+    """Pending jobs of one priority and similar limits, by (queue time, id)."""
+
+    __slots__ = (
+        "dead", "free", "items", "key", "limit", "np", "root", "share", "sizes", "start",
+        "whole",
+    )  # fmt: skip
+
+    def __init__(self, key: tuple[int, int, bool], np: int, free: bool) -> None:
+        self.key = key
+        self.np = np  # -priority
+        self.free = free  # CPU-only (or a tiny share): never left out by narrow()
+        self.items: list[_Item] = []
+        self.start = 0  # items[:start] have left the queue
+        self.dead = 0  # items that left the queue (in items[start:])
+        self.root = INF  # the smallest sqrt(limit) ever here: a bound for all
+        self.limit = INF  # the shortest limit ever here (None counts as INF)
+        self.sizes: dict[float, int] = {}  # GPUs asked -> how many jobs here ask that
+        self.whole = INF  # the fewest whole GPUs asked here (of the jobs still here)
+        self.share = INF  # the smallest share of a GPU asked here
+
+
+class Ranking:
+    """The pending jobs of a policy, in its order (see the module docstring). A job's
+    priority, time limit, queue time, hold, dependencies and backoff must not change while it
+    is here (take it out and add it again)."""
+
+    __slots__ = (
+        "count", "dirty", "dynamic", "groups", "jobs", "keys", "policy", "requeued", "where",
+    )  # fmt: skip
+
+    def __init__(self, policy: str) -> None:
+        self.policy = "priority" if policy == "fairshare" else policy  # (ordered() interleaves)
+        self.dynamic = policy == "balanced"
+        self.jobs: list[Job] = []  # static orders: sorted
+        self.keys: list[tuple[float, ...]] = []  # static orders: the sort keys
+        self.groups: dict[tuple[int, int, bool], _Group] = {}  # balanced
+        self.where: dict[int, _Group] = {}  # balanced: job id -> its group
+        self.dirty: set[_Group] = set()  # balanced: groups some job left since at()
+        self.count = 0
+        self.requeued = 0  # jobs here that were requeued (order.requeued_last applies)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, job: Job) -> None:
+        self.count += 1
+        self.requeued += requeued(job)
+        if not self.dynamic:
+            key = order_key(job, self.policy)
+            k = bisect_left(self.keys, key)
+            self.keys.insert(k, key)
+            self.jobs.insert(k, job)
+            return
+        limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
+        root = math.sqrt(max(limit, 1.0))
+        # never left out by narrow(): CPU-only jobs, and jobs whose pass has more to do than
+        # start them (a hold, dependencies, a backoff: wait reasons, cancels, wake-ups)
+        free = (
+            job.request.gpus < 1e-5 or job.held or bool(job.dependencies)
+            or job.not_before is not None
+        )  # fmt: skip
+        gk = (-job.priority, int(math.log2(root) * 16.0), free)
+        g = self.groups.get(gk)
+        if g is None:
+            g = self.groups[gk] = _Group(gk, -job.priority, free)
+        item = (job.queue_time, job.id, root, job)
+        if not g.items or g.items[-1][:2] < item[:2]:
+            g.items.append(item)  # the usual case: the newest job
+        else:
+            insort(g.items, item, key=lambda it: it[:2])
+        g.root = min(g.root, root)
+        g.limit = min(g.limit, job.time_limit if job.time_limit is not None else INF)
+        gpus = job.request.gpus
+        g.sizes[gpus] = g.sizes.get(gpus, 0) + 1
+        if gpus >= 1:
+            g.whole = min(g.whole, gpus)
+        else:
+            g.share = min(g.share, gpus)
+        self.where[job.id] = g
+
+    def prune(self, gone: Iterable[Job]) -> None:
+        """Forget these jobs (they left the queue: started, cancelled)."""
+        for job in gone:
+            self.count -= 1
+            self.requeued -= requeued(job)
+            if not self.dynamic:
+                k = bisect_left(self.keys, order_key(job, self.policy))
+                if k < len(self.jobs) and self.jobs[k] is job:
+                    del self.keys[k]
+                    del self.jobs[k]
+                continue
+            g = self.where.pop(job.id, None)
+            if g is None:
+                continue
+            g.dead += 1
+            gpus = job.request.gpus
+            left = g.sizes[gpus] - 1
+            if left:
+                g.sizes[gpus] = left
+            else:  # the last of its size: the smallest sizes may have grown
+                del g.sizes[gpus]
+                g.whole = min((x for x in g.sizes if x >= 1), default=INF)
+                g.share = min((x for x in g.sizes if x < 1), default=INF)
+            if g.dead > 32 and 2 * g.dead > len(g.items) - g.start:
+                g.items = [it for it in g.items[g.start :] if it[3].state is State.PENDING]
+                g.start = g.dead = 0
+
+    def pending(self) -> Iterator[Job]:
+        """The jobs, in no particular order."""
+        if not self.dynamic:
+            return iter(self.jobs)
+        return (
+            it[3]
+            for g in self.groups.values()
+            for it in g.items[g.start :]
+            if it[3].state is State.PENDING
+        )
+
+    def at(self, now: float) -> Sequence[Job]:
+        """The jobs in the order of ``order_key(job, policy, now)``: for ``balanced`` a
+        :class:`View` that ``schedule()`` walks lazily (valid until the ranking changes)."""
+        if not self.dynamic:
+            return self.jobs
+        for g in self.dirty:  # skip what left from the front
+            items, i = g.items, g.start
+            while i < len(items) and items[i][3].state is not State.PENDING:
+                i += 1
+            g.dead = max(0, g.dead - (i - g.start))
+            g.start = i
+            if i == len(items):  # empty: forget it
+                del self.groups[g.key]
+        self.dirty.clear()
+        return View(self, now)
+
+
+class View(Sequence[Job]):
+    """A ranking's jobs in ``balanced`` order at ``now``, walked lazily."""
+
+    __slots__ = ("now", "ranking")
+
+    def __init__(self, ranking: Ranking, now: float) -> None:
+        self.ranking, self.now = ranking, now
+
+    def walk(self) -> Walk:
+        return Walk(self.ranking, self.now)
+
+    def __iter__(self) -> Iterator[Job]:
+        return self.walk()
+
+    def __len__(self) -> int:
+        return self.ranking.count
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Job]: ...
+    def __getitem__(self, i: int | slice) -> Job | Sequence[Job]:
+        return list(self.walk())[i]
+
+
+class Walk(Iterator[Job]):
+    """One lazy merge of the groups (module docstring)."""
+
+    __slots__ = (
+        "cands", "heads", "narrowed", "now", "reach", "requeued", "shadow", "share", "whole",
+    )  # fmt: skip
+
+    def __init__(self, ranking: Ranking, now: float) -> None:
+        self.now = now
+        self.requeued = ranking.requeued > 0
+        self.narrowed = False
+        self.shadow = INF
+        self.reach = False
+        self.whole, self.share = 0, 0.0
+        self.cands: list[tuple[tuple[float, ...], Job, _Group]] = []  # (exact key, job, group)
+        # (bound, next index, group): the oldest's wait over the group's smallest square root
+        # bounds every job of the group (order_key's key, with -(x / r) as (-x) / r: the
+        # same number)
+        heads = [
+            ((g.np, (q - now if now > q else 0.0) / g.root, q, jid), g.start, g)
+            for g in ranking.groups.values()
+            for q, jid, _, _ in g.items[g.start : g.start + 1]
+        ]
+        heapq.heapify(heads)
+        self.heads = heads
+
+    def narrow(self, whole: int, share: float, shadow: float, reserved: bool) -> None:
+        """From now on a job can start only if it is CPU-only, or fits on ``whole`` GPUs or a
+        ``share`` of one (outside the reservation), or ends before ``shadow`` (now + limit <=
+        shadow < INF, with a reservation): leave the others out (``schedule()`` would pass
+        them over anyway)."""
+        self.narrowed, self.whole, self.share = True, whole, share
+        self.shadow, self.reach = shadow, reserved and shadow < INF
+        cands = [c for c in self.cands if c[2].free or self._may(c[1])]
+        heapq.heapify(cands)
+        self.cands = cands
+
+    def _may(self, job: Job) -> bool:
+        g = job.request.gpus
+        if (g <= self.whole) if g >= 1 else (g - EPS <= self.share):
+            return True
+        limit = job.time_limit
+        return self.reach and limit is not None and self.now + limit <= self.shadow
+
+    def _may_group(self, g: _Group) -> bool:
+        return (
+            g.whole <= self.whole or g.share - EPS <= self.share
+            or (self.reach and self.now + g.limit <= self.shadow)
+        )  # fmt: skip
+
+    def __next__(self) -> Job:
+        heads, cands, now = self.heads, self.cands, self.now
+        push, pop, pending = heapq.heappush, heapq.heappop, State.PENDING
+        while heads and (not cands or heads[0][0] < cands[0][0]):
+            _, i, g = pop(heads)
+            sift = self.narrowed and not g.free
+            if sift and not self._may_group(g):
+                continue  # nothing there can start any more
+            items = g.items
+            n = len(items)
+            while i < n and (
+                items[i][3].state is not pending or (sift and not self._may(items[i][3]))
+            ):
+                i += 1
+            if i == n:
+                continue
+            q, jid, r, job = items[i]
+            push(cands, ((g.np, (q - now if now > q else 0.0) / r, q, jid), job, g))
+            i += 1
+            if i < n:
+                q, jid = items[i][0], items[i][1]
+                push(heads, ((g.np, (q - now if now > q else 0.0) / g.root, q, jid), i, g))
+        if not cands:
+            raise StopIteration
+        return pop(cands)[1]
