@@ -42,6 +42,7 @@ from berth.core import deps
 from berth.core.capacity import EPS, INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
 from berth.core.explain import resources_detail, static_reason
+from berth.core.groups import GroupLimits
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job, Request
 from berth.core.order import order_key as order_key
@@ -151,6 +152,7 @@ def schedule(
     # once: the same decisions, without the placement attempts.
     skim = False
     whole_out, share_out, out_stale = 0, 0.0, True
+    groups = GroupLimits(running)  # at most K running per group (an array's %K)
 
     def wait(job: Job, reason: Reason, detail: str = "") -> None:
         if explain:
@@ -184,6 +186,9 @@ def schedule(
                 Reason.BEGIN_TIME,
                 f"retry backoff, {format_duration(job.not_before - now)} left",
             )
+            continue
+        if job.group_limit and (why := groups.blocked(job)) is not None:
+            wait(job, Reason.ARRAY_TASK_LIMIT, why)  # (no reservation: its group holds it)
             continue
         if skim and req.gpus:
             if out_stale:
@@ -222,6 +227,7 @@ def schedule(
                 continue
         if pl is not None:
             _start(out, cap, job, pl, now, explain)
+            groups.started(job)
             fits.started()
             out_stale = True
             placed[job.id] = pl
