@@ -21,6 +21,7 @@ berth                       sbatch
 ``--export``                the job's environment is sbatch's, with ``--export=ALL``
 ``--array 0-9%2``           ``--array=0-9%2``
 ``--partition``             ``-p``
+``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
 ==========================  ===============================================================
 
 The command is never put in a shell string: sbatch runs a batch script berth writes (the
@@ -30,7 +31,8 @@ the user's shell string, run by ``/bin/sh -c`` as on the local daemon.
 
 Refused, with the reason (Slurm cannot do it, or it would mean something else there):
 ``--mem`` (GPU memory: Slurm does not schedule by it), ``--gpu-ids`` / ``--prefer`` (GPUs of one
-machine), ``--retries``, ``--pty``, ``--unique``, and a fraction without shards.
+machine), ``--retries``, ``--pty``, ``--unique``, ``--inject-arg``, ``--notify``, and a
+fraction without shards.
 """
 
 from __future__ import annotations
@@ -160,6 +162,10 @@ def _check(job: Mapping[str, Any]) -> None:
          "--requeue (Slurm requeues after a node failure or preemption)"),
         ("pty", "--pty", "a batch job has no terminal to attach to; use `srun --pty`"),
         ("unique", "--unique", "Slurm keeps no record berth could match a job against"),
+        ("inject_arg", "--inject-arg", "berth does not rewrite a command on a Slurm node; "
+         "read the job's GPUs from CUDA_VISIBLE_DEVICES there (Slurm sets it)"),
+        ("notify", "--notify", "Slurm runs no command of yours when a job ends; --mail-user "
+         "asks Slurm to mail you"),
     )  # fmt: skip
     for key, flag, why in refused:
         if job.get(key):
@@ -210,6 +216,8 @@ def plan(
         argv.append(f"--nice={-int(job['priority'])}")
     if array is not None:
         argv.append(f"--array={array.text}")
+    if job.get("mail_user"):
+        argv += [f"--mail-user={job['mail_user']}", "--mail-type=END,FAIL"]
     argv.append("--export=ALL")
 
     env = {str(k): str(v) for k, v in job["env"].items()}

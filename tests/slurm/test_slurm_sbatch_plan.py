@@ -72,6 +72,8 @@ def test_gpu_name_picks_a_typed_gres_or_is_refused() -> None:
         ("retries", 2, "--retries"),
         ("pty", True, "--pty"),
         ("unique", True, "--unique"),
+        ("inject_arg", "--cuda", "--inject-arg: not on Slurm: berth does not rewrite"),
+        ("notify", "true", "--notify: not on Slurm"),
     ],
 )
 def test_what_slurm_cannot_do_is_refused(field: str, value: object, flag: str) -> None:
@@ -135,3 +137,8 @@ def test_array_specs(text: str, indices: list[int], throttle: int | None, normal
 def test_bad_array_specs_name_the_value(text: str) -> None:
     with pytest.raises(UsageError, match="invalid --array"):
         ArraySpec.parse(text)
+
+
+def test_mail_user_is_slurms_own() -> None:
+    a = argv(job(mail_user="me@example.org"))
+    assert "--mail-user=me@example.org" in a and "--mail-type=END,FAIL" in a
