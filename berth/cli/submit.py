@@ -249,16 +249,21 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
     if args.notify:
         job["notify"] = args.notify
     if args.mail_user:
-        from berth.daemon.notify import sendmail
-
         if args.mail_user.startswith("-") or any(c.isspace() for c in args.mail_user):
             raise UsageError(f"--mail-user {args.mail_user!r}: give one address (user@host)")
-        if sendmail(job["env"].get("PATH", "")) is None:
-            raise UsageError(
-                f"--mail-user {args.mail_user}: no mail transfer agent here (no sendmail in "
-                "PATH, /usr/sbin or /usr/lib): use --notify with a command that tells you"
-            )
         job["mail_user"] = args.mail_user
+
+
+def check_mail(job: dict[str, Any]) -> None:
+    """--mail-user on this machine needs its MTA (on Slurm, Slurm mails)."""
+    from berth.daemon.notify import sendmail
+    from berth.errors import UsageError
+
+    if job.get("mail_user") and sendmail(job["env"].get("PATH", "")) is None:
+        raise UsageError(
+            f"--mail-user {job['mail_user']}: no mail transfer agent here (no sendmail in "
+            "PATH, /usr/sbin or /usr/lib): use --notify with a command that tells you"
+        )
 
 
 def _requirement(args: argparse.Namespace, command: list[str]) -> Any:
@@ -349,6 +354,7 @@ def run(args: argparse.Namespace) -> int:
 
         return submit_file.run(args)
     job = build_job(args)
+    check_mail(job)
     array = getattr(args, "array", None)  # (`--array`: berth.cli.backend adds it)
     if array:
         from berth.backends.base import ArraySpec

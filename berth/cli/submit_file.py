@@ -223,8 +223,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if getattr(args, "array", None):
         raise UsageError("--file: one job per line; not with --array")
+    from berth.cli.submit import check_mail
+
     notes: list[str] = []
     specs = jobs(args, notes=notes)  # all checked before any is sent
+    for _, spec in specs:
+        check_mail(spec)
     with Client() as c:
         replies = submit_all(c, args.file, specs)
     for note in notes:

@@ -64,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
         for i, cmd in enumerate(commands):
             sys.stdout.write(f"{i:>4}  {shlex.join(cmd)}\n")
         return 0
-    from berth.cli.submit import _array_said, build_job
+    from berth.cli.submit import _array_said, build_job, check_mail
     from berth.client import Client
 
     args.argv = ["--", *commands[0]]
     job = build_job(args)
+    check_mail(job)
     job["array"] = f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else "")
     job["array_argvs"] = commands
     with Client() as c:

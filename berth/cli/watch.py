@@ -147,6 +147,14 @@ class Watcher:
                 self._warn(f"{e}; left out (fix the line to have it queued)")
                 self.bad.add(key)
                 continue
+            from berth.cli.submit import check_mail
+
+            try:
+                check_mail(spec)
+            except UsageError as e:
+                self._warn(f"{self.path}:{n}: {e}; left out")
+                self.bad.add(key)
+                continue
             spec["once"] = self.state.once(key)
             out.append((key, n, spec))
         return out
