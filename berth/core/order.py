@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from berth.core.capacity import INF
+from berth.core.fairshare import FairShare, interleave
 from berth.core.job import Job
 
 #: The run time ``balanced`` assumes for a job without a time limit.
@@ -50,6 +51,7 @@ def ordered(
     pending: Sequence[Job], policy: str, presorted: bool, now: float,
     tenant_gpus: Mapping[str, float], usage: Mapping[str, float] | None,
     walk: Iterable[Job] | None = None,
+    fair: FairShare | None = None, charged: Mapping[str, float] | None = None,
 ) -> Iterator[Job]:  # fmt: skip
     """``pending`` in the order a pass considers them (``presorted``: already in
     :func:`order_key` order; ``walk``: that order, walked lazily). For fairshare,
@@ -61,7 +63,9 @@ def ordered(
         jobs = pending
     else:
         jobs = sorted(pending, key=lambda j: order_key(j, policy, now))
-    if policy == "fairshare":
+    if fair is not None:  # fair share by decayed usage, over any policy
+        jobs = interleave(jobs, fair, charged if charged is not None else {})
+    elif policy == "fairshare":
         jobs = _fairshare(jobs, tenant_gpus, usage)
     if walk is not None and not getattr(walk, "requeued", True):
         return iter(jobs)  # (a walk that knows it holds no requeued job)

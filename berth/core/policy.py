@@ -19,6 +19,11 @@ balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs
                 turn comes (a job without a limit counts as 1 day)
 ==============  =================================================  ==========================
 
+Fair share (``fair=``, :mod:`berth.core.fairshare`), over any policy: between users, the
+lowest decayed usage per share first; within a user, the policy's order. Per-user limits
+(``limits=``, :mod:`berth.core.limits`): a job that would take its user above their GPU
+limit waits (``UserGpuLimit``), with no reservation.
+
 In every policy a requeued job (``--requeue`` at its time limit, or preempted) comes after every
 job that was waiting when it was preempted (:mod:`berth.core.order`).
 
@@ -42,9 +47,11 @@ from berth.core import deps
 from berth.core.capacity import EPS, INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
 from berth.core.explain import resources_detail, static_reason
+from berth.core.fairshare import FairShare, fair_charge
 from berth.core.groups import GroupLimits
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job, Request
+from berth.core.limits import Held, UserLimits
 from berth.core.order import order_key as order_key
 from berth.core.order import ordered
 from berth.core.placement import PLACEMENTS, Placement, Profile, place
@@ -82,6 +89,8 @@ def schedule(
     done: Mapping[int, State] | None = None,
     profile: Profile | None = None,
     usage: Mapping[str, float] | None = None,
+    fair: FairShare | None = None,
+    limits: UserLimits | None = None,
     explain: bool = True,
     presorted: bool = False,
     capacity: Capacity | None = None,
@@ -97,6 +106,9 @@ def schedule(
     - ``done``: states of finished jobs that dependencies may name.
     - ``profile``: the demand distribution for the ``packer`` (default: the pending requests).
     - ``usage``: fairshare's extra per-tenant usage, in GPUs (e.g. a decayed average held).
+    - ``fair``: fair share between users by decayed usage (:mod:`berth.core.fairshare`): users
+      ordered by usage per share, each user's jobs in the policy's order.
+    - ``limits``: the most GPUs each user may hold at once (:mod:`berth.core.limits`).
     - ``explain``: fill ``Decisions.pending`` with a reason for every job not started (the
       simulator turns it off for speed, which also lets the pass stop once nothing fits; the
       jobs after that point then get no ``Cancel`` for a failed dependency and no ``wakeup``
@@ -160,7 +172,10 @@ def schedule(
 
     # (nothing can start once every GPU is taken: then the queue is not even sorted)
     walk = pending.walk() if presorted and isinstance(pending, View) and not exhausted else None
-    queue = () if exhausted else ordered(pending, policy, presorted, now, tenant_gpus, usage, walk)
+    charged: dict[str, float] = {}  # fair share: what jobs started in this pass count for
+    held = Held(limits, running) if limits is not None else None
+    queue = () if exhausted else ordered(pending, policy, presorted, now, tenant_gpus, usage, walk,
+                                         fair=fair, charged=charged)  # fmt: skip
     for job in queue:
         req = job.request
         if exhausted:
@@ -189,6 +204,9 @@ def schedule(
             continue
         if job.group_limit and (why := groups.blocked(job)) is not None:
             wait(job, Reason.ARRAY_TASK_LIMIT, why)  # (no reservation: its group holds it)
+            continue
+        if held is not None and (over := held.blocked(job)) is not None:
+            wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs hold it)
             continue
         if skim and req.gpus:
             if out_stale:
@@ -233,6 +251,10 @@ def schedule(
             placed[job.id] = pl
             exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
+            if fair is not None:
+                charged[job.tenant] = charged.get(job.tenant, 0.0) + fair_charge(job)
+            if held is not None:
+                held.started(job)
             limit = job.time_limit
             ends.append((now + limit if limit is not None else INF, now, job))
             continue

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from berth.core.fairshare import Book, FairShare, factors, usage_at
+from berth.core.limits import UserLimits
 from berth.core.states import ACTIVE, State
 from berth.daemon import protocol
 from berth.daemon.protocol import ProtocolError
@@ -69,14 +70,17 @@ class Accounts:
                 return row[key]
         return self.config[key]
 
-    def gpu_caps(self) -> tuple[dict[str, float | None], float | None]:
-        """(per-user max GPUs where set per user, the default) for ``schedule(...)``."""
+    def user_limits(self) -> UserLimits | None:
+        """The GPU limits for ``schedule(...)`` (None: nobody has one)."""
         per_user = {
             u: self.limit(u, "max_gpus")
             for u, row in self.rows.items()
             if u != EVERYONE and row.get("max_gpus") is not None
         }
-        return per_user, self.limit(EVERYONE, "max_gpus")
+        default = self.limit(EVERYONE, "max_gpus")
+        if default is None and all(v is None for v in per_user.values()):
+            return None
+        return UserLimits(per_user, default)
 
     def check_submit(
         self, user: str, uid: int, request: Request, time_limit: float | None,

@@ -88,6 +88,7 @@ class Engine(Lifecycle):
         self._presorted = False
         self._profile: Profile | None = None
         self._sorted_at = 0.0
+        self._tenants = 0  # users with pending jobs at the last sort
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -151,6 +152,8 @@ class Engine(Lifecycle):
             now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
+            fair=self.accounts.fair(running, now) if self._tenants > 1 else None,
+            limits=self.accounts.user_limits(),
             explain=explain,
             presorted=self._presorted,
             profile=self._profile,
@@ -225,6 +228,8 @@ class Engine(Lifecycle):
                 (j for j in self.jobs.values() if j.state is State.PENDING),
                 key=lambda j: order_key(j, policy, now),
             )
+            # fair share orders users only when several wait (jobs leaving cannot add one)
+            self._tenants = len({j.tenant for j in self._sorted})
             self._profile = Profile.of(j.request for j in self._sorted)
             self._presorted = True
             return list(self._sorted)
@@ -281,15 +286,19 @@ class Engine(Lifecycle):
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        now = time.time()
+        multi = len({j.tenant for j in pending}) > 1
         decisions = schedule(
             pending,
             running,
             self.res.inventory,
             self.outside_usage(),
             paused,
-            time.time(),
+            now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
+            fair=self.accounts.fair(running, now) if multi else None,
+            limits=self.accounts.user_limits(),
             explain=True,
         )
         self._set_reasons(decisions)
