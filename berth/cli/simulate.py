@@ -20,7 +20,11 @@ Inventories: 8 (one host), 8:40G, 8x8 (nodes x GPUs), or an openb node-list CSV.
 submit times) or thin (drop jobs at random). Time limits (traces have none): exact (the
 duration, an oracle), round (rounded up to 10m/30m/1h/2h/4h/8h/1d/2d/7d), factor:F, none.
 Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced (the default); the first
-one listed is the baseline of the xBASE column. Plots (--plot DIR) need matplotlib
+one listed is the baseline of the xBASE column. --fairshare on|both adds fair share between
+tenants (users, Philly's virtual clusters, ITP's clusters) by decayed usage over the policy,
+as the system daemon does (docs/scheduling.md); with several tenants the table has "jain
+svc", Jain's index over the tenants' service while they waited, and --tenants (implied by
+--fairshare) prints each tenant's GPU-hours, mean wait and service. Plots (--plot DIR) need matplotlib
 (pip install 'gpu-berth[plot]'); without it berth says so and prints the table.
 """
 
@@ -53,6 +57,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fill", action="store_true", help="FGD experiment: arrivals, no departures")
     p.add_argument("--seeds", default="42", help="--fill: seeds, e.g. 42-51")
+    p.add_argument(
+        "--fairshare", choices=("off", "on", "both"), default="off",
+        help="fair share between tenants by decayed usage, as the system daemon (both: each "
+        "policy without and with it)",
+    )  # fmt: skip
+    p.add_argument("--half-life", default="7d", help="--fairshare: usage halves every ...")
+    p.add_argument(
+        "--tenants", action="store_true", help="per tenant: GPU-hours, mean wait, service"
+    )
     p.add_argument("--plot", metavar="DIR", help="write PNG plots there (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     w = p.add_argument_group("--what-if (ask the running daemon)")
@@ -79,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from berth.core.placement import PLACEMENTS
+    from berth.errors import UsageError
     from berth.sim import report
     from berth.sim.run import compare, policy_list, prepare
     from berth.units import parse_duration
@@ -89,6 +103,10 @@ def _replay(args: argparse.Namespace) -> int:
     if args.load:
         loads = [_float(x, "--load") for x in args.load.split(",")]
     max_dur = None if args.max_duration == "none" else parse_duration(args.max_duration)
+    fair = {"off": (False,), "on": (True,), "both": (False, True)}[args.fairshare]
+    half_life = parse_duration(args.half_life, what="--half-life")
+    if not half_life > 0:
+        raise UsageError(f"--half-life {args.half_life!r}: must be positive (or inf)")
     rows: list[dict[str, Any]] = []
     results = []
     notes: list[str] = []
@@ -99,7 +117,7 @@ def _replay(args: argparse.Namespace) -> int:
             time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
         )  # fmt: skip
         notes = [*wl.notes, f"native offered load {wl.native_load:.3f} on the inventory"]
-        r, res = compare(wl, policies, placements)
+        r, res = compare(wl, policies, placements, fair, half_life)
         rows += r
         results += [(f"{label} @{wl.load:.2f}", x) for label, x in res]
     base = report.add_ratios(rows)
@@ -109,6 +127,8 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps({"runs": rows, "notes": notes}, default=str) + "\n")
     else:
         sys.stdout.write(report.table(rows, base))
+        if args.tenants or args.fairshare != "off":
+            sys.stdout.write(report.tenant_table(rows))
         for n in notes:
             sys.stdout.write(f"# {n}\n")
     if args.plot:

@@ -16,6 +16,7 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
+from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, usage_at
 from berth.core.job import Job, Request
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
@@ -47,6 +48,7 @@ class RunResult:
     passes: int = 0
     wall: float = 0.0
     timeouts: int = 0
+    fairshare: bool = False
 
 
 def simulate(
@@ -56,8 +58,12 @@ def simulate(
     policy: str = DEFAULT_POLICY,
     placement: str = DEFAULT_PLACEMENT,
     timeline: bool = True,
+    fairshare: bool = False,
+    half_life: float = DEFAULT_HALF_LIFE,
 ) -> RunResult:
-    """Replay ``jobs`` (sorted by submit) on ``inv`` under ``policy``; deterministic."""
+    """Replay ``jobs`` (sorted by submit) on ``inv`` under ``policy``; deterministic.
+    ``fairshare``: with fair share between tenants by decayed usage, as the system daemon
+    (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds)."""
     check_policy(policy, placement)
     gpus, nodes = inv
     too_big = [j for j in jobs if j.gpus > len(gpus)]
@@ -71,6 +77,8 @@ def simulate(
     start = [-1.0] * n
     end = [-1.0] * n
     res = RunResult(policy, placement, len(gpus), jobs, start, end, [()] * n)
+    res.fairshare = fairshare
+    book = Book(half_life) if fairshare else None  # each tenant's usage of ended jobs
     pos = {j.id: i for i, j in enumerate(jobs)}
     core: dict[int, Job] = {}
     queue = Ranking(policy)  # the pending jobs, in the policy's order
@@ -100,6 +108,8 @@ def simulate(
             end[i] = now
             held.end(job)
             a = job.attempts[-1]
+            if book is not None:
+                book.add(job.tenant, job.request.gpu_amount, a.start, now, now)
             for g in a.gpus:
                 free[index[g]] += a.share
             allocated -= job.request.gpu_amount
@@ -121,10 +131,13 @@ def simulate(
         # Every GPU taken: the pass can start nothing, so it needs no queue (a share of 1e-9
         # is far below what schedule() counts as free, 1e-6).
         full = max(free, default=0.0) <= 1e-9
+        fair = None
+        if book is not None and not full:
+            fair = FairShare(usage_at(book, running.values(), now))
         d = schedule(
             [] if full else queue.at(now), list(running.values()), gpus, None, (), now,
             policy=policy, placement=placement, nodes=nodes, profile=profile, explain=False,
-            presorted=True, capacity=held.capacity(),
+            presorted=True, capacity=held.capacity(), fair=fair,
         )  # fmt: skip
         res.passes += 1
         started = []

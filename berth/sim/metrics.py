@@ -55,7 +55,8 @@ def metrics(res: RunResult) -> dict[str, Any]:
     makespan = max(res.end) - t0
     work = sum(j.gpus * ran[i] for i, j in enumerate(jobs))
     out: dict[str, Any] = {
-        "policy": res.policy,
+        "policy": res.policy + ("+fairshare" if res.fairshare else ""),
+        "fairshare": res.fairshare,
         "placement": res.placement,
         "jobs": n,
         "capacity": res.capacity,

@@ -66,6 +66,29 @@ def table(rows: Sequence[dict[str, Any]], base: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def tenant_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per run, each tenant's jobs, GPU-hours, mean wait and normalized service while it
+    waited (:mod:`berth.sim.fairness`)."""
+    out = []
+    for r in rows:
+        tenants = r.get("tenants")
+        if not tenants:
+            continue
+        jain = r.get("jain_service")
+        out.append(
+            f"{r['policy']}" + (f" @{r['load']:.2f}" if r.get("load") is not None else "")
+            + (f": Jain over service {jain:.3f}" if jain is not None else "")
+        )  # fmt: skip
+        out.append(f"  {'tenant':<12} {'jobs':>6} {'GPU-h':>10} {'wait mean h':>12} {'service':>8}")
+        for name, t in tenants.items():
+            service = "-" if t["service"] is None else f"{t['service']:.2f}"
+            out.append(
+                f"  {name[:12]:<12} {t['jobs']:>6} {t['gpu_hours']:>10.1f} "
+                f"{t['wait_mean'] / 3600:>12.2f} {service:>8}"
+            )
+    return "".join(line + "\n" for line in out)
+
+
 def can_plot() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -83,6 +106,7 @@ def plot(results: Sequence[tuple[str, RunResult]], directory: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     os.makedirs(directory, exist_ok=True)
+
     def save(fig: Any, name: str) -> str:
         path = os.path.join(directory, name)
         fig.tight_layout()

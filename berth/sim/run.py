@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.core.fairshare import DEFAULT_HALF_LIFE
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, POLICIES, check_policy
 from berth.errors import UsageError
 from berth.sim import gpuspec, traces, workload
@@ -89,17 +90,26 @@ def compare(
     wl: Workload,
     policies: list[str] | None = None,
     placements: list[str] | None = None,
+    fairshare: tuple[bool, ...] = (False,),
+    half_life: float = DEFAULT_HALF_LIFE,
 ) -> tuple[list[dict[str, Any]], list[tuple[str, RunResult]]]:
-    """Run every (policy, placement) on copies of the workload: metric rows and results."""
+    """Run every (policy, placement, fair share off/on) on copies of the workload: metric
+    rows and results."""
     rows: list[dict[str, Any]] = []
     results: list[tuple[str, RunResult]] = []
     for policy in policies or [DEFAULT_POLICY]:
         for placement in placements or [DEFAULT_PLACEMENT]:
-            check_policy(policy, placement)
-            res = simulate(copy.deepcopy(wl.jobs), wl.inv, policy=policy, placement=placement)
-            m = metrics(res)
-            m["load"] = wl.load
-            rows.append(m)
-            label = policy if not placements or len(placements) == 1 else f"{policy}/{placement}"
-            results.append((label, res))
+            for fair in fairshare:
+                check_policy(policy, placement)
+                res = simulate(
+                    copy.deepcopy(wl.jobs), wl.inv, policy=policy, placement=placement,
+                    fairshare=fair, half_life=half_life,
+                )  # fmt: skip
+                m = metrics(res)
+                m["load"] = wl.load
+                rows.append(m)
+                label = m["policy"]
+                if placements and len(placements) > 1:
+                    label += f"/{placement}"
+                results.append((label, res))
     return rows, results
