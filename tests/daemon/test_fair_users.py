@@ -76,8 +76,8 @@ def test_two_users_flooding_get_gpu_hours_within_10_percent(system: System) -> N
     job left to start) their GPU-seconds are within 10%. (Without fair share, A's jobs, all
     older, would go first: B would get nothing until A's queue ran dry.)"""
     system.start()
-    a = call_as(A, submitter(system.sock, 40, ["sleep", "0.25"]))
-    b = call_as(B, submitter(system.sock, 40, ["sleep", "0.25"]))
+    a = call_as(A, submitter(system.sock, 50, ["sleep", "0.25"]))
+    b = call_as(B, submitter(system.sock, 50, ["sleep", "0.25"]))
     assert isinstance(a, list) and isinstance(b, list), (a, b)
     done = system.rig.wait_done(a + b, timeout=90)
     assert {r["state"] for r in done.values()} == {"COMPLETED"}
