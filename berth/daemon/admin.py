@@ -112,6 +112,24 @@ def undrain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return resume(engine, peer, req)
 
 
+def drained(engine: Engine) -> str:
+    """Who drained the paused GPUs and why, for the reasons of jobs waiting for them
+    (``GpuPaused``): "; drained by root: driver upgrade" (per GPU when they differ)."""
+    if not engine.pause_notes:
+        return ""
+    notes = {}
+    for u in engine.paused:
+        by, note, _ = engine.pause_notes.get(u, (None, None, 0.0))
+        s = engine.res.by_uuid.get(u)
+        if by is not None and s is not None:
+            notes[s.index] = f"drained by {by}" + (f": {note}" if note else "")
+    if not notes:
+        return ""
+    if len(set(notes.values())) == 1 and len(notes) == len(engine.paused):
+        return "; " + next(iter(notes.values()))
+    return "".join(f"; GPU {i} {text}" for i, text in sorted(notes.items()))
+
+
 def _paused(engine: Engine) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for u in engine.paused:

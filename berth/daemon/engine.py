@@ -247,7 +247,9 @@ class Engine(Lifecycle):
         return list(order)
 
     def _set_reasons(self, decisions: Any) -> None:
-        drained = self._drained()
+        from berth.daemon.admin import drained as drain_notes
+
+        drained = drain_notes(self)
         self.reasons = {
             i: p.reason.value
             + (f": {p.detail}" if p.detail else "")
@@ -255,21 +257,6 @@ class Engine(Lifecycle):
             for i, p in decisions.pending.items()
         }
         self._reasons_valid = True
-
-    def _drained(self) -> str:
-        """Who drained the paused GPUs and why (`berth admin drain`), for their reasons:
-        "; drained by root: driver upgrade" (per GPU when they differ)."""
-        notes = {}
-        for u in self.paused:
-            by, note, _ = self.pause_notes.get(u, (None, None, 0.0))
-            s = self.res.by_uuid.get(u)
-            if by is not None and s is not None:
-                notes[s.index] = f"drained by {by}" + (f": {note}" if note else "")
-        if not notes:
-            return ""
-        if len(set(notes.values())) == 1 and len(notes) == len(self.paused):
-            return "; " + next(iter(notes.values()))
-        return "".join(f"; GPU {i} {text}" for i, text in sorted(notes.items()))
 
     def explain(self) -> None:
         """Bring the pending reasons up to date (for `berth queue`/`show`/`status`): a pass
