@@ -93,6 +93,12 @@ def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     note = req.get("note")
     if note is not None:
         note = validate.text("note", note, empty=True, limit=200) or None
+    pause_gpus(engine, peer, uuids, note)
+    return _paused(engine)
+
+
+def pause_gpus(engine: Engine, peer: Peer, uuids: list[str], note: str | None) -> None:
+    """Pause GPUs (`berth pause`, `berth admin drain`), recording who and why."""
     with engine.store.tx():
         for u in uuids:
             engine.store.set_paused(u, True, peer.user, note)
@@ -102,7 +108,6 @@ def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         engine.pause_notes[u] = (peer.user, note, now if old is None else old[2])
     engine.paused.update(uuids)
     engine.kick()  # (reasons change)
-    return _paused(engine)
 
 
 def undrain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:

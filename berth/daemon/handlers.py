@@ -259,10 +259,7 @@ def _gpus(engine: Engine, names: list[Any]) -> list[str]:
 def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     admins_only(peer, engine.opts, "pause GPUs")
     uuids = _gpus(engine, validate.gpu_names("gpus", req["gpus"]))
-    with engine.store.tx():
-        for u in uuids:
-            engine.store.set_paused(u, True)
-    engine.paused.update(uuids)
+    admin.pause_gpus(engine, peer, uuids, None)  # (`berth admin drain` says why too)
     return {
         "paused": sorted(
             engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
@@ -280,6 +277,8 @@ def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("all"):
             engine.store.set_meta("queue_paused", "0")
     engine.paused.difference_update(uuids)
+    for u in uuids:
+        engine.pause_notes.pop(u, None)
     if req.get("all"):
         engine.queue_paused = False
     engine.kick()

@@ -197,9 +197,19 @@ def test_drain_stops_new_starts_says_who_and_why_and_undrain_resumes(system: Sys
     assert reason.endswith(f"; drained by {C}: driver upgrade")
     assert system.rig.job(running)["state"] == "RUNNING"  # running jobs go on
     assert system.rig.job(waiting)["state"] == "PENDING"
+    system.rig.stop()  # who and why outlive the daemon
+    system.start()
+    assert system.rig.job(waiting)["reason"] == reason
     again = system.berth(C, "admin", "undrain", "--all")
     assert again.returncode == 0 and "drained GPUs: none" in again.stdout
     assert system.rig.wait_done([waiting])[waiting]["state"] == "COMPLETED"
+    # `berth pause` is the same thing without a reason; resuming forgets who did it
+    assert system.berth(C, "pause", "0-3").returncode == 0
+    later = system.submit(B, "--", "true")
+    late = wait_until(lambda: system.rig.job(later)["reason"], timeout=10)
+    assert late.endswith(f"; drained by {C}"), late
+    assert system.berth(C, "resume", "--all").returncode == 0
+    assert system.rig.wait_done([later])[later]["state"] == "COMPLETED"
 
 
 def test_queue_shows_each_users_usage_and_share(system: System) -> None:
