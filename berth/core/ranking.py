@@ -129,6 +129,7 @@ class Ranking:
             if g is None:
                 continue
             g.dead += 1
+            self.dirty.add(g)
             gpus = job.request.gpus
             left = g.sizes[gpus] - 1
             if left:
