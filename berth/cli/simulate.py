@@ -220,6 +220,7 @@ def _what_if(args: argparse.Namespace) -> int:
     from berth.config import get as get_config
     from berth.core.inventory import Gpu, Usage
     from berth.core.job import Job, Request
+    from berth.core.limits import UserLimits
     from berth.core.policy import DEFAULT_POLICY
     from berth.core.states import State
     from berth.sim.whatif import predict
@@ -228,8 +229,9 @@ def _what_if(args: argparse.Namespace) -> int:
     cfg = get_config()
     now = time.time()
     with Client() as c:
-        rows = c.call("queue", model=True)["jobs"]  # one request, however long the queue
+        reply = c.call("queue", model=True)  # one request, however long the queue
         status = c.call("status")
+    rows = reply["jobs"]
     jobs = [
         Job.from_dict(r["model"])
         for r in rows
@@ -260,8 +262,17 @@ def _what_if(args: argparse.Namespace) -> int:
                            priority=args.priority,
                            time_limit=None if args.time is None else parse_duration(args.time)))  # fmt: skip
     policy = args.policy or cfg.policy or DEFAULT_POLICY
-    preds = predict(pending, running, inventory, now, paused=paused, policy=policy,
-                    assume=parse_duration(args.assume), others=others)  # fmt: skip
+    fair, users = reply.get("fairshare") or {}, reply.get("users") or []
+    usage = {u["user"]: float(u["usage_gpu_hours"]) * 3600 for u in users}
+    caps = {u["user"]: u.get("max_gpus") for u in users}
+    preds = predict(
+        pending, running, inventory, now, paused=paused, policy=policy,
+        assume=parse_duration(args.assume), others=others,
+        usage=usage if fair.get("enabled") else None,
+        shares={u["user"]: float(u.get("shares") or 1.0) for u in users},
+        half_life=float(fair.get("half_life") or "inf"),
+        limits=UserLimits(caps) if any(v is not None for v in caps.values()) else None,
+    )  # fmt: skip
     by_id = {j.id: j for j in pending}
     if args.json:
         import json

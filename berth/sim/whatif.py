@@ -5,6 +5,9 @@ it replays the queue forward with the core's ``schedule()``, assuming every job 
 time limit (the only duration anybody declared), dependencies succeed, outside usage and
 paused GPUs stay as they are, and nothing else is submitted. A job without a time limit is
 assumed to run ``assume`` seconds and the predictions that depend on it are marked inexact.
+On a daemon with fair share (the system daemon) the users' usage as of now (running jobs
+included), their shares and their GPU limits are replayed too: ``usage``, ``shares``,
+``half_life``, ``limits``.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import heapq
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, accrued, usage_at
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job
+from berth.core.limits import UserLimits
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, schedule
 from berth.core.states import State
 from berth.core.transition import transition
@@ -49,10 +54,23 @@ def predict(
     placement: str = DEFAULT_PLACEMENT,
     assume: float = DEFAULT_ASSUME,
     done: Mapping[int, State] | None = None,
+    usage: Mapping[str, float] | None = None,
+    shares: Mapping[str, float] | None = None,
+    half_life: float = DEFAULT_HALF_LIFE,
+    limits: UserLimits | None = None,
 ) -> dict[int, Prediction]:
-    """A prediction for every pending job (the jobs given are not changed)."""
+    """A prediction for every pending job (the jobs given are not changed). ``usage``: each
+    tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share)."""
     pend = [Job.from_dict(j.to_dict()) for j in pending]
     run = {j.id: Job.from_dict(j.to_dict()) for j in running}
+    book = None
+    if usage is not None:  # what ended attempts used: the usage less the running jobs' part
+        ended = dict(usage)
+        for j in run.values():
+            if (a := j.attempt) is not None:
+                part = accrued(j.request.gpu_amount, a.start, now, now, half_life)
+                ended[j.tenant] = ended.get(j.tenant, 0.0) - part
+        book = Book(half_life, {t: (max(0.0, u), now) for t, u in ended.items()})
     out: dict[int, Prediction] = {}
     inexact: set[int] = set()
     ends: list[tuple[float, int]] = []
@@ -69,9 +87,13 @@ def predict(
     finished: dict[int, State] = dict(done or {})
     t = now
     while pend and t <= now + HORIZON:
+        fair = None
+        if book is not None and len({j.tenant for j in pend}) > 1:
+            fair = FairShare(usage_at(book, run.values(), t), shares or {})
         d = schedule(
             pend, list(run.values()), inventory, others, paused, t, policy=policy,
-            placement=placement, nodes=nodes, done=finished, explain=False,
+            placement=placement, nodes=nodes, done=finished, explain=False, fair=fair,
+            limits=limits,
         )  # fmt: skip
         # prediction: every job ahead in the machine is a possible cause of delay
         blame = bool(inexact)
@@ -103,6 +125,8 @@ def predict(
             _, jid = heapq.heappop(ends)
             job = run.pop(jid)
             transition(job, State.COMPLETED, now=t, exit_code=0)
+            if book is not None and (a := job.attempt) is not None:
+                book.add(job.tenant, job.request.gpu_amount, a.start, t, t)
             finished[jid] = State.COMPLETED
     for j in pend:
         note = "held" if j.held else "cannot start with the GPUs as they are"
