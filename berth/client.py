@@ -1,7 +1,7 @@
 """The client side of the daemon protocol: what every queue command talks through.
 
 Deliberately tiny: imports only ``socket``, ``json`` and ``os`` (through
-:mod:`berth.daemon.protocol` and :mod:`berth.daemon.paths`), so ``berth submit`` starts about
+:mod:`berth.wire.protocol` and :mod:`berth.wire.paths`), so ``berth submit`` starts about
 as fast as any Python client can.
 
     with Client() as c:
@@ -14,8 +14,8 @@ import os
 import socket
 import sys
 
-from berth.daemon import protocol
 from berth.errors import EXIT_REFUSED, EXIT_USAGE, BerthError, DaemonUnreachable
+from berth.wire import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _why(e: OSError) -> str:
 
 def _advice(tried: list[tuple[str, str, OSError]]) -> DaemonUnreachable:
     """The error when no candidate socket answered, with the advice that fits."""
-    from berth.daemon import paths
+    from berth.wire import paths
 
     if len(tried) == 1:
         path, how, e = tried[0]
@@ -139,14 +139,14 @@ def current_umask() -> int:
 class Client:
     """One connection to the daemon. The handshake is sent with the first request.
 
-    Without ``path``: the socket that :func:`berth.daemon.paths.candidates` finds (the
+    Without ``path``: the socket that :func:`berth.wire.paths.candidates` finds (the
     user's own daemon if it answers, else the system daemon); ``via`` says which kind it is.
     A discovered socket must be served by its rightful owner (the user, or root for the
     system one; SO_PEERCRED): anyone can create a file in a sticky directory like
     /run/berth while the real daemon is down."""
 
     def __init__(self, path: str | None = None, timeout: float | None = 30.0) -> None:
-        from berth.daemon import paths
+        from berth.wire import paths
 
         if path is not None:
             tried = [(path, "given")]

@@ -191,7 +191,7 @@ class Config:
         self.admin_group: str | None = None
         self.socket: str | None = None
         self.state_dir: str | None = None
-        self.system_socket: str | None = None  # the system daemon's (berth.daemon.paths)
+        self.system_socket: str | None = None  # the system daemon's (berth.wire.paths)
         self.system_state_dir: str | None = None
         self.private = False  # the daemon hides others' commands and paths from non-admins
         self.poll_interval: float = 5.0

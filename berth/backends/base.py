@@ -4,7 +4,7 @@ Slurm (:mod:`berth.backends.slurm`); one conformance suite (tests/slurm/test_con
 runs against both.
 
 A job is submitted as the job dict of ``berth submit`` (the fields of
-``berth.daemon.protocol.JOB_FIELDS``) and comes back as a :class:`JobInfo`. Job ids are
+``berth.wire.protocol.JOB_FIELDS``) and comes back as a :class:`JobInfo`. Job ids are
 strings: ``"12"``, or ``"12_3"`` for task 3 of array job 12 (Slurm's notation).
 
 Arrays: ``submit(job, array=ArraySpec.parse("0-9%2"))`` queues one job of N tasks, at most

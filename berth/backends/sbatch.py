@@ -1,5 +1,5 @@
 """The job spec of ``berth submit`` as an ``sbatch`` call: pure (no I/O), one function,
-:func:`plan`, taking the job dict (the fields of ``berth.daemon.protocol.JOB_FIELDS``).
+:func:`plan`, taking the job dict (the fields of ``berth.wire.protocol.JOB_FIELDS``).
 
 What maps to what (docs/slurm.md says the same for users):
 
@@ -186,7 +186,7 @@ def plan(
     ``environ``: variables sbatch
     itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them.
     Raises :class:`Unsupported` for what Slurm cannot do."""
-    from berth.daemon.launcher import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
+    from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
     _check(job)
     gres = _gres(job, cluster)

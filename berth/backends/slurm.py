@@ -58,7 +58,7 @@ class Slurm:
 
     def __init__(self, *, log_dir: str | None = None, partition: str | None = None) -> None:
         if log_dir is None:
-            from berth.daemon.paths import state_dir
+            from berth.wire.paths import state_dir
 
             log_dir = os.path.join(state_dir(), "slurm")
         self.log_dir = os.path.abspath(log_dir)

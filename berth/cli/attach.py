@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from berth.daemon.ptyrelay import WINSIZE
+    from berth.wire.ptyframes import WINSIZE
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     deadline = time.monotonic() + 3  # a job that has just started may not have it yet
@@ -110,7 +110,7 @@ def _relay(conn: socket.socket, wake: int, size: tuple[int, int], interactive: b
     (``wake`` becomes readable on SIGWINCH), until the job ends or the user detaches."""
     import select
 
-    from berth.daemon.ptyrelay import encode_input, encode_resize
+    from berth.wire.ptyframes import encode_input, encode_resize
 
     fds = [conn.fileno(), 0, wake]
     try:

@@ -58,7 +58,7 @@ def chosen(args: argparse.Namespace) -> str:
 
 def _allocation_daemon() -> bool:
     """Whether this runs inside a Slurm allocation whose `berth daemon --inside-slurm` is up."""
-    from berth.daemon.paths import allocation_dir
+    from berth.wire.paths import allocation_dir
 
     alloc = allocation_dir()
     return alloc is not None and os.path.exists(os.path.join(alloc, "daemon.sock"))

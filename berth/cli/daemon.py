@@ -106,8 +106,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> tuple[object, object]:
     from berth import config
     from berth.daemon.options import Options
-    from berth.daemon.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
     from berth.units import parse_duration
+    from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
     cfg = config.get()
     system = bool(getattr(args, "system", False))
@@ -266,7 +266,7 @@ def _stop(args: argparse.Namespace) -> int:
     path = args.socket
     if path is None and getattr(args, "system", False):
         from berth import config
-        from berth.daemon.paths import system_socket
+        from berth.wire.paths import system_socket
 
         path = system_socket(config.get().system_socket)
     with Client(path) as c:

@@ -4,7 +4,7 @@ Slurm hands the allocation whole GPUs; berth packs many small and fractional job
 so a sweep of 200 half-GPU jobs needs one allocation, not 200. The daemon manages exactly the
 allocation's GPUs: those ``CUDA_VISIBLE_DEVICES`` names (Slurm sets it, in the numbering the
 allocation's processes see), else ``SLURM_JOB_GPUS`` (the node's indices). Its socket and
-state live in a node-local directory of the allocation (:func:`berth.daemon.paths.
+state live in a node-local directory of the allocation (:func:`berth.wire.paths.
 allocation_dir`), where every `berth` command run inside the allocation finds it, so two
 allocations on one node, or on nodes sharing a home directory, never meet.
 
@@ -69,8 +69,8 @@ def allocation_gpus(gpus: Sequence[GpuSnapshot], environ: Mapping[str, str]) -> 
 def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
     """Restrict the daemon to the allocation's GPUs (``cfg``'s inventory) and give it the
     allocation's socket and state dir unless named. Returns the UUIDs of its GPUs."""
-    from berth.daemon.paths import allocation_dir
     from berth.devices import read_gpus
+    from berth.wire.paths import allocation_dir
 
     mine = allocation_gpus(read_gpus(cfg, process_details=False), os.environ)
     uuids = [g.uuid for g in mine]

@@ -153,9 +153,9 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
 def build_job(args: argparse.Namespace) -> dict[str, Any]:
     """The job spec sent to the daemon (validated here as far as it can be)."""
     from berth.cli.command import words
-    from berth.daemon.launcher import export_env
     from berth.errors import UsageError
     from berth.units import parse_duration, parse_gpu_indices, parse_size
+    from berth.wire.env import export_env
 
     command = words(args.argv, args.wrap, prog="berth submit")
     gpu_ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
@@ -234,7 +234,7 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
 
         check_conda(args.conda, job["env"])
     if args.inject_arg:
-        from berth.daemon.inject import parse
+        from berth.wire.inject import parse
 
         if args.wrap:
             raise UsageError(
@@ -256,8 +256,8 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
 
 def check_mail(job: dict[str, Any]) -> None:
     """--mail-user on this machine needs its MTA (on Slurm, Slurm mails)."""
-    from berth.daemon.notify import sendmail
     from berth.errors import UsageError
+    from berth.wire.env import sendmail
 
     if job.get("mail_user") and sendmail(job["env"].get("PATH", "")) is None:
         raise UsageError(

@@ -17,9 +17,9 @@ from __future__ import annotations
 from berth.core.fairshare import Book, FairShare, factors, usage_at
 from berth.core.limits import UserLimits
 from berth.core.states import ACTIVE, State
-from berth.daemon import protocol
-from berth.daemon.protocol import ProtocolError
 from berth.units import format_duration
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 import time
 
-from berth.daemon import protocol, validate
+from berth.daemon import validate
 from berth.daemon.accounts import EVERYONE, KEYS, UNLIMITED
 from berth.daemon.authority import admins_only
-from berth.daemon.protocol import ProtocolError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

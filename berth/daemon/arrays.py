@@ -16,8 +16,8 @@ names one task, anywhere a job id is taken (:func:`resolve`).
 from __future__ import annotations
 
 from berth.core.job import Job
-from berth.daemon import protocol
-from berth.daemon.protocol import ProtocolError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 
-from berth.daemon import protocol
-from berth.daemon.protocol import ProtocolError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """One handler per request type, and the dispatch table. Handlers get the engine, the peer
 (uid/gid from SO_PEERCRED, never from the message) and the request (fields typed by
-:mod:`berth.daemon.protocol`); they check its values strictly (:mod:`berth.daemon.validate`)
+:mod:`berth.wire.protocol`); they check its values strictly (:mod:`berth.daemon.validate`)
 and return the response fields or raise ProtocolError / a berth error. Who may do what is
 :mod:`berth.daemon.authority`: a job's owner or an admin acts on it (and reads its logs,
 attaches to it); everyone sees the queue; with ``--private`` only they see its command and
@@ -16,11 +16,12 @@ import time
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
-from berth.daemon import admin, arrays, protocol, validate, views
+from berth.daemon import admin, arrays, validate, views
 from berth.daemon.authority import Peer, admins, admins_only, may_see, owned, user_name
 from berth.daemon.intake import submit, submit_all
 from berth.daemon.launcher import pty_path
-from berth.daemon.protocol import ProtocolError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -16,11 +16,12 @@ import os
 import time
 
 from berth.core.job import Dependency, Job, Request
-from berth.daemon import arrays, protocol, unique, userdir, validate
+from berth.daemon import arrays, unique, userdir, validate
 from berth.daemon.authority import user_name
 from berth.daemon.launcher import expand_pattern
-from berth.daemon.protocol import ProtocolError
 from berth.units import format_duration, format_size
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ by ``/bin/sh -c``; ``--env-setup`` / ``--conda`` run their setup in ``bash`` and
 the argv unchanged (passed as positional parameters, never re-parsed).
 
 The job's GPU ids may go into its command (``--inject-arg``, ``{gpus}``/``{cuda}``:
-:mod:`berth.daemon.inject`); an array's task (``array_task`` in the spec: the array's id, the
+:mod:`berth.wire.inject`); an array's task (``array_task`` in the spec: the array's id, the
 task's index, the count, the lowest and highest index) sees ``BERTH_ARRAY_JOB_ID``, ``BERTH_ARRAY_TASK_ID``,
 ``BERTH_ARRAY_TASK_COUNT`` / ``_MIN`` / ``_MAX`` and the same ``SLURM_ARRAY_*`` variables (so
 scripts written for Slurm arrays run as they are), and ``BERTH_JOB_ID`` is ``ID_TASK`` as on
@@ -17,29 +17,11 @@ from __future__ import annotations
 
 import os
 
+from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-# Kept from the submitter's environment with --export NONE.
-MINIMAL_ENV = ("HOME", "USER", "LOGNAME", "PATH", "SHELL", "LANG", "TERM")
-
-# The job runs only if the setup succeeded (its last command's status), never half set up.
-SETUP_SCRIPT = (
-    "{setup}\n"
-    "_berth_setup=$?\n"
-    'if [ "$_berth_setup" -ne 0 ]; then\n'
-    "  echo \"berth: the job's environment setup failed (status $_berth_setup);"
-    ' the command was not run" >&2\n'
-    "  exit 127\n"
-    "fi\n"
-    'exec "$@"'
-)
-# `conda activate` needs conda's shell function, which a non-interactive bash lacks.
-CONDA_HOOK = (
-    'eval "$(conda shell.bash hook)" 2>/dev/null || . "$(conda info --base)/etc/profile.d/conda.sh"'
-)
-CONDA_SETUP = CONDA_HOOK + '\nconda activate "$BERTH_CONDA_ENV" || exit 127'
 
 
 def expand_pattern(
@@ -65,8 +47,8 @@ def pty_path(spec: dict[str, Any], job_id: int, attempt: int) -> str | None:
 
 def build_argv(spec: dict[str, Any], gpus: list[int] | None = None) -> list[str]:
     """What the supervisor executes; with the attempt's ``gpus`` (machine indices), its
-    command gets their ids (:mod:`berth.daemon.inject`)."""
-    from berth.daemon import inject
+    command gets their ids (:mod:`berth.wire.inject`)."""
+    from berth.wire import inject
 
     ids = gpus or []
     if spec.get("wrap"):
@@ -113,16 +95,6 @@ def build_env(
                         prefix + "TASK_COUNT": count, prefix + "TASK_MIN": low,
                         prefix + "TASK_MAX": high})  # fmt: skip
     return env
-
-
-def export_env(mode: str, environ: dict[str, str]) -> dict[str, str]:
-    """``--export ALL|NONE|VAR,VAR``: the environment captured at submit (client side)."""
-    if mode.upper() == "ALL":
-        return dict(environ)
-    keep = set(MINIMAL_ENV)
-    if mode.upper() != "NONE":
-        keep |= {v.strip() for v in mode.split(",") if v.strip()}
-    return {k: v for k, v in environ.items() if k in keep}
 
 
 def launch_spec(

@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 import os
 
+from berth.wire.env import sendmail
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -34,17 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("berth.daemon")
 
 NOTIFY_SECONDS = 60.0
-SENDMAIL_DIRS = ("/usr/sbin", "/usr/lib")
 MAIL_SCRIPT = 'printf "%s\\n" "$BERTH_MAIL_TEXT" | "$BERTH_SENDMAIL" -i -- "$BERTH_MAIL_USER"'
-
-
-def sendmail(path: str) -> str | None:
-    """The ``sendmail`` a job with this ``PATH`` would use (then /usr/sbin, /usr/lib)."""
-    for d in [*path.split(os.pathsep), *SENDMAIL_DIRS]:
-        exe = os.path.join(d or ".", "sendmail")
-        if os.path.isfile(exe) and os.access(exe, os.X_OK):
-            return exe
-    return None
 
 
 def facts(job: Job, spec: dict[str, Any]) -> dict[str, str]:

@@ -26,10 +26,10 @@ import logging
 import socket
 import struct
 
-from berth.daemon import protocol
 from berth.daemon.handlers import HANDLERS, Peer
-from berth.daemon.protocol import ProtocolError
 from berth.errors import BerthError, Refused, UsageError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

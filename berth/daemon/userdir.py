@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 import stat
 
-from berth.daemon import protocol
-from berth.daemon.protocol import ProtocolError
 from berth.errors import BerthError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 SHARED_MODE = 0o711  # root's dirs the users pass through
 USER_MODE = 0o700

@@ -2,7 +2,7 @@
 
 The one place where a submitted job's fields are checked (:func:`job_spec`; issue 15 folds
 it into a typed ``JobSpec.from_dict``), and where the values of other requests are (job ids,
-signal numbers, timeouts, uids). :mod:`berth.daemon.protocol` checks only that a request's
+signal numbers, timeouts, uids). :mod:`berth.wire.protocol` checks only that a request's
 fields exist and have a JSON type; here every value is checked by *exact* type (``True`` is
 not a job id, ``2.0`` is not a priority), element by element, and by range (finite numbers;
 a signal the kernel knows; a time limit that ends; strings without NUL; paths without
@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 import signal as _signal
 
-from berth.daemon import protocol
-from berth.daemon.protocol import ProtocolError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ def _argvs(field: str, v: Any) -> list[list[str]]:
 
 
 def _inject(field: str, v: Any) -> str:
-    from berth.daemon.inject import parse
+    from berth.wire.inject import parse
 
     try:
         parse(text(field, v, limit=256))

@@ -224,10 +224,10 @@ class Routes:
         )
 
     async def _act(self, peer: Peer, kind: str, job_id: int) -> dict[str, Any]:
-        from berth.daemon import protocol
         from berth.daemon.handlers import HANDLERS
-        from berth.daemon.protocol import ProtocolError
         from berth.errors import BerthError
+        from berth.wire import protocol
+        from berth.wire.protocol import ProtocolError
 
         req: dict[str, Any] = {"type": kind, "job_ids": [job_id]}
         protocol.check_request(req)
@@ -242,9 +242,9 @@ class Routes:
         return dict(result)
 
     def _call(self, peer: Peer, kind: str, **fields: Any) -> dict[str, Any]:
-        from berth.daemon import protocol
         from berth.daemon.handlers import HANDLERS
-        from berth.daemon.protocol import ProtocolError
+        from berth.wire import protocol
+        from berth.wire.protocol import ProtocolError
 
         req: dict[str, Any] = {"type": kind, **fields}
         protocol.check_request(req)

@@ -28,8 +28,8 @@ _HOLDING = (State.RUNNING, State.COMPLETING)
 
 
 def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any]:
-    from berth.daemon import protocol
     from berth.daemon.handlers import HANDLERS
+    from berth.wire import protocol
 
     req: dict[str, Any] = {"type": kind, **fields}
     protocol.check_request(req)

@@ -1,5 +1,5 @@
 """Seed 002's jobs-file line, format detection, requirement tables, sweep grids and GPU-id
-injection: the pure parts (berth/jobsfile/, berth/daemon/inject.py)."""
+injection: the pure parts (berth/jobsfile/, berth/wire/inject.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from berth.daemon import inject
 from berth.errors import UsageError
 from berth.jobsfile import detect, grid, requirements, seed002
+from berth.wire import inject
 
 README_LINES = [
     "0,/path/to/train.py,pytorch_env,--llm qwen2.5-7b-inst --epochs 100,0-3",

@@ -13,9 +13,9 @@ import pytest
 from berth import config
 from berth.core import Job, Request, State, transition
 from berth.daemon.accounts import EVERYONE, UNLIMITED, Accounts
-from berth.daemon.protocol import ProtocolError
 from berth.daemon.store import Store
 from berth.errors import ConfigError
+from berth.wire.protocol import ProtocolError
 
 
 @pytest.fixture

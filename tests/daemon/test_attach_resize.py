@@ -20,14 +20,8 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
-from berth.daemon.ptyrelay import (
-    MAX_PENDING,
-    WINSIZE,
-    PtyRelay,
-    decode,
-    encode_input,
-    encode_resize,
-)
+from berth.daemon.ptyrelay import MAX_PENDING, PtyRelay
+from berth.wire.ptyframes import WINSIZE, decode, encode_input, encode_resize
 
 # --- the decoder ------------------------------------------------------------------------
 

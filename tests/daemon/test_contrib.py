@@ -10,7 +10,7 @@ from pathlib import Path
 
 from berth.cli import daemon as daemon_cli
 from berth.cli.main import _parser
-from berth.daemon.paths import SYSTEM_SOCKET, SYSTEM_STATE_DIR
+from berth.wire.paths import SYSTEM_SOCKET, SYSTEM_STATE_DIR
 
 CONTRIB = Path(__file__).resolve().parents[2] / "contrib" / "systemd"
 

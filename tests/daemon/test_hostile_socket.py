@@ -18,7 +18,8 @@ import psutil
 import pytest
 from helpers import wait_until
 
-from berth.daemon import protocol, server
+from berth.daemon import server
+from berth.wire import protocol
 
 NOBODY = 65534
 

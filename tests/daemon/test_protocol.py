@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from berth.daemon import protocol
+from berth.wire import protocol
 
 
 def _frame(obj: object) -> bytes:
