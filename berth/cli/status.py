@@ -33,14 +33,9 @@ HELP = "show GPUs, their processes and who holds them"
 
 FAST_EXIT = True  # read-only: main() may skip interpreter teardown
 
-# Other parts of berth add sections to this screen (claims, the daemon's queue) by naming a
-# function here as "module:function". It gets (gpus, cfg) and returns a Section or None; a
-# module that cannot be imported is skipped, so the list may name parts not installed.
-PROVIDERS: list[str] = ["berth.claims.report:status_section", "berth.daemon.report:status_section"]
-
 
 class Section:
-    """What a provider adds: a titled block of lines after the GPU table, notes under given
+    """What a section adds: a titled block of lines after the GPU table, notes under given
     GPUs (index -> lines, e.g. "held by alice (lease 3f2a)"), and JSON data under ``key``."""
 
     __slots__ = ("data", "key", "lines", "notes", "title")
@@ -73,16 +68,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sections(gpus: Sequence[GpuSnapshot], cfg: Config) -> list[Section]:
-    """Ask every provider in PROVIDERS for its section."""
-    import importlib
+    """The sections under the GPU table: the claims (:mod:`berth.cli.status_claims`), then the
+    daemon's queue (:mod:`berth.cli.status_queue`); each gets (gpus, cfg) and returns a
+    Section or None (nothing to say)."""
+    from berth.cli import status_claims, status_queue
 
     out = []
-    for spec in PROVIDERS:
-        module, _, func = spec.partition(":")
-        try:
-            provider = getattr(importlib.import_module(module), func)
-        except (ImportError, AttributeError):
-            continue
+    for provider in (status_claims.status_section, status_queue.status_section):
         section = provider(gpus, cfg)
         if section is not None:
             out.append(section)

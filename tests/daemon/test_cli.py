@@ -129,7 +129,7 @@ def test_socket_is_private(daemon):
 
 def test_status_section_shows_the_job_holding_each_gpu(daemon):
     from berth import config
-    from berth.daemon.report import status_section
+    from berth.cli.status_queue import status_section
 
     daemon.start()
     job_id = daemon.submit(*daemon.workload("--seconds", "60"), gpu_ids=[1])

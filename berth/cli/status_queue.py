@@ -1,7 +1,5 @@
 """The daemon's part of `berth status`: per GPU, the berth job holding it, and how many jobs
 wait. Asks the daemon only if one answers quickly; without a daemon it adds nothing.
-
-Registered in ``berth.cli.status.PROVIDERS`` as ``berth.daemon.report:status_section``.
 """
 
 from __future__ import annotations
