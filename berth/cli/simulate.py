@@ -257,7 +257,12 @@ def _what_if(args: argparse.Namespace) -> int:
                       mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
                       gpu_ids=None if ids is None else tuple(ids))  # fmt: skip
         mine = max((j.id for j in jobs), default=0) + 1
-        user = os.environ.get("USER", "")
+        import pwd
+
+        try:  # (as the daemon names its submitter: fair share and limits are per user)
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            user = str(os.getuid())
         pending.append(Job(id=mine, submit_time=now, request=req, name="(your job)", user=user,
                            priority=args.priority,
                            time_limit=None if args.time is None else parse_duration(args.time)))  # fmt: skip
