@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Literal
 
+    from berth.choose import Held, Selection
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
-    from berth.select import Held, Selection
 
 __all__ = ["banned_reasons", "gpus", "read", "select", "selection"]
 
@@ -104,12 +104,12 @@ def selection(
     seed: int | None = None,
     telemetry: bool = True,
 ) -> Selection:
-    """Like :func:`select` but returns the whole :class:`berth.select.Selection` (chosen,
+    """Like :func:`select` but returns the whole :class:`berth.choose.Selection` (chosen,
     rejected with reasons) and never raises for a shortfall. Reads the GPUs, the config bans
     and berth's claims. ``telemetry=False`` leaves out readings no filter here needs (power
     is still read when ``max_power`` is given)."""
-    from berth.select import Request
-    from berth.select import select as _select
+    from berth.choose import Request
+    from berth.choose import select as _select
     from berth.units import parse_size
 
     request = Request(
@@ -131,9 +131,7 @@ def selection(
         seed=seed,
     )
     cfg = _config()
-    snaps = read(
-        cfg, all=all, process_details=False, telemetry=telemetry or max_power is not None
-    )
+    snaps = read(cfg, all=all, process_details=False, telemetry=telemetry or max_power is not None)
     request.banned.update(banned_reasons(cfg, snaps))
     return _select(snaps, request, held_by_berth(cfg))
 

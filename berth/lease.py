@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Literal
 
+    from berth.choose import Request
     from berth.claims.ledger import Lease as Claim
     from berth.claims.waiting import OnWait
     from berth.devices.model import GpuSnapshot
-    from berth.select import Request
 
 __all__ = ["Lease", "acquire"]
 
@@ -175,7 +175,7 @@ def build_request(
     banned_names: Sequence[str] | None = None,
 ) -> Request:
     """A selection request from acquire()'s parameters (``gpus``: a count, or a share < 1)."""
-    from berth.select import Request
+    from berth.choose import Request
     from berth.units import parse_size
 
     if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not gpus > 0:

@@ -14,8 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from berth.choose import Held
     from berth.config import Config
-    from berth.select import Held
 
 __all__ = ["held_by_uuid"]
 

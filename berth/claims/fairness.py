@@ -23,8 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from berth.choose import Held, Request
     from berth.devices.model import GpuSnapshot
-    from berth.select import Held, Request
 
 Reservation = list[tuple[str, float, int]]
 
@@ -66,7 +66,7 @@ def reservation(
     ``qualified_now``: the GPUs that qualify for it now (selection against claims + older
     reservations); ``claims``: what berth claims hold; ``older``: older waiters' reservations.
     """
-    from berth.select import matches, select
+    from berth.choose import matches, select
 
     want = request.count
     now = [g.uuid for g in qualified_now]

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
+    from berth.choose import Held
     from berth.devices.model import GpuSnapshot
-    from berth.select import Held
 
 
 class ClaimInfo:
@@ -127,7 +127,7 @@ class State:
     def held(self, gpus: Sequence[GpuSnapshot] = (), skip: Iterable[str] = ()) -> dict[str, Held]:
         """GPU uuid -> what berth claims hold on it (but leases ``skip``). The pids include GPU
         processes that descend from a holder (a training script's workers): berth's own."""
-        from berth.select import Held
+        from berth.choose import Held
 
         share: dict[str, float] = {}
         memory: dict[str, int] = {}
@@ -167,7 +167,7 @@ class State:
     def reserved(self, before: int | None, skip: str | None = None) -> dict[str, Held]:
         """GPU uuid -> capacity reserved by living waiters older than ticket ``before``
         (all waiters when None), except the waiter of lease ``skip``."""
-        from berth.select import Held
+        from berth.choose import Held
 
         out: dict[str, Held] = {}
         for w in self.waiters:
@@ -182,7 +182,7 @@ class State:
 
 
 def merge(a: Mapping[str, Held], b: Mapping[str, Held]) -> dict[str, Held]:
-    from berth.select import Held
+    from berth.choose import Held
 
     out = dict(a)
     for uuid, h in b.items():

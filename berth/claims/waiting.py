@@ -21,11 +21,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from berth.choose import Held, Request, Selection
     from berth.claims.fairness import Reservation
     from berth.claims.ledger import Lease, Ledger
     from berth.claims.wake import Watcher
     from berth.devices.model import GpuSnapshot
-    from berth.select import Held, Request, Selection
 
     OnWait = Callable[[int, Selection, State], None]
 
@@ -111,8 +111,8 @@ def attempt(
     """One try: claim if the request can be met now, else register (or update) this
     process's waiter. Returns (lease, selection, state, waiter, position). A selection that
     is ``ok`` without a lease lost a race with a claim made at the same moment: try again."""
+    from berth.choose import select
     from berth.claims.fairness import reservation
-    from berth.select import select
 
     state = ledger.scan(clean=True)
     inherited = state.inherited()

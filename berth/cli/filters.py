@@ -75,7 +75,7 @@ def gpu_list(text: str | None, option: str) -> tuple[str, ...] | None:
 
 def selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The options as keyword arguments of ``berth.api.selection`` / ``berth.acquire``."""
-    from berth.select import ORDERS
+    from berth.choose import ORDERS
     from berth.units import parse_size
 
     if args.order is not None and args.order not in ORDERS:

@@ -32,9 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _resolve(ids: list[str]) -> dict[str, int | None]:
     """uuid -> index for the GPUs named (indices or UUIDs/prefixes)."""
     from berth import config
+    from berth.choose import matches
     from berth.devices import read_gpus
     from berth.errors import UsageError
-    from berth.select import matches
 
     snaps = read_gpus(config.get(), process_details=False)
     out: dict[str, int | None] = {}

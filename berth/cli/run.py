@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     import argparse
     from typing import IO
 
+    from berth.choose import Request, Selection
     from berth.claims.ledger import State
-    from berth.select import Request, Selection
 
 HELP = "wait for GPUs, claim them, run a command on them"
 

@@ -140,8 +140,8 @@ def find_free_gpus(
     ``{"gpu_id": ...}`` when every threshold is off, as gpu_scheduler does).
     """
     from berth import api
+    from berth.choose import Request, select
     from berth.errors import UsageError
-    from berth.select import Request, select
 
     cfg, snaps = _visible()
     position = {g.index: k for k, g in enumerate(snaps)}
@@ -238,8 +238,8 @@ class GPUScheduler:
 
     def _request(self, snaps: list[GpuSnapshot], cfg: Config) -> Any:
         from berth import api
+        from berth.choose import Request
         from berth.errors import UsageError
-        from berth.select import Request
 
         only = None
         if self.specific_gpus is not None:

@@ -139,7 +139,7 @@ def gpuselect(
         count = len(ids)
 
     from berth import api
-    from berth.select import Request, select
+    from berth.choose import Request, select
 
     cfg = api._config()
     snaps = api.read(cfg, all=True, process_details=False)

@@ -142,8 +142,8 @@ def test_reservation_is_deterministic_whatever_the_order() -> None:
     """A reservation that changed on every look would wake the other waiters in a loop."""
     from claimkit import logical
 
+    from berth.choose import Held, Request
     from berth.claims.fairness import reservation
-    from berth.select import Held, Request
 
     gpus = logical(8)
     claims = {g.uuid: Held(1.0) for g in gpus}  # all held: the waiter reserves for later

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 import pytest
 from claimkit import Holders, logical
 
+from berth.choose import Request
 from berth.claims import files
 from berth.claims.ledger import Ledger
 from berth.claims.paths import check_dir
 from berth.claims.waiting import wait_claim
 from berth.errors import UsageError
-from berth.select import Request
 
 U = [g.uuid for g in logical()]
 

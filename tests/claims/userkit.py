@@ -23,7 +23,7 @@ PRELOAD = (
     "berth.claims.fairness", "berth.claims.files", "berth.claims.lease", "berth.claims.ledger",
     "berth.claims.paths", "berth.claims.waiting", "berth.claims.wake", "berth.cli.main",
     "berth.cli.release", "berth.devices", "berth.devices.inventory", "berth.devices.visible",
-    "berth.lease", "berth.select", "berth.units",
+    "berth.lease", "berth.choose", "berth.units",
 )  # fmt: skip
 
 

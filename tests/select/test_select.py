@@ -1,4 +1,4 @@
-"""berth.select: pure filtering and ranking of hand-built snapshots."""
+"""berth.choose: pure filtering and ranking of hand-built snapshots."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from berth.choose import Held, Request, matches, select
 from berth.devices.model import GpuProcess, GpuSnapshot
 from berth.errors import UsageError
-from berth.select import Held, Request, matches, select
 
 G = 1024**3
 

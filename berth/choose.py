@@ -1,10 +1,12 @@
-"""Selection: filter and rank GPU snapshots against a request. Pure: no I/O, no clock.
+"""Choosing GPUs, the pure core of ``berth select`` and ``berth.select()``: filter and rank
+GPU snapshots against a request. Pure: no I/O, no clock. (Named so as not to shadow the
+standard library's ``select`` nor the API function ``berth.select``.)
 
 ``select(gpus, request, held)`` returns a :class:`Selection`: the GPUs chosen, in order, and
 for every GPU that does not qualify, the human reasons why (all of them, not just the first).
 
 Filters (health, ids, bans, name, telemetry, predicate) and the rules for GPUs that berth
-claims hold are in :mod:`berth.select_filters`, which gives every reason a GPU fails.
+claims hold are in :mod:`berth.choose_filters`, which gives every reason a GPU fails.
 
 Orders: ``random`` (gpuselect's default: random among those that qualify), ``free`` (most
 free memory first), ``util`` (least utilised first), ``packed`` (fill the busiest GPU that
@@ -14,14 +16,14 @@ still qualifies: most berth share, then most processes, then most memory used), 
 
 from __future__ import annotations
 
+from berth.choose_filters import reasons
 from berth.errors import UsageError
-from berth.select_filters import reasons
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import random
     from collections.abc import Callable, Iterable, Mapping, Sequence
-    from typing import Any, Literal
+    from typing import Literal
 
     from berth.devices.model import GpuSnapshot
 
@@ -330,22 +332,3 @@ def select(
         firsts = {id(g) for g in first}
         qualified = first + [g for g in qualified if id(g) not in firsts]
     return Selection(request, gpus, qualified, rejected)
-
-
-def _make_callable() -> None:
-    """``berth.select`` names both this module and the API function ``berth.select(...)``;
-    once the module is imported it shadows the function as an attribute of ``berth``, so the
-    module itself is made callable: calling it calls :func:`berth.api.select`."""
-    import sys
-    import types
-
-    class _SelectModule(types.ModuleType):
-        def __call__(self, *args: Any, **kwargs: Any) -> list[GpuSnapshot]:
-            from berth.api import select as api_select
-
-            return api_select(*args, **kwargs)
-
-    sys.modules[__name__].__class__ = _SelectModule
-
-
-_make_callable()

@@ -1,6 +1,6 @@
 """Qualification: every reason one GPU does not qualify for a request (none: it qualifies).
 
-Used by :func:`berth.select.select`; pure: no I/O, no clock.
+Used by :func:`berth.choose.select`; pure: no I/O, no clock.
 
 Filters (a GPU must pass all of them):
 
@@ -24,7 +24,7 @@ Logical GPUs (a declared inventory: no telemetry) are selected on claims alone: 
 telemetry filters do not apply to them.
 
 Claims (berth's own ledger, read by the caller) come in as ``held``: a mapping from GPU uuid
-to :class:`~berth.select.Held` (the sum of the shares and declared memory of berth claims on
+to :class:`~berth.choose.Held` (the sum of the shares and declared memory of berth claims on
 that GPU, and the pids of the processes that belong to claim holders). The rules:
 
 1. A GPU held exclusively (share 1.0), or whose held share plus ``request.share`` exceeds 1,
@@ -45,8 +45,8 @@ from berth.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from berth.choose import Held, Request
     from berth.devices.model import GpuSnapshot
-    from berth.select import Held, Request
 
 _EPS = 1e-9
 
