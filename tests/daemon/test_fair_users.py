@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -231,3 +232,29 @@ def test_queue_shows_each_users_usage_and_share(system: System) -> None:
     only = system.berth(A, "queue", "--users", "--noheader").stdout.splitlines()
     assert [x.split()[0] for x in only] == [B, A]  # the order they go in: B first
     assert held and mine
+
+
+def test_queue_start_predicts_the_fair_share_order(system: System) -> None:
+    """`berth queue --start` (what-if) replays the users' usage: B has used a lot (a usage
+    row written before the daemon starts), so A's job, submitted after B's, is predicted to
+    start first, and does. (Without fair share in the prediction: B's, by submit order.)"""
+    from berth.daemon.store import Store, open_store
+
+    store = open_store(system.state)
+    with store.tx():
+        store.db.execute(Store.USAGE_SQL, (B, 3600.0 * 100, time.time()))
+    store.close()
+    system.start()
+    hog = system.submit(A, "-g", "4", "-t", "30", "--", "sleep", "2")
+    wait_until(lambda: system.rig.job(hog)["state"] == "RUNNING", timeout=15)
+    first = system.submit(B, "-g", "4", "-t", "30", "--", "true")  # (one at a time)
+    second = system.submit(A, "-g", "4", "-t", "30", "--", "true")
+    out = system.rig.berth("queue", "--start", "--json")  # (the same for whoever asks)
+    assert out.returncode == 0, out.stderr
+    start = {p["id"]: p["start"] for p in json.loads(out.stdout)["jobs"]}
+    assert start[second] < start[first]
+    users = json.loads(system.berth(B, "queue", "--json").stdout)["users"]
+    assert [u["user"] for u in users] == [A, B] and users[1]["usage_gpu_hours"] > 99
+    done = system.rig.wait_done([first, second], timeout=30)
+    began = {j: system.rig.job(j)["attempts"][0]["start"] for j in done}
+    assert began[second] < began[first]
