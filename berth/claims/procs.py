@@ -1,4 +1,5 @@
-"""What berth needs to know of a process: its ancestry, its owner's name, its command line.
+"""What berth needs to know of a process: its ancestry, its owner's name (:func:`user_name`,
+the one uid -> name lookup, cached; the daemon uses it too), its command line.
 
 Read from /proc and the user database, for the claim ledger (holders, bodies, lock errors).
 """

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from berth.claims.procs import user_name
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -38,22 +39,6 @@ class Peer:
         self.gid = gid
         self.admin = admin
         self.user = user_name(uid)
-
-
-_names: dict[int, str] = {}
-
-
-def user_name(uid: int) -> str:
-    name = _names.get(uid)
-    if name is None:
-        import pwd
-
-        try:
-            name = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            name = str(uid)
-        _names[uid] = name
-    return name
 
 
 def admins(opts: Options) -> str:

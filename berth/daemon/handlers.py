@@ -13,11 +13,12 @@ import asyncio
 import os
 import time
 
+from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon import admin, arrays, validate, views
-from berth.daemon.authority import Peer, admins, admins_only, may_see, owned, user_name
+from berth.daemon.authority import Peer, admins, admins_only, may_see, owned
 from berth.daemon.intake import submit, submit_all
 from berth.daemon.launcher import pty_path
 from berth.wire import protocol
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
         [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
     ]
 
-__all__ = ["HANDLERS", "Peer", "user_name"]
+__all__ = ["HANDLERS", "Peer"]
 
 
 def _find(engine: Engine, job_id: int) -> Job:

@@ -15,9 +15,9 @@ import asyncio
 import os
 import time
 
+from berth.claims.procs import user_name
 from berth.core.job import Dependency, Job, Request
 from berth.daemon import arrays, unique, userdir, validate
-from berth.daemon.authority import user_name
 from berth.daemon.launcher import expand_pattern
 from berth.units import format_duration, format_size
 from berth.wire import protocol
