@@ -70,17 +70,11 @@ def banned_reasons(cfg: Config, snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
     return out
 
 
-def held_by_berth(cfg: Config) -> Mapping[str, Held] | None:
-    """What berth claims hold, by GPU uuid; None until the claim ledger exists.
+def held_by_berth(cfg: Config) -> Mapping[str, Held]:
+    """What berth claims hold, by GPU uuid (:func:`berth.claims.held_by_uuid`)."""
+    from berth.claims import held_by_uuid
 
-    Seam for the claims package: ``berth.claims.held_by_uuid(cfg) -> Mapping[str, Held]``.
-    """
-    try:
-        from berth.claims import held_by_uuid  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    result: Mapping[str, Held] | None = held_by_uuid(cfg)
-    return result
+    return held_by_uuid(cfg)
 
 
 def selection(
