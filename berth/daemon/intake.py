@@ -231,19 +231,10 @@ async def _once(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any
 
     ident = f"once:{uid}:{spec['once']}".encode()
     k = spec["unique_key"] = hashlib.sha256(ident).hexdigest()[:32]
-    job_id = engine.unique.get(k)
-    state = None
-    if job_id is not None:
-        job = engine.jobs.get(job_id) or engine.settling.get(job_id)
-        if job is not None:
-            state = job.state.value
-        elif job_id in engine.finished_states:
-            state = engine.finished_states[job_id].value
-    if state is None:
-        found = engine.store.twin(k)
-        if found is None:
-            return None
-        job_id, state = found
+    found = unique.newest(engine, k)
+    if found is None:
+        return None
+    job_id, state = found
     await engine.durable()
     return {"job_id": job_id, "duplicate": True, "state": state}
 

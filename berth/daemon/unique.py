@@ -37,24 +37,26 @@ def key(uid: int, spec: dict[str, Any]) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 
+def newest(engine: Engine, k: str) -> tuple[int, str] | None:
+    """(id, state) of the newest job with the identity ``k``: from memory, else the store."""
+    job_id = engine.unique.get(k)
+    if job_id is not None:
+        job = engine.jobs.get(job_id) or engine.settling.get(job_id)
+        if job is not None:
+            return job_id, job.state.value
+        if job_id in engine.finished_states:
+            return job_id, engine.finished_states[job_id].value
+    return engine.store.twin(k)
+
+
 async def twin(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any] | None:
     """The reply for a duplicate of ``spec`` (submitted with ``unique``), or None if it is new;
     sets ``spec["unique_key"]`` either way."""
     k = spec["unique_key"] = key(uid, spec)
-    job_id = engine.unique.get(k)
-    state = None
-    if job_id is not None:
-        job = engine.jobs.get(job_id) or engine.settling.get(job_id)
-        if job is not None:
-            state = job.state.value
-        elif job_id in engine.finished_states:
-            state = engine.finished_states[job_id].value
-    if state is None:
-        found = engine.store.twin(k)
-        if found is not None:
-            job_id, state = found
-    if job_id is None or state not in BLOCKING:
+    found = newest(engine, k)
+    if found is None or found[1] not in BLOCKING:
         return None
+    job_id, state = found
     await engine.durable()  # (a twin submitted in this very turn is not written yet)
     other = engine.store.spec(job_id)
     return {
