@@ -1,0 +1,140 @@
+"""docs/ARCHITECTURE.md says which way imports point; these tests keep it true.
+
+Every import in a module counts, also those inside functions (the CLI imports lazily, so a
+function-level import is as much a dependency as a top-level one). Imports under
+``if TYPE_CHECKING:`` are for the type checker only and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "berth"
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+    )
+
+
+def _imports(path: Path, package: str | None = None) -> set[str]:
+    """The absolute module names ``path`` imports at run time (relative imports resolved
+    against ``package``, by default the one ``path`` is in)."""
+    tree = ast.parse(path.read_text(), str(path))
+    if package is None:
+        package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking_block(node):
+            for child in node.orelse:  # type: ignore[attr-defined]
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _modules(*parts: str) -> list[Path]:
+    base = ROOT.joinpath(*parts)
+    if base.suffix == ".py":
+        return [base]
+    return sorted(base.rglob("*.py"))
+
+
+def _berth(names: set[str]) -> set[str]:
+    return {n for n in names if n == "berth" or n.startswith("berth.")}
+
+
+def _offending(paths: list[Path], allowed: tuple[str, ...]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        bad = sorted(
+            n
+            for n in _berth(_imports(path))
+            if n != "berth" and not any(n == a or n.startswith(a + ".") for a in allowed)
+        )
+        if bad:
+            out[str(path.relative_to(ROOT.parent))] = bad
+    return out
+
+
+def test_the_import_walker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "probe.py"
+    sample.write_text(
+        "TYPE_CHECKING = False\n"
+        "if TYPE_CHECKING:\n    from berth.daemon import store\n"
+        "def f():\n    from berth.daemon.engine import Engine\n"
+        "from . import queue\n"
+    )
+    names = _imports(sample, "berth.cli")
+    assert "berth.daemon.engine" in names  # inside a function: counted
+    assert "berth.cli.queue" in names  # relative, resolved
+    assert "berth.daemon.store" not in names  # typing only: not counted
+
+
+def test_core_is_pure_and_imports_only_errors_and_units() -> None:
+    assert _offending(_modules("core"), ("berth.core", "berth.errors", "berth.units")) == {}
+    io = {"os", "time", "subprocess", "socket", "sqlite3", "asyncio", "pathlib", "shutil"}
+    users = {
+        str(p.relative_to(ROOT.parent)): sorted(io & {n.split(".")[0] for n in _imports(p)})
+        for p in _modules("core")
+    }
+    assert {k: v for k, v in users.items() if v} == {}
+
+
+def test_wire_imports_no_other_berth_layer() -> None:
+    # wire/ is what client and daemon share: the standard library, berth.errors/units at most
+    assert _offending(_modules("wire"), ("berth.wire", "berth.errors", "berth.units")) == {}
+
+
+@pytest.mark.parametrize("layer", ["devices", "choose.py", "choose_filters.py"])
+def test_lower_layers_know_nothing_of_claims_jobs_or_the_cli(layer: str) -> None:
+    forbidden = ("berth.claims", "berth.core", "berth.daemon", "berth.cli", "berth.client",
+                 "berth.web", "berth.sim", "berth.backends", "berth.lease", "berth.api")  # fmt: skip
+    for path in _modules(layer):
+        hits = [n for n in _berth(_imports(path)) if n.startswith(forbidden)]
+        assert hits == [], f"{path.relative_to(ROOT.parent)} imports {hits}"
+
+
+def test_the_cli_and_client_reach_the_daemon_only_to_start_one() -> None:
+    starters = {"berth/cli/daemon.py", "berth/cli/inside_slurm.py"}
+    paths = [*_modules("cli"), *_modules("client.py"), *_modules("backends")]
+    hits = {
+        str(p.relative_to(ROOT.parent)): sorted(
+            n for n in _berth(_imports(p)) if n.startswith("berth.daemon")
+        )
+        for p in paths
+    }
+    assert {k: v for k, v in hits.items() if v and k not in starters} == {}
+
+
+def test_claims_knows_nothing_of_jobs() -> None:
+    forbidden = ("berth.core", "berth.daemon", "berth.cli", "berth.web", "berth.sim")
+    for path in _modules("claims"):
+        hits = [n for n in _berth(_imports(path)) if n.startswith(forbidden)]
+        assert hits == [], f"{path.relative_to(ROOT.parent)} imports {hits}"
+
+
+def test_the_library_does_not_import_screens() -> None:
+    paths = [*_modules("api.py"), *_modules("lease.py"), *_modules("claims"), *_modules("devices")]
+    for path in paths:
+        hits = [n for n in _berth(_imports(path)) if n.startswith(("berth.cli", "berth.web"))]
+        assert hits == [], f"{path.relative_to(ROOT.parent)} imports {hits}"
