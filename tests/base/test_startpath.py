@@ -1,0 +1,95 @@
+"""What the commands people run all the time load: the start path stays light.
+
+berth's modules follow one import rule (docs/ARCHITECTURE.md, "Imports"): a module the CLI
+start path loads imports at its top only what every run of it needs, and the rest in the
+function that needs it; modules that run only in the daemon or the simulator import at the
+top. These tests keep the first half honest: `berth status`, `select`, `queue`, `submit`
+and `--help` load no scheduling core, no daemon, and none of the standard modules that
+cost a CLI start several milliseconds each (``dataclasses`` pulls in ``inspect``: ~6 ms;
+``typing`` ~2 ms; ``asyncio``, ``sqlite3`` more), so `berth submit` in a loop of a thousand
+stays a matter of seconds. bench/startup.py measures the times themselves.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import wait_until
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from conftest import FakeGpus
+
+HEAVY = ("typing", "dataclasses", "inspect", "asyncio", "sqlite3")
+LAYERS = ("berth.core", "berth.daemon", "berth.sim", "berth.web")
+
+# Commands may leave by os._exit (FAST_EXIT): the probe writes what is loaded on every way out.
+PROBE = """
+import os, sys
+out, sys.argv = sys.argv[1], ["berth", *sys.argv[2:]]
+def report(code):
+    with open(out, "w") as f:
+        f.write(f"{code}\\n" + "\\n".join(sorted(sys.modules)))
+real_exit = os._exit
+def _exit(code):
+    report(code)
+    real_exit(code)
+os._exit = _exit
+try:
+    from berth.cli.main import main
+    code = main()
+except SystemExit as e:
+    code = e.code
+report(code)
+"""
+
+
+def _loaded(rig: FakeGpus, tmp: Path, *args: str) -> tuple[str, set[str]]:
+    out = tmp / "modules.txt"
+    subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args],
+        env=rig.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    code, *names = out.read_text().splitlines()
+    return code, set(names)
+
+
+def _heavy(names: set[str]) -> list[str]:
+    return sorted(
+        n for n in names if n in HEAVY or any(n == p or n.startswith(p + ".") for p in LAYERS)
+    )
+
+
+@pytest.fixture
+def daemon(fake_gpus: FakeGpus) -> Iterator[FakeGpus]:
+    fake_gpus.setup(n=2)
+    started = fake_gpus.berth("daemon")
+    assert started.returncode == 0, started.stderr
+    wait_until(lambda: fake_gpus.berth("queue").returncode == 0, timeout=20,
+               message="the daemon to answer")  # fmt: skip
+    yield fake_gpus
+    fake_gpus.berth("daemon", "--stop")
+
+
+@pytest.mark.parametrize(
+    ("args", "witness"),
+    [(("status",), "pynvml"), (("select",), "pynvml"), (("--help",), "berth.cli.main"),
+     (("queue",), "berth.client"), (("submit", "--", "true"), "berth.client"),
+     (("submit", "-g", "2", "-t", "1h", "-J", "x", "--", "python", "train.py"), "berth.client")],
+    ids=lambda a: " ".join(a) if isinstance(a, tuple) else "",
+)  # fmt: skip
+def test_a_frequent_command_loads_no_core_daemon_or_costly_stdlib(
+    daemon: FakeGpus, tmp_path: Path, args: tuple[str, ...], witness: str
+) -> None:
+    code, names = _loaded(daemon, tmp_path, *args)
+    assert code in ("0", "None"), f"berth {' '.join(args)} exited {code}"
+    assert witness in names  # the probe saw the command's own imports
+    assert _heavy(names) == [], (
+        f"`berth {' '.join(args)}` now loads {_heavy(names)}: keep these off the start path "
+        "(import in the function that needs them; a typed record without dataclasses: "
+        "__slots__ as berth/devices/model.py)"
+    )
