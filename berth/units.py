@@ -6,7 +6,9 @@ is reported in binary units by every tool, so a "G" that meant 10**9 would surpr
 seconds (``90``), suffixed values (``90s``, ``15m``, ``2h``, ``1d``) and Slurm's forms
 (``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``). GPU lists (:func:`parse_gpu_list`) take indices and
 ranges (``0,2``, ``0-3``, ``0-3,6``, as seed 002's ``allowed_gpus``) and, where a command
-accepts them, UUIDs; every command that takes a GPU list parses it here.
+accepts them, UUIDs; every command that takes a GPU list parses it here. A GPU count (``-g``,
+a job's ``gpus``, ``berth.acquire(gpus=...)``, ``core.job.Request``) is checked by one rule,
+:func:`gpu_count`, with one message.
 """
 
 from __future__ import annotations
@@ -130,6 +132,26 @@ def format_duration(seconds: float | None) -> str:
     if h:
         return f"{h}:{m:02d}:{s:02d}"
     return f"{m}:{s:02d}"
+
+
+GPU_COUNT_RULE = "must be a whole number of GPUs (1, 2...) or a share of one GPU below 1 (0.5)"
+
+
+def gpu_count(value: object, what: str = "gpus", *, none: bool = False) -> float:
+    """``value`` as a GPU count: an integer >= 1 (whole GPUs; ``2.0`` -> ``2``) or a share in
+    (0, 1) of one GPU; with ``none``, also 0 (no GPU: the simulator's CPU-only pods). Anything
+    else (a bool, a string, NaN, infinity, a negative number, ``1.5``) raises UsageError
+    ``"{what} = {value!r}: " + GPU_COUNT_RULE``: the one rule and message for a GPU count,
+    however it comes in (the job spec, ``core.job.Request``, ``berth.acquire``, ``-g``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        if 1 <= value < float("inf") and value == int(value):
+            return int(value)
+        if 0 < value < 1 or (none and value == 0):
+            return value
+    shown = repr(value)
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    raise UsageError(f"{what} = {shown}: {GPU_COUNT_RULE}")
 
 
 MAX_GPU_INDEX = 1023  # as [inventory] gpus (at most 1024): bounds what a range may expand to
