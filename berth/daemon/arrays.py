@@ -121,6 +121,7 @@ def resolve_all(engine: Engine, refs: Any) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def describe(task_spec: dict[str, Any], array_id: int, order: list[int], k: int) -> None:
-    """Mark ``task_spec`` as task ``k`` of the array (what the launcher gives the job)."""
-    task_spec["array_task"] = [array_id, order[k], len(order), order[0], order[-1]]
+def task(array_id: int, order: list[int], k: int) -> tuple[int, int, int, int, int]:
+    """Task ``k`` of the array, as its spec's ``array_task`` (what the launcher gives the job):
+    (array id, task index, count, lowest index, highest index)."""
+    return (array_id, order[k], len(order), order[0], order[-1])

@@ -1,4 +1,6 @@
-"""Accepting a job (the ``submit`` request): check the spec against this machine, apply
+"""Accepting a job (the ``submit`` request): read it as a :class:`~berth.wire.jobspec.JobSpec`
+(:meth:`~berth.wire.jobspec.JobSpec.from_dict`: every field and the rules between them; the
+client ran the same checks, but is not trusted), check it against this machine, apply
 ``--unique`` (:mod:`berth.daemon.unique`) or ``once`` (a key `berth watch` gives each line it
 reads: a job with that key, in any state, is that line's job, so a line is queued once even if
 the watcher dies between sending it and noting it), fix its log paths, and add it to the
@@ -17,10 +19,11 @@ import time
 
 from berth.claims.procs import user_name
 from berth.core.job import Dependency, Job, Request
-from berth.daemon import arrays, unique, userdir, validate
+from berth.daemon import arrays, unique, userdir
 from berth.daemon.launcher import expand_pattern
 from berth.units import format_duration, format_size
 from berth.wire import protocol
+from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -39,14 +42,17 @@ MAX_BATCH = 10_000  # jobs of one `submit_all` (a jobs file)
 
 
 class _Prepared:
-    """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead)."""
+    """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead).
+    ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
+    are taken out of it, into ``array`` and ``argvs``)."""
 
-    __slots__ = ("array", "deps", "dup", "err", "out", "request", "spec")
+    __slots__ = ("argvs", "array", "deps", "dup", "err", "out", "request", "spec")
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
         self.dup: dict[str, Any] | None = None
-        self.array: str | None = None
+        self.array = spec.array
+        self.argvs = spec.array_argvs  # (`berth sweep`: each task its own command)
         self.deps: list[Dependency] = []
         self.request = Request()
         self.out = self.err = ""
@@ -78,7 +84,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             if len(raws) == 1:
                 raise
             raise ProtocolError(e.code, f"job {k + 1} of {len(raws)}: {e.message}") from None
-        key = p.spec.get("unique_key")
+        key = p.spec.unique_key
         if p.dup is None and key is not None:
             if key in keys:  # the same job twice in one file: the first one counts
                 p.dup = {"twin_of": keys[key]}
@@ -104,7 +110,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
 
 
 async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Prepared:
-    spec = validate.job_spec(raw)  # every field, strictly; nothing is stored otherwise
+    spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
         owner = user_name(me)
@@ -115,47 +121,49 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
             "`berth daemon`",
         )
     p = _Prepared(spec)
-    gpu_ids = spec.get("gpu_ids")
-    for i in (gpu_ids or []) + (spec.get("prefer") or []):
+    for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
             raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
-    for d in spec.get("after_ok") or []:
+    for d in spec.after_ok:
         if d not in engine.jobs and d not in engine.finished_states:
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
         p.deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
     p.request = Request(
-        gpus=spec.get("gpus", 1),
-        mem=spec.get("mem"),
-        gpu_ids=None if gpu_ids is None else tuple(gpu_ids),
-        prefer=tuple(spec.get("prefer") or ()),
-        name=spec.get("name_filter"),
+        gpus=spec.gpus,
+        mem=spec.mem,
+        gpu_ids=spec.gpu_ids,
+        prefer=spec.prefer,
+        name=spec.name_filter,
     )
     _check_fits(engine.res.inventory, p.request)
-    _check_limit(spec.get("time_limit"), engine.opts.max_job_time)
-    spec.setdefault("umask", DEFAULT_UMASK)
-    p.array = spec.pop("array", None)
-    if p.array is not None and (spec.get("unique") or spec.get("once")):
-        raise ProtocolError(protocol.BAD_REQUEST, "--unique is for one job, not an --array")
-    if spec.get("unique"):
-        p.dup = await unique.twin(engine, peer.uid, spec)
-    elif spec.get("once") is not None:
-        p.dup = await _once(engine, peer.uid, spec)
+    _check_limit(spec.time_limit, engine.opts.max_job_time)
+    # What the daemon adds to the spec it stores:
+    own: dict[str, Any] = {"array": None, "array_argvs": None}
+    if spec.umask is None:
+        own["umask"] = DEFAULT_UMASK
+    if spec.unique:
+        own["unique_key"] = key = unique.key(peer.uid, spec)
+        p.dup = await unique.twin(engine, key)
+    elif spec.once is not None:
+        own["unique_key"] = key = _once_key(peer.uid, spec.once)
+        p.dup = await _once(engine, key)
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.get("time_limit"), engine.jobs.values(),
+            peer.user, peer.uid, p.request, spec.time_limit, engine.jobs.values(),
             queued + count,
         )  # fmt: skip
         if limit is not None:
-            spec["time_limit"] = limit
-    out, err = spec.get("stdout"), spec.get("stderr")
-    if out is None or (spec.get("pty") and me == 0):
+            own["time_limit"] = limit
+    out, err = spec.stdout, spec.stderr
+    if out is None or (spec.pty and me == 0):
         log_dir = _log_dir(engine, peer)
         out = out or os.path.join(log_dir, "%A_%a.out" if p.array else "%j.out")
         if me == 0:  # a --pty job's terminal: in a directory the job's user may write
-            spec["pty_dir"] = log_dir
+            own["pty_dir"] = log_dir
     p.out, p.err = out, err or out  # as sbatch: one file for both unless -e
+    p.spec = spec.replace(**own)
     return p
 
 
@@ -163,30 +171,30 @@ def _insert(
     engine: Engine, peer: Peer, p: _Prepared
 ) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:
     """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
-    spec, out, err, array = p.spec, p.out, p.err, p.array
-    argv = spec.get("argv")
-    argvs = spec.pop("array_argvs", None)  # (`berth sweep`: each task its own command)
+    spec, out, err, array, argvs = p.spec, p.out, p.err, p.array, p.argvs
     now = time.time()
     base = engine.next_id
-    name = spec.get("name") or (os.path.basename(argv[0]) if argv else "wrap")
+    name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
     order, throttle = arrays.indices(array) if array else ([0], None)
     extra: dict[str, Any] = {}
-    if spec.get("pty"):
+    if spec.pty:
         extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
-    if spec.get("notify") or spec.get("mail_user"):
+    if spec.notify or spec.mail_user:
         extra["notify"] = True
     futures = []
+    task = spec
     for k, index in enumerate(order):
         job_id = base + k
-        task = dict(spec) if array else spec
         where = (base, index) if array else None
-        task["stdout_path"] = expand_pattern(out, job_id, spec["cwd"], peer.user, where)
-        task["stderr_path"] = expand_pattern(err, job_id, spec["cwd"], peer.user, where)
+        own: dict[str, Any] = {
+            "stdout_path": expand_pattern(out, job_id, spec.cwd, peer.user, where),
+            "stderr_path": expand_pattern(err, job_id, spec.cwd, peer.user, where),
+        }
         job_extra = dict(extra)
         if array:
-            arrays.describe(task, base, order, k)
+            own["array_task"] = arrays.task(base, order, k)
             if argvs is not None:
-                task["argv"] = argvs[k]
+                own["argv"] = argvs[k]
             job_extra["array"] = [base, index]
             if k == 0:
                 job_extra["array_spec"] = array
@@ -198,39 +206,43 @@ def _insert(
             user=peer.user,
             uid=peer.uid,
             gid=peer.gid,
-            priority=spec.get("priority", 0),
-            time_limit=spec.get("time_limit"),
+            priority=spec.priority,
+            time_limit=spec.time_limit,
             dependencies=tuple(p.deps),
-            retries=spec.get("retries", 0),
-            requeue=spec.get("requeue", False),
-            held=spec.get("hold", False),
+            retries=spec.retries,
+            requeue=spec.requeue,
+            held=spec.hold,
             extra=job_extra,
             group=arrays.group(base) if throttle else "",
             group_limit=throttle or 0,
         )
-        futures.append(engine.insert(job, task))
+        task = spec.replace(**own)
+        futures.append(engine.insert(job, task.to_dict()))  # the store keeps to_dict()
     engine.next_id = base + len(order)
-    if "unique_key" in spec:
-        engine.unique[spec["unique_key"]] = base
+    if spec.unique_key is not None:
+        engine.unique[spec.unique_key] = base
     reply: dict[str, Any] = {"job_id": base}
     if array:
         reply["array"] = array
         reply["tasks"] = [f"{base}_{i}" for i in order]
         pattern = (base, "%a")  # (each task's index)
-        reply["stdout"] = expand_pattern(out, base, spec["cwd"], peer.user, pattern)
-        reply["stderr"] = expand_pattern(err, base, spec["cwd"], peer.user, pattern)
+        reply["stdout"] = expand_pattern(out, base, spec.cwd, peer.user, pattern)
+        reply["stderr"] = expand_pattern(err, base, spec.cwd, peer.user, pattern)
     else:
-        reply.update(stdout=spec["stdout_path"], stderr=spec["stderr_path"])
+        reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
     return reply, futures
 
 
-async def _once(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any] | None:
-    """The reply for a job whose ``once`` key another job of this user has (in any state),
-    or None; sets ``spec["unique_key"]``."""
+def _once_key(uid: int, once: str) -> str:
+    """The identity of `berth watch`'s line ``once`` of this user (kept as ``unique_key``)."""
     import hashlib
 
-    ident = f"once:{uid}:{spec['once']}".encode()
-    k = spec["unique_key"] = hashlib.sha256(ident).hexdigest()[:32]
+    return hashlib.sha256(f"once:{uid}:{once}".encode()).hexdigest()[:32]
+
+
+async def _once(engine: Engine, k: str) -> dict[str, Any] | None:
+    """The reply for a job whose ``once`` key ``k`` another job of this user has (in any
+    state), or None."""
     found = unique.newest(engine, k)
     if found is None:
         return None

@@ -1,5 +1,6 @@
-"""From a job's stored spec and its GPUs to what the supervisor executes: argv, environment,
-working directory, log files. Pure apart from reading nothing; the daemon calls it.
+"""From a job's stored spec (a :class:`~berth.wire.jobspec.JobSpec`) and its GPUs to what the
+supervisor executes: argv, environment, working directory, log files. Pure apart from reading
+nothing; the daemon calls it.
 
 Nothing the user sent runs through a shell unless they asked: ``--wrap`` is a shell string run
 by ``/bin/sh -c``; ``--env-setup`` / ``--conda`` run their setup in ``bash`` and then ``exec``
@@ -23,6 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.wire.jobspec import JobSpec
+
 
 def expand_pattern(
     pattern: str, job_id: int, cwd: str, user: str, array: tuple[int, int | str] | None = None
@@ -38,28 +41,28 @@ def expand_pattern(
     return out if os.path.isabs(out) else os.path.join(cwd, out)
 
 
-def pty_path(spec: dict[str, Any], job_id: int, attempt: int) -> str | None:
+def pty_path(spec: JobSpec, job_id: int, attempt: int) -> str | None:
     """Where the terminal of a ``--pty`` attempt listens, under a root daemon: in its user's
     own directory (the supervisor makes it as that user). None: beside the run file."""
-    base = spec.get("pty_dir")
+    base = spec.pty_dir
     return f"{base}/{job_id}.{attempt}.pty" if base else None
 
 
-def build_argv(spec: dict[str, Any], gpus: list[int] | None = None) -> list[str]:
+def build_argv(spec: JobSpec, gpus: list[int] | None = None) -> list[str]:
     """What the supervisor executes; with the attempt's ``gpus`` (machine indices), its
     command gets their ids (:mod:`berth.wire.inject`)."""
     from berth.wire import inject
 
     ids = gpus or []
-    if spec.get("wrap"):
-        argv = ["/bin/sh", "-c", inject.fill(spec["wrap"], ids)]
+    if spec.wrap:
+        argv = ["/bin/sh", "-c", inject.fill(spec.wrap, ids)]
     else:
-        argv = [inject.fill(a, ids) for a in spec["argv"]]
-        if spec.get("inject_arg"):
-            flag, form = inject.parse(spec["inject_arg"])
+        argv = [inject.fill(a, ids) for a in spec.argv or ()]
+        if spec.inject_arg:
+            flag, form = inject.parse(spec.inject_arg)
             argv = inject.rewrite(argv, flag, inject.ids(ids, form))
-    setup = spec.get("env_setup")
-    if spec.get("conda"):
+    setup = spec.env_setup
+    if spec.conda:
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
     elif setup and "conda" in setup:  # e.g. seed 003's --env-setup-cmd "conda activate myenv"
         setup = CONDA_HOOK + "\n" + setup
@@ -69,12 +72,12 @@ def build_argv(spec: dict[str, Any], gpus: list[int] | None = None) -> list[str]
 
 
 def build_env(
-    spec: dict[str, Any], job_id: int, gpus: list[tuple[int, str]], attempt: int = 1
+    spec: JobSpec, job_id: int, gpus: list[tuple[int, str]], attempt: int = 1
 ) -> dict[str, str]:
     """The job's environment: the captured one, plus its GPUs and who it is. ``BERTH_ATTEMPT``
     (1, 2, ...) tells a job that was requeued or retried that it runs again (resume from a
     checkpoint), as Slurm's SLURM_RESTART_COUNT."""
-    env = {str(k): str(v) for k, v in spec["env"].items()}
+    env = dict(spec.env)
     indices = ",".join(str(i) for i, _ in gpus)
     env.update(
         CUDA_VISIBLE_DEVICES=indices,
@@ -84,9 +87,9 @@ def build_env(
         BERTH_GPU_UUIDS=",".join(u for _, u in gpus),
         BERTH_ATTEMPT=str(attempt),
     )
-    if spec.get("conda"):
-        env["BERTH_CONDA_ENV"] = spec["conda"]
-    array = spec.get("array_task")
+    if spec.conda:
+        env["BERTH_CONDA_ENV"] = spec.conda
+    array = spec.array_task
     if array:
         head, task, count, low, high = (str(v) for v in array)
         env["BERTH_JOB_ID"] = f"{head}_{task}"
@@ -98,7 +101,7 @@ def build_env(
 
 
 def launch_spec(
-    spec: dict[str, Any],
+    spec: JobSpec,
     job_id: int,
     gpus: list[tuple[int, str]],
     time_limit: float | None,
@@ -110,14 +113,14 @@ def launch_spec(
     client that did not say gets 077)."""
     return {
         "argv": build_argv(spec, [i for i, _ in gpus]),
-        "command": spec.get("wrap") or " ".join(spec["argv"]),  # as the user gave it
+        "command": spec.command,  # as the user gave it
         "env": build_env(spec, job_id, gpus, attempt),
-        "cwd": spec["cwd"],
-        "stdout": spec["stdout_path"],
-        "stderr": spec["stderr_path"],
+        "cwd": spec.cwd,
+        "stdout": spec.stdout_path,
+        "stderr": spec.stderr_path,
         "time_limit": time_limit,
         "kill_after": kill_after,
-        "pty": bool(spec.get("pty")),
+        "pty": spec.pty,
         "pty_path": pty_path(spec, job_id, attempt),
-        "umask": spec.get("umask", 0o077),
+        "umask": 0o077 if spec.umask is None else spec.umask,
     }

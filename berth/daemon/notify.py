@@ -24,6 +24,7 @@ import logging
 import os
 
 from berth.wire.env import sendmail
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from berth.core.job import Job
     from berth.daemon.pool import Pool
     from berth.daemon.store import Store
+    from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
 
@@ -39,10 +41,10 @@ NOTIFY_SECONDS = 60.0
 MAIL_SCRIPT = 'printf "%s\\n" "$BERTH_MAIL_TEXT" | "$BERTH_SENDMAIL" -i -- "$BERTH_MAIL_USER"'
 
 
-def facts(job: Job, spec: dict[str, Any]) -> dict[str, str]:
+def facts(job: Job, spec: JobSpec) -> dict[str, str]:
     """The job's end as environment variables."""
     a = job.attempt
-    array = spec.get("array_task")
+    array = spec.array_task
     return {
         "BERTH_JOB_ID": f"{array[0]}_{array[1]}" if array else str(job.id),
         "BERTH_JOB_NAME": job.name,
@@ -50,33 +52,33 @@ def facts(job: Job, spec: dict[str, Any]) -> dict[str, str]:
         "BERTH_JOB_STATE": job.state.value,
         "BERTH_JOB_EXIT_CODE": "" if job.exit_code is None else str(job.exit_code),
         "BERTH_JOB_REASON": a.reason if a is not None else "",
-        "BERTH_JOB_STDOUT": str(spec.get("stdout_path") or ""),
-        "BERTH_JOB_STDERR": str(spec.get("stderr_path") or ""),
+        "BERTH_JOB_STDOUT": spec.stdout_path or "",
+        "BERTH_JOB_STDERR": spec.stderr_path or "",
         "BERTH_JOB_GPUS": ",".join(str(g) for g in a.gpus) if a is not None else "",
     }
 
 
-def runs(job: Job, spec: dict[str, Any]) -> list[dict[str, Any]]:
+def runs(job: Job, spec: JobSpec) -> list[dict[str, Any]]:
     """What the supervisor runs: one launch spec per notification (as an attempt's)."""
-    env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    env = dict(spec.env)
     env.update(facts(job, spec))
     base = {
         "env": env,
-        "cwd": spec.get("cwd") or "/",
-        "stdout": spec.get("stderr_path") or os.devnull,
-        "stderr": spec.get("stderr_path") or os.devnull,
+        "cwd": spec.cwd,
+        "stdout": spec.stderr_path or os.devnull,
+        "stderr": spec.stderr_path or os.devnull,
         "time_limit": NOTIFY_SECONDS,
         "kill_after": 5.0,
         "pty": False,
-        "umask": spec.get("umask", 0o077),
+        "umask": 0o077 if spec.umask is None else spec.umask,
     }
     out = []
-    if spec.get("notify"):
-        out.append({**base, "argv": ["/bin/sh", "-c", spec["notify"]], "command": "notify"})
-    if spec.get("mail_user"):
+    if spec.notify:
+        out.append({**base, "argv": ["/bin/sh", "-c", spec.notify], "command": "notify"})
+    if spec.mail_user:
         exe = sendmail(env.get("PATH", ""))
         if exe is None:
-            log.warning("job %d: no sendmail to mail %s", job.id, spec["mail_user"])
+            log.warning("job %d: no sendmail to mail %s", job.id, spec.mail_user)
         else:
             state = env["BERTH_JOB_STATE"]
             code = env["BERTH_JOB_EXIT_CODE"]
@@ -88,7 +90,7 @@ def runs(job: Job, spec: dict[str, Any]) -> list[dict[str, Any]]:
                 + f".\nOutput: {env['BERTH_JOB_STDOUT']}\n"
             )
             mail_env = {**env, "BERTH_MAIL_TEXT": text, "BERTH_SENDMAIL": exe,
-                        "BERTH_MAIL_USER": spec["mail_user"]}  # fmt: skip
+                        "BERTH_MAIL_USER": spec.mail_user}  # fmt: skip
             out.append({**base, "env": mail_env, "argv": ["/bin/sh", "-c", MAIL_SCRIPT],
                         "command": "mail"})  # fmt: skip
     return out
@@ -101,5 +103,5 @@ def send(store: Store, pool: Pool, job: Job) -> None:
         orders = runs(job, spec)
         if orders:
             pool.notify((job.uid, job.gid, job.user), {"job": job.id, "runs": orders})
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError, ProtocolError) as e:  # (a spec it cannot read)
         log.error("job %d: cannot hand over its notification: %s", job.id, e)

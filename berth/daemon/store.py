@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
+    from berth.wire.jobspec import JobSpec
+
 SCHEMA_VERSION = 5
 
 # Each entry migrates from version i to i + 1.
@@ -234,10 +236,13 @@ class Store:
         row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
-    def spec(self, job_id: int) -> dict[str, Any]:
+    def spec(self, job_id: int) -> JobSpec:
+        """The job's spec as it was stored (``JobSpec.to_dict()``, today's shape or an earlier
+        daemon's), read back through the one validator of a job."""
+        from berth.wire.jobspec import JobSpec
+
         row = self.db.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        spec: dict[str, Any] = json.loads(row[0])
-        return spec
+        return JobSpec.from_dict(json.loads(row[0]), stored=True)
 
     def finished_since(self, since: float, uid: int | None) -> list[dict[str, Any]]:
         sql = (

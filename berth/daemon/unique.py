@@ -21,17 +21,20 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine import Engine
+    from berth.wire.jobspec import JobSpec
 
 FIELDS = ("argv", "wrap", "cwd", "env_setup", "conda", "mem", "name_filter")
 # A twin in one of these states means: already done, or on its way.
 BLOCKING = ("PENDING", "RUNNING", "COMPLETING", "COMPLETED")
 
 
-def key(uid: int, spec: dict[str, Any]) -> str:
-    ident: dict[str, Any] = {f: spec.get(f) for f in FIELDS}
+def key(uid: int, spec: JobSpec) -> str:
+    """The identity of ``spec`` submitted by ``uid`` (kept as the job's ``unique_key``; the
+    same for the same job whatever daemon version computed it)."""
+    ident: dict[str, Any] = {f: getattr(spec, f) for f in FIELDS}  # (tuples as JSON lists)
     ident["uid"] = uid
-    ident["gpus"] = float(spec.get("gpus", 1))
-    ids = spec.get("gpu_ids")
+    ident["gpus"] = float(spec.gpus)
+    ids = spec.gpu_ids
     ident["gpu_ids"] = None if ids is None else sorted(ids)
     data = json.dumps(ident, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(data.encode()).hexdigest()[:32]
@@ -49,10 +52,9 @@ def newest(engine: Engine, k: str) -> tuple[int, str] | None:
     return engine.store.twin(k)
 
 
-async def twin(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any] | None:
-    """The reply for a duplicate of ``spec`` (submitted with ``unique``), or None if it is new;
-    sets ``spec["unique_key"]`` either way."""
-    k = spec["unique_key"] = key(uid, spec)
+async def twin(engine: Engine, k: str) -> dict[str, Any] | None:
+    """The reply for a duplicate of a job submitted with ``unique`` whose identity is ``k``
+    (:func:`key`), or None if it is new."""
     found = newest(engine, k)
     if found is None or found[1] not in BLOCKING:
         return None
@@ -63,6 +65,6 @@ async def twin(engine: Engine, uid: int, spec: dict[str, Any]) -> dict[str, Any]
         "job_id": job_id,
         "duplicate": True,
         "state": state,
-        "stdout": other.get("stdout_path"),
-        "stderr": other.get("stderr_path"),
+        "stdout": other.stdout_path,
+        "stderr": other.stderr_path,
     }

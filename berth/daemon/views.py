@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
+    from berth.wire.jobspec import JobSpec
 
 
 def row(job: Job, reason: str | None) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
 
 
 def detail(
-    job: Job, reason: str | None, spec: dict[str, Any], max_job_time: float | None = None
+    job: Job, reason: str | None, spec: JobSpec, max_job_time: float | None = None
 ) -> dict[str, Any]:
     """Everything of one job, for `berth show`; ``time_limit`` is what the job asked for,
     ``limit_in_force`` what stops it (the smaller of that and the daemon's ``max_job_time``)."""
@@ -60,19 +61,20 @@ def detail(
     out["reason"] = reason if job.state is State.PENDING else None
     out["st"] = CODES[job.state]
     out["exit_code"] = job.exit_code
-    out["command"] = spec.get("wrap") or spec.get("argv")
-    out["cwd"] = spec.get("cwd")
-    out["stdout"] = spec.get("stdout_path")
-    out["stderr"] = spec.get("stderr_path")
-    out["env_setup"] = spec.get("env_setup")
-    out["conda"] = spec.get("conda")
-    out["pty"] = bool(spec.get("pty"))
-    array = spec.get("array_task")
+    out["command"] = spec.wrap or (list(spec.argv) if spec.argv else None)
+    out["cwd"] = spec.cwd
+    out["stdout"] = spec.stdout_path
+    out["stderr"] = spec.stderr_path
+    out["env_setup"] = spec.env_setup
+    out["conda"] = spec.conda
+    out["pty"] = spec.pty
+    array = spec.array_task
     out["array_job"], out["array_task"] = (array[0], array[1]) if array else (None, None)
     out["array_spec"] = job.extra.get("array_spec")
-    out["request_source"] = spec.get("request_source")  # where -g/--mem came from
-    for key in ("inject_arg", "notify", "mail_user"):
-        out[key] = spec.get(key)
+    out["request_source"] = spec.request_source  # where -g/--mem came from
+    out["inject_arg"] = spec.inject_arg
+    out["notify"] = spec.notify
+    out["mail_user"] = spec.mail_user
     return out
 
 

@@ -7,7 +7,8 @@ connection starts with a handshake ``{"type": "hello", "version": PROTOCOL_VERSI
 each request ``{"type": T, ...fields}`` gets exactly one response, ``{"ok": true, ...}`` or
 ``{"ok": false, "error": {"code": CODE, "message": "..."}}``. The server checks every request
 against :data:`REQUESTS` (field -> accepted types, required?) before any handler sees it;
-the handlers check values strictly (:mod:`berth.daemon.validate`).
+the handlers check values strictly (a job: :mod:`berth.wire.jobspec`; the rest:
+:mod:`berth.daemon.validate`).
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "web_token": {},  # the caller's token for the web dashboard (berth.web.auth)
 }
 
-# The fields of a submitted job (``submit``'s ``job``) and their checks are in
-# berth.daemon.validate.JOB_FIELDS: the one place a job's fields are checked, by the daemon.
+# A submitted job (``submit``'s ``job``, each of ``submit_all``'s ``jobs``) is a
+# berth.wire.jobspec.JobSpec: its fields and their checks are there, the one validator of a
+# job, run by the CLI before it sends and by the daemon on what it receives.
 
 
 class ProtocolError(Exception):
