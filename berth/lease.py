@@ -176,14 +176,9 @@ def build_request(
 ) -> Request:
     """A selection request from acquire()'s parameters (``gpus``: a count, or a share < 1)."""
     from berth.choose import Request
-    from berth.units import parse_size
+    from berth.units import gpu_count, parse_size
 
-    if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not gpus > 0:
-        raise UsageError(
-            f"gpus={gpus!r}: expected a whole number of GPUs (1, 2...) or a share below 1 (0.5)"
-        )
-    if gpus >= 1 and gpus != int(gpus):
-        raise UsageError(f"gpus={gpus!r}: a share must be below 1; above 1 ask for whole GPUs")
+    gpus = gpu_count(gpus, "gpus")  # (the one rule of a GPU count, and its message)
     share = float(gpus) if gpus < 1 else 1.0
     if order is None:
         # Whole GPUs: random among equals (gpuselect's default), so that people starting at

@@ -10,12 +10,12 @@ Jobs change state only through :func:`berth.core.transition.transition`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from berth.core.states import State
 from berth.errors import UsageError
+from berth.units import gpu_count
 
 DEPENDENCY_KINDS = ("after", "afterok", "afternotok", "afterany")
 
@@ -30,6 +30,7 @@ class Request:
 
     - ``gpus``: an integer >= 1 (whole, exclusive GPUs) or a fraction in (0, 1) (a share of one
       GPU, shared with other fractional holders); 0 means no GPU (simulated CPU-only pods).
+      The one rule of a GPU count, :func:`berth.units.gpu_count`.
     - ``mem``: GPU memory per GPU in bytes, or None. A fractional job without ``mem`` is charged
       ``gpus x memory_total`` of its GPU, so shares never overcommit memory.
     - ``gpu_ids``: the only GPUs allowed (NVML indices), or None for any.
@@ -48,15 +49,7 @@ class Request:
     ram: int | None = None
 
     def __post_init__(self) -> None:
-        g = self.gpus
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or math.isnan(g) or g < 0:
-            raise UsageError(f"invalid GPU count {g!r}: use an integer >= 1 or a fraction like 0.5")
-        if g >= 1:
-            if g != int(g):
-                raise UsageError(
-                    f"invalid GPU count {g!r}: above 1 it must be a whole number (2, not 1.5)"
-                )
-            self.gpus = int(g)
+        self.gpus = gpu_count(self.gpus, "gpus", none=True)
         if self.mem is not None and self.mem < 0:
             raise UsageError(f"invalid GPU memory {self.mem!r}: must not be negative")
         if self.gpu_ids is not None:
