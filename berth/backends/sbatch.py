@@ -24,15 +24,18 @@ berth                       sbatch
 ``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
 ==========================  ===============================================================
 
-The command is never put in a shell string: sbatch runs a batch script berth writes (the
-environment setup, ``--env-setup`` / ``--conda``, is the user's own shell text) that ends in
-``exec "$@"``, and the command's words are sbatch's arguments to that script. ``--wrap`` is
-the user's shell string, run by ``/bin/sh -c`` as on the local daemon.
+The command is never put in a shell string: sbatch runs a batch script berth writes
+(:mod:`berth.backends.slurm_script`; the environment setup, ``--env-setup`` / ``--conda``, is
+the user's own shell text) that ends in ``exec "$@"``, and the command's words are sbatch's
+arguments to that script. A sweep (``array_argvs``: task i runs command i) is one
+``--array=0-(N-1)`` job whose script picks the task's command, as quoted words, by
+``$SLURM_ARRAY_TASK_ID``. ``--inject-arg`` and ``{gpus}`` / ``{cuda}`` are applied by the
+script on the node, to the GPUs Slurm gave the job, as the local daemon applies them.
+``--wrap`` is the user's shell string, run by ``/bin/sh -c`` as on the local daemon.
 
 Refused, with the reason (Slurm cannot do it, or it would mean something else there):
 ``--mem`` (GPU memory: Slurm does not schedule by it), ``--gpu-ids`` / ``--prefer`` (GPUs of one
-machine), ``--retries``, ``--pty``, ``--unique``, ``--inject-arg``, ``--notify``, and a
-fraction without shards.
+machine), ``--retries``, ``--pty``, ``--unique``, ``--notify``, and a fraction without shards.
 """
 
 from __future__ import annotations
@@ -50,21 +53,6 @@ if TYPE_CHECKING:
     from berth.backends.base import ArraySpec
 
 MIB = 1 << 20
-
-SCRIPT_HEAD = """\
-#!/bin/bash
-# Written by `berth submit --backend slurm` for job {name}. The command is this script's
-# arguments ("$@"), passed by sbatch as they were given and never re-parsed by a shell.
-export CUDA_DEVICE_ORDER=PCI_BUS_ID
-if [ -n "${{SLURM_ARRAY_JOB_ID:-}}" ]; then
-  export BERTH_ARRAY_JOB_ID="$SLURM_ARRAY_JOB_ID" BERTH_ARRAY_TASK_ID="$SLURM_ARRAY_TASK_ID"
-  export BERTH_JOB_ID="${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"
-else
-  export BERTH_JOB_ID="$SLURM_JOB_ID"
-fi
-export BERTH_GPUS="${{CUDA_VISIBLE_DEVICES:-}}"
-export BERTH_ATTEMPT=$(( ${{SLURM_RESTART_COUNT:-0}} + 1 ))
-"""
 
 
 class Cluster:
@@ -162,8 +150,6 @@ def _check(job: Mapping[str, Any]) -> None:
          "--requeue (Slurm requeues after a node failure or preemption)"),
         ("pty", "--pty", "a batch job has no terminal to attach to; use `srun --pty`"),
         ("unique", "--unique", "Slurm keeps no record berth could match a job against"),
-        ("inject_arg", "--inject-arg", "berth does not rewrite a command on a Slurm node; "
-         "read the job's GPUs from CUDA_VISIBLE_DEVICES there (Slurm sets it)"),
         ("notify", "--notify", "Slurm runs no command of yours when a job ends; --mail-user "
          "asks Slurm to mail you"),
     )  # fmt: skip
@@ -189,6 +175,7 @@ def plan(
     from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
     _check(job)
+    argvs = _sweep(job, array)
     gres = _gres(job, cluster)
     argv = ["sbatch", "--parsable", f"--gres={gres}"]
     if partition:
@@ -229,7 +216,52 @@ def plan(
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
     elif setup and "conda" in setup:
         setup = CONDA_HOOK + "\n" + setup
-    script = SCRIPT_HEAD.format(name=name.replace("\n", " "))
-    script += SETUP_SCRIPT.format(setup=setup) if setup else 'exec "$@"'
     args = ["/bin/sh", "-c", job["wrap"]] if job.get("wrap") else list(argv_cmd or [])
-    return Plan(argv, script + "\n", args, env, stdout, stderr)
+    script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
+    return Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
+
+
+def _sweep(job: Mapping[str, Any], array: ArraySpec | None) -> list[list[str]] | None:
+    """A sweep's commands (task i runs command i), checked against its array."""
+    from berth.errors import UsageError
+
+    argvs = job.get("array_argvs")
+    if argvs is None:
+        return None
+    n = len(argvs)
+    if array is None or array.indices != tuple(range(n)) or job.get("wrap") or not n:
+        raise UsageError(
+            f"a sweep of {n} commands runs as the array 0-{n - 1}, one command per task "
+            f"(not {array.text if array else 'without an array'}, nor with --wrap)"
+        )
+    return [list(a) for a in argvs]
+
+
+def _script(
+    job: Mapping[str, Any], name: str, args: list[str], argvs: list[list[str]] | None, setup: str
+) -> str:
+    """The batch script: the sweep's commands, the GPU ids put in the command as the local
+    daemon puts them (:mod:`berth.wire.inject`), the setup, ``exec "$@"``."""
+    from berth.backends import slurm_script
+    from berth.errors import UsageError
+    from berth.wire import inject
+
+    words = [w for a in (argvs if argvs is not None else [args]) for w in a]
+    placeholders = any("{gpus}" in w or "{cuda}" in w for w in words)
+    flag_form = None
+    if job.get("inject_arg") and not job.get("wrap"):  # (as the daemon: not in a --wrap)
+        try:
+            flag_form = inject.parse(job["inject_arg"])
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    machine = any("{gpus}" in w for w in words) or (
+        flag_form is not None and flag_form[1] == "machine"
+    )
+    return slurm_script.script(
+        name,
+        tail=setup or 'exec "$@"',
+        argvs=argvs,
+        inject=flag_form,
+        placeholders=placeholders,
+        machine=machine,
+    )

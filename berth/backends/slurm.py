@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.backends.base import ArraySpec
-    from berth.backends.sbatch import Cluster
+    from berth.backends.sbatch import Cluster, Plan
 
 # sbatch's reasons for refusing a job, and what they mean for a berth user.
 HINTS = {
@@ -43,6 +43,9 @@ HINTS = {
     "Invalid account or account/partition combination specified": "your Slurm account may "
     "not use this partition; ask the cluster's admins",
     "Job dependency problem": "a job named in --dependency cannot be depended on",
+    "Invalid job array specification": "the cluster does not take the array {array} "
+    "({tasks} tasks): its highest index must be below MaxArraySize (see `scontrol show config "
+    "| grep MaxArraySize`); split it, e.g. a sweep into smaller grids",
     "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
     "later or ask the cluster's admins",
 }
@@ -114,17 +117,12 @@ class Slurm:
         array: ArraySpec | None = None,
         mem_per_gpu: int | None = None,
     ) -> Submitted:
-        from berth.backends.sbatch import plan
-
-        p = plan(
-            job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
-            mem_per_gpu=mem_per_gpu, environ=_env(),
-        )  # fmt: skip
+        p = self.plan(job, array, mem_per_gpu)
         self._check_dependencies(job.get("after_ok") or [])
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
         if done.returncode != 0 or not done.stdout.strip():
-            raise self._refusal(done.stderr, p.argv)
+            raise self._refusal(done.stderr, p.argv, array)
         job_id = done.stdout.strip().split(";")[0]
         name = p.argv[p.argv.index("-J") + 1]
         user = job["env"].get("USER") or _user()
@@ -145,19 +143,34 @@ class Slurm:
             warnings=_errors(done.stderr),
         )
 
-    def _write_script(self, text: str) -> str:
-        """The batch script in the log dir, named by its content (a sweep of jobs that differ
-        only in their command shares one); written atomically, never changed afterwards."""
+    def plan(
+        self, job: dict[str, Any], array: ArraySpec | None = None, mem_per_gpu: int | None = None
+    ) -> Plan:
+        """The sbatch call ``submit`` would make (nothing is submitted nor written)."""
+        from berth.backends.sbatch import plan
+
+        return plan(
+            job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
+            mem_per_gpu=mem_per_gpu, environ=_env(),
+        )  # fmt: skip
+
+    def script_path(self, text: str) -> str:
+        """Where the batch script ``text`` goes: the log dir, named by its content (jobs that
+        differ only in their command share one)."""
         import hashlib
 
+        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        return os.path.join(self.log_dir, f"batch-{digest}.sh")
+
+    def _write_script(self, text: str) -> str:
+        """The batch script in the log dir, written atomically, never changed afterwards."""
         os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = os.path.join(self.log_dir, f"batch-{digest}.sh")
+        path = self.script_path(text)
         if not os.path.exists(path):
             tmp = f"{path}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                f.write(text.encode("utf-8", "surrogateescape"))
             os.replace(tmp, path)
         return path
 
@@ -173,7 +186,9 @@ class Slurm:
             if str(d) not in ids:
                 raise UsageError(f"dependency afterok:{d}: Slurm knows no job {d}")
 
-    def _refusal(self, stderr: str, argv: Sequence[str]) -> SubmitRefused:
+    def _refusal(
+        self, stderr: str, argv: Sequence[str], array: ArraySpec | None = None
+    ) -> SubmitRefused:
         reasons = _errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
         reason = reasons[-1].removeprefix("Batch job submission failed: ")
         gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
@@ -184,6 +199,8 @@ class Slurm:
                 gres=gres,
                 time=f", time limit {limit}" if limit and "{time}" in hint else "",
                 part=f" in partition {self.partition!r}" if self.partition else "",
+                array=array.text if array is not None else "",
+                tasks=len(array.indices) if array is not None else 1,
             )
             return SubmitRefused(f"Slurm refused the job: {hint} (sbatch: {reason})")
         return SubmitRefused(f"Slurm refused the job: {reason}")

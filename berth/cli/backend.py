@@ -1,8 +1,9 @@
-"""``--backend local|slurm`` for the queue commands (submit, queue, show, cancel, logs).
+"""``--backend local|slurm`` for the queue commands (submit, sweep, queue, show, cancel, logs,
+wait).
 
 :func:`wrap` gives ``main`` a command module that parses the command's own options plus
-``--backend`` (and, for submit, the Slurm-only ``--array``, ``--partition``,
-``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else the allocation's own daemon
+``--backend`` (and, for submit, ``--array``; for submit and sweep, the Slurm-only
+``--partition``, ``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else the allocation's own daemon
 when run inside a Slurm allocation whose ``berth daemon --inside-slurm`` is up, else
 ``$BERTH_BACKEND``, else ``[queue] backend`` in the config, else ``local`` (the berth daemon).
 Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
@@ -20,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-COMMANDS = ("submit", "queue", "show", "cancel", "logs")
+COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
 ENV = "BERTH_BACKEND"
 
 SLURM_HELP = """
@@ -85,6 +86,7 @@ class Wrapped(ModuleType):
         p.add_argument("--backend", help="local (the berth daemon) or slurm")
         if self.name == "submit":
             p.add_argument("--array", help="an array of tasks, e.g. 0-9%%2 (2 at once)")
+        if self.name in ("submit", "sweep"):
             p.add_argument("--partition", help="Slurm: the partition (sbatch -p)")
             p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
 

@@ -71,7 +71,7 @@ def _load(name: str) -> ModuleType:
     import importlib
 
     module = importlib.import_module(COMMANDS[name])
-    if name in ("submit", "queue", "show", "cancel", "logs"):  # --backend local|slurm
+    if name in ("submit", "sweep", "queue", "show", "cancel", "logs", "wait"):  # --backend
         from berth.cli.backend import wrap
 
         module = wrap(name, module)

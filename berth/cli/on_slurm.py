@@ -1,5 +1,5 @@
-"""`berth submit/queue/show/cancel/logs` on Slurm (``--backend slurm``): the same options
-and output as on the local queue, through :class:`berth.backends.slurm.Slurm`.
+"""`berth submit/sweep/queue/show/cancel/logs/wait` on Slurm (``--backend slurm``): the same
+options and output as on the local queue, through :class:`berth.backends.slurm.Slurm`.
 :mod:`berth.cli.backend` decides which backend a command goes to.
 """
 
@@ -59,14 +59,49 @@ def submit(args: argparse.Namespace) -> int:
     _say(args, sub, array)
     if args.interactive:
         return _follow(backend, sub.id, sub.stdout, sub.stderr, detach_hint=True)
-    if args.wait:
-        info = backend.wait(sub.id, float("inf"))
-        if args.json:
-            sys.stdout.write(json.dumps(info.to_dict() if info else None) + "\n")
-        elif info is not None:
-            sys.stderr.write(f"job {sub.id} {info.state} (exit code {info.exit_code})\n")
-        return _status(info)
-    return 0
+    return _waited(args, backend, sub.id) if args.wait else 0
+
+
+def _waited(args: argparse.Namespace, backend: Slurm, job_id: str) -> int:
+    """--wait: until the job (all of an array) has ended; its outcome as the exit status."""
+    info = backend.wait(job_id, float("inf"))
+    if args.json:
+        sys.stdout.write(json.dumps(info.to_dict() if info else None) + "\n")
+    elif info is not None:
+        sys.stderr.write(f"job {job_id} {info.state} (exit code {info.exit_code})\n")
+    return _status(info)
+
+
+# -- sweep -------------------------------------------------------------------------------------
+
+
+def sweep(args: argparse.Namespace) -> int:
+    """`berth sweep` on Slurm: one ``sbatch --array=0-(N-1)[%K]`` job whose batch script runs
+    command i as task i (:mod:`berth.backends.slurm_script`)."""
+    import shlex
+
+    from berth.backends.base import ArraySpec
+    from berth.cli.submit import build_job
+    from berth.cli.sweep import grid, show
+    from berth.units import parse_size
+
+    commands, axes = grid(args)
+    n = len(commands)
+    backend = _backend(args)
+    array = ArraySpec.parse(f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else ""))
+    mem = parse_size(args.mem_per_gpu, what="--mem-per-gpu") if args.mem_per_gpu else None
+    args.argv = ["--", *commands[0]]
+    job = build_job(args)
+    job["array_argvs"] = commands
+    if args.dry_run:
+        p = backend.plan(job, array, mem)  # (what Slurm cannot do is refused here too)
+        show(commands, axes)
+        call = shlex.join([*p.argv, backend.script_path(p.script)])
+        sys.stdout.write(f"on Slurm, one job: {call}\n")
+        return 0
+    sub = backend.submit(job, array=array, mem_per_gpu=mem)
+    _say(args, sub, array)
+    return _waited(args, backend, sub.id) if args.wait else 0
 
 
 def _say(args: argparse.Namespace, sub: Any, array: Any) -> None:
@@ -186,6 +221,45 @@ def cancel(args: argparse.Namespace) -> int:
         for i, what in done.items():
             sys.stdout.write(f"job {i}: {what}\n")
     return 1 if any(w == "no such job" for w in done.values()) else 0
+
+
+# -- wait --------------------------------------------------------------------------------------
+
+
+def wait(args: argparse.Namespace) -> int:
+    """`berth wait` on Slurm: as on the local queue (one line per job as it ends; the exit
+    status is the outcome; 6 at --timeout), an array's id waiting for all of its tasks."""
+    import time
+
+    from berth.errors import EXIT_TIMEOUT, UsageError
+    from berth.units import parse_duration
+
+    limit = None
+    if args.timeout is not None:
+        limit = parse_duration(args.timeout, what="--timeout")
+        if not limit >= 0:
+            raise UsageError(f"--timeout {args.timeout!r}: must not be negative")
+    deadline = None if limit is None else time.monotonic() + limit
+    backend = _backend(args)
+    status = 0
+    for ref in (str(i) for i in args.job_ids):
+        left = float("inf") if deadline is None else max(0.0, deadline - time.monotonic())
+        info = backend.wait(ref, left)
+        if info is None:
+            raise UsageError(f"no Slurm job {ref}: see `berth queue --all --backend slurm`")
+        if not info.finished:
+            if not args.quiet:
+                sys.stderr.write(f"berth wait: job {ref} has not ended (--timeout)\n")
+            return EXIT_TIMEOUT
+        if args.json:
+            sys.stdout.write(json.dumps(info.to_dict()) + "\n")
+        elif not args.quiet:
+            code = "" if info.exit_code is None else f" (exit code {info.exit_code})"
+            sys.stdout.write(f"job {ref}: {info.state}{code}\n")
+        sys.stdout.flush()
+        if status == 0 and info.state != "COMPLETED":
+            status = _status(info)
+    return status
 
 
 # -- logs --------------------------------------------------------------------------------------

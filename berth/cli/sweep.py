@@ -13,6 +13,10 @@ cancels it all, `berth wait ID` waits for it all); task i runs command i, withou
 and sees BERTH_ARRAY_TASK_ID=i. --throttle K runs at most K at once (as --array's %K).
 Every option of `berth submit` applies to each task ({gpus} and {cuda} in the template are
 the task's GPU ids: the machine's, and as the task sees them).
+
+On Slurm the sweep is one `sbatch --array=0-(N-1)%K` job whose batch script picks task i's
+command (quoted words, never re-parsed) by $SLURM_ARRAY_TASK_ID; --dry-run shows the sbatch
+call too.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     submit_arguments(p)
 
 
-def run(args: argparse.Namespace) -> int:
+def grid(args: argparse.Namespace) -> tuple[list[list[str]], list[tuple[str, list[str]]]]:
+    """The sweep's commands and axes from the template (checked, as is --throttle)."""
     import shlex
 
     from berth.errors import UsageError
@@ -57,12 +62,24 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.throttle is not None and args.throttle < 1:
         raise UsageError(f"--throttle {args.throttle}: must be 1 or more")
+    return commands, axes
+
+
+def show(commands: list[list[str]], axes: list[tuple[str, list[str]]]) -> None:
+    """--dry-run: the grid's shape and every command."""
+    import shlex
+
+    shape = " x ".join(f"{len(v)} ({g})" for g, v in axes)
+    sys.stdout.write(f"{len(commands)} commands: {shape}\n")
+    for i, cmd in enumerate(commands):
+        sys.stdout.write(f"{i:>4}  {shlex.join(cmd)}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    commands, axes = grid(args)
     n = len(commands)
     if args.dry_run:
-        shape = " x ".join(f"{len(v)} ({g})" for g, v in axes)
-        sys.stdout.write(f"{n} commands: {shape}\n")
-        for i, cmd in enumerate(commands):
-            sys.stdout.write(f"{i:>4}  {shlex.join(cmd)}\n")
+        show(commands, axes)
         return 0
     from berth.cli.submit import _array_said, build_job, check_mail
     from berth.client import Client

@@ -1,9 +1,12 @@
 """Helpers of the Slurm tests (importable by name, unlike a conftest): starting a test
-cluster for a fixture, the local daemon's rig, and :class:`BackendRig`."""
+cluster for a fixture, the local daemon's rig, :class:`BackendRig`, and :class:`Cli` (the
+berth command as a user types it, against the test Slurm)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,3 +67,49 @@ class BackendRig:
     def sh(self, script: str, **fields: Any) -> dict[str, Any]:
         """A job running ``sh -c script`` (the test's own shell text)."""
         return self.job("sh", "-c", script, **fields)
+
+
+class Cli:
+    def __init__(self, fake_gpus: Any, slurm: Any) -> None:
+        self.root = str(fake_gpus.root)
+        self.env = {**fake_gpus.env, **slurm.env, "BERTH_BACKEND": "slurm"}
+
+    def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "berth.cli.main", *args],
+            env={**self.env, **env},
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def slurm(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """A Slurm command (squeue...) against the test cluster."""
+        return subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, timeout=60, check=True
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "berth.cli.main", *args],
+            env=self.env,
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+def local_argv(argv: list[str], inject_arg: str | None, gpus: list[int]) -> list[str]:
+    """The command the local queue runs for ``argv`` on GPUs ``gpus`` (machine indices, in the
+    job's CUDA order): berth.daemon.launcher's calls of berth.wire.inject, which
+    tests/daemon/test_inject_requirements.py checks on the local daemon."""
+    from berth.wire import inject
+
+    out = [inject.fill(w, gpus) for w in argv]
+    if inject_arg:
+        flag, form = inject.parse(inject_arg)
+        out = inject.rewrite(out, flag, inject.ids(gpus, form))
+    return out

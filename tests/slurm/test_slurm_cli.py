@@ -4,39 +4,11 @@ commands as on the local queue, with --backend slurm (or BERTH_BACKEND=slurm).""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 from helpers import wait_until
-
-
-class Cli:
-    def __init__(self, fake_gpus: Any, slurm: Any) -> None:
-        self.root = str(fake_gpus.root)
-        self.env = {**fake_gpus.env, **slurm.env, "BERTH_BACKEND": "slurm"}
-
-    def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "berth.cli.main", *args],
-            env={**self.env, **env},
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "berth.cli.main", *args],
-            env=self.env,
-            cwd=self.root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+from slurmkit import Cli
 
 
 @pytest.fixture

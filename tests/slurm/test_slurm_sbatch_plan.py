@@ -3,9 +3,14 @@ what, and what is refused with which reason."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from slurmkit import local_argv
 
 from berth.backends.base import ArraySpec, Unsupported
 from berth.backends.sbatch import Cluster, plan
@@ -72,7 +77,6 @@ def test_gpu_name_picks_a_typed_gres_or_is_refused() -> None:
         ("retries", 2, "--retries"),
         ("pty", True, "--pty"),
         ("unique", True, "--unique"),
-        ("inject_arg", "--cuda", "--inject-arg: not on Slurm: berth does not rewrite"),
         ("notify", "true", "--notify: not on Slurm"),
     ],
 )
@@ -142,3 +146,108 @@ def test_bad_array_specs_name_the_value(text: str) -> None:
 def test_mail_user_is_slurms_own() -> None:
     a = argv(job(mail_user="me@example.org"))
     assert "--mail-user=me@example.org" in a and "--mail-type=END,FAIL" in a
+
+
+# -- the batch script, run by bash here as slurmd runs it (the real Slurm: test_slurm_inject.py)
+
+PRINT = [sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]
+
+
+def _run_script(p: Any, tmp_path: Any, **env: str) -> subprocess.CompletedProcess[str]:
+    assert "\r" not in p.script  # (sbatch refuses a script with CR LF)
+    path = tmp_path / "batch.sh"
+    path.write_bytes(p.script.encode("utf-8", "surrogateescape"))
+    return subprocess.run(
+        ["bash", str(path), *p.args], env={"PATH": os.environ["PATH"], **env},
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("words", "inject_arg", "gpus"),
+    [
+        (["--cuda", "7", "x"], "--cuda", [2, 3]),
+        (["--cuda=7", "y"], "--cuda=machine", [1, 3]),
+        (["a", "--cuda"], "--cuda", [0]),  # the flag last: it gets a value
+        (["--cuda", "1", "--cuda=2", "--cuda", "3"], "--cuda=machine", [3]),  # every one
+        (["--devices", "4", "--device-x=1"], "--device", [1, 2]),  # not the flag: appended
+        ([], "--gpu", [2]),
+        (["--a'b$`c", "0"], "--a'b$`c=machine", [0, 2]),  # a flag with quotes and $
+        (["cuda:{cuda}", "on={gpus}", "{gpus}{cuda}{gpus}{x}", "{ gpus}"], None, [1, 2]),
+        (["--cuda", "{gpus}", "{cuda}"], "--cuda", [3, 0]),  # in the job's CUDA order
+    ],
+)
+def test_gpu_ids_in_the_command_are_the_local_queues(
+    words: list[str], inject_arg: str | None, gpus: list[int], tmp_path: Any
+) -> None:
+    spec = job(argv=[*PRINT, *words], **({"inject_arg": inject_arg} if inject_arg else {}))
+    p = plan(spec, SHARDED, log_dir="/l")
+    assert p.args == spec["argv"]  # still the script's arguments, never its text
+    cvd = ",".join(map(str, gpus))
+    for setup in (None, "export X=1"):
+        if setup:
+            p = plan({**spec, "env_setup": setup}, SHARDED, log_dir="/l")
+        done = _run_script(p, tmp_path, CUDA_VISIBLE_DEVICES=cvd)
+        assert done.returncode == 0, done.stderr
+        assert (
+            json.loads(done.stdout) == local_argv([*PRINT, *words], inject_arg, gpus)[len(PRINT) :]
+        )
+    # no CUDA_VISIBLE_DEVICES (slurmd did not set it): Slurm's own list of the job's GPUs
+    done = _run_script(p, tmp_path, SLURM_JOB_GPUS=cvd)
+    assert json.loads(done.stdout) == local_argv([*PRINT, *words], inject_arg, gpus)[len(PRINT) :]
+
+
+def test_placeholders_in_a_wrap_string_as_on_the_local_queue(tmp_path: Any) -> None:
+    p = plan(job(argv=None, wrap="echo {gpus} {cuda} $CUDA_VISIBLE_DEVICES"), SHARDED, log_dir="/l")
+    assert p.args == ["/bin/sh", "-c", "echo {gpus} {cuda} $CUDA_VISIBLE_DEVICES"]
+    done = _run_script(p, tmp_path, CUDA_VISIBLE_DEVICES="1,3")
+    assert done.stdout == "1,3 0,1 1,3\n"
+
+
+def test_a_job_without_gpu_ids_or_with_uuids_fails_saying_why(tmp_path: Any) -> None:
+    spec = job(argv=[*PRINT, "{cuda}"], inject_arg="--cuda=machine")
+    done = _run_script(plan(spec, SHARDED, log_dir="/l"), tmp_path)
+    assert done.returncode == 127 and done.stdout == ""
+    assert done.stderr == (
+        "berth: Slurm gave this job no GPU ids (CUDA_VISIBLE_DEVICES and SLURM_JOB_GPUS are "
+        "unset) to put in its command; the command was not run\n"
+    )
+    uuids = "GPU-8a6e1f2c-0000-0000-0000-000000000001"
+    done = _run_script(plan(spec, SHARDED, log_dir="/l"), tmp_path, CUDA_VISIBLE_DEVICES=uuids)
+    assert done.returncode == 127 and done.stdout == ""
+    assert done.stderr.startswith(f"berth: Slurm named this job's GPUs {uuids}, not by index")
+    # the job's own numbering needs no index: 0..n-1 whatever the names
+    spec = job(argv=[*PRINT, "{cuda}"], inject_arg="--cuda")
+    done = _run_script(plan(spec, SHARDED, log_dir="/l"), tmp_path, CUDA_VISIBLE_DEVICES=uuids)
+    assert json.loads(done.stdout) == ["0", "--cuda", "0"]
+
+
+AWKWARD = ["a b", "it's", "$HOME", "`id`", "x\ny", "c\r\nd", "\t", '"q"', "back\\slash", "*",
+           "-n", "é", "", "$(touch /tmp/pwned)", "\x7f\x01"]  # fmt: skip
+
+
+def test_a_sweeps_script_gives_each_task_its_words_quoted(tmp_path: Any) -> None:
+    argvs = [[*PRINT, v, "--i", str(i)] for i, v in enumerate(AWKWARD)]
+    array = ArraySpec.parse(f"0-{len(argvs) - 1}%3")
+    p = plan(job(argv=argvs[0], array_argvs=argvs), SHARDED, log_dir="/l", array=array)
+    assert p.args == [] and "--array=0-14%3" in p.argv
+    assert p.argv[p.argv.index("-o") + 1] == "/l/%A_%a.out"
+    for i, argv in enumerate(argvs):
+        done = _run_script(p, tmp_path, SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID=str(i))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == argv[len(PRINT) :]
+    done = _run_script(p, tmp_path, SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID="15")
+    assert (done.returncode, done.stdout) == (127, "")
+    assert "task 15 is none of this sweep's 15 (0-14)" in done.stderr
+
+
+def test_a_sweep_is_one_array_of_its_commands() -> None:
+    argvs = [["a", "1"], ["a", "2"]]
+    for bad in (None, ArraySpec.parse("0-2"), ArraySpec.parse("1-2")):
+        with pytest.raises(UsageError, match="a sweep of 2 commands runs as the array 0-1"):
+            plan(job(array_argvs=argvs), SHARDED, log_dir="/l", array=bad)
+
+
+def test_a_plain_job_runs_its_arguments_untouched() -> None:
+    script = plan(job(argv=["python", "{x}", "--cuda", "1"]), SHARDED, log_dir="/l").script
+    assert "_berth" not in script and script.endswith('exec "$@"\n')

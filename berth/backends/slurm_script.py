@@ -1,0 +1,177 @@
+"""The batch script berth writes for a Slurm job: text only (pure), bash, with nothing of the
+user's command ever re-parsed by a shell.
+
+What the script does, in order:
+
+1. Exports berth's variables (``BERTH_JOB_ID``, ``BERTH_ARRAY_*``, ``BERTH_GPUS``...).
+2. A sweep (``berth sweep``: each task of the array its own command) picks task i's command
+   by ``$SLURM_ARRAY_TASK_ID`` from a ``case`` of ``set --`` lines whose every word is quoted
+   by :func:`quote`; any other job's command is the script's arguments (``"$@"``), as sbatch
+   passed them.
+3. When the command wants its GPU ids (``--inject-arg``, ``{gpus}`` / ``{cuda}``:
+   :mod:`berth.wire.inject`), computes them from what slurmd gave the job and puts them in
+   the words of ``"$@"`` with bash's own string operations (no ``eval``, no re-parse), with
+   the local queue's meaning: ``{cuda}`` and ``--inject-arg --cuda`` are ``0..n-1`` (the job's
+   own numbering: CUDA numbers the devices of ``CUDA_VISIBLE_DEVICES`` from 0); ``{gpus}`` and
+   ``--cuda=machine`` are the ids Slurm put in ``CUDA_VISIBLE_DEVICES`` (what ``$BERTH_GPUS``
+   shows), which are the node's GPU indices (as ``SLURM_JOB_GPUS``) unless the cluster
+   constrains devices with cgroups: then Slurm renumbers them from 0, and those are the only
+   numbers that name the job's GPUs from inside it. Without ``CUDA_VISIBLE_DEVICES`` the ids
+   are ``SLURM_STEP_GPUS`` / ``SLURM_JOB_GPUS``. A job that has no GPU ids, or (for
+   ``{gpus}`` / ``--cuda=machine``) ids that are not indices (UUIDs, MIG devices), fails with
+   the reason, exit status 127, its command not run.
+4. Runs the environment setup (``--env-setup`` / ``--conda``: the user's own shell text),
+   then ``exec "$@"``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+HEAD = """\
+#!/bin/bash
+# Written by berth (--backend slurm) for job {name}. The command is never re-parsed by a shell:
+# it is this script's arguments ("$@") as sbatch passed them, or, for a sweep, quoted words.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+if [ -n "${{SLURM_ARRAY_JOB_ID:-}}" ]; then
+  export BERTH_ARRAY_JOB_ID="$SLURM_ARRAY_JOB_ID" BERTH_ARRAY_TASK_ID="$SLURM_ARRAY_TASK_ID"
+  export BERTH_JOB_ID="${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"
+else
+  export BERTH_JOB_ID="$SLURM_JOB_ID"
+fi
+export BERTH_GPUS="${{CUDA_VISIBLE_DEVICES:-}}"
+export BERTH_ATTEMPT=$(( ${{SLURM_RESTART_COUNT:-0}} + 1 ))
+"""
+
+FAIL = """\
+_berth_no() {
+  echo "berth: $*; the command was not run" >&2
+  exit 127
+}
+"""
+
+IDS = """\
+_berth_gpus=${CUDA_VISIBLE_DEVICES-}
+if [ -z "$_berth_gpus" ] || [ "$_berth_gpus" = NoDevFiles ]; then
+  _berth_gpus=${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS-}}
+fi
+[ -n "$_berth_gpus" ] || _berth_no "Slurm gave this job no GPU ids (CUDA_VISIBLE_DEVICES \\
+and SLURM_JOB_GPUS are unset) to put in its command"
+IFS=, read -r -a _berth_list <<<"$_berth_gpus"
+_berth_cuda=
+for ((_berth_i = 0; _berth_i < ${#_berth_list[@]}; _berth_i++)); do
+  _berth_cuda+=${_berth_cuda:+,}$_berth_i
+done
+"""
+
+MACHINE = """\
+[[ $_berth_gpus =~ ^[0-9]+(,[0-9]+)*$ ]] || _berth_no "Slurm named this job's GPUs \\
+$_berth_gpus, not by index, so {gpus} and --inject-arg --cuda=machine mean nothing here; \\
+use {cuda} or --inject-arg --cuda (0..n-1, as the job sees its GPUs)"
+"""
+
+FILL = """\
+_berth_argv=()
+for _berth_w in "$@"; do
+  _berth_w=${_berth_w//"{gpus}"/"$_berth_gpus"}
+  _berth_w=${_berth_w//"{cuda}"/"$_berth_cuda"}
+  _berth_argv+=("$_berth_w")
+done
+set -- "${_berth_argv[@]}"
+"""
+
+# berth.wire.inject.rewrite, word for word: the flag's value replaced wherever the command has
+# it (FLAG VALUE, FLAG=VALUE; FLAG as the last word gets one), else FLAG VALUE appended.
+REWRITE = """\
+_berth_flag={flag}
+_berth_value=${value}
+_berth_argv=("$1")
+shift
+_berth_found=
+while [ $# -gt 0 ]; do
+  if [[ $1 == "$_berth_flag" ]]; then
+    _berth_argv+=("$1" "$_berth_value")
+    _berth_found=1
+    shift
+    [ $# -gt 0 ] && shift
+    continue
+  fi
+  if [[ $1 == "$_berth_flag="* ]]; then
+    _berth_argv+=("$_berth_flag=$_berth_value")
+    _berth_found=1
+  else
+    _berth_argv+=("$1")
+  fi
+  shift
+done
+[ -n "$_berth_found" ] || _berth_argv+=("$_berth_flag" "$_berth_value")
+set -- "${{_berth_argv[@]}}"
+"""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def quote(word: str) -> str:
+    """``word`` as one bash word that means exactly it: single quotes (:func:`shlex.quote`),
+    or ``$'...'`` with escapes when it holds control characters, so that the script has no
+    carriage return (sbatch refuses a script with CR LF) and every task stays one line."""
+    if not _CONTROL.search(word):
+        return shlex.quote(word)
+    out = []
+    for ch in word:
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif _CONTROL.match(ch):
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+def _tasks(argvs: Sequence[Sequence[str]]) -> str:
+    lines = ['case "${SLURM_ARRAY_TASK_ID-}" in']
+    for i, argv in enumerate(argvs):
+        lines.append(f"  {i}) set -- {' '.join(quote(w) for w in argv)} ;;")
+    lines.append(
+        f"  *) _berth_no \"task ${{SLURM_ARRAY_TASK_ID-(none)}} is none of this sweep's"
+        f' {len(argvs)} (0-{len(argvs) - 1})" ;;'
+    )
+    lines.append("esac")
+    return "\n".join(lines) + "\n"
+
+
+def script(
+    name: str,
+    *,
+    tail: str,
+    argvs: Sequence[Sequence[str]] | None = None,
+    inject: tuple[str, str] | None = None,
+    placeholders: bool = False,
+    machine: bool = False,
+) -> str:
+    """The batch script of job ``name``. ``tail``: what runs the command (``exec "$@"``,
+    after the environment setup if any); ``argvs``: a sweep's commands, task i runs
+    ``argvs[i]``; ``inject``: ``--inject-arg``'s (flag, form); ``placeholders``: some word
+    holds ``{gpus}`` or ``{cuda}``; ``machine``: the machine's ids are wanted (``{gpus}``,
+    ``--cuda=machine``)."""
+    text = HEAD.format(name=name.replace("\n", " ").replace("\r", " "))
+    if argvs is not None or inject or placeholders:
+        text += FAIL
+    if argvs is not None:
+        text += _tasks(argvs)
+    if inject or placeholders:
+        text += IDS
+        if machine:
+            text += MACHINE
+    if placeholders:
+        text += FILL
+    if inject:
+        flag, form = inject
+        value = "_berth_cuda" if form == "job" else "_berth_gpus"
+        text += REWRITE.format(flag=quote(flag), value=value)
+    return text + tail + "\n"
