@@ -16,7 +16,7 @@ still qualifies: most berth share, then most processes, then most memory used), 
 
 from __future__ import annotations
 
-from berth.choose_filters import reasons
+from berth.choose_reasons import reasons
 from berth.errors import UsageError
 
 TYPE_CHECKING = False
