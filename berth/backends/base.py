@@ -3,8 +3,8 @@ the jobs. Two backends satisfy it: the local berth daemon (:mod:`berth.backends.
 Slurm (:mod:`berth.backends.slurm`); one conformance suite (tests/slurm/test_conformance.py)
 runs against both.
 
-A job is submitted as the job dict of ``berth submit`` (the fields of
-``berth.wire.protocol.JOB_FIELDS``) and comes back as a :class:`JobInfo`. Job ids are
+A job is submitted as the :class:`~berth.wire.jobspec.JobSpec` ``berth submit`` builds and
+comes back as a :class:`JobInfo`. Job ids are
 strings: ``"12"``, or ``"12_3"`` for task 3 of array job 12 (Slurm's notation).
 
 Arrays: ``submit(job, array=ArraySpec.parse("0-9%2"))`` queues one job of N tasks, at most
@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Protocol
 
+    from berth.wire.jobspec import JobSpec
+
     class Backend(Protocol):
         name: str
 
-        def submit(self, job: dict[str, Any], array: ArraySpec | None = None) -> Submitted:
+        def submit(self, job: JobSpec, array: ArraySpec | None = None) -> Submitted:
             """Queue the job (all of its tasks, for an array); durable once this returns."""
 
         def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:

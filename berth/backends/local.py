@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.backends.base import ArraySpec
+    from berth.wire.jobspec import JobSpec
 
 
 def _int(job_id: str) -> int | str:
@@ -56,10 +57,10 @@ class Local:
         with Client(self.socket) as c:
             return c.call(kind, **fields)
 
-    def submit(self, job: dict[str, Any], array: ArraySpec | None = None) -> Submitted:
+    def submit(self, job: JobSpec, array: ArraySpec | None = None) -> Submitted:
         if array is not None:
-            job = {**job, "array": array.text}
-        reply = self._call("submit", job=job)
+            job = job.replace(array=array.text)  # (a parsed ArraySpec's normalised text)
+        reply = self._call("submit", job=job.to_dict())
         return Submitted(
             str(reply["job_id"]), reply.get("stdout"), reply.get("stderr"), reply.get("tasks", ())
         )

@@ -1,5 +1,5 @@
 """The job spec of ``berth submit`` as an ``sbatch`` call: pure (no I/O), one function,
-:func:`plan`, taking the job dict (the fields of ``berth.wire.protocol.JOB_FIELDS``).
+:func:`plan`, taking the job (a :class:`berth.wire.jobspec.JobSpec`).
 
 What maps to what (docs/slurm.md says the same for users):
 
@@ -47,10 +47,10 @@ from berth.backends.base import Unsupported
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-    from typing import Any
+    from collections.abc import Mapping
 
     from berth.backends.base import ArraySpec
+    from berth.wire.jobspec import JobSpec
 
 MIB = 1 << 20
 
@@ -106,9 +106,9 @@ def _refuse(what: str, why: str) -> Unsupported:
     return Unsupported(f"{what}: not on Slurm: {why}")
 
 
-def _gres(job: Mapping[str, Any], cluster: Cluster) -> str:
-    gpus = job.get("gpus", 1)
-    name = job.get("name_filter")
+def _gres(job: JobSpec, cluster: Cluster) -> str:
+    gpus = job.gpus
+    name = job.name_filter
     if gpus >= 1:
         if name:
             types = [t for t in cluster.gpu_types if name.lower() in t.lower()]
@@ -139,7 +139,7 @@ def _time(seconds: float) -> str:
     return f"{days}-{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def _check(job: Mapping[str, Any]) -> None:
+def _check(job: JobSpec) -> None:
     refused = (
         ("mem", "--mem", "Slurm does not schedule by GPU memory; a whole GPU comes with all "
          "of its memory (pick a GPU type with --gpu-name), and --mem-per-gpu asks host RAM"),
@@ -154,12 +154,12 @@ def _check(job: Mapping[str, Any]) -> None:
          "asks Slurm to mail you"),
     )  # fmt: skip
     for key, flag, why in refused:
-        if job.get(key):
+        if getattr(job, key):
             raise _refuse(flag, why)
 
 
 def plan(
-    job: Mapping[str, Any],
+    job: JobSpec,
     cluster: Cluster,
     *,
     log_dir: str,
@@ -183,53 +183,52 @@ def plan(
     if mem_per_gpu is not None:
         mib = f"{max(1, math.ceil(mem_per_gpu / MIB))}M"
         argv.append(f"--mem={mib}" if gres.startswith("shard:") else f"--mem-per-gpu={mib}")
-    if job.get("time_limit"):
-        argv += ["-t", _time(job["time_limit"])]
-    argv_cmd: Sequence[str] | None = job.get("argv")
-    name = job.get("name") or (os.path.basename(argv_cmd[0]) if argv_cmd else "wrap")
+    if job.time_limit:
+        argv += ["-t", _time(job.time_limit)]
+    argv_cmd = job.argv
+    name = job.name or (os.path.basename(argv_cmd[0]) if argv_cmd else "wrap")
     argv += ["-J", name]
     default = "%A_%a.out" if array is not None else "%j.out"
-    stdout = job.get("stdout") or os.path.join(log_dir, default)
-    stderr = job.get("stderr") or stdout
-    argv += ["-o", stdout, "-e", stderr, "-D", job["cwd"]]
-    deps = job.get("after_ok") or []
-    if deps:
-        argv.append("--dependency=afterok:" + ":".join(str(d) for d in deps))
-    if job.get("requeue"):
+    stdout = job.stdout or os.path.join(log_dir, default)
+    stderr = job.stderr or stdout
+    argv += ["-o", stdout, "-e", stderr, "-D", job.cwd]
+    if job.after_ok:
+        argv.append("--dependency=afterok:" + ":".join(str(d) for d in job.after_ok))
+    if job.requeue:
         argv.append("--requeue")
-    if job.get("hold"):
+    if job.hold:
         argv.append("--hold")
-    if job.get("priority"):
-        argv.append(f"--nice={-int(job['priority'])}")
+    if job.priority:
+        argv.append(f"--nice={-job.priority}")
     if array is not None:
         argv.append(f"--array={array.text}")
-    if job.get("mail_user"):
-        argv += [f"--mail-user={job['mail_user']}", "--mail-type=END,FAIL"]
+    if job.mail_user:
+        argv += [f"--mail-user={job.mail_user}", "--mail-type=END,FAIL"]
     argv.append("--export=ALL")
 
-    env = {str(k): str(v) for k, v in job["env"].items()}
+    env = dict(job.env)
     for key, value in (environ or {}).items():
         env.setdefault(key, value)
-    setup = job.get("env_setup")
-    if job.get("conda"):
-        env["BERTH_CONDA_ENV"] = job["conda"]
+    setup = job.env_setup
+    if job.conda:
+        env["BERTH_CONDA_ENV"] = job.conda
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
     elif setup and "conda" in setup:
         setup = CONDA_HOOK + "\n" + setup
-    args = ["/bin/sh", "-c", job["wrap"]] if job.get("wrap") else list(argv_cmd or [])
+    args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
     script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
     return Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
 
 
-def _sweep(job: Mapping[str, Any], array: ArraySpec | None) -> list[list[str]] | None:
+def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:
     """A sweep's commands (task i runs command i), checked against its array."""
     from berth.errors import UsageError
 
-    argvs = job.get("array_argvs")
+    argvs = job.array_argvs
     if argvs is None:
         return None
     n = len(argvs)
-    if array is None or array.indices != tuple(range(n)) or job.get("wrap") or not n:
+    if array is None or array.indices != tuple(range(n)) or job.wrap or not n:
         raise UsageError(
             f"a sweep of {n} commands runs as the array 0-{n - 1}, one command per task "
             f"(not {array.text if array else 'without an array'}, nor with --wrap)"
@@ -238,7 +237,7 @@ def _sweep(job: Mapping[str, Any], array: ArraySpec | None) -> list[list[str]] |
 
 
 def _script(
-    job: Mapping[str, Any], name: str, args: list[str], argvs: list[list[str]] | None, setup: str
+    job: JobSpec, name: str, args: list[str], argvs: list[list[str]] | None, setup: str
 ) -> str:
     """The batch script: the sweep's commands, the GPU ids put in the command as the local
     daemon puts them (:mod:`berth.wire.inject`), the setup, ``exec "$@"``."""
@@ -249,9 +248,9 @@ def _script(
     words = [w for a in (argvs if argvs is not None else [args]) for w in a]
     placeholders = any("{gpus}" in w or "{cuda}" in w for w in words)
     flag_form = None
-    if job.get("inject_arg") and not job.get("wrap"):  # (as the daemon: not in a --wrap)
+    if job.inject_arg and not job.wrap:  # (as the daemon: not in a --wrap)
         try:
-            flag_form = inject.parse(job["inject_arg"])
+            flag_form = inject.parse(job.inject_arg)
         except ValueError as e:
             raise UsageError(str(e)) from None
     machine = any("{gpus}" in w for w in words) or (

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from berth.backends.base import ArraySpec
     from berth.backends.sbatch import Cluster, Plan
+    from berth.wire.jobspec import JobSpec
 
 # sbatch's reasons for refusing a job, and what they mean for a berth user.
 HINTS = {
@@ -113,20 +114,20 @@ class Slurm:
 
     def submit(
         self,
-        job: dict[str, Any],
+        job: JobSpec,
         array: ArraySpec | None = None,
         mem_per_gpu: int | None = None,
     ) -> Submitted:
         p = self.plan(job, array, mem_per_gpu)
-        self._check_dependencies(job.get("after_ok") or [])
+        self._check_dependencies(list(job.after_ok))
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
         if done.returncode != 0 or not done.stdout.strip():
             raise self._refusal(done.stderr, p.argv, array)
         job_id = done.stdout.strip().split(";")[0]
         name = p.argv[p.argv.index("-J") + 1]
-        user = job["env"].get("USER") or _user()
-        record = {"id": job_id, "name": name, "user": user, "cwd": job["cwd"],
+        user = job.env.get("USER") or _user()
+        record = {"id": job_id, "name": name, "user": user, "cwd": job.cwd,
                   "stdout": p.stdout, "stderr": p.stderr, "array": array and array.text,
                   "script": script,
                   "submitted": time.time()}  # fmt: skip
@@ -137,14 +138,14 @@ class Slurm:
         first = tasks[0] if tasks else job_id
         return Submitted(
             job_id,
-            q.expand(p.stdout, first, user, name, job["cwd"]),
-            q.expand(p.stderr, first, user, name, job["cwd"]),
+            q.expand(p.stdout, first, user, name, job.cwd),
+            q.expand(p.stderr, first, user, name, job.cwd),
             tasks,
             warnings=_errors(done.stderr),
         )
 
     def plan(
-        self, job: dict[str, Any], array: ArraySpec | None = None, mem_per_gpu: int | None = None
+        self, job: JobSpec, array: ArraySpec | None = None, mem_per_gpu: int | None = None
     ) -> Plan:
         """The sbatch call ``submit`` would make (nothing is submitted nor written)."""
         from berth.backends.sbatch import plan

@@ -39,7 +39,7 @@ def _status(info: JobInfo | None) -> int:
 
 def submit(args: argparse.Namespace) -> int:
     from berth.backends.base import ArraySpec
-    from berth.cli.submit import build_job
+    from berth.cli.submit import job_spec
     from berth.errors import UsageError
     from berth.units import parse_size
 
@@ -55,7 +55,7 @@ def submit(args: argparse.Namespace) -> int:
         for _, spec in specs:
             _say(args, backend.submit(spec, mem_per_gpu=mem), None)
         return 0
-    sub = backend.submit(build_job(args), array=array, mem_per_gpu=mem)
+    sub = backend.submit(job_spec(args), array=array, mem_per_gpu=mem)
     _say(args, sub, array)
     if args.interactive:
         return _follow(backend, sub.id, sub.stdout, sub.stderr, detach_hint=True)
@@ -81,7 +81,7 @@ def sweep(args: argparse.Namespace) -> int:
     import shlex
 
     from berth.backends.base import ArraySpec
-    from berth.cli.submit import build_job
+    from berth.cli.submit import job_spec
     from berth.cli.sweep import grid, show
     from berth.units import parse_size
 
@@ -91,8 +91,7 @@ def sweep(args: argparse.Namespace) -> int:
     array = ArraySpec.parse(f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else ""))
     mem = parse_size(args.mem_per_gpu, what="--mem-per-gpu") if args.mem_per_gpu else None
     args.argv = ["--", *commands[0]]
-    job = build_job(args)
-    job["array_argvs"] = commands
+    job = job_spec(args, array=array.text, array_argvs=commands)
     if args.dry_run:
         p = backend.plan(job, array, mem)  # (what Slurm cannot do is refused here too)
         show(commands, axes)

@@ -28,6 +28,9 @@ of this shell (--export NONE|ALL|VAR,VAR), plus CUDA_VISIBLE_DEVICES,
 CUDA_DEVICE_ORDER=PCI_BUS_ID, BERTH_JOB_ID, BERTH_GPUS, BERTH_GPU_UUIDS, BERTH_ATTEMPT (2 and
 up when it runs again after --requeue or --retries).
 
+The job is checked here as the daemon checks it (berth/wire/jobspec.py): a value it would
+refuse is refused before anything is sent, with the daemon's message.
+
 --gpu-ids without -g asks for exactly those GPUs (--gpu-ids 0,1: two GPUs, 0 and 1); with -g N
 it is N GPUs out of them. GPU lists take ranges: 0-3, 0-3,6. A time limit above the daemon's
 --max-job-time is refused at submit (`berth show ID` shows the limit in force).
@@ -60,6 +63,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
+
+    from berth.wire.jobspec import JobSpec
 
 HELP = "queue a job with the daemon (like sbatch)"
 # Nothing is held once the daemon has answered (the job is durable there): main() may skip
@@ -150,11 +155,29 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
         a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
 
 
-def build_job(args: argparse.Namespace) -> dict[str, Any]:
-    """The job spec sent to the daemon (validated here as far as it can be)."""
+def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
+    """The job to send, checked as the daemon will check it (:meth:`JobSpec.from_dict`, the
+    one validator of a job): bad input is refused here, before anything is sent, with the
+    daemon's message (as a usage error). ``more``: fields the command adds (``array``, a
+    sweep's ``array_argvs``)."""
+    from berth.errors import UsageError
+    from berth.wire.jobspec import JobSpec
+    from berth.wire.protocol import ProtocolError
+
+    raw = _fields(args)
+    raw.update(more)
+    try:
+        return JobSpec.from_dict(raw)
+    except ProtocolError as e:
+        raise UsageError(e.message) from None
+
+
+def _fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's fields from submit's options; what only the command line can check (an
+    option's syntax, a directory, a conda environment) is checked here."""
     from berth.cli.command import words
     from berth.errors import UsageError
-    from berth.units import parse_duration, parse_gpu_indices, parse_size
+    from berth.units import GPU_COUNT_RULE, parse_duration, parse_gpu_indices, parse_size
     from berth.wire.env import export_env
 
     command = words(args.argv, args.wrap, prog="berth submit")
@@ -166,11 +189,9 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
     if choice is not None:
         text = f"{choice.gpus:g}"
     try:
-        gpus: float = float(text)
+        gpus = float(text)  # (then checked by the job spec, with the daemon's message)
     except ValueError:
-        gpus = -1
-    if not gpus > 0 or (gpus > 1 and gpus != int(gpus)):
-        raise UsageError(f"invalid -g/--gpus {text!r}: use an integer (2) or a fraction (0.5)")
+        raise UsageError(f"invalid -g/--gpus {text!r}: {GPU_COUNT_RULE}") from None
     if gpu_ids and gpus > len(gpu_ids):
         raise UsageError(
             f"-g {text} --gpu-ids {args.gpu_ids}: asks for more GPUs than --gpu-ids names "
@@ -178,7 +199,7 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
             + (f" (-g {text} from {choice.source})" if choice is not None else "")
         )
     job: dict[str, Any] = {
-        "gpus": int(gpus) if gpus == int(gpus) else gpus,
+        "gpus": int(gpus) if gpus.is_integer() else gpus,
         "env": export_env(args.export, dict(os.environ)),
         "cwd": os.path.abspath(args.chdir or os.getcwd()),
         "priority": args.priority,
@@ -254,14 +275,14 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
         job["mail_user"] = args.mail_user
 
 
-def check_mail(job: dict[str, Any]) -> None:
+def check_mail(job: JobSpec) -> None:
     """--mail-user on this machine needs its MTA (on Slurm, Slurm mails)."""
     from berth.errors import UsageError
     from berth.wire.env import sendmail
 
-    if job.get("mail_user") and sendmail(job["env"].get("PATH", "")) is None:
+    if job.mail_user and sendmail(job.env.get("PATH", "")) is None:
         raise UsageError(
-            f"--mail-user {job['mail_user']}: no mail transfer agent here (no sendmail in "
+            f"--mail-user {job.mail_user}: no mail transfer agent here (no sendmail in "
             "PATH, /usr/sbin or /usr/lib): use --notify with a command that tells you"
         )
 
@@ -353,18 +374,18 @@ def run(args: argparse.Namespace) -> int:
         from berth.cli import submit_file
 
         return submit_file.run(args)
-    job = build_job(args)
-    check_mail(job)
     array = getattr(args, "array", None)  # (`--array`: berth.cli.backend adds it)
     if array:
-        from berth.backends.base import ArraySpec
         from berth.errors import UsageError
+        from berth.wire.arrays import ArraySpec
 
         if args.unique or args.interactive:
             raise UsageError("--array: not with --unique or -i (each task has its own log)")
-        job["array"] = ArraySpec.parse(array).text
+        array = ArraySpec.parse(array).text
+    job = job_spec(args, array=array)
+    check_mail(job)
     with Client() as c:
-        reply = c.call("submit", job=job)
+        reply = c.call("submit", job=job.to_dict())
         job_id = reply["job_id"]
         if reply.get("duplicate"):
             sys.stderr.write(
@@ -379,8 +400,8 @@ def run(args: argparse.Namespace) -> int:
         elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
             out.write(f"Submitted job {job_id}{_array_said(reply)}\n")
-            if job.get("request_source"):
-                out.write(f"  GPUs from {job['request_source']}\n")
+            if job.request_source:
+                out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()
         if args.interactive:
             from berth.cli.logs import follow

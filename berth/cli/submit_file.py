@@ -12,7 +12,8 @@ file itself (:mod:`berth.jobsfile.detect`):
 
 Options on berth's own command line apply to every line (a line's own options win). Every
 line is checked before anything is submitted (its syntax, its conda environment, that its
-script or program exists), then the daemon checks them all and queues all or none
+script or program exists; every job as the daemon will check it: berth/wire/jobspec.py),
+then the daemon checks them all again and queues all or none
 (``submit_all``): a bad line, named as ``FILE:LINE:COLUMN``, queues nothing. With ``--unique``,
 submitting the file again after appending lines queues only the new ones (and the ones whose
 last run failed); ``berth watch FILE`` does that as lines are appended.
@@ -26,6 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
+
+    from berth.wire.jobspec import JobSpec
 
 
 def read_lines(path: str) -> list[tuple[int, str]]:
@@ -72,7 +75,7 @@ def _given(args: argparse.Namespace, parser: Any) -> tuple[dict[str, Any], dict[
 
 def jobs(
     args: argparse.Namespace, path: str | None = None, notes: list[str] | None = None
-) -> list[tuple[int, dict[str, Any]]]:
+) -> list[tuple[int, JobSpec]]:
     """(line number, job spec) of every job line of the file (or of ``path``); ``notes``
     gets what the user should be told once they are queued (how seed 002's lines map)."""
     from berth.errors import UsageError
@@ -97,10 +100,10 @@ def jobs(
 
 def berth_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
-) -> list[tuple[int, dict[str, Any]]]:
+) -> list[tuple[int, JobSpec]]:
     import shlex
 
-    from berth.cli.submit import build_job
+    from berth.cli.submit import job_spec
     from berth.errors import UsageError
     from berth.jobsfile.detect import column
 
@@ -126,25 +129,25 @@ def berth_jobs(
         if line.file or line.wait or line.interactive:
             raise UsageError(f"{where}:1: --file, --wait and -i are not for a line of a file")
         try:
-            spec = build_job(line)
+            spec = job_spec(line)
         except UsageError as e:
             raise UsageError(f"{where}:{column(text, str(e))}: {e}") from None
-        _check_command(spec, f"{where}:{column(text, (spec.get('argv') or [''])[0])}")
+        _check_command(spec, f"{where}:{column(text, (spec.argv or [''])[0])}")
         out.append((n, spec))
     return out
 
 
-def _check_command(spec: dict[str, Any], where: str) -> None:
+def _check_command(spec: JobSpec, where: str) -> None:
     """The command's program exists for the job (unless a setup script may bring it)."""
     from berth.errors import UsageError
     from berth.jobsfile import checks, seed002
 
-    argv = spec.get("argv")
-    if not argv or spec.get("env_setup"):
+    argv = spec.argv
+    if not argv or spec.env_setup:
         return
-    conda = checks.conda_dir(spec["conda"], spec["env"]) if spec.get("conda") else None
+    conda = checks.conda_dir(spec.conda, spec.env) if spec.conda else None
     try:
-        checks.check_program(argv[0], spec["env"], spec["cwd"], where, conda)
+        checks.check_program(argv[0], spec.env, spec.cwd, where, conda)
     except UsageError as e:
         if "," not in argv[0]:
             raise
@@ -156,11 +159,11 @@ def _check_command(spec: dict[str, Any], where: str) -> None:
 
 def seed_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
-) -> list[tuple[int, dict[str, Any]]]:
+) -> list[tuple[int, JobSpec]]:
     """Seed 002's lines as job specs (see the module's docstring)."""
     import os
 
-    from berth.cli.submit import build_job
+    from berth.cli.submit import job_spec
     from berth.errors import UsageError
     from berth.jobsfile import checks, seed002
 
@@ -194,7 +197,7 @@ def seed_jobs(
         python = _python(env, cwd, conda, f"{where}:{col[1]}")
         ns.argv = ["--", python, "-u", line.script, *line.args]
         try:
-            spec = build_job(ns)
+            spec = job_spec(ns)
         except UsageError as e:
             raise UsageError(f"{where}:{col[4] if len(col) > 4 else 1}: {e}") from None
         out.append((n, spec))
@@ -252,12 +255,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def submit_all(c: Any, path: str, specs: list[tuple[int, dict[str, Any]]]) -> list[Any]:
+def submit_all(c: Any, path: str, specs: list[tuple[int, JobSpec]]) -> list[Any]:
     """Queue every spec, all or none; a refusal names its line."""
     from berth.client import DaemonError
 
     try:
-        replies: list[Any] = c.call("submit_all", jobs=[s for _, s in specs])["replies"]
+        jobs = [s.to_dict() for _, s in specs]
+        replies: list[Any] = c.call("submit_all", jobs=jobs)["replies"]
     except DaemonError as e:
         import re
 

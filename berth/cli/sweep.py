@@ -81,16 +81,15 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         show(commands, axes)
         return 0
-    from berth.cli.submit import _array_said, build_job, check_mail
+    from berth.cli.submit import _array_said, check_mail, job_spec
     from berth.client import Client
 
     args.argv = ["--", *commands[0]]
-    job = build_job(args)
+    array = f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else "")
+    job = job_spec(args, array=array, array_argvs=commands)
     check_mail(job)
-    job["array"] = f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else "")
-    job["array_argvs"] = commands
     with Client() as c:
-        reply = c.call("submit", job=job)
+        reply = c.call("submit", job=job.to_dict())
         if args.parsable:
             sys.stdout.write(f"{reply['job_id']}\n")
         elif args.json and not args.wait:

@@ -28,9 +28,9 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
 
     from berth.jobsfile.watchstate import State
+    from berth.wire.jobspec import JobSpec
 
 HELP = "queue the lines of a jobs file once each, as they are appended (seed 002's jobs.txt)"
 
@@ -124,11 +124,13 @@ class Watcher:
 
     def _specs(
         self, new: list[tuple[str, int, str]], lines: list[tuple[int, str]]
-    ) -> list[tuple[str, int, dict[str, Any]]]:
+    ) -> list[tuple[str, int, JobSpec]]:
         """Each new line as a spec (with its ``once`` key); bad ones reported and left out."""
         from berth.cli import submit_file
         from berth.errors import UsageError
         from berth.jobsfile import detect, seed002
+        from berth.wire.jobspec import JobSpec
+        from berth.wire.protocol import ProtocolError
 
         if not new:
             return []
@@ -155,11 +157,17 @@ class Watcher:
                 self._warn(f"{self.path}:{n}: {e}; left out")
                 self.bad.add(key)
                 continue
-            spec["once"] = self.state.once(key)
+            try:
+                spec = JobSpec.from_dict({**spec.to_dict(), "once": self.state.once(key)})
+            except ProtocolError as e:  # (e.g. --unique: one identity per job)
+                self._warn(f"{self.path}:{n}: {e.message}; left out (fix the line to have it "
+                           "queued)")  # fmt: skip
+                self.bad.add(key)
+                continue
             out.append((key, n, spec))
         return out
 
-    def _submit(self, specs: list[tuple[str, int, dict[str, Any]]]) -> str | None:
+    def _submit(self, specs: list[tuple[str, int, JobSpec]]) -> str | None:
         """Queue the specs, all or none; the key of a line the daemon refused (reported,
         left out), or None (queued, or no daemon: they wait)."""
         import re
@@ -169,7 +177,7 @@ class Watcher:
 
         try:
             with Client() as c:
-                replies = c.call("submit_all", jobs=[s for _, _, s in specs])["replies"]
+                replies = c.call("submit_all", jobs=[s.to_dict() for _, _, s in specs])["replies"]
         except DaemonUnreachable as e:
             if not self.waiting:
                 self._warn(f"{e}; {len(specs)} line(s) wait for it")

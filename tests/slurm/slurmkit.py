@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from slurmrig import SlurmRig, missing_binaries
 
+from berth.wire.jobspec import JobSpec
+
 
 def start_cluster(accounting: bool = False) -> Iterator[SlurmRig]:
     """A test cluster for the length of a fixture; skipped when Slurm (or, for accounting,
@@ -58,13 +60,13 @@ class BackendRig:
         self.cwd = cwd
         self.kind = kind
 
-    def job(self, *argv: str, **fields: Any) -> dict[str, Any]:
+    def job(self, *argv: str, **fields: Any) -> JobSpec:
         job: dict[str, Any] = {"env": dict(self.env), "cwd": self.cwd, "gpus": 1, **fields}
         if "wrap" not in fields:
             job["argv"] = list(argv)
-        return job
+        return JobSpec.from_dict(job)
 
-    def sh(self, script: str, **fields: Any) -> dict[str, Any]:
+    def sh(self, script: str, **fields: Any) -> JobSpec:
         """A job running ``sh -c script`` (the test's own shell text)."""
         return self.job("sh", "-c", script, **fields)
 

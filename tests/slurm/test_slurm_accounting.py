@@ -14,6 +14,7 @@ from slurmkit import start_cluster
 from slurmrig import SlurmRig
 
 from berth.backends.slurm import Slurm
+from berth.wire.jobspec import JobSpec
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["no-accounting", "accounting"])
@@ -45,8 +46,8 @@ def test_ended_jobs_exit_codes_before_and_after_the_controller_forgets(
     assert b.accounting() is forgetful.accounting
 
     def job(script: str) -> str:
-        return b.submit({"argv": ["sh", "-c", script], "env": env, "cwd": str(tmp_path),
-                         "gpus": 1}).id  # fmt: skip
+        return b.submit(JobSpec.from_dict({"argv": ["sh", "-c", script], "env": env,
+                                           "cwd": str(tmp_path), "gpus": 1})).id  # fmt: skip
 
     ok, bad = job("echo fine"), job("echo broken; exit 3")
     for i in (ok, bad):

@@ -18,6 +18,7 @@ from helpers import wait_until
 
 from berth.backends.slurm import Slurm
 from berth.client import Client
+from berth.wire.jobspec import JobSpec
 
 RECORD = 'echo "$CUDA_VISIBLE_DEVICES $(date +%s.%N)"; sleep 0.3; date +%s.%N'
 
@@ -47,7 +48,7 @@ class Allocation:
         spec = {"argv": [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm",
                          "--foreground"],
                 "env": self.env, "cwd": self.root, "gpus": gpus, "name": "alloc"}  # fmt: skip
-        self.job = self.backend.submit(spec).id
+        self.job = self.backend.submit(JobSpec.from_dict(spec)).id
         self.dir = os.path.join(self.tmp, f"berth-{os.getuid()}", f"slurm-{self.job}")
         sock = os.path.join(self.dir, "daemon.sock")
         log = self.backend.logs(self.job)[0]
@@ -159,10 +160,10 @@ def test_40_half_gpu_jobs_run_8_at_a_time_in_one_allocation_of_4(
 
 
 def test_the_daemon_uses_only_the_allocations_gpus(allocation: Allocation) -> None:
-    blocker = allocation.backend.submit(
+    blocker = allocation.backend.submit(JobSpec.from_dict(
         {"argv": ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES; sleep 60"], "env": allocation.env,
          "cwd": allocation.root, "gpus": 1}
-    )  # fmt: skip
+    ))  # fmt: skip
     taken = wait_until(
         lambda: _text(allocation.backend.logs(blocker.id)[0]),
         timeout=20, message="another job holds a GPU",

@@ -15,17 +15,23 @@ from slurmkit import local_argv
 from berth.backends.base import ArraySpec, Unsupported
 from berth.backends.sbatch import Cluster, plan
 from berth.errors import UsageError
+from berth.wire.jobspec import JobSpec
 
 SHARDED = Cluster({"n1": ({"": 4}, 8), "n2": ({"a100": 2, "h100": 2}, 16)})
 PLAIN = Cluster({"n1": ({"": 4}, 0)})
 
 
-def job(**fields: Any) -> dict[str, Any]:
-    return {"argv": ["python", "train.py", "--lr", "0.1"], "env": {"A": "1"}, "cwd": "/w",
-            **fields}  # fmt: skip
+def job(**fields: Any) -> JobSpec:
+    """A job as `berth submit` builds it (a field given as None is left out); a sweep's
+    ``array_argvs`` unchecked, so that plan's own check of a sweep is what is tested."""
+    argvs = fields.pop("array_argvs", None)
+    raw = {"argv": ["python", "train.py", "--lr", "0.1"], "env": {"A": "1"}, "cwd": "/w",
+           **fields}  # fmt: skip
+    spec = JobSpec.from_dict({k: v for k, v in raw.items() if v is not None})
+    return spec if argvs is None else spec.replace(array_argvs=tuple(map(tuple, argvs)))
 
 
-def argv(spec: dict[str, Any], cluster: Cluster = SHARDED, **kw: Any) -> list[str]:
+def argv(spec: JobSpec, cluster: Cluster = SHARDED, **kw: Any) -> list[str]:
     return plan(spec, cluster, log_dir="/logs", **kw).argv
 
 
@@ -182,11 +188,11 @@ def test_gpu_ids_in_the_command_are_the_local_queues(
 ) -> None:
     spec = job(argv=[*PRINT, *words], **({"inject_arg": inject_arg} if inject_arg else {}))
     p = plan(spec, SHARDED, log_dir="/l")
-    assert p.args == spec["argv"]  # still the script's arguments, never its text
+    assert p.args == list(spec.argv or ())  # still the script's arguments, never its text
     cvd = ",".join(map(str, gpus))
     for setup in (None, "export X=1"):
         if setup:
-            p = plan({**spec, "env_setup": setup}, SHARDED, log_dir="/l")
+            p = plan(spec.replace(env_setup=setup), SHARDED, log_dir="/l")
         done = _run_script(p, tmp_path, CUDA_VISIBLE_DEVICES=cvd)
         assert done.returncode == 0, done.stderr
         assert (
