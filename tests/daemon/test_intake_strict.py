@@ -1,6 +1,7 @@
 """Every field a client sends is checked by exact type and range before anything is stored or
-sent to a supervisor (berth/daemon/validate.py): a refusal is BAD_REQUEST naming the field and
-the value, and changes nothing; the daemon goes on (and starts again) as before."""
+sent to a supervisor (a job: berth/wire/jobspec.py; other requests: berth/daemon/validate.py):
+a refusal is BAD_REQUEST naming the field and the value, and changes nothing; the daemon goes
+on (and starts again) as before."""
 
 from __future__ import annotations
 
