@@ -5,10 +5,13 @@
 - :mod:`berth.wire.ptyframes`: what an attached terminal sends to a ``--pty`` job's relay;
 - :mod:`berth.wire.env`: the job's environment as captured at submit (``--export``), how its
   setup runs (``--env-setup``, ``--conda``), which ``sendmail`` its ``PATH`` finds;
-- :mod:`berth.wire.inject`: the job's GPU ids in its command (``--inject-arg``, ``{gpus}``).
+- :mod:`berth.wire.inject`: the job's GPU ids in its command (``--inject-arg``, ``{gpus}``);
+- :mod:`berth.wire.jobspec`: the job itself (:class:`~berth.wire.jobspec.JobSpec`), from the
+  CLI to the launcher, and its one validator; :mod:`berth.wire.checks`: the exact-type checks
+  it shares with the daemon's other requests; :mod:`berth.wire.arrays`: ``--array 0-9%2``.
 
-Each module is small and imports only the standard library (no ``berth`` module), so the
-CLI (``berth submit``, ``berth queue``...) reaches a daemon without importing the daemon;
+Each module is small and imports only the standard library (and ``berth.errors`` and
+``berth.units``, which import nothing of berth's), so the CLI (``berth submit``, ``berth queue``...) reaches a daemon without importing the daemon;
 ``berth/cli`` and ``berth/client.py`` import :mod:`berth.wire`, never :mod:`berth.daemon`
 (except ``berth daemon`` itself, which starts one).
 """
