@@ -5,7 +5,8 @@
 ...     print(g.index, g.name, g.memory_free, g.utilization)
 >>> ids = [g.index for g in berth.select(2, min_free="20G")]
 
-``berth.select`` takes the same parameters as ``berth select`` and raises
+``berth.select`` takes the same filters as ``berth select`` (keyword arguments named as its
+options: :class:`berth.filters.FilterArgs`) and raises
 ``berth.errors.NotEnoughGpus`` (its message says why each other GPU did not qualify) when
 fewer GPUs qualify than asked. It only picks: to hold GPUs against others use
 ``berth.acquire``.
@@ -19,14 +20,15 @@ from berth.errors import NotEnoughGpus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
-    from typing import Literal
+    from collections.abc import Mapping, Sequence
+    from typing import Unpack
 
-    from berth.choose import Held, Selection
+    from berth.choose import Claimed, Selection
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
+    from berth.filters import FilterArgs, Filters
 
-__all__ = ["banned_reasons", "gpus", "read", "select", "selection"]
+__all__ = ["banned_reasons", "choose", "gpus", "read", "select", "selection"]
 
 
 def _config() -> Config:
@@ -70,108 +72,59 @@ def banned_reasons(cfg: Config, snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
     return out
 
 
-def held_by_berth(cfg: Config) -> Mapping[str, Held]:
+def held_by_berth(cfg: Config) -> Mapping[str, Claimed]:
     """What berth claims hold, by GPU uuid (:func:`berth.claims.held_by_uuid`)."""
     from berth.claims import held_by_uuid
 
     return held_by_uuid(cfg)
 
 
+def choose(filters: Filters, *, all: bool = False, telemetry: bool = True) -> Selection:
+    """Read the GPUs, the config bans and berth's claims, and choose against ``filters``:
+    the whole :class:`berth.choose.Selection` (chosen, rejected with reasons), never raising
+    for a shortfall. ``telemetry=False`` leaves out readings no filter here needs (power is
+    still read when ``max_power`` is given)."""
+    from berth.choose import select as _select
+
+    cfg = _config()
+    telemetry = telemetry or filters.max_power is not None
+    snaps = read(cfg, all=all, process_details=False, telemetry=telemetry)
+    return _select(snaps, filters, held_by_berth(cfg), banned_reasons(cfg, snaps))
+
+
 def selection(
     count: int = 1,
     *,
-    min_free: int | str | None = None,
-    max_util: float | Literal["auto"] | None = "auto",
-    max_mem_util: float | Literal["auto"] | None = "auto",
-    max_power: float | None = None,
-    max_procs: int | None = 0,
-    name: str | None = None,
-    only: object = None,
-    exclude: object = None,
-    order: str = "random",
-    prefer: object = None,
-    predicate: Callable[[GpuSnapshot], bool] | None = None,
-    banned_names: Sequence[str] | None = None,
-    all: bool = False,
     share: float = 1.0,
-    mem: int | str | None = None,
-    seed: int | None = None,
+    all: bool = False,
     telemetry: bool = True,
+    **filters: Unpack[FilterArgs],
 ) -> Selection:
-    """Like :func:`select` but returns the whole :class:`berth.choose.Selection` (chosen,
-    rejected with reasons) and never raises for a shortfall. Reads the GPUs, the config bans
-    and berth's claims. ``telemetry=False`` leaves out readings no filter here needs (power
-    is still read when ``max_power`` is given)."""
-    from berth.choose import Request
-    from berth.choose import select as _select
-    from berth.units import parse_size
+    """Like :func:`select` but returns the whole :class:`berth.choose.Selection` (see
+    :func:`choose`) and never raises for a shortfall."""
+    from berth.filters import Filters
 
-    request = Request(
-        count,
-        min_free=None if min_free is None else parse_size(min_free, what="--min-free"),
-        max_util=max_util,
-        max_mem_util=max_mem_util,
-        max_power=max_power,
-        max_procs=max_procs,
-        name=name,
-        only=only,
-        exclude=exclude,
-        order=order,
-        prefer=prefer,
-        predicate=predicate,
-        banned_names=banned_names,
-        share=share,
-        mem=None if mem is None else parse_size(mem, what="--mem"),
-        seed=seed,
-    )
-    cfg = _config()
-    snaps = read(cfg, all=all, process_details=False, telemetry=telemetry or max_power is not None)
-    request.banned.update(banned_reasons(cfg, snaps))
-    return _select(snaps, request, held_by_berth(cfg))
+    ask = Filters.of(count, share, "selection", **filters)
+    return choose(ask, all=all, telemetry=telemetry)
 
 
 def select(
-    count: int = 1,
-    *,
-    min_free: int | str | None = None,
-    max_util: float | Literal["auto"] | None = "auto",
-    max_mem_util: float | Literal["auto"] | None = "auto",
-    max_power: float | None = None,
-    max_procs: int | None = 0,
-    name: str | None = None,
-    only: object = None,
-    exclude: object = None,
-    order: str = "random",
-    prefer: object = None,
-    predicate: Callable[[GpuSnapshot], bool] | None = None,
-    banned_names: Sequence[str] | None = None,
-    all: bool = False,
+    count: int = 1, *, all: bool = False, **filters: Unpack[FilterArgs]
 ) -> list[GpuSnapshot]:
-    """Pick ``count`` GPUs that qualify; the parameters are those of ``berth select``.
+    """Pick ``count`` GPUs that qualify; the filters are those of ``berth select``.
 
-    ``min_free`` is bytes or a size string ("20G"); ``max_util``/``max_mem_util`` are
-    percentages ("auto": 0 while ``max_procs`` is 0, else no limit), ``max_power`` watts;
-    ``None`` disables a filter. ``only``/``exclude``/
-    ``prefer`` take indices or UUIDs. ``order`` is one of random, free, util, packed, index.
-    ``predicate`` gets each GpuSnapshot and returns True to keep it. Raises NotEnoughGpus
-    with the reason for every GPU that does not qualify; UsageError on bad input.
+    ``min_free`` (and ``mem``) are bytes or a size string ("20G"); ``max_util``/``max_mem_util``
+    are percentages ("auto": 0 while ``max_procs`` is 0, else no limit), ``max_power`` watts;
+    ``None`` disables a filter. ``only``/``exclude``/``prefer`` take indices or UUIDs.
+    ``order`` is one of random (the default), free, util, packed, index; ``seed`` makes random
+    repeatable. ``predicate`` gets each GpuSnapshot and returns True to keep it;
+    ``banned_names`` leaves out GPUs whose name contains one of them. Raises NotEnoughGpus
+    with the reason for every GPU that does not qualify; UsageError on a bad value, TypeError
+    on an unknown keyword. Only the GPUs of CUDA_VISIBLE_DEVICES unless ``all``.
     """
-    sel = selection(
-        count,
-        min_free=min_free,
-        max_util=max_util,
-        max_mem_util=max_mem_util,
-        max_power=max_power,
-        max_procs=max_procs,
-        name=name,
-        only=only,
-        exclude=exclude,
-        order=order,
-        prefer=prefer,
-        predicate=predicate,
-        banned_names=banned_names,
-        all=all,
-    )
+    from berth.filters import Filters
+
+    sel = choose(Filters.of(count, 1.0, "select", **filters), all=all)
     if not sel.ok:
         raise NotEnoughGpus(sel.explain_shortfall(), sel.rejected)
     return sel.chosen

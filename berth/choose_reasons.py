@@ -1,4 +1,5 @@
-"""Qualification: every reason one GPU does not qualify for a request (none: it qualifies).
+"""Qualification: every reason one GPU does not qualify for :class:`berth.filters.Filters`
+(none: it qualifies).
 
 Used by :func:`berth.choose.select`; pure: no I/O, no clock.
 
@@ -7,8 +8,8 @@ Filters (a GPU must pass all of them):
 - **health**: an unhealthy GPU (``GPU_IS_LOST`` and the like) is never selected;
 - **only / exclude / prefer** take indices, full UUIDs or UUID prefixes (``GPU-8e4c``); an id
   that names no GPU is a usage error, not a silent no-op;
-- **banned**: reasons given by the caller per index (config bans, applied in the API/CLI
-  layers), and banned name substrings (``banned_names``, seed 000's ``BANNED_GPU_NAMES``);
+- **banned**: the reason the caller gives for a GPU (config bans, read in the API/CLI layers),
+  and banned name substrings (``banned_names``, seed 000's ``BANNED_GPU_NAMES``);
 - **name**: substring of the GPU name (case-insensitive);
 - **telemetry** (gpuselect's defaults: idle means utilisation 0, memory utilisation 0 and no
   processes): ``max_util``, ``max_mem_util``, ``max_procs``, ``min_free``, ``max_power``.
@@ -23,19 +24,19 @@ Filters (a GPU must pass all of them):
 Logical GPUs (a declared inventory: no telemetry) are selected on claims alone: the
 telemetry filters do not apply to them.
 
-Claims (berth's own ledger, read by the caller) come in as ``held``: a mapping from GPU uuid
-to :class:`~berth.choose.Held` (the sum of the shares and declared memory of berth claims on
-that GPU, and the pids of the processes that belong to claim holders). The rules:
+Claims (berth's own ledger, read by the caller) come in as ``claimed``: a
+:class:`~berth.choose.Claimed` per GPU (the sum of the shares and declared memory of berth
+claims on it, and the pids of the processes that belong to claim holders). The rules:
 
-1. A GPU held exclusively (share 1.0), or whose held share plus ``request.share`` exceeds 1,
-   or whose declared memory plus ``request.mem`` exceeds its total memory, is taken
+1. A GPU held exclusively (share 1.0), or whose claimed share plus ``filters.share`` exceeds
+   1, or whose declared memory plus ``filters.mem`` exceeds its total memory, is taken
    ("held by berth claims: 1.0 of 1.0").
-2. GPU processes whose pid is in ``held.pids`` are berth's own: they do not count against
+2. GPU processes whose pid is in ``claimed.pids`` are berth's own: they do not count against
    ``max_procs`` (an outside process still does).
 3. When a GPU carries berth shares and the request is itself a share (``share < 1``), the
    utilisation, memory-utilisation and power filters are not applied to it: that load is the
    co-tenant's, and sharing was asked for. Outside processes are judged as usual.
-4. ``request.mem`` must also fit in the free memory reading of a GPU that carries no berth
+4. ``filters.mem`` must also fit in the free memory reading of a GPU that carries no berth
    shares (on a shared GPU the declared memory of rule 1 is the measure instead).
 """
 
@@ -45,8 +46,9 @@ from berth.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.choose import Held, Request
+    from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
+    from berth.filters import Filters
 
 _EPS = 1e-9
 
@@ -61,22 +63,25 @@ def _pct(v: float) -> str:
 
 def reasons(
     gpu: GpuSnapshot,
-    req: Request,
-    held: Held | None,
-    only: set[int] | None,
-    exclude: set[int],
-    pos: int,
+    req: Filters,
+    held: Claimed | None,
+    banned: str | None,
+    *,
+    listed: bool,
+    excluded: bool,
 ) -> list[str]:
-    """Every reason this GPU does not qualify (empty: it qualifies)."""
+    """Every reason this GPU does not qualify (empty: it qualifies). ``banned``: why the
+    config keeps berth off it; ``listed``: in ``--only`` (or none given); ``excluded``: in
+    ``--exclude``."""
     if not gpu.healthy:
         return [f"unhealthy: {gpu.error or 'unknown error'}"]
     why: list[str] = []
-    if only is not None and pos not in only:
+    if not listed:
         why.append("not in --only")
-    if pos in exclude:
+    if excluded:
         why.append("excluded")
-    if gpu.index in req.banned:
-        why.append(req.banned[gpu.index])
+    if banned is not None:
+        why.append(banned)
     low_name = gpu.name.lower()
     for banned in req.banned_names:
         if banned and banned.lower() in low_name:
@@ -94,9 +99,9 @@ def reasons(
             why.append(
                 f"held by berth claims: {held.share:g} of 1.0, {req.share:g} more does not fit"
             )
-        if req.mem is not None and total is not None and held.memory + req.mem > total:
+        if req.mem is not None and total is not None and held.mem + req.mem > total:
             why.append(
-                f"berth claims declare {format_size(held.memory)} of {format_size(total)}, "
+                f"berth claims declare {format_size(held.mem)} of {format_size(total)}, "
                 f"{format_size(req.mem)} more does not fit"
             )
     elif req.mem is not None and total is not None and req.mem > total:
@@ -109,7 +114,7 @@ def reasons(
     return why
 
 
-def _telemetry(gpu: GpuSnapshot, req: Request, held: Held | None, shared: bool) -> list[str]:
+def _telemetry(gpu: GpuSnapshot, req: Filters, held: Claimed | None, shared: bool) -> list[str]:
     why: list[str] = []
     co_tenant = shared and req.share < 1  # rule 3: the load is the co-tenant's
     if not co_tenant:

@@ -28,14 +28,14 @@ from berth.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Mapping, Sequence
     from types import TracebackType
-    from typing import Literal
+    from typing import Unpack
 
-    from berth.choose import Request
-    from berth.claims.ledger import Lease as Claim
+    from berth.claims.ledger import Claim
     from berth.claims.waiting import OnWait
     from berth.devices.model import GpuSnapshot
+    from berth.filters import FilterArgs, Filters
 
 __all__ = ["Lease", "acquire"]
 
@@ -157,55 +157,19 @@ class Lease:
         return f"berth.Lease(ids={self.ids}, devices={self.devices}, share={self.share:g}{state})"
 
 
-def build_request(
-    gpus: float = 1,
-    *,
-    mem: int | str | None = None,
-    min_free: int | str | None = None,
-    max_util: float | Literal["auto"] | None = "auto",
-    max_mem_util: float | Literal["auto"] | None = "auto",
-    max_power: float | None = None,
-    max_procs: int | None = 0,
-    name: str | None = None,
-    only: object = None,
-    exclude: object = None,
-    order: str | None = None,
-    prefer: object = None,
-    predicate: Callable[[GpuSnapshot], bool] | None = None,
-    banned_names: Sequence[str] | None = None,
-) -> Request:
-    """A selection request from acquire()'s parameters (``gpus``: a count, or a share < 1)."""
-    from berth.choose import Request
-    from berth.units import gpu_count, parse_size
+def build_request(gpus: float = 1, **filters: Unpack[FilterArgs]) -> Filters:
+    """What acquire() asks for, from its parameters (``gpus``: a count, or a share < 1)."""
+    from berth.filters import Filters
+    from berth.units import gpu_count
 
     gpus = gpu_count(gpus, "gpus")  # (the one rule of a GPU count, and its message)
-    share = float(gpus) if gpus < 1 else 1.0
-    if order is None:
-        # Whole GPUs: random among equals (gpuselect's default), so that people starting at
-        # once spread out. Shares: packed, so that half-GPU jobs pair up on one GPU and leave
-        # whole GPUs free for whole-GPU jobs.
-        order = "random" if share == 1.0 else "packed"
-    return Request(
-        int(gpus) if gpus >= 1 else 1,
-        min_free=None if min_free is None else parse_size(min_free, what="min_free"),
-        max_util=max_util,
-        max_mem_util=max_mem_util,
-        max_power=max_power,
-        max_procs=max_procs,
-        name=name,
-        only=only,
-        exclude=exclude,
-        order=order,
-        prefer=prefer,
-        predicate=predicate,
-        banned_names=banned_names,
-        share=share,
-        mem=None if mem is None else parse_size(mem, what="mem"),
-    )
+    if gpus < 1:
+        return Filters.of(1, gpus, "acquire", **filters)
+    return Filters.of(int(gpus), 1.0, "acquire", **filters)
 
 
 def claim(
-    request: Request,
+    filters: Filters,
     *,
     timeout: float | None = None,
     poll: float = 5.0,
@@ -213,10 +177,12 @@ def claim(
     label: str | None = None,
     command: str | None = None,
     on_wait: OnWait | None = None,
+    banned: Mapping[int, str] | None = None,
 ) -> tuple[Claim, list[GpuSnapshot]]:
-    """Claim what ``request`` asks for (waiting up to ``timeout``); the claim and the last
-    snapshots of all GPUs (whatever CUDA_VISIBLE_DEVICES says). The layer under
-    :func:`acquire`, ``berth run`` and GPUScheduler."""
+    """Claim what ``filters`` ask for (waiting up to ``timeout``); the claim and the last
+    snapshots of all GPUs (whatever CUDA_VISIBLE_DEVICES says). ``banned`` adds reasons to
+    keep off GPUs (by index) to the config's. The layer under :func:`acquire`, ``berth run``
+    and GPUScheduler."""
     from berth import config
     from berth.api import banned_reasons, read
     from berth.claims.ledger import Ledger
@@ -238,49 +204,39 @@ def claim(
             from berth.devices.visible import restrict_to_visible
 
             snaps = restrict_to_visible(snaps, visible)
-        request.banned.update(banned_reasons(cfg, snaps))
         return snaps
 
-    lease = wait_claim(
-        ledger, fresh, request, timeout=timeout, poll=poll, label=label, command=command,
-        on_wait=on_wait,
+    def bans(snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
+        return {**banned_reasons(cfg, snaps), **(banned or {})}
+
+    held = wait_claim(
+        ledger, fresh, filters, bans=bans, timeout=timeout, poll=poll, label=label,
+        command=command, on_wait=on_wait,
     )  # fmt: skip
-    return lease, last
+    return held, last
 
 
 def acquire(
     gpus: float = 1,
     *,
-    mem: int | str | None = None,
     timeout: float | None = None,
     poll: float = 5.0,
-    min_free: int | str | None = None,
-    max_util: float | Literal["auto"] | None = "auto",
-    max_mem_util: float | Literal["auto"] | None = "auto",
-    max_power: float | None = None,
-    max_procs: int | None = 0,
-    name: str | None = None,
-    only: object = None,
-    exclude: object = None,
-    order: str | None = None,
-    prefer: object = None,
-    predicate: Callable[[GpuSnapshot], bool] | None = None,
-    banned_names: Sequence[str] | None = None,
     all: bool = False,
     label: str | None = None,
+    **filters: Unpack[FilterArgs],
 ) -> Lease:
     """Claim ``gpus`` GPUs (an integer, or a share below 1 of one GPU) that pass the filters
-    of :func:`berth.select`, waiting up to ``timeout`` seconds (None: for ever).
+    of :func:`berth.select` (the same keyword arguments), waiting up to ``timeout`` seconds
+    (None: for ever; ``poll``: seconds between GPU reads while waiting; claims ending wake a
+    waiter at once). Only the GPUs of CUDA_VISIBLE_DEVICES unless ``all``; ``label`` is shown
+    by ``berth status``.
 
     ``mem`` (bytes or "12G") is declared per GPU: shares on a GPU never declare more than its
     memory. ``order`` defaults to random among equals for whole GPUs and to ``packed`` for
-    shares (half-GPU jobs pair up and leave whole GPUs free). Raises :class:`berth.errors.WaitTimeout` (saying what was missing) when the
-    timeout passes, UsageError on bad input. Use as a context manager, or call
-    ``lease.release()``."""
-    request = build_request(
-        gpus, mem=mem, min_free=min_free, max_util=max_util, max_mem_util=max_mem_util,
-        max_power=max_power, max_procs=max_procs, name=name, only=only, exclude=exclude,
-        order=order, prefer=prefer, predicate=predicate, banned_names=banned_names,
-    )  # fmt: skip
-    held, snaps = claim(request, timeout=timeout, poll=poll, all=all, label=label)
+    shares (half-GPU jobs pair up and leave whole GPUs free). Raises
+    :class:`berth.errors.WaitTimeout` (saying what was missing) when the timeout passes,
+    UsageError on a bad value, TypeError on an unknown keyword. Use as a context manager, or
+    call ``lease.release()``."""
+    asked = build_request(gpus, **filters)
+    held, snaps = claim(asked, timeout=timeout, poll=poll, all=all, label=label)
     return Lease(held, snaps)

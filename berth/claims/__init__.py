@@ -5,7 +5,7 @@ all users. See docs/claims.md.
   ``try_claim(uuids, share=, mem=)`` and ``claim(gpus, share, mem)`` (never wait, for anybody:
   the ledger has no lock; see :mod:`berth.claims.verify`);
 - :func:`berth.claims.waiting.wait_claim` -- claim, waiting fairly for GPUs if need be;
-- :class:`berth.claims.ledger.Lease` -- held claims: ``fds``, ``release()``, ``detach()``.
+- :class:`berth.claims.ledger.Claim` -- GPUs claimed: ``fds``, ``release()``, ``detach()``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from berth.choose import Held
+    from berth.choose import Claimed
     from berth.config import Config
 
 __all__ = ["held_by_uuid"]
 
 
-def held_by_uuid(cfg: Config | None = None) -> Mapping[str, Held]:
+def held_by_uuid(cfg: Config | None = None) -> Mapping[str, Claimed]:
     """GPU uuid -> what living berth claims hold on it (for ``berth select``/``status``).
 
     Waiters' reservations are not included: ``berth select`` only picks, it takes nothing."""

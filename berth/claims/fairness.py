@@ -23,13 +23,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from berth.choose import Held, Request
+    from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
+    from berth.filters import Filters
 
 Reservation = list[tuple[str, float, int]]
 
 
-def idle_view(gpu: GpuSnapshot, held: Held | None) -> GpuSnapshot:
+def idle_view(gpu: GpuSnapshot, held: Claimed | None) -> GpuSnapshot:
     """The GPU as it would look once berth's holders (``held.pids``) left it."""
     if held is None:
         return gpu
@@ -56,35 +57,37 @@ def idle_view(gpu: GpuSnapshot, held: Held | None) -> GpuSnapshot:
 
 def reservation(
     gpus: Sequence[GpuSnapshot],
-    request: Request,
+    filters: Filters,
     qualified_now: Sequence[GpuSnapshot],
-    claims: Mapping[str, Held],
-    older: Mapping[str, Held],
+    claims: Mapping[str, Claimed],
+    older: Mapping[str, Claimed],
+    banned: Mapping[int, str] | None = None,
 ) -> Reservation:
     """What a waiter reserves (rule 2): [(uuid, share, memory bytes)], maybe empty.
 
     ``qualified_now``: the GPUs that qualify for it now (selection against claims + older
-    reservations); ``claims``: what berth claims hold; ``older``: older waiters' reservations.
+    reservations); ``claims``: what berth claims hold; ``older``: older waiters' reservations;
+    ``banned``: why the config keeps berth off a GPU (by index).
     """
     from berth.choose import matches, select
 
-    want = request.count
+    want = filters.count
     now = [g.uuid for g in qualified_now]
     later: list[str] = []
     if len(now) < want:
         held_uuids = {u for u, h in claims.items() if h.share > 0}
         views = [idle_view(g, claims.get(g.uuid)) for g in gpus]
-        for g in select(views, request, older).qualified:
+        for g in select(views, filters, older, banned).qualified:
             if g.uuid in held_uuids and g.uuid not in now:
                 later.append(g.uuid)
     if len(now) + len(later) < want:
         return []
-    # Deterministic (GPU order, preferred first), whatever the request's order: a reservation
+    # Deterministic (GPU order, preferred first), whatever the order asked: a reservation
     # that changed on every look would wake the other waiters, who would look again...
     rank = {g.uuid: k for k, g in enumerate(gpus)}
-    preferred = [g.uuid for g in gpus if any(matches(g, p) for p in request.prefer)]
+    preferred = [g.uuid for g in gpus if any(matches(g, p) for p in filters.prefer)]
     first = {u: k for k, u in enumerate(preferred)}
     now.sort(key=lambda u: (first.get(u, len(first)), rank[u]))
     later.sort(key=lambda u: (first.get(u, len(first)), rank[u]))
-    mem = request.mem or 0
-    return [(u, request.share, mem) for u in (now + later)[:want]]
+    mem = filters.mem or 0
+    return [(u, filters.share, mem) for u in (now + later)[:want]]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from types import FrameType
     from typing import IO
 
-    from berth.claims.ledger import Lease
+    from berth.claims.ledger import Claim
     from berth.devices.model import GpuSnapshot
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -32,23 +32,23 @@ class CommandNotRun(BerthError):
     """The command could not be started (not found: 127; not executable: 126)."""
 
 
-def job_env(lease: Lease, snaps: Sequence[GpuSnapshot], *, gpu_var: bool = False) -> dict[str, str]:
-    """The environment of a command run on ``lease``'s GPUs."""
+def job_env(claim: Claim, snaps: Sequence[GpuSnapshot], *, gpu_var: bool = False) -> dict[str, str]:
+    """The environment of a command run on ``claim``'s GPUs."""
     by_uuid = {g.uuid: g.index for g in snaps}
-    ids = [str(by_uuid.get(u, i)) for u, i in zip(lease.uuids, lease.indices, strict=True)]
+    ids = [str(by_uuid.get(u, i)) for u, i in zip(claim.uuids, claim.indices, strict=True)]
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["BERTH_GPUS"] = ",".join(ids)
-    env["BERTH_GPU_UUIDS"] = ",".join(lease.uuids)
-    env["BERTH_LEASE"] = lease.lease_id
+    env["BERTH_GPU_UUIDS"] = ",".join(claim.uuids)
+    env["BERTH_LEASE"] = claim.lease_id
     if gpu_var:
         env["GPU"] = "cuda:0"  # seed 004's variable: the command sees its first GPU as cuda:0
     return env
 
 
 def run_command(
-    lease: Lease,
+    claim: Claim,
     snaps: Sequence[GpuSnapshot],
     cmd: Sequence[str],
     *,
@@ -57,13 +57,13 @@ def run_command(
     verbose: bool = False,
     gpu_var: bool = False,
 ) -> int:
-    """Run ``cmd`` holding ``lease``; release it when the command ends. Returns the exit
+    """Run ``cmd`` holding ``claim``; release it when the command ends. Returns the exit
     code (128+N when signal N killed the command)."""
     import shlex
     import subprocess
     import time
 
-    env = job_env(lease, snaps, gpu_var=gpu_var)
+    env = job_env(claim, snaps, gpu_var=gpu_var)
     pgid: list[int] = []
     pending: list[int] = []
 
@@ -89,7 +89,7 @@ def run_command(
                 env=env,
                 stdout=out,
                 stderr=err,
-                pass_fds=lease.fds,
+                pass_fds=claim.fds,
                 **kwargs,  # type: ignore[call-overload]
             )
         except FileNotFoundError:
@@ -106,7 +106,7 @@ def run_command(
         for sig in pending:
             forward(sig, None)
         try:
-            lease.set_pids([proc.pid], shlex.join(cmd))
+            claim.set_pids([proc.pid], shlex.join(cmd))
         except BerthError:
             pass  # only what `berth status` shows; the claim itself is fine
         rc = _wait(proc, tty)
@@ -115,7 +115,7 @@ def run_command(
             _give_terminal(os.getpgrp())
         for s, h in saved.items():
             signal.signal(s, h)
-        lease.release()
+        claim.release()
         for f in (out, err):
             if f is not None:
                 f.close()

@@ -8,7 +8,7 @@ holder left) are ignored at once and removed by whoever may remove them (their o
 root); nothing needs cleaning for correctness.
 
 Parts: :mod:`berth.claims.state` (what a scan reads: claims, waiters, what they hold),
-:mod:`berth.claims.lease` (the claims this process holds), :mod:`berth.claims.procs`
+:mod:`berth.claims.claim` (the GPUs this process claimed), :mod:`berth.claims.procs`
 (process ancestry, user names, command lines). Their names are re-exported here.
 """
 
@@ -20,7 +20,7 @@ import os
 import time
 
 from berth.claims import files
-from berth.claims.lease import Lease
+from berth.claims.claim import Claim
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
 from berth.errors import Refused, UsageError
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     Chosen = Sequence[GpuSnapshot] | Sequence[tuple[str, int | None]] | Sequence[str]
 
 __all__ = [
+    "Claim",
     "ClaimInfo",
-    "Lease",
     "Ledger",
     "State",
     "WaiterInfo",
@@ -45,6 +45,8 @@ __all__ = [
     "merge",
     "user_name",
 ]
+
+Lease = Claim  # the old name, for daemon/engine.py and lifecycle.py until they say Claim
 
 TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
 
@@ -191,7 +193,7 @@ class Ledger:
         label: str | None = None,
         command: str | None = None,
         pids: Iterable[int] = (),
-    ) -> Lease | None:
+    ) -> Claim | None:
         """Claim ``chosen`` (snapshots, (uuid, index) pairs or uuids): all or none. Never
         waits. Returns None, leaving nothing behind, if the claim does not fit next to the
         living claims (counted when checked, after the files were made: see
@@ -235,9 +237,9 @@ class Ledger:
         label: str | None,
         command: str | None,
         pids: Iterable[int],
-    ) -> Lease:
+    ) -> Claim:
         """Make the claim files of ``pairs`` ((uuid, index)): all, or none and raise."""
-        lease = Lease(self, files.new_lease_id(), [u for u, _ in pairs], [i for _, i in pairs])
+        lease = Claim(self, files.new_lease_id(), [u for u, _ in pairs], [i for _, i in pairs])
         lease.share, lease.mem = share, mem
         lease.pids = sorted({os.getpid(), *pids})
         lease.command = command or command_line()
@@ -271,7 +273,7 @@ class Ledger:
         label: str | None = None,
         command: str | None = None,
         respect_waiters: bool = True,
-    ) -> Lease | None:
+    ) -> Claim | None:
         """Claim exactly these GPUs now, or return None if one of them lacks the capacity
         (share, declared memory against ``memory_total``, older waiters' reservations).
         Never waits for anybody; all or none. (A claim made at the same moment by another
@@ -294,7 +296,7 @@ class Ledger:
                 held = merge(held, state.reserved(None))
             for uuid in uuids:
                 h = held.get(uuid)
-                h_share, h_mem = (h.share, h.memory) if h is not None else (0.0, 0)
+                h_share, h_mem = (h.share, h.mem) if h is not None else (0.0, 0)
                 total = totals.get(uuid)
                 if h_share + share > 1 + 1e-9:
                     return None

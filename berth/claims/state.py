@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
-    from berth.choose import Held
+    from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
 
 
@@ -124,10 +124,12 @@ class State:
         self.claims = claims
         self.waiters = waiters
 
-    def held(self, gpus: Sequence[GpuSnapshot] = (), skip: Iterable[str] = ()) -> dict[str, Held]:
+    def held(
+        self, gpus: Sequence[GpuSnapshot] = (), skip: Iterable[str] = ()
+    ) -> dict[str, Claimed]:
         """GPU uuid -> what berth claims hold on it (but leases ``skip``). The pids include GPU
         processes that descend from a holder (a training script's workers): berth's own."""
-        from berth.choose import Held
+        from berth.choose import Claimed
 
         share: dict[str, float] = {}
         memory: dict[str, int] = {}
@@ -145,7 +147,7 @@ class State:
                 for p in g.processes:
                     if p.pid not in own and descends_from(p.pid, own):
                         own.add(p.pid)
-        return {u: Held(min(share[u], 1.0), memory[u], pids[u]) for u in share}
+        return {u: Claimed(min(share[u], 1.0), memory[u], frozenset(pids[u])) for u in share}
 
     def inherited(self) -> set[str]:
         """Leases this process works under: ``$BERTH_LEASE`` (set by ``berth run`` for its
@@ -164,32 +166,30 @@ class State:
                 return {lease}
         return set()
 
-    def reserved(self, before: int | None, skip: str | None = None) -> dict[str, Held]:
+    def reserved(self, before: int | None, skip: str | None = None) -> dict[str, Claimed]:
         """GPU uuid -> capacity reserved by living waiters older than ticket ``before``
         (all waiters when None), except the waiter of lease ``skip``."""
-        from berth.choose import Held
+        from berth.choose import Claimed
 
-        out: dict[str, Held] = {}
+        out: dict[str, Claimed] = {}
         for w in self.waiters:
             if (before is not None and w.ticket >= before) or w.lease == skip:
                 continue
             for uuid, share, mem in w.reserve:
                 h = out.get(uuid)
-                out[uuid] = Held(
-                    min(1.0, (h.share if h else 0.0) + share), (h.memory if h else 0) + mem
+                out[uuid] = Claimed(
+                    min(1.0, (h.share if h else 0.0) + share), (h.mem if h else 0) + mem
                 )
         return out
 
 
-def merge(a: Mapping[str, Held], b: Mapping[str, Held]) -> dict[str, Held]:
-    from berth.choose import Held
+def merge(a: Mapping[str, Claimed], b: Mapping[str, Claimed]) -> dict[str, Claimed]:
+    from berth.choose import Claimed
 
     out = dict(a)
     for uuid, h in b.items():
         g = out.get(uuid)
         out[uuid] = (
-            h
-            if g is None
-            else Held(min(1.0, g.share + h.share), g.memory + h.memory, g.pids | h.pids)
+            h if g is None else Claimed(min(1.0, g.share + h.share), g.mem + h.mem, g.pids | h.pids)
         )
     return out

@@ -29,12 +29,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
-    from berth.claims.lease import Lease
+    from berth.claims.claim import Claim
 
 
 def conflicts(
     path: str,
-    lease: Lease,
+    lease: Claim,
     memory_total: Mapping[str, int | None],
     skip: Collection[str] = (),
 ) -> str | None:

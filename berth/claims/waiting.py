@@ -21,11 +21,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from berth.choose import Held, Request, Selection
+    from berth.choose import Claimed, Selection
     from berth.claims.fairness import Reservation
-    from berth.claims.ledger import Lease, Ledger
+    from berth.claims.ledger import Claim, Ledger
     from berth.claims.wake import Watcher
     from berth.devices.model import GpuSnapshot
+    from berth.filters import Filters
 
     OnWait = Callable[[int, Selection, State], None]
 
@@ -101,16 +102,18 @@ class Waiter:
 def attempt(
     ledger: Ledger,
     gpus: Sequence[GpuSnapshot],
-    request: Request,
+    filters: Filters,
     waiter: Waiter | None,
     *,
+    banned: Mapping[int, str] | None = None,
     label: str | None = None,
     command: str | None = None,
     register: bool = True,
-) -> tuple[Lease | None, Selection, State, Waiter | None, int]:
-    """One try: claim if the request can be met now, else register (or update) this
-    process's waiter. Returns (lease, selection, state, waiter, position). A selection that
-    is ``ok`` without a lease lost a race with a claim made at the same moment: try again."""
+) -> tuple[Claim | None, Selection, State, Waiter | None, int]:
+    """One try: claim if what ``filters`` ask can be had now, else register (or update) this
+    process's waiter. ``banned``: why the config keeps berth off a GPU (by index). Returns
+    (claim, selection, state, waiter, position). A selection that is ``ok`` without a claim
+    lost a race with a claim made at the same moment: try again."""
     from berth.choose import select
     from berth.claims.fairness import reservation
 
@@ -118,23 +121,23 @@ def attempt(
     inherited = state.inherited()
     claims = state.held(gpus, skip=inherited)
     older = state.reserved(waiter.ticket if waiter else None, skip=waiter.lease if waiter else None)
-    sel = select(gpus, request, merge(claims, older))
+    sel = select(gpus, filters, merge(claims, older), banned)
     _name_reservations(sel, gpus, claims, older)
     if sel.ok:
-        lease = ledger.claim(
-            sel.chosen, request.share, request.mem, skip=inherited, label=label, command=command
+        claim = ledger.claim(
+            sel.chosen, filters.share, filters.mem, skip=inherited, label=label, command=command
         )
-        if lease is not None:
+        if claim is not None:
             if waiter is not None:
                 waiter.close()
-            return lease, sel, state, None, 0
+            return claim, sel, state, None, 0
     if not register:
         return None, sel, state, waiter, len(state.waiters)
     if waiter is None:
-        waiter = Waiter(ledger, describe(request), command or command_line())
+        waiter = Waiter(ledger, filters.describe(), command or command_line())
         waiter.register(state)
     if not sel.ok:
-        waiter.update(reservation(gpus, request, sel.qualified, claims, older))
+        waiter.update(reservation(gpus, filters, sel.qualified, claims, older, banned))
     position = sum(1 for w in state.waiters if w.ticket < waiter.ticket and not w.stale)
     return None, sel, state, waiter, position
 
@@ -142,8 +145,8 @@ def attempt(
 def _name_reservations(
     sel: Selection,
     gpus: Sequence[GpuSnapshot],
-    claims: Mapping[str, Held],
-    older: Mapping[str, Held],
+    claims: Mapping[str, Claimed],
+    older: Mapping[str, Claimed],
 ) -> None:
     """Say "reserved for an older waiter" where that, not a claim, is what blocks a GPU."""
     for g in gpus:
@@ -151,49 +154,30 @@ def _name_reservations(
         if not why or g.uuid not in older:
             continue
         h = claims.get(g.uuid)
-        if h is None or h.share + sel.request.share <= 1 + 1e-9:
+        if h is None or h.share + sel.filters.share <= 1 + 1e-9:
             sel.rejected[g.index] = [
                 "reserved for an older waiter" if r.startswith("held by berth claims") else r
                 for r in why
             ]
 
 
-def describe(request: Request) -> str:
-    """What a request asks for, in words: "2 GPUs with >= 20.0G free"."""
-    from berth.units import format_size
-
-    n = request.count
-    text = (
-        f"{n} GPU{'s' if n > 1 else ''}"
-        if request.share >= 1
-        else f"a {request.share:g} share of a GPU"
-    )
-    if request.mem:
-        text += f" with {format_size(request.mem)} declared"
-    if request.min_free is not None:
-        text += f" with >= {format_size(request.min_free)} free"
-    if request.name:
-        text += f" named like {request.name!r}"
-    if request.only:
-        text += f" among {','.join(request.only)}"
-    return text
-
-
 def wait_claim(
     ledger: Ledger,
     read: Callable[[], Sequence[GpuSnapshot]],
-    request: Request,
+    filters: Filters,
     *,
+    bans: Callable[[Sequence[GpuSnapshot]], Mapping[int, str]] | None = None,
     timeout: float | None = None,
     poll: float = 5.0,
     label: str | None = None,
     command: str | None = None,
     on_wait: OnWait | None = None,
-) -> Lease:
-    """Claim what ``request`` asks for, waiting up to ``timeout`` seconds (None: for ever).
+) -> Claim:
+    """Claim what ``filters`` ask for, waiting up to ``timeout`` seconds (None: for ever).
 
-    ``read`` returns fresh GPU snapshots (called on every attempt). Raises WaitTimeout naming
-    what was missing and the best selection seen."""
+    ``read`` returns fresh GPU snapshots (called on every attempt), ``bans`` why the config
+    keeps berth off some of them (by index). Raises WaitTimeout naming what was missing and
+    the best selection seen."""
     from berth.claims.wake import watcher_for
 
     start = time.monotonic()
@@ -206,11 +190,12 @@ def wait_claim(
     try:
         while True:
             gpus = read()
-            lease, sel, state, waiter, position = attempt(
-                ledger, gpus, request, waiter, label=label, command=command
-            )
-            if lease is not None:
-                return lease
+            claim, sel, state, waiter, position = attempt(
+                ledger, gpus, filters, waiter, banned=bans(gpus) if bans else None, label=label,
+                command=command,
+            )  # fmt: skip
+            if claim is not None:
+                return claim
             if sel.ok and raced < RACES:  # both withdrew: look again after a random pause
                 raced += 1
                 time.sleep(random.uniform(0, 0.002 * 2**raced))
@@ -223,7 +208,7 @@ def wait_claim(
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 raise WaitTimeout(
-                    f"waited {timeout:g} s for {describe(request)}; best seen: "
+                    f"waited {timeout:g} s for {filters.describe()}; best seen: "
                     f"{best.explain_shortfall()}"
                 )
             if watcher is None:

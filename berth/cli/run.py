@@ -47,8 +47,9 @@ if TYPE_CHECKING:
     import argparse
     from typing import IO
 
-    from berth.choose import Request, Selection
+    from berth.choose import Selection
     from berth.claims.ledger import State
+    from berth.filters import Filters
 
 HELP = "wait for GPUs, claim them, run a command on them"
 
@@ -96,13 +97,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command")
 
 
-def request_from(args: argparse.Namespace) -> Request:
+def request_from(args: argparse.Namespace) -> Filters:
     from berth.cli import filters
-    from berth.lease import build_request
-    from berth.units import parse_size
 
-    options = filters.selection_kwargs(args)
-    only = options["only"]
+    only = filters.gpu_list(args.only, "--only")
     text = args.gpus if args.gpus is not None else str(len(only) if only else 1)
     try:
         gpus = float(text)
@@ -117,11 +115,9 @@ def request_from(args: argparse.Namespace) -> Request:
             f"-g {text} --only {args.only}: asks for more GPUs than --only names ({len(only)}); "
             "leave out -g to take all of them"
         )
-    return build_request(
-        int(gpus) if gpus >= 1 else gpus,
-        mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
-        **options,
-    )
+    if gpus < 1:
+        return filters.from_args(args, 1, gpus, mem=args.mem)
+    return filters.from_args(args, int(gpus), mem=args.mem)
 
 
 class StatusLine:
@@ -172,7 +168,6 @@ def _open(path: str | None, option: str) -> IO[bytes] | None:
 def run(args: argparse.Namespace) -> int:
     import shlex
 
-    from berth.claims.waiting import describe
     from berth.cli.command import words
     from berth.lease import claim
     from berth.units import parse_duration
@@ -184,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if not poll > 0:
         raise UsageError(f"--poll {args.poll!r}: must be above 0")
     out, err = _open(args.out, "-o/--out"), _open(args.err, "-e/--err")
-    status = StatusLine(describe(request))
+    status = StatusLine(request.describe())
     try:
         lease, snaps = claim(
             request, timeout=timeout, poll=poll, all=args.all, label="berth run",

@@ -54,19 +54,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from berth.api import choose
     from berth.cli import filters
 
-    count = filters.whole(args.count, "-n/--count", low=1)
-    options = filters.selection_kwargs(args)
-    options["order"] = options["order"] or "random"
-    from berth.api import selection
-
-    sel = selection(
-        count,
-        **options,
-        all=args.all,
-        telemetry=False,  # only ids are printed: read what the filters need, start fast
-    )
+    asked = filters.from_args(args, args.count)
+    # only ids are printed: read what the filters need, start fast
+    sel = choose(asked, all=args.all, telemetry=False)
     if args.explain and not args.silent:
         sys.stderr.write("".join(line + "\n" for line in sel.explain()))
     if not sel.ok:

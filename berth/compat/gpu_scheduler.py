@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
+    from berth.filters import Filters
 
 __all__ = [
     "BANNED_GPUS",
@@ -127,6 +128,45 @@ def get_total_num_gpus() -> int:
     return len(_visible()[1])
 
 
+def _ask(
+    cfg: Config,
+    snaps: list[GpuSnapshot],
+    count: int,
+    specific_gpus: list[int] | None,
+    thresholds: tuple[float | None, float | None, float | None] | None,
+) -> tuple[Filters, dict[int, str]]:
+    """gpu_scheduler's rules as berth filters, and the GPUs banned (config, BANNED_GPUS).
+    ``thresholds``: (free memory GB, power W, utilisation %), or None to check none of them;
+    0 GB, None W and 100 % or more each turn one off."""
+    from berth import api
+    from berth.errors import UsageError
+    from berth.filters import Filters
+
+    only: tuple[str, ...] = ()
+    if specific_gpus is not None:
+        for k in specific_gpus:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(snaps):
+                raise UsageError(f"specific_gpus has {k!r}: GPU ids here are 0 to {len(snaps) - 1}")
+        only = tuple(str(snaps[k].index) for k in specific_gpus)
+    gb, power, util = thresholds or (None, None, None)
+    asked = Filters(
+        count,
+        min_free=int(gb * 1024 * _MB) if gb and gb > 0 else None,
+        max_util=util if util is not None and util < 100 else None,
+        max_mem_util=None,
+        max_power=power,
+        max_procs=None,
+        only=only,
+        banned_names=tuple(BANNED_GPU_NAMES),
+        order="index",
+    )
+    banned = api.banned_reasons(cfg, snaps)
+    for k, g in enumerate(snaps):
+        if k in BANNED_GPUS:
+            banned[g.index] = f"GPU {k} is in BANNED_GPUS"
+    return asked, banned
+
+
 def find_free_gpus(
     memory_free_threshold_gb: float = 1,
     power_threshold_w: float | None = None,
@@ -140,43 +180,20 @@ def find_free_gpus(
     ``{"gpu_id": ...}`` when every threshold is off, as gpu_scheduler does).
     """
     from berth import api
-    from berth.choose import Request, select
-    from berth.errors import UsageError
+    from berth.choose import select
 
     cfg, snaps = _visible()
     position = {g.index: k for k, g in enumerate(snaps)}
-    only = None
-    if specific_gpus is not None:
-        for k in specific_gpus:
-            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(snaps):
-                raise UsageError(f"specific_gpus has {k!r}: GPU ids here are 0 to {len(snaps) - 1}")
-        only = [str(snaps[k].index) for k in specific_gpus]
     check_all = not (
         memory_free_threshold_gb == 0
         and power_threshold_w is None
         and utilization_threshold_percent >= 100
     )
-    min_free = None
-    if check_all and memory_free_threshold_gb > 0:
-        min_free = int(memory_free_threshold_gb * 1024 * _MB)
-    request = Request(
-        max(1, len(snaps)),
-        min_free=min_free,
-        max_util=utilization_threshold_percent
-        if check_all and utilization_threshold_percent < 100
-        else None,
-        max_mem_util=None,
-        max_power=power_threshold_w if check_all else None,
-        max_procs=None,
-        only=only,
-        banned_names=list(BANNED_GPU_NAMES),
-        order="index",
+    thresholds = (memory_free_threshold_gb, power_threshold_w, utilization_threshold_percent)
+    asked, banned = _ask(
+        cfg, snaps, max(1, len(snaps)), specific_gpus, thresholds if check_all else None
     )
-    request.banned.update(api.banned_reasons(cfg, snaps))
-    for k, g in enumerate(snaps):
-        if k in BANNED_GPUS:
-            request.banned[g.index] = f"GPU {k} is in BANNED_GPUS"
-    sel = select(snaps, request, api.held_by_berth(cfg))
+    sel = select(snaps, asked, api.held_by_berth(cfg), banned)
     for index, why in sorted(sel.rejected.items()):
         logger.debug("Skipping GPU %s: %s", position[index], "; ".join(why))
     if not check_all:
@@ -236,39 +253,6 @@ class GPUScheduler:
         self._saved_order: str | None = None
         self._set_order = False
 
-    def _request(self, snaps: list[GpuSnapshot], cfg: Config) -> Any:
-        from berth import api
-        from berth.choose import Request
-        from berth.errors import UsageError
-
-        only = None
-        if self.specific_gpus is not None:
-            for k in self.specific_gpus:
-                if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(snaps):
-                    raise UsageError(
-                        f"specific_gpus has {k!r}: GPU ids here are 0 to {len(snaps) - 1}"
-                    )
-            only = [str(snaps[k].index) for k in self.specific_gpus]
-        check = not self.debug_mode
-        gb = self.memory_free_threshold_gb
-        util = self.utilization_threshold_percent
-        request = Request(
-            self.num_gpus,
-            min_free=int(gb * 1024 * _MB) if check and gb and gb > 0 else None,
-            max_util=util if check and util is not None and util < 100 else None,
-            max_mem_util=None,
-            max_power=self.power_threshold_w if check else None,
-            max_procs=None,
-            only=only,
-            banned_names=list(BANNED_GPU_NAMES),
-            order="index",
-        )
-        request.banned.update(api.banned_reasons(cfg, snaps))
-        for k, g in enumerate(snaps):
-            if k in BANNED_GPUS:
-                request.banned[g.index] = f"GPU {k} is in BANNED_GPUS"
-        return request
-
     def __enter__(self) -> list[int]:
         import math
         import os
@@ -276,12 +260,20 @@ class GPUScheduler:
         from berth.lease import claim, cuda_initialized
 
         cfg, snaps = _visible()
-        request = self._request(snaps, cfg)
+        thresholds = (
+            self.memory_free_threshold_gb,
+            self.power_threshold_w,
+            self.utilization_threshold_percent,
+        )
+        asked, banned = _ask(
+            cfg, snaps, self.num_gpus, self.specific_gpus, None if self.debug_mode else thresholds
+        )
         wait = self.max_wait_time
         timeout = None if wait is None or math.isinf(wait) else float(wait)
         lease, now = claim(
-            request, timeout=timeout, poll=float(self.poll_interval), label="GPUScheduler"
-        )
+            asked, timeout=timeout, poll=float(self.poll_interval), label="GPUScheduler",
+            banned=banned,
+        )  # fmt: skip
         self._lease = lease
         from berth.devices.visible import restrict_to_visible
 

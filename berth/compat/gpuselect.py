@@ -139,7 +139,8 @@ def gpuselect(
         count = len(ids)
 
     from berth import api
-    from berth.choose import Request, select
+    from berth.choose import select
+    from berth.filters import Filters
 
     cfg = api._config()
     snaps = api.read(cfg, all=True, process_details=False)
@@ -155,19 +156,19 @@ def gpuselect(
         def predicate(g: GpuSnapshot) -> bool:
             return bool(user_selector(_info(g)))
 
-        request = Request(count, max_util=None, max_mem_util=None, max_procs=None)
-        request.predicate = predicate
+        asked = Filters(
+            count, max_util=None, max_mem_util=None, max_procs=None, predicate=predicate
+        )
     else:
-        request = Request(
+        asked = Filters(
             count,
             max_util=util,
             max_mem_util=mem_util,
             max_procs=processes,
             name=name,  # a substring, as gpuselect (but case-insensitive)
-            only=[str(d) for d in ids] or None,
+            only=tuple(str(d) for d in ids),
         )
-    request.banned.update(api.banned_reasons(cfg, snaps))
-    sel = select(snaps, request, api.held_by_berth(cfg))
+    sel = select(snaps, asked, api.held_by_berth(cfg), api.banned_reasons(cfg, snaps))
     for g in snaps:
         why = sel.rejected.get(g.index)
         logger.debug("Device %s (%s): %s", g.index, g.name, "; ".join(why) if why else "qualifies")

@@ -5,7 +5,7 @@
 ...     print(g.index, g.uuid, g.name, g.memory_free, g.utilization, g.processes)
 
 Modules: :mod:`berth.devices.model` (the snapshot classes), :mod:`berth.devices.nvml` (the
-NVML session and reads), :mod:`berth.devices.inventory` (declared logical GPUs),
+NVML session and reads), :mod:`berth.devices.declared` (declared logical GPUs),
 :mod:`berth.devices.visible` (``CUDA_VISIBLE_DEVICES`` as CUDA reads it).
 """
 
@@ -41,7 +41,7 @@ def read_gpus(
 
         cfg = config.get()
     if cfg.inventory.declared is not None:
-        from berth.devices.inventory import declared_gpus
+        from berth.devices.declared import declared_gpus
 
         return declared_gpus(cfg.inventory)
     from berth.devices.nvml import read_all

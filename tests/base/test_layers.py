@@ -105,7 +105,9 @@ def test_wire_imports_no_other_berth_layer() -> None:
     assert _offending(_modules("wire"), ("berth.wire", "berth.errors", "berth.units")) == {}
 
 
-@pytest.mark.parametrize("layer", ["devices", "choose.py", "choose_filters.py"])
+@pytest.mark.parametrize(
+    "layer", ["devices", "choose.py", "choose_reasons.py", "filters.py", "record.py"]
+)
 def test_lower_layers_know_nothing_of_claims_jobs_or_the_cli(layer: str) -> None:
     forbidden = ("berth.claims", "berth.core", "berth.daemon", "berth.cli", "berth.client",
                  "berth.web", "berth.sim", "berth.backends", "berth.lease", "berth.api")  # fmt: skip

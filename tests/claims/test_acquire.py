@@ -111,7 +111,7 @@ def test_shares_and_memory(fake_gpus: Any) -> None:
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
 def test_bad_gpus_is_a_usage_error(fake_gpus: Any, bad: Any) -> None:
     fake_gpus.setup(n=1)
-    with pytest.raises(UsageError, match="gpus="):
+    with pytest.raises(UsageError, match="gpus = "):
         berth.acquire(bad)
     assert Ledger().scan().claims == []
 

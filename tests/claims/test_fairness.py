@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
-from berth.claims.ledger import Lease, Ledger
+from berth.claims.ledger import Claim, Ledger
 from berth.errors import WaitTimeout
 from berth.lease import build_request, claim
 
@@ -26,7 +26,7 @@ with berth.acquire(timeout=30, poll=60, **kw) as lease:
 """
 
 
-def hold(i: int) -> Lease:
+def hold(i: int) -> Claim:
     lease, _ = claim(build_request(1, only=str(i)), timeout=0)
     return lease
 
@@ -142,20 +142,21 @@ def test_reservation_is_deterministic_whatever_the_order() -> None:
     """A reservation that changed on every look would wake the other waiters in a loop."""
     from claimkit import logical
 
-    from berth.choose import Held, Request
+    from berth.choose import Claimed
     from berth.claims.fairness import reservation
+    from berth.filters import Filters
 
     gpus = logical(8)
-    claims = {g.uuid: Held(1.0) for g in gpus}  # all held: the waiter reserves for later
-    older = {gpus[1].uuid: Held(1.0)}
+    claims = {g.uuid: Claimed(1.0) for g in gpus}  # all held: the waiter reserves for later
+    older = {gpus[1].uuid: Claimed(1.0)}
     picks = {
-        tuple(reservation(gpus, Request(3, order="random"), [], claims, older)) for _ in range(50)
+        tuple(reservation(gpus, Filters(3, order="random"), [], claims, older)) for _ in range(50)
     }
     assert picks == {((gpus[0].uuid, 1.0, 0), (gpus[2].uuid, 1.0, 0), (gpus[3].uuid, 1.0, 0))}
-    preferred = reservation(gpus, Request(2, prefer="5"), [], claims, older)
+    preferred = reservation(gpus, Filters(2, prefer="5"), [], claims, older)
     assert [u for u, _, _ in preferred] == [gpus[5].uuid, gpus[0].uuid]
     # A waiter that berth claims ending cannot satisfy reserves nothing.
-    assert reservation(gpus, Request(8), [], claims, older) == []
+    assert reservation(gpus, Filters(8), [], claims, older) == []
 
 
 def _first_waiter_reserving(n: int) -> bool:

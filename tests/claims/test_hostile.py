@@ -17,12 +17,12 @@ from collections.abc import Iterator
 import pytest
 from claimkit import Holders, logical
 
-from berth.choose import Request
 from berth.claims import files
 from berth.claims.ledger import Ledger
 from berth.claims.paths import check_dir
 from berth.claims.waiting import wait_claim
 from berth.errors import UsageError
+from berth.filters import Filters
 
 U = [g.uuid for g in logical()]
 
@@ -65,7 +65,7 @@ def test_a_lock_file_held_for_ever_blocks_no_claim(
     ledger = Ledger(ledger_dir)
     lease = ledger.try_claim([U[0]])
     assert lease is not None
-    waited = wait_claim(ledger, lambda: logical(2), Request(1), timeout=0)
+    waited = wait_claim(ledger, lambda: logical(2), Filters(1), timeout=0)
     assert waited.uuids == [U[1]]
     lease.set_pids([os.getpid()], "python test")  # body writes need no lock either
     assert [c.command for c in ledger.scan().claims] == ["python test", waited.command]
@@ -77,7 +77,7 @@ def test_a_planted_symlink_or_unreadable_lock_file_breaks_nobody(ledger_dir: str
     ledger = Ledger(ledger_dir)
     lease = ledger.try_claim([U[0]])
     assert lease is not None
-    assert wait_claim(ledger, lambda: logical(2), Request(1), timeout=0).uuids == [U[1]]
+    assert wait_claim(ledger, lambda: logical(2), Filters(1), timeout=0).uuids == [U[1]]
     assert os.readlink(lock) == "/etc/passwd"  # berth neither follows nor touches it
     os.unlink(lock)
     os.mkfifo(lock, 0)

@@ -50,7 +50,7 @@ def test_declared_memory_fits_the_card(ledger_dir: str) -> None:
     # a third 30G share fits by share (0.75) but not by memory (90G > 80G)
     assert ledger.try_claim([U[2]], share=0.25, mem=30 * GIB, memory_total=TOTAL) is None
     assert ledger.try_claim([U[2]], share=0.25, mem=20 * GIB, memory_total=TOTAL)
-    assert ledger.scan().held()[U[2]].memory == 80 * GIB
+    assert ledger.scan().held()[U[2]].mem == 80 * GIB
 
 
 def test_multi_gpu_claim_is_all_or_nothing(

@@ -20,10 +20,10 @@ USERS = ("berth-test-a", "berth-test-b")  # b plays mallory in the hostile tests
 PRELOAD = (
     "argparse", "ctypes", "errno", "fcntl", "grp", "json", "pwd", "random", "select", "shlex",
     "socket", "struct", "tomllib", "urllib.parse", "zlib", "berth.api", "berth.claims.admin",
-    "berth.claims.fairness", "berth.claims.files", "berth.claims.lease", "berth.claims.ledger",
+    "berth.claims.fairness", "berth.claims.files", "berth.claims.claim", "berth.claims.ledger",
     "berth.claims.paths", "berth.claims.waiting", "berth.claims.wake", "berth.cli.main",
-    "berth.cli.release", "berth.devices", "berth.devices.inventory", "berth.devices.visible",
-    "berth.lease", "berth.choose", "berth.units",
+    "berth.cli.release", "berth.devices", "berth.devices.declared", "berth.devices.visible",
+    "berth.lease", "berth.choose", "berth.filters", "berth.units",
 )  # fmt: skip
 
 

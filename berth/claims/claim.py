@@ -1,7 +1,9 @@
-"""A lease: the claims one process holds, one claim file (and descriptor) per GPU.
+"""A claim: the GPUs one process claimed together, one claim file (and descriptor) per GPU,
+under one lease id.
 
-Made by :meth:`berth.claims.ledger.Ledger.create`; the on-disk format is in
-:mod:`berth.claims.files`.
+Made by :meth:`berth.claims.ledger.Ledger.claim`; the on-disk format is in
+:mod:`berth.claims.files`. (``berth.acquire()`` hands its caller a :class:`berth.lease.Lease`,
+which holds one of these and also sets the process's CUDA environment.)
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ if TYPE_CHECKING:
     from berth.claims.ledger import Ledger
 
 
-class Lease:
-    """Claims held by this process: one file (and one descriptor) per GPU.
+class Claim:
+    """GPUs claimed by this process: one file (and one descriptor) per GPU.
 
     ``fds`` keep the claims alive: hand them to a child (``pass_fds``) and the claims live as
     long as any process holding them. :meth:`release` ends the claims (unlinks the files);
@@ -85,4 +87,4 @@ class Lease:
         self.paths = []
 
     def __repr__(self) -> str:
-        return f"Lease({self.lease_id}, gpus={self.indices or self.uuids}, share={self.share:g})"
+        return f"Claim({self.lease_id}, gpus={self.indices or self.uuids}, share={self.share:g})"

@@ -1,4 +1,4 @@
-"""Declared logical GPUs: the inventory a config file states instead of NVML.
+"""Declared logical GPUs: the GPUs a config file's ``[inventory]`` states instead of NVML.
 
 ``[inventory] gpus = 5`` gives GPUs 0..4 with uuids ``LOGICAL-0``..``LOGICAL-4``, the
 configured ``name`` and ``memory``, and no telemetry (every reading None). They are selected
