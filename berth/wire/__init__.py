@@ -11,7 +11,7 @@
   it shares with the daemon's other requests; :mod:`berth.wire.arrays`: ``--array 0-9%2``.
 
 Each module is small and imports only the standard library (and ``berth.errors`` and
-``berth.units``, which import nothing of berth's), so the CLI (``berth submit``, ``berth queue``...) reaches a daemon without importing the daemon;
-``berth/cli`` and ``berth/client.py`` import :mod:`berth.wire`, never :mod:`berth.daemon`
+``berth.units``, below every layer), so the CLI (``berth submit``, ``berth queue``...)
+reaches a daemon without importing the daemon; ``berth/cli`` and ``berth/client.py`` import :mod:`berth.wire`, never :mod:`berth.daemon`
 (except ``berth daemon`` itself, which starts one).
 """
