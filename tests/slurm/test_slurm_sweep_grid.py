@@ -27,7 +27,7 @@ running = os.path.join(out, "running")
 os.makedirs(running, exist_ok=True)
 open(os.path.join(running, me), "w").close()
 most = 0
-end = time.monotonic() + float(os.environ.get("HOLD", "0.6"))
+end = time.monotonic() + float(os.environ.get("HOLD", "0.4"))
 while time.monotonic() < end:
     most = max(most, len(os.listdir(running)))
     time.sleep(0.02)
@@ -70,6 +70,12 @@ def test_a_sweep_is_one_slurm_array_each_task_exactly_its_argv(berth: Cli) -> No
     commands, _ = expand(template)
     n = len(commands)
     assert n == 26
+
+    def known() -> set[str]:
+        rows = berth.slurm("squeue", "-h", "-r", "--states=all", "-o", "%F %K %j").stdout
+        return set(rows.split("\n")) - {""}
+
+    before = known()
     sub = berth("sweep", "--throttle", "3", "-g", "1", "-J", "grid", "--", *template)
     assert sub.returncode == 0, sub.stderr
     job = sub.stdout.split()[2]
@@ -77,9 +83,8 @@ def test_a_sweep_is_one_slurm_array_each_task_exactly_its_argv(berth: Cli) -> No
         f"Submitted job {job} to Slurm: an array of {n} tasks ({job}_0..{job}_{n - 1}, "
         "at most 3 at once)\n"
     )
-    # one Slurm job: every task Slurm knows of is a task of it
-    tasks = berth.slurm("squeue", "-h", "-r", "--states=all", "-o", "%F %K %j").stdout.split("\n")
-    assert {t for t in tasks if t} == {f"{job} {i} grid" for i in range(n)}
+    # one Slurm job: every job Slurm got from the sweep is a task of that array
+    assert known() - before == {f"{job} {i} grid" for i in range(n)}
     waited = berth("wait", job)
     assert (waited.returncode, waited.stdout) == (0, f"job {job}: COMPLETED (exit code 0)\n")
 
@@ -114,6 +119,11 @@ def test_running_tasks_have_their_own_gpus_and_cancel_ends_the_sweep(berth: Cli)
     gpus = [wait_until(lambda i=i: berth("logs", i).stdout.strip(), timeout=20, message="gpus")
             for i in ids]  # fmt: skip
     assert len(set(gpus)) == 2 and set(gpus) <= {"0", "1", "2", "3"}
+    late = berth("wait", "--timeout", "0.2", job)
+    assert (late.returncode, late.stderr) == (
+        6,
+        f"berth wait: job {job} has not ended (--timeout)\n",
+    )
     said = berth("cancel", job)
     assert (said.returncode, said.stdout) == (0, f"job {job}: cancelled\n")
     waited = berth("wait", job)
@@ -165,3 +175,15 @@ def test_the_local_sweep_is_unchanged(fake_gpus: Any, slurm: Any) -> None:
         assert refused.returncode == 2 and "--partition is for Slurm" in refused.stderr
     finally:
         rig.cleanup()
+
+
+def test_a_grid_larger_than_the_cluster_takes_is_refused_with_why(berth: Cli) -> None:
+    big = berth("sweep", "--", "true", "{0..1001}")  # Slurm's MaxArraySize: 1001 by default
+    assert big.returncode == 1, big.stderr
+    assert big.stderr == (
+        "berth: Slurm refused the job: the cluster does not take the array 0-1001 (1002 tasks): "
+        "its highest index must be below MaxArraySize (see `scontrol show config | grep "
+        "MaxArraySize`); split it, e.g. a sweep into smaller grids (sbatch: Invalid job array "
+        "specification)\n"
+    )
+    assert berth.slurm("squeue", "-h").stdout == ""
