@@ -229,22 +229,22 @@ def test_a_job_without_gpu_ids_or_with_uuids_fails_saying_why(tmp_path: Any) -> 
 
 
 AWKWARD = ["a b", "it's", "$HOME", "`id`", "x\ny", "c\r\nd", "\t", '"q"', "back\\slash", "*",
-           "-n", "é", "", "$(touch /tmp/pwned)", "\x7f\x01"]  # fmt: skip
+           "-n", "é", "", "$(touch /tmp/pwned)", "\x7f\x01", "not utf-8: \udcff"]  # fmt: skip
 
 
 def test_a_sweeps_script_gives_each_task_its_words_quoted(tmp_path: Any) -> None:
     argvs = [[*PRINT, v, "--i", str(i)] for i, v in enumerate(AWKWARD)]
     array = ArraySpec.parse(f"0-{len(argvs) - 1}%3")
     p = plan(job(argv=argvs[0], array_argvs=argvs), SHARDED, log_dir="/l", array=array)
-    assert p.args == [] and "--array=0-14%3" in p.argv
+    assert p.args == [] and "--array=0-15%3" in p.argv
     assert p.argv[p.argv.index("-o") + 1] == "/l/%A_%a.out"
     for i, argv in enumerate(argvs):
         done = _run_script(p, tmp_path, SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID=str(i))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == argv[len(PRINT) :]
-    done = _run_script(p, tmp_path, SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID="15")
+    done = _run_script(p, tmp_path, SLURM_ARRAY_JOB_ID="7", SLURM_ARRAY_TASK_ID="16")
     assert (done.returncode, done.stdout) == (127, "")
-    assert "task 15 is none of this sweep's 15 (0-14)" in done.stderr
+    assert "task 16 is none of this sweep's 16 (0-15)" in done.stderr
 
 
 def test_a_sweep_is_one_array_of_its_commands() -> None:
