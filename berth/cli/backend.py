@@ -36,7 +36,8 @@ def job_id(text: str) -> str:
     import argparse
 
     head, _, task = text.partition("_")
-    if not head.isdigit() or (task and not task.isdigit()):
+    digits = text.isascii() and head.isdigit() and (not task or task.isdigit())
+    if not digits:  # (str.isdigit alone takes "²" and "٣")
         raise argparse.ArgumentTypeError(f"invalid job id {text!r}: expected 12 or 12_3")
     return text
 
