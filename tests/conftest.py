@@ -320,8 +320,11 @@ def fake_gpus(
     rig = FakeGpus(tmp_path, fakenvml_lib_dir)
     for name, value in rig.vars.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+        # set, then delete: monkeypatch then restores the variable as it was before the test
+        # (absent too) even when the code under test sets it (gpuselect(), acquire())
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     _reset_berth()
     try:
         yield rig
