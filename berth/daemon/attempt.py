@@ -16,19 +16,17 @@ job and attempt, so it can never reach a later job), or, for an adopted attempt,
 from __future__ import annotations
 
 import array
-import errno
-import fcntl
 import json
 import os
 import select
 import signal
 import socket
-import stat
 import time
 import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a CRC
 
 from berth.claims import files as claim_files
-from berth.daemon import runfile
+from berth.daemon import gate, runfile
+from berth.daemon.jobfiles import SpawnError, open_log, remove_stale_socket, which
 from berth.daemon.ptyrelay import PtyRelay
 
 TYPE_CHECKING = False
@@ -42,29 +40,6 @@ JOB_SIGDEF = (
     signal.SIGTTOU,
 )  # fmt: skip
 MAX_MESSAGE = 8 * 1024 * 1024  # of a message on a supervisor's or the fork server's socket
-
-
-class SpawnError(Exception):
-    """The job could not be started (the message says why)."""
-
-
-def which(exe: str, path: str) -> str | None:
-    """``shutil.which(exe, path=path)`` for a bare name on POSIX, in fewer calls: the first
-    executable non-directory ``dir/exe`` along ``path`` (each directory tried once)."""
-    if not path:
-        return None
-    seen = set()
-    for d in path.split(os.pathsep):
-        if d in seen:
-            continue
-        seen.add(d)
-        name = d + exe if not d or d.endswith("/") else f"{d}/{exe}"  # os.path.join
-        try:  # access() first: it answers a missing file without raising
-            if os.access(name, os.X_OK) and not stat.S_ISDIR(os.stat(name).st_mode):
-                return name
-        except (OSError, ValueError):
-            continue
-    return None
 
 
 def _children(pid: int) -> list[int]:
@@ -103,51 +78,15 @@ def kill_leftovers() -> None:
 # SHELL): what a job whose captured environment lacks them gets.
 IDENTITY: dict[str, str] = {}
 
-_LOG_FLAGS = (
-    os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
-    | os.O_NONBLOCK
-)  # fmt: skip
 
-
-def open_log(path: str) -> int:
-    """Open a job's log for appending, as the job's user (the supervisor is them), created
-    ``0666 & ~umask`` (the submitter's umask is in force). A symbolic link as the file itself
-    is refused: in a directory others may write, one could point it at a file of the job's
-    user (their ~/.bashrc) and have the job write there. A missing directory is created.
-    Non-blocking while opening, so a FIFO nobody reads fails instead of hanging."""
-    try:
-        try:
-            fd = os.open(path, _LOG_FLAGS, 0o666)
-        except FileNotFoundError:  # its directory is missing: create it
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            fd = os.open(path, _LOG_FLAGS, 0o666)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise SpawnError(
-                f"log file {path!r} is a symbolic link: refused (it could send the job's "
-                "output into another file); give the real path with -o/-e"
-            ) from None
-        if e.errno == errno.ENXIO:
-            raise SpawnError(f"log file {path!r} is a FIFO that nobody reads") from None
-        raise SpawnError(f"cannot open log file {path!r}: {e.strerror}") from None
-    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
-    return fd
-
-
-def _remove_stale_socket(path: str) -> None:
-    """A terminal socket left by an attempt whose supervisor was killed (ids restart with a
-    new state dir): only a socket is removed, never anything else found there."""
-    try:
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
-    except OSError:
-        pass
+class NotStarted(Exception):
+    """Its start gate closed unopened: the command must not run."""
 
 
 class Attempt:
     """Run one attempt (:meth:`run`). ``chan``: the channel to the daemon, or None once it
-    has hung up; ``wakeup``: the read end of the supervisor's signal wakeup pipe."""
+    has hung up; ``wakeup``: the read end of the supervisor's signal wakeup pipe; ``gate``:
+    its start gate (:mod:`berth.daemon.gate`), or -1 (none: notifications)."""
 
     def __init__(
         self,
@@ -156,6 +95,7 @@ class Attempt:
         claims: tuple[int, ...],
         chan: socket.socket | None,
         wakeup: int,
+        gate_fd: int = -1,
     ) -> None:
         self.spec: dict[str, Any] = msg["spec"]
         self.job: int = msg["job"]
@@ -171,6 +111,18 @@ class Attempt:
         self.kill_at: float | None = None
         self.grace = float(self.spec.get("kill_after") or 30.0)
         self.refused: list[dict[str, Any]] = []  # "run" orders that came while busy
+        self.gate = gate_fd
+        self.opened = True  # (through its gate, or none)
+
+    def _through_gate(self) -> bool:
+        """Wait at the start gate, if there is one still to pass: True once the start is
+        durable (noted ``go`` in the run file), False if it never will be."""
+        if self.gate >= 0:
+            fd, self.gate = self.gate, -1
+            self.opened = gate.passed(fd)
+            if self.opened:
+                runfile.note(self.run_fd, b"go\n")
+        return self.opened
 
     def _spawn(self) -> int:
         """Start the job; its executable is looked up in the job's own PATH."""
@@ -211,7 +163,7 @@ class Attempt:
             name = os.ttyname(slave)
             os.close(slave)
             where = spec.get("pty_path") or self.path + ".pty"
-            _remove_stale_socket(where)
+            remove_stale_socket(where)
             try:
                 self.relay = PtyRelay(master, out, where)
             except OSError as e:
@@ -233,6 +185,8 @@ class Attempt:
                 (os.POSIX_SPAWN_DUP2, err, 2),
             ]
         try:
+            if not self._through_gate():  # all is ready: wait for the start to be durable
+                raise NotStarted
             return os.posix_spawn(
                 exe, argv, env, file_actions=actions, setsid=True, setsigmask=(),
                 setsigdef=JOB_SIGDEF,
@@ -278,21 +232,36 @@ class Attempt:
             self._group(signal.SIGKILL)
 
     def run(self) -> dict[str, Any]:
-        start = time.time()
+        """Start the job (once through its gate), wait for it, and say how it ended. An
+        attempt whose gate closed unopened says ``unstarted`` (nothing ran; its supervisor
+        writes no ``exit`` line); one that could not start says why, once through its gate
+        (nothing is reported of an attempt whose start is not durable)."""
         result: dict[str, Any] = {
             "rc": None,
             "signal": None,
             "timeout": False,
             "cancelled": False,
-            "start": start,
+            "start": None,
             "end": None,
             "error": None,
         }
         try:
-            self.pid = pid = self._spawn()
-        except (SpawnError, OSError, ValueError) as e:
-            result.update(rc=127, error=str(e), end=time.time())
+            try:
+                self.pid = pid = self._spawn()
+            except (SpawnError, OSError, ValueError) as e:
+                if not self._through_gate():
+                    raise NotStarted from None
+                result.update(rc=127, error=str(e), start=time.time(), end=time.time())
+                return result
+        except NotStarted:
+            if self.relay is not None:
+                self.relay.close()
+            result.update(
+                rc=127, error="its start could not be recorded: not run", unstarted=True,
+                end=time.time(),
+            )  # fmt: skip
             return result
+        result["start"] = start = time.time()
         runfile.note(self.run_fd, f"job {pid}\n".encode())
         self._name_holders(pid)
         pidfd = os.pidfd_open(pid)

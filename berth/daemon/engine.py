@@ -191,7 +191,7 @@ class Engine(Lifecycle):
     def _running(self) -> list[Job]:
         """Jobs holding GPUs: watched, or being launched (not a scan of the whole queue)."""
         out = []
-        for job_id in (*self.runs, *self.committing):
+        for job_id in dict.fromkeys((*self.runs, *self.committing)):  # (may be in both)
             job = self.jobs.get(job_id)
             if job is not None and job.state in (State.RUNNING, State.COMPLETING):
                 out.append(job)
@@ -202,7 +202,7 @@ class Engine(Lifecycle):
         if not self.res.inventory:
             return False
         held: dict[int, float] = {}
-        for job_id in (*self.runs, *self.committing):
+        for job_id in dict.fromkeys((*self.runs, *self.committing)):
             job = self.jobs.get(job_id)
             if job is None or not job.attempts:
                 continue

@@ -12,13 +12,20 @@ A commit that fails (a full disk, an I/O error) loses nothing the daemon has acc
 are refused (their submitters are told), but saved states, other writes and the actions that
 wait for them stay queued and the commit is retried with a growing pause (up to
 ``RETRY_MAX`` seconds) until it succeeds; meanwhile the engine keeps showing the jobs as they
-are. Only actions registered with an ``otherwise`` (a hand-over that must not happen unless its
+are. Only actions registered with an ``otherwise`` (what must not happen unless its
 write-ahead is durable) are replaced by that alternative.
+
+A commit may also open start gates (:meth:`Journal.open_on_commit`, :mod:`berth.daemon.gate`):
+the attempts it starts wait at them in their supervisors, and the committer opens them the
+moment the commit is durable. A gate whose commit fails is never opened: the ``otherwise`` of
+its launch closes it, and that attempt never runs.
 """
 
 from __future__ import annotations
 
 import logging
+
+from berth.daemon import gate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,6 +64,8 @@ class Journal:
         self._after: list[Callable[[], None]] = []
         self._on_fail: list[Callable[[], None]] = []
         self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
+        self._gates: list[int] = []  # start gates to open once the next commit is durable
+        self.unsaved: dict[int, dict[str, Any]] = {}  # specs of new jobs not yet committed
         self._armed = False
         self._in_flight = False
         self._paired: set[int] = set()  # ids of actions that have an ``otherwise``
@@ -68,6 +77,7 @@ class Journal:
         """Queue a new job; the future completes once it is durable."""
         fut: asyncio.Future[None] = self.loop.create_future()
         self._inserts.append((job, spec, fut))
+        self.unsaved[job.id] = spec
         self._arm()
         return fut
 
@@ -80,6 +90,13 @@ class Journal:
     def execute(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """Queue ``executemany(sql, rows)`` for the next commit (after its inserts and saves)."""
         self._statements.append((sql, rows))
+        self._arm()
+
+    def open_on_commit(self, fd: int) -> None:
+        """Open the start gate ``fd`` once everything queued so far is durable (never if that
+        commit fails). The caller closes ``fd`` in the actions that follow the commit (or its
+        ``otherwise``)."""
+        self._gates.append(fd)
         self._arm()
 
     def after_commit(
@@ -109,12 +126,13 @@ class Journal:
             self._retry.cancel()
             self._retry = None
         inserts, dirty, after, on_fail = self._inserts, self._dirty, self._after, self._on_fail
-        statements = self._statements
-        if not (inserts or dirty or after or statements):
+        statements, gates = self._statements, self._gates
+        if not (inserts or dirty or after or statements or gates):
             return
         self._inserts, self._dirty, self._after, self._on_fail = [], {}, [], []
-        self._statements = []
+        self._statements, self._gates = [], []
         if not (inserts or dirty or statements):
+            gate.open_all(gates)  # (everything they wait for is durable already)
             self._committed(None, inserts, dirty, statements, after, on_fail)
             return
         from berth.daemon.store import Store
@@ -138,6 +156,8 @@ class Journal:
                         db.executemany(sql, many)
             except Exception as e:
                 error = e
+            else:
+                gate.open_all(gates)
             self._committed(error, inserts, dirty, statements, after, on_fail)
             return
         self._in_flight = True
@@ -146,6 +166,7 @@ class Journal:
             lambda error: self._committed(
                 error, inserts, dirty, statements, after, on_fail, was_in_flight=True
             ),
+            gates,
         )
 
     def _committed(
@@ -161,6 +182,8 @@ class Journal:
         if was_in_flight:
             self._in_flight = False
         inserted = [job for job, _, _ in inserts]
+        for job in inserted:
+            self.unsaved.pop(job.id, None)
         if error is not None:
             self.on_committed(inserted, [], False)
             self._failed(error, inserts, dirty, statements, after, on_fail)
@@ -226,7 +249,10 @@ class Journal:
 
     async def drain(self) -> None:
         """Wait until nothing is queued or being committed."""
-        while self._in_flight or self._inserts or self._dirty or self._after or self._statements:
+        while (
+            self._in_flight or self._inserts or self._dirty or self._after or self._statements
+            or self._gates
+        ):  # fmt: skip
             fut = self.durable()
             self.flush(force=True)
             try:

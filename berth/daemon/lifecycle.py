@@ -16,7 +16,7 @@ import time
 
 from berth.core.states import FINISHED, State
 from berth.core.transition import transition
-from berth.daemon import runfile
+from berth.daemon import gate, runfile
 from berth.daemon.launcher import launch_spec
 
 TYPE_CHECKING = False
@@ -61,6 +61,34 @@ class Run:
         self.sup_pid = sup_pid
 
 
+class Launch:
+    """One attempt being started, from the pass that decided it until its start is durable
+    (or withdrawn). ``wait``/``gate``: the read and write ends of its start gate (-1 once
+    closed); ``durable``: None until its commit is done, then whether it succeeded."""
+
+    __slots__ = ("durable", "error", "failed", "gate", "job", "lease", "run", "start", "wait")
+
+    def __init__(self, job: Job, start: Any, lease: Lease) -> None:
+        self.job = job
+        self.start = start
+        self.lease = lease
+        self.wait = self.gate = -1
+        self.error = ""
+        self.run: Run | None = None  # once handed over
+        self.durable: bool | None = None
+        self.failed = False  # settled as failed already
+
+    def close_wait(self) -> None:
+        if self.wait >= 0:
+            os.close(self.wait)
+            self.wait = -1
+
+    def close_gate(self) -> None:
+        if self.gate >= 0:
+            os.close(self.gate)
+            self.gate = -1
+
+
 class Lifecycle:
     """Launch, end, control and adopt attempts (state lives in the engine)."""
 
@@ -97,6 +125,11 @@ class Lifecycle:
     # -- launching ----------------------------------------------------------------------------
 
     def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
+        """Start what a pass decided. Write-ahead: each job is saved RUNNING (with its attempt
+        launched) and its command runs only once that is durable; meanwhile the attempt goes
+        to a supervisor, which prepares it and waits at its gate (:mod:`berth.daemon.gate`),
+        opened by the commit. A failed commit withdraws them instead."""
+        out: list[Launch] = []
         for job, (start, lease) in launches:
             transition(
                 job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
@@ -106,51 +139,110 @@ class Lifecycle:
             self._left_order += 1
             self.save(job, launched=len(job.attempts))
             self.committing[job.id] = lease
-        # Write-ahead: RUNNING + launched is durable before any hand-over, which follows the
-        # commit (the loop serves meanwhile); a failed commit releases the claims instead.
+            ln = Launch(job, start, lease)
+            try:
+                ln.wait, ln.gate = gate.make()
+                self.journal.open_on_commit(ln.gate)
+            except OSError as e:
+                ln.error = str(e)  # (out of descriptors: it fails at its hand-over)
+            out.append(ln)
         self.journal.after_commit(
-            lambda: self._hand_over(launches), otherwise=lambda: self._not_launched(launches)
+            lambda: self._started(out), otherwise=lambda: self._withdrawn(out)
         )
-        self.flush(force=True)
+        self.flush(force=True)  # the commit leaves for the writer's thread...
+        self._hand_over(out)  # ...while the attempts go to their supervisors
 
-    def _not_launched(self, launches: list[tuple[Job, Any]]) -> None:
-        for job, (_start, lease) in launches:
-            self.committing.pop(job.id, None)
-            lease.release()
-            if self.jobs.get(job.id) is job:  # (a job whose insert failed is gone already)
-                self._launch_failed(job, "the state database could not record its start")
-
-    def _hand_over(self, launches: list[tuple[Job, Any]]) -> None:
-        """The write-ahead is durable: hand each attempt to a supervisor of its owner."""
-        for job, (start, lease) in launches:
-            self.committing.pop(job.id, None)
+    def _hand_over(self, launches: list[Launch]) -> None:
+        """Hand each attempt to a supervisor of its owner, to wait at its gate."""
+        for ln in launches:
+            if ln.durable is False:
+                continue  # withdrawn already (a commit on the loop's thread failed)
+            job, lease = ln.job, ln.lease
             attempt = len(job.attempts)
             path = runfile.run_file(self.run_dir, job.id, attempt)
             run_fd = -1
             try:
-                spec = self.store.spec(job.id)
-                gpus = [(i, self.res.by_index[i].uuid) for i in start.gpus]
+                if ln.wait < 0:
+                    raise OSError(ln.error)
+                unsaved = self.journal.unsaved.get(job.id)  # submitted in this very commit
+                if unsaved is not None:
+                    from berth.wire.jobspec import JobSpec
+
+                    spec = JobSpec.from_dict(unsaved, stored=True)
+                else:
+                    spec = self.store.spec(job.id)
+                gpus = [(i, self.res.by_index[i].uuid) for i in ln.start.gpus]
                 owner = (job.uid, job.gid, job.user)
                 ls = launch_spec(
                     spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
                 )
                 run_fd = runfile.open_run_file(path, self.spares.pop() if self.spares else None)
-                msg = {"job": job.id, "attempt": attempt, "path": path, "spec": ls}
-                slot = self.pool.run(owner, msg, [run_fd, *lease.fds])
+                msg = {"job": job.id, "attempt": attempt, "path": path, "spec": ls, "gate": 1}
+                slot = self.pool.run(owner, msg, [run_fd, ln.wait, *lease.fds])
             except OSError as e:
+                ln.close_gate()  # its supervisor (if any) reads the gate's end: never runs it
+                ln.failed = True
+                self._uncommit(ln)
                 lease.release()
                 if run_fd >= 0:
                     _unlink(path)
-                self._launch_failed(job, str(e))
+                if self.jobs.get(job.id) is job:
+                    self._launch_failed(job, str(e))
                 continue
             finally:
                 if run_fd >= 0:
                     os.close(run_fd)  # the supervisor holds its lock now
-            lease.detach()  # the supervisor and the job hold the claim now
-            self.runs[job.id] = Run(path, attempt, lease.lease_id, slot)
-            if job.id in self.cancel_on_start:
-                self.cancel_on_start.discard(job.id)
-                self.pool.order(slot, job.id, attempt, "term")
+                ln.close_wait()  # (the supervisor has its copy)
+            ln.run = Run(path, attempt, lease.lease_id, slot)
+            self.runs[job.id] = ln.run
+            if ln.durable:
+                self._go(ln)
+
+    def _started(self, launches: list[Launch]) -> None:
+        """Their starts are durable (the committer has opened their gates)."""
+        for ln in launches:
+            ln.durable = True
+            ln.close_gate()
+            if ln.run is not None:
+                self._go(ln)
+            # (else: its hand-over is still to come (a commit on the loop's thread), or failed)
+
+    def _go(self, ln: Launch) -> None:
+        """Started durably and handed over: the supervisor and the job hold the claims now."""
+        job = ln.job
+        if self._uncommit(ln):
+            ln.lease.detach()
+        cancel = job.id in self.cancel_on_start
+        self.cancel_on_start.discard(job.id)
+        run = self.runs.get(job.id)
+        if run is None or run is not ln.run:
+            return  # it has ended already (or its supervisor died): that was settled
+        if cancel and run.slot is not None:
+            self.pool.order(run.slot, job.id, run.attempt, "term")
+
+    def _uncommit(self, ln: Launch) -> bool:
+        """Its start no longer awaits its commit; False if that was settled already."""
+        if self.committing.get(ln.job.id) is not ln.lease:
+            return False
+        del self.committing[ln.job.id]
+        return True
+
+    def _withdrawn(self, launches: list[Launch]) -> None:
+        """The commit of their starts failed: their gates close unopened (nothing runs), the
+        claims go, and the jobs fail."""
+        for ln in launches:
+            ln.durable = False
+            ln.close_gate()
+            ln.close_wait()
+            job = ln.job
+            if self._uncommit(ln):
+                ln.lease.release()
+            if ln.run is not None and self.runs.get(job.id) is ln.run:
+                del self.runs[job.id]
+                _unlink(ln.run.path)
+            if not ln.failed and self.jobs.get(job.id) is job:  # (a failed insert: gone)
+                ln.failed = True
+                self._launch_failed(job, "the state database could not record its start")
 
     def _launch_failed(self, job: Job, why: str) -> None:
         log.error("job %d: cannot start its supervisor: %s", job.id, why)
@@ -168,7 +260,15 @@ class Lifecycle:
         if run is None or run.attempt != attempt:
             return
         del self.runs[job_id]
-        self.record_exit(self.jobs[job_id], result, run.path, leftovers=False)
+        job = self.jobs[job_id]
+        lease = self.committing.pop(job_id, None)  # (it ended before we heard of its commit)
+        if lease is not None:
+            lease.detach()
+        if result.get("unstarted"):  # its gate closed unopened (not by us: we forgot it then)
+            _unlink(run.path)
+            self._launch_failed(job, str(result.get("error") or "it was not started"))
+            return
+        self.record_exit(job, result, run.path, leftovers=False)
 
     def _on_gone(self, job_id: int, attempt: int, why: str, started: bool) -> None:
         """The supervisor running an attempt died, or never came to be."""
@@ -178,10 +278,17 @@ class Lifecycle:
         del self.runs[job_id]
         job = self.jobs[job_id]
         info = runfile.read_run_file(run.path)
+        began = runfile.began(info)
+        lease = self.committing.pop(job_id, None)  # its start is not durable yet
+        if lease is not None:
+            if began:
+                lease.detach()  # (its claim files find what the job left: see end_leftovers)
+            else:
+                lease.release()
         if "exit" in info:
             self.record_exit(job, info["exit"], run.path)
-        elif not started or "sup" not in info:
-            # It never reached a supervisor (the run file is as we made it): nothing ran.
+        elif not started or not began:
+            # It never reached a supervisor, or never passed its gate: nothing ran.
             _unlink(run.path)
             self._launch_failed(job, why)
         else:
@@ -207,8 +314,14 @@ class Lifecycle:
         run = self.runs.pop(job_id)
         self.loop.remove_reader(run.pidfd)
         os.close(run.pidfd)
-        result = runfile.read_run_file(run.path).get("exit")
-        self.record_exit(self.jobs[job_id], result, run.path)
+        info = runfile.read_run_file(run.path)
+        if "exit" not in info and not runfile.began(info):
+            # It waited at the gate of a start that never became durable (or was never
+            # opened): nothing ran.
+            _unlink(run.path)
+            self.requeue_unstarted(self.jobs[job_id], time.time(), runfile.NEVER_STARTED)
+            return
+        self.record_exit(self.jobs[job_id], info.get("exit"), run.path)
 
     def record_exit(
         self,
@@ -285,7 +398,7 @@ class Lifecycle:
             self._change(job, State.CANCELLED, now, reason="cancelled before it started")
             return "cancelled"
         run = self.runs.get(job.id)
-        if run is None:
+        if run is None or job.id in self.committing:  # (its start is not durable yet)
             if sig is None and job.id in self.committing:
                 self.cancel_on_start.add(job.id)
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")

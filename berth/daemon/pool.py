@@ -4,8 +4,9 @@ An attempt goes to an idle supervisor of the job's owner, or to a new one (forke
 server, or by the daemon itself if that is gone). The daemon sends the attempt and learns how
 it ended on the supervisor's channel, a SOCK_SEQPACKET pair; messages are JSON:
 
-- daemon -> supervisor: ``{"op": "run", "job", "attempt", "path", "spec"}`` with the run file
-  and the claims attached; ``{"op": "term", "job", "attempt"}`` (SIGTERM to the job's group,
+- daemon -> supervisor: ``{"op": "run", "job", "attempt", "path", "spec", "gate": 1}`` with
+  the run file, the read end of the attempt's start gate (:mod:`berth.daemon.gate`) and the
+  claims attached; ``{"op": "term", "job", "attempt"}`` (SIGTERM to the job's group,
   SIGKILL after its grace); ``{"op": "signal", "job", "attempt", "sig"}``. Orders name their
   attempt: one that arrives after it ended is ignored, never applied to the next job.
 - supervisor -> daemon: ``{"op": "done", "job", "attempt", "result"}``, sent after the result
@@ -88,7 +89,8 @@ class Pool:
 
     def run(self, owner: Owner, msg: dict[str, Any], fds: list[int]) -> Slot:
         """Hand an attempt (``msg`` without its op) and its descriptors (run file first, then
-        the claims) to a supervisor of ``owner``; the caller closes its copies afterwards."""
+        its gate if ``msg`` says so, then the claims) to a supervisor of ``owner``; the caller
+        closes its copies afterwards."""
         data = json.dumps({"op": "run", **msg}).encode()
         if len(data) > MAX_MESSAGE:
             raise OSError(f"its launch spec is too large ({len(data)} bytes)")

@@ -5,10 +5,15 @@ For each RUNNING/COMPLETING job, with ``launched`` = its attempt number:
 
 - the run file has an ``exit`` line: the attempt ended while the daemon was down; record it;
 - the run file is locked: its supervisor lives; adopt it (pidfd on the pid it wrote);
-- the run file exists, unlocked, without ``exit``: the supervisor died uncleanly. If it never
-  wrote a ``job`` line the job never started: requeue it; otherwise the truth is lost: LOST;
-- there is no run file: the daemon stopped between the write-ahead and the fork; the job never
-  ran: requeue it (PREEMPTED, then PENDING at the end of the queue).
+- the run file exists, unlocked, without ``exit``: the supervisor died uncleanly, or its
+  attempt never passed its start gate (:mod:`berth.daemon.gate`: the daemon stopped before
+  the start was durable, or before it opened the gate). If it never wrote ``go`` (nor a
+  ``job`` line) the job never started: requeue it; otherwise the truth is lost: LOST;
+- there is no run file: the daemon stopped between the write-ahead and the hand-over; the
+  job never ran: requeue it (PREEMPTED, then PENDING at the end of the queue).
+
+Run files of attempts the store does not show running (a start that never became durable)
+are removed, once no supervisor holds them.
 
 Nothing runs twice: a job is requeued only when no supervisor of it can exist.
 
@@ -85,6 +90,7 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
     for job, attempt in to_settle:
         path = runfile.run_file(engine.run_dir, job.id, attempt)
         counts[_settle(engine, job, path, attempt, rebooted)] += 1
+    _remove_strays(engine.run_dir, {f"{job.id}.{attempt}" for job, attempt in to_settle})
     engine.flush(force=True)
     return counts
 
@@ -126,14 +132,37 @@ def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -
             engine.record_exit(job, info["exit"], path)
             return "ended_while_down"
     now = time.time()
-    if not os.path.exists(path) or "job" not in info:
-        why = "the daemon stopped before its supervisor started it; requeued"
-        engine.requeue_unstarted(job, now, why)
+    if not os.path.exists(path) or not runfile.began(info):
+        engine.requeue_unstarted(job, now, runfile.NEVER_STARTED)
         if os.path.exists(path):
             os.unlink(path)
         return "requeued"
     engine.record_exit(job, None, path, lost=engine.end_leftovers(job, path, "its supervisor died"))
     return "lost"
+
+
+def _remove_strays(run_dir: str, running: set[str]) -> None:
+    """Remove the run files of attempts that are not running (``<job>.<attempt>`` names not
+    in ``running``): their start never became durable, so nothing ran (see the module). One
+    a supervisor still holds is left for the next start of that attempt to replace."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(runfile.SPARE) or name in running or not _attempt_name(name):
+            continue
+        path = os.path.join(run_dir, name)
+        if not runfile.supervisor_alive(path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _attempt_name(name: str) -> bool:
+    job, dot, attempt = name.partition(".")
+    return bool(dot) and job.isdigit() and attempt.isdigit()
 
 
 def _wait_for_pid(path: str, timeout: float = 2.0) -> int | None:

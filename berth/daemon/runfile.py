@@ -3,16 +3,22 @@ attempt's supervisor meet, so that a daemon that died (even by ``kill -9``) can 
 became of every job it had started. Written line by line by the supervisor::
 
     sup <supervisor pid>
+    go
     job <job pid>
     exit {"rc": 0, "signal": null, "timeout": false, "cancelled": false, ...}
+
+``go``: the attempt passed its start gate (:mod:`berth.daemon.gate`): its start is durable and
+the command is about to be spawned. An attempt without ``go`` (nor ``job``, which a supervisor
+of an earlier berth wrote first) never ran its command (see :func:`began`).
 
 The daemon creates the file and takes an exclusive ``flock`` on it *before* it hands the
 attempt to a supervisor (the descriptor travels with the attempt), then closes its own copy:
 the lock is held exactly as long as the supervisor works on that attempt. It is released once
 the ``exit`` line is written, or when the supervisor dies. So after a daemon crash, a run file
 that is still locked has a live supervisor (adopt it), one with an ``exit`` line has a recorded
-result, and one that is neither belongs to a supervisor that died uncleanly. No run file means
-the attempt never reached a supervisor, and the job can safely start again.
+result, and one that is neither belongs to a supervisor that died uncleanly (which ran the job
+only if the file says ``go``). No run file means the attempt never reached a supervisor, and
+the job can safely start again.
 
 Control of an *adopted* attempt (its supervisor lost its daemon, and runs nothing after it):
 SIGTERM = terminate; SIGUSR1 = deliver the signal number written in ``<run file>.sig``. A
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SPARE = "spare."  # prefix of a run file kept for reuse (see :func:`open_run_file`)
+NEVER_STARTED = "the daemon stopped before its supervisor started it; requeued"
 
 
 def run_file(run_dir: str, job_id: int, attempt: int) -> str:
@@ -63,7 +70,11 @@ def open_run_file(path: str, spare: str | None = None) -> int:
                 return fd
             except OSError:
                 os.close(fd)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:  # a file left by a start that never became durable (the daemon died): a new one
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -83,7 +94,8 @@ def note(fd: int, line: bytes) -> None:
 
 
 def read_run_file(path: str) -> dict[str, Any]:
-    """What a run file says: ``sup`` pid, ``job`` pid, ``exit`` result (each may be absent)."""
+    """What a run file says: ``sup`` pid, ``go`` (True), ``job`` pid, ``exit`` result (each may
+    be absent)."""
     out: dict[str, Any] = {}
     try:
         with open(path, "rb") as f:
@@ -98,12 +110,20 @@ def read_run_file(path: str) -> dict[str, Any]:
                 out["exit"] = json.loads(value)
             except ValueError:
                 pass
+        elif key == b"go":
+            out["go"] = True
         elif key in (b"sup", b"job"):
             try:
                 out[key.decode()] = int(value)
             except ValueError:
                 pass
     return out
+
+
+def began(info: dict[str, Any]) -> bool:
+    """Whether the attempt whose run file says ``info`` may have run its command: it passed
+    its gate (``go``) or had a job pid (``job``). Without either, it never did."""
+    return "go" in info or "job" in info
 
 
 def supervisor_alive(path: str) -> bool:

@@ -6,8 +6,9 @@ for one owner (the user its jobs run as). It calls ``setsid()`` so that nothing 
 daemon (a ``kill -9``, a terminal's Ctrl-C) reaches it, closes every descriptor but its
 channel to the daemon, becomes a child subreaper, drops to its owner's uid and gid, and then
 serves the daemon: each ``run`` message carries one attempt (job id, attempt number, launch
-spec) with the attempt's locked run file and its claims attached; the supervisor runs it
-(:class:`berth.daemon.attempt.Attempt`), writes the result to the run file, lets go of the
+spec) with the attempt's locked run file, its start gate and its claims attached; the
+supervisor prepares it, waits at the gate until its start is durable (:mod:`berth.daemon.gate`),
+runs it (:class:`berth.daemon.attempt.Attempt`), writes the result to the run file, lets go of the
 run file's lock and the claims, and answers ``done`` with the result. Then it waits for the
 next attempt: under a stream of short jobs, a handful of supervisors run them all, and no
 process is forked per job but the job itself.
@@ -141,14 +142,18 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
             for fd in fds:
                 os.close(fd)
             continue
-        run_fd, claims = fds[0], tuple(fds[1:])
+        gated = bool(msg.get("gate")) and len(fds) > 1
+        run_fd, gate_fd = fds[0], (fds[1] if gated else -1)
+        claims = tuple(fds[2:] if gated else fds[1:])
         runfile.note(run_fd, me)
-        attempt = Attempt(msg, run_fd, claims, chan, r)
+        attempt = Attempt(msg, run_fd, claims, chan, r, gate_fd)
         result = attempt.run()
         # One write: a reader sees either nothing or the whole line. Then the claims and the
-        # run file's lock go: the attempt is over for everyone.
+        # run file's lock go: the attempt is over for everyone. (One whose start never became
+        # durable leaves no line: it never ran, see berth.daemon.gate.)
         line = encode(result)
-        runfile.note(run_fd, b"exit " + line + b"\n")
+        if not result.get("unstarted"):
+            runfile.note(run_fd, b"exit " + line + b"\n")
         for fd in claims:
             os.close(fd)
         os.close(run_fd)

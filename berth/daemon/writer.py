@@ -5,8 +5,11 @@ Why a thread: a durable commit waits for the disk (an ``fsync``: 0.2 ms on a qui
 milliseconds on a busy one). The event loop hands the batch over and goes on serving (reading
 exits, deciding starts) while it is written; what it changes meanwhile is committed as the next
 batch (group commit with one commit in flight). Nothing is acted on before its batch is durable:
-the engine runs a batch's follow-ups (answer a submit, fork a supervisor, remove a run file)
-only in the completion callback, on the loop.
+the engine runs a batch's follow-ups (answer a submit, remove a run file) only in the
+completion callback, on the loop. The one exception is not an action but a word: a batch may
+carry start gates (:mod:`berth.daemon.gate`), which this thread opens the moment the ``COMMIT``
+has returned, before the loop hears of it, so that an attempt waiting at its gate starts
+without a turn of the loop in between.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import queue
 import sqlite3
 import threading
+
+from berth.daemon import gate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
 
     Batch = Sequence[tuple[str, Sequence[Sequence[Any]]]]
     Done = Callable[[BaseException | None], None]
+    Item = tuple[Batch, Done, threading.Event | None, Sequence[int]]
 
 
 class Writer:
@@ -35,21 +41,21 @@ class Writer:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA busy_timeout=5000")
         self.commits = 0
-        self._queue: queue.SimpleQueue[tuple[Batch, Done, threading.Event | None] | None] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="berth-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, batch: Batch, done: Done) -> None:
-        """Commit ``batch``; then ``done(None)`` (or ``done(error)``) runs on the loop."""
-        self._queue.put((batch, done, None))
+    def submit(self, batch: Batch, done: Done, gates: Sequence[int] = ()) -> None:
+        """Commit ``batch``; then ``done(None)`` (or ``done(error)``) runs on the loop.
+        ``gates``: start gates to open as soon as the batch is durable (never if it fails);
+        the caller closes them, in ``done`` or later."""
+        self._queue.put((batch, done, None, gates))
 
     def commit_now(self, batch: Batch) -> None:
         """Commit ``batch`` and wait for it (start-up only: nothing else may be in flight)."""
         result: list[BaseException | None] = []
         event = threading.Event()
-        self._queue.put((batch, result.append, event))
+        self._queue.put((batch, result.append, event, ()))
         event.wait()
         if result and result[0] is not None:
             raise result[0]
@@ -65,7 +71,7 @@ class Writer:
             item = self._queue.get()
             if item is None:
                 return
-            batch, done, event = item
+            batch, done, event, gates = item
             error: BaseException | None = None
             try:
                 self.db.execute("BEGIN IMMEDIATE")
@@ -77,6 +83,8 @@ class Writer:
                     raise
                 self.db.execute("COMMIT")
                 self.commits += 1
+                if gates:
+                    gate.open_all(list(gates))
             except Exception as e:
                 error = e
             if event is not None:

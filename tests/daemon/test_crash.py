@@ -129,7 +129,7 @@ def test_run_files_of_ended_attempts_are_reused_empty(daemon):
     path = os.path.join(run_dir, f"{second}.1")
     wait_until(lambda: "job" in runfile.read_run_file(path), message="job started")
     assert os.stat(path).st_ino in spares  # a spare took the new name
-    assert runfile.read_run_file(path).keys() == {"sup", "job"}  # nothing of its past
+    assert runfile.read_run_file(path).keys() == {"sup", "go", "job"}  # nothing of its past
     daemon.call("cancel", job_ids=[second])
     assert daemon.wait_done([second])[second]["state"] == "CANCELLED"
 
