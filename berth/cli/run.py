@@ -102,14 +102,12 @@ def request_from(args: argparse.Namespace) -> Filters:
 
     only = filters.gpu_list(args.only, "--only")
     text = args.gpus if args.gpus is not None else str(len(only) if only else 1)
+    from berth.units import GPU_COUNT_RULE, gpu_count
+
     try:
-        gpus = float(text)
+        gpus = gpu_count(float(text), "-g/--gpus")  # the one rule (and message) of a GPU count
     except ValueError:
-        gpus = -1.0
-    if not gpus > 0 or (gpus >= 1 and gpus != int(gpus)):
-        raise UsageError(
-            f"-g {text!r}: expected a number of GPUs (1, 2...) or a share below 1 (0.5)"
-        )
+        raise UsageError(f"-g/--gpus = {text!r}: {GPU_COUNT_RULE}") from None
     if only and gpus > len(only):
         raise UsageError(
             f"-g {text} --only {args.only}: asks for more GPUs than --only names ({len(only)}); "

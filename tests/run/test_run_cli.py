@@ -70,7 +70,7 @@ def test_command_not_found_and_no_command(fake_gpus: Any) -> None:
     r = fake_gpus.berth("run")
     assert r.returncode == 2 and "no command" in r.stderr
     r = fake_gpus.berth("run", "-g", "1.5", "--", "true")
-    assert r.returncode == 2 and "-g '1.5'" in r.stderr
+    assert r.returncode == 2 and "-g/--gpus = '1.5': must be a whole number of GPUs" in r.stderr
     assert Ledger().scan().claims == []
 
 
