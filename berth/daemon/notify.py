@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
-    from berth.daemon.pool import Pool
+    from berth.daemon.ports import Processes
     from berth.daemon.store import Store
     from berth.wire.jobspec import JobSpec
 
@@ -96,7 +96,7 @@ def runs(job: Job, spec: JobSpec) -> list[dict[str, Any]]:
     return out
 
 
-def send(store: Store, pool: Pool, job: Job) -> None:
+def send(store: Store, pool: Processes, job: Job) -> None:
     """The job's end is durable: hand its notifications to a supervisor of its owner."""
     try:
         spec = store.spec(job.id)
