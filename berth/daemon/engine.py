@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 
 from berth.core.states import ACTIVE, State
-from berth.daemon import runfile
 from berth.daemon.accounts import Accounts
 from berth.daemon.journal import Journal
-from berth.daemon.lifecycle import MAX_SPARES, Lifecycle, Run
-from berth.daemon.pool import Pool
+from berth.daemon.lifecycle import Lifecycle
+from berth.daemon.ports import SystemClock
+from berth.daemon.queueorder import QueueOrder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,8 +29,8 @@ if TYPE_CHECKING:
     from berth.claims.ledger import Lease
     from berth.core.inventory import Usage
     from berth.core.job import Job
-    from berth.core.placement import Profile
     from berth.daemon.options import Options
+    from berth.daemon.ports import Clock, Processes, Run
     from berth.daemon.resources import Resources
     from berth.daemon.store import Store
 
@@ -40,22 +39,27 @@ log = logging.getLogger("berth.daemon")
 
 class Engine(Lifecycle):
     def __init__(
-        self, opts: Options, store: Store, res: Resources, loop: asyncio.AbstractEventLoop
+        self,
+        opts: Options,
+        store: Store,
+        res: Resources,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        clock: Clock | None = None,
+        procs: Processes | None = None,
     ) -> None:
+        """``clock`` and ``procs``: the engine's ports (:mod:`berth.daemon.ports`); by
+        default the real clock and the supervisors under ``<state dir>/run``."""
         self.opts = opts
         self.store = store
         self.res = res
         self.loop = loop
-        self.run_dir = os.path.join(opts.state_dir, "run")
-        os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
-        # Run files of ended attempts, kept for reuse (see runfile.open_run_file).
-        self.spares = [
-            os.path.join(self.run_dir, n)
-            for n in os.listdir(self.run_dir)
-            if n.startswith(runfile.SPARE)
-        ][:MAX_SPARES]
-        self._spare_seq = 0
-        self._spare_tag = f"{os.getpid()}-{time.time_ns()}"
+        self.clock: Clock = clock or SystemClock()
+        if procs is None:
+            from berth.daemon.supervisors import Supervisors
+
+            procs = Supervisors(loop, f"{opts.state_dir}/run", res.ledger.path)
+        self.procs: Processes = procs
         self.jobs: dict[int, Job] = {}  # unfinished jobs
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
@@ -77,18 +81,12 @@ class Engine(Lifecycle):
         self._deps_dirty = False  # a job ended unsuccessfully: dependents may be doomed
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
-        self.pool = Pool(loop, self._on_done, self._on_gone)
+        procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
         self.committing: dict[int, Lease] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
-        self._order_dirty = True  # a job joined (or rejoined) the queue: re-sort
-        self._sorted: list[Job] = []
-        self._left_order = 0  # jobs of _sorted that left PENDING since it was filtered
-        self._presorted = False
-        self._profile: Profile | None = None
-        self._sorted_at = 0.0
-        self._tenants = 0  # users with pending jobs at the last sort
+        self.order = QueueOrder()  # the queue in the policy's order, kept between passes
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -127,7 +125,7 @@ class Engine(Lifecycle):
         fits, so it stays fast with a long queue); :meth:`explain` asks for the reasons."""
         from berth.core.policy import DEFAULT_POLICY, schedule
 
-        now = time.time()
+        now = self.clock.time()
         t0 = time.perf_counter()
         self._decide_seconds = 0.0  # (a pass that decides nothing delays no later one)
         self._reasons_valid = False
@@ -152,11 +150,11 @@ class Engine(Lifecycle):
             now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
-            fair=self.accounts.fair(running, now) if self._tenants > 1 else None,
+            fair=self.accounts.fair(running, now) if self.order.tenants > 1 else None,
             limits=self.accounts.user_limits(),
             explain=explain,
-            presorted=self._presorted,
-            profile=self._profile,
+            presorted=self.order.presorted,
+            profile=self.order.profile,
         )
         self._decide_seconds = time.perf_counter() - t0
         for start in decisions.starts:
@@ -212,39 +210,11 @@ class Engine(Lifecycle):
         return all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory)
 
     def _pending(self) -> list[Job]:
-        """Pending jobs in the policy's order, re-sorted only when jobs joined the queue (the
-        order of the others does not change), or, for ``balanced`` (whose order ages), at
-        most once a second: a pass over a long queue must not sort it every time."""
-        from berth.core.placement import Profile
-        from berth.core.policy import DEFAULT_POLICY, order_key
+        """Pending jobs in the policy's order (:mod:`berth.daemon.queueorder`)."""
+        from berth.core.policy import DEFAULT_POLICY
 
         policy = self.opts.policy or DEFAULT_POLICY
-        now = time.time()
-        if self._order_dirty or (policy == "balanced" and now - self._sorted_at > 1.0):
-            self._order_dirty = False
-            self._left_order = 0
-            self._sorted_at = now
-            self._sorted = sorted(
-                (j for j in self.jobs.values() if j.state is State.PENDING),
-                key=lambda j: order_key(j, policy, now),
-            )
-            # fair share orders users only when several wait (jobs leaving cannot add one)
-            self._tenants = len({j.tenant for j in self._sorted})
-            self._profile = Profile.of(j.request for j in self._sorted)
-            self._presorted = True
-            return list(self._sorted)
-        # Drop the jobs that left the queue since: those that started are nearly always at
-        # its head; a full filter only if some left from elsewhere.
-        order = self._sorted
-        k = 0
-        while k < len(order) and order[k].state is not State.PENDING:
-            k += 1
-        if k:
-            del order[:k]
-        if self._left_order != k:  # (more left, or some left uncounted: be exact)
-            order[:] = [j for j in order if j.state is State.PENDING]
-        self._left_order = 0
-        return list(order)
+        return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
     def _set_reasons(self, decisions: Any) -> None:
         from berth.daemon.admin import drained as drain_notes
@@ -273,7 +243,7 @@ class Engine(Lifecycle):
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
-        now = time.time()
+        now = self.clock.time()
         multi = len({j.tenant for j in pending}) > 1
         decisions = schedule(
             pending,
@@ -309,7 +279,7 @@ class Engine(Lifecycle):
         out: set[int] = set()
         for r in self.runs.values():
             if r.job_pid is None or r.sup_pid is None:
-                info = runfile.read_run_file(r.path)
+                info = self.procs.record(r.path)
                 r.job_pid = info.get("job")
                 r.sup_pid = r.sup_pid or info.get("sup")
             out.update(p for p in (r.job_pid, r.sup_pid) if p is not None)
@@ -328,7 +298,9 @@ class Engine(Lifecycle):
         keep = self.opts.keep_finished
         if not keep or keep == float("inf"):
             return 0
-        ids = [i for i in self.store.ended_before(time.time() - keep) if i not in self.settling]
+        ids = [
+            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
+        ]
         if not ids:
             return 0
         from berth.daemon.store import Store
@@ -360,7 +332,7 @@ class Engine(Lifecycle):
         if holding:
             from berth.daemon.store import Store
 
-            row = self.accounts.ended(job, max(now, time.time()))
+            row = self.accounts.ended(job, max(now, self.clock.time()))
             if row is not None:
                 self.journal.execute(Store.USAGE_SQL, [row])
 
@@ -369,7 +341,7 @@ class Engine(Lifecycle):
     def insert(self, job: Job, spec: dict[str, Any]) -> asyncio.Future[None]:
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
-        self._order_dirty = True
+        self.order.joined()
         fut = self.journal.insert(job, spec)
         self.kick()
         return fut
@@ -396,4 +368,4 @@ class Engine(Lifecycle):
         if not ok:
             for job in inserted:  # never accepted
                 self.jobs.pop(job.id, None)
-            self._order_dirty = True
+            self.order.joined()

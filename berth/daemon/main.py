@@ -199,9 +199,12 @@ async def _main(
     res.poll()
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)
-    engine = Engine(opts, store, res, loop)
-    engine.pool.spawner = spawner
-    loop.add_reader(spawner.sock.fileno(), engine.pool.on_spawner_reply)
+    from berth.daemon.supervisors import Supervisors
+
+    procs = Supervisors(loop, os.path.join(opts.state_dir, "run"), ledger.path)  # (its port)
+    procs.pool.spawner = spawner
+    loop.add_reader(spawner.sock.fileno(), procs.pool.on_spawner_reply)
+    engine = Engine(opts, store, res, loop, procs=procs)
     engine.queue_paused = store.meta("queue_paused") == "1"
     counts = recover(engine, rebooted)
     from berth.daemon.writer import Writer
@@ -245,7 +248,7 @@ async def _main(
 
     def poll() -> None:
         res.poll()
-        engine.pool.sweep(loop.time())
+        procs.pool.sweep(loop.time())
         engine.kick()
         loop.call_later(opts.poll_interval, poll)
 
@@ -274,7 +277,7 @@ async def _main(
         web.close()
     log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
     await engine.drain()
-    engine.pool.close()  # idle supervisors exit; busy ones finish their attempt first
+    procs.pool.close()  # idle supervisors exit; busy ones finish their attempt first
     engine.journal.writer.close()
     engine.journal.writer = None
     with store.tx():

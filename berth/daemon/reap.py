@@ -68,10 +68,11 @@ def _session(sid: int, uid: int) -> list[int]:
     return out
 
 
-def end(pids: list[int], grace: float, loop: asyncio.AbstractEventLoop) -> int:
-    """SIGTERM ``pids`` now and SIGKILL those left after ``grace`` seconds; how many were
-    signalled."""
+def end(pids: list[int], grace: float, loop: asyncio.AbstractEventLoop) -> list[int]:
+    """SIGTERM ``pids`` now and SIGKILL those left after ``grace`` seconds; those that were
+    signalled (the others had gone)."""
     fds = []
+    ended = []
     for pid in pids:
         try:
             fd = os.pidfd_open(pid)
@@ -80,11 +81,12 @@ def end(pids: list[int], grace: float, loop: asyncio.AbstractEventLoop) -> int:
         try:
             signal.pidfd_send_signal(fd, signal.SIGTERM)
             fds.append(fd)
+            ended.append(pid)
         except OSError:
             os.close(fd)
     if fds:
         loop.call_later(grace, _kill, fds)
-    return len(fds)
+    return ended
 
 
 def _kill(fds: list[int]) -> None:

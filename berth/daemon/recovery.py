@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 
 from berth.core.job import Job
@@ -87,10 +86,12 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
                 job_id, why, store.path,
             )  # fmt: skip
         counts["quarantined"] = len(bad)
+    keep = set()
     for job, attempt in to_settle:
-        path = runfile.run_file(engine.run_dir, job.id, attempt)
+        path = engine.procs.run_file(job.id, attempt)
+        keep.add(path)
         counts[_settle(engine, job, path, attempt, rebooted)] += 1
-    _remove_strays(engine.run_dir, {f"{job.id}.{attempt}" for job, attempt in to_settle})
+    engine.procs.discard_strays(keep)
     engine.flush(force=True)
     return counts
 
@@ -106,72 +107,46 @@ def _load(job_id: int, data: str) -> Job:
 
 
 def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -> str:
-    info = runfile.read_run_file(path)
+    procs = engine.procs
+    info = procs.record(path)
     if "exit" in info:
         engine.record_exit(job, info["exit"], path)
         return "ended_while_down"
     if rebooted:
         why = "the machine restarted while it ran"
         if job.requeue:
-            engine.requeue_unstarted(job, time.time(), why + "; requeued (--requeue)")
-            if os.path.exists(path):
-                os.unlink(path)
+            engine.requeue_unstarted(job, engine.clock.time(), why + "; requeued (--requeue)")
+            procs.discard(path)
             return "requeued"
         engine.record_exit(job, None, path, lost=why)
         return "lost"
-    if runfile.supervisor_alive(path):
-        pid = _wait_for_pid(path)
+    if procs.alive(path):
+        pid = _wait_for_pid(engine, path)
         if pid is not None:
             try:
                 engine.adopt(job.id, pid, path, attempt, job.extra.get("lease"))
                 return "adopted"
             except ProcessLookupError:
                 pass
-        info = runfile.read_run_file(path)
+        info = procs.record(path)
         if "exit" in info:
             engine.record_exit(job, info["exit"], path)
             return "ended_while_down"
-    now = time.time()
-    if not os.path.exists(path) or not runfile.began(info):
-        engine.requeue_unstarted(job, now, runfile.NEVER_STARTED)
-        if os.path.exists(path):
-            os.unlink(path)
+    if not runfile.began(info):  # (no run file: nothing either)
+        engine.requeue_unstarted(job, engine.clock.time(), runfile.NEVER_STARTED)
+        procs.discard(path)
         return "requeued"
     engine.record_exit(job, None, path, lost=engine.end_leftovers(job, path, "its supervisor died"))
     return "lost"
 
 
-def _remove_strays(run_dir: str, running: set[str]) -> None:
-    """Remove the run files of attempts that are not running (``<job>.<attempt>`` names not
-    in ``running``): their start never became durable, so nothing ran (see the module). One
-    a supervisor still holds is left for the next start of that attempt to replace."""
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(runfile.SPARE) or name in running or not _attempt_name(name):
-            continue
-        path = os.path.join(run_dir, name)
-        if not runfile.supervisor_alive(path):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-
-
-def _attempt_name(name: str) -> bool:
-    job, dot, attempt = name.partition(".")
-    return bool(dot) and job.isdigit() and attempt.isdigit()
-
-
-def _wait_for_pid(path: str, timeout: float = 2.0) -> int | None:
+def _wait_for_pid(engine: Engine, path: str, timeout: float = 2.0) -> int | None:
     """The supervisor writes its pid first thing; give a just-forked one a moment."""
     deadline = time.monotonic() + timeout
     while True:
-        pid = runfile.read_run_file(path).get("sup")
+        pid = engine.procs.record(path).get("sup")
         if pid is not None or time.monotonic() > deadline:
             return pid if isinstance(pid, int) else None
-        if not runfile.supervisor_alive(path):
+        if not engine.procs.alive(path):
             return None
         time.sleep(0.005)

@@ -1,0 +1,206 @@
+"""Starting what a scheduling pass decided: the write-ahead of each start, and its hand-over
+to a supervisor while that is being committed. :class:`Launching` is a part of
+:class:`berth.daemon.engine.Engine` (through :class:`~berth.daemon.lifecycle.Lifecycle`),
+kept apart to keep each file one idea.
+
+A start is saved (the job RUNNING, its attempt ``launched``) and its command runs only once
+that is durable: the attempt goes to a supervisor at once, through the engine's process port
+(:mod:`berth.daemon.ports`), and waits at its start gate (:mod:`berth.daemon.gate`), which the
+journal's committer opens the moment the commit is durable. A commit that fails withdraws
+the starts (their gates close unopened: nothing runs) and the jobs fail.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from berth.core.states import State
+from berth.core.transition import transition
+from berth.daemon.launcher import launch_spec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.claims.ledger import Lease
+    from berth.core.job import Job
+    from berth.daemon.journal import Journal
+    from berth.daemon.options import Options
+    from berth.daemon.ports import Clock, Processes, Run
+    from berth.daemon.queueorder import QueueOrder
+    from berth.daemon.resources import Resources
+    from berth.daemon.store import Store
+
+log = logging.getLogger("berth.daemon")
+
+
+class Launch:
+    """One attempt being started, from the pass that decided it until its start is durable
+    (or withdrawn). ``wait``/``gate``: the read and write ends of its start gate (-1 once
+    closed); ``durable``: None until its commit is done, then whether it succeeded."""
+
+    __slots__ = ("durable", "error", "failed", "gate", "job", "lease", "run", "start", "wait")
+
+    def __init__(self, job: Job, start: Any, lease: Lease) -> None:
+        self.job = job
+        self.start = start
+        self.lease = lease
+        self.wait = self.gate = -1
+        self.error = ""
+        self.run: Run | None = None  # once handed over
+        self.durable: bool | None = None
+        self.failed = False  # settled as failed already
+
+
+class Launching:
+    """Launch attempts (state lives in the engine)."""
+
+    opts: Options
+    store: Store
+    res: Resources
+    clock: Clock
+    procs: Processes
+    jobs: dict[int, Job]
+    runs: dict[int, Run]
+    journal: Journal
+    committing: dict[int, Lease]  # started, the start not yet durable
+    cancel_on_start: set[int]
+    order: QueueOrder
+
+    if TYPE_CHECKING:
+
+        def save(self, job: Job, **cols: Any) -> None: ...
+
+        def flush(self, force: bool = False) -> None: ...
+
+        def _change(
+            self, job: Job, to: State, now: float, *, reason: str = "", exit_code: int | None = None
+        ) -> None: ...
+
+    def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
+        """Start what a pass decided (see the module): ``launches`` are (job, (its start, its
+        claims' lease))."""
+        out: list[Launch] = []
+        for job, (start, lease) in launches:
+            transition(
+                job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
+                mem=start.mem,
+            )  # fmt: skip
+            job.extra["lease"] = lease.lease_id
+            self.order.left()
+            self.save(job, launched=len(job.attempts))
+            self.committing[job.id] = lease
+            ln = Launch(job, start, lease)
+            try:
+                ln.wait, ln.gate = self.procs.gate()
+                self.journal.open_on_commit(ln.gate)
+            except OSError as e:
+                ln.error = str(e)  # (out of descriptors: it fails at its hand-over)
+            out.append(ln)
+        self.journal.after_commit(
+            lambda: self._started(out), otherwise=lambda: self._withdrawn(out)
+        )
+        self.flush(force=True)  # the commit leaves for the writer's thread...
+        self._hand_over(out)  # ...while the attempts go to their supervisors
+
+    def _hand_over(self, launches: list[Launch]) -> None:
+        """Hand each attempt to a supervisor of its owner, to wait at its gate."""
+        for ln in launches:
+            if ln.durable is False:
+                continue  # withdrawn already (a commit on the loop's thread failed)
+            job, lease = ln.job, ln.lease
+            attempt = len(job.attempts)
+            try:
+                if ln.wait < 0:
+                    raise OSError(ln.error)
+                unsaved = self.journal.unsaved.get(job.id)  # submitted in this very commit
+                if unsaved is not None:
+                    from berth.wire.jobspec import JobSpec
+
+                    spec = JobSpec.from_dict(unsaved, stored=True)
+                else:
+                    spec = self.store.spec(job.id)
+                gpus = [(i, self.res.by_index[i].uuid) for i in ln.start.gpus]
+                owner = (job.uid, job.gid, job.user)
+                ls = launch_spec(
+                    spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
+                )
+                run = self.procs.start(
+                    owner, job.id, attempt, ls, [ln.wait, *lease.fds], lease.lease_id
+                )
+            except OSError as e:
+                self._close(ln, wait=False)  # its supervisor (if any) never runs it
+                ln.failed = True
+                self._uncommit(ln)
+                lease.release()
+                if self.jobs.get(job.id) is job:
+                    self._launch_failed(job, str(e))
+                continue
+            finally:
+                self._close(ln, gate=False)  # (the supervisor has its copy)
+            ln.run = run
+            self.runs[job.id] = run
+            if ln.durable:
+                self._go(ln)
+
+    def _started(self, launches: list[Launch]) -> None:
+        """Their starts are durable (the committer has opened their gates)."""
+        for ln in launches:
+            ln.durable = True
+            self._close(ln, wait=False)
+            if ln.run is not None:
+                self._go(ln)
+            # (else: its hand-over is still to come (a commit on the loop's thread), or failed)
+
+    def _go(self, ln: Launch) -> None:
+        """Started durably and handed over: the supervisor and the job hold the claims now."""
+        job = ln.job
+        if self._uncommit(ln):
+            ln.lease.detach()
+        cancel = job.id in self.cancel_on_start
+        self.cancel_on_start.discard(job.id)
+        run = self.runs.get(job.id)
+        if run is None or run is not ln.run:
+            return  # it has ended already (or its supervisor died): that was settled
+        if cancel:
+            self.procs.order(run, job.id, "term")
+
+    def _uncommit(self, ln: Launch) -> bool:
+        """Its start no longer awaits its commit; False if that was settled already."""
+        if self.committing.get(ln.job.id) is not ln.lease:
+            return False
+        del self.committing[ln.job.id]
+        return True
+
+    def _withdrawn(self, launches: list[Launch]) -> None:
+        """The commit of their starts failed: their gates close unopened (nothing runs), the
+        claims go, and the jobs fail."""
+        for ln in launches:
+            ln.durable = False
+            self._close(ln)
+            job = ln.job
+            if self._uncommit(ln):
+                ln.lease.release()
+            if ln.run is not None and self.runs.get(job.id) is ln.run:
+                del self.runs[job.id]
+                self.procs.discard(ln.run.path)
+            if not ln.failed and self.jobs.get(job.id) is job:  # (a failed insert: gone)
+                ln.failed = True
+                self._launch_failed(job, "the state database could not record its start")
+
+    def _close(self, ln: Launch, *, wait: bool = True, gate: bool = True) -> None:
+        """Close our ends of its gate: the read end (``wait``), the write end (``gate``)."""
+        if wait and ln.wait >= 0:
+            self.procs.close(ln.wait)
+            ln.wait = -1
+        if gate and ln.gate >= 0:
+            self.procs.close(ln.gate)
+            ln.gate = -1
+
+    def _launch_failed(self, job: Job, why: str) -> None:
+        log.error("job %d: cannot start its supervisor: %s", job.id, why)
+        self._change(job, State.FAILED, self.clock.time(), reason=why, exit_code=127)
+
+    def _limit(self, job: Job) -> float | None:
+        limits = [t for t in (job.time_limit, self.opts.max_job_time) if t]
+        return min(limits) if limits else None

@@ -1,0 +1,175 @@
+"""The engine's passes driven through its ports (berth/daemon/ports.py) with a fake clock and
+a fake process port: nothing is forked, time is exact (tests/daemon/enginekit.py)."""
+
+from __future__ import annotations
+
+import select
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from enginekit import EngineRig
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[EngineRig]:
+    r = EngineRig(tmp_path, gpus=1)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def test_a_job_times_out_exactly_at_its_limit(rig: EngineRig) -> None:
+    a = rig.submit("sleep", "100", time_limit=60)
+    rig.turn()
+    assert rig.procs.started == [(a, 1)]
+    attempt = rig.procs.attempts[f"/fake/run/{a}.1"]
+    assert attempt.spec["time_limit"] == 60  # what its supervisor enforces
+    rig.advance_to(rig.t0 + 59.999)
+    assert rig.state(a) == "RUNNING"
+    rig.advance_to(rig.t0 + 60)
+    assert rig.state(a) == "TIMEOUT"
+    job = rig.job(a)
+    assert job.attempts[-1].start == rig.t0
+    assert job.attempts[-1].end == rig.t0 + 60
+    assert job.attempts[-1].reason == "time limit"
+
+
+def test_the_daemons_max_job_time_is_the_limit_when_it_is_shorter(tmp_path: Path) -> None:
+    rig = EngineRig(tmp_path, gpus=1, max_job_time=30.0)
+    try:
+        a = rig.submit("sleep", "100", time_limit=20)
+        b = rig.submit("sleep", "100")
+        rig.turn()
+        rig.advance_to(rig.t0 + 20)
+        assert rig.state(a) == "TIMEOUT"  # its own limit, the shorter
+        assert rig.procs.started == [(a, 1), (b, 1)]
+        rig.advance_to(rig.t0 + 49.999)
+        assert rig.state(b) == "RUNNING"
+        rig.advance_to(rig.t0 + 50)  # the daemon's 30 s
+        assert rig.state(b) == "TIMEOUT"
+    finally:
+        rig.close()
+
+
+def test_a_requeued_job_runs_again_behind_the_job_that_waited(rig: EngineRig) -> None:
+    a = rig.submit("sleep", "100", time_limit=10, requeue=True)
+    b = rig.submit("sleep", "5")
+    rig.turn()
+    rig.advance_to(rig.t0 + 10)  # a's limit: requeued at the end of the queue; b starts
+    assert rig.state(a) == "PENDING"
+    assert rig.job(a).attempts[-1].outcome.value == "PREEMPTED"
+    assert rig.procs.started == [(a, 1), (b, 1)]
+    rig.advance_to(rig.t0 + 15)  # b ends: a's second attempt starts at once
+    assert rig.state(b) == "COMPLETED"
+    assert rig.procs.started == [(a, 1), (b, 1), (a, 2)]
+    assert rig.procs.attempts[f"/fake/run/{a}.2"].start == rig.t0 + 15
+    assert rig.state(a) == "RUNNING"
+
+
+def test_starts_follow_priority_then_submission(rig: EngineRig) -> None:
+    x = rig.submit("sleep", "10")
+    rig.turn()
+    j1 = rig.submit("sleep", "1")
+    j2 = rig.submit("sleep", "1", priority=5)
+    j3 = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.procs.started == [(x, 1)]  # one GPU
+    rig.advance_to(rig.t0 + 13)
+    assert rig.procs.started == [(x, 1), (j2, 1), (j1, 1), (j3, 1)]
+    starts = [rig.procs.attempts[f"/fake/run/{j}.1"].start for j in (j2, j1, j3)]
+    assert starts == [rig.t0 + 10, rig.t0 + 11, rig.t0 + 12]  # no gap in fake time
+    assert all(rig.state(j) == "COMPLETED" for j in (x, j1, j2, j3))
+
+
+def test_a_job_whose_supervisor_dies_is_lost_and_the_next_starts(rig: EngineRig) -> None:
+    a = rig.submit("sleep", "100")
+    b = rig.submit("sleep", "1")
+    rig.turn()
+    rig.clock.t = rig.t0 + 7
+    rig.procs.kill(a)  # it had passed its gate: it may have run
+    rig.turn()
+    assert rig.state(a) == "LOST"
+    job = rig.job(a)
+    assert job.attempts[-1].end == rig.t0 + 7
+    assert "its supervisor died" in job.attempts[-1].reason
+    assert rig.procs.started == [(a, 1), (b, 1)]
+    assert rig.procs.attempts[f"/fake/run/{b}.1"].start == rig.t0 + 7
+
+
+def test_a_supervisor_that_dies_at_its_gate_never_ran_the_job(rig: EngineRig) -> None:
+    a = rig.submit("sleep", "100")  # handed over (the pass ran with the submit)...
+    assert rig.procs.handed == [(a, 1)]
+    rig.procs.kill(a)  # ...and its supervisor dies before passing its gate
+    rig.turn()
+    assert rig.state(a) == "FAILED"  # not LOST: nothing ran
+    assert rig.procs.started == []
+    assert rig.procs.discarded == [f"/fake/run/{a}.1"]
+
+
+def test_a_start_whose_commit_fails_never_passes_its_gate(rig: EngineRig) -> None:
+    x = rig.submit("sleep", "5")
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    writer = rig.use_writer()
+    writer.db.execute("PRAGMA query_only=ON")  # the next commits fail
+    rig.clock.t = rig.t0 + 5
+    rig.procs._end(rig.procs.running()[0], rc=0)  # x ends
+    rig.engine.schedule_pass()  # a is handed over at once; its commit fails
+    assert rig.procs.handed == [(x, 1), (a, 1)]
+    rig.until(lambda: rig.state(a) == "FAILED", "a's start withdrawn")
+    attempt = rig.procs.attempts[f"/fake/run/{a}.1"]
+    rig.until(lambda: attempt.state == "ended", "a's gate closed unopened")
+    assert rig.procs.started == [(x, 1)]
+    writer.db.execute("PRAGMA query_only=OFF")
+    rig.loop.run_until_complete(rig.engine.drain())  # (the journal's retry)
+    assert rig.job(x).state.value == "COMPLETED"
+    job = rig.job(a)
+    assert job.state.value == "FAILED"
+    assert "could not record its start" in job.attempts[-1].reason
+
+
+def test_a_start_whose_commit_on_the_loop_fails_is_never_handed_over(rig: EngineRig) -> None:
+    x = rig.submit("sleep", "5")
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    rig.store.db.execute("PRAGMA query_only=ON")  # (no writer thread: commits on the loop)
+    rig.advance_to(rig.t0 + 5)
+    assert rig.procs.handed == [(x, 1)]  # withdrawn before its hand-over
+    assert rig.state(a) == "FAILED"
+    rig.store.db.execute("PRAGMA query_only=OFF")
+    rig.engine.flush(force=True)
+    assert rig.job(a).state.value == "FAILED"
+
+
+def test_a_hand_over_that_fails_fails_the_job_and_frees_its_gpu(rig: EngineRig) -> None:
+    rig.procs.refuse = "no supervisor for you"
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.state(a) == "FAILED"
+    assert rig.job(a).attempts[-1].reason == "no supervisor for you"
+    rig.procs.refuse = None
+    b = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.procs.started == [(b, 1)]  # its claim was released
+
+
+def test_an_end_heard_before_its_commit_is_acted_on_frees_the_gpu(rig: EngineRig) -> None:
+    """The committer opens a gate before the loop hears the commit is done: a short job can
+    end (and its supervisor say so) before. Its claims must go all the same."""
+    rig.submit("sleep", "5")
+    rig.turn()
+    a = rig.submit("sleep", "0")
+    b = rig.submit("sleep", "1")
+    rig.use_writer()  # commits on their own thread
+    rig.clock.t = rig.t0 + 5
+    rig.procs._end(rig.procs.running()[0], rc=0)  # x ends
+    rig.engine.schedule_pass()  # a is started: its commit leaves for the writer
+    gate = rig.procs.attempts[f"/fake/run/{a}.1"].gate
+    assert select.select([gate], [], [], 30)[0], "the committer opens a's gate"
+    rig.procs.poll_gates()
+    rig.procs._end(rig.procs.running()[0], rc=0)  # a ends before the loop hears more
+    rig.until(lambda: (b, 1) in rig.procs.started, "b starts on the GPU a had")
+    assert rig.state(a) == "COMPLETED"
+    assert list(rig.engine.committing) in ([], [b])
