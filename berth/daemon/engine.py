@@ -1,11 +1,16 @@
 """The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O
-shell around :mod:`berth.core`; launching attempts and recording how they end is its other
-half, :class:`berth.daemon.lifecycle.Lifecycle`; commits go through its journal
-(:mod:`berth.daemon.journal`).
+shell around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.launching`) and recording
+how they end (:class:`berth.daemon.lifecycle.Lifecycle`) are its other parts; commits go
+through its journal (:mod:`berth.daemon.journal`). It reads the time from its clock and
+reaches the processes that run its jobs only through its process port, both given to it
+(:mod:`berth.daemon.ports`; the real ones by default), so its passes run in a test without a
+fork. (How long a pass itself takes is measured with the process's performance counter: it
+paces the passes, see :meth:`Engine.kick`.)
 
 Every state change goes through :func:`berth.core.transition.transition` and is committed to
-the store before anything acts on it (write-ahead: a job is RUNNING with ``launched`` set in
-the database before it is handed to a supervisor). Scheduling is event-driven: :meth:`kick`
+the store before anything acts on it (write-ahead: a job's command runs only once the job is
+RUNNING with ``launched`` set in the database; its attempt waits for that at its start gate,
+:mod:`berth.daemon.gate`). Scheduling is event-driven: :meth:`kick`
 schedules one pass at the next turn of the loop, however many events asked for it.
 """
 
