@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 
+from berth import config
+from berth.claims import held_by_uuid
+from berth.devices import read_gpus
 from berth.errors import NotEnoughGpus
 
 TYPE_CHECKING = False
@@ -32,8 +35,6 @@ __all__ = ["banned_reasons", "choose", "gpus", "read", "select", "selection"]
 
 
 def _config() -> Config:
-    from berth import config
-
     return config.get()
 
 
@@ -41,12 +42,10 @@ def read(
     cfg: Config, *, all: bool = False, process_details: bool = True, telemetry: bool = True
 ) -> list[GpuSnapshot]:
     """Snapshots for ``cfg``, restricted to CUDA_VISIBLE_DEVICES unless ``all``."""
-    from berth.devices import read_gpus
-
     snaps = read_gpus(cfg, process_details=process_details, telemetry=telemetry)
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not all and cvd is not None:
-        from berth.devices.visible import restrict_to_visible
+        from berth.devices.visible import restrict_to_visible  # rare: CUDA_VISIBLE_DEVICES
 
         snaps = restrict_to_visible(snaps, cvd)
     return snaps
@@ -74,8 +73,6 @@ def banned_reasons(cfg: Config, snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
 
 def held_by_berth(cfg: Config) -> Mapping[str, Claimed]:
     """What berth claims hold, by GPU uuid (:func:`berth.claims.held_by_uuid`)."""
-    from berth.claims import held_by_uuid
-
     return held_by_uuid(cfg)
 
 
@@ -84,7 +81,7 @@ def choose(filters: Filters, *, all: bool = False, telemetry: bool = True) -> Se
     the whole :class:`berth.choose.Selection` (chosen, rejected with reasons), never raising
     for a shortfall. ``telemetry=False`` leaves out readings no filter here needs (power is
     still read when ``max_power`` is given)."""
-    from berth.choose import select as _select
+    from berth.choose import select as _select  # not for status (~1.5 ms)
 
     cfg = _config()
     telemetry = telemetry or filters.max_power is not None
@@ -102,7 +99,7 @@ def selection(
 ) -> Selection:
     """Like :func:`select` but returns the whole :class:`berth.choose.Selection` (see
     :func:`choose`) and never raises for a shortfall."""
-    from berth.filters import Filters
+    from berth.filters import Filters  # not for status
 
     ask = Filters.of(count, share, "selection", **filters)
     return choose(ask, all=all, telemetry=telemetry)
@@ -122,7 +119,7 @@ def select(
     with the reason for every GPU that does not qualify; UsageError on a bad value, TypeError
     on an unknown keyword. Only the GPUs of CUDA_VISIBLE_DEVICES unless ``all``.
     """
-    from berth.filters import Filters
+    from berth.filters import Filters  # not for status
 
     sel = choose(Filters.of(count, 1.0, "select", **filters), all=all)
     if not sel.ok:

@@ -188,7 +188,7 @@ def select(
         if filters.seed is not None:
             filters.seed.shuffle(qualified)
         else:
-            import random as _random
+            import random as _random  # rare: --order random
 
             _random.shuffle(qualified)
     elif filters.order != "index":

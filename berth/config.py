@@ -68,8 +68,10 @@ The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval, --ke
 from __future__ import annotations
 
 import os
+import sys
 
-from berth.errors import ConfigError
+from berth.errors import ConfigError, UsageError
+from berth.units import parse_duration, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -235,9 +237,7 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
-    import sys
-
-    if sys.version_info >= (3, 11):
+    if sys.version_info >= (3, 11):  # only once a config file exists
         import tomllib
     else:  # Python 3.10
         import tomli as tomllib
@@ -288,8 +288,6 @@ def _ids(path: str, key: str, values: list[Any]) -> tuple[str, ...]:
 
 def load() -> Config:
     """Read the config file(s) and the BERTH_* environment. Raises ConfigError on bad input."""
-    from berth.units import parse_duration, parse_size
-
     cfg = Config()
     merged: dict[str, dict[str, Any]] = {}
     read: list[str] = []
@@ -355,8 +353,7 @@ def load() -> Config:
         if (item := get("daemon", key)) is not None:
             setattr(cfg, key, item[1])
     if (item := get("daemon", "http")) is not None:
-        from berth.errors import UsageError
-        from berth.web.bind import parse_bind
+        from berth.web.bind import parse_bind  # rare: [daemon] http
 
         path, value = item
         try:
@@ -400,8 +397,6 @@ def load() -> Config:
 
 def _scheduling(cfg: Config, get: Callable[[str, str], tuple[str, Any] | None]) -> None:
     """[scheduling] and [limits]."""
-    from berth.units import parse_duration
-
     if (item := get("scheduling", "fairshare")) is not None:
         cfg.fairshare = item[1]
     for section, key, attr in (

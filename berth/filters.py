@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from berth.errors import UsageError
 from berth.record import Record, field, record, unexpected
+from berth.units import format_size, parse_gpu_list, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -107,8 +108,6 @@ def _share(value: object, label: str) -> float:
 
 
 def _size(value: Any, label: str) -> int | None:
-    from berth.units import parse_size
-
     return None if value is None else parse_size(value, what=label)
 
 
@@ -137,8 +136,6 @@ def _ids(value: object, label: str) -> tuple[str, ...]:
 
 def _gpu_list(text: str, label: str) -> tuple[str, ...]:
     """A GPU list typed on the command line: indices, ranges (0-3,6), UUIDs."""
-    from berth.units import parse_gpu_list
-
     return parse_gpu_list(text, what=label, uuids=True)
 
 
@@ -165,9 +162,11 @@ def _names(value: Any, label: str) -> tuple[str, ...]:
 
 
 def _seed(value: object, label: str) -> random.Random | None:
-    import random as _random
+    if value is None:
+        return None
+    import random as _random  # rare: a seed
 
-    if value is None or isinstance(value, _random.Random):
+    if isinstance(value, _random.Random):
         return value
     return _random.Random(_whole(value, label))
 
@@ -259,8 +258,6 @@ class Filters(Record):
 
     def describe(self) -> str:
         """What is asked, in words: "2 GPUs with >= 20.0G free"."""
-        from berth.units import format_size
-
         n = self.count
         text = (
             f"{n} GPU{'s' if n > 1 else ''}"

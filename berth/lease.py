@@ -24,7 +24,13 @@ from __future__ import annotations
 import os
 import sys
 
+from berth import config
+from berth.api import banned_reasons, read
+from berth.claims.ledger import Ledger
+from berth.claims.waiting import wait_claim
 from berth.errors import UsageError
+from berth.filters import Filters
+from berth.units import gpu_count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +41,7 @@ if TYPE_CHECKING:
     from berth.claims.ledger import Claim
     from berth.claims.waiting import OnWait
     from berth.devices.model import GpuSnapshot
-    from berth.filters import FilterArgs, Filters
+    from berth.filters import FilterArgs
 
 __all__ = ["Lease", "acquire"]
 
@@ -107,7 +113,7 @@ class Lease:
             return
         torch = sys.modules["torch"]  # already imported: cuda_initialized() saw it
 
-        from berth.devices.visible import cuda_index
+        from berth.devices.visible import cuda_index  # rare: CUDA initialised before
 
         indices = [cuda_index(u, gpus, os.environ) for u in self.uuids]
         if indices[0] is None:
@@ -121,7 +127,7 @@ class Lease:
         torch.cuda.set_device(indices[0])
         if not _warned:
             _warned = True
-            import warnings
+            import warnings  # rare: CUDA initialised before
 
             warnings.warn(
                 "berth.acquire: CUDA was already initialised, so CUDA_VISIBLE_DEVICES could not "
@@ -159,9 +165,6 @@ class Lease:
 
 def build_request(gpus: float = 1, **filters: Unpack[FilterArgs]) -> Filters:
     """What acquire() asks for, from its parameters (``gpus``: a count, or a share < 1)."""
-    from berth.filters import Filters
-    from berth.units import gpu_count
-
     gpus = gpu_count(gpus, "gpus")  # (the one rule of a GPU count, and its message)
     if gpus < 1:
         return Filters.of(1, gpus, "acquire", **filters)
@@ -183,11 +186,6 @@ def claim(
     snapshots of all GPUs (whatever CUDA_VISIBLE_DEVICES says). ``banned`` adds reasons to
     keep off GPUs (by index) to the config's. The layer under :func:`acquire`, ``berth run``
     and GPUScheduler."""
-    from berth import config
-    from berth.api import banned_reasons, read
-    from berth.claims.ledger import Ledger
-    from berth.claims.waiting import wait_claim
-
     if timeout is not None and (isinstance(timeout, bool) or not timeout >= 0):
         raise UsageError(f"timeout={timeout!r}: expected seconds (0 or more) or None")
     if isinstance(poll, bool) or not poll > 0:
@@ -201,7 +199,7 @@ def claim(
         last[:] = snaps
         visible = None if all else user_visible()
         if visible is not None:
-            from berth.devices.visible import restrict_to_visible
+            from berth.devices.visible import restrict_to_visible  # rare: CUDA_VISIBLE_DEVICES
 
             snaps = restrict_to_visible(snaps, visible)
         return snaps

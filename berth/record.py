@@ -135,7 +135,7 @@ class Record:
 
 def unexpected(caller: str, key: str, known: Iterable[str]) -> TypeError:
     """``caller got an unexpected keyword argument 'key'``, with the nearest known name."""
-    import difflib
+    import difflib  # rare: an error
 
     close = difflib.get_close_matches(key, list(known), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

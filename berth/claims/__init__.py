@@ -10,6 +10,9 @@ all users. See docs/claims.md.
 
 from __future__ import annotations
 
+from berth.claims.ledger import Ledger
+from berth.claims.paths import claims_dir
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,8 +27,5 @@ def held_by_uuid(cfg: Config | None = None) -> Mapping[str, Claimed]:
     """GPU uuid -> what living berth claims hold on it (for ``berth select``/``status``).
 
     Waiters' reservations are not included: ``berth select`` only picks, it takes nothing."""
-    from berth.claims.ledger import Ledger
-    from berth.claims.paths import claims_dir
-
     path = claims_dir(cfg, create=False)
     return Ledger(path).scan().held()

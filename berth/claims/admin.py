@@ -13,6 +13,7 @@ import signal
 import time
 
 from berth.claims import files
+from berth.claims.wake import watcher_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def is_admin(cfg: Config) -> bool:
     group = cfg.admin_group
     if not group:
         return False
-    import grp
+    import grp  # rare: an admin group
 
     try:
         gid = grp.getgrnam(group).gr_gid
@@ -60,8 +61,6 @@ def _signal(pids: Iterable[int], sig: int) -> None:
 def end_claims(ledger: Ledger, claims: list[ClaimInfo], grace: float) -> list[int]:
     """SIGTERM the holders of ``claims``, SIGKILL those left after ``grace`` seconds, then
     remove the claim files. Returns the pids that had to be killed."""
-    from berth.claims.wake import watcher_for
-
     names = {c.name for c in claims}
     pids = holder_pids(claims)
     _signal(pids, signal.SIGTERM)

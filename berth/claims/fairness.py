@@ -19,6 +19,8 @@ can use (another name, a share that still fits, a GPU outside the older waiter's
 
 from __future__ import annotations
 
+from berth.choose import matches, select
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -69,8 +71,6 @@ def reservation(
     reservations); ``claims``: what berth claims hold; ``older``: older waiters' reservations;
     ``banned``: why the config keeps berth off a GPU (by index).
     """
-    from berth.choose import matches, select
-
     want = filters.count
     now = [g.uuid for g in qualified_now]
     later: list[str] = []

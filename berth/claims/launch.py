@@ -10,14 +10,17 @@ Ctrl-C reaches it directly.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
+import subprocess
 import sys
+import time
 
 from berth.errors import BerthError
+from berth.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import subprocess
     from collections.abc import Sequence
     from types import FrameType
     from typing import IO
@@ -59,10 +62,6 @@ def run_command(
 ) -> int:
     """Run ``cmd`` holding ``claim``; release it when the command ends. Returns the exit
     code (128+N when signal N killed the command)."""
-    import shlex
-    import subprocess
-    import time
-
     env = job_env(claim, snaps, gpu_var=gpu_var)
     pgid: list[int] = []
     pending: list[int] = []
@@ -121,8 +120,6 @@ def run_command(
                 f.close()
     code = rc if rc >= 0 else 128 - rc
     if verbose:
-        from berth.units import format_duration
-
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
         how = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc} (exit {code})"
         ids = ",".join(str(i) for i in env["BERTH_GPUS"].split(","))

@@ -21,8 +21,10 @@ import time
 
 from berth.claims import files
 from berth.claims.claim import Claim
+from berth.claims.paths import check_claimable, claims_dir
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
+from berth.claims.verify import conflicts
 from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
@@ -63,8 +65,6 @@ class Ledger:
 
     def __init__(self, path: str | None = None, cfg: Config | None = None) -> None:
         if path is None:
-            from berth.claims.paths import claims_dir
-
             path = claims_dir(cfg)
         self.path = path
         self.euid = os.geteuid()
@@ -74,8 +74,6 @@ class Ledger:
         """Raise Refused if this process must not claim here (root in another user's
         directory: see :func:`berth.claims.paths.check_claimable`)."""
         if not self._claimable:
-            from berth.claims.paths import check_claimable
-
             check_claimable(self.path)
             self._claimable = True
 
@@ -203,8 +201,6 @@ class Ledger:
         in ``skip`` (this user's) are not counted. Older waiters' reservations are the
         caller's to respect (see :meth:`try_claim`, :func:`berth.claims.waiting.attempt`).
         Raises Refused if this process may not claim here, OSError if files cannot be made."""
-        from berth.claims.verify import conflicts
-
         self.check_claimable()
         pairs: list[tuple[str, int | None]] = []
         totals: dict[str, int | None] = {}
@@ -279,8 +275,6 @@ class Ledger:
         Never waits for anybody; all or none. (A claim made at the same moment by another
         process may make both withdraw: then it looks again, a few times, milliseconds
         apart.)"""
-        import random
-
         if not 0 < share <= 1:
             raise UsageError(f"share {share!r}: must be above 0 and at most 1")
         if len(set(uuids)) != len(uuids) or not uuids:
@@ -289,6 +283,8 @@ class Ledger:
         pairs = [(u, (indices or {}).get(u)) for u in uuids]
         for attempt in range(TRIES):
             if attempt:
+                import random  # rare: a race
+
                 time.sleep(random.uniform(0, 0.002 * 2**attempt))
             state = self.scan(bodies=False, clean=True)
             held = state.held()

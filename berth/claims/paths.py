@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 import stat
 
-from berth.errors import UsageError
+from berth import config
+from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _make(path: str) -> bool:
 
 
 def _owner(uid: int) -> str:
-    import pwd
+    import pwd  # rare: root, in another user's directory
 
     try:
         return pwd.getpwuid(uid).pw_name
@@ -116,8 +117,6 @@ def check_claimable(path: str) -> None:
     made there (the daemon's, for every user's jobs) are only as safe as that user is honest.
     Users may still share such a directory among themselves (it is how /tmp/berth-claims
     starts when nobody set up /run/berth); root refuses, and says how to set one up."""
-    from berth.errors import Refused
-
     if os.geteuid() != 0:
         return
     try:
@@ -137,8 +136,6 @@ def check_claimable(path: str) -> None:
 def claims_dir(cfg: Config | None = None, *, create: bool = True) -> str:
     """The ledger directory of this host, created (mode 1777) if missing and ``create``."""
     if cfg is None:
-        from berth import config
-
         cfg = config.get()
     explicit = os.environ.get("BERTH_CLAIMS_DIR") or cfg.claims_dir
     if explicit:

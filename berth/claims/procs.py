@@ -7,6 +7,7 @@ Read from /proc and the user database, for the claim ledger (holders, bodies, lo
 from __future__ import annotations
 
 import os
+import pwd
 
 
 def descends_from(pid: int, ancestors: set[int]) -> bool:
@@ -30,8 +31,6 @@ _users: dict[int, str] = {}
 
 def user_name(uid: int) -> str:
     if uid not in _users:
-        import pwd
-
         try:
             _users[uid] = pwd.getpwuid(uid).pw_name
         except KeyError:

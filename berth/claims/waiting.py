@@ -12,9 +12,12 @@ import os
 import random
 import time
 
+from berth.choose import select
 from berth.claims import files
+from berth.claims.fairness import reservation
 from berth.claims.ledger import State, command_line, merge, user_name
 from berth.claims.state import WAITER_RENEW, WAITER_STALE
+from berth.claims.wake import watcher_for
 from berth.errors import WaitTimeout
 
 TYPE_CHECKING = False
@@ -114,9 +117,6 @@ def attempt(
     process's waiter. ``banned``: why the config keeps berth off a GPU (by index). Returns
     (claim, selection, state, waiter, position). A selection that is ``ok`` without a claim
     lost a race with a claim made at the same moment: try again."""
-    from berth.choose import select
-    from berth.claims.fairness import reservation
-
     state = ledger.scan(clean=True)
     inherited = state.inherited()
     claims = state.held(gpus, skip=inherited)
@@ -178,8 +178,6 @@ def wait_claim(
     ``read`` returns fresh GPU snapshots (called on every attempt), ``bans`` why the config
     keeps berth off some of them (by index). Raises WaitTimeout naming what was missing and
     the best selection seen."""
-    from berth.claims.wake import watcher_for
-
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     waiter: Waiter | None = None

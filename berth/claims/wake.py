@@ -11,9 +11,11 @@ where it is unavailable, :class:`Watcher` falls back to polling.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import struct
+import time
 
 IN_MODIFY = 0x00000002
 IN_CLOSE_WRITE = 0x00000008
@@ -29,8 +31,6 @@ _POLL_FALLBACK = 0.25  # seconds between ledger scans without inotify
 def _inotify(path: str) -> int | None:
     """An inotify descriptor watching ``path``, or None where inotify cannot be had."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
         if fd < 0:
@@ -93,8 +93,6 @@ class Watcher:
 
     def wait(self, timeout: float | None) -> list[str]:
         """Block until a relevant event or ``timeout`` seconds (None: for ever)."""
-        import time
-
         if self.fd is None:
             time.sleep(_POLL_FALLBACK if timeout is None else min(timeout, _POLL_FALLBACK))
             return ["*"]

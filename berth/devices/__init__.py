@@ -11,6 +11,8 @@ NVML session and reads), :mod:`berth.devices.declared` (declared logical GPUs),
 
 from __future__ import annotations
 
+from berth import config
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from berth.config import Config
@@ -37,13 +39,11 @@ def read_gpus(
     Raises :class:`berth.errors.NvmlUnavailable` when NVML cannot be used.
     """
     if cfg is None:
-        from berth import config
-
         cfg = config.get()
     if cfg.inventory.declared is not None:
-        from berth.devices.declared import declared_gpus
+        from berth.devices.declared import declared_gpus  # rare: no NVML
 
         return declared_gpus(cfg.inventory)
-    from berth.devices.nvml import read_all
+    from berth.devices.nvml import read_all  # heavy: pynvml, ctypes
 
     return read_all(process_details=process_details, telemetry=telemetry)

@@ -16,7 +16,10 @@ on every call and must start fast.
 
 from __future__ import annotations
 
+import atexit
 import threading
+
+import pynvml
 
 from berth.devices.model import GpuProcess, GpuSnapshot
 from berth.errors import NvmlUnavailable
@@ -86,10 +89,6 @@ def session() -> ModuleType:
         return nvml
     with _lock:
         if _nvml is None:
-            import atexit
-
-            import pynvml
-
             try:
                 pynvml.nvmlInit()
             except pynvml.NVMLError as e:
@@ -112,8 +111,6 @@ def _shutdown() -> None:
 
 def reset() -> None:
     """Shut NVML down now; the next call initialises it again (tests, long-lived daemons)."""
-    import atexit
-
     atexit.unregister(_shutdown)
     _shutdown()
 
@@ -270,7 +267,7 @@ def _details(
     another user's process under hidepid, or gone)."""
     if pid in cache:
         return cache[pid]
-    import psutil
+    import psutil  # heavy (~8 ms): only for process details
 
     user: str | None = None
     command: str | None = None

@@ -60,7 +60,7 @@ def _match(
         if lookup is None:
             if all(g.logical for g in ordered):
                 return None  # declared GPUs have no MIG devices
-            from berth.devices import nvml
+            from berth.devices import nvml  # heavy: pynvml; rare: a MIG device
 
             lookup = nvml.mig_parent
         parent_uuid = lookup(token)
