@@ -9,6 +9,8 @@ The public API is imported lazily so that ``import berth`` (and the CLI) start f
 
 from __future__ import annotations
 
+import importlib
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: keep `typing` out of CLI start-up
 
 __version__ = "0.1.0"
@@ -28,6 +30,4 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'berth' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(module), name)

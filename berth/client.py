@@ -14,8 +14,9 @@ import os
 import socket
 import sys
 
+from berth import config
 from berth.errors import EXIT_REFUSED, EXIT_USAGE, BerthError, DaemonUnreachable
-from berth.wire import protocol
+from berth.wire import paths, protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,8 +57,6 @@ def _why(e: OSError) -> str:
 
 def _advice(tried: list[tuple[str, str, OSError]]) -> DaemonUnreachable:
     """The error when no candidate socket answered, with the advice that fits."""
-    from berth.wire import paths
-
     if len(tried) == 1:
         path, how, e = tried[0]
         if how == paths.ENV:
@@ -108,7 +107,7 @@ def _server_uid(sock: socket.socket) -> int:
 
 
 def _impostor(path: str, how: str, uid: int) -> DaemonUnreachable:
-    import pwd
+    import pwd  # rare: an impostor
 
     try:
         name = f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
@@ -146,17 +145,13 @@ class Client:
     /run/berth while the real daemon is down."""
 
     def __init__(self, path: str | None = None, timeout: float | None = 30.0) -> None:
-        from berth.wire import paths
-
         if path is not None:
             tried = [(path, "given")]
         else:
             configured = system = None
             if not os.environ.get("BERTH_SOCKET"):  # else the config file cannot matter
                 try:
-                    from berth.config import get
-
-                    cfg = get()
+                    cfg = config.get()
                     configured, system = cfg.socket, cfg.system_socket
                 except BerthError:
                     pass

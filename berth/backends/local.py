@@ -8,6 +8,7 @@ Arrays are the daemon's own (:mod:`berth.daemon.arrays`), from the same :class:`
 from __future__ import annotations
 
 from berth.backends.base import JobInfo, Submitted
+from berth.client import Client, DaemonError
 from berth.errors import UsageError
 
 TYPE_CHECKING = False
@@ -52,8 +53,6 @@ class Local:
         self.socket = socket
 
     def _call(self, kind: str, **fields: Any) -> dict[str, Any]:
-        from berth.client import Client
-
         with Client(self.socket) as c:
             return c.call(kind, **fields)
 
@@ -66,8 +65,6 @@ class Local:
         )
 
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
-        from berth.client import DaemonError
-
         known = self.status(ids)  # the daemon refuses a request naming an unknown job
         out: dict[str, str] = {}
         live: list[int | str] = []
@@ -106,7 +103,7 @@ class Local:
     def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
         fields: dict[str, Any] = {"all": finished}
         if user is not None:
-            import pwd
+            import pwd  # rare: --user
 
             try:
                 fields["uid"] = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
@@ -119,8 +116,6 @@ class Local:
         return str(job["stdout"]), str(job["stderr"])
 
     def wait(self, job_id: str, timeout: float) -> JobInfo | None:
-        from berth.client import Client, DaemonError
-
         with Client(self.socket, timeout=timeout + 30) as c:
             try:
                 reply = c.call("wait", job_id=_int(job_id), timeout=timeout)

@@ -43,7 +43,11 @@ from __future__ import annotations
 import math
 import os
 
+from berth.backends import slurm_script
 from berth.backends.base import Unsupported
+from berth.errors import UsageError
+from berth.wire import inject
+from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -172,8 +176,6 @@ def plan(
     ``environ``: variables sbatch
     itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them.
     Raises :class:`Unsupported` for what Slurm cannot do."""
-    from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
-
     _check(job)
     argvs = _sweep(job, array)
     gres = _gres(job, cluster)
@@ -222,8 +224,6 @@ def plan(
 
 def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:
     """A sweep's commands (task i runs command i), checked against its array."""
-    from berth.errors import UsageError
-
     argvs = job.array_argvs
     if argvs is None:
         return None
@@ -241,10 +241,6 @@ def _script(
 ) -> str:
     """The batch script: the sweep's commands, the GPU ids put in the command as the local
     daemon puts them (:mod:`berth.wire.inject`), the setup, ``exec "$@"``."""
-    from berth.backends import slurm_script
-    from berth.errors import UsageError
-    from berth.wire import inject
-
     words = [w for a in (argvs if argvs is not None else [args]) for w in a]
     placeholders = any("{gpus}" in w or "{cuda}" in w for w in words)
     flag_form = None

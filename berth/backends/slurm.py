@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import time
 
+from berth.backends import sbatch
 from berth.backends import slurm_query as q
 from berth.backends.base import JobInfo, SubmitRefused, Submitted
 from berth.errors import BerthError, UsageError
+from berth.wire.paths import state_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,8 +65,6 @@ class Slurm:
 
     def __init__(self, *, log_dir: str | None = None, partition: str | None = None) -> None:
         if log_dir is None:
-            from berth.wire.paths import state_dir
-
             log_dir = os.path.join(state_dir(), "slurm")
         self.log_dir = os.path.abspath(log_dir)
         self.partition = partition
@@ -148,9 +149,7 @@ class Slurm:
         self, job: JobSpec, array: ArraySpec | None = None, mem_per_gpu: int | None = None
     ) -> Plan:
         """The sbatch call ``submit`` would make (nothing is submitted nor written)."""
-        from berth.backends.sbatch import plan
-
-        return plan(
+        return sbatch.plan(
             job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
             mem_per_gpu=mem_per_gpu, environ=_env(),
         )  # fmt: skip
@@ -158,7 +157,7 @@ class Slurm:
     def script_path(self, text: str) -> str:
         """Where the batch script ``text`` goes: the log dir, named by its content (jobs that
         differ only in their command share one)."""
-        import hashlib
+        import hashlib  # heavy (~2 ms): submit only
 
         digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         return os.path.join(self.log_dir, f"batch-{digest}.sh")
@@ -380,8 +379,6 @@ def _errors(stderr: str) -> list[str]:
 
 
 def _user() -> str:
-    import pwd
-
     try:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:

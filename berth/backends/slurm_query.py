@@ -8,6 +8,7 @@ releases, where the ``--json`` outputs change shape with each data_parser versio
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -197,8 +198,6 @@ def accounting(config: str) -> bool:
 def expand(pattern: str, job_id: str, user: str, name: str, cwd: str) -> str:
     """sbatch's filename patterns that berth can know after submission: %j %A %a %u %x %%
     (``12`` or ``12_3`` as ``job_id``); others (%N, %n...) are left as they are."""
-    import os
-
     array_id, _, task = job_id.partition("_")
     values = {"j": job_id if not task else "%j", "A": array_id, "a": task or "4294967294",
               "u": user, "x": name, "%": "%"}  # fmt: skip

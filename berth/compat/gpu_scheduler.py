@@ -24,7 +24,19 @@ functions raise ``berth.errors.NvmlUnavailable`` instead of returning an empty l
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
+import math
+import os
+import sys
+
+from berth import api
+from berth.choose import select
+from berth.devices.visible import restrict_to_visible
+from berth.errors import UsageError
+from berth.filters import Filters
+from berth.lease import claim, cuda_initialized
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +44,6 @@ if TYPE_CHECKING:
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
-    from berth.filters import Filters
 
 __all__ = [
     "BANNED_GPUS",
@@ -58,8 +69,6 @@ _MB = 1024 * 1024
 
 def _visible() -> tuple[Config, list[GpuSnapshot]]:
     """The config and the GPUs PyTorch would see, in PyTorch (= PCI bus) order."""
-    from berth import api
-
     cfg = api._config()
     return cfg, api.read(cfg, all=False, process_details=False)
 
@@ -138,10 +147,6 @@ def _ask(
     """gpu_scheduler's rules as berth filters, and the GPUs banned (config, BANNED_GPUS).
     ``thresholds``: (free memory GB, power W, utilisation %), or None to check none of them;
     0 GB, None W and 100 % or more each turn one off."""
-    from berth import api
-    from berth.errors import UsageError
-    from berth.filters import Filters
-
     only: tuple[str, ...] = ()
     if specific_gpus is not None:
         for k in specific_gpus:
@@ -179,9 +184,6 @@ def find_free_gpus(
     berth claims, healthy. Returns their get_gpu_info() dicts in gpu_id order (just
     ``{"gpu_id": ...}`` when every threshold is off, as gpu_scheduler does).
     """
-    from berth import api
-    from berth.choose import select
-
     cfg, snaps = _visible()
     position = {g.index: k for k, g in enumerate(snaps)}
     check_all = not (
@@ -254,11 +256,6 @@ class GPUScheduler:
         self._set_order = False
 
     def __enter__(self) -> list[int]:
-        import math
-        import os
-
-        from berth.lease import claim, cuda_initialized
-
         cfg, snaps = _visible()
         thresholds = (
             self.memory_free_threshold_gb,
@@ -275,8 +272,6 @@ class GPUScheduler:
             banned=banned,
         )  # fmt: skip
         self._lease = lease
-        from berth.devices.visible import restrict_to_visible
-
         visible = restrict_to_visible(now, os.environ.get("CUDA_VISIBLE_DEVICES"))
         position = {g.uuid: k for k, g in enumerate(visible)}
         self.gpu_ids = [position[u] for u in lease.uuids]
@@ -289,9 +284,6 @@ class GPUScheduler:
         return list(self.gpu_ids)
 
     def _set_torch_device(self) -> None:
-        import importlib.util
-        import sys
-
         torch: Any = sys.modules.get("torch")
         if torch is None:
             if importlib.util.find_spec("torch") is None:
@@ -304,8 +296,6 @@ class GPUScheduler:
             logger.warning("could not set the default CUDA device: %s", e)
 
     def __exit__(self, *exc: object) -> None:
-        import os
-
         if self._lease is not None:
             self._lease.release()
             self._lease = None

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
+from berth import api
+from berth.choose import select
 from berth.errors import NotEnoughGpus, UsageError
+from berth.filters import Filters
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -79,8 +83,6 @@ def gpustatus(only_cvd: bool = True) -> list[dict[str, object]]:
 
     ``only_cvd=True`` reports only the GPUs in ``CUDA_VISIBLE_DEVICES`` (when it is set).
     """
-    from berth import api
-
     out: list[dict[str, object]] = []
     for g in api.read(api._config(), all=not only_cvd, process_details=False):
         out.append(
@@ -137,10 +139,6 @@ def gpuselect(
             "count=%s but %s device IDs were specified, setting count=%s", count, len(ids), len(ids)
         )
         count = len(ids)
-
-    from berth import api
-    from berth.choose import select
-    from berth.filters import Filters
 
     cfg = api._config()
     snaps = api.read(cfg, all=True, process_details=False)

@@ -65,8 +65,8 @@ def conda_dir(name: str, env: Mapping[str, str]) -> str | None:
 
 def _conda_list(env: Mapping[str, str]) -> list[str] | None:
     """The environments ``conda env list --json`` names, or None if conda cannot say."""
-    import json
-    import subprocess
+    import json  # rare: conda asked
+    import subprocess  # heavy (~3 ms); rare: conda asked
 
     exe = env.get("CONDA_EXE") or _which("conda", env.get("PATH") or os.defpath)
     if not exe:

@@ -23,6 +23,7 @@ import json
 import os
 
 from berth.errors import UsageError
+from berth.units import format_size, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,8 +102,6 @@ def cached(path: str) -> Table:
 
 
 def _what(gpus: float, mem: int | None) -> str:
-    from berth.units import format_size
-
     text = f"{gpus:g} GPU" + ("s" if gpus > 1 else "")
     return text + (f", {format_size(mem)} each" if mem is not None else "")
 
@@ -140,8 +139,6 @@ def load(path: str) -> Table:
 
 
 def _entry(path: str, key: str, value: Any) -> tuple[float, int | None]:
-    from berth.units import parse_size
-
     def bad(why: str) -> UsageError:
         return UsageError(f"requirement table {path!r}: {key} = {value!r}: {why}")
 

@@ -20,8 +20,10 @@ split as a shell would (quotes), never run by one; ``allowed_gpus`` a GPU list w
 from __future__ import annotations
 
 import re
+import shlex
 
 from berth.errors import UsageError
+from berth.units import parse_gpu_indices
 
 FIELDS = ("priority", "script_path", "conda_env", "arguments", "allowed_gpus")
 HEADER = ",".join(FIELDS)
@@ -113,10 +115,6 @@ def _column(raw: str, start: int) -> int:
 def parse(text: str, line: int, where: str) -> SeedLine:
     """Parse job line ``text`` (number ``line``; ``where`` is ``file:line`` for errors).
     Raises UsageError ``where:column: what is wrong; what to write``."""
-    import shlex
-
-    from berth.units import parse_gpu_indices
-
     body = strip_comment(text).rstrip()
     fields = split_fields(body)
     cols = [_column(raw, start) for start, raw in fields]

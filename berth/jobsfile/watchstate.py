@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 
+from berth.errors import UsageError
 from berth.jobsfile import seed002
 
 
@@ -64,8 +65,6 @@ class State:
         except FileNotFoundError:
             pass
         except (OSError, ValueError, TypeError) as e:
-            from berth.errors import UsageError
-
             raise UsageError(
                 f"cannot read the watch state {path!r} ({e}): move it aside to start over "
                 "(the daemon still knows which lines it has: nothing is queued twice)"

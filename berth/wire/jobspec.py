@@ -100,7 +100,7 @@ def _bool(field: str, v: Any) -> bool:
 
 def _array(field: str, v: Any) -> str:
     """``--array 0-9%2``, read by the same parser as the Slurm backend's."""
-    from berth.wire.arrays import ArraySpec
+    from berth.wire.arrays import ArraySpec  # rare: --array
 
     spec = text(field, v, limit=4096)
     try:
@@ -120,7 +120,7 @@ def _argvs(field: str, v: Any) -> tuple[tuple[str, ...], ...]:
 
 
 def _inject(field: str, v: Any) -> str:
-    from berth.wire.inject import parse
+    from berth.wire.inject import parse  # rare: --inject-arg
 
     try:
         parse(text(field, v, limit=256))
@@ -287,7 +287,7 @@ class JobSpec:
             raise bad("job field 'inject_arg'", self.inject_arg, "needs a command (argv), not "
                       "a shell string: in a --wrap string write {cuda} or {gpus} where the ids go")  # fmt: skip
         if self.array_argvs is not None:
-            from berth.wire.arrays import ArraySpec
+            from berth.wire.arrays import ArraySpec  # rare: berth sweep
 
             n = len(ArraySpec.parse(self.array).indices) if self.array else 0
             if n != len(self.array_argvs) or self.argv is None:
