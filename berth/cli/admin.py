@@ -24,14 +24,19 @@ Fair share: `berth queue --users` shows each user's decayed usage and share.
 
 from __future__ import annotations
 
+import json
 import sys
+
+from berth.cli.queue import shown
+from berth.client import call
+from berth.errors import UsageError
+from berth.units import format_duration, parse_duration, parse_gpu_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-HELP = "admin: per-user limits, drain and undrain GPUs"
 KEYS = ("max_gpus", "max_jobs", "max_time", "shares")
 WORDS = ("none", "default")
 
@@ -58,9 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _value(key: str, text: str) -> float | str:
-    from berth.errors import UsageError
-    from berth.units import parse_duration
-
     flag = "--" + key.replace("_", "-")
     word = text.strip().lower()
     if key == "shares" and word == "none":
@@ -87,10 +89,6 @@ def _value(key: str, text: str) -> float | str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import call
-    from berth.errors import UsageError
-    from berth.units import parse_gpu_words
-
     if args.action == "limits":
         changes = {
             k: _value(k, v) for k in KEYS if (v := getattr(args, k)) is not None
@@ -114,8 +112,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _out(args: argparse.Namespace, reply: dict[str, Any], text: Any) -> None:
     if args.json:
-        import json
-
         reply = {k: v for k, v in reply.items() if k != "ok"}
         sys.stdout.write(json.dumps(reply) + "\n")
     else:
@@ -123,9 +119,6 @@ def _out(args: argparse.Namespace, reply: dict[str, Any], text: Any) -> None:
 
 
 def _limits_text(reply: dict[str, Any]) -> str:
-    from berth.cli.queue import shown
-    from berth.units import format_duration
-
     def cell(key: str, value: Any, mine: bool) -> str:
         if value is None:
             text = "-"
@@ -155,8 +148,6 @@ def _limits_text(reply: dict[str, Any]) -> str:
 
 
 def _drained_text(reply: dict[str, Any]) -> str:
-    from berth.cli.queue import shown
-
     paused = reply.get("drained")
     if paused is None:  # (undrain answers as `berth resume`)
         ids = ", ".join(str(i) for i in reply.get("paused") or []) or "none"

@@ -18,29 +18,31 @@ at once: each sees everything, all typing reaches the job, and the last window s
 from __future__ import annotations
 
 import os
+import select
+import signal
+import socket
 import sys
+import termios
+import time
+import tty
+
+from berth.cli.wait import _ref
+from berth.client import call
+from berth.errors import BerthError, Refused
+from berth.wire.ptyframes import WINSIZE, encode_input, encode_resize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    import socket
 
-HELP = "attach to the terminal of a job started with --pty (Ctrl-] detaches)"
 DETACH = b"\x1d"  # Ctrl-]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from berth.cli.wait import _ref
-
     p.add_argument("job_id", type=_ref, help="the job (12), or an array's task (12_3)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import socket
-
-    from berth.client import call
-    from berth.errors import BerthError
-
     job = call("attach", job_id=args.job_id)["job"]  # its owner's or an admin's
     if not job.get("pty"):
         raise BerthError(
@@ -49,11 +51,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if not job.get("attach"):
         raise BerthError(f"job {args.job_id} is {job['state']}, not running: nothing to attach to")
-    import signal
-    import time
-
-    from berth.wire.ptyframes import WINSIZE
-
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     deadline = time.monotonic() + 3  # a job that has just started may not have it yet
     while True:
@@ -61,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
             conn.connect(job["attach"])
             break
         except PermissionError:
-            from berth.errors import Refused
-
             raise Refused(
                 f"cannot attach to job {args.job_id}: its terminal is {job.get('user')}'s "
                 f"(mode 0600); only they or root may attach: `sudo berth attach {args.job_id}`"
@@ -84,17 +79,12 @@ def run(args: argparse.Namespace) -> int:
         size = window_size()
         conn.sendall(WINSIZE.pack(*size))
         if interactive:
-            import termios
-            import tty
-
             saved = termios.tcgetattr(0)
             tty.setraw(0)
             sys.stderr.write(f"[attached to job {args.job_id}; Ctrl-] detaches]\r\n")
         _relay(conn, wake_r, size, interactive)
     finally:
         if saved is not None:
-            import termios
-
             termios.tcsetattr(0, termios.TCSADRAIN, saved)
         signal.set_wakeup_fd(old_wakeup)
         signal.signal(signal.SIGWINCH, old_handler)
@@ -108,10 +98,6 @@ def run(args: argparse.Namespace) -> int:
 def _relay(conn: socket.socket, wake: int, size: tuple[int, int], interactive: bool) -> None:
     """Copy the job's output to stdout, stdin to the job, and new window sizes to the relay
     (``wake`` becomes readable on SIGWINCH), until the job ends or the user detaches."""
-    import select
-
-    from berth.wire.ptyframes import encode_input, encode_resize
-
     fds = [conn.fileno(), 0, wake]
     try:
         while True:

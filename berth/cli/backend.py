@@ -14,12 +14,14 @@ either backend: the local daemon has arrays too (:mod:`berth.daemon.arrays`).
 
 from __future__ import annotations
 
+import argparse
 import os
 from types import ModuleType
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+from berth import config
+from berth.backends import NAMES
+from berth.errors import UsageError
+from berth.wire.paths import allocation_dir
 
 COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
 ENV = "BERTH_BACKEND"
@@ -33,8 +35,6 @@ is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU).
 
 def job_id(text: str) -> str:
     """A job id as the user wrote it: ``12`` or ``12_3``."""
-    import argparse
-
     head, _, task = text.partition("_")
     digits = text.isascii() and head.isdigit() and (not task or task.isdigit())
     if not digits:  # (str.isdigit alone takes "²" and "٣")
@@ -47,12 +47,7 @@ def chosen(args: argparse.Namespace) -> str:
     if not name and _allocation_daemon():  # inside an allocation: its own queue, unless told
         name = "local"
     if not name:
-        from berth import config
-
         name = os.environ.get(ENV) or config.get().backend
-    from berth.backends import NAMES
-    from berth.errors import UsageError
-
     if name not in NAMES:
         raise UsageError(f"unknown backend {name!r}: use one of {', '.join(NAMES)}")
     return name
@@ -60,22 +55,18 @@ def chosen(args: argparse.Namespace) -> str:
 
 def _allocation_daemon() -> bool:
     """Whether this runs inside a Slurm allocation whose `berth daemon --inside-slurm` is up."""
-    from berth.wire.paths import allocation_dir
-
     alloc = allocation_dir()
     return alloc is not None and os.path.exists(os.path.join(alloc, "daemon.sock"))
 
 
 class Wrapped(ModuleType):
-    """A command module with ``--backend`` (what main.py needs: HELP, __doc__, add_arguments,
-    run, FAST_EXIT)."""
+    """A command module with ``--backend`` (what main.py needs: __doc__, add_arguments, run,
+    FAST_EXIT)."""
 
     def __init__(self, name: str, module: ModuleType) -> None:
         super().__init__(module.__name__)
         self.name = name
         self.module = module
-        self.HELP = getattr(module, "HELP", "")
-        self.HELPS = getattr(module, "HELPS", None)
         self.FAST_EXIT = getattr(module, "FAST_EXIT", False)
         self.__doc__ = (module.__doc__ or "") + SLURM_HELP
 
@@ -93,7 +84,7 @@ class Wrapped(ModuleType):
 
     def run(self, args: argparse.Namespace) -> int:
         if chosen(args) == "slurm":
-            from berth.cli import on_slurm
+            from berth.cli import on_slurm  # rare: Slurm
 
             code: int = getattr(on_slurm, self.name)(args)
             return code
@@ -105,8 +96,6 @@ class Wrapped(ModuleType):
 def _local(name: str, args: argparse.Namespace) -> None:
     """Check what only Slurm takes, and turn ids back into the local queue's: numbers, and
     ``12_3`` for an array's task (the daemon resolves it)."""
-    from berth.errors import UsageError
-
     for opt in ("partition", "mem_per_gpu"):
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")

@@ -12,13 +12,15 @@ admin_group); anyone else is refused, told whose job it is and who may.
 
 from __future__ import annotations
 
+import json
 import sys
+
+from berth.client import call
+from berth.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-
-HELP = "cancel jobs (or send them a signal), like scancel"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,9 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_signal(text: str) -> int:
-    import signal
-
-    from berth.errors import UsageError
+    import signal  # rare: -s
 
     if text.isdigit():
         n = int(text)
@@ -50,9 +50,6 @@ def parse_signal(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import call
-    from berth.errors import UsageError
-
     if not args.job_ids and not args.all_mine:
         raise UsageError("name the jobs to cancel, or use --all-mine")
     fields: dict[str, object] = {"job_ids": args.job_ids, "all_mine": args.all_mine}
@@ -62,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
         fields["states"] = [s for s in args.state.split(",") if s.strip()]
     done = call("cancel", **fields)["cancelled"]
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps(done) + "\n")
     else:
         for job_id, what in done.items():

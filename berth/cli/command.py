@@ -34,7 +34,7 @@ def words(argv: Sequence[str], wrap: str | None, *, prog: str) -> list[str]:
             "string with --wrap 'python a.py && python b.py'"
         )
     if len(cmd) == 1 and any(c.isspace() for c in cmd[0]) and not _is_program(cmd[0]):
-        import shlex
+        import shlex  # rare: an error
 
         raise UsageError(
             f"{prog}: {cmd[0]!r} is one quoted string, and no program has that name: write its "

@@ -27,14 +27,20 @@ runs no daemon of their own. --private hides others' commands and paths from non
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+
+from berth import config
+from berth.client import Client
+from berth.daemon.options import Options
+from berth.errors import BerthError, UsageError
+from berth.units import parse_duration
+from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-
-HELP = "run the job queue daemon (your own, or --system: the machine's; jobs survive restarts)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -104,11 +110,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> tuple[object, object]:
-    from berth import config
-    from berth.daemon.options import Options
-    from berth.units import parse_duration
-    from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
-
     cfg = config.get()
     system = bool(getattr(args, "system", False))
     if system:
@@ -126,8 +127,6 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     if args.poll_interval:
         poll = parse_duration(args.poll_interval, what="--poll-interval")
         if not 0 < poll <= 3600:
-            from berth.errors import UsageError
-
             raise UsageError(f"invalid --poll-interval {args.poll_interval!r}: use 0.1 to 3600")
     if getattr(args, "http_allow_remote", False):
         cfg.http_allow_remote = True
@@ -136,18 +135,16 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     if getattr(args, "http", None):
         cfg.http = args.http
     if cfg.http:
-        from berth.web.bind import parse_bind
+        from berth.web.bind import parse_bind  # rare: --http
 
         parse_bind(cfg.http, cfg.http_allow_remote)  # (a bad address fails here, clearly)
     policy = args.policy or cfg.policy
     if policy:
-        from berth.core.policy import check_policy
+        from berth.core.policy import check_policy  # heavy (the scheduler); rare: --policy
 
         check_policy(str(policy))
     exit_with = getattr(args, "exit_with", None)
     if exit_with is not None:
-        from berth.errors import UsageError
-
         try:
             os.close(os.pidfd_open(exit_with))
         except (OSError, ValueError, OverflowError):
@@ -179,8 +176,6 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
 
 
 def _check_system(args: argparse.Namespace) -> None:
-    from berth.errors import UsageError
-
     if os.geteuid() != 0:
         raise UsageError(
             "berth daemon --system must run as root (it runs each job as its submitter): "
@@ -191,27 +186,23 @@ def _check_system(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.daemon.options import Options
-
     if args.stop:
         return _stop(args)
     if args.inside_slurm:
-        from berth import config
-        from berth.cli.inside_slurm import apply
+        from berth.cli.inside_slurm import apply  # rare: --inside-slurm
 
         apply(args, config.get())
     opts, cfg = _options(args)
     assert isinstance(opts, Options)
-    from berth.daemon.main import serve
-
     if opts.foreground:
+        from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help
+
         return serve(opts, cfg)  # type: ignore[arg-type]
     return _background(opts, cfg, args.json)
 
 
 def _background(opts: object, cfg: object, as_json: bool) -> int:
-    from berth.daemon.main import serve
-    from berth.daemon.options import Options
+    from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help
 
     assert isinstance(opts, Options)
     os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
@@ -246,12 +237,8 @@ def _background(opts: object, cfg: object, as_json: bool) -> int:
     with os.fdopen(r, "rb") as f:
         line = f.read().decode().strip()
     if line != "ok":
-        from berth.errors import BerthError
-
         raise BerthError(line[6:] if line.startswith("error ") else "the daemon failed to start")
     if as_json:
-        import json
-
         print(json.dumps({"pid": pid, "socket": opts.socket, "state_dir": opts.state_dir}))
     else:
         sys.stdout.write(
@@ -261,19 +248,12 @@ def _background(opts: object, cfg: object, as_json: bool) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from berth.client import Client
-
     path = args.socket
     if path is None and getattr(args, "system", False):
-        from berth import config
-        from berth.wire.paths import system_socket
-
         path = system_socket(config.get().system_socket)
     with Client(path) as c:
         reply = c.call("shutdown")
     if args.json:
-        import json
-
         print(json.dumps(reply))
     else:
         n = reply.get("running_jobs", 0)

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+
+from berth.devices import read_gpus
+from berth.errors import NvmlUnavailable, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-HELP = "a one-minute tour of berth (without a GPU it says so and uses logical GPUs)"
 
 # The demo job: prints the GPU it was given and records when it ran.
 _JOB = (
@@ -105,9 +109,6 @@ class Tour:
 
 
 def _has_driver() -> bool:
-    from berth.devices import read_gpus
-    from berth.errors import NvmlUnavailable
-
     try:
         read_gpus(process_details=False)
     except NvmlUnavailable:
@@ -116,11 +117,6 @@ def _has_driver() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shutil
-    import tempfile
-
-    from berth.errors import UsageError
-
     if not 1 <= args.gpus <= 64:
         raise UsageError(f"--gpus {args.gpus}: the demo takes 1 to 64 logical GPUs")
     root = tempfile.mkdtemp(prefix="berth-demo-")

@@ -9,19 +9,18 @@ GPU list berth takes.
 
 from __future__ import annotations
 
+from berth.filters import Filters
+from berth.units import parse_gpu_list
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from berth.filters import Filters
-
 
 def add_arguments(p: argparse.ArgumentParser, *, order_help: str) -> None:
     """Add --min-free, --max-util, --max-mem-util, --max-power, --max-procs, --name, --only,
     --exclude, --prefer, --order (with ``order_help``) and --all."""
-    from berth.filters import Filters
-
     for f in Filters.__fields__.values():
         if isinstance(f.meta, tuple):
             metavar, help, _ = f.meta
@@ -32,8 +31,6 @@ def add_arguments(p: argparse.ArgumentParser, *, order_help: str) -> None:
 
 def gpu_list(text: str | None, option: str) -> tuple[str, ...] | None:
     """A GPU list option (indices, ranges such as 0-3, UUIDs), or None when not given."""
-    from berth.units import parse_gpu_list
-
     return None if text is None else parse_gpu_list(text, what=option, uuids=True)
 
 
@@ -41,8 +38,6 @@ def from_args(
     args: argparse.Namespace, count: object = 1, share: float = 1.0, *, mem: str | None = None
 ) -> Filters:
     """The Filters the options ask for (an option not given keeps the field's default)."""
-    from berth.filters import Filters
-
     values: dict[str, Any] = {"count": count, "share": share, "mem": mem}
     for f in Filters.__fields__.values():
         if isinstance(f.meta, tuple) and (typed := getattr(args, f.name)) is not None:

@@ -6,17 +6,14 @@ berth release-job 12    # let them start again
 
 from __future__ import annotations
 
+import json
 import sys
+
+from berth.client import call
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-
-HELP = "hold pending jobs (berth hold) or let them go (berth release-job)"
-HELPS = {
-    "hold": "keep pending jobs from starting (berth release-job lets them go)",
-    "release-job": "let held jobs start (they were held by berth hold or submit --hold)",
-}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,13 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import call
-
     releasing = getattr(args, "command", "hold") == "release-job"
     reply = call("release" if releasing else "hold", job_ids=args.job_ids)
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps(reply) + "\n")
     else:
         verb = "released" if releasing else "held"

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 
+from berth.devices import read_gpus
+from berth.devices.visible import restrict_to_visible
 from berth.errors import UsageError
+from berth.wire.paths import allocation_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,8 +33,6 @@ if TYPE_CHECKING:
 
 def allocation_gpus(gpus: Sequence[GpuSnapshot], environ: Mapping[str, str]) -> list[GpuSnapshot]:
     """The GPUs of the allocation among ``gpus`` (all GPUs NVML shows on this node)."""
-    from berth.devices.visible import restrict_to_visible
-
     job = environ.get("SLURM_JOB_ID")
     if not job:
         raise UsageError(
@@ -69,9 +70,6 @@ def allocation_gpus(gpus: Sequence[GpuSnapshot], environ: Mapping[str, str]) -> 
 def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
     """Restrict the daemon to the allocation's GPUs (``cfg``'s inventory) and give it the
     allocation's socket and state dir unless named. Returns the UUIDs of its GPUs."""
-    from berth.devices import read_gpus
-    from berth.wire.paths import allocation_dir
-
     mine = allocation_gpus(read_gpus(cfg, process_details=False), os.environ)
     uuids = [g.uuid for g in mine]
     inv = cfg.inventory

@@ -12,15 +12,15 @@ with the umask of the shell that submitted the job.
 
 from __future__ import annotations
 
+import json
 import sys
+
+from berth.client import Client
+from berth.errors import BerthError, Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-
-    from berth.client import Client
-
-HELP = "print a job's output (its log; --err: its -e file); -f follows it"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,8 +47,6 @@ def wait_end(c: Client, job_id: int, as_json: bool = False) -> int:
             break
     job = reply["job"]
     if as_json:
-        import json
-
         sys.stdout.write(json.dumps(job) + "\n")
     else:
         sys.stderr.write(f"job {job_id} {job['state']} (exit code {job['exit_code']})\n")
@@ -139,8 +137,6 @@ def follow(
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import Client
-
     with Client() as c:
         job = c.call("logs", job_id=args.job_id)["job"]  # its owner's or an admin's
         path = job["stderr"] if args.err else job["stdout"]
@@ -150,8 +146,6 @@ def run(args: argparse.Namespace) -> int:
                 "keep errors apart); showing it\n"
             )
         if args.lines is not None and args.lines < 0:
-            from berth.errors import UsageError
-
             raise UsageError(f"invalid -n/--lines {args.lines}: give 0 or more")
         if args.follow:
             out, err = (None, path) if args.err else (path, None)
@@ -169,19 +163,13 @@ def run(args: argparse.Namespace) -> int:
                 f"`berth logs -f {args.job_id}` waits for it and follows\n"
             )
     except PermissionError:
-        from berth.errors import Refused
-
         raise Refused(
             f"cannot read the log {path} of job {args.job_id}: it is {job.get('user')}'s and "
             f"not readable by you (their umask); root can: `sudo berth logs {args.job_id}`"
         ) from None
     except OSError as e:
-        from berth.errors import BerthError
-
         raise BerthError(f"cannot read the log {path}: {e.strerror}") from None
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps({"path": path, "text": data.decode("utf-8", "replace")}))
         sys.stdout.write("\n")
     else:

@@ -2,19 +2,23 @@
 
 Each command is a module in ``berth.cli`` exposing::
 
-    HELP: str                                  # one line for `berth help`
-    HELPS: dict[str, str]                      # (optional) per command, if one serves several
     def add_arguments(p: argparse.ArgumentParser) -> None
     def run(args: argparse.Namespace) -> int   # the exit code
 
-Long help and examples go in the module docstring; `berth help CMD` prints it.
+Its line in `berth help` is in :data:`COMMANDS` (so the list of commands imports no command
+module); long help and examples go in the module docstring, which `berth help CMD` prints.
 Errors are raised as ``berth.errors.BerthError``; this module turns them into one line on
 stderr and the exit code of their kind.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
+
+from berth import __version__
+from berth.errors import EXIT_USAGE, BerthError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,30 +26,61 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
 
-# command -> module; module import happens only for the command being run.
-COMMANDS: dict[str, str] = {
-    "status": "berth.cli.status",
-    "select": "berth.cli.select",
-    "run": "berth.cli.run",
-    "release": "berth.cli.release",
-    "daemon": "berth.cli.daemon",
-    "submit": "berth.cli.submit",
-    "queue": "berth.cli.queue",
-    "show": "berth.cli.show",
-    "cancel": "berth.cli.cancel",
-    "logs": "berth.cli.logs",
-    "attach": "berth.cli.attach",
-    "wait": "berth.cli.wait",
-    "watch": "berth.cli.watch",
-    "sweep": "berth.cli.sweep",
-    "hold": "berth.cli.hold",
-    "release-job": "berth.cli.hold",
-    "pause": "berth.cli.pause",
-    "resume": "berth.cli.pause",
-    "admin": "berth.cli.admin",
-    "simulate": "berth.cli.simulate",
-    "demo": "berth.cli.demo",
-    "web-token": "berth.cli.webtoken",
+# command -> (its module, its line in `berth help`). A command's module is imported only when
+# that command runs (or shows its --help): the list of commands imports none of them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "status": ("berth.cli.status", "show GPUs, their processes and who holds them"),
+    "select": ("berth.cli.select", "pick idle GPUs and print their ids (for CUDA_VISIBLE_DEVICES)"),
+    "run": ("berth.cli.run", "wait for GPUs, claim them, run a command on them"),
+    "release": ("berth.cli.release", "end the claims on GPUs (admin; or your own)"),
+    "daemon": (
+        "berth.cli.daemon",
+        "run the job queue daemon (your own, or --system: the machine's; jobs survive restarts)",
+    ),
+    "submit": ("berth.cli.submit", "queue a job with the daemon (like sbatch)"),
+    "queue": ("berth.cli.queue", "list queued and running jobs (like squeue)"),
+    "show": ("berth.cli.show", "show one job in full, with its attempts and history"),
+    "cancel": ("berth.cli.cancel", "cancel jobs (or send them a signal), like scancel"),
+    "logs": ("berth.cli.logs", "print a job's output (its log; --err: its -e file); -f follows it"),
+    "attach": (
+        "berth.cli.attach",
+        "attach to the terminal of a job started with --pty (Ctrl-] detaches)",
+    ),
+    "wait": ("berth.cli.wait", "wait until jobs end; exit with their outcome"),
+    "watch": (
+        "berth.cli.watch",
+        "queue the lines of a jobs file once each, as they are appended (seed 002's jobs.txt)",
+    ),
+    "sweep": (
+        "berth.cli.sweep",
+        "queue a grid of commands (brace groups are the axes) as one array",
+    ),
+    "hold": ("berth.cli.hold", "keep pending jobs from starting (berth release-job lets them go)"),
+    "release-job": (
+        "berth.cli.hold",
+        "let held jobs start (they were held by berth hold or submit --hold)",
+    ),
+    "pause": (
+        "berth.cli.pause",
+        "drain GPUs: no queued job starts there; running ones go on (survives restarts)",
+    ),
+    "resume": (
+        "berth.cli.pause",
+        "let queued jobs use paused GPUs again (--all: and a paused queue)",
+    ),
+    "admin": ("berth.cli.admin", "admin: per-user limits, drain and undrain GPUs"),
+    "simulate": (
+        "berth.cli.simulate",
+        "replay GPU-cluster traces through berth's scheduler; predict start times (--what-if)",
+    ),
+    "demo": (
+        "berth.cli.demo",
+        "a one-minute tour of berth (without a GPU it says so and uses logical GPUs)",
+    ),
+    "web-token": (
+        "berth.cli.webtoken",
+        "print your token for the web dashboard (actions and logs need it)",
+    ),
 }
 
 TOPICS: dict[str, str] = {"config": "berth.config", "exit-codes": "berth.errors"}
@@ -68,11 +103,9 @@ file and environment variables; `berth help exit-codes` what the exit codes mean
 
 
 def _load(name: str) -> ModuleType:
-    import importlib
-
-    module = importlib.import_module(COMMANDS[name])
+    module = importlib.import_module(COMMANDS[name][0])
     if name in ("submit", "sweep", "queue", "show", "cancel", "logs", "wait"):  # --backend
-        from berth.cli.backend import wrap
+        from berth.cli.backend import wrap  # only for these: it reads the config
 
         module = wrap(name, module)
     return module
@@ -81,8 +114,6 @@ def _load(name: str) -> ModuleType:
 def _columns() -> int:
     """Terminal width for help text, without argparse's `shutil` import (which drags in
     bz2/lzma: milliseconds on every command, since argparse builds a formatter per option)."""
-    import os
-
     try:
         return int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
@@ -94,7 +125,7 @@ def _columns() -> int:
 
 
 def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
-    import argparse
+    import argparse  # not for `berth help` nor --version
 
     class Formatter(argparse.RawDescriptionHelpFormatter):
         def __init__(
@@ -109,7 +140,7 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog=f"berth {name}",
-        description=_one_line(name, module),
+        description=COMMANDS.get(name, ("", ""))[1],
         epilog=module.__doc__,
         formatter_class=Formatter,
     )
@@ -117,39 +148,21 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
     return p
 
 
-def _one_line(name: str, module: object) -> str:
-    """The command's line in `berth help` (a module serving two commands may say each)."""
-    helps = getattr(module, "HELPS", None) or {}
-    return str(helps.get(name) or getattr(module, "HELP", ""))
-
-
 def _help(topic: str | None) -> int:
     if topic is None:
         sys.stdout.write(USAGE)
-        available = []
-        for name in COMMANDS:
-            try:
-                available.append((name, _one_line(name, _load(name))))
-            except ImportError:
-                continue
-        width = max(len(n) for n, _ in available) if available else 0
+        width = max(len(n) for n in COMMANDS)
         sys.stdout.write("\ncommands:\n")
-        for name, text in available:
+        for name, (_, text) in COMMANDS.items():
             sys.stdout.write(f"  {name:<{width}}  {text}\n")
         return 0
     if topic in TOPICS:
-        import importlib
-
         sys.stdout.write((importlib.import_module(TOPICS[topic]).__doc__ or "").strip() + "\n")
         return 0
     if topic in COMMANDS:
         _parser(topic, _load(topic)).print_help()
         return 0
-    from berth.errors import UsageError
-
-    raise UsageError(
-        f"no help for {topic!r}: try `berth help` for the list of commands and topics"
-    )
+    raise UsageError(f"no help for {topic!r}: try `berth help` for the list of commands and topics")
 
 
 def _fast_exit(code: int) -> None:
@@ -157,8 +170,6 @@ def _fast_exit(code: int) -> None:
     finalisation that `berth select` in a shell loop would pay every time). Only commands that
     hold nothing (no claim, no child, no database) set ``FAST_EXIT = True``; atexit handlers
     are skipped, which for them is only NVML's shutdown (the driver cleans up at exit)."""
-    import os
-
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -168,24 +179,18 @@ def _fast_exit(code: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from berth.errors import EXIT_USAGE, BerthError
-
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if not args or args[0] in ("-h", "--help"):
             return _help(None)
         if args[0] in ("-V", "--version"):
-            from berth import __version__
-
             sys.stdout.write(f"berth {__version__}\n")
             return 0
         name, rest = args[0], args[1:]
         if name == "help":
             return _help(rest[0] if rest else None)
         if name not in COMMANDS:
-            sys.stderr.write(
-                f"berth: unknown command {name!r}; `berth help` lists the commands\n"
-            )
+            sys.stderr.write(f"berth: unknown command {name!r}; `berth help` lists the commands\n")
             return EXIT_USAGE
         module = _load(name)
         parsed = _parser(name, module).parse_args(rest)

@@ -6,7 +6,21 @@ options and output as on the local queue, through :class:`berth.backends.slurm.S
 from __future__ import annotations
 
 import json
+import shlex
 import sys
+import time
+
+from berth import config
+from berth.backends.base import ArraySpec
+from berth.backends.slurm import Slurm, _user
+from berth.cli import submit_file
+from berth.cli.cancel import parse_signal
+from berth.cli.logs import last_lines
+from berth.cli.submit import job_spec
+from berth.cli.sweep import grid
+from berth.cli.sweep import show as show_grid
+from berth.errors import EXIT_TIMEOUT, UsageError
+from berth.units import format_duration, parse_duration, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,13 +28,9 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
     from berth.backends.base import JobInfo
-    from berth.backends.slurm import Slurm
 
 
 def _backend(args: argparse.Namespace) -> Slurm:
-    from berth import config
-    from berth.backends.slurm import Slurm
-
     cfg = config.get()
     partition = getattr(args, "partition", None) or cfg.slurm_partition
     return Slurm(partition=partition, log_dir=cfg.slurm_log_dir)
@@ -38,17 +48,10 @@ def _status(info: JobInfo | None) -> int:
 
 
 def submit(args: argparse.Namespace) -> int:
-    from berth.backends.base import ArraySpec
-    from berth.cli.submit import job_spec
-    from berth.errors import UsageError
-    from berth.units import parse_size
-
     backend = _backend(args)
     array = ArraySpec.parse(args.array) if args.array else None
     mem = parse_size(args.mem_per_gpu, what="--mem-per-gpu") if args.mem_per_gpu else None
     if args.file:
-        from berth.cli import submit_file
-
         if array is not None or args.wait or args.interactive:
             raise UsageError("--file: one job per line; not with --array, --wait or -i")
         specs = submit_file.jobs(args)  # all checked before any is submitted
@@ -78,13 +81,6 @@ def _waited(args: argparse.Namespace, backend: Slurm, job_id: str) -> int:
 def sweep(args: argparse.Namespace) -> int:
     """`berth sweep` on Slurm: one ``sbatch --array=0-(N-1)[%K]`` job whose batch script runs
     command i as task i (:mod:`berth.backends.slurm_script`)."""
-    import shlex
-
-    from berth.backends.base import ArraySpec
-    from berth.cli.submit import job_spec
-    from berth.cli.sweep import grid, show
-    from berth.units import parse_size
-
     commands, axes = grid(args)
     n = len(commands)
     backend = _backend(args)
@@ -94,7 +90,7 @@ def sweep(args: argparse.Namespace) -> int:
     job = job_spec(args, array=array.text, array_argvs=commands)
     if args.dry_run:
         p = backend.plan(job, array, mem)  # (what Slurm cannot do is refused here too)
-        show(commands, axes)
+        show_grid(commands, axes)
         call = shlex.join([*p.argv, backend.script_path(p.script)])
         sys.stdout.write(f"on Slurm, one job: {call}\n")
         return 0
@@ -126,9 +122,7 @@ def _say(args: argparse.Namespace, sub: Any, array: Any) -> None:
 
 
 def queue(args: argparse.Namespace) -> int:
-    from berth.core.states import CODES, State
-    from berth.errors import UsageError
-    from berth.units import format_duration
+    from berth.core.states import CODES, State  # heavy: berth.core (the scheduler)
 
     if args.start:
         raise UsageError("--start: not on Slurm; `squeue --start` gives Slurm's own estimate")
@@ -191,19 +185,14 @@ def show(args: argparse.Namespace) -> int:
 
 
 def cancel(args: argparse.Namespace) -> int:
-    from berth.cli.cancel import parse_signal
-    from berth.errors import UsageError
-
     if not args.job_ids and not args.all_mine:
         raise UsageError("name the jobs to cancel, or use --all-mine")
     backend = _backend(args)
     ids = list(args.job_ids)
     if args.all_mine:
-        from berth.backends.slurm import _user
-
         ids += [j.id for j in backend.list(user=_user()) if j.id not in ids]
     if args.state:
-        from berth.core.states import State
+        from berth.core.states import State  # heavy: berth.core (the scheduler)
 
         try:
             wanted = {State.parse(s).value for s in args.state.split(",") if s.strip()}
@@ -228,11 +217,6 @@ def cancel(args: argparse.Namespace) -> int:
 def wait(args: argparse.Namespace) -> int:
     """`berth wait` on Slurm: as on the local queue (one line per job as it ends; the exit
     status is the outcome; 6 at --timeout), an array's id waiting for all of its tasks."""
-    import time
-
-    from berth.errors import EXIT_TIMEOUT, UsageError
-    from berth.units import parse_duration
-
     limit = None
     if args.timeout is not None:
         limit = parse_duration(args.timeout, what="--timeout")
@@ -265,8 +249,6 @@ def wait(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
-    from berth.errors import UsageError
-
     if args.lines is not None and args.lines < 0:
         raise UsageError(f"invalid -n/--lines {args.lines}: give 0 or more")
     backend = _backend(args)
@@ -280,8 +262,6 @@ def logs(args: argparse.Namespace) -> int:
     if args.follow:
         out_path, err_path = (None, path) if args.err else (path, None)
         return _follow(backend, args.job_id, out_path, err_path, lines=args.lines)
-    from berth.cli.logs import last_lines
-
     try:
         with open(path, "rb") as f:
             if args.lines is not None:
@@ -310,8 +290,6 @@ def _follow(
     lines: int | None = None,
 ) -> int:
     """Stream the job's files until it ends (Slurm asked every half second at most)."""
-    from berth.cli.logs import last_lines
-
     tails: list[tuple[str, BinaryIO, list[int]]] = []  # path, stream, [offset]
     for path, stream in ((stdout, sys.stdout), (stderr, sys.stderr)):
         if path and path not in [t[0] for t in tails]:

@@ -10,22 +10,16 @@ Paused GPUs stay paused across daemon restarts. GPUs are named by index or UUID 
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-
-HELP = "pause (drain) GPUs for queued jobs, or resume them"
-HELPS = {
-    "pause": "drain GPUs: no queued job starts there; running ones go on (survives restarts)",
-    "resume": "let queued jobs use paused GPUs again (--all: and a paused queue)",
-}
+from berth.client import call
+from berth.errors import UsageError
+from berth.units import parse_gpu_words
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    import argparse
-
     resume = p.prog.endswith("resume")
     p.add_argument("gpus", nargs="*", help="GPU indices (0 3, 0-3), or UUIDs")
     p.add_argument(
@@ -40,10 +34,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import call
-    from berth.errors import UsageError
-    from berth.units import parse_gpu_words
-
     resuming = getattr(args, "command", "pause") == "resume"
     if resuming:
         if not args.gpus and not args.all:
@@ -56,8 +46,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("name the GPUs to pause, e.g. `berth pause 0 3`")
         reply = call("pause", gpus=parse_gpu_words(args.gpus, what="GPU"))
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps(reply) + "\n")
     else:
         paused = ", ".join(str(i) for i in reply["paused"]) or "none"

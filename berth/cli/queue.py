@@ -33,14 +33,19 @@ share, lower = more; the highest goes first), and the most GPUs they may hold.
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import pwd
 import sys
+
+from berth.client import Client, call
+from berth.errors import UsageError
+from berth.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from typing import Any
-
-HELP = "list queued and running jobs (like squeue)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,10 +69,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _uid(user: str) -> int:
-    import pwd
-
-    from berth.errors import UsageError
-
     if user.isdigit():
         return int(user)
     try:
@@ -97,9 +98,6 @@ def shown(text: object) -> str:
 
 def which_daemon(info: dict[str, Any]) -> str:
     """The header line that says which daemon answered."""
-    import os
-    import pwd
-
     where = f"on {shown(info.get('socket'))} (pid {info.get('pid')})"
     if info.get("system"):
         return f"system daemon {where}"
@@ -150,8 +148,6 @@ def fold(rows: list[dict[str, Any]], expand: bool = False) -> list[dict[str, Any
 
 
 def format_rows(rows: list[dict[str, Any]], header: bool = True) -> str:
-    from berth.units import format_duration
-
     lines = [("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")]
     for r in rows:
         if r["state"] == "PENDING":
@@ -185,13 +181,8 @@ def format_rows(rows: list[dict[str, Any]], header: bool = True) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import call
-
     if args.start:  # as squeue --start
-        import argparse
-
-        from berth.cli import simulate
-        from berth.errors import UsageError
+        from berth.cli import simulate  # rare: --start (heavy: the simulator)
 
         if args.user or args.states or args.all:
             raise UsageError("--start predicts every pending job: not with -u, -t or --all")
@@ -244,8 +235,6 @@ def _ptys(rows: list[dict[str, Any]], header: bool) -> int:
 def format_users(users: list[dict[str, Any]], fair: dict[str, Any], header: bool = True) -> str:
     """Each user's line: running jobs, GPUs held, pending jobs, decayed usage, its part of
     all usage, the fair-share factor, the most GPUs they may hold."""
-    from berth.units import format_duration
-
     lines = [
         ("USER", "RUNNING", "GPUS", "PENDING", "USAGE(GPU-h)", "USE%", "FAIRSHARE", "MAX_GPUS")
     ]
@@ -288,8 +277,6 @@ def _json(fields: dict[str, Any]) -> None:
     """The daemon's answer as it sent it, without its ``"ok":true``: ``{"daemon": {...},
     "jobs": [...]}``, written out without being decoded and encoded again (a long queue costs
     the client a copy, not a parse)."""
-    from berth.client import Client
-
     with Client() as c:
         c.send("queue", **fields)
         raw = c.receive_raw()
@@ -297,8 +284,6 @@ def _json(fields: dict[str, Any]) -> None:
     if raw.startswith(head) and raw.endswith(b"}"):
         body = b"{" + raw[len(head) :]
     else:  # some other layout: decode it after all
-        import json
-
         reply = json.loads(raw)
         reply.pop("ok", None)
         body = json.dumps(reply, separators=(",", ":")).encode()

@@ -12,13 +12,20 @@ examples:
 
 from __future__ import annotations
 
+import os
 import sys
+
+from berth import config
+from berth.choose import matches
+from berth.claims.admin import end_claims, holder_pids, is_admin
+from berth.claims.ledger import Ledger, user_name
+from berth.devices import read_gpus
+from berth.errors import Refused, UsageError
+from berth.units import parse_duration, parse_gpu_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-
-HELP = "end the claims on GPUs (admin; or your own)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,11 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _resolve(ids: list[str]) -> dict[str, int | None]:
     """uuid -> index for the GPUs named (indices or UUIDs/prefixes)."""
-    from berth import config
-    from berth.choose import matches
-    from berth.devices import read_gpus
-    from berth.errors import UsageError
-
     snaps = read_gpus(config.get(), process_details=False)
     out: dict[str, int | None] = {}
     for ident in ids:
@@ -49,14 +51,6 @@ def _resolve(ids: list[str]) -> dict[str, int | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from berth import config
-    from berth.claims.admin import end_claims, holder_pids, is_admin
-    from berth.claims.ledger import Ledger, user_name
-    from berth.errors import Refused
-    from berth.units import parse_duration, parse_gpu_words
-
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
     gpus = _resolve(list(parse_gpu_words(args.gpus, what="GPU")))

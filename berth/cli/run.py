@@ -37,26 +37,28 @@ seed 004's scheduler.py, translated (-gc/--gpu_count and gpuselect's --count are
 
 from __future__ import annotations
 
+import argparse
 import os
+import shlex
 import sys
+import time
 
+from berth.cli import filters
+from berth.cli.command import words
 from berth.errors import UsageError
+from berth.lease import claim
+from berth.units import GPU_COUNT_RULE, format_duration, gpu_count, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from typing import IO
 
     from berth.choose import Selection
     from berth.claims.ledger import State
     from berth.filters import Filters
 
-HELP = "wait for GPUs, claim them, run a command on them"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    import argparse
-
     p.add_argument(
         "-g",
         "--gpus",
@@ -77,8 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between GPU reads while waiting (5); claims wake at once",
     )
-    from berth.cli import filters
-
     filters.add_arguments(
         p, order_help="random, free, util, packed or index (default: random; packed for shares)"
     )
@@ -98,12 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def request_from(args: argparse.Namespace) -> Filters:
-    from berth.cli import filters
-
     only = filters.gpu_list(args.only, "--only")
     text = args.gpus if args.gpus is not None else str(len(only) if only else 1)
-    from berth.units import GPU_COUNT_RULE, gpu_count
-
     try:
         gpus = gpu_count(float(text), "-g/--gpus")  # the one rule (and message) of a GPU count
     except ValueError:
@@ -122,18 +118,12 @@ class StatusLine:
     """One line on the terminal that says what berth run waits for (stderr if a TTY)."""
 
     def __init__(self, want: str) -> None:
-        import time
-
         self.tty = sys.stderr.isatty()
         self.want = want
         self.start = time.monotonic()
         self.shown = False
 
     def __call__(self, position: int, sel: Selection, state: State) -> None:
-        import time
-
-        from berth.units import format_duration
-
         waited = format_duration(time.monotonic() - self.start)
         ahead = f"{position} waiting ahead" if position else "first in line"
         text = f"berth run: waiting {waited} for {self.want} ({ahead}); {sel.explain_shortfall()}"
@@ -164,12 +154,6 @@ def _open(path: str | None, option: str) -> IO[bytes] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shlex
-
-    from berth.cli.command import words
-    from berth.lease import claim
-    from berth.units import parse_duration
-
     cmd = words(args.argv, args.wrap, prog="berth run") or ["/bin/sh", "-c", args.wrap]
     request = request_from(args)
     timeout = None if args.timeout is None else parse_duration(args.timeout, what="--timeout")
@@ -185,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     finally:
         status.clear()
-    from berth.claims.launch import run_command
+    from berth.claims.launch import run_command  # heavy (subprocess): not for --help
 
     return run_command(
         lease, snaps, cmd, out=out, err=err, verbose=args.verbose, gpu_var=args.gpu_var

@@ -28,21 +28,20 @@ from __future__ import annotations
 
 import sys
 
+from berth.api import choose
+from berth.cli import filters
 from berth.errors import EXIT_OK, EXIT_UNSATISFIED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-HELP = "pick idle GPUs and print their ids (for CUDA_VISIBLE_DEVICES)"
 
 FAST_EXIT = True  # read-only: main() may skip interpreter teardown
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--count", default="1", metavar="N", help="how many GPUs (default 1)")
-    from berth.cli import filters
-
     filters.add_arguments(
         p,
         order_help="random (default), free (most free memory), util (least used), "
@@ -54,9 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.api import choose
-    from berth.cli import filters
-
     asked = filters.from_args(args, args.count)
     # only ids are printed: read what the filters need, start fast
     sel = choose(asked, all=args.all, telemetry=False)

@@ -10,14 +10,18 @@ directory and log paths only to admins (the fields read "(private)").
 
 from __future__ import annotations
 
+import json
 import sys
+import time
+
+from berth.cli.queue import shown
+from berth.client import call
+from berth.units import format_duration, format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
-
-HELP = "show one job in full, with its attempts and history"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,14 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _when(t: float | None) -> str:
     if t is None:
         return "-"
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
 def _limit(j: dict[str, Any]) -> str:
     """The limit in force, and where it comes from (the job's -t or the daemon's maximum)."""
-    from berth.units import format_duration
 
     def shown(t: float) -> str:  # a limit under a minute may be a fraction
         return f"{t:g}s" if t < 60 and t != int(t) else format_duration(t)
@@ -51,9 +52,6 @@ def _limit(j: dict[str, Any]) -> str:
 
 
 def format_job(j: dict[str, Any]) -> str:
-    from berth.cli.queue import shown
-    from berth.units import format_duration, format_size
-
     req = j["request"]
     cmd = j["command"]
     lines = [
@@ -111,12 +109,8 @@ def format_job(j: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import call
-
     job = call("show", job_id=args.job_id)["job"]
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps(job) + "\n")
     else:
         sys.stdout.write(format_job(job))

@@ -30,14 +30,20 @@ svc", Jain's index over the tenants' service while they waited, and --tenants (i
 
 from __future__ import annotations
 
+import json
+import os
+import pwd
 import sys
+import time
+
+from berth import config
+from berth.errors import UsageError
+from berth.units import format_duration, parse_duration, parse_gpu_indices, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from typing import Any
-
-HELP = "replay GPU-cluster traces through berth's scheduler; predict start times (--what-if)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,8 +85,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.errors import UsageError
-
     if args.what_if:
         return _what_if(args)
     if not args.trace:
@@ -91,11 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from berth.core.placement import PLACEMENTS
-    from berth.errors import UsageError
-    from berth.sim import report
-    from berth.sim.run import compare, policy_list, prepare
-    from berth.units import parse_duration
+    from berth.core.placement import PLACEMENTS  # heavy: the simulator
+    from berth.sim import report  # heavy: the simulator
+    from berth.sim.run import compare, policy_list, prepare  # heavy: the simulator
 
     policies = policy_list(args.policy or "balanced")
     placements = policy_list(args.placement, PLACEMENTS) if args.placement else None
@@ -122,8 +124,6 @@ def _replay(args: argparse.Namespace) -> int:
         results += [(f"{label} @{wl.load:.2f}", x) for label, x in res]
     base = report.add_ratios(rows)
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps({"runs": rows, "notes": notes}, default=str) + "\n")
     else:
         sys.stdout.write(report.table(rows, base))
@@ -141,10 +141,10 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _fill(args: argparse.Namespace) -> int:
-    from berth.core.placement import PLACEMENTS
-    from berth.sim import traces, workload
-    from berth.sim.fill import fill
-    from berth.sim.run import policy_list
+    from berth.core.placement import PLACEMENTS  # heavy: the simulator
+    from berth.sim import traces, workload  # heavy: the simulator
+    from berth.sim.fill import fill  # heavy: the simulator
+    from berth.sim.run import policy_list  # heavy: the simulator
 
     pods = traces.read(args.trace, args.format)
     inv = workload.inventory(args.inventory)
@@ -169,8 +169,6 @@ def _fill(args: argparse.Namespace) -> int:
             "and failed\n"
         )
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps(out) + "\n")
         return 0
     marks = sorted(out[0]["alloc_pct"])
@@ -189,8 +187,6 @@ def _fill(args: argparse.Namespace) -> int:
 
 
 def _float(text: str, what: str) -> float:
-    from berth.errors import UsageError
-
     try:
         return float(text)
     except ValueError:
@@ -198,8 +194,6 @@ def _float(text: str, what: str) -> float:
 
 
 def _seeds(text: str) -> list[int]:
-    from berth.errors import UsageError
-
     try:
         if "-" in text:
             a, b = text.split("-", 1)
@@ -211,22 +205,17 @@ def _seeds(text: str) -> list[int]:
 
 def _what_if(args: argparse.Namespace) -> int:
     """Fetch the live queue from the daemon and predict start times (berth.sim.whatif)."""
-    import os
-    import time
+    from berth.api import banned_reasons  # --what-if only
+    from berth.api import gpus as read_gpus  # --what-if only
+    from berth.client import Client  # --what-if only
+    from berth.core.inventory import Gpu, Usage  # heavy: the simulator
+    from berth.core.job import Job, Request  # heavy: the simulator
+    from berth.core.limits import UserLimits  # heavy: the simulator
+    from berth.core.policy import DEFAULT_POLICY  # heavy: the simulator
+    from berth.core.states import State  # heavy: the simulator
+    from berth.sim.whatif import predict  # heavy: the simulator
 
-    from berth.api import banned_reasons
-    from berth.api import gpus as read_gpus
-    from berth.client import Client
-    from berth.config import get as get_config
-    from berth.core.inventory import Gpu, Usage
-    from berth.core.job import Job, Request
-    from berth.core.limits import UserLimits
-    from berth.core.policy import DEFAULT_POLICY
-    from berth.core.states import State
-    from berth.sim.whatif import predict
-    from berth.units import parse_duration, parse_gpu_indices, parse_size
-
-    cfg = get_config()
+    cfg = config.get()
     now = time.time()
     with Client() as c:
         reply = c.call("queue", model=True)  # one request, however long the queue
@@ -257,8 +246,6 @@ def _what_if(args: argparse.Namespace) -> int:
                       mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
                       gpu_ids=None if ids is None else tuple(ids))  # fmt: skip
         mine = max((j.id for j in jobs), default=0) + 1
-        import pwd
-
         try:  # (as the daemon names its submitter: fair share and limits are per user)
             user = pwd.getpwuid(os.getuid()).pw_name
         except KeyError:
@@ -280,15 +267,11 @@ def _what_if(args: argparse.Namespace) -> int:
     )  # fmt: skip
     by_id = {j.id: j for j in pending}
     if args.json:
-        import json
-
         out = [{"id": p.job_id, "start": p.start, "end": p.end, "gpus": list(p.gpus),
                 "exact": p.exact, "note": p.note, "yours": p.job_id == mine}
                for p in sorted(preds.values(), key=_when)]  # fmt: skip
         sys.stdout.write(json.dumps({"now": now, "policy": policy, "jobs": out}) + "\n")
         return 0
-    from berth.units import format_duration
-
     lines = [("JOBID", "NAME", "USER", "GPUS", "START_IN", "START_TIME", "ON", "NOTE")]
     for p in sorted(preds.values(), key=_when):
         j = by_id[p.job_id]

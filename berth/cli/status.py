@@ -18,7 +18,16 @@ field of a GPU snapshot (bytes, watts, percent; null where unsupported) plus "ba
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import time
+
+from berth import config
+from berth.api import banned_reasons, read
+from berth.cli import status_claims, status_queue
+from berth.errors import UsageError
+from berth.units import format_size, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +38,6 @@ if TYPE_CHECKING:
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
-HELP = "show GPUs, their processes and who holds them"
 
 FAST_EXIT = True  # read-only: main() may skip interpreter teardown
 
@@ -71,8 +79,6 @@ def sections(gpus: Sequence[GpuSnapshot], cfg: Config) -> list[Section]:
     """The sections under the GPU table: the claims (:mod:`berth.cli.status_claims`), then the
     daemon's queue (:mod:`berth.cli.status_queue`); each gets (gpus, cfg) and returns a
     Section or None (nothing to say)."""
-    from berth.cli import status_claims, status_queue
-
     out = []
     for provider in (status_claims.status_section, status_queue.status_section):
         section = provider(gpus, cfg)
@@ -94,8 +100,6 @@ def _power(g: GpuSnapshot) -> str:
 
 
 def _memory(g: GpuSnapshot) -> str:
-    from berth.units import format_size
-
     if g.memory_used is None and g.memory_total is None:
         return "n/a"
     return f"{format_size(g.memory_used)} / {format_size(g.memory_total)}"
@@ -123,8 +127,6 @@ def render(
     width: int | None = None,
 ) -> str:
     """The status screen as text. ``extra`` sections add notes under GPUs and blocks below."""
-    from berth.units import format_size
-
     if not gpus:
         return "no GPUs (check CUDA_VISIBLE_DEVICES, or `berth status --all`)\n"
     head = ("GPU", "NAME", "MEMORY", "UTIL", "MEM", "POWER", "TEMP", "STATE")
@@ -209,8 +211,6 @@ def to_json(
 def _width() -> int | None:
     if not sys.stdout.isatty():
         return None
-    import os
-
     try:
         return os.get_terminal_size(sys.stdout.fileno()).columns
     except OSError:
@@ -219,16 +219,11 @@ def _width() -> int | None:
 
 def snapshot_text(args: argparse.Namespace) -> str:
     """One full read and render (text or JSON)."""
-    from berth import config
-    from berth.api import banned_reasons, read
-
     cfg = config.get()
     gpus = read(cfg, all=args.all, process_details=True)
     banned = banned_reasons(cfg, gpus)
     extra = sections(gpus, cfg)
     if args.json:
-        import json
-
         return json.dumps(to_json(gpus, cfg, banned, extra), indent=2) + "\n"
     return render(gpus, banned, extra, width=_width())
 
@@ -237,15 +232,9 @@ def run(args: argparse.Namespace) -> int:
     if args.watch is None:
         sys.stdout.write(snapshot_text(args))
         return 0
-    from berth.units import parse_duration
-
     interval = parse_duration(args.watch, what="--watch")
     if not 0 < interval < float("inf"):
-        from berth.errors import UsageError
-
         raise UsageError(f"--watch {args.watch!r}: expected a number of seconds above 0")
-    import time
-
     try:
         while True:
             body = snapshot_text(args)

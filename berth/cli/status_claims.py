@@ -11,6 +11,13 @@ that cannot be used (refused, unreadable) is said so under the table; the GPUs s
 
 from __future__ import annotations
 
+import time
+
+from berth.claims.ledger import Ledger, user_name
+from berth.claims.paths import claims_dir
+from berth.errors import BerthError
+from berth.units import format_size
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -21,13 +28,7 @@ if TYPE_CHECKING:
 
 
 def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
-    import time
-
-    from berth.claims.ledger import Ledger, user_name
-    from berth.claims.paths import claims_dir
-    from berth.cli.status import Section
-    from berth.errors import BerthError
-    from berth.units import format_size
+    from berth.cli.status import Section  # cycle: status imports this module
 
     try:
         ledger = Ledger(claims_dir(cfg, create=False))

@@ -56,17 +56,24 @@ the words apart after --, or --wrap "python train.py --x 5" to run it through /b
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 
+from berth import config
+from berth.cli.command import words
+from berth.client import Client
+from berth.errors import UsageError
+from berth.units import GPU_COUNT_RULE, parse_duration, parse_gpu_indices, parse_size
+from berth.wire.env import export_env, sendmail
+from berth.wire.jobspec import JobSpec
+from berth.wire.protocol import ProtocolError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from typing import Any
 
-    from berth.wire.jobspec import JobSpec
-
-HELP = "queue a job with the daemon (like sbatch)"
 # Nothing is held once the daemon has answered (the job is durable there): main() may skip
 # interpreter teardown (output is flushed first).
 FAST_EXIT = True
@@ -75,8 +82,6 @@ FAST_EXIT = True
 def _formatter(prog: str) -> argparse.HelpFormatter:
     """argparse's formatter without ``shutil`` (it imports bz2, lzma... to read the terminal
     width when a parser is merely built); help uses $COLUMNS or 100 columns."""
-    import argparse
-
     width = int(os.environ.get("COLUMNS", "0") or 0) or 100
     return argparse.RawDescriptionHelpFormatter(prog, width=width - 2)
 
@@ -160,10 +165,6 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
     one validator of a job): bad input is refused here, before anything is sent, with the
     daemon's message (as a usage error). ``more``: fields the command adds (``array``, a
     sweep's ``array_argvs``)."""
-    from berth.errors import UsageError
-    from berth.wire.jobspec import JobSpec
-    from berth.wire.protocol import ProtocolError
-
     raw = _fields(args)
     raw.update(more)
     try:
@@ -175,11 +176,6 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
 def _fields(args: argparse.Namespace) -> dict[str, Any]:
     """The job's fields from submit's options; what only the command line can check (an
     option's syntax, a directory, a conda environment) is checked here."""
-    from berth.cli.command import words
-    from berth.errors import UsageError
-    from berth.units import GPU_COUNT_RULE, parse_duration, parse_gpu_indices, parse_size
-    from berth.wire.env import export_env
-
     command = words(args.argv, args.wrap, prog="berth submit")
     gpu_ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
     choice = _requirement(args, command)
@@ -248,14 +244,12 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
 def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
     """--conda, --inject-arg, --notify, --mail-user: checked here, where the user's
     environment is, so that nothing fails later as exit code 127."""
-    from berth.errors import UsageError
-
     if args.conda:
-        from berth.jobsfile.checks import check_conda
+        from berth.jobsfile.checks import check_conda  # rare: --conda
 
         check_conda(args.conda, job["env"])
     if args.inject_arg:
-        from berth.wire.inject import parse
+        from berth.wire.inject import parse  # rare: --inject-arg
 
         if args.wrap:
             raise UsageError(
@@ -277,9 +271,6 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
 
 def check_mail(job: JobSpec) -> None:
     """--mail-user on this machine needs its MTA (on Slurm, Slurm mails)."""
-    from berth.errors import UsageError
-    from berth.wire.env import sendmail
-
     if job.mail_user and sendmail(job.env.get("PATH", "")) is None:
         raise UsageError(
             f"--mail-user {job.mail_user}: no mail transfer agent here (no sendmail in "
@@ -294,15 +285,13 @@ def _requirement(args: argparse.Namespace, command: list[str]) -> Any:
         return None
     path = args.requirements
     if path is None:
-        from berth import config
-
         path = config.get().requirements
         if path is None:
             return None
-    from berth.jobsfile.requirements import cached
+    from berth.jobsfile.requirements import cached  # rare: a requirement table
 
     if not command:
-        import shlex
+        import shlex  # rare: with --wrap
 
         try:
             command = shlex.split(args.wrap or "")
@@ -351,8 +340,6 @@ def _array_said(reply: dict[str, Any]) -> str:
 
 
 def parse_dependency(text: str) -> list[int]:
-    from berth.errors import UsageError
-
     out: list[int] = []
     for part in text.split(","):
         kind, _, ids = part.strip().partition(":")
@@ -368,16 +355,13 @@ def parse_dependency(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import Client
-
     if args.file:
-        from berth.cli import submit_file
+        from berth.cli import submit_file  # rare: --file
 
         return submit_file.run(args)
     array = getattr(args, "array", None)  # (`--array`: berth.cli.backend adds it)
     if array:
-        from berth.errors import UsageError
-        from berth.wire.arrays import ArraySpec
+        from berth.wire.arrays import ArraySpec  # rare: --array
 
         if args.unique or args.interactive:
             raise UsageError("--array: not with --unique or -i (each task has its own log)")
@@ -394,8 +378,6 @@ def run(args: argparse.Namespace) -> int:
         if args.parsable:
             sys.stdout.write(f"{job_id}\n")
         elif args.json and not (args.wait or args.interactive):
-            import json
-
             sys.stdout.write(json.dumps(reply) + "\n")
         elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
@@ -404,11 +386,11 @@ def run(args: argparse.Namespace) -> int:
                 out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()
         if args.interactive:
-            from berth.cli.logs import follow
+            from berth.cli.logs import follow  # rare: -i
 
             return follow(c, job_id, reply["stdout"], reply["stderr"], detach_hint=True)
         if args.wait:
-            from berth.cli.logs import wait_end
+            from berth.cli.logs import wait_end  # rare: --wait
 
             return wait_end(c, job_id, args.json)
     return 0

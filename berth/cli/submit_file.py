@@ -21,11 +21,21 @@ last run failed); ``berth watch FILE`` does that as lines are appended.
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import re
+import shlex
 import sys
+
+from berth.cli.submit import add_arguments, check_mail, job_spec
+from berth.client import Client, DaemonError
+from berth.errors import UsageError
+from berth.jobsfile import checks, detect, seed002
+from berth.jobsfile.detect import column
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from typing import Any
 
     from berth.wire.jobspec import JobSpec
@@ -33,8 +43,6 @@ if TYPE_CHECKING:
 
 def read_lines(path: str) -> list[tuple[int, str]]:
     """(number, text) of every line of the file."""
-    from berth.errors import UsageError
-
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -48,10 +56,6 @@ def read_lines(path: str) -> list[tuple[int, str]]:
 def _parser() -> Any:
     """submit's parser, raising (naming the line in ``where``) instead of exiting; built once
     for the whole file."""
-    import argparse
-
-    from berth.cli.submit import add_arguments
-    from berth.errors import UsageError
 
     class Parser(argparse.ArgumentParser):
         where = ""
@@ -78,21 +82,17 @@ def jobs(
 ) -> list[tuple[int, JobSpec]]:
     """(line number, job spec) of every job line of the file (or of ``path``); ``notes``
     gets what the user should be told once they are queued (how seed 002's lines map)."""
-    from berth.errors import UsageError
-    from berth.jobsfile import detect
-
     path = path or args.file
     lines = read_lines(path)
     kind, job_lines = detect.detect(path, lines)
     if not job_lines:
         raise UsageError(f"--file {path!r} has no job (one command per line)")
     if kind == detect.SEED002:
-        from berth.jobsfile.seed002 import HEADER
-
         if notes is not None:
             notes.append(
-                f"{path}: seed 002's format ({HEADER}): priority P is berth priority -P (lower "
-                "first, as the seed); --cuda is set to each job's GPUs (the machine's numbers)"
+                f"{path}: seed 002's format ({seed002.HEADER}): priority P is berth priority -P "
+                "(lower first, as the seed); --cuda is set to each job's GPUs (the machine's "
+                "numbers)"
             )
         return seed_jobs(args, path, job_lines)
     return berth_jobs(args, path, job_lines)
@@ -101,12 +101,6 @@ def jobs(
 def berth_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
 ) -> list[tuple[int, JobSpec]]:
-    import shlex
-
-    from berth.cli.submit import job_spec
-    from berth.errors import UsageError
-    from berth.jobsfile.detect import column
-
     parser = _parser()
     defaults, given = _given(args, parser)
     out = []
@@ -139,9 +133,6 @@ def berth_jobs(
 
 def _check_command(spec: JobSpec, where: str) -> None:
     """The command's program exists for the job (unless a setup script may bring it)."""
-    from berth.errors import UsageError
-    from berth.jobsfile import checks, seed002
-
     argv = spec.argv
     if not argv or spec.env_setup:
         return
@@ -161,12 +152,6 @@ def seed_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
 ) -> list[tuple[int, JobSpec]]:
     """Seed 002's lines as job specs (see the module's docstring)."""
-    import os
-
-    from berth.cli.submit import job_spec
-    from berth.errors import UsageError
-    from berth.jobsfile import checks, seed002
-
     parser = _parser()
     given = _given(args, parser)[1]
     out = []
@@ -206,9 +191,6 @@ def seed_jobs(
 
 def _python(env: dict[str, str], cwd: str, conda: str | None, where: str) -> str:
     """``python`` for the job (in its conda environment, else on PATH), else ``python3``."""
-    from berth.errors import UsageError
-    from berth.jobsfile import checks
-
     for name in ("python", "python3"):
         if checks.find_program(name, env, cwd, conda) is not None:
             return name
@@ -217,17 +199,12 @@ def _python(env: dict[str, str], cwd: str, conda: str | None, where: str) -> str
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import Client
-    from berth.errors import UsageError
-
     if args.wait or args.interactive or args.argv or args.wrap:
         raise UsageError(
             "--file takes the commands from the file: no command, --wrap, --wait or -i"
         )
     if getattr(args, "array", None):
         raise UsageError("--file: one job per line; not with --array")
-    from berth.cli.submit import check_mail
-
     notes: list[str] = []
     specs = jobs(args, notes=notes)  # all checked before any is sent
     for _, spec in specs:
@@ -240,8 +217,6 @@ def run(args: argparse.Namespace) -> int:
     for reply in replies:
         job_id = reply["job_id"]
         if args.json:
-            import json
-
             sys.stdout.write(json.dumps(reply) + "\n")
         elif args.parsable:
             sys.stdout.write(f"{job_id}\n")
@@ -257,14 +232,10 @@ def run(args: argparse.Namespace) -> int:
 
 def submit_all(c: Any, path: str, specs: list[tuple[int, JobSpec]]) -> list[Any]:
     """Queue every spec, all or none; a refusal names its line."""
-    from berth.client import DaemonError
-
     try:
         jobs = [s.to_dict() for _, s in specs]
         replies: list[Any] = c.call("submit_all", jobs=jobs)["replies"]
     except DaemonError as e:
-        import re
-
         m = re.match(r"job (\d+) of \d+: (.*)", str(e), re.S)
         k, why = (int(m.group(1)), m.group(2)) if m else (1, str(e))
         if m is None and len(specs) != 1:

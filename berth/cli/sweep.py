@@ -21,19 +21,24 @@ call too.
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
+
+from berth.cli.submit import _array_said, check_mail, job_spec
+from berth.cli.submit import add_arguments as submit_arguments
+from berth.client import Client
+from berth.errors import UsageError
+from berth.jobsfile.grid import expand
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-HELP = "queue a grid of commands (brace groups are the axes) as one array"
 FAST_EXIT = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from berth.cli.submit import add_arguments as submit_arguments
-
     p.add_argument("--dry-run", action="store_true", help="print the commands, queue nothing")
     p.add_argument("--throttle", type=int, metavar="K", help="at most K tasks running at once")
     submit_arguments(p)
@@ -41,11 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def grid(args: argparse.Namespace) -> tuple[list[list[str]], list[tuple[str, list[str]]]]:
     """The sweep's commands and axes from the template (checked, as is --throttle)."""
-    import shlex
-
-    from berth.errors import UsageError
-    from berth.jobsfile.grid import expand
-
     if args.file or args.wrap or args.interactive or args.unique:
         raise UsageError("berth sweep takes one command template: no --file, --wrap, -i, --unique")
     template = list(args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
@@ -67,8 +67,6 @@ def grid(args: argparse.Namespace) -> tuple[list[list[str]], list[tuple[str, lis
 
 def show(commands: list[list[str]], axes: list[tuple[str, list[str]]]) -> None:
     """--dry-run: the grid's shape and every command."""
-    import shlex
-
     shape = " x ".join(f"{len(v)} ({g})" for g, v in axes)
     sys.stdout.write(f"{len(commands)} commands: {shape}\n")
     for i, cmd in enumerate(commands):
@@ -81,9 +79,6 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         show(commands, axes)
         return 0
-    from berth.cli.submit import _array_said, check_mail, job_spec
-    from berth.client import Client
-
     args.argv = ["--", *commands[0]]
     array = f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else "")
     job = job_spec(args, array=array, array_argvs=commands)
@@ -93,15 +88,13 @@ def run(args: argparse.Namespace) -> int:
         if args.parsable:
             sys.stdout.write(f"{reply['job_id']}\n")
         elif args.json and not args.wait:
-            import json
-
             sys.stdout.write(json.dumps(reply) + "\n")
         else:
             out = sys.stderr if args.wait else sys.stdout
             out.write(f"Submitted job {reply['job_id']}{_array_said(reply)}\n")
         sys.stdout.flush()
         if args.wait:
-            from berth.cli.logs import wait_end
+            from berth.cli.logs import wait_end  # rare: --wait
 
             return wait_end(c, reply["job_id"], args.json)
     return 0

@@ -13,20 +13,21 @@ order given) that did not: its exit code (1..255), or 1 (cancelled, timed out, l
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
 
+from berth.client import Client
+from berth.errors import EXIT_TIMEOUT, UsageError
+from berth.units import parse_duration
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from typing import Any
-
-HELP = "wait until jobs end; exit with their outcome"
 
 
 def _ref(text: str) -> int | str:
-    import argparse
-
     head, us, task = text.partition("_")
     if not (text.isascii() and head.isdigit() and (not us or task.isdigit())):
         raise argparse.ArgumentTypeError(f"invalid job id {text!r}: expected 12, or 12_3")
@@ -41,10 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import Client
-    from berth.errors import EXIT_TIMEOUT, UsageError
-    from berth.units import parse_duration
-
     limit = None
     if args.timeout is not None:
         limit = parse_duration(args.timeout, what="--timeout")
@@ -83,8 +80,6 @@ def _say(args: argparse.Namespace, ref: int | str, row: dict[str, Any]) -> None:
     if args.quiet:
         return
     if args.json:
-        import json
-
         sys.stdout.write(json.dumps(row) + "\n")
     else:
         code = row.get("exit_code")

@@ -22,22 +22,26 @@ when one does. What was queued is kept in --state (default under ~/.local/state/
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
+
+from berth.cli import submit_file
+from berth.cli.submit import add_arguments as submit_arguments
+from berth.cli.submit import check_mail
+from berth.client import Client, DaemonError
+from berth.errors import DaemonUnreachable, UsageError
+from berth.jobsfile import detect, seed002
+from berth.jobsfile.watchstate import State, complete_lines, default_path, keys
+from berth.wire.jobspec import JobSpec
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-    from berth.jobsfile.watchstate import State
-    from berth.wire.jobspec import JobSpec
-
-HELP = "queue the lines of a jobs file once each, as they are appended (seed 002's jobs.txt)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from berth.cli.submit import add_arguments as submit_arguments
-
     p.add_argument("jobs_file", metavar="FILE", help="the jobs file to watch")
     p.add_argument(
         "--interval", type=float, default=1.0, help="seconds between looks at the file (1)"
@@ -48,9 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.errors import UsageError
-    from berth.jobsfile.watchstate import State, default_path
-
     if args.wrap or args.file or args.wait or args.interactive or args.unique:
         raise UsageError(
             "berth watch FILE takes the commands from FILE: no command, --wrap, --file, "
@@ -108,8 +109,6 @@ class Watcher:
         self._queue(data)
 
     def _queue(self, data: bytes) -> None:
-        from berth.jobsfile.watchstate import complete_lines, keys
-
         new = [
             (key, n, text)
             for key, n, text in keys(complete_lines(data))
@@ -126,12 +125,6 @@ class Watcher:
         self, new: list[tuple[str, int, str]], lines: list[tuple[int, str]]
     ) -> list[tuple[str, int, JobSpec]]:
         """Each new line as a spec (with its ``once`` key); bad ones reported and left out."""
-        from berth.cli import submit_file
-        from berth.errors import UsageError
-        from berth.jobsfile import detect, seed002
-        from berth.wire.jobspec import JobSpec
-        from berth.wire.protocol import ProtocolError
-
         if not new:
             return []
         first = next(t for _, t in lines if seed002.is_job_line(t))
@@ -149,8 +142,6 @@ class Watcher:
                 self._warn(f"{e}; left out (fix the line to have it queued)")
                 self.bad.add(key)
                 continue
-            from berth.cli.submit import check_mail
-
             try:
                 check_mail(spec)
             except UsageError as e:
@@ -170,11 +161,6 @@ class Watcher:
     def _submit(self, specs: list[tuple[str, int, JobSpec]]) -> str | None:
         """Queue the specs, all or none; the key of a line the daemon refused (reported,
         left out), or None (queued, or no daemon: they wait)."""
-        import re
-
-        from berth.client import Client, DaemonError
-        from berth.errors import DaemonUnreachable
-
         try:
             with Client() as c:
                 replies = c.call("submit_all", jobs=[s.to_dict() for _, _, s in specs])["replies"]

@@ -13,13 +13,15 @@ only when started with --http (or [daemon] http in the config).
 
 from __future__ import annotations
 
+import json
 import sys
+
+from berth.client import Client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-HELP = "print your token for the web dashboard (actions and logs need it)"
 
 FAST_EXIT = True
 
@@ -29,16 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from berth.client import Client
-
     with Client() as c:
         reply = c.call("web_token")
     token = str(reply["token"])
     url = reply.get("url")
     login = f"{url}#token={token}" if url else None
     if args.json:
-        import json
-
         out = {k: reply.get(k) for k in ("token", "user", "uid", "url")}
         out["login_url"] = login
         sys.stdout.write(json.dumps(out) + "\n")
