@@ -129,7 +129,8 @@ class Launching:
                     owner, job.id, attempt, ls, [ln.wait, *lease.fds], lease.lease_id
                 )
             except OSError as e:
-                self._close(ln, wait=False)  # its supervisor (if any) never runs it
+                # (No supervisor has its gate. The write end stays open until the commit is
+                # done: the journal holds its number until then.)
                 ln.failed = True
                 self._uncommit(ln)
                 lease.release()

@@ -4,6 +4,7 @@ a fake process port: nothing is forked, time is exact (tests/daemon/enginekit.py
 from __future__ import annotations
 
 import select
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,3 +174,34 @@ def test_an_end_heard_before_its_commit_is_acted_on_frees_the_gpu(rig: EngineRig
     rig.until(lambda: (b, 1) in rig.procs.started, "b starts on the GPU a had")
     assert rig.state(a) == "COMPLETED"
     assert list(rig.engine.committing) in ([], [b])
+
+
+def test_a_failed_hand_over_leaves_its_gate_to_the_commit(rig: EngineRig) -> None:
+    """The write end of a start's gate belongs to the commit that carries it until that
+    commit is done (the committer writes into it): a hand-over that fails meanwhile must not
+    close it, or the committer would write into whatever took its number."""
+    rig.submit("sleep", "5")
+    rig.turn()
+    a = rig.submit("sleep", "1")
+    rig.use_writer()
+    lock = sqlite3.connect(str(rig.tmp / "berth.db"), isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # the writer's next commit waits for us
+    files = []
+    try:
+        rig.clock.t = rig.t0 + 5
+        rig.procs._end(rig.procs.running()[0], rc=0)  # x ends...
+        rig.engine.flush(force=True)  # ...and its end is being committed (in flight)
+        rig.procs.refuse = "no supervisor"
+        rig.engine.schedule_pass()  # a's start waits for the next commit; its hand-over fails
+        assert rig.state(a) == "FAILED"
+        # files that take the free descriptor numbers (a closed gate's among them)
+        files = [open(rig.tmp / f"f{i}", "w+b", buffering=0) for i in range(16)]
+    finally:
+        lock.rollback()
+        lock.close()
+    rig.loop.run_until_complete(rig.engine.drain())
+    for f in files:
+        f.seek(0)
+        assert f.read() == b""
+        f.close()
+    assert rig.job(a).attempts[-1].reason == "no supervisor"
