@@ -16,14 +16,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import pwd
 import stat
+
+from berth.daemon.handlers import Peer
+from berth.errors import BerthError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine import Engine
-    from berth.daemon.handlers import Peer
 
 SECRET_FILE = "web.secret"
 PREFIX = "berth1"
@@ -32,8 +35,6 @@ PREFIX = "berth1"
 def load_secret(state_dir: str) -> bytes:
     """The daemon's web secret, made (0600) if missing. Refuses a file that is not a regular
     file of ours with no access for others (someone may have planted or read it)."""
-    from berth.errors import BerthError
-
     path = os.path.join(state_dir, SECRET_FILE)
     try:
         fd = os.open(
@@ -94,10 +95,6 @@ def bearer(headers: dict[str, str]) -> str | None:
 def peer_for(uid: int, admin_gid: int | None) -> Peer:
     """The Peer a request with this uid's token acts as: admin if root or (with [claims]
     admin_group) a member of that group, as on the socket."""
-    import pwd
-
-    from berth.daemon.handlers import Peer
-
     try:
         pw = pwd.getpwuid(uid)
         gid, name = pw.pw_gid, pw.pw_name
@@ -114,8 +111,6 @@ def peer_for(uid: int, admin_gid: int | None) -> Peer:
 
 def anonymous() -> Peer:
     """The Peer of a request without a token: reads only (no uid owns anything)."""
-    from berth.daemon.handlers import Peer
-
     peer = object.__new__(Peer)
     peer.pid, peer.uid, peer.gid, peer.admin, peer.user = 0, -1, -1, False, "anonymous"
     return peer
@@ -123,7 +118,7 @@ def anonymous() -> Peer:
 
 def token_reply(engine: Engine, peer: Peer) -> dict[str, Any]:
     """The ``web_token`` request: the caller's token, and the dashboard's address if served."""
-    from berth.web import server
+    from berth.web import server  # cycle: the server imports this module
 
     token = make_token(load_secret(engine.opts.state_dir), peer.uid)
     url = server.ACTIVE.url if server.ACTIVE is not None else None

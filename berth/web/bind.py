@@ -8,7 +8,10 @@ instead of half-starting a daemon.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+
+from berth.errors import BerthError, UsageError
 
 DEFAULT = "127.0.0.1:8765"
 DEFAULT_PORT = 8765
@@ -17,10 +20,6 @@ DEFAULT_PORT = 8765
 def parse_bind(text: str, allow_remote: bool = False) -> tuple[str, int]:
     """``127.0.0.1:8765``, ``[::1]:8765``, ``localhost:8765``, ``:8765`` or ``8765`` ->
     (host, port). A host that is not a loopback address is refused unless ``allow_remote``."""
-    import ipaddress
-
-    from berth.errors import UsageError
-
     raw = text.strip()
     host, port_text = "127.0.0.1", raw
     if raw.startswith("["):
@@ -55,8 +54,6 @@ def parse_bind(text: str, allow_remote: bool = False) -> tuple[str, int]:
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on (host, port), or a BerthError saying why not."""
-    from berth.errors import BerthError
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.create_server((host, port), family=family, backlog=128, reuse_port=False)

@@ -22,6 +22,7 @@ import time
 from collections import deque
 
 from berth.core.states import FINISHED, State
+from berth.daemon import views
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -136,8 +137,6 @@ class Observer:
                 self._started.pop(job.id, None)
                 self._ended.pop(job.id, None)
                 self.finished[job.state.value] = self.finished.get(job.state.value, 0) + 1
-                from berth.daemon import views
-
                 self.recent.appendleft(views.row(job, None))
         if inserted or saved:
             for listener in self.listeners:

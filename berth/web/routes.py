@@ -20,8 +20,15 @@ import inspect
 import os
 import re
 import stat
+import time
+from importlib.resources import files
+from urllib.parse import urlsplit
 
-from berth.web import auth, wire
+from berth.daemon.handlers import HANDLERS
+from berth.errors import BerthError
+from berth.web import auth, metrics, view, wire
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,8 +64,6 @@ STATUS = {
 
 
 def _static(name: str) -> bytes:
-    from importlib.resources import files
-
     return files("berth.web").joinpath("static", name).read_bytes()
 
 
@@ -154,8 +159,6 @@ class Routes:
     # -- reads --------------------------------------------------------------------------------
 
     def metrics(self) -> bytes:
-        from berth.web import metrics, view
-
         gpus = view.gpus(self.server.engine, auth.anonymous())
         text = metrics.render(
             gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
@@ -174,8 +177,6 @@ class Routes:
         return next((s for s in self.SPANS if asked <= s), self.SPANS[-1])
 
     def history(self, span: float) -> bytes:
-        import time
-
         return wire.json_response(200, self.server.history.series(time.time(), span))
 
     def _owned_job(self, job_id: int, peer: Peer) -> dict[str, Any]:
@@ -206,8 +207,6 @@ class Routes:
     # -- actions ------------------------------------------------------------------------------
 
     async def action(self, req: wire.Request) -> bytes:
-        from urllib.parse import urlsplit
-
         origin = req.headers.get("origin")
         if origin is not None and urlsplit(origin).netloc != req.headers.get("host"):
             raise wire.HttpError(403, f"a request from {origin!r} may not act here")
@@ -224,11 +223,6 @@ class Routes:
         )
 
     async def _act(self, peer: Peer, kind: str, job_id: int) -> dict[str, Any]:
-        from berth.daemon.handlers import HANDLERS
-        from berth.errors import BerthError
-        from berth.wire import protocol
-        from berth.wire.protocol import ProtocolError
-
         req: dict[str, Any] = {"type": kind, "job_ids": [job_id]}
         protocol.check_request(req)
         try:
@@ -242,10 +236,6 @@ class Routes:
         return dict(result)
 
     def _call(self, peer: Peer, kind: str, **fields: Any) -> dict[str, Any]:
-        from berth.daemon.handlers import HANDLERS
-        from berth.wire import protocol
-        from berth.wire.protocol import ProtocolError
-
         req: dict[str, Any] = {"type": kind, **fields}
         protocol.check_request(req)
         try:

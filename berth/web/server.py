@@ -17,11 +17,19 @@ every 0.25 s and at most 10% of the loop's time however many viewers; see :meth:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import time
 
-from berth.web import wire
+from berth.core.job import Job
+from berth.daemon import views
+from berth.daemon.store import Store
+from berth.web import auth, view, wire
+from berth.web.auth import load_secret
+from berth.web.history import DAY, History, Sample
+from berth.web.observe import RECENT, Observer
+from berth.web.routes import Routes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,10 +69,6 @@ class WebServer:
         allow_remote: bool = False,
         admin_gid: int | None = None,
     ) -> None:
-        from berth.web.auth import load_secret
-        from berth.web.history import History
-        from berth.web.observe import Observer
-
         self.engine = engine
         self.host, self.port = host, port
         self.anonymous = anonymous
@@ -85,8 +89,6 @@ class WebServer:
         self._next_build = 0.0
         self._dirty = True
         self._publish_at: asyncio.TimerHandle | None = None
-        from berth.web.routes import Routes
-
         self.routes = Routes(self)
 
     @property
@@ -185,10 +187,6 @@ class WebServer:
     def state(self) -> bytes:
         """The dashboard's state as JSON, rebuilt if something changed and the last build is
         not too recent: builds take at most a tenth of the loop's time, however many ask."""
-        import json
-
-        from berth.web import auth, view
-
         now = self.loop.time()
         stale = self._dirty or now - self._state_at > MAX_AGE
         if self._state is None or (stale and now >= self._next_build):
@@ -209,12 +207,6 @@ class WebServer:
         self.notify()
 
     def _sample(self) -> None:
-        import json
-
-        from berth.daemon.store import Store
-        from berth.web import auth, view
-        from berth.web.history import DAY, Sample
-
         gpus = view.gpus(self.engine, auth.anonymous())
         counts = self.observer.queue_counts()
         util = {g["index"]: float(g["util"]) for g in gpus if g["util"] is not None}
@@ -291,10 +283,6 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 def _recent_finished(engine: Engine) -> list[dict[str, object]]:
     """The last jobs that finished, oldest first (one read of the store at start)."""
-    from berth.core.job import Job
-    from berth.daemon import views
-    from berth.web.observe import RECENT
-
     rows = []
     for d in engine.store.finished_recent(RECENT):
         try:

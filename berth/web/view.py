@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import time
 
+from berth.claims.ledger import user_name
 from berth.core.states import State
+from berth.daemon.handlers import HANDLERS
+from berth.wire import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,9 +31,6 @@ _HOLDING = (State.RUNNING, State.COMPLETING)
 
 
 def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any]:
-    from berth.daemon.handlers import HANDLERS
-    from berth.wire import protocol
-
     req: dict[str, Any] = {"type": kind, **fields}
     protocol.check_request(req)
     out = HANDLERS[kind](engine, peer, req)
@@ -64,7 +64,6 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 "command": None if private else c.command,
             }
         )
-    from berth.claims.ledger import user_name
 
     for w in ledger.waiters:
         for uuid, share, _mem in w.reserve:

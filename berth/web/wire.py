@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from urllib.parse import parse_qs, unquote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,8 +79,6 @@ class Request:
     def __init__(
         self, method: str, target: str, headers: dict[str, str], body: bytes = b""
     ) -> None:
-        from urllib.parse import parse_qs, unquote
-
         self.method = method
         self.target = target
         path, _, query = target.partition("?")
