@@ -24,7 +24,6 @@ from berth.claims.claim import Claim
 from berth.claims.paths import check_claimable, claims_dir
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
-from berth.claims.verify import conflicts
 from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
@@ -201,6 +200,8 @@ class Ledger:
         in ``skip`` (this user's) are not counted. Older waiters' reservations are the
         caller's to respect (see :meth:`try_claim`, :func:`berth.claims.waiting.attempt`).
         Raises Refused if this process may not claim here, OSError if files cannot be made."""
+        from berth.claims.verify import conflicts  # not for a scan (status, select)
+
         self.check_claimable()
         pairs: list[tuple[str, int | None]] = []
         totals: dict[str, int | None] = {}
