@@ -20,12 +20,16 @@ import asyncio
 import logging
 import time
 
+from berth.core.policy import DEFAULT_POLICY, schedule
 from berth.core.states import ACTIVE, State
 from berth.daemon.accounts import Accounts
+from berth.daemon.admin import drained as drain_notes
 from berth.daemon.journal import Journal
 from berth.daemon.lifecycle import Lifecycle
 from berth.daemon.ports import SystemClock
 from berth.daemon.queueorder import QueueOrder
+from berth.daemon.store import Store
+from berth.daemon.supervisors import Supervisors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +41,6 @@ if TYPE_CHECKING:
     from berth.daemon.options import Options
     from berth.daemon.ports import Clock, Processes, Run
     from berth.daemon.resources import Resources
-    from berth.daemon.store import Store
 
 log = logging.getLogger("berth.daemon")
 
@@ -61,8 +64,6 @@ class Engine(Lifecycle):
         self.loop = loop
         self.clock: Clock = clock or SystemClock()
         if procs is None:
-            from berth.daemon.supervisors import Supervisors
-
             procs = Supervisors(loop, f"{opts.state_dir}/run", res.ledger.path)
         self.procs: Processes = procs
         self.jobs: dict[int, Job] = {}  # unfinished jobs
@@ -128,8 +129,6 @@ class Engine(Lifecycle):
     def _pass(self, explain: bool = False) -> None:
         """Decide and start. The dispatch pass does not explain (it stops as soon as nothing
         fits, so it stays fast with a long queue); :meth:`explain` asks for the reasons."""
-        from berth.core.policy import DEFAULT_POLICY, schedule
-
         now = self.clock.time()
         t0 = time.perf_counter()
         self._decide_seconds = 0.0  # (a pass that decides nothing delays no later one)
@@ -216,14 +215,10 @@ class Engine(Lifecycle):
 
     def _pending(self) -> list[Job]:
         """Pending jobs in the policy's order (:mod:`berth.daemon.queueorder`)."""
-        from berth.core.policy import DEFAULT_POLICY
-
         policy = self.opts.policy or DEFAULT_POLICY
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
     def _set_reasons(self, decisions: Any) -> None:
-        from berth.daemon.admin import drained as drain_notes
-
         drained = drain_notes(self)
         self.reasons = {
             i: p.reason.value
@@ -238,8 +233,6 @@ class Engine(Lifecycle):
         that explains but starts nothing (what it would start is `(None)`: starting now)."""
         if self._reasons_valid:
             return
-        from berth.core.policy import DEFAULT_POLICY, schedule
-
         t0 = time.perf_counter()
         pending = [j for j in self.jobs.values() if j.state is State.PENDING]
         if self.queue_paused:
@@ -308,8 +301,6 @@ class Engine(Lifecycle):
         ]
         if not ids:
             return 0
-        from berth.daemon.store import Store
-
         self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
         self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
 
@@ -335,8 +326,6 @@ class Engine(Lifecycle):
         holding = job.state in ACTIVE
         super()._change(job, to, now, reason=reason, exit_code=exit_code)
         if holding:
-            from berth.daemon.store import Store
-
             row = self.accounts.ended(job, max(now, self.clock.time()))
             if row is not None:
                 self.journal.execute(Store.USAGE_SQL, [row])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from berth.daemon import gate
+from berth.daemon.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
-    from berth.daemon.store import Store
     from berth.daemon.writer import Writer
 
     Insert = tuple[Job, dict[str, Any], asyncio.Future[None] | None]
@@ -135,8 +135,6 @@ class Journal:
             gate.open_all(gates)  # (everything they wait for is durable already)
             self._committed(None, inserts, dirty, statements, after, on_fail)
             return
-        from berth.daemon.store import Store
-
         batch = []
         if inserts:
             rows = [Store.insert_row(job.to_dict(), spec) for job, spec, _ in inserts]

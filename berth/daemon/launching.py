@@ -17,6 +17,7 @@ import logging
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.daemon.launcher import launch_spec
+from berth.wire.jobspec import JobSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -115,8 +116,6 @@ class Launching:
                     raise OSError(ln.error)
                 unsaved = self.journal.unsaved.get(job.id)  # submitted in this very commit
                 if unsaved is not None:
-                    from berth.wire.jobspec import JobSpec
-
                     spec = JobSpec.from_dict(unsaved, stored=True)
                 else:
                     spec = self.store.spec(job.id)

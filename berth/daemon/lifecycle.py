@@ -16,7 +16,7 @@ import logging
 
 from berth.core.states import FINISHED, State
 from berth.core.transition import transition
-from berth.daemon import runfile
+from berth.daemon import notify, runfile
 from berth.daemon.launching import Launching
 
 TYPE_CHECKING = False
@@ -166,8 +166,6 @@ class Lifecycle(Launching):
             if waiters:
                 self.journal.after_commit(lambda: _wake(waiters))
             if job.extra.get("notify"):  # --notify / --mail-user, once the end is durable
-                from berth.daemon import notify
-
                 self.journal.after_commit(lambda: notify.send(self.store, self.procs, job))
         self.kick()
 

@@ -10,6 +10,8 @@ and a full filter runs only if some left from elsewhere.
 
 from __future__ import annotations
 
+from berth.core.placement import Profile
+from berth.core.policy import order_key
 from berth.core.states import State
 
 TYPE_CHECKING = False
@@ -17,7 +19,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from berth.core.job import Job
-    from berth.core.placement import Profile
 
 
 class QueueOrder:
@@ -39,9 +40,6 @@ class QueueOrder:
 
     def pending(self, jobs: Iterable[Job], policy: str, now: float) -> list[Job]:
         """The pending jobs of ``jobs`` in ``policy``'s order at ``now``."""
-        from berth.core.placement import Profile
-        from berth.core.policy import order_key
-
         if self.dirty or (policy == "balanced" and now - self._sorted_at > 1.0):
             self.dirty = False
             self._left = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from berth.daemon import gate, runfile
+from berth.daemon import gate, reap, runfile
 from berth.daemon.pool import Pool
 from berth.daemon.ports import Run
 
@@ -103,8 +103,6 @@ class Supervisors:
         self.pool.notify(owner, msg)
 
     def end_leftovers(self, path: str, uid: int, lease: str | None, grace: float) -> list[int]:
-        from berth.daemon import reap
-
         job_pid = runfile.read_run_file(path).get("job")
         claims = reap.claim_paths(self.ledger_dir, lease)
         pids = reap.leftovers(job_pid if isinstance(job_pid, int) else None, uid, claims)
