@@ -30,7 +30,7 @@ from berth.core.job import Request
 from berth.core.profile import Profile
 
 PLACEMENTS = ("first-fit", "best-fit", "packer")
-__all__ = ["PLACEMENTS", "Placement", "Profile", "place"]
+__all__ = ["PLACEMENTS", "Placement", "Profile", "could_fit", "place"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,23 @@ def place(
     if req.whole:
         return _place_whole(cap, req, k, how, profile, exclude, allowed, name, prefer)
     return _place_share(cap, req, how, profile, exclude, allowed, name, prefer)
+
+
+def could_fit(cap: Capacity, req: Request) -> bool:
+    """False when :func:`place` is sure to find nothing for ``req`` on ``cap`` from the
+    counts alone (too few whole GPUs free on any node, or across nodes for a job bigger than
+    a node; no GPU with the share free); True means "try"."""
+    g = req.gpus
+    if g >= 1:
+        k = int(g)
+        if k > cap.n_whole_free:
+            return False
+        span = all(len(ps) < k for ps in cap.node_pos)  # (as _place_whole says)
+        return span or max(cap.node_whole) >= k
+    if g <= 0:
+        return True
+    s = g - EPS
+    return any(f >= s and u for f, u in zip(cap.free, cap.usable, strict=True))
 
 
 def _node_ok(cap: Capacity, n: int, req: Request) -> bool:

@@ -54,7 +54,7 @@ from berth.core.job import Job, Request
 from berth.core.limits import Held, UserLimits
 from berth.core.order import order_key as order_key
 from berth.core.order import ordered
-from berth.core.placement import PLACEMENTS, Placement, Profile, place
+from berth.core.placement import PLACEMENTS, Placement, Profile, could_fit, place
 from berth.core.ranking import View
 from berth.core.states import Reason, State
 from berth.errors import UsageError
@@ -125,7 +125,7 @@ def schedule(
     charge = capacity is None or explain
     cap = Capacity(inventory, nodes, others, paused) if charge or capacity is None else capacity
     tenant_gpus: dict[str, float] = {}
-    ends: list[tuple[float, float, Job]] = []
+    ends: list[tuple[float, float, int, Job]] = []  # (expected end, start, id, job)
     for job in running:
         a = job.attempt
         if a is None:
@@ -136,7 +136,7 @@ def schedule(
                           f"job {job.id}" if explain else "")  # fmt: skip
         tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
         deadline = a.start + job.time_limit if job.time_limit is not None else INF
-        ends.append((deadline, a.start, job))
+        ends.append((deadline, a.start, job.id, job))
         if deadline < INF:
             if deadline <= now and job.state is State.RUNNING:
                 out.stops.append(Stop(job.id, f"time limit {format_duration(job.time_limit)}"))
@@ -163,7 +163,7 @@ def schedule(
     # the whole GPUs / largest share outside the reservation, too long) are passed over at
     # once: the same decisions, without the placement attempts.
     skim = False
-    whole_out, share_out, out_stale = 0, 0.0, True
+    whole_out, share_out, whole_all, share_all, out_stale = 0, 0.0, 0, 0.0, True
     groups = GroupLimits(running)  # at most K running per group (an array's %K)
 
     def wait(job: Job, reason: Reason, detail: str = "") -> None:
@@ -210,14 +210,15 @@ def schedule(
             continue
         if skim and req.gpus:
             if out_stale:
-                whole_out, share_out = _outside(cap, reserved)
+                whole_out, share_out, whole_all, share_all = _outside(cap, reserved)
                 out_stale = False
                 if walk is not None:  # leave out the jobs passed over just below
-                    walk.narrow(whole_out, share_out, shadow, bool(reserved))
+                    walk.narrow(whole_out, share_out, shadow, bool(reserved), whole_all, share_all)
             g = req.gpus
             if (g > whole_out if g >= 1 else g - EPS > share_out) and not (
                 reserved and job.time_limit is not None and now + job.time_limit <= shadow < INF
-            ):
+                and (g <= whole_all if g >= 1 else g - EPS <= share_all)
+            ):  # fmt: skip
                 continue
         key = _req_key(req)
         if key not in static:
@@ -256,7 +257,7 @@ def schedule(
             if held is not None:
                 held.started(job)
             limit = job.time_limit
-            ends.append((now + limit if limit is not None else INF, now, job))
+            ends.append((now + limit if limit is not None else INF, now, job.id, job))
             continue
         if head is None:
             head = job
@@ -336,36 +337,43 @@ def _start(
 
 
 def _reserve(
-    cap: Capacity, ends: list[tuple[float, float, Job]], placed: dict[int, Placement],
+    cap: Capacity, ends: list[tuple[float, float, int, Job]], placed: dict[int, Placement],
     req: Request, how: str, profile: Profile | None,
 ) -> tuple[float, set[int]]:  # fmt: skip
     """(shadow time, positions) of the blocked head job's reservation."""
     trial = cap.copy()
-    for end, _, job in sorted(ends, key=lambda e: (e[0], e[1], e[2].id)):
+    for end, _, jid, job in sorted(ends):  # (ids are unique: jobs are never compared)
         a = job.attempt
         r = job.request
-        pl = placed.get(job.id)
+        pl = placed.get(jid)
         if pl is not None:  # started in this pass
             trial.take(pl.positions, r.share, pl.mem, pl.node, r.cpu, r.ram, sign=-1.0)
         elif a is not None:
             trial.take_gpus(a.gpus, a.share, a.mem, a.node, r.cpu, r.ram, sign=-1.0)
+        if not could_fit(trial, req):
+            continue  # (what place() would find at once, without building its arguments)
         fit = place(trial, req, how, profile)
         if fit is not None:
             return end, set(fit.positions)
     return INF, set()
 
 
-def _outside(cap: Capacity, reserved: set[int]) -> tuple[int, float]:
-    """(whole GPUs free, largest free share) among usable GPUs outside the reservation."""
-    whole, share = 0, 0.0
+def _outside(cap: Capacity, reserved: set[int]) -> tuple[int, float, int, float]:
+    """(whole GPUs free, largest free share) among usable GPUs outside the reservation, then
+    the same among all usable GPUs: a job that fits in neither cannot start in this pass."""
+    whole, share, share_all = 0, 0.0, 0.0
     for p, f in enumerate(cap.free):
-        if p in reserved or not cap.usable[p]:
+        if not cap.usable[p]:
+            continue
+        if f > share_all:
+            share_all = f
+        if p in reserved:
             continue
         if f >= 1.0 - EPS and not cap.busy[p]:
             whole += 1
         if f > share:
             share = f
-    return whole, share
+    return whole, share, cap.n_whole_free, share_all
 
 
 def _no_share_left(cap: Capacity) -> bool:

@@ -30,7 +30,8 @@ from berth.core.job import Job
 from berth.core.order import UNKNOWN_LIMIT, order_key, requeued
 from berth.core.states import State
 
-_Item = tuple[float, int, float, Job]  # (queue time, id, sqrt of the limit, job)
+# (queue time, id, sqrt of the limit, job, GPUs asked, time limit)
+_Item = tuple[float, int, float, Job, float, float | None]
 
 
 class _Group:
@@ -99,7 +100,7 @@ class Ranking:
         g = self.groups.get(gk)
         if g is None:
             g = self.groups[gk] = _Group(gk, -job.priority, free)
-        item = (job.queue_time, job.id, root, job)
+        item = (job.queue_time, job.id, root, job, job.request.gpus, job.time_limit)
         if not g.items or g.items[-1][:2] < item[:2]:
             g.items.append(item)  # the usual case: the newest job
         else:
@@ -141,17 +142,6 @@ class Ranking:
             if g.dead > 32 and 2 * g.dead > len(g.items) - g.start:
                 g.items = [it for it in g.items[g.start :] if it[3].state is State.PENDING]
                 g.start = g.dead = 0
-
-    def pending(self) -> Iterator[Job]:
-        """The jobs, in no particular order."""
-        if not self.dynamic:
-            return iter(self.jobs)
-        return (
-            it[3]
-            for g in self.groups.values()
-            for it in g.items[g.start :]
-            if it[3].state is State.PENDING
-        )
 
     def at(self, now: float) -> Sequence[Job]:
         """The jobs in the order of ``order_key(job, policy, now)``: for ``balanced`` a
@@ -199,7 +189,8 @@ class Walk(Iterator[Job]):
     """One lazy merge of the groups (module docstring)."""
 
     __slots__ = (
-        "cands", "heads", "narrowed", "now", "reach", "requeued", "shadow", "share", "whole",
+        "cands", "heads", "narrowed", "now", "reach", "requeued", "shadow", "share",
+        "share_all", "whole", "whole_all",
     )  # fmt: skip
 
     def __init__(self, ranking: Ranking, now: float) -> None:
@@ -208,65 +199,79 @@ class Walk(Iterator[Job]):
         self.narrowed = False
         self.shadow = INF
         self.reach = False
-        self.whole, self.share = 0, 0.0
-        self.cands: list[tuple[tuple[float, ...], Job, _Group]] = []  # (exact key, job, group)
-        # (bound, next index, group): the oldest's wait over the group's smallest square root
-        # bounds every job of the group (order_key's key, with -(x / r) as (-x) / r: the
-        # same number)
-        heads = [
-            ((g.np, (q - now if now > q else 0.0) / g.root, q, jid), g.start, g)
-            for g in ranking.groups.values()
-            for q, jid, _, _ in g.items[g.start : g.start + 1]
-        ]
+        self.whole, self.share, self.whole_all, self.share_all = 0, 0.0, 0, 0.0
+        # (order_key's key..., job, group): the jobs taken out of their groups, exactly
+        self.cands: list[tuple[int, float, float, int, Job, _Group]] = []
+        # (bound..., next index, group): the oldest's wait over the group's smallest square
+        # root bounds every job of the group (order_key's key, with -(x / r) as (-x) / r:
+        # the same number). Ids are unique, so neither jobs nor groups are ever compared.
+        heads = []
+        for g in ranking.groups.values():
+            q, jid = g.items[g.start][:2]
+            heads.append((g.np, (q - now if now > q else 0.0) / g.root, q, jid, g.start, g))
         heapq.heapify(heads)
         self.heads = heads
 
-    def narrow(self, whole: int, share: float, shadow: float, reserved: bool) -> None:
+    def narrow(
+        self, whole: int, share: float, shadow: float, reserved: bool,
+        whole_all: int = 2**62, share_all: float = INF,
+    ) -> None:  # fmt: skip
         """From now on a job can start only if it is CPU-only, or fits on ``whole`` GPUs or a
         ``share`` of one (outside the reservation), or ends before ``shadow`` (now + limit <=
-        shadow < INF, with a reservation): leave the others out (``schedule()`` would pass
-        them over anyway)."""
+        shadow < INF, with a reservation) and fits on ``whole_all`` GPUs or a ``share_all``
+        of one (all that is free): leave the others out (``schedule()`` would pass them over
+        anyway). Each call may only narrow further (capacity only shrinks within a pass)."""
         self.narrowed, self.whole, self.share = True, whole, share
+        self.whole_all, self.share_all = whole_all, share_all
         self.shadow, self.reach = shadow, reserved and shadow < INF
-        cands = [c for c in self.cands if c[2].free or self._may(c[1])]
+        may = self._may
+        cands = [c for c in self.cands if c[5].free or may(c[4].request.gpus, c[4].time_limit)]
         heapq.heapify(cands)
         self.cands = cands
+        now, reach = self.now, self.reach
+        heads = [  # the groups where some job may start (the same tests, on the group's
+            # fewest GPUs, smallest share and shortest limit)
+            h for h in self.heads
+            if (g := h[5]).free or g.whole <= whole or g.share - EPS <= share
+            or (reach and now + g.limit <= shadow
+                and (g.whole <= whole_all or g.share - EPS <= share_all))
+        ]  # fmt: skip
+        heapq.heapify(heads)
+        self.heads = heads
 
-    def _may(self, job: Job) -> bool:
-        g = job.request.gpus
+    def _may(self, g: float, limit: float | None) -> bool:
+        """Whether a job asking ``g`` GPUs with this time limit may still start."""
         if (g <= self.whole) if g >= 1 else (g - EPS <= self.share):
             return True
-        limit = job.time_limit
-        return self.reach and limit is not None and self.now + limit <= self.shadow
-
-    def _may_group(self, g: _Group) -> bool:
-        return (
-            g.whole <= self.whole or g.share - EPS <= self.share
-            or (self.reach and self.now + g.limit <= self.shadow)
-        )  # fmt: skip
+        if not self.reach or limit is None or self.now + limit > self.shadow:
+            return False
+        return (g <= self.whole_all) if g >= 1 else (g - EPS <= self.share_all)
 
     def __next__(self) -> Job:
         heads, cands, now = self.heads, self.cands, self.now
         push, pop, pending = heapq.heappush, heapq.heappop, State.PENDING
-        while heads and (not cands or heads[0][0] < cands[0][0]):
-            _, i, g = pop(heads)
-            sift = self.narrowed and not g.free
-            if sift and not self._may_group(g):
-                continue  # nothing there can start any more
+        narrowed = self.narrowed
+        while heads and (not cands or heads[0] < cands[0]):
+            np, _, _, _, i, g = pop(heads)
             items = g.items
             n = len(items)
-            while i < n and (
-                items[i][3].state is not pending or (sift and not self._may(items[i][3]))
-            ):
-                i += 1
+            if narrowed and not g.free:  # (narrow() left out the groups that cannot start)
+                may = self._may
+                while i < n and (
+                    items[i][3].state is not pending or not may(items[i][4], items[i][5])
+                ):
+                    i += 1
+            else:
+                while i < n and items[i][3].state is not pending:
+                    i += 1
             if i == n:
                 continue
-            q, jid, r, job = items[i]
-            push(cands, ((g.np, (q - now if now > q else 0.0) / r, q, jid), job, g))
+            q, jid, r, job, _, _ = items[i]
+            push(cands, (np, (q - now if now > q else 0.0) / r, q, jid, job, g))
             i += 1
             if i < n:
-                q, jid = items[i][0], items[i][1]
-                push(heads, ((g.np, (q - now if now > q else 0.0) / g.root, q, jid), i, g))
+                q = items[i][0]
+                push(heads, (np, (q - now if now > q else 0.0) / g.root, q, items[i][1], i, g))
         if not cands:
             raise StopIteration
-        return pop(cands)[1]
+        return pop(cands)[4]

@@ -13,6 +13,7 @@ can fit; neither changes what starts.
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -82,6 +83,7 @@ def simulate(
     pos = {j.id: i for i, j in enumerate(jobs)}
     core: dict[int, Job] = {}
     queue = Ranking(policy)  # the pending jobs, in the policy's order
+    waiting: dict[int, Job] = {}  # the pending jobs, in arrival order
     running: dict[int, Job] = {}
     held = Occupancy(gpus, nodes)  # what the running jobs hold, kept across passes
     ends: list[tuple[float, int]] = []
@@ -123,11 +125,12 @@ def simulate(
             )  # fmt: skip
             core[sj.id] = job
             queue.add(job)
+            waiting[job.id] = job
             if placement == "packer":
                 recent.append(job.request)
                 if arrived % PROFILE_EVERY == 1 or profile is None:
                     del recent[:-PROFILE_WINDOW]
-                    profile = Profile.of(recent + [p.request for p in _first(queue, pos)])
+                    profile = Profile.of(recent + [p.request for p in _first(queue, waiting)])
         # Every GPU taken: the pass can start nothing, so it needs no queue (a share of 1e-9
         # is far below what schedule() counts as free, 1e-6).
         full = max(free, default=0.0) <= 1e-9
@@ -147,6 +150,7 @@ def simulate(
                 job, State.RUNNING, now=now, gpus=s.gpus, share=s.share, mem=s.mem, node=s.node
             )
             started.append(job)
+            del waiting[job.id]
             running[job.id] = job
             held.start(job)
             i = pos[job.id]
@@ -171,9 +175,9 @@ def simulate(
     return res
 
 
-def _first(queue: Ranking, pos: dict[int, int]) -> list[Job]:
+def _first(queue: Ranking, waiting: dict[int, Job]) -> list[Job]:
     """The packer's view of the queue: its first ``PROFILE_WINDOW`` jobs, in the policy's order
     (kept sorted), or, for ``balanced`` (whose order moves), in arrival order."""
     if not queue.dynamic:
         return queue.jobs[:PROFILE_WINDOW]
-    return heapq.nsmallest(PROFILE_WINDOW, queue.pending(), key=lambda j: pos[j.id])
+    return list(itertools.islice(waiting.values(), PROFILE_WINDOW))
