@@ -47,8 +47,6 @@ __all__ = [
     "user_name",
 ]
 
-Lease = Claim  # the old name, for daemon/engine.py and lifecycle.py until they say Claim
-
 TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
 
 

@@ -35,7 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.claims.ledger import Lease
+    from berth.claims.claim import Claim
     from berth.core.inventory import Usage
     from berth.core.job import Job
     from berth.daemon.options import Options
@@ -88,7 +88,7 @@ class Engine(Lifecycle):
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
         procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
-        self.committing: dict[int, Lease] = {}  # started, waiting for the write-ahead commit
+        self.committing: dict[int, Claim] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()

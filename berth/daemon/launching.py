@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.claims.ledger import Lease
+    from berth.claims.claim import Claim
     from berth.core.job import Job
     from berth.daemon.journal import Journal
     from berth.daemon.options import Options
@@ -42,7 +42,7 @@ class Launch:
 
     __slots__ = ("durable", "error", "failed", "gate", "job", "lease", "run", "start", "wait")
 
-    def __init__(self, job: Job, start: Any, lease: Lease) -> None:
+    def __init__(self, job: Job, start: Any, lease: Claim) -> None:
         self.job = job
         self.start = start
         self.lease = lease
@@ -64,7 +64,7 @@ class Launching:
     jobs: dict[int, Job]
     runs: dict[int, Run]
     journal: Journal
-    committing: dict[int, Lease]  # started, the start not yet durable
+    committing: dict[int, Claim]  # started, the start not yet durable
     cancel_on_start: set[int]
     order: QueueOrder
 
