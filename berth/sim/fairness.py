@@ -20,14 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 from berth.sim.engine import RunResult
+from berth.sim.metrics import jain
 
 EPS = 1e-9
 
 
 def tenant_metrics(res: RunResult) -> dict[str, Any]:
     """{"tenants": {name: {jobs, gpu_hours, wait_mean, service}}, "jain_service": x}."""
-    from berth.sim.metrics import jain
-
     jobs = res.jobs
     names = sorted({j.tenant or "-" for j in jobs})
     idx = {t: k for k, t in enumerate(names)}

@@ -91,7 +91,7 @@ def tenant_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def can_plot() -> bool:
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  # optional (gpu-berth[plot])
     except ImportError:
         return False
     return True
@@ -100,10 +100,10 @@ def can_plot() -> bool:
 def plot(results: Sequence[tuple[str, RunResult]], directory: str) -> list[str]:
     """Queue length and utilisation over time, and the JCT CDF per run, as PNGs in
     ``directory``. Needs matplotlib (``pip install gpu-berth[plot]``)."""
-    import matplotlib
+    import matplotlib  # optional (gpu-berth[plot])
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional; after use("Agg")
 
     os.makedirs(directory, exist_ok=True)
 

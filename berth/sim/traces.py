@@ -30,10 +30,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from berth.core.job import Job
 from berth.errors import UsageError
 from berth.sim.csvrows import Row, rows
 
@@ -228,8 +230,6 @@ def parse_gpu_spec(text: str) -> tuple[str, ...]:
 
 
 def _berth(f: Iterable[str], path: str, unit: str = "line") -> list[SimJob]:
-    from berth.core.job import Job
-
     out = []
     for n, line in enumerate(f, 1):
         if not line.strip():
@@ -268,8 +268,6 @@ def _berth(f: Iterable[str], path: str, unit: str = "line") -> list[SimJob]:
 
 def _store_rows(path: str) -> list[str]:
     """The job JSON of every row of a daemon's store (read-only; the daemon may be running)."""
-    import sqlite3
-
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:

@@ -32,8 +32,6 @@ NOT_YET = frozenset({
     "berth/daemon/admin.py", "berth/daemon/arrays.py", "berth/daemon/handlers.py",
     "berth/daemon/intake.py", "berth/daemon/launcher.py", "berth/daemon/main.py",
     "berth/daemon/resources.py", "berth/daemon/spawner.py", "berth/daemon/store.py",
-    "berth/sim/fairness.py", "berth/sim/metrics.py", "berth/sim/report.py",
-    "berth/sim/traces.py",
 })  # fmt: skip
 
 
@@ -142,7 +140,7 @@ def problems(path: Path, package: str, daemon_side: bool) -> list[str]:
                 out.append(f"line {imp.line}: {name} inside a function (always loaded: at the top)")
             elif name in top:
                 out.append(f"line {imp.line}: {name} inside a function, and at the top too")
-        if daemon_side and not imp.comment.startswith(REASONS):
+        if daemon_side and not any(reason in imp.comment for reason in REASONS):
             out.append(
                 f"line {imp.line}: {', '.join(imp.modules)} inside a function of a module the CLI "
                 "does not load (import it at the top; `# cycle` if that is a real cycle)"
