@@ -21,6 +21,7 @@ from berth.daemon import admin, arrays, validate, views
 from berth.daemon.authority import Peer, admins, admins_only, may_see, owned
 from berth.daemon.intake import submit, submit_all
 from berth.daemon.launcher import pty_path
+from berth.daemon.store import UnreadableSpec
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -121,7 +122,13 @@ def _finite(x: float) -> float | None:
 
 def _detail(engine: Engine, job: Job) -> dict[str, Any]:
     engine.explain()
-    spec = engine.store.spec(job.id)
+    try:
+        spec = engine.store.spec(job.id)
+    except UnreadableSpec as e:
+        raise ProtocolError(
+            protocol.INTERNAL,
+            f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
+        ) from e
     out = views.detail(job, engine.reasons.get(job.id), spec, engine.opts.max_job_time)
     run = engine.runs.get(job.id)
     out["attach"] = (

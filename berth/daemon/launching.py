@@ -114,11 +114,7 @@ class Launching:
             try:
                 if ln.wait < 0:
                     raise OSError(ln.error)
-                unsaved = self.journal.unsaved.get(job.id)  # submitted in this very commit
-                if unsaved is not None:
-                    spec = JobSpec.from_dict(unsaved, stored=True)
-                else:
-                    spec = self.store.spec(job.id)
+                spec = self._spec(job.id)
                 gpus = [(i, self.res.by_index[i].uuid) for i in ln.start.gpus]
                 owner = (job.uid, job.gid, job.user)
                 ls = launch_spec(
@@ -142,6 +138,14 @@ class Launching:
             self.runs[job.id] = run
             if ln.durable:
                 self._go(ln)
+
+    def _spec(self, job_id: int) -> JobSpec:
+        """The job's spec as stored (store.UnreadableSpec, an OSError, if it no longer reads:
+        its launch fails with that reason, the daemon goes on)."""
+        unsaved = self.journal.unsaved.get(job_id)  # submitted in this very commit
+        if unsaved is not None:
+            return JobSpec.from_dict(unsaved, stored=True)
+        return self.store.spec(job_id)
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""

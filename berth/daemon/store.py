@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 5
 
+
+class UnreadableSpec(OSError):
+    """A job's stored spec no longer reads as a job (a damaged row, or one written by hand):
+    that job cannot start (it fails with this as its reason); the daemon goes on."""
+
+
 # Each entry migrates from version i to i + 1.
 MIGRATIONS: list[str] = [
     """
@@ -240,9 +246,15 @@ class Store:
         """The job's spec as it was stored (``JobSpec.to_dict()``, today's shape or an earlier
         daemon's), read back through the one validator of a job."""
         from berth.wire.jobspec import JobSpec
+        from berth.wire.protocol import ProtocolError
 
         row = self.db.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return JobSpec.from_dict(json.loads(row[0]), stored=True)
+        try:
+            return JobSpec.from_dict(json.loads(row[0]), stored=True)
+        except (ValueError, TypeError, ProtocolError) as e:  # damaged, or written by hand
+            raise UnreadableSpec(
+                f"job {job_id}: its stored spec does not read as a job ({e})"
+            ) from e
 
     def finished_since(self, since: float, uid: int | None) -> list[dict[str, Any]]:
         sql = (

@@ -150,3 +150,30 @@ def test_rows_in_the_earlier_format_load_and_run(daemon: Any) -> None:
         assert f.read() == f"task 3 of {b}, 5, id {b}_3\n"
     with open(f"{root}/c.out") as f:
         assert f.read().startswith("wrapped on ")
+
+
+def test_a_stored_spec_that_no_longer_reads_fails_its_job_not_the_daemon(daemon: Any) -> None:
+    # A row written by hand, by a damaged disk or by a daemon that checked less: the job that
+    # owns it fails with the reason; the daemon and the other jobs go on.
+    daemon.start()
+    root = str(daemon.fake.root)
+    bad_type, not_json, good = (daemon.submit("true", hold=True) for _ in range(3))
+    daemon.stop()
+    db = sqlite3.connect(os.path.join(daemon.state_dir, "berth.db"))
+    spec = {"argv": ["true"], "env": ENV, "cwd": root, "gpus": True, "umask": 18}
+    db.execute("UPDATE jobs SET spec = ? WHERE id = ?", (json.dumps(spec), bad_type))
+    db.execute("UPDATE jobs SET spec = ? WHERE id = ?", ('{"argv": ["tr', not_json))
+    db.commit()
+    db.close()
+
+    daemon.start()
+    daemon.call("release", job_ids=[bad_type, not_json, good])
+    done = daemon.wait_done([bad_type, not_json, good])
+    assert done[good]["state"] == "COMPLETED"
+    for job_id in (bad_type, not_json):
+        assert done[job_id]["state"] == "FAILED", done[job_id]
+        shown = daemon.berth("show", str(job_id))
+        assert shown.returncode != 0 and "Traceback" not in shown.stderr
+        assert f"job {job_id}: its stored spec does not read as a job" in shown.stderr
+        assert "it cannot run: submit it again" in shown.stderr
+    assert daemon.call("queue")  # the daemon still answers
