@@ -6,7 +6,6 @@ set) with who did it and why, which pending jobs' reasons then say; undrain is r
 from __future__ import annotations
 
 import math
-import time
 
 from berth.daemon import validate
 from berth.daemon.accounts import EVERYONE, KEYS, UNLIMITED
@@ -103,7 +102,7 @@ def pause_gpus(engine: Engine, peer: Peer, uuids: list[str], note: str | None) -
     with engine.store.tx():
         for u in uuids:
             engine.store.set_paused(u, True, peer.user, note)
-    now = time.time()
+    now = engine.clock.time()
     for u in uuids:
         old = engine.pause_notes.get(u) if u in engine.paused else None
         engine.pause_notes[u] = (peer.user, note, now if old is None else old[2])

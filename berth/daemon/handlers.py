@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 from berth.claims.procs import user_name
 from berth.core.job import Job
@@ -96,7 +95,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
             model = {k: v for k, v in j.to_dict().items() if k != "extra"}
             r["model"] = model if may_see(peer, j, engine.opts) else views.redact(model)
     if req.get("all") or (states & FINISHED):
-        since = time.time() - 86400
+        since = engine.clock.time() - 86400
         settling = [j for j in engine.settling.values() if uid is None or j.uid == uid]
         rows += [views.row(j, None) for j in settling]
         rows += [
@@ -111,7 +110,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {
         "daemon": daemon_info(engine),
         "jobs": rows,
-        "users": acc.summary(engine.jobs.values(), time.time()),
+        "users": acc.summary(engine.jobs.values(), engine.clock.time()),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
     }
 
@@ -237,7 +236,7 @@ async def _hold_release(
                 protocol.INVALID_STATE,
                 f"job {job.id} is {job.state.value}: only a pending job can be {verb}",
             )
-    now = time.time()
+    now = engine.clock.time()
     for job in jobs:
         (hold if holding else release)(job, now=now)
         engine.save(job)  # committed with this turn's group, by the engine's journal

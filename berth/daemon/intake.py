@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 from berth.claims.procs import user_name
 from berth.core.job import Dependency, Job, Request
@@ -172,7 +171,7 @@ def _insert(
 ) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:
     """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
     spec, out, err, array, argvs = p.spec, p.out, p.err, p.array, p.argvs
-    now = time.time()
+    now = engine.clock.time()
     base = engine.next_id
     name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
     order, throttle = arrays.indices(array) if array else ([0], None)
