@@ -6,6 +6,7 @@ set) with who did it and why, which pending jobs' reasons then say; undrain is r
 from __future__ import annotations
 
 import math
+import pwd
 
 from berth.daemon import validate
 from berth.daemon.accounts import EVERYONE, KEYS, UNLIMITED
@@ -36,7 +37,6 @@ def _user(raw: Any) -> str:
     name = validate.text("user", raw)
     if name == EVERYONE:
         return name
-    import pwd
 
     try:
         pwd.getpwnam(name)
@@ -86,7 +86,7 @@ def limits(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Pause GPUs (all of them without a list) and record who and why."""
     admins_only(peer, engine.opts, "drain GPUs")
-    from berth.daemon.handlers import _gpus
+    from berth.daemon.handlers import _gpus  # cycle: handlers imports this module
 
     names = validate.gpu_names("gpus", req.get("gpus"))
     uuids = _gpus(engine, names) if names else [s.uuid for s in engine.res.snapshots]
@@ -112,7 +112,7 @@ def pause_gpus(engine: Engine, peer: Peer, uuids: list[str], note: str | None) -
 
 def undrain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Resume GPUs: exactly `berth resume`."""
-    from berth.daemon.handlers import resume
+    from berth.daemon.handlers import resume  # cycle: handlers imports this module
 
     return resume(engine, peer, req)
 

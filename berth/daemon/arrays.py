@@ -16,7 +16,9 @@ names one task, anywhere a job id is taken (:func:`resolve`).
 from __future__ import annotations
 
 from berth.core.job import Job
+from berth.daemon import validate
 from berth.wire import protocol
+from berth.wire.arrays import ArraySpec
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -28,8 +30,6 @@ if TYPE_CHECKING:
 
 def indices(text: str) -> tuple[list[int], int | None]:
     """(task indices, throttle) of a validated spec."""
-    from berth.backends.base import ArraySpec
-
     spec = ArraySpec.parse(text)
     return list(spec.indices), spec.throttle
 
@@ -80,8 +80,6 @@ def expand(engine: Engine, ids: list[int]) -> list[int]:
 def resolve(engine: Engine, ref: Any, field: str = "job_id") -> int:
     """A job id as a client sent it: an integer, or ``"A_T"`` (task T of array A); any
     other string is refused (``"1"`` is not a job id: the checks are by exact type)."""
-    from berth.daemon import validate
-
     if type(ref) is not str:
         return validate.job_id(ref, field)
     head, us, task = ref.partition("_")

@@ -14,6 +14,7 @@ is queued).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 
 from berth.claims.procs import user_name
@@ -234,8 +235,6 @@ def _insert(
 
 def _once_key(uid: int, once: str) -> str:
     """The identity of `berth watch`'s line ``once`` of this user (kept as ``unique_key``)."""
-    import hashlib
-
     return hashlib.sha256(f"once:{uid}:{once}".encode()).hexdigest()[:32]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from berth.wire import inject
 from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
 TYPE_CHECKING = False
@@ -51,8 +52,6 @@ def pty_path(spec: JobSpec, job_id: int, attempt: int) -> str | None:
 def build_argv(spec: JobSpec, gpus: list[int] | None = None) -> list[str]:
     """What the supervisor executes; with the attempt's ``gpus`` (machine indices), its
     command gets their ids (:mod:`berth.wire.inject`)."""
-    from berth.wire import inject
-
     ids = gpus or []
     if spec.wrap:
         argv = ["/bin/sh", "-c", inject.fill(spec.wrap, ids)]

@@ -12,25 +12,38 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import grp
 import logging
 import os
+import resource
 import signal
 import socket
 import stat
 
+from berth.claims.ledger import Ledger
+from berth.claims.paths import RUN_DIR
+from berth.claims.wake import Watcher
 from berth.daemon import userdir
+from berth.daemon.engine import Engine
 from berth.daemon.options import Options
+from berth.daemon.recovery import recover
+from berth.daemon.resources import Resources
+from berth.daemon.server import Server
+from berth.daemon.spawner import Spawner
+from berth.daemon.store import open_store
+from berth.daemon.supervisors import Supervisors
+from berth.daemon.writer import Writer
 from berth.errors import BerthError
+from berth.web.bind import listen, parse_bind
+from berth.web.server import WebServer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from berth.config import Config
-    from berth.daemon.spawner import Spawner
 
 log = logging.getLogger("berth.daemon")
-CLAIMS_RUN_DIR = "/run/berth"  # (berth.claims.paths.RUN_DIR; not imported: start-up cost)
 
 
 def _lock(path: str, what: str) -> int:
@@ -55,7 +68,7 @@ def _check_socket_dir(path: str, system: bool) -> None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        if system and path == CLAIMS_RUN_DIR:
+        if system and path == RUN_DIR:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.mkdir(path, 0o700)
             os.chmod(path, 0o1777)
@@ -144,10 +157,7 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     sock = _bind(opts.socket, opts.system)
     web_sock = None
     if cfg.http:  # the dashboard's port, bound now: in use, the daemon does not start
-        from berth.web.bind import listen, parse_bind
-
         web_sock = listen(*parse_bind(cfg.http, cfg.http_allow_remote))
-    from berth.daemon.spawner import Spawner
 
     spawner = Spawner()  # a fresh, small interpreter that forks the supervisors
     try:
@@ -172,14 +182,6 @@ async def _main(
     spawner: Spawner,
     web_sock: socket.socket | None = None,
 ) -> int:
-    from berth.claims.ledger import Ledger
-    from berth.claims.wake import Watcher
-    from berth.daemon.engine import Engine
-    from berth.daemon.recovery import recover
-    from berth.daemon.resources import Resources
-    from berth.daemon.server import Server
-    from berth.daemon.store import open_store
-
     _raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
     loop = asyncio.get_running_loop()
     store = open_store(opts.state_dir)
@@ -199,7 +201,6 @@ async def _main(
     res.poll()
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)
-    from berth.daemon.supervisors import Supervisors
 
     procs = Supervisors(loop, os.path.join(opts.state_dir, "run"), ledger.path)  # (its port)
     procs.pool.spawner = spawner
@@ -207,7 +208,6 @@ async def _main(
     engine = Engine(opts, store, res, loop, procs=procs)
     engine.queue_paused = store.meta("queue_paused") == "1"
     counts = recover(engine, rebooted)
-    from berth.daemon.writer import Writer
 
     engine.journal.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
     log.info(
@@ -224,8 +224,6 @@ async def _main(
     )
     admin_gid = None
     if cfg.admin_group:
-        import grp
-
         try:
             admin_gid = grp.getgrnam(cfg.admin_group).gr_gid
         except KeyError:
@@ -234,8 +232,6 @@ async def _main(
     srv = await asyncio.start_unix_server(server.handle, sock=sock)
     web = None
     if web_sock is not None:  # `--http`: the dashboard and /metrics (berth.web)
-        from berth.web.server import WebServer
-
         host, port = web_sock.getsockname()[:2]
         web = WebServer(
             engine, host, port, anonymous=cfg.http_anonymous,
@@ -293,8 +289,6 @@ PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at 
 def _raise_fd_limit() -> None:
     """Take every descriptor the system allows (connections are capped per user, see
     :mod:`berth.daemon.server`; the rest is headroom for run files, claims and logs)."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard > soft:
         try:
@@ -313,9 +307,6 @@ def _boot_id() -> str | None:
 
 
 def _on_claims(watcher: object, engine: object) -> None:
-    from berth.claims.wake import Watcher
-    from berth.daemon.engine import Engine
-
     assert isinstance(watcher, Watcher) and isinstance(engine, Engine)
     watcher._drain()
     engine.kick()

@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 
 from berth.core.inventory import Gpu, Usage
+from berth.devices import read_gpus
+from berth.errors import BerthError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,9 +58,6 @@ class Resources:
 
     def poll(self) -> None:
         """Read the GPUs (a blocking NVML read, fast)."""
-        from berth.devices import read_gpus
-        from berth.errors import BerthError
-
         try:
             snaps = read_gpus(self.cfg, process_details=False)
         except BerthError as e:

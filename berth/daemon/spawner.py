@@ -15,11 +15,14 @@ forked live on (their own sessions), exactly as if the daemon had forked them.
 from __future__ import annotations
 
 import array
+import gc
 import json
 import os
 import signal
 import socket
+import sys
 
+import berth
 from berth.daemon import supervisor
 from berth.daemon.attempt import MAX_MESSAGE
 
@@ -142,10 +145,6 @@ def _kill(pid: int) -> None:
 
 
 def _start_fresh(child: socket.socket) -> int:
-    import sys
-
-    import berth
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(berth.__file__)))
     fd = child.fileno()
     os.set_inheritable(fd, True)
@@ -176,8 +175,6 @@ def _reap(*_: object) -> None:
 
 
 def _serve(sock: socket.socket) -> int:
-    import gc
-
     # Every object inherited from the daemon goes to the permanent generation, and nothing is
     # collected in the supervisors: a collection in a forked child would walk (and so copy,
     # page by page) every object of the parent.

@@ -14,12 +14,15 @@ import sqlite3
 import time
 from contextlib import contextmanager
 
+from berth.errors import BerthError
+from berth.wire.jobspec import JobSpec
+from berth.wire.protocol import ProtocolError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-    from berth.wire.jobspec import JobSpec
 
 SCHEMA_VERSION = 5
 
@@ -98,8 +101,6 @@ class Store:
 
     @classmethod
     def open(cls, path: str) -> Store:
-        from berth.errors import BerthError
-
         _refuse_empty(path)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.row_factory = sqlite3.Row
@@ -245,9 +246,6 @@ class Store:
     def spec(self, job_id: int) -> JobSpec:
         """The job's spec as it was stored (``JobSpec.to_dict()``, today's shape or an earlier
         daemon's), read back through the one validator of a job."""
-        from berth.wire.jobspec import JobSpec
-        from berth.wire.protocol import ProtocolError
-
         row = self.db.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
         try:
             return JobSpec.from_dict(json.loads(row[0]), stored=True)
@@ -344,8 +342,6 @@ def _refuse_empty(path: str) -> None:
     """An existing database of 0 bytes is not a new queue: it was truncated or lost its
     contents (a fresh database has its header written before the daemon serves). Starting on
     it would give job ids from 1 again and forget every job: refuse, and say what to do."""
-    from berth.errors import BerthError
-
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:

@@ -25,14 +25,6 @@ ROOT = Path(__file__).resolve().parents[2] / "berth"
 ALWAYS = frozenset({"os", "os.path", "sys", "berth.errors", "berth.units"})
 DAEMON_SIDE = ("daemon", "web", "sim", "core")
 REASONS = ("# cycle", "# optional")
-# Modules not brought to the rule yet: the daemon's dispatch path and the simulator were being
-# changed when the rest was (issue 15.6); until that work lands, they are checked for nothing
-# here. Remove each one once it follows the rule.
-NOT_YET = frozenset({
-    "berth/daemon/admin.py", "berth/daemon/arrays.py", "berth/daemon/handlers.py",
-    "berth/daemon/intake.py", "berth/daemon/launcher.py", "berth/daemon/main.py",
-    "berth/daemon/resources.py", "berth/daemon/spawner.py", "berth/daemon/store.py",
-})  # fmt: skip
 
 
 class Lazy:
@@ -158,13 +150,11 @@ def _modules() -> list[tuple[Path, str, bool]]:
 
 def test_every_module_follows_the_import_rule() -> None:
     found = {
-        name: bad
+        str(path.relative_to(ROOT.parent)): bad
         for path, package, daemon_side in _modules()
-        if (name := str(path.relative_to(ROOT.parent))) not in NOT_YET
-        and (bad := problems(path, package, daemon_side))
+        if (bad := problems(path, package, daemon_side))
     }
     assert found == {}
-    assert {n for n in NOT_YET if not (ROOT.parent / n).exists()} == set()
 
 
 @pytest.mark.parametrize(
