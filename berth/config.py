@@ -237,10 +237,10 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
-    if sys.version_info >= (3, 11):  # only once a config file exists
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib  # rare: a config file exists
+    else:
+        import tomli as tomllib  # rare: a config file exists (Python 3.10)
     try:
         result: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
         return result

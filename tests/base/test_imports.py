@@ -3,7 +3,8 @@
 - Imports for the type checker only sit under ``if TYPE_CHECKING:`` after the line
   ``TYPE_CHECKING = False``: one spelling in every file, never ``typing.TYPE_CHECKING`` (which
   imports ``typing``: ~2 ms on every CLI start; tests/base/test_startpath.py keeps it off).
-- An import inside a function is lazy for a reason, so never of a module the same file imports
+- An import inside a function is lazy for a reason, and says which in a comment on its line
+  (``# heavy``, ``# rare: --json``, ``# cycle``...); so never of a module the same file imports
   at its top, nor of ``os``, ``sys``, ``berth.errors`` or ``berth.units`` (always loaded).
 - Modules that run only in the daemon process or the simulator (daemon/, web/, sim/, core/)
   import at their top; an import inside a function there breaks an import cycle and says so
@@ -137,6 +138,11 @@ def problems(path: Path, package: str, daemon_side: bool) -> list[str]:
                 f"line {imp.line}: {', '.join(imp.modules)} inside a function of a module the CLI "
                 "does not load (import it at the top; `# cycle` if that is a real cycle)"
             )
+        elif not imp.comment:
+            out.append(
+                f"line {imp.line}: {', '.join(imp.modules)} inside a function without its reason "
+                "(say why on its line: # heavy, # rare: --json, # cycle; or import it at the top)"
+            )
     return out
 
 
@@ -171,6 +177,7 @@ def test_every_module_follows_the_import_rule() -> None:
         ("from berth import client\ndef f():\n    from berth.client import Client\n", False,
          "berth.client inside a function, and at"),
         ("def f():\n    import json\n", True, "json inside a function of a module the CLI"),
+        ("def f():\n    import json\n", False, "json inside a function without its reason"),
         ("class C:\n    def f(self):\n        import json  # heavy\n", True, "json inside a"),
     ],
 )  # fmt: skip
@@ -189,10 +196,11 @@ def test_the_rule_catches_a_planted_violation(
         ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from berth.daemon import store\n", True),
         ("def f():\n    import json  # rare: --json\n", False),
         ("def f():\n    from berth.daemon import engine  # cycle\n", True),
-        ("import importlib\ndef f():\n    from importlib import resources\n", False),
-        ("from berth import wire\ndef f():\n    from berth.wire import jobspec\n", False),
-        ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import json\ndef f():\n    import json\n",
-         False),
+        ("import importlib\ndef f():\n    from importlib import resources  # rare\n", False),
+        ("from berth import wire\ndef f():\n    from berth.wire import jobspec  # rare\n", False),
+        ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import json\ndef f():\n"
+         "    import json  # heavy\n", False),
+        ("def f():\n    from berth.devices import (  # heavy\n        read_gpus,\n    )\n", False),
     ],
 )  # fmt: skip
 def test_the_rule_lets_what_it_allows_pass(tmp_path: Path, source: str, daemon_side: bool) -> None:
