@@ -19,8 +19,9 @@ from berth.cli.logs import last_lines
 from berth.cli.submit import job_spec
 from berth.cli.sweep import grid
 from berth.cli.sweep import show as show_grid
+from berth.cli.wait import deadline_of
 from berth.errors import EXIT_TIMEOUT, UsageError
-from berth.units import format_duration, parse_duration, parse_size
+from berth.units import format_duration, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -217,12 +218,7 @@ def cancel(args: argparse.Namespace) -> int:
 def wait(args: argparse.Namespace) -> int:
     """`berth wait` on Slurm: as on the local queue (one line per job as it ends; the exit
     status is the outcome; 6 at --timeout), an array's id waiting for all of its tasks."""
-    limit = None
-    if args.timeout is not None:
-        limit = parse_duration(args.timeout, what="--timeout")
-        if not limit >= 0:
-            raise UsageError(f"--timeout {args.timeout!r}: must not be negative")
-    deadline = None if limit is None else time.monotonic() + limit
+    deadline = deadline_of(args)
     backend = _backend(args)
     status = 0
     for ref in (str(i) for i in args.job_ids):

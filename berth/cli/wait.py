@@ -41,13 +41,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON row per job as it ends")
 
 
+def deadline_of(args: argparse.Namespace) -> float | None:
+    """When --timeout ends (time.monotonic()), or None without one."""
+    if args.timeout is None:
+        return None
+    limit = parse_duration(args.timeout, what="--timeout")
+    if not limit >= 0:
+        raise UsageError(f"--timeout {args.timeout!r}: must not be negative")
+    return time.monotonic() + limit
+
+
 def run(args: argparse.Namespace) -> int:
-    limit = None
-    if args.timeout is not None:
-        limit = parse_duration(args.timeout, what="--timeout")
-        if not limit >= 0:
-            raise UsageError(f"--timeout {args.timeout!r}: must not be negative")
-    deadline = None if limit is None else time.monotonic() + limit
+    deadline = deadline_of(args)
     status = 0
     with Client() as c:
         c.settimeout(None)
