@@ -158,10 +158,11 @@ def schedule(
     fits = _Fits(cap, placement, profile)
     placed: dict[int, Placement] = {}  # jobs started in this pass
     exhausted = not explain and cap.n_whole_free == 0 and _no_share_left(cap)
-    # Once a job holds a reservation, a job can start only if it fits outside it or ends
-    # before the shadow time; without explanations, the jobs that can do neither (too big for
-    # the whole GPUs / largest share outside the reservation, too long) are passed over at
-    # once: the same decisions, without the placement attempts.
+    # Once a job holds a reservation, a job can start only if it fits outside it, or ends
+    # before the shadow time and fits in all that is free; without explanations, the jobs
+    # that can do neither (too big for the whole GPUs / largest share outside the
+    # reservation, and too long or too big for all the free GPUs / largest free share) are
+    # passed over at once: the same decisions, without the placement attempts.
     skim = False
     whole_out, share_out, whole_all, share_all, out_stale = 0, 0.0, 0, 0.0, True
     groups = GroupLimits(running)  # at most K running per group (an array's %K)

@@ -7,14 +7,21 @@ Orders that do not move with the clock are kept sorted as jobs come and go (bise
 :meth:`Ranking.at` is that list.
 
 ``balanced``'s order moves with the clock (urgency = wait / sqrt(limit)). The jobs are kept
-in groups of one priority and similar limits (square roots within a factor sqrt(2)), each
-sorted by queue time: within a group the oldest job is the most urgent, up to that factor. At
+in groups of one priority and similar limits (square roots within a factor 2^(1/16), limits
+within 9%), each sorted by queue time: within a group the oldest job is the most urgent, up
+to that factor. At
 ``now``, :class:`Walk` merges the groups lazily: it takes a group's next job only when the
 group's bound (its oldest remaining job's wait over the group's smallest square root) could
 beat the best job taken so far, and gives out a job only when no group could beat it. So the
 order is exact, and a pass that stops early (every GPU taken) pays for the jobs it looked at,
-not for the queue. And once the pass knows that only a job ending before a reservation can
-start (:meth:`Walk.narrow`), the groups whose shortest limit is too long are left out whole.
+not for the queue. And once the pass holds a reservation (:meth:`Walk.narrow`), only a job
+that fits outside it, or ends before it and fits in all that is free, can start: the walk
+leaves the others out, and drops at once the groups where no job can (by their fewest GPUs,
+smallest share and shortest limit).
+
+The groups' heap is built anew for each pass (one entry per group, about 80 on the whole
+Philly trace): its keys move with the clock, each group's at its own rate, so a heap kept
+between passes would need re-ordering as groups overtake each other (bench/RESULTS.md).
 """
 
 from __future__ import annotations
