@@ -163,6 +163,23 @@ class Capacity:
             n = self.node_names.index(node)
         self.take(positions, share, mem, n, cpu, ram, label, sign)
 
+    def free_outside(self, reserved: Collection[int]) -> tuple[int, float, int, float]:
+        """(whole GPUs free, largest free share) among usable GPUs not in ``reserved``, then
+        the same among all usable GPUs: a job that fits in neither cannot start now."""
+        whole, share, share_all = 0, 0.0, 0.0
+        for p, f in enumerate(self.free):
+            if not self.usable[p]:
+                continue
+            if f > share_all:
+                share_all = f
+            if p in reserved:
+                continue
+            if f >= 1.0 - EPS and not self.busy[p]:
+                whole += 1
+            if f > share:
+                share = f
+        return whole, share, self.n_whole_free, share_all
+
     def allocated(self) -> float:
         """GPUs allocated (sum of used shares, counting outside holders)."""
         return sum(1.0 - f for f in self.free)

@@ -211,7 +211,7 @@ def schedule(
             continue
         if skim and req.gpus:
             if out_stale:
-                whole_out, share_out, whole_all, share_all = _outside(cap, reserved)
+                whole_out, share_out, whole_all, share_all = cap.free_outside(reserved)
                 out_stale = False
                 if walk is not None:  # leave out the jobs passed over just below
                     walk.narrow(whole_out, share_out, shadow, bool(reserved), whole_all, share_all)
@@ -357,24 +357,6 @@ def _reserve(
         if fit is not None:
             return end, set(fit.positions)
     return INF, set()
-
-
-def _outside(cap: Capacity, reserved: set[int]) -> tuple[int, float, int, float]:
-    """(whole GPUs free, largest free share) among usable GPUs outside the reservation, then
-    the same among all usable GPUs: a job that fits in neither cannot start in this pass."""
-    whole, share, share_all = 0, 0.0, 0.0
-    for p, f in enumerate(cap.free):
-        if not cap.usable[p]:
-            continue
-        if f > share_all:
-            share_all = f
-        if p in reserved:
-            continue
-        if f >= 1.0 - EPS and not cap.busy[p]:
-            whole += 1
-        if f > share:
-            share = f
-    return whole, share, cap.n_whole_free, share_all
 
 
 def _no_share_left(cap: Capacity) -> bool:
