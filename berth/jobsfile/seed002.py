@@ -25,6 +25,10 @@ import shlex
 from berth.errors import UsageError
 from berth.units import parse_gpu_indices
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 FIELDS = ("priority", "script_path", "conda_env", "arguments", "allowed_gpus")
 HEADER = ",".join(FIELDS)
 _SEED_LINE = re.compile(r"\s*[+-]?\d+\s*,")
@@ -62,19 +66,25 @@ def berth_priority(seed_priority: int) -> int:
     return -seed_priority
 
 
-def strip_comment(text: str) -> str:
-    """``text`` up to a ``#`` that starts a word outside quotes (as a shell reads it)."""
+def _unquoted(text: str) -> Iterator[tuple[int, str]]:
+    """(index, character) of each character of ``text`` outside quotes ('...' or "..."),
+    the quote marks left out."""
     quote = ""
-    prev = " "
     for i, c in enumerate(text):
         if quote:
             if c == quote:
                 quote = ""
         elif c in "\"'":
             quote = c
-        elif c == "#" and prev.isspace():
+        else:
+            yield i, c
+
+
+def strip_comment(text: str) -> str:
+    """``text`` up to a ``#`` that starts a word outside quotes (as a shell reads it)."""
+    for i, c in _unquoted(text):
+        if c == "#" and (i == 0 or text[i - 1].isspace()):
             return text[:i]
-        prev = c
     return text
 
 
@@ -93,14 +103,8 @@ def split_fields(text: str) -> list[tuple[int, str]]:
     quotes."""
     out: list[tuple[int, str]] = []
     start = 0
-    quote = ""
-    for i, c in enumerate(text):
-        if quote:
-            if c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c == "," and len(out) < len(FIELDS) - 1:
+    for i, c in _unquoted(text):
+        if c == "," and len(out) < len(FIELDS) - 1:
             out.append((start, text[start:i]))
             start = i + 1
     out.append((start, text[start:]))

@@ -64,6 +64,7 @@ conda() {
 EOF2
   exit 0
 fi
+[ "$1" = info ] && [ "$2" = --base ] && { echo ROOT; exit 0; }
 exit 1
 """
 

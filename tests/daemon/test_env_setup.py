@@ -6,23 +6,7 @@ from __future__ import annotations
 import os
 import stat
 
-HOOK = """#!/bin/bash
-# A stand-in for conda: `conda shell.bash hook` defines the `conda` shell function, whose
-# `activate` puts an environment's bin/ first on PATH, as the real one does.
-if [ "$1" = shell.bash ] && [ "$2" = hook ]; then
-  cat <<'EOF2'
-conda() {
-  if [ "$1" = activate ]; then
-    if [ ! -d "ROOT/envs/$2" ]; then echo "EnvironmentNameNotFound: $2" >&2; return 1; fi
-    export CONDA_DEFAULT_ENV="$2" PATH="ROOT/envs/$2/bin:$PATH"
-  fi
-}
-EOF2
-  exit 0
-fi
-[ "$1" = info ] && [ "$2" = --base ] && { echo ROOT; exit 0; }
-exit 1
-"""
+from seed002kit import CONDA as HOOK
 
 
 def _fake_conda(root) -> dict[str, str]:

@@ -46,22 +46,6 @@ def submitter(sock: str, n: int, argv: list[str], **job: Any) -> Callable[[], li
     return go
 
 
-def _raw(system: System, who: str, kind: str, fields: dict[str, Any]) -> Any:
-    """One raw request as ``who`` (fields may include ``user``, unlike System.call)."""
-    sock = system.sock
-
-    def request() -> Any:
-        from berth.client import Client, DaemonError
-
-        try:
-            with Client(sock) as c:
-                return {"ok": c.call(kind, **fields)}
-        except DaemonError as e:
-            return {"code": e.code, "message": str(e)}
-
-    return call_as(who, request)
-
-
 def _runs(system: System, ids: list[int]) -> list[tuple[float, float, float]]:
     """(gpus, start, end) of each job's attempt."""
     out = []
@@ -178,7 +162,7 @@ def test_bad_limit_values_are_refused_and_change_nothing(system: System) -> None
         assert out.returncode == 2 and words in out.stderr, (args, out.stderr)
     nobody = system.berth(C, "admin", "limits", "no-such-user-x", "--max-gpus", "1")
     assert "no user 'no-such-user-x' on this machine" in nobody.stderr
-    raw = _raw(system, C, "limits", {"user": A, "set": {"max_gpus": -3}})
+    raw = system.call(C, "limits", user=A, set={"max_gpus": -3})
     assert raw["code"] == "BAD_REQUEST" and "max_gpus = -3" in raw["message"]
     assert json.loads(system.berth(A, "admin", "limits", "--json").stdout)["users"] == {}
 

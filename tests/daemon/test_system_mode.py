@@ -64,8 +64,9 @@ class System:
         assert out.returncode == 0, out.stderr
         return int(out.stdout.split()[0])
 
-    def call(self, user: str, kind: str, **fields: Any) -> Any:
-        """One raw request as ``user``: {"ok": reply} or {"code": ..., "message": ...}."""
+    def call(self, user: str, kind: str, /, **fields: Any) -> Any:
+        """One raw request as ``user`` (``fields`` may have a ``user`` of its own): {"ok":
+        reply} or {"code": ..., "message": ...}."""
         sock = self.sock
 
         def request() -> Any:
