@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     Batch = Sequence[tuple[str, Sequence[Sequence[Any]]]]
     Done = Callable[[BaseException | None], None]
-    Item = tuple[Batch, Done, threading.Event | None, Sequence[int]]
+    Item = tuple[Batch, Done, Sequence[int]]
 
 
 class Writer:
@@ -49,16 +49,7 @@ class Writer:
         """Commit ``batch``; then ``done(None)`` (or ``done(error)``) runs on the loop.
         ``gates``: start gates to open as soon as the batch is durable (never if it fails);
         the caller closes them, in ``done`` or later."""
-        self._queue.put((batch, done, None, gates))
-
-    def commit_now(self, batch: Batch) -> None:
-        """Commit ``batch`` and wait for it (start-up only: nothing else may be in flight)."""
-        result: list[BaseException | None] = []
-        event = threading.Event()
-        self._queue.put((batch, result.append, event, ()))
-        event.wait()
-        if result and result[0] is not None:
-            raise result[0]
+        self._queue.put((batch, done, gates))
 
     def close(self) -> None:
         """Commit what was submitted, then stop the thread and close the connection."""
@@ -71,7 +62,7 @@ class Writer:
             item = self._queue.get()
             if item is None:
                 return
-            batch, done, event, gates = item
+            batch, done, gates = item
             error: BaseException | None = None
             try:
                 self.db.execute("BEGIN IMMEDIATE")
@@ -87,11 +78,7 @@ class Writer:
                     gate.open_all(list(gates))
             except Exception as e:
                 error = e
-            if event is not None:
-                done(error)
-                event.set()
-            else:
-                try:
-                    self.loop.call_soon_threadsafe(done, error)
-                except RuntimeError:  # the loop is closed: nobody waits for the answer
-                    pass
+            try:
+                self.loop.call_soon_threadsafe(done, error)
+            except RuntimeError:  # the loop is closed: nobody waits for the answer
+                pass
