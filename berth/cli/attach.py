@@ -26,7 +26,7 @@ import termios
 import time
 import tty
 
-from berth.cli.wait import _ref
+from berth.cli.backend import job_ref
 from berth.client import call
 from berth.errors import BerthError, Refused
 from berth.wire.ptyframes import WINSIZE, encode_input, encode_resize
@@ -39,7 +39,7 @@ DETACH = b"\x1d"  # Ctrl-]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_id", type=_ref, help="the job (12), or an array's task (12_3)")
+    p.add_argument("job_id", type=job_ref, help="the job (12), or an array's task (12_3)")
 
 
 def run(args: argparse.Namespace) -> int:

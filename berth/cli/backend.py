@@ -42,6 +42,12 @@ def job_id(text: str) -> str:
     return text
 
 
+def job_ref(text: str) -> int | str:
+    """A job id for the local queue: ``12`` -> 12; ``12_3`` stays (the daemon resolves it)."""
+    text = job_id(text)
+    return text if "_" in text else int(text)
+
+
 def chosen(args: argparse.Namespace) -> str:
     name = getattr(args, "backend", None)
     if not name and _allocation_daemon():  # inside an allocation: its own queue, unless told
@@ -100,14 +106,10 @@ def _local(name: str, args: argparse.Namespace) -> None:
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} is for Slurm (--backend slurm)")
-
-    def number(text: str) -> int | str:
-        return int(text) if text.isdigit() else text  # (job_id() checked its form)
-
     if isinstance(getattr(args, "job_id", None), str):
-        args.job_id = number(args.job_id)
+        args.job_id = job_ref(args.job_id)
     if getattr(args, "job_ids", None):
-        args.job_ids = [number(i) for i in args.job_ids]
+        args.job_ids = [job_ref(i) for i in args.job_ids]
 
 
 def wrap(name: str, module: ModuleType) -> ModuleType:

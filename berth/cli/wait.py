@@ -18,6 +18,7 @@ import json
 import sys
 import time
 
+from berth.cli.backend import job_ref
 from berth.client import Client
 from berth.errors import EXIT_TIMEOUT, UsageError
 from berth.units import parse_duration
@@ -27,15 +28,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _ref(text: str) -> int | str:
-    head, us, task = text.partition("_")
-    if not (text.isascii() and head.isdigit() and (not us or task.isdigit())):
-        raise argparse.ArgumentTypeError(f"invalid job id {text!r}: expected 12, or 12_3")
-    return text if us else int(text)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_ids", type=_ref, nargs="+", metavar="ID", help="jobs (12) or tasks (12_3)")
+    p.add_argument(
+        "job_ids", type=job_ref, nargs="+", metavar="ID", help="jobs (12) or tasks (12_3)"
+    )
     p.add_argument("--timeout", help="give up after this long (90, 15m, 2h): exit 6")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing, only exit")
     p.add_argument("--json", action="store_true", help="one JSON row per job as it ends")
