@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from berth.daemon.options import Options
     from berth.daemon.ports import Clock, Processes, Run
     from berth.daemon.resources import Resources
+    from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
 
@@ -332,7 +333,7 @@ class Engine(Lifecycle):
 
     # -- the journal (berth.daemon.journal) ---------------------------------------------------
 
-    def insert(self, job: Job, spec: dict[str, Any]) -> asyncio.Future[None]:
+    def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
         self.order.joined()

@@ -217,7 +217,7 @@ def _insert(
             group_limit=throttle or 0,
         )
         task = spec.replace(**own)
-        futures.append(engine.insert(job, task.to_dict()))  # the store keeps to_dict()
+        futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
     engine.next_id = base + len(order)
     if spec.unique_key is not None:
         engine.unique[spec.unique_key] = base

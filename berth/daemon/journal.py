@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
     from berth.core.job import Job
     from berth.daemon.writer import Writer
+    from berth.wire.jobspec import JobSpec
 
-    Insert = tuple[Job, dict[str, Any], asyncio.Future[None] | None]
+    Insert = tuple[Job, JobSpec, asyncio.Future[None] | None]
 
 log = logging.getLogger("berth.daemon")
 
@@ -65,7 +66,7 @@ class Journal:
         self._on_fail: list[Callable[[], None]] = []
         self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
         self._gates: list[int] = []  # start gates to open once the next commit is durable
-        self.unsaved: dict[int, dict[str, Any]] = {}  # specs of new jobs not yet committed
+        self.unsaved: dict[int, JobSpec] = {}  # specs of new jobs not yet committed
         self._armed = False
         self._in_flight = False
         self._paired: set[int] = set()  # ids of actions that have an ``otherwise``
@@ -73,7 +74,7 @@ class Journal:
         self._retry_in = 0.0  # the pause before the next retry (0: not failing)
         self._retry: asyncio.TimerHandle | None = None
 
-    def insert(self, job: Job, spec: dict[str, Any]) -> asyncio.Future[None]:
+    def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
         """Queue a new job; the future completes once it is durable."""
         fut: asyncio.Future[None] = self.loop.create_future()
         self._inserts.append((job, spec, fut))
@@ -137,7 +138,7 @@ class Journal:
             return
         batch = []
         if inserts:
-            rows = [Store.insert_row(job.to_dict(), spec) for job, spec, _ in inserts]
+            rows = [Store.insert_row(job.to_dict(), spec.to_dict()) for job, spec, _ in inserts]
             batch.append((Store.INSERT_SQL, rows))
         if dirty:
             rows = [

@@ -143,9 +143,7 @@ class Launching:
         """The job's spec as stored (store.UnreadableSpec, an OSError, if it no longer reads:
         its launch fails with that reason, the daemon goes on)."""
         unsaved = self.journal.unsaved.get(job_id)  # submitted in this very commit
-        if unsaved is not None:
-            return JobSpec.from_dict(unsaved, stored=True)
-        return self.store.spec(job_id)
+        return unsaved if unsaved is not None else self.store.spec(job_id)
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""
