@@ -1,7 +1,7 @@
 """The local berth daemon behind the backend interface (:mod:`berth.backends.base`): each
 method is one request through :mod:`berth.client`.
 
-Arrays are the daemon's own (:mod:`berth.daemon.arrays`), from the same :class:`ArraySpec`:
+Arrays are the daemon's own (:mod:`berth.daemon.requests.arrays`), from the same :class:`ArraySpec`:
 ``submit(job, array=...)`` queues all tasks at once; a task's id is ``12_3`` as on Slurm.
 """
 

@@ -9,7 +9,7 @@ when run inside a Slurm allocation whose ``berth daemon --inside-slurm`` is up, 
 Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
 
 Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12), on
-either backend: the local daemon has arrays too (:mod:`berth.daemon.arrays`).
+either backend: the local daemon has arrays too (:mod:`berth.daemon.requests.arrays`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One daemon per socket and per state directory, enforced with ``flock``: a second
 with a clear message. A socket file left by a dead daemon is probed by connecting and removed
 only if nobody answers. A user's own daemon listens on a 0600 socket; the system daemon
 (``--system``, root) on a 0666 one, and its state directory is passable by the users, whose
-log directories are in it (:mod:`berth.daemon.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
+log directories are in it (:mod:`berth.daemon.requests.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
 running jobs running under their supervisors; the next daemon adopts them.
 """
 
@@ -23,16 +23,16 @@ import stat
 from berth.claims.ledger import Ledger
 from berth.claims.paths import RUN_DIR
 from berth.claims.wake import Watcher
-from berth.daemon import userdir
-from berth.daemon.engine import Engine
+from berth.daemon.engine.engine import Engine
+from berth.daemon.engine.recovery import recover
+from berth.daemon.engine.resources import Resources
 from berth.daemon.options import Options
-from berth.daemon.recovery import recover
-from berth.daemon.resources import Resources
-from berth.daemon.server import Server
-from berth.daemon.spawner import Spawner
-from berth.daemon.store import open_store
-from berth.daemon.supervisors import Supervisors
-from berth.daemon.writer import Writer
+from berth.daemon.procs.port import Supervisors
+from berth.daemon.procs.spawner import Spawner
+from berth.daemon.requests import userdir
+from berth.daemon.requests.server import Server
+from berth.daemon.store.store import open_store
+from berth.daemon.store.writer import Writer
 from berth.errors import BerthError
 from berth.web.bind import listen, parse_bind
 from berth.web.server import WebServer
@@ -288,7 +288,7 @@ PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at 
 
 def _raise_fd_limit() -> None:
     """Take every descriptor the system allows (connections are capped per user, see
-    :mod:`berth.daemon.server`; the rest is headroom for run files, claims and logs)."""
+    :mod:`berth.daemon.requests.server`; the rest is headroom for run files, claims and logs)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard > soft:
         try:

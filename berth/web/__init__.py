@@ -7,7 +7,7 @@ The pieces, each one idea:
   timeouts); no routing, no state.
 - ``server.py``: the listening socket, connection caps, routing, server-sent events.
 - ``routes.py``: what each route answers; reads go through the same handlers as the UNIX
-  socket (:data:`berth.daemon.handlers.HANDLERS`), so do actions, as the token's user.
+  socket (:data:`berth.daemon.requests.handlers.HANDLERS`), so do actions, as the token's user.
 - ``auth.py``: per-user tokens (an HMAC of the uid with a secret kept 0600 in the state dir),
   handed out by ``berth web-token`` over the UNIX socket, which knows the caller's uid.
 - ``observe.py``: what the charts and histograms need: job starts and ends (seen as they are

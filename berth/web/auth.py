@@ -19,14 +19,14 @@ import os
 import pwd
 import stat
 
-from berth.daemon.handlers import Peer
+from berth.daemon.requests.handlers import Peer
 from berth.errors import BerthError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
 SECRET_FILE = "web.secret"
 PREFIX = "berth1"

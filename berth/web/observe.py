@@ -22,7 +22,7 @@ import time
 from collections import deque
 
 from berth.core.states import FINISHED, State
-from berth.daemon import views
+from berth.daemon.requests import views
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Attempt, Job
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
 log = logging.getLogger("berth.daemon")
 

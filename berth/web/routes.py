@@ -24,7 +24,7 @@ import time
 from importlib.resources import files
 from urllib.parse import urlsplit
 
-from berth.daemon.handlers import HANDLERS
+from berth.daemon.requests.handlers import HANDLERS
 from berth.errors import BerthError
 from berth.web import auth, metrics, view, wire
 from berth.wire import protocol
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from berth.daemon.handlers import Peer
+    from berth.daemon.requests.handlers import Peer
     from berth.web.server import WebServer
 
 STATIC = {

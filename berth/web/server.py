@@ -23,8 +23,8 @@ import socket
 import time
 
 from berth.core.job import Job
-from berth.daemon import views
-from berth.daemon.store import Store
+from berth.daemon.requests import views
+from berth.daemon.store.store import Store
 from berth.web import auth, view, wire
 from berth.web.auth import load_secret
 from berth.web.history import DAY, History, Sample
@@ -33,7 +33,7 @@ from berth.web.routes import Routes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
 log = logging.getLogger("berth.daemon")
 

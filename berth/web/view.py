@@ -14,15 +14,15 @@ import time
 
 from berth.claims.ledger import user_name
 from berth.core.states import State
-from berth.daemon.handlers import HANDLERS
+from berth.daemon.requests.handlers import HANDLERS
 from berth.wire import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine import Engine
-    from berth.daemon.handlers import Peer
+    from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.handlers import Peer
     from berth.web.history import History
     from berth.web.observe import Observer
 

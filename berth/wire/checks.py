@@ -1,7 +1,7 @@
 """Exact-type checks of values a client sends, with the refusal that names them.
 
 Shared by the job spec (:mod:`berth.wire.jobspec`, on both sides of the socket) and the
-daemon's checks of its other requests (:mod:`berth.daemon.validate`). A value is checked by
+daemon's checks of its other requests (:mod:`berth.daemon.requests.validate`). A value is checked by
 *exact* type (``True`` is not an integer, ``2.0`` is not a priority), element by element, and
 by range (finite numbers; strings without NUL, of bounded length). A refusal is a
 ``ProtocolError(BAD_REQUEST)`` whose message names the field and the value and says that

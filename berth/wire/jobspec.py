@@ -242,7 +242,7 @@ class JobSpec:
     stdout_path: str | None  # the log files, patterns expanded
     stderr_path: str | None
     pty_dir: str | None  # where a --pty attempt's terminal listens (a root daemon's)
-    unique_key: str | None  # the --unique / once identity (berth.daemon.unique)
+    unique_key: str | None  # the --unique / once identity (berth.daemon.requests.unique)
     array_task: tuple[int, ...] | None  # (array id, task index, count, lowest, highest)
 
     @classmethod

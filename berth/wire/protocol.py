@@ -8,7 +8,7 @@ each request ``{"type": T, ...fields}`` gets exactly one response, ``{"ok": true
 ``{"ok": false, "error": {"code": CODE, "message": "..."}}``. The server checks every request
 against :data:`REQUESTS` (field -> accepted types, required?) before any handler sees it;
 the handlers check values strictly (a job: :mod:`berth.wire.jobspec`; the rest:
-:mod:`berth.daemon.validate`).
+:mod:`berth.daemon.requests.validate`).
 """
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
     "submit": {"job": (_D, True)},
-    "submit_all": {"jobs": (_L, True)},  # a jobs file: all or none (berth.daemon.intake)
+    "submit_all": {"jobs": (_L, True)},  # a jobs file: all or none (berth.daemon.requests.intake)
     "queue": {
         "uid": (_I + _N, False),
         "states": (_L, False),
         "all": (_B, False),
         "model": (_B, False),
     },
-    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.arrays).
+    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.requests.arrays).
     "show": {"job_id": (_I + _S, True)},
     "logs": {"job_id": (_I + _S, True)},
     "attach": {"job_id": (_I + _S, True)},
@@ -82,7 +82,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "pause": {"gpus": (_L, True)},
     "resume": {"gpus": (_L, False), "all": (_B, False)},
     "status": {},
-    # `berth admin` (berth.daemon.admin): limits read by anyone, set by admins; drain/undrain
+    # `berth admin` (berth.daemon.requests.admin): limits read by anyone, set by admins; drain/undrain
     "limits": {"user": (_S + _N, False), "set": (_D, False)},
     "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
     "undrain": {"gpus": (_L, False), "all": (_B, False)},

@@ -1,5 +1,5 @@
 """What a client attached to a ``--pty`` job sends to the job's relay
-(:mod:`berth.daemon.ptyrelay`), both ways of the codec: ``berth attach`` encodes, the relay
+(:mod:`berth.daemon.supervisor.ptyrelay`), both ways of the codec: ``berth attach`` encodes, the relay
 decodes.
 
 - first, its window size: 4 bytes (:data:`WINSIZE`), rows and cols as two unsigned shorts in

@@ -81,13 +81,13 @@ def test_the_import_walker_sees_function_level_and_relative_imports(tmp_path: Pa
     sample.write_text(
         "TYPE_CHECKING = False\n"
         "if TYPE_CHECKING:\n    from berth.daemon import store\n"
-        "def f():\n    from berth.daemon.engine import Engine\n"
+        "def f():\n    from berth.daemon.engine.engine import Engine\n"
         "from . import queue\n"
     )
     names = _imports(sample, "berth.cli")
-    assert "berth.daemon.engine" in names  # inside a function: counted
+    assert "berth.daemon.engine.engine" in names  # inside a function: counted
     assert "berth.cli.queue" in names  # relative, resolved
-    assert "berth.daemon.store" not in names  # typing only: not counted
+    assert "berth.daemon.store.store" not in names  # typing only: not counted
 
 
 def test_core_is_pure_and_imports_only_errors_and_units() -> None:

@@ -120,7 +120,7 @@ class DaemonRig:
             self.proc.wait()
         run_dir = os.path.join(self.state_dir, "run")
         if os.path.isdir(run_dir):
-            from berth.daemon.runfile import read_run_file
+            from berth.daemon.supervisor.runfile import read_run_file
 
             for name in os.listdir(run_dir):
                 if not name.replace(".", "").isdigit():

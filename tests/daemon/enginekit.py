@@ -1,5 +1,5 @@
 """An engine in the test's own process, given a fake clock and a fake process port
-(berth/daemon/ports.py): its passes, commits and state changes are the real ones (a real
+(berth/daemon/engine/ports.py): its passes, commits and state changes are the real ones (a real
 SQLite store, the real claim ledger in a temporary directory, declared GPUs), but nothing is
 forked: each attempt handed to the fake port "runs" `sleep N` in fake time.
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from berth.config import Config, Inventory
-from berth.daemon.authority import Peer
-from berth.daemon.ports import Run
+from berth.daemon.engine.ports import Run
+from berth.daemon.requests.authority import Peer
 
 FAKE_PID = 4_000_000  # (beyond any real pid)
 
@@ -182,10 +182,10 @@ class FakeProcesses:
 class EngineRig:
     def __init__(self, tmp: Path, gpus: int = 1, **options: Any) -> None:
         from berth.claims.ledger import Ledger
-        from berth.daemon.engine import Engine
+        from berth.daemon.engine.engine import Engine
+        from berth.daemon.engine.resources import Resources
         from berth.daemon.options import Options
-        from berth.daemon.resources import Resources
-        from berth.daemon.store import Store
+        from berth.daemon.store.store import Store
 
         self.tmp = tmp
         self.loop = asyncio.new_event_loop()
@@ -202,7 +202,7 @@ class EngineRig:
         self.t0 = 1_700_000_000.0  # (not now: everything the engine stamps comes from its clock)
         self.clock = FakeClock(self.t0)
         self.procs = FakeProcesses(self.clock)
-        from berth.daemon import userdir
+        from berth.daemon.requests import userdir
 
         os.makedirs(tmp / "state", mode=0o700)
         userdir.prepare(str(tmp / "state"))  # (as the daemon's start does)
@@ -221,7 +221,7 @@ class EngineRig:
 
     def submit(self, *argv: str, **job: Any) -> int:
         """Submit through the daemon's own intake; the job is durable when it returns."""
-        from berth.daemon import intake
+        from berth.daemon.requests import intake
 
         spec = {"argv": list(argv), "env": {"PATH": "/bin"}, "cwd": str(self.tmp), **job}
         reply = self.loop.run_until_complete(intake.submit(self.engine, self.peer, {"job": spec}))
@@ -229,7 +229,7 @@ class EngineRig:
 
     def use_writer(self) -> Any:
         """Commit on a writer thread from now on, as the daemon does (no fork: a thread)."""
-        from berth.daemon.writer import Writer
+        from berth.daemon.store.writer import Writer
 
         writer = Writer(str(self.tmp / "berth.db"), self.loop)
         self.engine.journal.writer = writer

@@ -1,4 +1,4 @@
-"""The daemon's side of fair share and limits (berth.daemon.accounts), on a store of its own:
+"""The daemon's side of fair share and limits (berth.daemon.engine.accounts), on a store of its own:
 the config's [scheduling] and [limits], levels of limits (user, then everyone at runtime,
 then the config), the usage book kept across a reopen, checks at submit, the queue summary."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from berth import config
 from berth.core import Job, Request, State, transition
-from berth.daemon.accounts import EVERYONE, UNLIMITED, Accounts
-from berth.daemon.store import Store
+from berth.daemon.engine.accounts import EVERYONE, UNLIMITED, Accounts
+from berth.daemon.store.store import Store
 from berth.errors import ConfigError
 from berth.wire.protocol import ProtocolError
 

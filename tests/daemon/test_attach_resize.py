@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
-from berth.daemon.ptyrelay import MAX_PENDING, PtyRelay
+from berth.daemon.supervisor.ptyrelay import MAX_PENDING, PtyRelay
 from berth.wire.ptyframes import WINSIZE, decode, encode_input, encode_resize
 
 # --- the decoder ------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def test_a_slow_viewer_catches_up_without_losing_output(rig):
 
 
 def test_a_viewer_too_far_behind_is_dropped_and_the_job_goes_on(rig, monkeypatch):
-    from berth.daemon import ptyrelay
+    from berth.daemon.supervisor import ptyrelay
 
     monkeypatch.setattr(ptyrelay, "MAX_BEHIND", 256 * 1024)
     viewer = rig.connect()

@@ -7,7 +7,7 @@ import os
 import records
 from helpers import wait_until
 
-from berth.daemon import runfile
+from berth.daemon.supervisor import runfile
 
 
 def test_kill9_with_4_running_and_20_waiting_all_finish_once_with_true_codes(daemon):

@@ -135,7 +135,7 @@ def _take_pid(pid: int) -> subprocess.Popen[bytes] | None:
 def test_a_listed_pid_counts_while_its_process_lives_not_once_it_ended_or_was_reused(fake_gpus):
     from berth import config
     from berth.claims.ledger import Ledger
-    from berth.daemon.resources import Resources
+    from berth.daemon.engine.resources import Resources
 
     fake_gpus.setup(n=1)
     outsider = subprocess.Popen(["sleep", "60"])  # not berth's; NVML lists it (a static entry)
@@ -172,7 +172,7 @@ def test_a_listed_pid_that_did_not_exist_at_the_read_stays_outside(fake_gpus):
     """(NVML may list pids of another PID namespace, which we cannot see.)"""
     from berth import config
     from berth.claims.ledger import Ledger
-    from berth.daemon.resources import Resources
+    from berth.daemon.engine.resources import Resources
 
     fake_gpus.setup(n=1)
     gone = subprocess.Popen(["true"])

@@ -1,4 +1,4 @@
-"""The engine's passes driven through its ports (berth/daemon/ports.py) with a fake clock and
+"""The engine's passes driven through its ports (berth/daemon/engine/ports.py) with a fake clock and
 a fake process port: nothing is forked, time is exact (tests/daemon/enginekit.py)."""
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def test_a_failed_hand_over_leaves_its_gate_to_the_commit(rig: EngineRig) -> Non
 
 
 def test_submit_and_release_times_come_from_the_engines_clock(rig: EngineRig) -> None:
-    from berth.daemon.handlers import release_jobs
+    from berth.daemon.requests.handlers import release_jobs
 
     rig.clock.t = rig.t0 + 5.0
     a = rig.submit("true", hold=True)

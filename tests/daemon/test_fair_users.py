@@ -222,7 +222,7 @@ def test_queue_start_predicts_the_fair_share_order(system: System) -> None:
     """`berth queue --start` (what-if) replays the users' usage: B has used a lot (a usage
     row written before the daemon starts), so A's job, submitted after B's, is predicted to
     start first, and does. (Without fair share in the prediction: B's, by submit order.)"""
-    from berth.daemon.store import Store, open_store
+    from berth.daemon.store.store import Store, open_store
 
     store = open_store(system.state)
     with store.tx():

@@ -18,7 +18,7 @@ import psutil
 import pytest
 from helpers import wait_until
 
-from berth.daemon import server
+from berth.daemon.requests import server
 from berth.wire import protocol
 
 NOBODY = 65534

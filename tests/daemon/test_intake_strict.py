@@ -1,5 +1,5 @@
 """Every field a client sends is checked by exact type and range before anything is stored or
-sent to a supervisor (a job: berth/wire/jobspec.py; other requests: berth/daemon/validate.py):
+sent to a supervisor (a job: berth/wire/jobspec.py; other requests: berth/daemon/requests/validate.py):
 a refusal is BAD_REQUEST naming the field and the value, and changes nothing; the daemon goes
 on (and starts again) as before."""
 

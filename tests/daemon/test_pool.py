@@ -8,8 +8,9 @@ import os
 
 from helpers import wait_until
 
-from berth.daemon import pool as pool_mod
-from berth.daemon import runfile, spawner
+from berth.daemon.procs import pool as pool_mod
+from berth.daemon.procs import spawner
+from berth.daemon.supervisor import runfile
 
 
 def _gone(pid: int) -> bool:

@@ -10,7 +10,7 @@ import records
 from helpers import wait_until
 
 from berth.claims.ledger import Ledger
-from berth.daemon.runfile import read_run_file
+from berth.daemon.supervisor.runfile import read_run_file
 
 
 def test_a_daemonless_claim_keeps_queued_jobs_off_and_its_release_dispatches_at_once(daemon):

@@ -11,8 +11,9 @@ import subprocess
 
 from helpers import wait_until
 
-from berth.daemon import runfile, spawner
-from berth.daemon.attempt import receive
+from berth.daemon.procs import spawner
+from berth.daemon.supervisor import runfile
+from berth.daemon.supervisor.attempt import receive
 
 OWNER = {"uid": None, "gid": None, "user": None}
 

@@ -1,4 +1,4 @@
-"""The start gate (berth/daemon/gate.py): an attempt goes to its supervisor while its start is
+"""The start gate (berth/daemon/supervisor/gate.py): an attempt goes to its supervisor while its start is
 being committed, and its command runs only once that start is durable.
 
 The fault point is real and needs no hook: another process holds the state database's write
@@ -14,7 +14,7 @@ from typing import Any
 
 from helpers import wait_until
 
-from berth.daemon import runfile
+from berth.daemon.supervisor import runfile
 
 
 def _blocker_and_job(daemon: Any) -> tuple[int, int, str, str]:

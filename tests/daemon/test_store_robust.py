@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
-from berth.daemon.store import open_store
+from berth.daemon.store.store import open_store
 
 
 def _daemon_fails(daemon: Any) -> str:

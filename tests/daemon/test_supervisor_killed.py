@@ -11,7 +11,7 @@ from typing import Any
 
 from helpers import wait_until
 
-from berth.daemon.runfile import read_run_file
+from berth.daemon.supervisor.runfile import read_run_file
 
 
 def _alive(pid: int) -> bool:

@@ -8,7 +8,7 @@ import shutil
 import stat
 
 from berth.claims import ledger
-from berth.daemon import attempt, supervisor
+from berth.daemon.supervisor import attempt, serve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def test_encode_is_json() -> None:
         {"rc": None, "signal": None, "end": float("inf"), "x": [1, 2]},
     ]  # fmt: skip
     for result in results:
-        assert supervisor.encode(result) == json.dumps(result).encode()
+        assert serve.encode(result) == json.dumps(result).encode()
 
 
 def test_own_command_line_is_read_once_per_process() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from berth.daemon import store as store_mod
+from berth.daemon.store import store as store_mod
 
 
 def _ids(out: str) -> list[int]:

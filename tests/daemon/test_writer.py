@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from berth.daemon.store import open_store
-from berth.daemon.writer import Writer
+from berth.daemon.store.store import open_store
+from berth.daemon.store.writer import Writer
 
 
 def test_batches_commit_in_order_and_answer_on_the_loop(tmp_path):

@@ -25,9 +25,9 @@ PRELOAD = (
     "termios", "time", "tomllib", "tty", "berth.cli.main", "berth.cli.submit",
     "berth.cli.command", "berth.cli.queue", "berth.cli.show", "berth.cli.logs",
     "berth.cli.cancel", "berth.cli.hold", "berth.cli.attach", "berth.cli.pause",
-    "berth.client", "berth.config", "berth.daemon.launcher", "berth.wire.paths",
+    "berth.client", "berth.config", "berth.daemon.engine.command", "berth.wire.paths",
     "berth.wire.protocol", "berth.wire.ptyframes", "berth.wire.env", "berth.wire.inject",
-    "berth.daemon.ptyrelay", "berth.errors", "berth.units",
+    "berth.daemon.supervisor.ptyrelay", "berth.errors", "berth.units",
 )  # fmt: skip
 
 TEAM = "berth-sys-team"  # a supplementary group of user A

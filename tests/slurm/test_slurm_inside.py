@@ -82,7 +82,7 @@ class Allocation:
         """After a failure: the daemon's supervisors and jobs may have outlived the job."""
         run_dir = os.path.join(self.dir, "state", "run")
         if os.path.isdir(run_dir):
-            from berth.daemon.runfile import read_run_file
+            from berth.daemon.supervisor.runfile import read_run_file
 
             for name in os.listdir(run_dir):
                 if name.replace(".", "").isdigit():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from berth.daemon.store import Store
+from berth.daemon.store.store import Store
 from berth.web.history import DAY, MAX_POINTS, History, Sample
 
 

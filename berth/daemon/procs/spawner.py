@@ -1,5 +1,5 @@
 """A fork server for supervisors: a small fresh process, started by the daemon before it
-grows, that forks supervisors (:mod:`berth.daemon.supervisor`) on request.
+grows, that forks supervisors (:mod:`berth.daemon.supervisor.serve`) on request.
 
 Why: ``fork()`` of the daemon costs more as its memory grows (100,000 queued jobs), and it
 would run on the daemon's own core. The spawner is small, and forks on the other core while
@@ -23,8 +23,8 @@ import socket
 import sys
 
 import berth
-from berth.daemon import supervisor
-from berth.daemon.attempt import MAX_MESSAGE
+from berth.daemon.supervisor import serve
+from berth.daemon.supervisor.attempt import MAX_MESSAGE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class Spawner:
 # would carry asyncio, sqlite3, logging and the config: ~0.5 ms more per job, measured.
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from berth.daemon.spawner import serve_fd; serve_fd(int(sys.argv[2]))"
+    "from berth.daemon.procs.spawner import serve_fd; serve_fd(int(sys.argv[2]))"
 )
 
 
@@ -180,7 +180,7 @@ def _serve(sock: socket.socket) -> int:
     # page by page) every object of the parent.
     gc.collect()
     gc.freeze()
-    supervisor.set_name(b"berth-forksrv")  # for ps -o comm, top, pkill
+    serve.set_name(b"berth-forksrv")  # for ps -o comm, top, pkill
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the daemon's fate, not a signal, ends us
@@ -213,7 +213,7 @@ def _serve(sock: socket.socket) -> int:
         try:
             if len(fds) != 1:
                 raise OSError(f"expected one channel, got {len(fds)} descriptors")
-            pid = supervisor.start(fds[0], req["owner"])
+            pid = serve.start(fds[0], req["owner"])
             reply["pid"] = pid
             pidfd = [os.pidfd_open(pid)]
         except OSError as e:

@@ -7,7 +7,7 @@ became of every job it had started. Written line by line by the supervisor::
     job <job pid>
     exit {"rc": 0, "signal": null, "timeout": false, "cancelled": false, ...}
 
-``go``: the attempt passed its start gate (:mod:`berth.daemon.gate`): its start is durable and
+``go``: the attempt passed its start gate (:mod:`berth.daemon.supervisor.gate`): its start is durable and
 the command is about to be spawned. An attempt without ``go`` (nor ``job``, which a supervisor
 of an earlier berth wrote first) never ran its command (see :func:`began`).
 
@@ -23,7 +23,7 @@ the job can safely start again.
 Control of an *adopted* attempt (its supervisor lost its daemon, and runs nothing after it):
 SIGTERM = terminate; SIGUSR1 = deliver the signal number written in ``<run file>.sig``. A
 supervisor that still has its daemon takes the same orders as messages (see
-:mod:`berth.daemon.pool`), which name the attempt, so an order can never reach the wrong job.
+:mod:`berth.daemon.procs.pool`), which name the attempt, so an order can never reach the wrong job.
 """
 
 from __future__ import annotations

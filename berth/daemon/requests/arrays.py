@@ -16,7 +16,7 @@ names one task, anywhere a job id is taken (:func:`resolve`).
 from __future__ import annotations
 
 from berth.core.job import Job
-from berth.daemon import validate
+from berth.daemon.requests import validate
 from berth.wire import protocol
 from berth.wire.arrays import ArraySpec
 from berth.wire.protocol import ProtocolError
@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
 
 def indices(text: str) -> tuple[list[int], int | None]:

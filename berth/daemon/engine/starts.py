@@ -1,11 +1,11 @@
 """Starting what a scheduling pass decided: the write-ahead of each start, and its hand-over
 to a supervisor while that is being committed. :class:`Launching` is a part of
-:class:`berth.daemon.engine.Engine` (through :class:`~berth.daemon.lifecycle.Lifecycle`),
+:class:`berth.daemon.engine.engine.Engine` (through :class:`~berth.daemon.engine.endings.Lifecycle`),
 kept apart to keep each file one idea.
 
 A start is saved (the job RUNNING, its attempt ``launched``) and its command runs only once
 that is durable: the attempt goes to a supervisor at once, through the engine's process port
-(:mod:`berth.daemon.ports`), and waits at its start gate (:mod:`berth.daemon.gate`), which the
+(:mod:`berth.daemon.engine.ports`), and waits at its start gate (:mod:`berth.daemon.supervisor.gate`), which the
 journal's committer opens the moment the commit is durable. A commit that fails withdraws
 the starts (their gates close unopened: nothing runs) and the jobs fail.
 """
@@ -16,7 +16,7 @@ import logging
 
 from berth.core.states import State
 from berth.core.transition import transition
-from berth.daemon.launcher import launch_spec
+from berth.daemon.engine.command import launch_spec
 from berth.wire.jobspec import JobSpec
 
 TYPE_CHECKING = False
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.job import Job
-    from berth.daemon.journal import Journal
+    from berth.daemon.engine.ports import Clock, Processes, Run
+    from berth.daemon.engine.queue_order import QueueOrder
+    from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
-    from berth.daemon.ports import Clock, Processes, Run
-    from berth.daemon.queueorder import QueueOrder
-    from berth.daemon.resources import Resources
-    from berth.daemon.store import Store
+    from berth.daemon.store.journal import Journal
+    from berth.daemon.store.store import Store
 
 log = logging.getLogger("berth.daemon")
 

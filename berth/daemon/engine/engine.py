@@ -1,16 +1,16 @@
 """The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O
-shell around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.launching`) and recording
-how they end (:class:`berth.daemon.lifecycle.Lifecycle`) are its other parts; commits go
-through its journal (:mod:`berth.daemon.journal`). It reads the time from its clock and
+shell around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.engine.starts`) and recording
+how they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; commits go
+through its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and
 reaches the processes that run its jobs only through its process port, both given to it
-(:mod:`berth.daemon.ports`; the real ones by default), so its passes run in a test without a
+(:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without a
 fork. (How long a pass itself takes is measured with the process's performance counter: it
 paces the passes, see :meth:`Engine.kick`.)
 
 Every state change goes through :func:`berth.core.transition.transition` and is committed to
 the store before anything acts on it (write-ahead: a job's command runs only once the job is
 RUNNING with ``launched`` set in the database; its attempt waits for that at its start gate,
-:mod:`berth.daemon.gate`). Scheduling is event-driven: :meth:`kick`
+:mod:`berth.daemon.supervisor.gate`). Scheduling is event-driven: :meth:`kick`
 schedules one pass at the next turn of the loop, however many events asked for it.
 """
 
@@ -22,14 +22,14 @@ import time
 
 from berth.core.policy import DEFAULT_POLICY, schedule
 from berth.core.states import ACTIVE, State
-from berth.daemon.accounts import Accounts
-from berth.daemon.admin import drained as drain_notes
-from berth.daemon.journal import Journal
-from berth.daemon.lifecycle import Lifecycle
-from berth.daemon.ports import SystemClock
-from berth.daemon.queueorder import QueueOrder
-from berth.daemon.store import Store
-from berth.daemon.supervisors import Supervisors
+from berth.daemon.engine.accounts import Accounts
+from berth.daemon.engine.endings import Lifecycle
+from berth.daemon.engine.ports import SystemClock
+from berth.daemon.engine.queue_order import QueueOrder
+from berth.daemon.procs.port import Supervisors
+from berth.daemon.requests.admin import drained as drain_notes
+from berth.daemon.store.journal import Journal
+from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from berth.claims.claim import Claim
     from berth.core.inventory import Usage
     from berth.core.job import Job
+    from berth.daemon.engine.ports import Clock, Processes, Run
+    from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
-    from berth.daemon.ports import Clock, Processes, Run
-    from berth.daemon.resources import Resources
     from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
@@ -57,7 +57,7 @@ class Engine(Lifecycle):
         clock: Clock | None = None,
         procs: Processes | None = None,
     ) -> None:
-        """``clock`` and ``procs``: the engine's ports (:mod:`berth.daemon.ports`); by
+        """``clock`` and ``procs``: the engine's ports (:mod:`berth.daemon.engine.ports`); by
         default the real clock and the supervisors under ``<state dir>/run``."""
         self.opts = opts
         self.store = store
@@ -215,7 +215,7 @@ class Engine(Lifecycle):
         return all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory)
 
     def _pending(self) -> list[Job]:
-        """Pending jobs in the policy's order (:mod:`berth.daemon.queueorder`)."""
+        """Pending jobs in the policy's order (:mod:`berth.daemon.engine.queue_order`)."""
         policy = self.opts.policy or DEFAULT_POLICY
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
@@ -331,7 +331,7 @@ class Engine(Lifecycle):
             if row is not None:
                 self.journal.execute(Store.USAGE_SQL, [row])
 
-    # -- the journal (berth.daemon.journal) ---------------------------------------------------
+    # -- the journal (berth.daemon.store.journal) ---------------------------------------------------
 
     def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
         """Add a new job; the future completes once it is durable."""

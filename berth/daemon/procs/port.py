@@ -1,8 +1,8 @@
-"""The engine's real process port (:class:`berth.daemon.ports.Processes`): the supervisors
-that run its jobs, reached through their pool (:mod:`berth.daemon.pool`), or, for those a
+"""The engine's real process port (:class:`berth.daemon.engine.ports.Processes`): the supervisors
+that run its jobs, reached through their pool (:mod:`berth.daemon.procs.pool`), or, for those a
 previous daemon left, through their pidfd and run file; the run files themselves (made,
-read, kept as spares, removed: :mod:`berth.daemon.runfile`); start gates
-(:mod:`berth.daemon.gate`); and what a dead supervisor left (:mod:`berth.daemon.reap`).
+read, kept as spares, removed: :mod:`berth.daemon.supervisor.runfile`); start gates
+(:mod:`berth.daemon.supervisor.gate`); and what a dead supervisor left (:mod:`berth.daemon.procs.reap`).
 """
 
 from __future__ import annotations
@@ -10,16 +10,17 @@ from __future__ import annotations
 import os
 import time
 
-from berth.daemon import gate, reap, runfile
-from berth.daemon.pool import Pool
-from berth.daemon.ports import Run
+from berth.daemon.engine.ports import Run
+from berth.daemon.procs import reap
+from berth.daemon.procs.pool import Pool
+from berth.daemon.supervisor import gate, runfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
     from typing import Any
 
-    from berth.daemon.ports import OnDone, OnExit, OnGone, Owner
+    from berth.daemon.engine.ports import OnDone, OnExit, OnGone, Owner
 
 MAX_SPARES = 256  # used run files kept for reuse
 

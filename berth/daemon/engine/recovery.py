@@ -6,7 +6,7 @@ For each RUNNING/COMPLETING job, with ``launched`` = its attempt number:
 - the run file has an ``exit`` line: the attempt ended while the daemon was down; record it;
 - the run file is locked: its supervisor lives; adopt it (pidfd on the pid it wrote);
 - the run file exists, unlocked, without ``exit``: the supervisor died uncleanly, or its
-  attempt never passed its start gate (:mod:`berth.daemon.gate`: the daemon stopped before
+  attempt never passed its start gate (:mod:`berth.daemon.supervisor.gate`: the daemon stopped before
   the start was durable, or before it opened the gate). If it never wrote ``go`` (nor a
   ``job`` line) the job never started: requeue it; otherwise the truth is lost: LOST;
 - there is no run file: the daemon stopped between the write-ahead and the hand-over; the
@@ -37,11 +37,11 @@ import time
 
 from berth.core.job import Job
 from berth.core.states import State
-from berth.daemon import runfile
+from berth.daemon.supervisor import runfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
 log = logging.getLogger("berth.daemon")
 

@@ -4,7 +4,7 @@ acts on it, and the changes of one turn of the event loop go together (group com
 The engine queues inserts (new jobs) and saves (a job's new state), and actions to run once
 they are durable (answer a client, hand an attempt to a supervisor, reuse a run file) or,
 instead, if the commit fails. :meth:`Journal.flush` writes one transaction; with a
-:class:`~berth.daemon.writer.Writer` the commit happens on the writer's thread while the loop
+:class:`~berth.daemon.store.writer.Writer` the commit happens on the writer's thread while the loop
 goes on serving, and what changes meanwhile waits for the next commit (one in flight), so a
 burst of submits or exits costs one ``fsync``.
 
@@ -15,7 +15,7 @@ wait for them stay queued and the commit is retried with a growing pause (up to
 are. Only actions registered with an ``otherwise`` (what must not happen unless its
 write-ahead is durable) are replaced by that alternative.
 
-A commit may also open start gates (:meth:`Journal.open_on_commit`, :mod:`berth.daemon.gate`):
+A commit may also open start gates (:meth:`Journal.open_on_commit`, :mod:`berth.daemon.supervisor.gate`):
 the attempts it starts wait at them in their supervisors, and the committer opens them the
 moment the commit is durable. A gate whose commit fails is never opened: the ``otherwise`` of
 its launch closes it, and that attempt never runs.
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import logging
 
-from berth.daemon import gate
-from berth.daemon.store import Store
+from berth.daemon.store.store import Store
+from berth.daemon.supervisor import gate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
-    from berth.daemon.writer import Writer
+    from berth.daemon.store.writer import Writer
     from berth.wire.jobspec import JobSpec
 
     Insert = tuple[Job, JobSpec, asyncio.Future[None] | None]

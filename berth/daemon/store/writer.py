@@ -7,7 +7,7 @@ exits, deciding starts) while it is written; what it changes meanwhile is commit
 batch (group commit with one commit in flight). Nothing is acted on before its batch is durable:
 the engine runs a batch's follow-ups (answer a submit, remove a run file) only in the
 completion callback, on the loop. The one exception is not an action but a word: a batch may
-carry start gates (:mod:`berth.daemon.gate`), which this thread opens the moment the ``COMMIT``
+carry start gates (:mod:`berth.daemon.supervisor.gate`), which this thread opens the moment the ``COMMIT``
 has returned, before the loop hears of it, so that an attempt waiting at its gate starts
 without a turn of the loop in between.
 """
@@ -18,7 +18,7 @@ import queue
 import sqlite3
 import threading
 
-from berth.daemon import gate
+from berth.daemon.supervisor import gate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """One handler per request type, and the dispatch table. Handlers get the engine, the peer
 (uid/gid from SO_PEERCRED, never from the message) and the request (fields typed by
-:mod:`berth.wire.protocol`); they check its values strictly (:mod:`berth.daemon.validate`)
+:mod:`berth.wire.protocol`); they check its values strictly (:mod:`berth.daemon.requests.validate`)
 and return the response fields or raise ProtocolError / a berth error. Who may do what is
-:mod:`berth.daemon.authority`: a job's owner or an admin acts on it (and reads its logs,
+:mod:`berth.daemon.requests.authority`: a job's owner or an admin acts on it (and reads its logs,
 attaches to it); everyone sees the queue; with ``--private`` only they see its command and
 paths; pausing GPUs and stopping the daemon are for admins.
 """
@@ -16,11 +16,11 @@ from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
-from berth.daemon import admin, arrays, validate, views
-from berth.daemon.authority import Peer, admins, admins_only, may_see, owned
-from berth.daemon.intake import submit, submit_all
-from berth.daemon.launcher import pty_path
-from berth.daemon.store import UnreadableSpec
+from berth.daemon.engine.command import pty_path
+from berth.daemon.requests import admin, arrays, validate, views
+from berth.daemon.requests.authority import Peer, admins, admins_only, may_see, owned
+from berth.daemon.requests.intake import submit, submit_all
+from berth.daemon.store.store import UnreadableSpec
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from typing import Any
 
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
     Handler = Callable[
         [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
@@ -54,7 +54,7 @@ def _owned(engine: Engine, peer: Peer, job_id: int, verb: str) -> Job:
 
 def _ids(engine: Engine, req: dict[str, Any]) -> list[int]:
     """The jobs a request acts on: an array's id stands for all its tasks, ``"12_3"`` for
-    one (:mod:`berth.daemon.arrays`)."""
+    one (:mod:`berth.daemon.requests.arrays`)."""
     return arrays.resolve_all(engine, req.get("job_ids"))
 
 

@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
     from berth.wire.jobspec import JobSpec
 
 FIELDS = ("argv", "wrap", "cwd", "env_setup", "conda", "mem", "name_filter")

@@ -5,14 +5,14 @@ server, or by the daemon itself if that is gone). The daemon sends the attempt a
 it ended on the supervisor's channel, a SOCK_SEQPACKET pair; messages are JSON:
 
 - daemon -> supervisor: ``{"op": "run", "job", "attempt", "path", "spec", "gate": 1}`` with
-  the run file, the read end of the attempt's start gate (:mod:`berth.daemon.gate`) and the
+  the run file, the read end of the attempt's start gate (:mod:`berth.daemon.supervisor.gate`) and the
   claims attached; ``{"op": "term", "job", "attempt"}`` (SIGTERM to the job's group,
   SIGKILL after its grace); ``{"op": "signal", "job", "attempt", "sig"}``. Orders name their
   attempt: one that arrives after it ended is ignored, never applied to the next job.
 - supervisor -> daemon: ``{"op": "done", "job", "attempt", "result"}``, sent after the result
   is in the run file and the claims and the run file's lock are let go; ``{"op": "fatal",
   "error"}`` if it cannot set itself up (then it exits).
-- ``{"op": "notify", "job", "runs"}``: run a job's notifications (:mod:`berth.daemon.notify`)
+- ``{"op": "notify", "job", "runs"}``: run a job's notifications (:mod:`berth.daemon.engine.notify`)
   on an idle supervisor of its owner, which is busy until it answers ``{"op": "notified"}``.
 
 End of file on a channel means its supervisor died: the attempt it had (if any) is settled
@@ -27,9 +27,9 @@ import logging
 import os
 import socket
 
-from berth.daemon import supervisor
-from berth.daemon.attempt import MAX_MESSAGE
-from berth.daemon.spawner import pair
+from berth.daemon.procs.spawner import pair
+from berth.daemon.supervisor import serve
+from berth.daemon.supervisor.attempt import MAX_MESSAGE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from berth.daemon.spawner import Spawner
+    from berth.daemon.procs.spawner import Spawner
 
     Owner = tuple[int | None, int | None, str | None]
 
@@ -161,7 +161,7 @@ class Pool:
             if self.spawner is not None and self.spawner.alive:
                 self.spawner.request(slot.id, spec, theirs.fileno())
             else:
-                slot.pid = supervisor.start(theirs.fileno(), spec)
+                slot.pid = serve.start(theirs.fileno(), spec)
                 slot.forked = True
         finally:
             theirs.close()

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from berth.config import Config
     from berth.core.job import Job, Request
-    from berth.daemon.store import Store
+    from berth.daemon.store.store import Store
 
 KEYS = ("max_gpus", "max_jobs", "max_time", "shares")
 EVERYONE = "*"  # the row of the defaults set at runtime

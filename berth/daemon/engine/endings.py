@@ -1,11 +1,11 @@
 """Recording how attempts end, controlling running ones, and adopting those a previous daemon
 left: the half of the engine that hears from supervisors (through its process port,
-:mod:`berth.daemon.ports`) and changes job states accordingly. :class:`Lifecycle` is a part
-of :class:`berth.daemon.engine.Engine`, kept apart to keep each file one idea; starting
-attempts is its other part (:mod:`berth.daemon.launching`).
+:mod:`berth.daemon.engine.ports`) and changes job states accordingly. :class:`Lifecycle` is a part
+of :class:`berth.daemon.engine.engine.Engine`, kept apart to keep each file one idea; starting
+attempts is its other part (:mod:`berth.daemon.engine.starts`).
 
 Every state change goes through :func:`berth.core.transition.transition` and is saved with
-the current group commit (:mod:`berth.daemon.journal`); what acts on a change (reusing a run
+the current group commit (:mod:`berth.daemon.store.journal`); what acts on a change (reusing a run
 file, waking a waiting client, a notification) runs after its commit. Times come from the
 engine's clock.
 """
@@ -16,8 +16,9 @@ import logging
 
 from berth.core.states import FINISHED, State
 from berth.core.transition import transition
-from berth.daemon import notify, runfile
-from berth.daemon.launching import Launching
+from berth.daemon.engine import notify
+from berth.daemon.engine.starts import Launching
+from berth.daemon.supervisor import runfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

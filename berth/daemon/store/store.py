@@ -53,7 +53,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX jobs_ended ON jobs(ended_at);
     CREATE TABLE paused(gpu TEXT PRIMARY KEY, since REAL NOT NULL);
     """,
-    # 2: `submit --unique`: the job's identity (see berth.daemon.unique), to find a twin.
+    # 2: `submit --unique`: the job's identity (see berth.daemon.requests.unique), to find a twin.
     """
     ALTER TABLE jobs ADD COLUMN unique_key TEXT;
     CREATE INDEX jobs_unique ON jobs(unique_key) WHERE unique_key IS NOT NULL;
@@ -74,7 +74,7 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE samples(at REAL PRIMARY KEY, data TEXT NOT NULL);
     """,
-    # 5: fair share and limits (berth.daemon.accounts): each tenant's decayed GPU-seconds as
+    # 5: fair share and limits (berth.daemon.engine.accounts): each tenant's decayed GPU-seconds as
     # of a time; per-user limits set at runtime (NULL: the default; -1: no limit; user '*':
     # the defaults themselves); who paused (drained) a GPU, and why.
     """
@@ -200,7 +200,7 @@ class Store:
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]))
 
-    # Batches for :class:`berth.daemon.writer.Writer` (``executemany`` inside one transaction).
+    # Batches for :class:`berth.daemon.store.writer.Writer` (``executemany`` inside one transaction).
     INSERT_SQL = (
         "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec, unique_key) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -308,7 +308,7 @@ class Store:
         rows = self.db.execute("SELECT gpu, by_user, note, since FROM paused")
         return {str(r[0]): (r[1], r[2], float(r[3])) for r in rows}
 
-    # -- fair share and limits (berth.daemon.accounts) ----------------------------------------
+    # -- fair share and limits (berth.daemon.engine.accounts) ----------------------------------------
 
     USAGE_SQL = "INSERT OR REPLACE INTO usage(tenant, value, as_of) VALUES (?, ?, ?)"
 

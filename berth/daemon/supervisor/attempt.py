@@ -3,7 +3,7 @@ time limit, carry out orders (terminate, signal), and say how it ended.
 
 The job runs in its own session and process group, in its working directory, with its
 environment, stdin from ``/dev/null`` and its output in its log files (or under a
-pseudo-terminal, see :mod:`berth.daemon.ptyrelay`). It is started with ``posix_spawn``
+pseudo-terminal, see :mod:`berth.daemon.supervisor.ptyrelay`). It is started with ``posix_spawn``
 (vfork-fast, no Python in the child). When the job's leader exits, whatever it left behind is
 killed: its process group at once, and, since the supervisor is a child subreaper, every other
 descendant too.
@@ -25,9 +25,9 @@ import time
 import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a CRC
 
 from berth.claims import files as claim_files
-from berth.daemon import gate, runfile
-from berth.daemon.jobfiles import SpawnError, open_log, remove_stale_socket, which
-from berth.daemon.ptyrelay import PtyRelay
+from berth.daemon.supervisor import gate, runfile
+from berth.daemon.supervisor.jobfiles import SpawnError, open_log, remove_stale_socket, which
+from berth.daemon.supervisor.ptyrelay import PtyRelay
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class NotStarted(Exception):
 class Attempt:
     """Run one attempt (:meth:`run`). ``chan``: the channel to the daemon, or None once it
     has hung up; ``wakeup``: the read end of the supervisor's signal wakeup pipe; ``gate``:
-    its start gate (:mod:`berth.daemon.gate`), or -1 (none: notifications)."""
+    its start gate (:mod:`berth.daemon.supervisor.gate`), or -1 (none: notifications)."""
 
     def __init__(
         self,

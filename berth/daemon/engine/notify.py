@@ -2,7 +2,7 @@
 
 When a job's final state is durable (committed: a `berth wait` or `queue` would say the
 same), the daemon hands a ``notify`` order to a supervisor of the job's owner (the pool's:
-:meth:`berth.daemon.pool.Pool.notify`), which runs it as that user, exactly as it runs an
+:meth:`berth.daemon.procs.pool.Pool.notify`), which runs it as that user, exactly as it runs an
 attempt (own session, the job's working directory, environment and umask, output appended
 to the job's error log, at most :data:`NOTIFY_SECONDS`, leftovers killed), then is free for
 the next job. What the command does, or how it fails, never changes the job's record; a
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
-    from berth.daemon.ports import Processes
-    from berth.daemon.store import Store
+    from berth.daemon.engine.ports import Processes
+    from berth.daemon.store.store import Store
     from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")

@@ -1,7 +1,7 @@
 """Who is calling, and what they may do (invariant 5).
 
 The caller is a :class:`Peer`: uid and gid from the socket (SO_PEERCRED, read by
-:mod:`berth.daemon.server`), never from the message. The rules:
+:mod:`berth.daemon.requests.server`), never from the message. The rules:
 
 - everyone sees the queue (users, job names, states, GPUs);
 - a job's owner or an admin may act on it: cancel, signal, hold, release, attach, read its

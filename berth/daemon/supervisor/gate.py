@@ -8,7 +8,7 @@ the hand-over and the supervisor's preparations (run file, logs, the command's l
 after the other between a job's end and the next one's start. With the gate they overlap:
 the daemon creates a pipe per attempt, sends its read end with the attempt, and queues the
 write end with the commit; the journal's committer writes :data:`GO` into it right after the
-``COMMIT`` returns (:mod:`berth.daemon.writer`, on its own thread: no turn of the event loop in
+``COMMIT`` returns (:mod:`berth.daemon.store.writer`, on its own thread: no turn of the event loop in
 between). The supervisor prepares, then blocks reading the gate:
 
 - :data:`GO`: the start is durable; it notes ``go`` in the run file and spawns the command;
@@ -18,7 +18,7 @@ between). The supervisor prepares, then blocks reading the gate:
 
 The write end is held by the daemon alone (close-on-exec; never sent anywhere), so its end of
 file is certain when the daemon dies. A run file with a ``sup`` line and no ``go`` line is
-thus an attempt that never ran, whatever became of the daemon (:mod:`berth.daemon.recovery`).
+thus an attempt that never ran, whatever became of the daemon (:mod:`berth.daemon.engine.recovery`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import logging
 import socket
 import struct
 
-from berth.daemon.handlers import HANDLERS, Peer
+from berth.daemon.requests.handlers import HANDLERS, Peer
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
     from typing import Any
 
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
 
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")

@@ -1,5 +1,5 @@
 """The handlers of `berth admin`: ``limits`` (anyone reads; admins set), ``drain`` and
-``undrain`` (admins). Drain is pausing GPUs (:func:`berth.daemon.handlers.pause`'s table and
+``undrain`` (admins). Drain is pausing GPUs (:func:`berth.daemon.requests.handlers.pause`'s table and
 set) with who did it and why, which pending jobs' reasons then say; undrain is resume.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 import pwd
 
-from berth.daemon import validate
-from berth.daemon.accounts import EVERYONE, KEYS, UNLIMITED
-from berth.daemon.authority import admins_only
+from berth.daemon.engine.accounts import EVERYONE, KEYS, UNLIMITED
+from berth.daemon.requests import validate
+from berth.daemon.requests.authority import admins_only
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -18,8 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.authority import Peer
-    from berth.daemon.engine import Engine
+    from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.authority import Peer
 
 # key -> (lowest, highest, integer?)
 _RANGES = {
@@ -86,7 +86,7 @@ def limits(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Pause GPUs (all of them without a list) and record who and why."""
     admins_only(peer, engine.opts, "drain GPUs")
-    from berth.daemon.handlers import _gpus  # cycle: handlers imports this module
+    from berth.daemon.requests.handlers import _gpus  # cycle: handlers imports this module
 
     names = validate.gpu_names("gpus", req.get("gpus"))
     uuids = _gpus(engine, names) if names else [s.uuid for s in engine.res.snapshots]
@@ -112,7 +112,7 @@ def pause_gpus(engine: Engine, peer: Peer, uuids: list[str], note: str | None) -
 
 def undrain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Resume GPUs: exactly `berth resume`."""
-    from berth.daemon.handlers import resume  # cycle: handlers imports this module
+    from berth.daemon.requests.handlers import resume  # cycle: handlers imports this module
 
     return resume(engine, peer, req)
 

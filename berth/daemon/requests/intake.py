@@ -1,10 +1,10 @@
 """Accepting a job (the ``submit`` request): read it as a :class:`~berth.wire.jobspec.JobSpec`
 (:meth:`~berth.wire.jobspec.JobSpec.from_dict`: every field and the rules between them; the
 client ran the same checks, but is not trusted), check it against this machine, apply
-``--unique`` (:mod:`berth.daemon.unique`) or ``once`` (a key `berth watch` gives each line it
+``--unique`` (:mod:`berth.daemon.requests.unique`) or ``once`` (a key `berth watch` gives each line it
 reads: a job with that key, in any state, is that line's job, so a line is queued once even if
 the watcher dies between sending it and noting it), fix its log paths, and add it to the
-queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.arrays`) in one commit; the
+queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.requests.arrays`) in one commit; the
 answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: every one is
 checked before any is queued, then all go in one commit. A time limit above the daemon's
 ``max_job_time`` is refused here (not silently cut: the user learns the limit before the job
@@ -19,8 +19,8 @@ import os
 
 from berth.claims.procs import user_name
 from berth.core.job import Dependency, Job, Request
-from berth.daemon import arrays, unique, userdir
-from berth.daemon.launcher import expand_pattern
+from berth.daemon.engine.command import expand_pattern
+from berth.daemon.requests import arrays, unique, userdir
 from berth.units import format_duration, format_size
 from berth.wire import protocol
 from berth.wire.jobspec import JobSpec
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.inventory import Gpu
-    from berth.daemon.engine import Engine
-    from berth.daemon.handlers import Peer
+    from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.handlers import Peer
 
 
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
@@ -251,7 +251,7 @@ async def _once(engine: Engine, k: str) -> dict[str, Any] | None:
 
 def _log_dir(engine: Engine, peer: Peer) -> str:
     """Where the job's default log goes: a root daemon's jobs run as their users, each with
-    a directory of their own (:mod:`berth.daemon.userdir`); a user's own daemon keeps them
+    a directory of their own (:mod:`berth.daemon.requests.userdir`); a user's own daemon keeps them
     in its state dir."""
     state = engine.opts.state_dir
     if os.geteuid() != 0:

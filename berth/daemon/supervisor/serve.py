@@ -1,21 +1,21 @@
 """Supervisors: processes that outlive the daemon and run the jobs, one attempt at a time.
 
 A supervisor is forked (no ``exec``: a fresh interpreter per job would cap throughput near 10
-jobs/s) by the fork server (:mod:`berth.daemon.spawner`), or by the daemon if that is gone,
+jobs/s) by the fork server (:mod:`berth.daemon.procs.spawner`), or by the daemon if that is gone,
 for one owner (the user its jobs run as). It calls ``setsid()`` so that nothing aimed at the
 daemon (a ``kill -9``, a terminal's Ctrl-C) reaches it, closes every descriptor but its
 channel to the daemon, becomes a child subreaper, drops to its owner's uid and gid, and then
 serves the daemon: each ``run`` message carries one attempt (job id, attempt number, launch
 spec) with the attempt's locked run file, its start gate and its claims attached; the
-supervisor prepares it, waits at the gate until its start is durable (:mod:`berth.daemon.gate`),
-runs it (:class:`berth.daemon.attempt.Attempt`), writes the result to the run file, lets go of the
+supervisor prepares it, waits at the gate until its start is durable (:mod:`berth.daemon.supervisor.gate`),
+runs it (:class:`berth.daemon.supervisor.attempt.Attempt`), writes the result to the run file, lets go of the
 run file's lock and the claims, and answers ``done`` with the result. Then it waits for the
 next attempt: under a stream of short jobs, a handful of supervisors run them all, and no
 process is forked per job but the job itself.
 
 When the daemon goes away (end of file on the channel), an idle supervisor exits at once and a
 busy one finishes its attempt, records it, and exits: exactly one attempt per supervisor is
-ever left for a restarted daemon to adopt (see :mod:`berth.daemon.runfile`). The daemon ends
+ever left for a restarted daemon to adopt (see :mod:`berth.daemon.supervisor.runfile`). The daemon ends
 idle supervisors by closing their channel.
 """
 
@@ -27,8 +27,8 @@ import pwd
 import signal
 import socket
 
-from berth.daemon import runfile
-from berth.daemon.attempt import IDENTITY, Attempt, receive
+from berth.daemon.supervisor import runfile
+from berth.daemon.supervisor.attempt import IDENTITY, Attempt, receive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         result = attempt.run()
         # One write: a reader sees either nothing or the whole line. Then the claims and the
         # run file's lock go: the attempt is over for everyone. (One whose start never became
-        # durable leaves no line: it never ran, see berth.daemon.gate.)
+        # durable leaves no line: it never ran, see berth.daemon.supervisor.gate.)
         line = encode(result)
         if not result.get("unstarted"):
             runfile.note(run_fd, b"exit " + line + b"\n")
@@ -174,7 +174,7 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
 
 
 def _notify(msg: dict[str, Any], chan: socket.socket, wakeup: int) -> socket.socket | None:
-    """Run a job's notifications (:mod:`berth.daemon.notify`) one after the other, each as
+    """Run a job's notifications (:mod:`berth.daemon.engine.notify`) one after the other, each as
     an attempt without GPUs or run file (its time limit, its leftovers killed); how they end
     is nobody's business but their log's. The channel, or None if the daemon hung up.
     Raises OSError if the channel fails."""

@@ -1,16 +1,16 @@
 """What the engine asks of the world, behind two ports it is given: a clock and its processes.
 
-The engine (:mod:`berth.daemon.engine` and its halves) decides and records; it calls no
+The engine (:mod:`berth.daemon.engine.engine` and its halves) decides and records; it calls no
 ``os`` function on processes or run files and reads no clock itself. Everything it does to
 the processes that run its jobs goes through a :class:`Processes` port, and every time it
 records comes from a :class:`Clock`, as supervisord's engine goes through its ``options``
 object. The real ones are the defaults (:class:`SystemClock`, and
-:class:`berth.daemon.supervisors.Supervisors`); a test gives fakes and drives whole passes
+:class:`berth.daemon.procs.port.Supervisors`); a test gives fakes and drives whole passes
 (starts, time limits, deaths, requeues) without forking anything.
 
 The process port is as coarse as the engine's own view of processes: the engine never forks
 or waits for a job; it hands an attempt to a supervisor (which starts it once its start gate
-opens, :mod:`berth.daemon.gate`), orders it (terminate, signal), hears how it ended (or that
+opens, :mod:`berth.daemon.supervisor.gate`), orders it (terminate, signal), hears how it ended (or that
 its supervisor died), adopts the supervisors of a previous daemon, reads what their run
 files say, and ends what a dead supervisor left. What each of those means on the machine
 (channels, run files and their locks, pidfds, ``/proc``) is the port's business.
@@ -116,7 +116,7 @@ class Processes(Protocol):
         ...
 
     def record(self, path: str) -> dict[str, Any]:
-        """What a run file says (:func:`berth.daemon.runfile.read_run_file`)."""
+        """What a run file says (:func:`berth.daemon.supervisor.runfile.read_run_file`)."""
         ...
 
     def alive(self, path: str) -> bool:
@@ -143,5 +143,5 @@ class Processes(Protocol):
         ...
 
     def notify(self, owner: Owner, msg: dict[str, Any]) -> None:
-        """Run a job's notifications as ``owner`` (:mod:`berth.daemon.notify`)."""
+        """Run a job's notifications as ``owner`` (:mod:`berth.daemon.engine.notify`)."""
         ...
