@@ -75,6 +75,20 @@ def format_size(n: int | None, *, unit: str = "auto") -> str:
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
+def parse_slurm_time(text: str, *, what: str = "-t/--time") -> float:
+    """Parse a time limit as sbatch's ``-t/--time`` reads it, into seconds: a bare number is
+    minutes (``90`` = 1:30:00), ``MM:SS``, ``H:MM:SS``, ``D-HH``, ``D-HH:MM[:SS]``; a unit
+    may be given (``90s``, ``15m``, ``2h``, ``1d``). ``inf`` means no limit."""
+    raw = text.strip()
+    try:
+        minutes = float(raw)
+    except ValueError:
+        return parse_duration(text, what=what)
+    if minutes < 0 or minutes != minutes:
+        raise UsageError(f"invalid {what} {text!r}: must not be negative")
+    return minutes * 60
+
+
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
     """Parse a duration into seconds: ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1:30:00``,
     ``2-00:00:00`` (Slurm's D-HH:MM:SS). ``inf`` means no limit."""

@@ -65,7 +65,14 @@ from berth import config
 from berth.cli.command import words
 from berth.client import Client
 from berth.errors import UsageError
-from berth.units import GPU_COUNT_RULE, parse_duration, parse_gpu_indices, parse_size
+from berth.units import (
+    GPU_COUNT_RULE,
+    format_duration,
+    parse_duration,
+    parse_gpu_indices,
+    parse_size,
+    parse_slurm_time,
+)
 from berth.wire.env import export_env, sendmail
 from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
@@ -103,9 +110,16 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
     a(
         "-t",
         "--time",
-        "--time-limit",
         dest="time",
-        help="time limit: 90, 15m, 2h, 1:30:00, 1-00:00:00 (at most the daemon's --max-job-time)",
+        help="time limit as sbatch reads it: a bare number is MINUTES (90 = 1:30:00); also "
+        "MM:SS, H:MM:SS, D-HH[:MM[:SS]], or with a unit: 90s, 15m, 2h "
+        "(at most the daemon's --max-job-time)",
+    )
+    a(
+        "--time-limit",
+        metavar="SECONDS",
+        dest="time_limit",
+        help="time limit in SECONDS, as mgpu_srun's --time-limit (90 = 1:30); not with -t",
     )
     a("-J", "--job-name", help="job name (default: the command)")
     a("-p", "--priority", type=int, default=0, help="higher runs first (default 0)")
@@ -210,12 +224,9 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         job["request_source"] = choice.source
         if choice.mem is not None and not args.mem:
             job["mem"] = choice.mem
-    if args.time:
-        limit = parse_duration(args.time, what="-t/--time")
-        if limit <= 0:
-            raise UsageError(f"invalid -t/--time {args.time!r}: must be positive")
-        if limit != float("inf"):
-            job["time_limit"] = limit
+    limit = time_limit(args)
+    if limit is not None:
+        job["time_limit"] = limit
     if args.chdir and not os.path.isdir(job["cwd"]):
         raise UsageError(f"-D/--chdir {args.chdir!r} is not a directory")
     for key, value in (
@@ -339,6 +350,27 @@ def _array_said(reply: dict[str, Any]) -> str:
     return f": an array of {len(tasks)} tasks ({tasks[0]}..{tasks[-1]}{at_once})"
 
 
+def time_limit(args: argparse.Namespace) -> float | None:
+    """The job's time limit in seconds from ``-t`` (sbatch's reading: a bare number is
+    minutes) or ``--time-limit`` (mgpu_srun's: seconds); None for none."""
+    given = getattr(args, "time", None)
+    seconds = getattr(args, "time_limit", None)
+    if given and seconds:
+        raise UsageError(
+            f"-t {given!r} and --time-limit {seconds!r} both set a time limit: give one "
+            "(-t 90 is 90 minutes, as in sbatch; --time-limit 90 is 90 seconds, as in mgpu_srun)"
+        )
+    if given:
+        what, limit = "-t/--time", parse_slurm_time(given)
+    elif seconds:
+        what, limit = "--time-limit", parse_duration(seconds, what="--time-limit")
+    else:
+        return None
+    if limit <= 0:
+        raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
+    return None if limit == float("inf") else limit
+
+
 def parse_dependency(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
@@ -382,6 +414,7 @@ def run(args: argparse.Namespace) -> int:
         elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
             out.write(f"Submitted job {job_id}{_array_said(reply)}\n")
+            out.write(_limit_said(reply))
             if job.request_source:
                 out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()
@@ -394,3 +427,15 @@ def run(args: argparse.Namespace) -> int:
 
             return wait_end(c, job_id, args.json)
     return 0
+
+
+def _limit_said(reply: dict[str, Any]) -> str:
+    """The line of submit's reply that says what time limit stops the job (older daemons do
+    not say: nothing then)."""
+    if "limit_in_force" not in reply:
+        return ""
+    limit = reply["limit_in_force"]
+    if limit is None:
+        return "  no time limit\n"
+    src = "-t" if reply.get("limit_from") == "job" else "the daemon's --max-job-time"
+    return f"  time limit {format_duration(limit)} ({src})\n"

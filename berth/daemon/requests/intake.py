@@ -222,6 +222,7 @@ def _insert(
     if spec.unique_key is not None:
         engine.unique[spec.unique_key] = base
     reply: dict[str, Any] = {"job_id": base}
+    reply.update(_limit_in_force(spec.time_limit, engine.opts.max_job_time))
     if array:
         reply["array"] = array
         reply["tasks"] = [f"{base}_{i}" for i in order]
@@ -231,6 +232,14 @@ def _insert(
     else:
         reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
     return reply, futures
+
+
+def _limit_in_force(own: float | None, cap: float | None) -> dict[str, Any]:
+    """What stops the job: its own limit or the daemon's ``max_job_time`` (submit's reply
+    says which, so the user learns it at once)."""
+    if own is not None and (cap is None or own <= cap):
+        return {"limit_in_force": own, "limit_from": "job"}
+    return {"limit_in_force": cap, "limit_from": "daemon" if cap is not None else None}
 
 
 def _once_key(uid: int, once: str) -> str:
