@@ -157,6 +157,11 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     else:
         sock = args.socket or socket_path(cfg.socket)
         state = args.state_dir or state_dir(cfg.state_dir)
+    if os.path.lexists(state) and not os.path.isdir(state):
+        raise UsageError(
+            f"the daemon's state directory {state!r} exists and is not a directory: remove or "
+            "rename it, or give another (--state-dir, $BERTH_STATE_DIR, [daemon] state_dir)"
+        )
     opts = Options(
         os.path.abspath(sock),
         os.path.abspath(state),

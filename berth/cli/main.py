@@ -157,12 +157,23 @@ def _help(topic: str | None) -> int:
             sys.stdout.write(f"  {name:<{width}}  {text}\n")
         return 0
     if topic in TOPICS:
-        sys.stdout.write((importlib.import_module(TOPICS[topic]).__doc__ or "").strip() + "\n")
+        doc = importlib.import_module(TOPICS[topic]).__doc__ or ""
+        sys.stdout.write(plain(doc).strip() + "\n")
         return 0
     if topic in COMMANDS:
         _parser(topic, _load(topic)).print_help()
         return 0
     raise UsageError(f"no help for {topic!r}: try `berth help` for the list of commands and topics")
+
+
+def plain(doc: str) -> str:
+    """A docstring as a person reads it in a terminal: reStructuredText's markup gone
+    (````x```` -> ```x```, ``:mod:`x``` -> ``x``, a paragraph's closing ``::`` -> ``:``)."""
+    import re  # rare: `berth help TOPIC`
+
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    doc = doc.replace("``", "`")
+    return re.sub(r"(?m)(\S)::$", r"\1:", doc)
 
 
 def _fast_exit(code: int) -> None:
@@ -200,7 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _fast_exit(code)
         return code
     except BerthError as e:
-        sys.stderr.write(f"berth: {e}\n")
+        said = str(e)  # ("berth submit: ..." names itself: no second "berth: " before it)
+        sys.stderr.write(f"{said}\n" if said.startswith("berth ") else f"berth: {said}\n")
         return e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("berth: interrupted\n")

@@ -102,6 +102,8 @@ def _power(g: GpuSnapshot) -> str:
 def _memory(g: GpuSnapshot) -> str:
     if g.memory_used is None and g.memory_total is None:
         return "n/a"
+    if g.memory_used is None:  # (a declared GPU with `memory = "80G"`: no telemetry)
+        return f"{format_size(g.memory_total)} total"
     return f"{format_size(g.memory_used)} / {format_size(g.memory_total)}"
 
 
@@ -134,7 +136,8 @@ def render(
     for g in gpus:
         temp = "n/a" if g.temperature is None else f"{g.temperature}C"
         if g.logical:
-            row = (str(g.index), g.name, "", "", "", "", "", _state(g, banned.get(g.index)))
+            memory = "" if g.memory_total is None else _memory(g)
+            row = (str(g.index), g.name, memory, "", "", "", "", _state(g, banned.get(g.index)))
         else:
             row = (
                 str(g.index),

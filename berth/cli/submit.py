@@ -68,6 +68,7 @@ from berth.errors import UsageError
 from berth.units import (
     GPU_COUNT_RULE,
     format_duration,
+    gpu_count,
     parse_duration,
     parse_gpu_indices,
     parse_size,
@@ -199,8 +200,8 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
     if choice is not None:
         text = f"{choice.gpus:g}"
     try:
-        gpus = float(text)  # (then checked by the job spec, with the daemon's message)
-    except ValueError:
+        gpus = float(gpu_count(float(text)))  # (the job spec checks again, as the daemon does)
+    except (ValueError, UsageError):
         raise UsageError(f"invalid -g/--gpus {text!r}: {GPU_COUNT_RULE}") from None
     if gpu_ids and gpus > len(gpu_ids):
         raise UsageError(
@@ -414,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
         elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
             out.write(f"Submitted job {job_id}{_array_said(reply)}\n")
-            out.write(_limit_said(reply))
+            sys.stderr.write(_limit_said(reply))  # (stdout stays one line, for scripts)
             if job.request_source:
                 out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()

@@ -38,11 +38,11 @@ def test_submit_minutes_and_seconds(daemon):
     daemon.start()
     minutes = daemon.berth("submit", "--hold", "-t", "3", "--", "true")
     assert minutes.returncode == 0, minutes.stderr
-    assert "  time limit 3:00 (-t)\n" in minutes.stdout
+    assert "  time limit 3:00 (-t)\n" in minutes.stderr
     seconds = daemon.berth("submit", "--hold", "--time-limit", "600", "--", "true")
-    assert "  time limit 10:00 (-t)\n" in seconds.stdout
+    assert "  time limit 10:00 (-t)\n" in seconds.stderr
     none = daemon.berth("submit", "--hold", "--", "true")
-    assert "  no time limit\n" in none.stdout
+    assert "  no time limit\n" in none.stderr
     ids = [int(r.stdout.split()[2]) for r in (minutes, seconds, none)]
     assert [_limit(daemon, i) for i in ids] == [180.0, 600.0, None]
 
@@ -50,7 +50,7 @@ def test_submit_minutes_and_seconds(daemon):
 def test_the_daemons_limit_is_said_at_submit(daemon):
     daemon.start("--max-job-time", "1h")
     out = daemon.berth("submit", "--hold", "--", "true")
-    assert "  time limit 1:00:00 (the daemon's --max-job-time)\n" in out.stdout
+    assert "  time limit 1:00:00 (the daemon's --max-job-time)\n" in out.stderr
 
 
 def test_both_spellings_at_once_are_refused(daemon):

@@ -1,0 +1,48 @@
+"""What a newcomer meets first reads plainly (issue 27, point 11): a declared GPU's memory in
+`status`, `berth help config` without reStructuredText markup, one prefix per error, one
+wording for a bad -g, and a state directory that is a file refused without a traceback."""
+
+from __future__ import annotations
+
+from berth.errors import EXIT_USAGE
+
+
+def test_status_shows_a_declared_gpus_memory(fake_gpus, tmp_path):
+    fake_gpus.setup(n=1)
+    fake_gpus.remove_state()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[inventory]\ngpus = 2\nmemory = "80G"\n')
+    r = fake_gpus.berth("status", env={"BERTH_CONFIG": str(cfg)})
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if "logical GPU" in line]
+    assert len(rows) == 2 and all("80.0G total" in row for row in rows)
+
+
+def test_help_config_has_no_markup(fake_gpus):
+    out = fake_gpus.berth("help", "config").stdout
+    assert "`$BERTH_CONFIG`" in out and "``" not in out
+    assert "Example:\n" in out and "::\n" not in out
+
+
+def test_an_error_is_prefixed_once(fake_gpus):
+    r = fake_gpus.berth("submit")
+    assert r.returncode == EXIT_USAGE
+    assert r.stderr.startswith("berth submit: no command;") and "berth: berth" not in r.stderr
+
+
+def test_bad_gpu_counts_are_worded_alike(fake_gpus):
+    said = []
+    for value in ("-1", "abc", "1.5", "0"):
+        r = fake_gpus.berth("submit", "-g", value, "--", "true")
+        assert r.returncode == EXIT_USAGE
+        said.append(r.stderr.replace(repr(value), "V"))
+    assert len(set(said)) == 1 and said[0].startswith("berth: invalid -g/--gpus V: must be")
+
+
+def test_a_state_dir_that_is_a_file_is_refused(fake_gpus, tmp_path):
+    afile = tmp_path / "state"
+    afile.write_text("")
+    r = fake_gpus.berth("daemon", env={"BERTH_STATE_DIR": str(afile),
+                                       "BERTH_SOCKET": str(tmp_path / "s.sock")})  # fmt: skip
+    assert r.returncode == EXIT_USAGE and "Traceback" not in r.stderr
+    assert f"{str(afile)!r} exists and is not a directory" in r.stderr
