@@ -157,6 +157,8 @@ class FakeGpus:
                 "power_limit_mw": 400000,
                 "temp": 35,
                 "pstate": 0,
+                "fan": 30,
+                "clocks_event_reasons": 1,  # idle
                 "processes": [],
                 "errors": {},
             }

@@ -18,14 +18,27 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# gpuselect's spellings of the same filters (its CLI and its keyword arguments), accepted as
+# aliases; its short flags are not (-n is berth's count, gpuselect's name). The README has the
+# whole table.
+GPUSELECT_ALIASES: dict[str, tuple[str, ...]] = {
+    "max_util": ("--util",),
+    "max_mem_util": ("--mem_util", "--mem-util"),
+    "max_procs": ("--processes",),
+    "only": ("--devices",),
+}
+
+
 def add_arguments(p: argparse.ArgumentParser, *, order_help: str) -> None:
     """Add --min-free, --max-util, --max-mem-util, --max-power, --max-procs, --name, --only,
-    --exclude, --prefer, --order (with ``order_help``) and --all."""
+    --exclude, --prefer, --order (with ``order_help``) and --all; and gpuselect's names for
+    four of them (:data:`GPUSELECT_ALIASES`)."""
     for f in Filters.__fields__.values():
         if isinstance(f.meta, tuple):
             metavar, help, _ = f.meta
-            flag = f.label or f.name
-            p.add_argument(flag, metavar=metavar, help=order_help if f.name == "order" else help)
+            flags = (f.label or f.name, *GPUSELECT_ALIASES.get(f.name, ()))
+            help = order_help if f.name == "order" else help
+            p.add_argument(*flags, dest=f.name, metavar=metavar, help=help)
     p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES")
 
 

@@ -21,6 +21,9 @@ examples:
   if ids=$(berth select --silent); then ...; fi
                                             nothing printed on failure, exit 1
 
+gpuselect's option names work too: --util, --mem_util, --processes, --devices, -c/--count
+(--max-util, --max-mem-util, --max-procs, --only, -n); -q/--quiet is --silent.
+
 Sizes take G/GiB/M/MiB (binary units; a bare number is MiB). Percentages are 0-100.
 """
 
@@ -41,7 +44,9 @@ FAST_EXIT = True  # read-only: main() may skip interpreter teardown
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-n", "--count", default="1", metavar="N", help="how many GPUs (default 1)")
+    p.add_argument(
+        "-n", "-c", "--count", default="1", metavar="N", help="how many GPUs (default 1)"
+    )
     filters.add_arguments(
         p,
         order_help="random (default), free (most free memory), util (least used), "
@@ -49,7 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--uuid", action="store_true", help="print UUIDs instead of indices")
     p.add_argument("--explain", action="store_true", help="say why each GPU was excluded")
-    p.add_argument("--silent", action="store_true", help="print nothing; exit 1 on shortfall")
+    p.add_argument(
+        "--silent", "-q", "--quiet", action="store_true",
+        help="print nothing; exit 1 on shortfall",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -42,19 +42,35 @@ logger = logging.getLogger("gpuselect")
 
 
 class GpuInfo(NamedTuple):
-    """What a ``selector`` sees of a GPU (gpuselect's fields; None where unsupported)."""
+    """What a ``selector`` sees of a GPU: gpuselect 0.1.4's fourteen fields, by the same
+    names (``effective_power_limt`` spelled as it spells it) in the same order, so a selector
+    written for gpuselect, by name or by position, reads the same values here. None where the
+    driver cannot say (gpuselect raised instead)."""
 
     device: int  # NVML index (PCI bus order)
     name: str
     util: int | None  # utilisation %
     mem_util: int | None  # memory-bandwidth utilisation %
+    mem_free: int | None  # bytes
+    mem_used: int | None  # bytes
+    mem_total: int | None  # bytes
     processes: int | None  # number of processes on the GPU
-    mem_free: int | None = None  # bytes
-    mem_used: int | None = None  # bytes
-    mem_total: int | None = None  # bytes
-    performance_state: int | None = None  # 0 (max) .. 15 (min)
-    power_usage: int | None = None  # milliwatts
-    temperature: int | None = None  # degrees C
+    fan_speed: int | None  # % of the fan's maximum
+    effective_power_limt: int | None  # milliwatts (NVML's enforced power limit)
+    performance_state: int | None  # 0 (max) .. 15 (min)
+    power_usage: int | None  # milliwatts
+    temperature: int | None  # degrees C
+    is_throttling: int | None  # 1 if something other than idleness holds the clocks down
+
+
+# NVML's clock event reasons that are not throttling: the GPU is idle, the applications'
+# clocks or the display's clock setting asked for lower clocks. (gpuselect 0.1.4 read
+# "no reason at all", full clocks, as throttling; berth does not.)
+_NOT_THROTTLING = 0x1 | 0x2 | 0x100
+
+
+def _throttling(reasons: int | None) -> int | None:
+    return None if reasons is None else int(bool(reasons & ~_NOT_THROTTLING))
 
 
 def _milliwatts(watts: float | None) -> int | None:
@@ -67,13 +83,16 @@ def _info(g: GpuSnapshot) -> GpuInfo:
         name=g.name,
         util=g.utilization,
         mem_util=g.memory_utilization,
-        processes=g.process_count,
         mem_free=g.memory_free,
         mem_used=g.memory_used,
         mem_total=g.memory_total,
+        processes=g.process_count,
+        fan_speed=g.fan_speed,
+        effective_power_limt=_milliwatts(g.power_limit),
         performance_state=g.performance_state,
         power_usage=_milliwatts(g.power_draw),
         temperature=g.temperature,
+        is_throttling=_throttling(g.clocks_event_reasons),
     )
 
 

@@ -54,6 +54,8 @@ class GpuSnapshot(Record):
     power_limit: float | None = None
     temperature: int | None = None
     performance_state: int | None = None
+    fan_speed: int | None = None  # % of the fan's maximum; None for passively cooled GPUs
+    clocks_event_reasons: int | None = None  # NVML's bit mask of why clocks are not at max
     processes: tuple[GpuProcess, ...] | None = ()  # None: could not be read
     healthy: bool = True
     error: str | None = None

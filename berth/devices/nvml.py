@@ -202,13 +202,15 @@ def _read_gpu(
     name = read(nvml.nvmlDeviceGetName, handle)
     mem = read(nvml.nvmlDeviceGetMemoryInfo, handle)
     util = read(nvml.nvmlDeviceGetUtilizationRates, handle)
-    pci = power = limit = temp = pstate = None
+    pci = power = limit = temp = pstate = fan = reasons = None
     if telemetry:
         pci = read(nvml.nvmlDeviceGetPciInfo, handle)
         power = read(nvml.nvmlDeviceGetPowerUsage, handle)
         limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         temp = read(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
         pstate = read(nvml.nvmlDeviceGetPerformanceState, handle)
+        fan = read(nvml.nvmlDeviceGetFanSpeed, handle)
+        reasons = read(_clocks_event_reasons(nvml), handle)
     compute = read(nvml.nvmlDeviceGetComputeRunningProcesses, handle)
     graphics = read(nvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
     bus_id = pci.busId if pci is not None else None
@@ -226,10 +228,19 @@ def _read_gpu(
         power_limit=limit / 1000 if limit is not None else None,
         temperature=temp,
         performance_state=None if pstate is None or pstate == _PSTATE_UNKNOWN else pstate,
+        fan_speed=fan,
+        clocks_event_reasons=reasons,
         processes=_processes(compute, graphics, details),
         healthy=read.error is None,
         error=read.error,
     )
+
+
+def _clocks_event_reasons(nvml: ModuleType) -> Callable[..., Any]:
+    """NVML's "why are the clocks not at their maximum" call: ``ClocksEventReasons`` since
+    nvidia-ml-py 12.535, ``ClocksThrottleReasons`` before (same bits)."""
+    fn: Callable[..., Any] | None = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    return fn or nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # type: ignore[no-any-return]
 
 
 def _processes(

@@ -113,3 +113,50 @@ def test_gpustatus(gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
     assert [d["device"] for d in gpustatus()] == [1, 2]
     assert len(gpustatus(only_cvd=False)) == 4
+
+
+# gpuselect 0.1.4's GpuInfo, field by field and in its order (issue 27, point 7).
+GPUSELECT_FIELDS = (
+    "device", "name", "util", "mem_util", "mem_free", "mem_used", "mem_total", "processes",
+    "fan_speed", "effective_power_limt", "performance_state", "power_usage", "temperature",
+    "is_throttling",
+)  # fmt: skip
+
+
+def test_gpuinfo_has_gpuselects_fields_in_its_order():
+    assert GpuInfo._fields == GPUSELECT_FIELDS
+
+
+def test_a_selector_reads_every_field_by_name_and_position(gpus):
+    gpus.update(1, fan=55, clocks_event_reasons=0x4)  # software power cap: throttling
+    seen: dict[int, GpuInfo] = {}
+
+    def selector(info: GpuInfo) -> bool:
+        seen[info.device] = info
+        return info.fan_speed == 55 and info[13] == 1  # (by position, as tuples allow)
+
+    assert gpuselect(selector=selector) == "1"
+    one, zero = seen[1], seen[0]
+    assert one.effective_power_limt == 400000 and one.power_usage == 60000  # milliwatts
+    assert one.mem_total == 48 * 2**30 and one.mem_free == one.mem_total and one.mem_used == 0
+    assert (zero.fan_speed, zero.is_throttling, zero.performance_state) == (30, 0, 0)
+    assert seen[3].processes == 1 and seen[3].util == 3
+
+
+def test_full_clocks_are_not_throttling(gpus):
+    gpus.update(0, clocks_event_reasons=0)  # (gpuselect 0.1.4 read this as throttling)
+    gpus.update(2, clocks_event_reasons=None)  # not supported: unknown, not a guess
+    infos = {}
+    gpuselect(selector=lambda i: infos.setdefault(i.device, i) is None, silent=True)
+    assert infos[0].is_throttling == 0 and infos[2].is_throttling is None
+
+
+def test_the_cli_takes_gpuselects_option_names(gpus):
+    out = gpus.berth("select", "--util", "10", "--mem_util", "10", "--processes", "1",
+                     "--devices", "3")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3"
+    two = gpus.berth("select", "-c", "2", "--devices", "0,1")
+    assert sorted(two.stdout.strip().split(",")) == ["0", "1"]
+    quiet = gpus.berth("select", "-q", "--devices", "3")
+    assert quiet.returncode == 1 and quiet.stdout == "" and quiet.stderr == ""

@@ -14,7 +14,8 @@
  *              "pci_bus_id": "00000000:07:00.0", "pci_device_id": 548540638,
  *              "memory_total": 85899345920, "memory_used": 0,
  *              "util": 0, "mem_util": 0, "power_mw": 60000, "power_limit_mw": 400000,
- *              "temp": 35, "pstate": 0, "mig": ["MIG-<uuid>", ...],
+ *              "temp": 35, "pstate": 0, "fan": 30, "clocks_event_reasons": 1,
+ *              "mig": ["MIG-<uuid>", ...],
  *              "processes": [{"pid": 42, "used_memory": 1024, "type": "compute"}],
  *              "errors": {"nvmlDeviceGetPowerUsage": "NOT_SUPPORTED", "*": "GPU_IS_LOST"}}]}
  *
@@ -224,7 +225,7 @@ typedef struct { int n; Err e[MAXERR]; } Errs;
 typedef struct {
 	char uuid[96], name[96], bus[32];
 	long long pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
-		temp, pstate;
+		temp, pstate, fan, clocks_event_reasons;
 	int nproc, nmig;
 	Proc procs[MAXPROC];
 	char mig[MAXMIG][96];
@@ -389,6 +390,8 @@ static nvmlReturn_t load(void)
 		d->power_limit_mw = num(g, "power_limit_mw", NA);
 		d->temp = num(g, "temp", NA);
 		d->pstate = num(g, "pstate", NA);
+		d->fan = num(g, "fan", NA);
+		d->clocks_event_reasons = num(g, "clocks_event_reasons", NA);
 		read_errors(get(g, "errors"), &d->errs);
 		J *migs = get(g, "mig");
 		for (J *m = migs && migs->type == J_ARR ? migs->child : NULL; m && d->nmig < MAXMIG; m = m->next)
@@ -694,6 +697,33 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t h, int sensor, unsigned int *
 	nvmlReturn_t rc = dev_begin(__func__, h, &g);
 	if (!rc && sensor != 0) rc = E_INVALID_ARGUMENT; /* only NVML_TEMPERATURE_GPU */
 	return end(rc ? rc : reading(g->temp, temp));
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t h, unsigned int *speed)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	return end(rc ? rc : reading(g->fan, speed));
+}
+
+static nvmlReturn_t event_reasons(const char *fn, nvmlDevice_t h, unsigned long long *reasons)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(fn, h, &g);
+	if (!rc && !reasons) rc = E_INVALID_ARGUMENT;
+	if (!rc && g->clocks_event_reasons == NA) rc = E_NOT_SUPPORTED;
+	if (!rc) *reasons = (unsigned long long)g->clocks_event_reasons;
+	return end(rc);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t h, unsigned long long *reasons)
+{
+	return event_reasons(__func__, h, reasons);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t h, unsigned long long *reasons)
+{
+	return event_reasons(__func__, h, reasons);
 }
 
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t h, int *pstate)

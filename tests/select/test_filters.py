@@ -65,6 +65,8 @@ def test_the_cli_options_are_the_fields_that_have_one() -> None:
     assert flags == {
         "--min-free", "--max-util", "--max-mem-util", "--max-power", "--max-procs", "--name",
         "--only", "--exclude", "--prefer", "--order",
+        # gpuselect's names for four of them:
+        "--util", "--mem_util", "--mem-util", "--processes", "--devices",
     }  # fmt: skip
 
 
