@@ -240,7 +240,7 @@ def _clocks_event_reasons(nvml: ModuleType) -> Callable[..., Any]:
     """NVML's "why are the clocks not at their maximum" call: ``ClocksEventReasons`` since
     nvidia-ml-py 12.535, ``ClocksThrottleReasons`` before (same bits)."""
     fn: Callable[..., Any] | None = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    return fn or nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # type: ignore[no-any-return]
+    return fn or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
 
 
 def _processes(
