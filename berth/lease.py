@@ -26,9 +26,10 @@ import sys
 
 from berth import config
 from berth.api import banned_reasons, read
+from berth.choose import select
 from berth.claims.ledger import Ledger
 from berth.claims.waiting import wait_claim
-from berth.errors import UsageError
+from berth.errors import NotEnoughGpus, UsageError
 from berth.filters import Filters
 from berth.units import gpu_count
 
@@ -207,11 +208,40 @@ def claim(
     def bans(snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
         return {**banned_reasons(cfg, snaps), **(banned or {})}
 
+    now = fresh()
+    never = never_fits(filters, now, bans(now))
+    if never is not None:
+        raise NotEnoughGpus(
+            f"this machine can never give {filters.describe()}, so berth will not "
+            f"wait for it: {never}"
+        )
     held = wait_claim(
         ledger, fresh, filters, bans=bans, timeout=timeout, poll=poll, label=label,
         command=command, on_wait=on_wait,
     )  # fmt: skip
     return held, last
+
+
+def never_fits(
+    filters: Filters, gpus: Sequence[GpuSnapshot], banned: Mapping[int, str]
+) -> str | None:
+    """Why no state of these GPUs could satisfy ``filters`` (too many GPUs asked, a name no
+    GPU has, more memory than a GPU has, every fitting GPU banned), as ``select --explain``
+    words it; None when waiting may help. What changes (use, processes, claims, power) is
+    taken at its best: every GPU idle and free. A custom predicate cannot be judged: None."""
+    if filters.predicate is not None:
+        return None
+    static = filters.replace(max_util=None, max_mem_util=None, max_power=None, max_procs=None)
+    idle = [
+        g.replace(
+            utilization=0, memory_utilization=0, processes=(), power_draw=None, healthy=True,
+            error=None, memory_used=None if g.memory_total is None else 0,
+            memory_free=g.memory_total,
+        )
+        for g in gpus
+    ]  # fmt: skip
+    sel = select(idle, static, None, banned)
+    return None if sel.ok else sel.explain_shortfall()
 
 
 def acquire(
