@@ -146,8 +146,10 @@ class Inventory:
             return "not in inventory.manage"
         if str(index) in self.ban or uuid in self.ban:
             return "banned in config (inventory.ban)"
-        if self.declared is not None and index in self.unavailable:
-            return "declared unavailable (inventory.unavailable)"
+        if index in self.unavailable:  # (by index, declared GPUs or NVML's alike)
+            if self.declared is not None:
+                return "declared unavailable (inventory.unavailable)"
+            return "unavailable in config (inventory.unavailable)"
         for banned in self.ban_names:
             if banned.lower() in name.lower():
                 return f"name matches banned {banned!r} (inventory.ban_names)"

@@ -34,6 +34,7 @@ import sys
 from berth import config
 from berth.client import Client
 from berth.daemon.options import Options
+from berth.devices import hidden_by_declared
 from berth.errors import BerthError, UsageError
 from berth.units import parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
@@ -199,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         apply(args, config.get())
     opts, cfg = _options(args)
     assert isinstance(opts, Options)
+    if (note := hidden_by_declared(cfg)) is not None:  # type: ignore[arg-type]
+        sys.stderr.write(f"berth daemon: {note}\n")
     if opts.foreground:
         from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help
 

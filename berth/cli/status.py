@@ -26,6 +26,7 @@ import time
 from berth import config
 from berth.api import banned_reasons, read
 from berth.cli import status_claims, status_queue
+from berth.devices import hidden_by_declared
 from berth.errors import UsageError
 from berth.units import format_size, parse_duration
 
@@ -232,6 +233,8 @@ def snapshot_text(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (note := hidden_by_declared(config.get())) is not None:
+        sys.stderr.write(f"berth: {note}\n")
     if args.watch is None:
         sys.stdout.write(snapshot_text(args))
         return 0

@@ -12,13 +12,14 @@ NVML session and reads), :mod:`berth.devices.declared` (declared logical GPUs),
 from __future__ import annotations
 
 from berth import config
+from berth.errors import BerthError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
-__all__ = ["read_gpus"]
+__all__ = ["hidden_by_declared", "read_gpus"]
 
 
 def read_gpus(
@@ -47,3 +48,25 @@ def read_gpus(
     from berth.devices.nvml import read_all  # heavy: pynvml, ctypes
 
     return read_all(process_details=process_details, telemetry=telemetry)
+
+
+def hidden_by_declared(cfg: Config) -> str | None:
+    """With a declared inventory on a machine whose driver sees GPUs: a warning that berth
+    manages the logical GPUs and not the real ones (scheduler.py's ``--init 5 3 4`` habit,
+    ``gpus = 5``, on an 8-GPU server). None otherwise (no declaration, or no driver)."""
+    if cfg.inventory.declared is None:
+        return None
+    from berth.devices.nvml import count  # heavy: pynvml, ctypes; only with a declaration
+
+    try:
+        real = count()
+    except BerthError:
+        return None  # (no driver: declaring GPUs is what such a machine needs)
+    if real == 0:
+        return None
+    n = cfg.inventory.declared
+    return (
+        f"note: [inventory] gpus = {n} declares {n} logical GPU{'s' if n != 1 else ''}, so "
+        f"berth does not manage the {real} NVIDIA GPU{'s' if real != 1 else ''} NVML sees "
+        "here; remove `gpus` to manage them (`unavailable`, `manage` or `ban` leave some out)"
+    )

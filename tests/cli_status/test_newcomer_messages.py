@@ -46,3 +46,31 @@ def test_a_state_dir_that_is_a_file_is_refused(fake_gpus, tmp_path):
                                        "BERTH_SOCKET": str(tmp_path / "s.sock")})  # fmt: skip
     assert r.returncode == EXIT_USAGE and "Traceback" not in r.stderr
     assert f"{str(afile)!r} exists and is not a directory" in r.stderr
+
+
+def test_unavailable_without_gpus_is_honoured_with_nvml(fake_gpus, tmp_path):
+    """scheduler.py's `-i 5 3 4` as `unavailable = [3, 4]` on a machine with a driver: GPUs 3
+    and 4 are kept out (it was silently ignored)."""
+    fake_gpus.setup(n=5)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[inventory]\nunavailable = [3, 4]\n")
+    env = {"BERTH_CONFIG": str(cfg)}
+    r = fake_gpus.berth("status", env=env)
+    assert r.stdout.count("unavailable in config (inventory.unavailable)") == 2
+    picked = {fake_gpus.berth("select", "-n", "3", env=env).stdout.strip() for _ in range(3)}
+    assert picked == {"0,1,2"} or all(set(p.split(",")) == {"0", "1", "2"} for p in picked)
+    assert fake_gpus.berth("select", "-n", "4", env=env).returncode == 1
+
+
+def test_declaring_gpus_over_real_ones_warns(fake_gpus, tmp_path):
+    fake_gpus.setup(n=8)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[inventory]\ngpus = 5\nunavailable = [3, 4]\n")
+    r = fake_gpus.berth("status", env={"BERTH_CONFIG": str(cfg)})
+    assert r.returncode == 0 and r.stdout.count("(declared, no telemetry)") == 5
+    assert "gpus = 5 declares 5 logical GPUs, so berth does not manage the 8 NVIDIA GPUs" in (
+        r.stderr
+    )
+    fake_gpus.remove_state()  # no driver: declaring is what such a machine needs, no note
+    quiet = fake_gpus.berth("status", env={"BERTH_CONFIG": str(cfg)})
+    assert quiet.returncode == 0 and quiet.stderr == ""
