@@ -166,6 +166,12 @@ def _help(topic: str | None) -> int:
     raise UsageError(f"no help for {topic!r}: try `berth help` for the list of commands and topics")
 
 
+def _names_a_file(argv: list[str] | None) -> bool:
+    """Whether a command's first word is a file here (a script, maybe with directives)."""
+    words = (argv or [])[1:] if (argv or [])[:1] == ["--"] else argv or []
+    return bool(words) and os.path.isfile(words[0])
+
+
 def plain(doc: str) -> str:
     """A docstring as a person reads it in a terminal: reStructuredText's markup gone
     (````x```` -> ```x```, ``:mod:`x``` -> ``x``, a paragraph's closing ``::`` -> ``:``)."""
@@ -204,7 +210,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"berth: unknown command {name!r}; `berth help` lists the commands\n")
             return EXIT_USAGE
         module = _load(name)
-        parsed = _parser(name, module).parse_args(rest)
+        parser = _parser(name, module)
+        parsed = parser.parse_args(rest)
+        if name == "submit" and _names_a_file(getattr(parsed, "argv", None)):
+            from berth.jobsfile import directives  # rare: a script's #BERTH/#SBATCH lines
+
+            parsed = directives.apply(parser, rest, parsed)
         parsed.command = name
         code: int = module.run(parsed)
         if argv is None and getattr(module, "FAST_EXIT", False):

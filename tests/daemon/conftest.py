@@ -104,10 +104,13 @@ class DaemonRig:
             self.proc.terminate()
             self.proc.wait(timeout=10)
 
-    def berth(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def berth(
+        self, *args: str, timeout: float = 30, cwd: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "berth.cli.main", *args],
             env=self.env,
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,

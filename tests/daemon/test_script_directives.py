@@ -1,0 +1,89 @@
+"""`berth submit train.sh` reads the script's #BERTH and #SBATCH lines (issues 24.6, 22.8):
+the command line wins, what the queue cannot honour is refused by name with its line number,
+and nothing is queued then."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+SCRIPT = """#!/bin/bash
+# a training run
+#BERTH --gpus=2 -t 10
+#SBATCH --job-name=train --output=out-%j.log
+#SBATCH -t 5      # five minutes, as sbatch reads it
+echo "gpus=$CUDA_VISIBLE_DEVICES"
+#BERTH -p 9
+"""
+
+
+def _script(tmp: Path, text: str, mode: int = 0o755) -> str:
+    path = tmp / "train.sh"
+    path.write_text(text)
+    os.chmod(path, mode)
+    return str(path)
+
+
+def _show(daemon, job_id: int) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    shown: dict = json.loads(daemon.berth("show", "--json", str(job_id)).stdout)  # type: ignore[type-arg]
+    return shown
+
+
+def test_directives_are_read_and_the_command_line_wins(daemon, tmp_path):
+    daemon.start()
+    script = _script(tmp_path, SCRIPT, mode=0o644)  # not executable: run by its #! line
+    first = daemon.berth("submit", "--hold", script, cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    job = _show(daemon, int(first.stdout.split()[2]))
+    assert job["name"] == "train" and job["time_limit"] == 300.0 and job["priority"] == 0
+    assert job["request"]["gpus"] == 2 and job["command"] == ["/bin/bash", script]
+    assert job["stdout"] == str(tmp_path / f"out-{job['id']}.log")
+    mine = daemon.berth("submit", "--hold", "-J", "mine", "-g", "1", "-t", "1", script)
+    job = _show(daemon, int(mine.stdout.split()[2]))
+    assert (job["name"], job["request"]["gpus"], job["time_limit"]) == ("mine", 1, 60.0)
+
+
+def test_the_script_runs_from_its_path(daemon, tmp_path):
+    daemon.start()
+    script = _script(tmp_path, "#!/bin/sh\n#BERTH -J here\necho ran-$BERTH_JOB_ID\n")
+    out = daemon.berth("submit", "--wait", "train.sh", cwd=str(tmp_path))  # (not on PATH)
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stderr.split()[2])
+    assert _show(daemon, job_id)["command"] == [script]
+    assert f"ran-{job_id}" in daemon.berth("logs", str(job_id)).stdout
+
+
+def test_gres_with_a_type_asks_for_that_gpu_name(daemon, tmp_path):
+    daemon.start()
+    script = _script(tmp_path, "#!/bin/sh\n#SBATCH --gres=gpu:a100:1\ntrue\n")
+    out = daemon.berth("submit", "--hold", script)
+    job = _show(daemon, int(out.stdout.split()[2]))
+    assert job["request"]["gpus"] == 1 and job["request"]["name"] == "a100"
+
+
+def test_what_cannot_be_honoured_is_refused_by_line(daemon, tmp_path):
+    daemon.start()
+    cases = {
+        "#SBATCH --partition=big\n": "line 3: #SBATCH --partition=big: sbatch's --partition "
+        "has no equal in berth's queue",
+        "#SBATCH --mem=16G\n": "line 3: #SBATCH --mem=16G: --mem is host memory",
+        "#BERTH --gpu 2\n": "line 3: #BERTH --gpu 2: ",
+        "#BERTH python x.py\n": "'python x.py' is not a berth submit option",
+        "#SBATCH --gres=mps:2\n": "the local queue knows only gpu:N",
+        '#BERTH -J "open\n': "No closing quotation",
+    }
+    for line, said in cases.items():
+        script = _script(tmp_path, "#!/bin/sh\n#BERTH -g 1\n" + line + "true\n")
+        out = daemon.berth("submit", script)
+        assert out.returncode == 2 and f"{script} " in out.stderr and said in out.stderr, (
+            line, out.stderr)  # fmt: skip
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
+def test_a_script_without_interpreter_or_x_bit_is_refused(daemon, tmp_path):
+    daemon.start()
+    script = _script(tmp_path, "#BERTH -g 1\necho hi\n", mode=0o644)
+    out = daemon.berth("submit", script)
+    assert out.returncode == 2 and "no #! line naming its interpreter" in out.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
