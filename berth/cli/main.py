@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "attach to the terminal of a job started with --pty (Ctrl-] detaches)",
     ),
     "wait": ("berth.cli.wait", "wait until jobs end; exit with their outcome"),
+    "mcp": ("berth.cli.mcp", "serve berth's commands to a coding agent (MCP, over stdio)"),
     "watch": (
         "berth.cli.watch",
         "queue the lines of a jobs file once each, as they are appended (seed 002's jobs.txt)",
@@ -95,6 +96,7 @@ Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, wait, hold, rel
 Admin:        admin limits, admin drain, admin undrain
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)
+Agents:       mcp (berth's commands as MCP tools for a coding agent)
 Try it:       demo
 
 `berth help COMMAND` shows a command's options and examples; `berth help config` the config

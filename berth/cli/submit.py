@@ -170,6 +170,11 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
     a("--file", metavar="FILE", help="one job per line of FILE: [options] [--] command")
     a("--parsable", action="store_true", help="print only the job id")
+    a(
+        "--dry-run",
+        action="store_true",
+        help="check the job and print it (JSON) as it would be queued; queue nothing",
+    )
     a("--json", action="store_true", help="machine-readable output")
     if command:
         a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
@@ -401,6 +406,9 @@ def run(args: argparse.Namespace) -> int:
         array = ArraySpec.parse(array).text
     job = job_spec(args, array=array)
     check_mail(job)
+    if args.dry_run:
+        sys.stdout.write(json.dumps({"dry_run": True, "job": job.to_dict()}) + "\n")
+        return 0
     with Client() as c:
         reply = c.call("submit", job=job.to_dict())
         job_id = reply["job_id"]
