@@ -8,7 +8,7 @@ are marked; GPUs of a declared inventory say "(declared, no telemetry)".
 examples:
   berth status                  the GPUs this shell may use (CUDA_VISIBLE_DEVICES) or all
   berth status --all            every GPU, whatever CUDA_VISIBLE_DEVICES says
-  berth status --watch          refresh every 2 s in place; Ctrl-C to stop
+  berth status --watch          refresh every 2 s in place, fitted to the window; q to stop
   berth status --watch 0.5      refresh twice a second
   berth status --json | jq '.gpus[] | {index, memory_free, utilization}'
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 from berth import config
 from berth.api import banned_reasons, read
@@ -221,15 +220,16 @@ def _width() -> int | None:
         return None
 
 
-def snapshot_text(args: argparse.Namespace) -> str:
-    """One full read and render (text or JSON)."""
+def snapshot_text(args: argparse.Namespace, width: int | None = None) -> str:
+    """One full read and render (text or JSON), lines cut to ``width`` (default: the
+    terminal's, when stdout is one)."""
     cfg = config.get()
     gpus = read(cfg, all=args.all, process_details=True)
     banned = banned_reasons(cfg, gpus)
     extra = sections(gpus, cfg)
     if args.json:
         return json.dumps(to_json(gpus, cfg, banned, extra), indent=2) + "\n"
-    return render(gpus, banned, extra, width=_width())
+    return render(gpus, banned, extra, width=width or _width())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -241,13 +241,6 @@ def run(args: argparse.Namespace) -> int:
     interval = parse_duration(args.watch, what="--watch")
     if not 0 < interval < float("inf"):
         raise UsageError(f"--watch {args.watch!r}: expected a number of seconds above 0")
-    try:
-        while True:
-            body = snapshot_text(args)
-            stamp = time.strftime("%H:%M:%S")
-            sys.stdout.write(f"\x1b[H\x1b[2J{stamp}  every {interval:g}s, Ctrl-C to stop\n\n{body}")
-            sys.stdout.flush()
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        sys.stdout.write("\n")
-        return 0
+    from berth.cli import screen  # rare: --watch
+
+    return screen.run(lambda columns: snapshot_text(args, columns), "Ctrl-C to stop", interval)

@@ -40,3 +40,48 @@ def test_watch_redraws_in_place_and_ctrl_c_exits(fake_gpus: Any) -> None:
         assert "Traceback" not in screen()
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def test_watch_fits_80x24_follows_a_resize_and_quits_on_q(fake_gpus: Any) -> None:
+    """Issue 23.7: at 80x24 with more to show than fits, each frame fits the window (nothing
+    scrolls into the scrollback), a resize redraws to the new size at once, `q` quits."""
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is needed for this test (apt-get install tmux)")
+    fake_gpus.setup(n=8)
+    for i in range(8):
+        fake_gpus.spawn_workload(visible=str(i), mem="1G", util=10)
+        fake_gpus.spawn_workload(visible=str(i), mem="1G", util=10)
+    session = f"berth-fit-{uuid.uuid4().hex[:8]}"
+    env = " ".join(f"{k}='{v}'" for k, v in fake_gpus.vars.items())
+    cmd = f"env {env} {sys.executable} -m berth.cli.main status --watch 0.2; echo EXIT=$?; sleep 60"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd],
+                   check=True)  # fmt: skip
+    target = f"{session}:0.0"
+
+    def screen() -> list[str]:
+        return _tmux("capture-pane", "-p", "-t", target).rstrip("\n").split("\n")
+
+    def frames_seen() -> int:
+        return int(_tmux("display", "-p", "-t", target, "#{history_size}").strip() or 0)
+
+    try:
+        wait_until(lambda: "more lines" in screen()[-1], timeout=20, message="a full frame")
+        first = screen()[0]
+        wait_until(lambda: screen()[0] != first, timeout=20, message="a refresh")  # (the clock)
+        shown = screen()
+        assert len(shown) <= 24 and all(len(line) <= 80 for line in shown)
+        assert shown[0].endswith("q or Ctrl-C to stop") and frames_seen() == 0  # no scrollback
+        _tmux("resize-window", "-t", session, "-x", "120", "-y", "60")
+        wait_until(lambda: "more lines" not in "\n".join(screen()), timeout=20,
+                   message="a redraw at the new size")  # fmt: skip
+        assert sum("python" in line or "workload" in line for line in screen()) >= 16
+        assert frames_seen() == 0  # (refreshed at 60 rows: still nothing in the scrollback)
+        _tmux("send-keys", "-t", target, "q")
+        wait_until(lambda: "EXIT=0" in "\n".join(screen()), timeout=20, message="q quits")
+        assert "Traceback" not in "\n".join(screen())
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
