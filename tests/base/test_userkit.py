@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as 
 
 def _peer_uid(s: socket.socket) -> int:
     _pid, uid, _gid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-    return uid
+    return int(uid)
 
 
 @pytest.fixture
