@@ -95,7 +95,10 @@ def ensure_user(name: str, *groups: str) -> pwd.struct_passwd:
     for group in groups:
         ensure_group(group)
         if name not in grp.getgrnam(group).gr_mem:
-            subprocess.run(["usermod", "-aG", group, name], check=True)
+            cmd = ["usermod", "-aG", group, name]
+            added = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if name not in grp.getgrnam(group).gr_mem:  # (else another run added it)
+                raise AssertionError(f"cannot add {name} to {group}: {added.stderr.strip()}")
     return pw
 
 
