@@ -3,7 +3,7 @@ plants a ``.lock`` nobody can open, a symlink, holds a lock for ever, plants unr
 files under claim names, owns the ledger directory. berth-test-a and root claim regardless,
 never wait on her, never traceback; root does not trust her directory.
 
-Needs root (CI runs as root): users are created, code runs as them (tests/claims/userkit.py).
+Needs root (CI runs as root): users are created, code runs as them (tests/userkit.py).
 """
 
 from __future__ import annotations

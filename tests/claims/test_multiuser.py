@@ -2,7 +2,7 @@
 replace nor release another's; root's `berth release` can end them.
 
 The tests create two users (berth-test-a, berth-test-b) and run code as them in forked
-children (tests/claims/userkit.py; the ``shared`` fixture is in conftest.py). The GPUs are a
+children (tests/userkit.py; the ``shared`` fixture is in conftest.py). The GPUs are a
 declared inventory, so no NVML (and no root-only fake state file) is involved.
 """
 

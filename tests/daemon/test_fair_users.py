@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 from test_system_mode import System
-from userrun import ADMINS, A, B, C, call_as
+from userkit import ADMINS, A, B, C, call_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 

@@ -17,11 +17,10 @@ from typing import Any
 import psutil
 import pytest
 from helpers import wait_until
+from userkit import NOBODY, call_as
 
 from berth.daemon.requests import server
 from berth.wire import protocol
-
-NOBODY = 65534
 
 
 def _frame(obj: object) -> bytes:
@@ -77,27 +76,6 @@ def test_a_connection_that_never_says_hello_is_closed(
     s.close()
 
 
-def _as_nobody(fn: Any) -> Any:
-    """Run ``fn()`` in a forked child that has become `nobody`; its JSON result."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            out = fn()
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-
 def _open_to_all(daemon: Any) -> None:
     os.chmod(daemon.sockdir, 0o755)
     os.chmod(daemon.socket, 0o666)  # as a system daemon's socket: every user may connect
@@ -131,7 +109,7 @@ def test_one_user_cannot_take_every_descriptor(daemon: Any) -> None:
                 break
         return {"held": len(held), "refused": refused}
 
-    out = _as_nobody(flood)
+    out = call_as(NOBODY, flood)
     assert out["held"] == limit
     assert out["refused"]["code"] == "TOO_MANY_CONNECTIONS"
     assert f"at most {limit} per user" in out["refused"]["message"]
@@ -183,7 +161,7 @@ def test_random_frames_from_another_user_change_nothing(daemon: Any) -> None:
                 s.close()
         return {"answered": answered}
 
-    out = _as_nobody(fuzz)
+    out = call_as(NOBODY, fuzz)
     assert out["answered"] > 2500
     assert daemon.call("ping")["ok"]
     after = daemon.call("queue", all=True)["jobs"]

@@ -3,38 +3,10 @@ socket (SO_PEERCRED), never from the message."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
-
-NOBODY = 65534
-
-
-def _as_nobody(socket: str, kind: str, **fields: object) -> dict:
-    """One request from a forked child that has become `nobody` (no exec needed)."""
-    from berth.client import Client, DaemonError
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.close(r)
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                with Client(socket) as c:
-                    out = {"ok": c.call(kind, **fields)}
-            except DaemonError as e:
-                out = {"code": e.code, "message": str(e)}
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
+from userkit import NOBODY, request_as
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
@@ -48,10 +20,10 @@ def test_another_user_cannot_touch_my_jobs_or_my_gpus(daemon):
         ("release", {"job_ids": [job_id]}),
         ("pause", {"gpus": ["0"]}),
     ):
-        reply = _as_nobody(daemon.socket, kind, **fields)
+        reply = request_as(NOBODY, daemon.socket, kind, **fields)
         assert reply.get("code") == "NOT_OWNER", reply
     # Claiming to be root in the message changes nothing: the fields are refused.
-    reply = _as_nobody(daemon.socket, "cancel", job_ids=[job_id], uid=0)
+    reply = request_as(NOBODY, daemon.socket, "cancel", job_ids=[job_id], uid=0)
     assert reply.get("code") == "BAD_REQUEST"
     assert daemon.job(job_id)["state"] == "PENDING" and daemon.job(job_id)["held"]
     # nobody's own job is recorded as theirs, from the socket, and runs as them.
@@ -61,7 +33,7 @@ def test_another_user_cannot_touch_my_jobs_or_my_gpus(daemon):
     spec = {"argv": ["id", "-u"], "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
             "stdout": os.path.join(out_dir, "%j.out"),
             "stderr": os.path.join(out_dir, "%j.err")}  # fmt: skip
-    theirs = _as_nobody(daemon.socket, "submit", job=spec)["ok"]["job_id"]
+    theirs = request_as(NOBODY, daemon.socket, "submit", job=spec)["ok"]["job_id"]
     assert daemon.job(theirs)["uid"] == NOBODY
     row = daemon.wait_done([theirs])[theirs]
     assert row["state"] == "COMPLETED", daemon.job(theirs)["attempts"][0]["reason"]

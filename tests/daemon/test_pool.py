@@ -87,10 +87,11 @@ class _PoolRig:
             os.close(fd)
 
     def until(self, pred) -> None:
-        deadline = self.loop.time() + 15
-        while not pred():
-            assert self.loop.time() < deadline, "timed out"
-            self.loop.run_until_complete(asyncio.sleep(0.01))
+        def turned():
+            self.loop.run_until_complete(asyncio.sleep(0))  # one turn: handle what came
+            return pred()
+
+        wait_until(turned, timeout=15, message="the pool's loop to get there")
 
     def close(self) -> None:
         self.pool.close()

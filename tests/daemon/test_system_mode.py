@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_until
-from userrun import ADMINS, A, B, C, berth_as, call_as, ensure_users
+from userkit import ADMINS, A, B, C, berth_as, call_as, ensure_users, listen_as, request_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
@@ -67,18 +67,7 @@ class System:
     def call(self, user: str, kind: str, /, **fields: Any) -> Any:
         """One raw request as ``user`` (``fields`` may have a ``user`` of its own): {"ok":
         reply} or {"code": ..., "message": ...}."""
-        sock = self.sock
-
-        def request() -> Any:
-            from berth.client import Client, DaemonError
-
-            try:
-                with Client(sock) as c:
-                    return {"ok": c.call(kind, **fields)}
-            except DaemonError as e:
-                return {"code": e.code, "message": str(e)}
-
-        return call_as(user, request)
+        return request_as(user, self.sock, kind, **fields)
 
 
 @pytest.fixture
@@ -245,35 +234,10 @@ def test_state_dir_entries_are_made_safely(system: System) -> None:
     assert system.berth(B, "submit", "-o", mine, "--", "true").returncode == 0
 
 
-def _listen_as(user: str, path: str) -> int:
-    """A process of ``user`` serving ``path``; its pid (the caller kills it)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            pw = pwd.getpwnam(user)
-            os.setgroups([])
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
-            s = socket.socket(socket.AF_UNIX)
-            s.bind(path)
-            os.chmod(path, 0o666)
-            s.listen(8)
-            os.write(w, b"x")
-            while True:
-                s.accept()[0].close()
-        finally:
-            os._exit(0)
-    os.close(w)
-    assert os.read(r, 1) == b"x"
-    os.close(r)
-    return pid
-
-
 def test_an_impostor_socket_is_refused_by_clients_and_removed_by_the_daemon(
     system: System,
 ) -> None:
-    squatter = _listen_as(B, system.sock)  # while the daemon is down, B takes its name
+    squatter = listen_as(B, system.sock)  # while the daemon is down, B takes its name
     try:
         out = system.berth(A, "queue")
         assert out.returncode == 5
@@ -283,8 +247,7 @@ def test_an_impostor_socket_is_refused_by_clients_and_removed_by_the_daemon(
         assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o666)
         assert system.berth(A, "queue").returncode == 0
     finally:
-        os.kill(squatter, 9)
-        os.waitpid(squatter, 0)
+        squatter.close()
 
 
 def test_no_daemon_advice_fits_the_case(system: System) -> None:

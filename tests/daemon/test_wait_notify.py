@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from helpers import wait_until
-from test_owners import NOBODY, _as_nobody
+from userkit import NOBODY, request_as
 
 
 def _berth(daemon, *args: str, env: dict[str, str] | None = None, timeout: float = 30):
@@ -83,7 +83,7 @@ def test_notify_runs_as_the_jobs_user(daemon):
     out_dir.chmod(0o777)
     spec = {"argv": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
             "stdout": str(out_dir / "%j.out"), "notify": f"id -u > {out_dir}/who"}  # fmt: skip
-    reply = _as_nobody(daemon.socket, "submit", job=spec)
+    reply = request_as(NOBODY, daemon.socket, "submit", job=spec)
     assert "ok" in reply, reply
     job_id = reply["ok"]["job_id"]
     row = daemon.wait_done([job_id])[job_id]

@@ -21,7 +21,6 @@ import os
 import pwd
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,6 @@ TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 USERS = ("alice", "bob", "chen", "dana")
 HELD: list[Any] = []  # (dana's claim, in her child process)
-PRELOAD: tuple[str, ...] = ()  # modules a child imports before it drops root
 NAMES = (
     "llama-7b-lora", "resnet50-imagenet", "bert-finetune", "sweep-lr-3e-4", "sweep-lr-1e-3",
     "vit-b16-pretrain", "whisper-eval", "diffusion-sample", "gnn-ogbn", "ppo-atari",
@@ -50,34 +48,6 @@ def _load(name: str, path: str) -> Any:
     return module
 
 
-def as_user(user: str, fn: Any, hold: bool = False) -> int:
-    """Fork a child that becomes ``user`` and runs ``fn`` (``hold``: then waits to be
-    killed; else the child is reaped here)."""
-    pw = pwd.getpwnam(user)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            import importlib
-
-            # (the interpreter may live where the user cannot read: import first)
-            for module in (*PRELOAD, "ctypes.util", "pynvml", "berth.devices.nvml", "berth.client"):
-                importlib.import_module(module)
-            os.setgroups([])
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
-            os.environ["HOME"] = "/"
-            fn()
-            if hold:
-                signal.pause()
-        except BaseException as e:
-            print(f"as {user}: {type(e).__name__}: {e}", file=sys.stderr)
-        finally:
-            os._exit(0)
-    if not hold:
-        os.waitpid(pid, 0)
-    return pid
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default=os.path.join(REPO, "docs", "dashboard.png"))
@@ -85,9 +55,7 @@ def main() -> int:
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: it creates users and runs their jobs")
-    global PRELOAD
-    users = _load("userkit", os.path.join(TESTS, "claims", "userkit.py"))
-    PRELOAD = users.PRELOAD
+    users = _load("userkit", os.path.join(TESTS, "userkit.py"))
     for u in USERS:
         users.ensure_user(u)
     lib_dir = _load("fakenvml_build", os.path.join(TESTS, "fakenvml", "build.py")).build()
@@ -137,7 +105,8 @@ def main() -> int:
          "127.0.0.1:0", "--poll-interval", "0.5"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
     )  # fmt: skip
-    children: list[int] = []
+    # (users' children import NVML's binding before they drop root: dana's claim reads GPUs)
+    as_users = users.AsUser(preload=("ctypes.util", "pynvml", "berth.devices.nvml"))
     try:
         from berth.client import Client
 
@@ -157,7 +126,7 @@ def main() -> int:
 
             HELD.append(claim(build_request(1, only="7"), timeout=30))
 
-        children.append(as_user("dana", claim, hold=True))  # a daemonless `berth run`
+        as_users.start("dana", claim, hold=True)  # a daemonless `berth run`
         for user in ("alice", "bob", "chen"):
             home = os.path.join(top, user)
             os.mkdir(home)
@@ -184,7 +153,7 @@ def main() -> int:
                 with Client(env["BERTH_SOCKET"]) as c:
                     c.call("submit", job=spec)
 
-            as_user(user, submit)
+            as_users.start(user, submit)
             time.sleep(0.3)
         deadline = time.time() + args.seconds
         base = {i: rng.uniform(55, 95) for i in range(8)}
@@ -235,12 +204,7 @@ def main() -> int:
         print(f"saved {args.out} ({url})")
         return 0
     finally:
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+        as_users.cleanup()
         _cancel_all(env["BERTH_SOCKET"])  # (as root: every user's jobs)
         daemon.terminate()
         daemon.wait()
