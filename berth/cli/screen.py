@@ -44,7 +44,7 @@ def run(frame: Callable[[int | None], str], title: str, interval: float) -> int:
     if not (out.isatty() and sys.stdin.isatty()):
         return _plain(frame, title, interval)
     import termios  # rare: a terminal
-    import tty
+    import tty  # rare: a terminal
 
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)

@@ -62,17 +62,17 @@ import os
 import sys
 
 from berth import config
+from berth.cli import submit_options
 from berth.cli.command import words
+from berth.cli.submit_options import parse_dependency, time_limit
 from berth.client import Client
 from berth.errors import UsageError
 from berth.units import (
     GPU_COUNT_RULE,
     format_duration,
     gpu_count,
-    parse_duration,
     parse_gpu_indices,
     parse_size,
-    parse_slurm_time,
 )
 from berth.wire.env import export_env, sendmail
 from berth.wire.jobspec import JobSpec
@@ -87,97 +87,9 @@ if TYPE_CHECKING:
 FAST_EXIT = True
 
 
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    """argparse's formatter without ``shutil`` (it imports bz2, lzma... to read the terminal
-    width when a parser is merely built); help uses $COLUMNS or 100 columns."""
-    width = int(os.environ.get("COLUMNS", "0") or 0) or 100
-    return argparse.RawDescriptionHelpFormatter(prog, width=width - 2)
-
-
 def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
-    """submit's options (``command``: and the command after them; `berth watch` takes its
-    commands from a file)."""
-    p.formatter_class = _formatter
-    _glue(p)
-    a = p.add_argument
-    a(
-        "-g",
-        "--gpus",
-        "--count",
-        dest="gpus",
-        help="GPUs: an integer, or a fraction below 1 (0.5); default 1, or every GPU of --gpu-ids",
-    )
-    a("--mem", help="GPU memory per GPU the job needs, e.g. 12G or 8000 (MiB)")
-    a(
-        "-t",
-        "--time",
-        dest="time",
-        help="time limit as sbatch reads it: a bare number is MINUTES (90 = 1:30:00); also "
-        "MM:SS, H:MM:SS, D-HH[:MM[:SS]], or with a unit: 90s, 15m, 2h "
-        "(at most the daemon's --max-job-time)",
-    )
-    a(
-        "--time-limit",
-        metavar="SECONDS",
-        dest="time_limit",
-        help="time limit in SECONDS, as mgpu_srun's --time-limit (90 = 1:30); not with -t",
-    )
-    a("-J", "--job-name", help="job name (default: the command)")
-    a("-p", "--priority", type=int, default=0, help="higher runs first (default 0)")
-    a(
-        "--gpu-ids",
-        metavar="IDS",
-        help="these GPUs, e.g. 0,1 or 0-3: all of them, or -g N out of them",
-    )
-    a("--prefer", metavar="IDS", help="take these GPUs first when several qualify, e.g. 3")
-    a("--gpu-name", help="only GPUs whose name contains this (e.g. A100)")
-    a("-o", "--output", help="stdout file (%%j = job id)")
-    a("-e", "--error", help="stderr file (%%j = job id)")
-    a("-D", "--chdir", help="working directory (default: the current one)")
-    a(
-        "--env-setup",
-        "--env-setup-cmd",
-        dest="env_setup",
-        help='shell setup run before the command, e.g. "source venv/bin/activate"',
-    )
-    a("--conda", help="conda environment to activate")
-    a("--export", default="ALL", help="environment to pass: ALL (default), NONE, or VAR,VAR")
-    a("--dependency", help="afterok:ID[:ID...]: start after these jobs completed")
-    a("--retries", type=int, default=0, help="retry a failed job N times (backoff doubles)")
-    a("--requeue", action="store_true", help="at the time limit, requeue instead of TIMEOUT")
-    a("--hold", action="store_true", help="queue it held (`berth release-job ID` to start)")
-    a("--pty", action="store_true", help="run under a pseudo-terminal (for `berth attach`)")
-    a(
-        "--unique",
-        action="store_true",
-        help="not if the same job is queued, running or completed (prints its id instead)",
-    )
-    a(
-        "--requirements",
-        metavar="FILE",
-        help="GPUs per --llm model (seed 002's llm_config.json), when -g is not given",
-    )
-    a(
-        "--inject-arg",
-        metavar="OPT[=job|machine]",
-        help="set the command's option OPT (--cuda) to the job's GPU ids: as it sees them "
-        "(0..n-1, default) or the machine's",
-    )
-    a("--notify", metavar="CMD", help="run this shell command as you when the job has ended")
-    a("--mail-user", metavar="ADDR", help="mail ADDR when the job has ended (local sendmail)")
-    a("--wrap", help="a shell command string, run by /bin/sh -c")
-    a("--wait", action="store_true", help="wait for the job to end; exit with its status")
-    a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
-    a("--file", metavar="FILE", help="one job per line of FILE: [options] [--] command")
-    a("--parsable", action="store_true", help="print only the job id")
-    a(
-        "--dry-run",
-        action="store_true",
-        help="check the job and print it (JSON) as it would be queued; queue nothing",
-    )
-    a("--json", action="store_true", help="machine-readable output")
-    if command:
-        a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")
+    """submit's options: :func:`berth.cli.submit_options.add_arguments`."""
+    submit_options.add_arguments(p, command)
 
 
 def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
@@ -317,36 +229,6 @@ def _requirement(args: argparse.Namespace, command: list[str]) -> Any:
     return cached(path).choose(command)
 
 
-def _glue(p: argparse.ArgumentParser) -> None:
-    """``--inject-arg --cuda``: argparse takes a value that starts with ``-`` for an option
-    and refuses it; before the command (``--``, or the first word that is not an option or an
-    option's value) it is read as ``--inject-arg=--cuda``."""
-    parse = p.parse_known_args
-
-    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
-        words = list(sys.argv[1:] if args is None else args)
-        out: list[str] = []
-        i = 0
-        while i < len(words):
-            w = words[i]
-            if w == "--inject-arg" and i + 1 < len(words):
-                out.append("--inject-arg=" + words[i + 1])
-                i += 2
-                continue
-            if w == "--" or not w.startswith("-"):  # the command starts here
-                out += words[i:]
-                break
-            out.append(w)
-            i += 1
-            action = p._option_string_actions.get(w)
-            if action is not None and action.nargs != 0 and i < len(words):  # its value
-                out.append(words[i])
-                i += 1
-        return parse(out, namespace)
-
-    setattr(p, "parse_known_args", parse_known_args)  # noqa: B010
-
-
 def _array_said(reply: dict[str, Any]) -> str:
     tasks = reply.get("tasks")
     if not tasks:
@@ -354,42 +236,6 @@ def _array_said(reply: dict[str, Any]) -> str:
     throttle = str(reply.get("array", "")).partition("%")[2]
     at_once = f", at most {throttle} at once" if throttle else ""
     return f": an array of {len(tasks)} tasks ({tasks[0]}..{tasks[-1]}{at_once})"
-
-
-def time_limit(args: argparse.Namespace) -> float | None:
-    """The job's time limit in seconds from ``-t`` (sbatch's reading: a bare number is
-    minutes) or ``--time-limit`` (mgpu_srun's: seconds); None for none."""
-    given = getattr(args, "time", None)
-    seconds = getattr(args, "time_limit", None)
-    if given and seconds:
-        raise UsageError(
-            f"-t {given!r} and --time-limit {seconds!r} both set a time limit: give one "
-            "(-t 90 is 90 minutes, as in sbatch; --time-limit 90 is 90 seconds, as in mgpu_srun)"
-        )
-    if given:
-        what, limit = "-t/--time", parse_slurm_time(given)
-    elif seconds:
-        what, limit = "--time-limit", parse_duration(seconds, what="--time-limit")
-    else:
-        return None
-    if limit <= 0:
-        raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
-    return None if limit == float("inf") else limit
-
-
-def parse_dependency(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        kind, _, ids = part.strip().partition(":")
-        if kind != "afterok" or not ids:
-            raise UsageError(
-                f"invalid --dependency {text!r}: expected afterok:ID[:ID...] (e.g. afterok:12)"
-            )
-        try:
-            out += [int(i) for i in ids.split(":")]
-        except ValueError:
-            raise UsageError(f"invalid --dependency {text!r}: job ids are integers") from None
-    return out
 
 
 def run(args: argparse.Namespace) -> int:

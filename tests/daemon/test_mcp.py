@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from test_system_mode import System
-from userrun import A, B
+from userkit import A, B
 
 import berth
 
