@@ -151,8 +151,12 @@ def _full_disk(daemon: Any) -> None:
         timeout=20,
         message="the final states reach the database",
     )
-    with open(daemon.log) as f:
-        assert "the state database commits again" in f.read()
+
+    def logged() -> bool:  # (the log line follows the commit: it may come a moment later)
+        with open(daemon.log) as f:
+            return "the state database commits again" in f.read()
+
+    wait_until(logged, timeout=20, message="the daemon's log says it commits again")
     daemon.stop()
     daemon.start()
     rows = {r["id"]: r["state"] for r in daemon.call("queue", all=True)["jobs"]}
