@@ -289,7 +289,7 @@ class Rig:
         })  # fmt: skip
         if fake:
             env.update(self._fake_env())
-            ld.insert(0, env.pop("_FAKE_LIB_DIR"))
+            ld.insert(0, env["BERTH_FAKE_LIB_DIR"])
         if ld:
             env["LD_LIBRARY_PATH"] = os.pathsep.join(ld)
         else:
@@ -315,7 +315,7 @@ class Rig:
             "FAKE_NVML_STATE": state,
             "FAKE_NVML_PROCS": state + ".procs",
             "BERTH_FAKE_WORKLOAD": os.path.join(FAKE_DIR, "workload.py"),
-            "_FAKE_LIB_DIR": lib_dir,
+            "BERTH_FAKE_LIB_DIR": lib_dir,
         }
 
     # -- commands --
@@ -516,6 +516,16 @@ def progs() -> Iterator[list[Prog]]:
             p.close()
 
 
+def read_events(record: str, event: str) -> list[dict[str, Any]]:
+    """The ``event`` lines GPU programs appended to ``record`` so far."""
+    try:
+        with open(record) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+    return [e for e in lines if e.get("event") == event]
+
+
 def proc_entry(status: dict[str, Any], pid: int) -> dict[str, Any] | None:
     for g in status.get("gpus", []):
         for p in g.get("processes") or ():
@@ -709,10 +719,10 @@ def step_status(rig: Rig, rep: Report) -> None:
             rep.na("berth status --json against nvidia-smi", "nvidia-smi not available")
         else:
             a = subprocess.run([smi, f"--query-gpu={SMI_GPU_FIELDS}", "--format=csv,noheader,nounits"],
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+                               capture_output=True, text=True, timeout=60, env=rig.env)  # fmt: skip
             b = subprocess.run([smi, f"--query-compute-apps={SMI_APP_FIELDS}",
                                 "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                               timeout=60)  # fmt: skip
+                               timeout=60, env=rig.env)  # fmt: skip
             rep.put("smi_raw", {"gpus": a.stdout + a.stderr, "apps": b.stdout + b.stderr})
             compare_smi(rep, status, parse_smi_csv(a.stdout, SMI_GPU_FIELDS),
                         parse_smi_csv(b.stdout, SMI_APP_FIELDS), pid, "root")  # fmt: skip
@@ -1071,12 +1081,7 @@ def step_daemon_pack(rig: Rig, rep: Report) -> None:
         deadline = time.monotonic() + 120
         ready: dict[int, dict[str, Any]] = {}
         while len(ready) < 8 and time.monotonic() < deadline:
-            with contextlib.suppress(FileNotFoundError):
-                with open(record) as f:
-                    for line in f:
-                        e = json.loads(line)
-                        if e["event"] == "ready":
-                            ready[e["pid"]] = e
+            ready = {e["pid"]: e for e in read_events(record, "ready")}
             time.sleep(0.1)
         rep.put("ready_seconds", round(time.monotonic() - t0, 2))
         rep.put("ready", list(ready.values()))
@@ -1306,6 +1311,20 @@ STEPS: dict[str, tuple[Callable[[Rig, Report], None], int]] = {
 }
 
 
+def new_rig(fake: bool) -> Rig:
+    """A fresh work directory under /tmp (readable by all: the unprivileged user reaches the
+    claims directory and the program) with the GPU program and a claims directory."""
+    work = tempfile.mkdtemp(prefix="berth-gpu-", dir="/tmp")
+    os.chmod(work, 0o755)
+    rig = Rig(work, fake, uuidlib.uuid4().hex)  # with --fake: builds the library once
+    os.makedirs(rig.claims_dir, mode=0o1777)
+    os.chmod(rig.claims_dir, 0o1777)
+    with open(rig.prog, "w") as f:
+        f.write(PROG)
+    os.chmod(rig.prog, 0o644)
+    return rig
+
+
 # -- the orchestrator ------------------------------------------------------------------------
 
 
@@ -1318,9 +1337,9 @@ def run_step(name: str, work: str, fake: bool, mark: str) -> int:
     rep = Report(os.path.join(work, "steps", f"{name}.json"))
     fn, _ = STEPS[name]
     try:
-        import pynvml
+        from berth.devices import nvml
 
-        pynvml.nvmlInit()
+        nvml.session()  # NVML started as berth starts it: its message when there is no driver
         fn(rig, rep)
         rep.status = "ok" if all(c["ok"] is not False for c in rep.checks) else "fail"
     except Exception as e:
@@ -1395,19 +1414,9 @@ def write_atomic(path: str, text: str) -> None:
 
 def orchestrate(args: argparse.Namespace) -> int:
     os.makedirs(args.out, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="berth-gpu-", dir="/tmp")
-    os.chmod(work, 0o755)  # the unprivileged user reaches the claims dir and the program
-    mark = uuidlib.uuid4().hex
-    rig = Rig(work, args.fake, mark)  # builds the fake library once, before the children
+    rig = new_rig(args.fake)
+    work, mark = rig.work, rig.mark
     os.makedirs(os.path.join(work, "steps"))
-    os.makedirs(rig.claims_dir, mode=0o1777)
-    os.chmod(rig.claims_dir, 0o1777)
-    with open(rig.prog, "w") as f:
-        f.write(PROG)
-    os.chmod(rig.prog, 0o644)
-    if args.fake:
-        ld = rig.env["LD_LIBRARY_PATH"].split(os.pathsep)
-        os.environ["BERTH_FAKE_LIB_DIR"] = next(p for p in ld if "fakenvml" in p)
     rig.env[TORCH_ENV] = rig.torch() or ""
     names = list(STEPS) if not args.steps else args.steps.split(",")
     unknown = [n for n in names if n not in STEPS]
@@ -1438,9 +1447,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             flush()
             continue
         print(f"[real_gpu] {name} (limit {limit:.0f} s) ...", flush=True)
-        env = {**rig.env, **({"BERTH_FAKE_LIB_DIR": os.environ["BERTH_FAKE_LIB_DIR"]}
-                             if args.fake else {})}  # fmt: skip
-        env.pop("BERTH_SOCKET", None)
+        env = {k: v for k, v in rig.env.items() if k != "BERTH_SOCKET"}
         t = time.monotonic()
         child = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--run-step", name, "--work", work,
