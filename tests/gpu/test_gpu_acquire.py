@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import need_torch, real_gpu
+from gpukit import need_torch, real_gpu
 
 
 def test_acquire_gives_torch_exactly_the_claimed_gpu(gpu: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from conftest import real_gpu
+from gpukit import real_gpu
 from helpers import wait_until
 
 GiB = 1 << 30

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, clean_env, driver_missing
+from gpukit import ROOT, clean_env, driver_missing
 
 SCRIPT = str(ROOT / "bench" / "real_gpu.py")
 STEPS = "versions,status,select,acquire,ended,caching"

@@ -6,10 +6,9 @@ import json
 import subprocess
 from typing import Any
 
-from conftest import real_gpu
+from gpukit import ON_GPU0, real_gpu
 
 GiB = 1 << 30
-ON_GPU0 = {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def test_select_skips_a_gpu_a_pytorch_process_uses(gpu: Any) -> None:

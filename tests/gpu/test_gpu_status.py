@@ -10,11 +10,10 @@ import subprocess
 from typing import Any
 
 import pytest
-from conftest import real_gpu
+from gpukit import ON_GPU0, real_gpu
 
 GiB = 1 << 30
 MiB = 1 << 20
-ON_GPU0 = {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def gpu0(status: dict[str, Any]) -> dict[str, Any]:
