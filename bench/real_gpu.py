@@ -62,6 +62,7 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_DIR = os.path.join(ROOT, "tests", "fakenvml")
+FAKE_TORCH = os.path.join(ROOT, "tests", "gpu", "faketorch")
 GiB = 1 << 30
 MiB = 1 << 20
 MARK = "BERTH_REAL_GPU_RUN"  # in the environment of everything this run starts (cleanup)
@@ -280,6 +281,8 @@ class Rig:
         ld = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
         ld = [p for p in ld if os.path.join("fakenvml", "build") not in p]
         pythonpath = [ROOT, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+        if fake and os.environ.get("BERTH_FAKE_TORCH") == "1":
+            pythonpath.insert(1, FAKE_TORCH)  # tests/gpu/faketorch stands in for torch
         env.update({
             "PYTHONPATH": os.pathsep.join(pythonpath),
             "PYTHONUNBUFFERED": "1",
@@ -312,12 +315,16 @@ class Rig:
             }  # fmt: skip
             with open(state, "w") as f:
                 json.dump({"driver": "580.159.04", "cuda": 13000, "errors": {}, "gpus": [gpu]}, f)
-        return {
+        env = {
             "FAKE_NVML_STATE": state,
             "FAKE_NVML_PROCS": state + ".procs",
-            "BERTH_FAKE_WORKLOAD": os.path.join(FAKE_DIR, "workload.py"),
             "BERTH_FAKE_LIB_DIR": lib_dir,
         }
+        if os.environ.get("BERTH_FAKE_TORCH") == "1":  # on PYTHONPATH: the program's torch branch
+            env["BERTH_FAKE_TORCH"] = "1"
+        else:  # the program registers as the fake workload does
+            env["BERTH_FAKE_WORKLOAD"] = os.path.join(FAKE_DIR, "workload.py")
+        return env
 
     # -- commands --
 
@@ -356,7 +363,7 @@ class Rig:
 
     def torch(self) -> str | None:
         """Why torch cannot be used (None: it can). Checked in a child: no CUDA context here."""
-        if self.fake:
+        if self.fake and self.env.get("BERTH_FAKE_TORCH") != "1":
             return "not available: --fake (the fake workload stands in)"
         if TORCH_ENV in os.environ:  # checked once by the orchestrator
             return os.environ[TORCH_ENV] or None
@@ -974,21 +981,29 @@ def step_acquire(rig: Rig, rep: Report) -> None:
         after = rig.status_json().get("claims", {}).get("claims", [])
         rep.check("its claim is gone once it has ended", not [c for c in after if ready["pid"] in
                                                                 (c.get("pids") or ())], after)  # fmt: skip
-        # acquire after torch has initialised CUDA: CUDA_VISIBLE_DEVICES can no longer apply
-        q = rig.start_prog(mem_gib=0, wait="stdin", torch_first=True,
-                           acquire={"gpus": 1, "label": "late", "timeout": 60})  # fmt: skip
-        started.append(q)
-        late = q.next_event("ready", timeout=120)
-        q.finish()
-        err = q.proc.stderr.read() if q.proc.stderr else ""
-        rep.put("acquire_after_cuda_init", {"ready": late, "stderr": err[-2000:]})
-        if rig.fake:
-            rep.na("acquire after CUDA init: device set, a warning", "torch not available (--fake)")
-        else:
-            rep.check("acquire after CUDA init: lease.devices names the claimed GPU as this process "
-                      "sees it, with a warning",
-                      (late.get("lease") or {}).get("devices") == ["cuda:0"] and "warn" in err.lower(),
-                      [late.get("lease"), err[-500:]])  # fmt: skip
+        # acquire after torch has initialised CUDA: CUDA_VISIBLE_DEVICES can no longer apply.
+        # The process's own CUDA context is then a process on the GPU in NVML's list: with the
+        # default filters (no outside process) it may count against its own claim.
+        why = rig.torch()
+        if why:
+            rep.na("acquire after CUDA init", why)
+            return
+        for name, extra in (("default filters", {}), ("max_procs=1", {"max_procs": 1})):
+            q = rig.start_prog(mem_gib=0, wait="stdin", torch_first=True,
+                               acquire={"gpus": 1, "label": "late", "timeout": 10, **extra})  # fmt: skip
+            started.append(q)
+            try:
+                late = q.next_event("ready", timeout=120)
+            except RuntimeError as e:
+                rep.check(f"acquire after CUDA init ({name}) gets the GPU", False, str(e)[-600:])
+                continue
+            q.finish()
+            err = q.proc.stderr.read() if q.proc.stderr else ""
+            rep.put(f"acquire_after_cuda_init ({name})", {"ready": late, "stderr": err[-2000:]})
+            rep.check(f"acquire after CUDA init ({name}): lease.devices names the claimed GPU as "
+                      "this process sees it, with a warning",
+                      (late.get("lease") or {}).get("devices") == ["cuda:0"]
+                      and "warn" in err.lower(), [late.get("lease"), err[-500:]])  # fmt: skip
 
 
 class Daemon:
