@@ -25,19 +25,22 @@ Steps (in this order; ``--steps`` picks some):
               ``berth status --json``; and acquire after torch has initialised CUDA.
 ``daemon_pack`` a private daemon; eight ``-g 0.125 --mem 9G`` jobs each allocating 8 GiB, at
               once: all running together, each one's memory seen in NVML.
-``daemon_gap``  twenty 2-second one-GPU jobs in a row: dispatch gap (daemon: attempt end to
-              next start; process: last line of one to first line of the next; GPU: to the
-              next one's CUDA context), CUDA context creation time.
-``latency``   ``berth status`` / ``--json`` / ``select`` vs ``nvidia-smi`` vs a minimal pynvml
-              script vs ``python -c pass``, interleaved, medians and ratios.
 ``ended``     how long the driver keeps listing a process after it exited (normal exit and
               kill -9), and its memory.
 ``caching``   what NVML reports while PyTorch's caching allocator holds freed memory, and
               after ``empty_cache()``.
+``latency``   ``berth status`` / ``--json`` / ``select`` vs ``nvidia-smi`` vs a minimal pynvml
+              script vs ``python -c pass``, interleaved, medians and ratios.
+``daemon_gap``  twenty 2-second one-GPU jobs in a row: dispatch gap (daemon: attempt end to
+              next start; process: last line of one to first line of the next; GPU: to the
+              next one's CUDA context), CUDA context creation time.
 
 ``--fake`` rehearses the whole run against tests/fakenvml (an H100-like fake GPU, built with
 the system C compiler): torch and nvidia-smi are not used (their parts say "not available"),
-the fake workload stands in for the PyTorch program.
+the fake workload stands in for the PyTorch program. ``BERTH_FAKE_TORCH=1`` puts
+tests/gpu/faketorch (a stand-in torch over the fake library, with a caching allocator) on the
+path instead, and ``BERTH_FAKE_SMI=1`` adds a stand-in nvidia-smi answering from the fake
+state: then the torch and nvidia-smi code paths are rehearsed too.
 """
 
 from __future__ import annotations
@@ -248,7 +251,9 @@ def parse_smi_csv(text: str, fields: str) -> list[dict[str, Any]]:
         cells = [c.strip() for c in line.split(", ")]
         if len(cells) != len(names):
             cells = [c.strip() for c in line.split(",")]
-        rows.append({n: smi_value(c) for n, c in zip(names, cells, strict=False)})
+        if len(cells) != len(names):  # "No running processes found" and the like
+            continue
+        rows.append({n: smi_value(c) for n, c in zip(names, cells, strict=True)})
     return rows
 
 
@@ -1210,7 +1215,8 @@ def step_latency(rig: Rig, rep: Report) -> None:
         rep.na("nvidia-smi latency", "nvidia-smi not available")
     times: dict[str, list[float]] = {k: [] for k in cmds}
     fails: dict[str, str] = {}
-    for _ in range(7):  # interleaved: drift hits every command alike
+    ratios: dict[str, float] = {}
+    for _ in range(5):  # interleaved: drift hits every command alike
         for name, argv in cmds.items():
             t = time.perf_counter()
             r = subprocess.run(argv, env=rig.env, capture_output=True, timeout=60, check=False)
@@ -1218,15 +1224,12 @@ def step_latency(rig: Rig, rep: Report) -> None:
             if r.returncode not in (0,) and name != "berth select --max-procs 99":
                 fails[name] = r.stderr.decode(errors="replace")[-500:]
         rep.put("times_ms", {k: summary_of(v) for k, v in times.items()})
-    med = {k: statistics.median(v) for k, v in times.items() if v}
-    ratios = {}
-    for base in ("nvidia-smi", "nvidia-smi --query-gpu csv", "minimal pynvml script"):
-        if base in med:
-            ratios[f"berth status / {base}"] = round(med["berth status"] / med[base], 2)
-            ratios[f"berth status --json / {base}"] = round(
-                med["berth status --json"] / med[base], 2
-            )
-    rep.put("ratios", ratios)
+        med = {k: statistics.median(v) for k, v in times.items() if v}
+        for base in ("nvidia-smi", "nvidia-smi --query-gpu csv", "minimal pynvml script"):
+            if base in med:
+                for mine in ("berth status", "berth status --json"):
+                    ratios[f"{mine} / {base}"] = round(med[mine] / med[base], 2)
+        rep.put("ratios", ratios)  # after every round: a step cut short keeps them
     rep.put("failures", fails)
     rep.check("every timed command succeeded", not fails, fails)
 
@@ -1323,16 +1326,18 @@ def step_caching(rig: Rig, rep: Report) -> None:
               emptied is not None and emptied < 1024, phases)  # fmt: skip
 
 
+# (step, its time limit in seconds), in the order they run. daemon_gap, the longest, runs
+# last and measures the jobs that ended before its limit (the run's budget may shorten it).
 STEPS: dict[str, tuple[Callable[[Rig, Report], None], int]] = {
     "versions": (step_versions, 60),
     "status": (step_status, 90),
     "select": (step_select, 90),
     "acquire": (step_acquire, 90),
-    "daemon_pack": (step_daemon_pack, 150),
-    "daemon_gap": (step_daemon_gap, 200),
-    "latency": (step_latency, 60),
+    "daemon_pack": (step_daemon_pack, 120),
     "ended": (step_ended, 60),
     "caching": (step_caching, 60),
+    "latency": (step_latency, 90),
+    "daemon_gap": (step_daemon_gap, 200),
 }
 
 
@@ -1519,7 +1524,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--out", help="directory for results.json and summary.md")
     p.add_argument("--fake", action="store_true", help="rehearse against tests/fakenvml")
-    p.add_argument("--budget", type=float, default=330, help="seconds for all steps (330)")
+    p.add_argument("--budget", type=float, default=300, help="seconds for all steps (300)")
     p.add_argument("--steps", default="", help=f"comma-separated, of: {','.join(STEPS)}")
     p.add_argument("--keep", action="store_true", help="keep the temp work directory")
     p.add_argument("--run-step", help=argparse.SUPPRESS)

@@ -30,11 +30,11 @@ start=$SECONDS
     echo "== $(date -u '+%F %T') UTC: berth real-GPU run ${FAKE[*]:-} on $(hostname), $($PY -V 2>&1)"
     command -v nvidia-smi >/dev/null && nvidia-smi -L
     echo "== install (no network)"
-    timeout -k 5 45 "$PY" -m pip install -q --no-deps --no-build-isolation --no-index -e . \
+    timeout -k 5 30 "$PY" -m pip install -q --no-deps --no-build-isolation --no-index -e . \
         || echo "pip install failed (exit $?): berth runs from PYTHONPATH=$PWD"
     "$PY" -c 'import berth, pynvml, psutil; print("berth", berth.__version__, "from", berth.__file__)'
     echo "== bench/real_gpu.py ($((SECONDS - start)) s so far)"
-    timeout -k 10 320 "$PY" bench/real_gpu.py --out "$OUT" --budget 290 "${FAKE[@]}"
+    timeout -k 10 330 "$PY" bench/real_gpu.py --out "$OUT" --budget 300 "${FAKE[@]}"
     echo "real_gpu.py exit $?"
     echo "== pytest tests/gpu ($((SECONDS - start)) s so far)"
     timeout -k 10 110 "$PY" -m pytest -q -p no:cacheprovider --junitxml "$OUT/pytest.xml" tests/gpu
