@@ -995,7 +995,7 @@ def step_acquire(rig: Rig, rep: Report) -> None:
             return
         for name, extra in (("default filters", {}), ("max_procs=1", {"max_procs": 1})):
             q = rig.start_prog(mem_gib=0, wait="stdin", torch_first=True,
-                               acquire={"gpus": 1, "label": "late", "timeout": 10, **extra})  # fmt: skip
+                               acquire={"gpus": 1, "label": "late", "timeout": 5, **extra})  # fmt: skip
             started.append(q)
             try:
                 late = q.next_event("ready", timeout=120)

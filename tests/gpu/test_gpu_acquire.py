@@ -39,7 +39,7 @@ def test_acquire_after_torch_initialised_cuda(gpu: Any) -> None:
     need_torch(gpu)
     with real_gpu.progs() as started:
         p = gpu.start_prog(mem_gib=0, wait="stdin", torch_first=True,
-                           acquire={"gpus": 1, "timeout": 10})  # fmt: skip
+                           acquire={"gpus": 1, "timeout": 5})  # fmt: skip
         started.append(p)
         ready = p.next_event("ready", timeout=120)
         assert p.finish() == 0
