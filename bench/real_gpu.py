@@ -766,6 +766,11 @@ def step_status(rig: Rig, rep: Report) -> None:
                                                                 or "prog.py" in seen["command"]),
                       seen)  # fmt: skip
             rep.put("unprivileged_used_memory_is_null", seen.get("used_memory") is None)
+        sel = run_as(rig, user, ["select", "--only", "0", "--explain"])
+        rep.put("unprivileged_select", {"rc": sel.returncode, "stdout": sel.stdout,
+                                        "stderr": sel.stderr[-2000:]})  # fmt: skip
+        rep.check(f"as {user[0]}: berth select refuses the GPU root's PyTorch process uses",
+                  sel.returncode == 1 and sel.stdout == "", sel.stderr[-1000:])  # fmt: skip
         if smi:
             try:
                 s = run_as(rig, user, [smi, f"--query-compute-apps={SMI_APP_FIELDS}",

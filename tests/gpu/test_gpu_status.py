@@ -78,7 +78,7 @@ def test_status_matches_nvidia_smi(gpu: Any) -> None:
     assert abs(mine["used_memory"] / MiB - theirs[0]["used_memory"]) <= 1
 
 
-def test_unprivileged_user_sees_the_gpu_and_never_a_wrong_holder(gpu: Any) -> None:
+def test_unprivileged_user_sees_roots_process_and_never_a_wrong_holder(gpu: Any) -> None:
     if os.getuid() != 0:
         pytest.skip("not root: cannot act as another user")
     user = real_gpu.unprivileged_user()
@@ -87,6 +87,8 @@ def test_unprivileged_user_sees_the_gpu_and_never_a_wrong_holder(gpu: Any) -> No
         started.append(p)
         p.next_event("ready", timeout=120)
         r = real_gpu.run_as(gpu, user, ["status", "--json"])
+        sel = real_gpu.run_as(gpu, user, ["select", "--only", "0", "--explain"])
+    assert (sel.returncode, sel.stdout) == (1, ""), sel.stderr  # root's process is seen
     assert r.returncode == 0, r.stderr
     status = json.loads(r.stdout)
     assert all(g["healthy"] for g in status["gpus"]), status["gpus"]
