@@ -51,6 +51,20 @@ def read(
     return snaps
 
 
+def not_mine(snaps: Sequence[GpuSnapshot]) -> list[GpuSnapshot]:
+    """``snaps`` without this process among their GPU processes: a program that has already
+    started CUDA (torch imported and used) and then asks berth for GPUs is not outside use of
+    the GPU it asks for (its own context would keep it waiting for itself). Its memory stays
+    counted: it is used."""
+    me = os.getpid()
+    return [
+        g.replace(processes=tuple(p for p in g.processes if p.pid != me))
+        if g.processes and any(p.pid == me for p in g.processes)
+        else g
+        for g in snaps
+    ]
+
+
 def gpus(*, all: bool = False) -> list[GpuSnapshot]:
     """Frozen snapshots of the GPUs (NVML, or the declared inventory), in NVML order.
 
@@ -85,7 +99,7 @@ def choose(filters: Filters, *, all: bool = False, telemetry: bool = True) -> Se
 
     cfg = _config()
     telemetry = telemetry or filters.max_power is not None
-    snaps = read(cfg, all=all, process_details=False, telemetry=telemetry)
+    snaps = not_mine(read(cfg, all=all, process_details=False, telemetry=telemetry))
     return _select(snaps, filters, held_by_berth(cfg), banned_reasons(cfg, snaps))
 
 

@@ -25,7 +25,7 @@ import os
 import sys
 
 from berth import config
-from berth.api import banned_reasons, read
+from berth.api import banned_reasons, not_mine, read
 from berth.choose import select
 from berth.claims.ledger import Ledger
 from berth.claims.waiting import wait_claim
@@ -196,7 +196,7 @@ def claim(
     last: list[GpuSnapshot] = []
 
     def fresh() -> list[GpuSnapshot]:
-        snaps = read(cfg, all=True, process_details=False)
+        snaps = not_mine(read(cfg, all=True, process_details=False))
         last[:] = snaps
         visible = None if all else user_visible()
         if visible is not None:

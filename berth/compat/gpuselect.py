@@ -160,7 +160,7 @@ def gpuselect(
         count = len(ids)
 
     cfg = api._config()
-    snaps = api.read(cfg, all=True, process_details=False)
+    snaps = api.not_mine(api.read(cfg, all=True, process_details=False))
     logger.debug("GPU count: %s", len(snaps))
     known = {g.index for g in snaps}
     for d in ids:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from gpukit import need_torch, real_gpu
 
 
@@ -29,12 +28,6 @@ def test_acquire_gives_torch_exactly_the_claimed_gpu(gpu: Any) -> None:
     assert gpu.status_json()["claims"]["claims"] == []  # released with the process
 
 
-@pytest.mark.xfail(
-    reason="berth bug (issue 26 report): the caller's own CUDA context is a process on the GPU "
-    "in NVML's list, counted as outside use by the default filters (max_procs=0), so "
-    "berth.acquire() after CUDA init waits for itself until its timeout",
-    strict=False,
-)
 def test_acquire_after_torch_initialised_cuda(gpu: Any) -> None:
     need_torch(gpu)
     with real_gpu.progs() as started:

@@ -4,6 +4,7 @@ ever. What only changes with time (use, processes, claims) still waits."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from typing import Any
@@ -67,3 +68,25 @@ def test_what_changes_with_time_still_waits(fake_gpus: Any) -> None:
     with berth.acquire(1) as lease, pytest.raises(WaitTimeout):
         berth.acquire(1, timeout=0.3)
     assert not lease.active
+
+
+def test_a_program_that_started_cuda_is_not_outside_use_of_its_gpu(fake_gpus: Any) -> None:
+    """A program that initialised CUDA before asking (torch imported and used) has a context
+    on a GPU, which NVML lists: berth.acquire() must not wait for the program itself (found
+    when rehearsing the real-GPU run, issue 26)."""
+    fake_gpus.setup(n=1)
+    os.makedirs(fake_gpus.procs_dir, exist_ok=True)
+    me = os.path.join(fake_gpus.procs_dir, str(os.getpid()))
+    with open(me, "w") as f:  # this process, on GPU 0, as the fake library reads it
+        f.write(f"{fake_gpus.read()['gpus'][0]['uuid']} {512 << 20} 0 0 compute\n")
+    try:
+        with berth.acquire(1, timeout=2) as lease:
+            assert lease.ids == [0]
+        assert [g.index for g in berth.select(1)] == [0]
+        other = fake_gpus.spawn_workload(visible="0", mem="1G")
+        with pytest.raises(WaitTimeout):  # (another process still is outside use)
+            berth.acquire(1, timeout=0.3)
+        other.kill()
+        other.wait()
+    finally:
+        os.unlink(me)
