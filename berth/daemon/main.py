@@ -34,6 +34,7 @@ from berth.daemon.requests.server import Server
 from berth.daemon.store.store import open_store
 from berth.daemon.store.writer import Writer
 from berth.errors import BerthError
+from berth.web.auth import token_handler
 from berth.web.bind import listen, parse_bind
 from berth.web.server import WebServer
 
@@ -206,7 +207,7 @@ async def _main(
     procs.pool.spawner = spawner
     loop.add_reader(spawner.sock.fileno(), procs.pool.on_spawner_reply)
     engine = Engine(opts, store, res, loop, procs=procs)
-    engine.queue_paused = store.meta("queue_paused") == "1"
+    engine.pauses.queue = store.meta("queue_paused") == "1"
     counts = recover(engine, rebooted)
 
     engine.journal.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
@@ -218,7 +219,7 @@ async def _main(
         (" (the machine restarted since)" if rebooted else "")
         + (
             " (after an unclean stop; queue paused: `berth resume --all`)"
-            if engine.queue_paused
+            if engine.pauses.queue
             else (" (after an unclean stop)" if unclean else "")
         ),
     )
@@ -229,7 +230,6 @@ async def _main(
         except KeyError:
             log.warning("admin group %r does not exist", cfg.admin_group)
     server = Server(engine, admin_gid)
-    srv = await asyncio.start_unix_server(server.handle, sock=sock)
     web = None
     if web_sock is not None:  # `--http`: the dashboard and /metrics (berth.web)
         host, port = web_sock.getsockname()[:2]
@@ -237,6 +237,9 @@ async def _main(
             engine, host, port, anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
+    server.register("web_token", token_handler(web.url if web is not None else None))
+    srv = await asyncio.start_unix_server(server.handle, sock=sock)
+    if web is not None and web_sock is not None:
         await web.start(web_sock)
     watcher = Watcher(ledger.path)
     if watcher.fd is not None:

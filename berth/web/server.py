@@ -44,9 +44,6 @@ HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
 
-ACTIVE: WebServer | None = None  # the daemon's server, for the ``web_token`` answer
-
-
 class _Stream:
     """One live viewer: the newest state, and the chart points not yet sent."""
 
@@ -98,20 +95,15 @@ class WebServer:
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on ``sock`` (bound by :func:`berth.web.bind.listen` to our host and port)."""
-        global ACTIVE
         self._srv = await asyncio.start_server(self._connection, sock=sock, limit=wire.MAX_HEAD)
         self.port = sock.getsockname()[1]  # (port 0: the one the kernel gave)
         self.observer.listeners.append(self.notify)
         self.observer.attach()
         self._timer = self.loop.call_soon(self._on_tick)
-        ACTIVE = self
         log.info("dashboard on %s (%s)", self.url,
                  "anonymous viewers may read" if self.anonymous else "sign-in needed to read")  # fmt: skip
 
     def close(self) -> None:
-        global ACTIVE
-        if ACTIVE is self:
-            ACTIVE = None
         for handle in (self._timer, self._publish_at):
             if handle is not None:
                 handle.cancel()

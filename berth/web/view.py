@@ -164,7 +164,7 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
         "daemon": {
             "pid": os.getpid(),
             "started": observer.started_at,
-            "queue_paused": engine.queue_paused,
+            "queue_paused": engine.pauses.queue,
             "gpu_error": engine.res.error,
             "policy": engine.opts.policy or "balanced",
         },

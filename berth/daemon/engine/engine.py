@@ -24,10 +24,10 @@ from berth.core.policy import DEFAULT_POLICY, schedule
 from berth.core.states import ACTIVE, State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
+from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
 from berth.daemon.procs.port import Supervisors
-from berth.daemon.requests.admin import drained as drain_notes
 from berth.daemon.store.journal import Journal
 from berth.daemon.store.store import Store
 
@@ -71,10 +71,8 @@ class Engine(Lifecycle):
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.finished_states: dict[int, State] = {}  # for dependencies
-        self.paused: set[str] = set()  # GPU uuids
-        self.pause_notes = store.pause_notes()  # uuid -> (who drained it, why, since)
+        self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
-        self.queue_paused = False
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
         self.unique: dict[str, int] = {}  # `submit --unique` identity -> newest job with it
@@ -134,7 +132,7 @@ class Engine(Lifecycle):
         t0 = time.perf_counter()
         self._decide_seconds = 0.0  # (a pass that decides nothing delays no later one)
         self._reasons_valid = False
-        if self.queue_paused or (not explain and not self._deps_dirty and self._full()):
+        if self.pauses.queue or (not explain and not self._deps_dirty and self._full()):
             return  # nothing could start: spare the sort of a long queue
         pending = self._pending()
         if not pending:
@@ -142,7 +140,7 @@ class Engine(Lifecycle):
         explain = explain or self._deps_dirty
         self._deps_dirty = False
         running = self._running()
-        paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        paused = self.pauses.indexes()
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         others = self.outside_usage(clean=True)
@@ -220,7 +218,7 @@ class Engine(Lifecycle):
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
     def _set_reasons(self, decisions: Any) -> None:
-        drained = drain_notes(self)
+        drained = self.pauses.drained()
         self.reasons = {
             i: p.reason.value
             + (f": {p.detail}" if p.detail else "")
@@ -236,12 +234,12 @@ class Engine(Lifecycle):
             return
         t0 = time.perf_counter()
         pending = [j for j in self.jobs.values() if j.state is State.PENDING]
-        if self.queue_paused:
+        if self.pauses.queue:
             self.reasons = {j.id: "QueuePaused" for j in pending}
             self._reasons_valid = True
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
-        paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        paused = self.pauses.indexes()
         now = self.clock.time()
         multi = len({j.tenant for j in pending}) > 1
         decisions = schedule(

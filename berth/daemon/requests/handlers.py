@@ -253,55 +253,10 @@ async def release_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[
     return await _hold_release(engine, peer, req, False)
 
 
-def _gpus(engine: Engine, names: list[Any]) -> list[str]:
-    out = []
-    for n in names:
-        s = engine.res.resolve(str(n))
-        if s is None:
-            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
-            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {n!r} here (GPUs: {known})")
-        out.append(s.uuid)
-    return out
-
-
-def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, engine.opts, "pause GPUs")
-    uuids = _gpus(engine, validate.gpu_names("gpus", req["gpus"]))
-    admin.pause_gpus(engine, peer, uuids, None)  # (`berth admin drain` says why too)
-    return {
-        "paused": sorted(
-            engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
-        )
-    }
-
-
-def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, engine.opts, "resume GPUs")
-    names = validate.gpu_names("gpus", req.get("gpus"))
-    uuids = list(engine.paused) if req.get("all") else _gpus(engine, names)
-    with engine.store.tx():
-        for u in uuids:
-            engine.store.set_paused(u, False)
-        if req.get("all"):
-            engine.store.set_meta("queue_paused", "0")
-    engine.paused.difference_update(uuids)
-    for u in uuids:
-        engine.pause_notes.pop(u, None)
-    if req.get("all"):
-        engine.queue_paused = False
-    engine.kick()
-    return {
-        "paused": sorted(
-            engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
-        ),
-        "queue_paused": engine.queue_paused,
-    }
-
-
 def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     gpus: dict[str, dict[str, Any]] = {}
     for s in engine.res.snapshots:
-        gpus[str(s.index)] = {"uuid": s.uuid, "jobs": [], "paused": s.uuid in engine.paused}
+        gpus[str(s.index)] = {"uuid": s.uuid, "jobs": [], "paused": s.uuid in engine.pauses.gpus}
     pending = 0
     for job in engine.jobs.values():
         if job.state is State.PENDING:
@@ -324,7 +279,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "gpus": gpus,
         "pending": pending,
         "running": len(engine.runs),
-        "queue_paused": engine.queue_paused,
+        "queue_paused": engine.pauses.queue,
     }
 
 
@@ -354,12 +309,6 @@ def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {"stopping": True, "running_jobs": len(engine.runs)}
 
 
-def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    from berth.web.auth import token_reply  # cycle: web.auth imports this module
-
-    return token_reply(engine, peer)
-
-
 HANDLERS: dict[str, Handler] = {
     "ping": ping,
     "submit": submit,
@@ -372,12 +321,11 @@ HANDLERS: dict[str, Handler] = {
     "cancel": cancel,
     "hold": hold_jobs,
     "release": release_jobs,
-    "pause": pause,
-    "resume": resume,
+    "pause": admin.pause,
+    "resume": admin.resume,
     "status": status,
     "limits": admin.limits,
     "drain": admin.drain,
     "undrain": admin.undrain,
     "shutdown": shutdown,
-    "web_token": web_token,
 }
