@@ -3,7 +3,7 @@
 Off by default, bound to the loopback by default, served on the daemon's own event loop.
 The pieces, each one idea:
 
-- ``wire.py``: HTTP/1.1 requests in, responses out, with strict limits (head and body size,
+- ``httpio.py``: HTTP/1.1 requests in, responses out, with strict limits (head and body size,
   timeouts); no routing, no state.
 - ``server.py``: the listening socket, connection caps, routing, server-sent events.
 - ``routes.py``: what each route answers; reads go through the same handlers as the UNIX

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.handlers import Peer
+    from berth.daemon.requests.authority import Peer
     from berth.web.history import History
     from berth.web.observe import Observer
 

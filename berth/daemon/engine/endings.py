@@ -52,9 +52,9 @@ class Lifecycle(Launching):
             return
         del self.runs[job_id]
         job = self.jobs[job_id]
-        lease = self.committing.pop(job_id, None)  # (it ended before we heard of its commit)
-        if lease is not None:
-            lease.detach()
+        claim = self.committing.pop(job_id, None)  # (it ended before we heard of its commit)
+        if claim is not None:
+            claim.detach()
         if result.get("unstarted"):  # its gate closed unopened (not by us: we forgot it then)
             self.procs.discard(run.path)
             self._launch_failed(job, str(result.get("error") or "it was not started"))
@@ -70,12 +70,12 @@ class Lifecycle(Launching):
         job = self.jobs[job_id]
         info = self.procs.record(run.path)
         began = runfile.began(info)
-        lease = self.committing.pop(job_id, None)  # its start is not durable yet
-        if lease is not None:
+        claim = self.committing.pop(job_id, None)  # its start is not durable yet
+        if claim is not None:
             if began:
-                lease.detach()  # (its claim files find what the job left: see end_leftovers)
+                claim.detach()  # (its claim files find what the job left: see end_leftovers)
             else:
-                lease.release()
+                claim.release()
         if "exit" in info:
             self.record_exit(job, info["exit"], run.path)
         elif not started or not began:
@@ -89,8 +89,8 @@ class Lifecycle(Launching):
     def end_leftovers(self, job: Job, path: str, why: str) -> str:
         """End what the attempt whose supervisor died left running (:mod:`reap`); the reason
         to record."""
-        lease = job.extra.get("lease")
-        pids = self.procs.end_leftovers(path, job.uid, lease, self.opts.kill_after)
+        lease_id = job.extra.get("lease")
+        pids = self.procs.end_leftovers(path, job.uid, lease_id, self.opts.kill_after)
         if pids:
             n = len(pids)
             log.warning("job %d: ended %d process(es) its supervisor left: %s", job.id, n, pids)
@@ -199,10 +199,12 @@ class Lifecycle(Launching):
 
     # -- restart ------------------------------------------------------------------------------
 
-    def adopt(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
+    def adopt(
+        self, job_id: int, pid: int, path: str, attempt: int, lease_id: str | None
+    ) -> None:
         """Watch a supervisor left running by a previous daemon (ProcessLookupError if it
         has gone)."""
-        self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease)
+        self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease_id)
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
         self._change(job, State.PREEMPTED, now, reason=why)

@@ -162,17 +162,17 @@ class Engine(Lifecycle):
         self._decide_seconds = time.perf_counter() - t0
         for start in decisions.starts:
             job = self.jobs[start.job_id]
-            lease = ledger.claim(
+            claim = ledger.claim(
                 [self.res.by_index[i] for i in start.gpus],
                 start.share,
                 start.mem,
                 label=f"berth job {job.id} ({job.name})",
             )
-            if lease is None:
+            if claim is None:
                 # Another process claimed at the same moment (the ledger has no lock: see
                 # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
                 continue
-            launches.append((job, (start, lease)))
+            launches.append((job, (start, claim)))
         if explain and not launches:
             self._set_reasons(decisions)
         self._arm_timer(decisions.wakeup, now)
@@ -183,10 +183,11 @@ class Engine(Lifecycle):
             if doomed is not None and doomed.state is State.PENDING:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
 
-    def _own_leases(self) -> set[str]:
-        """Claims of our own jobs (running, being forked, or waiting for their commit)."""
-        out = {r.lease for r in self.runs.values() if r.lease}
-        out.update(lease.lease_id for lease in self.committing.values())
+    def own_lease_ids(self) -> set[str]:
+        """The daemon's own claims (the ``lease_id`` of each): those of its jobs running,
+        being handed over, or waiting for their commit."""
+        out = {r.lease_id for r in self.runs.values() if r.lease_id}
+        out.update(claim.lease_id for claim in self.committing.values())
         return out
 
     def _running(self) -> list[Job]:
@@ -267,7 +268,7 @@ class Engine(Lifecycle):
         processes outside berth): what scheduling passes see. ``clean``: also remove dead
         claim files."""
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
-        return self.res.others(lstate, self._own_leases(), self._own_pids)
+        return self.res.others(lstate, self.own_lease_ids(), self._own_pids)
 
     def _own_pids(self) -> set[int]:
         """The leader of each running job (its session id) and the supervisor running it

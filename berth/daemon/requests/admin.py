@@ -13,6 +13,7 @@ from berth.daemon.engine.accounts import EVERYONE, KEYS, UNLIMITED
 from berth.daemon.requests import validate
 from berth.daemon.requests.authority import admins_only
 from berth.wire import protocol
+from berth.wire.checks import text
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -35,7 +36,7 @@ _WORDS = ("none", "default")
 def _user(raw: Any) -> str:
     if raw is None:
         return EVERYONE
-    name = validate.text("user", raw)
+    name = text("user", raw)
     if name == EVERYONE:
         return name
 
@@ -120,7 +121,7 @@ def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     uuids = gpu_uuids(engine, names) if names else [s.uuid for s in engine.res.snapshots]
     note = req.get("note")
     if note is not None:
-        note = validate.text("note", note, empty=True, limit=200) or None
+        note = text("note", note, empty=True, limit=200) or None
     engine.pauses.pause(uuids, peer.user, note, engine.clock.time())
     return _paused(engine)
 

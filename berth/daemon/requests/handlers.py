@@ -35,9 +35,6 @@ if TYPE_CHECKING:
         [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
     ]
 
-__all__ = ["HANDLERS", "Peer"]
-
-
 def _find(engine: Engine, job_id: int) -> Job:
     job = engine.jobs.get(job_id) or engine.settling.get(job_id)
     if job is None:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from berth.core.inventory import Gpu
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.handlers import Peer
+    from berth.daemon.requests.authority import Peer
 
 
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files

@@ -26,7 +26,8 @@ import logging
 import socket
 import struct
 
-from berth.daemon.requests.handlers import HANDLERS, Peer
+from berth.daemon.requests.authority import Peer
+from berth.daemon.requests.handlers import HANDLERS
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
