@@ -274,7 +274,7 @@ async def _main(
     srv.close()
     if web is not None:
         web.close()
-    log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
+    log.info("stopping; %d running job(s) stay under their supervisors", engine.running_count())
     await engine.drain()
     procs.pool.close()  # idle supervisors exit; busy ones finish their attempt first
     engine.journal.writer.close()

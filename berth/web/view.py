@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from berth.web.observe import Observer
 
 MAX_ROWS = 300  # queue rows sent to the page (the counts are always whole)
-_HOLDING = (State.RUNNING, State.COMPLETING)
 
 
 def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any]:
@@ -41,8 +40,7 @@ def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any
 def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
     """Every GPU with its reading and its holders."""
     status = _call("status", engine, peer)
-    own = {j.extra.get("lease") for j in engine.jobs.values() if j.state in _HOLDING}
-    own.update(lease.lease_id for lease in engine.committing.values())
+    own = engine.own_lease_ids()
     ledger = engine.res.ledger.scan(bodies=True)
     by_uuid = engine.res.by_uuid
     # A private daemon hides others' commands from non-admins: the page is the same for every

@@ -1,8 +1,9 @@
-"""Recording how attempts end, controlling running ones, and adopting those a previous daemon
-left: the half of the engine that hears from supervisors (through its process port,
-:mod:`berth.daemon.engine.ports`) and changes job states accordingly. :class:`Lifecycle` is a part
-of :class:`berth.daemon.engine.engine.Engine`, kept apart to keep each file one idea; starting
-attempts is its other part (:mod:`berth.daemon.engine.starts`).
+"""Recording how attempts end, controlling running ones, adopting those a previous daemon
+left, and forgetting jobs that ended long ago (:meth:`Lifecycle.purge_finished`): the half of
+the engine that hears from supervisors (through its process port,
+:mod:`berth.daemon.engine.ports`) and changes job states accordingly. :class:`Lifecycle` is a
+part of :class:`berth.daemon.engine.engine.Engine`, kept apart to keep each file one idea;
+starting attempts is its other part (:mod:`berth.daemon.engine.starts`).
 
 Every state change goes through :func:`berth.core.transition.transition` and is saved with
 the current group commit (:mod:`berth.daemon.store.journal`); what acts on a change (reusing a run
@@ -18,6 +19,7 @@ from berth.core.states import FINISHED, State
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.engine.starts import Launching
+from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
 
 TYPE_CHECKING = False
@@ -37,6 +39,7 @@ class Lifecycle(Launching):
     finished_states: dict[int, State]
     waiters: dict[int, list[asyncio.Future[None]]]
     settling: dict[int, Job]
+    next_id: int
     _deps_dirty: bool
 
     if TYPE_CHECKING:
@@ -208,6 +211,28 @@ class Lifecycle(Launching):
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
         self._change(job, State.PREEMPTED, now, reason=why)
+
+    def purge_finished(self) -> int:
+        """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
+        their ids are never given again). Committed with the next group; returns how many."""
+        keep = self.opts.keep_finished
+        if not keep or keep == float("inf"):
+            return 0
+        ids = [
+            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
+        ]
+        if not ids:
+            return 0
+        self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
+        self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
+
+        def forget() -> None:
+            for i in ids:
+                self.finished_states.pop(i, None)
+
+        self.journal.after_commit(forget)
+        log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)
+        return len(ids)
 
 
 def _wake(waiters: list[asyncio.Future[None]]) -> None:

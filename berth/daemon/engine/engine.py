@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 
+from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, schedule
 from berth.core.states import ACTIVE, State
 from berth.daemon.engine.accounts import Accounts
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.inventory import Usage
-    from berth.core.job import Job
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
@@ -290,28 +290,6 @@ class Engine(Lifecycle):
         if wakeup is not None:
             self._timer = self.loop.call_later(max(0.0, wakeup - now) + 0.001, self.kick)
 
-    def purge_finished(self) -> int:
-        """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
-        their ids are never given again). Committed with the next group; returns how many."""
-        keep = self.opts.keep_finished
-        if not keep or keep == float("inf"):
-            return 0
-        ids = [
-            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
-        ]
-        if not ids:
-            return 0
-        self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
-        self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
-
-        def forget() -> None:
-            for i in ids:
-                self.finished_states.pop(i, None)
-
-        self.journal.after_commit(forget)
-        log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)
-        return len(ids)
-
     def _change(
         self,
         job: Job,
@@ -329,6 +307,55 @@ class Engine(Lifecycle):
             row = self.accounts.ended(job, max(now, self.clock.time()))
             if row is not None:
                 self.journal.execute(Store.USAGE_SQL, [row])
+
+    # -- what requests and the web ask of the engine ---------------------------------------
+
+    def live(self, job_id: int) -> Job | None:
+        """A job in memory: unfinished, or ended with its end not yet durable."""
+        return self.jobs.get(job_id) or self.settling.get(job_id)
+
+    def find(self, job_id: int) -> Job | None:
+        """A job on record: in memory, else as the store keeps it; None if there is none."""
+        job = self.live(job_id)
+        if job is None:
+            data = self.store.job(job_id)
+            job = None if data is None else Job.from_dict(data)
+        return job
+
+    def state_of(self, job_id: int) -> State | None:
+        """The job's state from memory (an ended job's outcome is kept for dependencies until
+        it is purged), without reading the store; None if not in memory."""
+        job = self.live(job_id)
+        return job.state if job is not None else self.finished_states.get(job_id)
+
+    def ending(self, job_id: int) -> bool:
+        """The job has ended, but its end is not durable yet."""
+        return job_id in self.settling
+
+    def settling_jobs(self) -> list[Job]:
+        """The jobs that have ended whose end is not durable yet."""
+        return list(self.settling.values())
+
+    def on_end(self, job_id: int) -> asyncio.Future[None] | None:
+        """A future done once the unfinished job's end is durable (None: not unfinished)."""
+        if job_id not in self.jobs:
+            return None
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self.waiters.setdefault(job_id, []).append(fut)
+        return fut
+
+    def new_ids(self, n: int) -> int:
+        """Give ``n`` consecutive new job ids (never given before); returns the first."""
+        first = self.next_id
+        self.next_id += n
+        return first
+
+    def run_of(self, job_id: int) -> Run | None:
+        """The running attempt of a job, if it runs."""
+        return self.runs.get(job_id)
+
+    def running_count(self) -> int:
+        return len(self.runs)
 
     # -- the journal (berth.daemon.store.journal) ---------------------------------------------------
 

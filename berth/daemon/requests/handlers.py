@@ -36,12 +36,9 @@ if TYPE_CHECKING:
     ]
 
 def _find(engine: Engine, job_id: int) -> Job:
-    job = engine.jobs.get(job_id) or engine.settling.get(job_id)
+    job = engine.find(job_id)
     if job is None:
-        data = engine.store.job(job_id)
-        if data is None:
-            raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {job_id}: see `berth queue --all`")
-        job = Job.from_dict(data)
+        raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {job_id}: see `berth queue --all`")
     return job
 
 
@@ -93,12 +90,13 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
             r["model"] = model if may_see(peer, j, engine.opts) else views.redact(model)
     if req.get("all") or (states & FINISHED):
         since = engine.clock.time() - 86400
-        settling = [j for j in engine.settling.values() if uid is None or j.uid == uid]
-        rows += [views.row(j, None) for j in settling]
+        settling = engine.settling_jobs()
+        rows += [views.row(j, None) for j in settling if uid is None or j.uid == uid]
+        ending = {j.id for j in settling}
         rows += [
             views.row(Job.from_dict(d), None)
             for d in engine.store.finished_since(since, uid)
-            if d["id"] not in engine.settling
+            if d["id"] not in ending
         ]
     if states:
         names = {s.value for s in states}
@@ -126,7 +124,7 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
     out = views.detail(job, engine.reasons.get(job.id), spec, engine.opts.max_job_time)
-    run = engine.runs.get(job.id)
+    run = engine.run_of(job.id)
     out["attach"] = (
         pty_path(spec, job.id, run.attempt) or run.path + ".pty"
         if run is not None and out["pty"]
@@ -181,11 +179,9 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
 
 
 async def _wait_one(engine: Engine, job: Job, limit: float | None) -> Job:
-    if job.id in engine.settling:  # it has ended: wait until that is durable
+    if engine.ending(job.id):  # it has ended: wait until that is durable
         await engine.durable()
-    elif job.id in engine.jobs:
-        fut: asyncio.Future[None] = engine.loop.create_future()
-        engine.waiters.setdefault(job.id, []).append(fut)
+    elif (fut := engine.on_end(job.id)) is not None:
         try:
             await asyncio.wait_for(asyncio.shield(fut), limit)
         except asyncio.TimeoutError:
@@ -275,7 +271,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "pid": os.getpid(),
         "gpus": gpus,
         "pending": pending,
-        "running": len(engine.runs),
+        "running": engine.running_count(),
         "queue_paused": engine.pauses.queue,
     }
 
@@ -291,7 +287,7 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "pid": os.getpid(),
         "version": protocol.PROTOCOL_VERSION,
         "jobs": len(engine.jobs),
-        "running": len(engine.runs),
+        "running": engine.running_count(),
         "rss": rss,
         "last_pass_seconds": engine.last_pass_seconds,
         "last_explain_seconds": engine.last_explain_seconds,
@@ -303,7 +299,7 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     admins_only(peer, engine.opts, "stop the daemon")
     engine.loop.call_soon(engine.stop_event.set)
-    return {"stopping": True, "running_jobs": len(engine.runs)}
+    return {"stopping": True, "running_jobs": engine.running_count()}
 
 
 HANDLERS: dict[str, Handler] = {
