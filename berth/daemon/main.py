@@ -34,8 +34,9 @@ from berth.daemon.requests.server import Server
 from berth.daemon.store.store import open_store
 from berth.daemon.store.writer import Writer
 from berth.errors import BerthError
+from berth.units import parse_bind
 from berth.web.auth import token_handler
-from berth.web.bind import listen, parse_bind
+from berth.web.bind import listen
 from berth.web.server import WebServer
 
 TYPE_CHECKING = False
