@@ -138,7 +138,7 @@ def users(
             user, {"user": user, "gpus": 0.0, "running": 0, "pending": 0, "gpu_hours": 0.0}
         )
 
-    for job in engine.jobs.values():
+    for job in engine.unfinished():
         e = entry(job.user)
         if job.state is State.PENDING:
             e["pending"] += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from berth.core.states import FINISHED, State
+from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.engine.starts import Launching
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
+    from berth.daemon.engine.accounts import Accounts
 
 log = logging.getLogger("berth.daemon")
 
@@ -39,6 +40,7 @@ class Lifecycle(Launching):
     finished_states: dict[int, State]
     waiters: dict[int, list[asyncio.Future[None]]]
     settling: dict[int, Job]
+    accounts: Accounts
     next_id: int
     _deps_dirty: bool
 
@@ -150,8 +152,11 @@ class Lifecycle(Launching):
         reason: str = "",
         exit_code: int | None = None,
     ) -> None:
-        """Transition + save (committed with this turn's group) + wake waiters + schedule."""
+        """Transition + save (committed with this turn's group) + wake waiters + schedule. An
+        attempt that ends adds what it used to its tenant's fair-share usage, in the same
+        commit as its end."""
         was_pending = job.state is State.PENDING
+        holding = job.state in ACTIVE
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
         if job.state is State.PENDING:
             self.order.joined()  # requeued or retried
@@ -159,6 +164,10 @@ class Lifecycle(Launching):
             self.order.left()
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
+        if holding:
+            row = self.accounts.ended(job, max(now, self.clock.time()))
+            if row is not None:
+                self.journal.execute(Store.USAGE_SQL, [row])
         if finished:
             if job.state is not State.COMPLETED:
                 self._deps_dirty = True

@@ -22,7 +22,7 @@ import time
 
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, schedule
-from berth.core.states import ACTIVE, State
+from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
 from berth.daemon.engine.pauses import Pauses
@@ -34,6 +34,7 @@ from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import ValuesView
     from typing import Any
 
     from berth.claims.claim import Claim
@@ -290,25 +291,15 @@ class Engine(Lifecycle):
         if wakeup is not None:
             self._timer = self.loop.call_later(max(0.0, wakeup - now) + 0.001, self.kick)
 
-    def _change(
-        self,
-        job: Job,
-        to: State,
-        now: float,
-        *,
-        reason: str = "",
-        exit_code: int | None = None,
-    ) -> None:
-        """:meth:`Lifecycle._change`, and an attempt that ends adds what it used to its
-        tenant's fair-share usage, in the same commit as its end."""
-        holding = job.state in ACTIVE
-        super()._change(job, to, now, reason=reason, exit_code=exit_code)
-        if holding:
-            row = self.accounts.ended(job, max(now, self.clock.time()))
-            if row is not None:
-                self.journal.execute(Store.USAGE_SQL, [row])
-
     # -- what requests and the web ask of the engine ---------------------------------------
+
+    def unfinished(self) -> ValuesView[Job]:
+        """The unfinished jobs (pending, running, completing), in no particular order."""
+        return self.jobs.values()
+
+    def reason(self, job_id: int) -> str | None:
+        """Why a pending job waits, as the last pass (or :meth:`explain`) said."""
+        return self.reasons.get(job_id)
 
     def live(self, job_id: int) -> Job | None:
         """A job in memory: unfinished, or ended with its end not yet durable."""
@@ -343,6 +334,13 @@ class Engine(Lifecycle):
         fut: asyncio.Future[None] = self.loop.create_future()
         self.waiters.setdefault(job_id, []).append(fut)
         return fut
+
+    def unique_job(self, key: str) -> int | None:
+        """The newest job submitted with ``--unique`` identity ``key`` since the start."""
+        return self.unique.get(key)
+
+    def note_unique(self, key: str, job_id: int) -> None:
+        self.unique[key] = job_id
 
     def new_ids(self, n: int) -> int:
         """Give ``n`` consecutive new job ids (never given before); returns the first."""

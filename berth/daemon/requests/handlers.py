@@ -81,9 +81,9 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     uid = validate.uid(req.get("uid"))
     states = _states(req)
     engine.explain()
-    jobs = [j for j in engine.jobs.values() if uid is None or j.uid == uid]
+    jobs = [j for j in engine.unfinished() if uid is None or j.uid == uid]
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
-    rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
+    rows = [views.row(j, engine.reason(j.id)) for j in jobs]
     if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
         for r, j in zip(rows, jobs, strict=True):
             model = {k: v for k, v in j.to_dict().items() if k != "extra"}
@@ -105,7 +105,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {
         "daemon": daemon_info(engine),
         "jobs": rows,
-        "users": acc.summary(engine.jobs.values(), engine.clock.time()),
+        "users": acc.summary(engine.unfinished(), engine.clock.time()),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
     }
 
@@ -123,7 +123,7 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             protocol.INTERNAL,
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
-    out = views.detail(job, engine.reasons.get(job.id), spec, engine.opts.max_job_time)
+    out = views.detail(job, engine.reason(job.id), spec, engine.opts.max_job_time)
     run = engine.run_of(job.id)
     out["attach"] = (
         pty_path(spec, job.id, run.attempt) or run.path + ".pty"
@@ -170,7 +170,7 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
     for task_id in tasks or [job.id]:
         left = None if deadline is None else max(0.0, deadline - engine.loop.time())
         ended.append(await _wait_one(engine, _find(engine, task_id), left))
-    row = views.row(ended[0], engine.reasons.get(ended[0].id))
+    row = views.row(ended[0], engine.reason(ended[0].id))
     finished = all(j.state in FINISHED for j in ended)
     if tasks and finished:
         worst = next((j for j in ended if j.state is not State.COMPLETED), ended[0])
@@ -198,7 +198,7 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     ids = _ids(engine, req)
     states = _states(req)
     if req.get("all_mine"):
-        ids += [j.id for j in engine.jobs.values() if j.uid == peer.uid and j.id not in ids]
+        ids += [j.id for j in engine.unfinished() if j.uid == peer.uid and j.id not in ids]
     elif not ids:
         raise ProtocolError(protocol.BAD_REQUEST, "name the jobs to cancel (or --all-mine)")
     verb = "cancel it" if sig is None else "signal it"
@@ -213,7 +213,7 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         if job.state not in FINISHED:
             task = arrays.of(job)
             label = f"{task[0]}_{task[1]}" if task else str(job.id)
-            done[label] = engine.cancel(engine.jobs[job.id], sig)
+            done[label] = engine.cancel(job, sig)  # (unfinished: in memory)
     return {"cancelled": done}
 
 
@@ -251,7 +251,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     for s in engine.res.snapshots:
         gpus[str(s.index)] = {"uuid": s.uuid, "jobs": [], "paused": s.uuid in engine.pauses.gpus}
     pending = 0
-    for job in engine.jobs.values():
+    for job in engine.unfinished():
         if job.state is State.PENDING:
             pending += 1
         elif job.attempts:
@@ -286,7 +286,7 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "version": protocol.PROTOCOL_VERSION,
-        "jobs": len(engine.jobs),
+        "jobs": len(engine.unfinished()),
         "running": engine.running_count(),
         "rss": rss,
         "last_pass_seconds": engine.last_pass_seconds,

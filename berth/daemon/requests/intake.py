@@ -151,7 +151,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.time_limit, engine.jobs.values(),
+            peer.user, peer.uid, p.request, spec.time_limit, engine.unfinished(),
             queued + count,
         )  # fmt: skip
         if limit is not None:
@@ -219,7 +219,7 @@ def _insert(
         task = spec.replace(**own)
         futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
     if spec.unique_key is not None:
-        engine.unique[spec.unique_key] = base
+        engine.note_unique(spec.unique_key, base)
     reply: dict[str, Any] = {"job_id": base}
     if array:
         reply["array"] = array

@@ -42,7 +42,7 @@ def key(uid: int, spec: JobSpec) -> str:
 
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:
     """(id, state) of the newest job with the identity ``k``: from memory, else the store."""
-    job_id = engine.unique.get(k)
+    job_id = engine.unique_job(k)
     if job_id is not None:
         state = engine.state_of(job_id)
         if state is not None:
