@@ -12,71 +12,29 @@ Environment variables (they override the file):
 - ``BERTH_CLAIMS_DIR``: the claim ledger directory shared by all users of the host
 - ``BERTH_STATE_DIR``: the daemon's state directory (database, job logs)
 - ``BERTH_SOCKET``: the daemon's UNIX socket
-
-Example::
-
-    [inventory]
-    # Declare logical GPUs instead of reading NVML (machines without a driver, tests, demos):
-    gpus = 5              # GPUs 0..4
-    unavailable = [3, 4]  # as seed 004's `--init 5 3 4`
-    memory = "80G"        # memory of each logical GPU, so `--mem` shares can be checked
-    # With NVML: manage only some GPUs, and ban others (by index or UUID) or by name.
-    manage = [0, 1, 2, 3]
-    ban = ["GPU-8e4c..."]
-    ban_names = ["K80"]
-
-    [claims]
-    dir = "/run/berth"
-    admin_group = "gpuadmin"   # members may `berth release` others' claims (root always may)
-
-    [daemon]
-    socket = "/home/me/berth.sock"       # a user's own daemon (default $XDG_RUNTIME_DIR/berth)
-    state_dir = "/home/me/.berth"        # ... and its state (default ~/.local/state/berth)
-    system_socket = "/run/berth/berth.sock"  # the system daemon's (berth daemon --system)
-    system_state_dir = "/var/lib/berth"      # ... and its state (docs/admin.md)
-    private = false            # true: others' commands and paths are hidden (but from admins)
-    poll_interval = 5          # seconds between NVML polls (only to see what others do)
-    keep_finished = "30d"      # records of finished jobs, then purged ("inf": keep all)
-    max_job_time = "24h"       # every job stops there; a longer -t is refused at submit
-    kill_after = "30s"         # grace between SIGTERM and SIGKILL at a time limit or cancel
-    policy = "balanced"        # scheduling policy (berth help daemon lists them)
-    http = "127.0.0.1:8765"    # serve the web dashboard and /metrics there (default: off)
-    http_anonymous = true      # viewers without a token may read (false: sign in to view)
-    http_allow_remote = false  # allow a non-loopback http address (plain HTTP: use a TLS proxy)
-
-    [scheduling]
-    fairshare = true           # order users by their decayed GPU usage (docs/scheduling.md)
-    fairshare_half_life = "7d" # a GPU-hour counts half as much a half-life later ("inf": never)
-
-    [limits]                   # for every user; `berth admin limits` sets them at runtime
-    max_gpus = 4               # GPUs a user may hold at once (more wait: UserGpuLimit)
-    max_jobs = 200             # jobs a user may have queued or running (more are refused)
-    max_time = "2d"            # the longest -t a user may ask (a job without -t gets it)
-
-    [queue]
-    backend = "slurm"          # submit/queue/show/cancel/logs go to Slurm (default "local")
-    requirements = "~/llm_config.json"  # GPUs per --llm model for `berth submit` (seed 002)
-
-    [slurm]
-    partition = "gpu"          # sbatch -p (default: the cluster's default partition)
-    log_dir = "/shared/me/berth"  # logs and batch scripts (default <state dir>/slurm)
-
-The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval, --keep-finished,
---policy, --http) override these keys for one run; the keys hold across restarts.
 """
+
+# Each key is declared once, as a Key (berth.config_key) on the class whose attribute it is
+# (Inventory, Config): its [section] and name, TOML types, default, check, and its line in the
+# example below (`berth help config` prints this module's docstring, the example included).
 
 from __future__ import annotations
 
 import os
 import sys
 
+from berth.config_key import At, Key, keys_of, set_defaults
 from berth.errors import ConfigError, UsageError
-from berth.units import parse_duration, parse_size
+from berth.units import parse_bind, parse_duration, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TypeVar
+
+    from berth.config_key import Check
+
+    T = TypeVar("T")
 
 SYSTEM_CONFIG = "/etc/berth/config.toml"
 ENV_CONFIG = "BERTH_CONFIG"
@@ -84,61 +42,125 @@ ENV_CLAIMS_DIR = "BERTH_CLAIMS_DIR"
 ENV_STATE_DIR = "BERTH_STATE_DIR"
 ENV_SOCKET = "BERTH_SOCKET"
 
-_SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
-    "inventory": {
-        "gpus": (int,),
-        "unavailable": (list,),
-        "memory": (str, int),
-        "name": (str,),
-        "manage": (list,),
-        "ban": (list,),
-        "ban_names": (list,),
-    },
-    "claims": {"dir": (str,), "admin_group": (str,)},
-    "daemon": {
-        "socket": (str,),
-        "state_dir": (str,),
-        "system_socket": (str,),
-        "system_state_dir": (str,),
-        "private": (bool,),
-        "poll_interval": (int, float),
-        "policy": (str,),
-        "max_job_time": (str, int, float),
-        "kill_after": (str, int, float),
-        "keep_finished": (str, int, float),
-        "http": (str,),
-        "http_anonymous": (bool,),
-        "http_allow_remote": (bool,),
-    },
-    "scheduling": {"fairshare": (bool,), "fairshare_half_life": (str, int, float)},
-    "limits": {"max_gpus": (int, float), "max_jobs": (int,), "max_time": (str, int, float)},
-    "queue": {"backend": (str,), "requirements": (str,)},
-    "slurm": {"partition": (str,), "log_dir": (str,)},
-}
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list",
+               bool: "true or false"}  # fmt: skip
+_DURATION = (str, int, float)
+INF = float("inf")
+
+
+# -- checks, each with its message --------------------------------------------------------------
+
+
+def _bounded(ok: Callable[[float], bool], says: str, kind: Callable[[Any], T]) -> Check[T]:
+    """A number's check: ``ok`` or "[section] key = value must be ``says``"."""
+
+    def check(value: float, at: At, cfg: Config) -> T:
+        if not ok(value):
+            raise at.fail(f"[{at.section}] {at.key} = {value} must be {says}")
+        return kind(value)
+
+    return check
+
+
+def _ids(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 0):
+            raise at.fail(
+                f"[inventory] {at.key} has {v!r}; use GPU indices (0, 1) or UUIDs ('GPU-...')"
+            )
+        out.append(str(v).strip())
+    return tuple(out)
+
+
+def _indices(value: list[Any], at: At, cfg: Config) -> tuple[int, ...]:
+    ids = _ids(value, at, cfg)
+    if not all(i.isdigit() for i in ids):
+        raise at.fail(f"[inventory] {at.key} takes indices")
+    return tuple(int(i) for i in ids)
+
+
+def _size(value: str | int, at: At, cfg: Config) -> int | None:
+    try:
+        return parse_size(value if isinstance(value, str) else str(value))
+    except ValueError as e:
+        raise at.fail(f"[inventory] {at.key}: {e}") from None
+
+
+def _absolute(value: str, at: At, cfg: Config) -> str | None:
+    if not os.path.isabs(value):
+        raise at.fail(f"[{at.section}] {at.key} = {value!r} must be an absolute path")
+    return value
+
+
+def _bind(value: str, at: At, cfg: Config) -> str | None:
+    try:  # (a late key: http_allow_remote is read already)
+        parse_bind(value, cfg.http_allow_remote)
+    except UsageError as e:
+        raise at.fail(f"[daemon] {e}") from None
+    return value
+
+
+def _duration(value: str | float, at: At, cfg: Config) -> float:
+    try:
+        return parse_duration(value, what=f"[{at.section}] {at.key}")
+    except ValueError as e:
+        raise at.fail(str(e)) from None
+
+
+def _positive(value: str | float, at: At, cfg: Config) -> float:
+    seconds = _duration(value, at, cfg)
+    if not seconds > 0:
+        raise at.fail(f"[{at.section}] {at.key} must be positive")
+    return seconds
+
+
+def _limit_time(value: str | float, at: At, cfg: Config) -> float | None:
+    seconds = _positive(value, at, cfg)
+    return None if seconds == INF else seconds
+
+
+def _backend(value: str, at: At, cfg: Config) -> str:
+    if value not in ("local", "slurm"):
+        raise at.fail(f'[queue] backend = {value!r} must be "local" or "slurm"')
+    return value
+
+
+def _beside(value: str, at: At, cfg: Config) -> str | None:
+    value = os.path.expanduser(value)
+    if not os.path.isabs(value):  # relative to the config file that names it
+        value = os.path.join(os.path.dirname(os.path.abspath(at.path)), value)
+    return value
+
+
+def _names(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
+    return tuple(str(v) for v in value)
+
+
+# -- the keys -----------------------------------------------------------------------------------
 
 
 class Inventory:
     """What GPUs berth manages: declared logical GPUs, or NVML's restricted by manage/ban."""
 
-    __slots__ = ("ban", "ban_names", "declared", "manage", "memory", "name", "unavailable")
+    # fmt: off
+    declared = Key[int | None]("inventory", (int,), None, _bounded(lambda n: 1 <= n <= 1024, "1 to 1024", int), "5", "GPUs 0..4", name="gpus",
+        before="Declare logical GPUs instead of reading NVML (machines without a driver, tests, "
+        "demos):")
+    unavailable = Key[tuple[int, ...]]("inventory", (list,), (), _indices, "[3, 4]", "as seed 004's `--init 5 3 4`")
+    memory = Key[int | None]("inventory", (str, int), None, _size, '"80G"',
+        "memory of each logical GPU, so `--mem` shares can be checked")
+    name = Key("inventory", (str,), "logical GPU", None, '"A100"',
+        'what the declared GPUs are called (default "logical GPU")')
+    manage = Key[tuple[str, ...] | None]("inventory", (list,), None, _ids, "[0, 1, 2, 3]",
+        "only these (default: all)",
+        before="With NVML: manage only some GPUs, and ban others (by index or UUID) or by name.")
+    ban = Key[tuple[str, ...]]("inventory", (list,), (), _ids, '["GPU-8e4c..."]', "never these")
+    ban_names = Key[tuple[str, ...]]("inventory", (list,), (), _names, '["K80"]', "never GPUs so named")
+    # fmt: on
 
-    def __init__(
-        self,
-        declared: int | None = None,
-        unavailable: tuple[int, ...] = (),
-        memory: int | None = None,
-        name: str = "logical GPU",
-        manage: tuple[str, ...] | None = None,
-        ban: tuple[str, ...] = (),
-        ban_names: tuple[str, ...] = (),
-    ) -> None:
-        self.declared = declared  # number of logical GPUs, or None to read NVML
-        self.unavailable = unavailable
-        self.memory = memory
-        self.name = name
-        self.manage = manage  # ids/UUIDs; None = all
-        self.ban = ban
-        self.ban_names = ban_names
+    def __init__(self, **values: Any) -> None:
+        set_defaults(self, values)
 
     def is_banned(self, index: int, uuid: str, name: str) -> str | None:
         """Why this GPU is not managed by berth (a short reason), or None."""
@@ -159,62 +181,88 @@ class Inventory:
 class Config:
     """The merged configuration. Build with :func:`load`."""
 
-    __slots__ = (
-        "admin_group",
-        "backend",
-        "claims_dir",
-        "fairshare",
-        "fairshare_half_life",
-        "files",
-        "http",
-        "http_allow_remote",
-        "http_anonymous",
-        "inventory",
-        "keep_finished",
-        "kill_after",
-        "limit_max_gpus",
-        "limit_max_jobs",
-        "limit_max_time",
-        "max_job_time",
-        "policy",
-        "poll_interval",
-        "private",
-        "requirements",
-        "slurm_log_dir",
-        "slurm_partition",
-        "socket",
-        "state_dir",
-        "system_socket",
-        "system_state_dir",
-    )
+    # fmt: off
+    claims_dir = Key[str | None]("claims", (str,), None, None, '"/run/berth"',
+        "the claim ledger, shared by every user of the host", name="dir")
+    admin_group = Key[str | None]("claims", (str,), None, None, '"gpuadmin"',
+        "members may `berth release` others' claims (root always may)")
+    socket = Key[str | None]("daemon", (str,), None, None, '"/home/me/berth.sock"',
+        "a user's own daemon (default $XDG_RUNTIME_DIR/berth)")
+    state_dir = Key[str | None]("daemon", (str,), None, None, '"/home/me/.berth"',
+        "... and its state (default ~/.local/state/berth)")
+    system_socket = Key[str | None]("daemon", (str,), None, _absolute, '"/run/berth/berth.sock"',
+        "the system daemon's (berth daemon --system)")
+    system_state_dir = Key[str | None]("daemon", (str,), None, _absolute, '"/var/lib/berth"',
+        "... and its state (docs/admin.md)")
+    private = Key("daemon", (bool,), False, None, "false",
+        "true: others' commands and paths are hidden (but from admins)")
+    poll_interval = Key("daemon", (int, float), 5.0, _bounded(lambda s: 0 < s <= 3600, "in (0, 3600]", float), "5",
+        "seconds between NVML polls (only to see what others do)")
+    policy = Key[str | None]("daemon", (str,), None, None, '"balanced"',
+        "scheduling policy (berth help daemon lists them)")
+    max_job_time = Key[float | None]("daemon", _DURATION, None, _duration, '"24h"',
+        "every job stops there; a longer -t is refused at submit")
+    kill_after = Key("daemon", _DURATION, 30.0, _duration, '"30s"',
+        "grace between SIGTERM and SIGKILL at a time limit or cancel")
+    keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',
+        'records of finished jobs, then purged ("inf": keep all)')
+    http = Key[str | None]("daemon", (str,), None, _bind, '"127.0.0.1:8765"',
+        "serve the web dashboard and /metrics there (default: off)", late=True)
+    http_anonymous = Key("daemon", (bool,), True, None, "true",
+        "viewers without a token may read (false: sign in to view)")
+    http_allow_remote = Key("daemon", (bool,), False, None, "false",
+        "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
+    fairshare = Key("scheduling", (bool,), True, None, "true",
+        "order users by their decayed GPU usage (docs/scheduling.md)")
+    fairshare_half_life = Key("scheduling", _DURATION, 7 * 86400.0, _positive, '"7d"',
+        'a GPU-hour counts half as much a half-life later ("inf": never)')
+    limit_max_gpus = Key[float | None]("limits", (int, float), None, _bounded(lambda n: 0 < n <= 1024, "in (0, 1024]", float), "4",
+        "GPUs a user may hold at once (more wait: UserGpuLimit)", name="max_gpus")
+    limit_max_jobs = Key[int | None]("limits", (int,), None, _bounded(lambda n: n > 0, ">= 1", int), "200",
+        "jobs a user may have queued or running (more are refused)", name="max_jobs")
+    limit_max_time = Key[float | None]("limits", _DURATION, None, _limit_time, '"2d"',
+        "the longest -t a user may ask (a job without -t gets it)", name="max_time")
+    backend = Key("queue", (str,), "local", _backend, '"slurm"',
+        'submit/queue/show/cancel/logs go to Slurm (default "local")')
+    requirements = Key[str | None]("queue", (str,), None, _beside, '"~/llm_config.json"',
+        "GPUs per --llm model for `berth submit` (seed 002)")
+    slurm_partition = Key[str | None]("slurm", (str,), None, None, '"gpu"',
+        "sbatch -p (default: the cluster's default partition)", name="partition")
+    slurm_log_dir = Key[str | None]("slurm", (str,), None, None, '"/shared/me/berth"',
+        "logs and batch scripts (default <state dir>/slurm)", name="log_dir")
+    # fmt: on
 
     def __init__(self) -> None:
+        set_defaults(self, {})
         self.files: tuple[str, ...] = ()
         self.inventory = Inventory()
-        self.claims_dir: str | None = None
-        self.admin_group: str | None = None
-        self.socket: str | None = None
-        self.state_dir: str | None = None
-        self.system_socket: str | None = None  # the system daemon's (berth.wire.paths)
-        self.system_state_dir: str | None = None
-        self.private = False  # the daemon hides others' commands and paths from non-admins
-        self.poll_interval: float = 5.0
-        self.policy: str | None = None
-        self.max_job_time: float | None = None
-        self.kill_after: float = 30.0
-        self.keep_finished: float = 30 * 86400.0  # finished jobs' records, then purged
-        self.http: str | None = None  # the dashboard's address (berth.web), None: off
-        self.http_anonymous = True
-        self.http_allow_remote = False
-        self.fairshare = True  # order users by decayed GPU usage ([scheduling])
-        self.fairshare_half_life: float = 7 * 86400.0
-        self.limit_max_gpus: float | None = None  # [limits]: defaults for every user
-        self.limit_max_jobs: int | None = None
-        self.limit_max_time: float | None = None
-        self.backend: str = "local"  # where queue commands go: "local" or "slurm"
-        self.requirements: str | None = None  # a requirement table (berth.jobsfile)
-        self.slurm_partition: str | None = None
-        self.slurm_log_dir: str | None = None
+
+
+KEYS: list[Key[Any]] = [*keys_of(Inventory), *keys_of(Config)]
+SECTIONS: dict[str, dict[str, Key[Any]]] = {}
+for _key in KEYS:
+    SECTIONS.setdefault(_key.section, {})[_key.name] = _key
+_SECTION_NOTES = {"limits": "for every user; `berth admin limits` sets them at runtime"}
+
+
+def _example() -> str:
+    """The example of the module's docstring (`berth help config`), from the keys."""
+    lines = ["Example::"]
+    for section, keys in SECTIONS.items():
+        note = _SECTION_NOTES.get(section)
+        lines += ["", f"    [{section}]" + (f"{' ' * 19}# {note}" if note else "")]
+        for key in keys.values():
+            if key.before:
+                lines.append(f"    # {key.before}")
+            text = f"{key.name} = {key.example}"
+            lines.append(f"    {text.ljust(25)}  # {key.help}" if key.help else f"    {text}")
+    lines += ["", "The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval,",
+              "--keep-finished, --policy, --http) override these keys for one run; the keys",
+              "hold across restarts."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+__doc__ = f"{__doc__}\n{_example()}"
 
 
 def config_files() -> list[str]:
@@ -251,47 +299,33 @@ def _read_toml(path: str) -> dict[str, Any]:
 
 
 def _check(path: str, raw: dict[str, Any]) -> None:
+    """Every section and key known, every value of a type its key takes."""
     for section, values in raw.items():
-        keys = _SECTIONS.get(section)
+        keys = SECTIONS.get(section)
         if keys is None or not isinstance(values, dict):
-            known = ", ".join(f"[{s}]" for s in _SECTIONS)
+            known = ", ".join(f"[{s}]" for s in SECTIONS)
             raise ConfigError(
                 f"config file {path!r}: unknown section [{section}]; known sections: {known}"
             )
-        for key, value in values.items():
-            types = keys.get(key)
-            if types is None:
+        for name, value in values.items():
+            key = keys.get(name)
+            if key is None:
                 raise ConfigError(
-                    f"config file {path!r}: unknown key {key!r} in [{section}]; "
+                    f"config file {path!r}: unknown key {name!r} in [{section}]; "
                     f"known: {', '.join(keys)}"
                 )
+            types = key.types
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                names = {
-                    int: "an integer", float: "a number", str: "a string", list: "a list",
-                    bool: "true or false",
-                }  # fmt: skip
-                want = " or ".join(names[t] for t in types)
+                want = " or ".join(_TYPE_NAMES[t] for t in types)
                 raise ConfigError(
-                    f"config file {path!r}: [{section}] {key} = {value!r} must be {want}"
+                    f"config file {path!r}: [{section}] {name} = {value!r} must be {want}"
                 )
-
-
-def _ids(path: str, key: str, values: list[Any]) -> tuple[str, ...]:
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 0):
-            raise ConfigError(
-                f"config file {path!r}: [inventory] {key} has {v!r}; "
-                "use GPU indices (0, 1) or UUIDs ('GPU-...')"
-            )
-        out.append(str(v).strip())
-    return tuple(out)
 
 
 def load() -> Config:
     """Read the config file(s) and the BERTH_* environment. Raises ConfigError on bad input."""
     cfg = Config()
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[tuple[str, str], tuple[str, Any]] = {}  # (section, key) -> (file, value)
     read: list[str] = []
     for path in config_files():
         raw = _read_toml(path)
@@ -300,96 +334,14 @@ def load() -> Config:
         _check(path, raw)
         read.append(path)
         for section, values in raw.items():
-            merged.setdefault(section, {}).update({k: (path, v) for k, v in values.items()})
+            merged.update({(section, k): (path, v) for k, v in values.items()})
     cfg.files = tuple(read)
-
-    def get(section: str, key: str) -> tuple[str, Any] | None:
-        return merged.get(section, {}).get(key)
-
-    inv = cfg.inventory
-    if (item := get("inventory", "gpus")) is not None:
-        path, n = item
-        if not 1 <= n <= 1024:
-            raise ConfigError(f"config file {path!r}: [inventory] gpus = {n} must be 1 to 1024")
-        inv.declared = n
-    if (item := get("inventory", "unavailable")) is not None:
-        path, values = item
-        ids = _ids(path, "unavailable", values)
-        if not all(i.isdigit() for i in ids):
-            raise ConfigError(f"config file {path!r}: [inventory] unavailable takes indices")
-        inv.unavailable = tuple(int(i) for i in ids)
-    if (item := get("inventory", "memory")) is not None:
-        path, value = item
-        try:
-            inv.memory = parse_size(value if isinstance(value, str) else str(value))
-        except ValueError as e:
-            raise ConfigError(f"config file {path!r}: [inventory] memory: {e}") from None
-    if (item := get("inventory", "name")) is not None:
-        inv.name = item[1]
-    if (item := get("inventory", "manage")) is not None:
-        inv.manage = _ids(item[0], "manage", item[1])
-    if (item := get("inventory", "ban")) is not None:
-        inv.ban = _ids(item[0], "ban", item[1])
-    if (item := get("inventory", "ban_names")) is not None:
-        inv.ban_names = tuple(str(v) for v in item[1])
-
-    for key, attr in (("dir", "claims_dir"), ("admin_group", "admin_group")):
-        if (item := get("claims", key)) is not None:
-            setattr(cfg, attr, item[1])
-    for key in ("socket", "state_dir", "policy", "system_socket", "system_state_dir"):
-        if (item := get("daemon", key)) is not None:
-            if key.startswith("system_") and not os.path.isabs(item[1]):
-                raise ConfigError(
-                    f"config file {item[0]!r}: [daemon] {key} = {item[1]!r} must be an "
-                    "absolute path"
-                )
-            setattr(cfg, key, item[1])
-    if (item := get("daemon", "poll_interval")) is not None:
-        path, value = item
-        if not 0 < value <= 3600:
-            raise ConfigError(
-                f"config file {path!r}: [daemon] poll_interval = {value} must be in (0, 3600]"
-            )
-        cfg.poll_interval = float(value)
-    for key in ("http_anonymous", "http_allow_remote", "private"):
-        if (item := get("daemon", key)) is not None:
-            setattr(cfg, key, item[1])
-    if (item := get("daemon", "http")) is not None:
-        from berth.web.bind import parse_bind  # rare: [daemon] http
-
-        path, value = item
-        try:
-            parse_bind(value, cfg.http_allow_remote)
-        except UsageError as e:
-            raise ConfigError(f"config file {path!r}: [daemon] {e}") from None
-        cfg.http = value
-    for key in ("max_job_time", "kill_after", "keep_finished"):
-        if (item := get("daemon", key)) is not None:
+    for key in sorted(KEYS, key=lambda k: k.late):  # (a late key's check reads the others)
+        if (item := merged.get((key.section, key.name))) is not None:
             path, value = item
-            try:
-                setattr(cfg, key, parse_duration(value, what=f"[daemon] {key}"))
-            except ValueError as e:
-                raise ConfigError(f"config file {path!r}: {e}") from None
-
-    _scheduling(cfg, get)
-
-    if (item := get("queue", "backend")) is not None:
-        path, value = item
-        if value not in ("local", "slurm"):
-            raise ConfigError(
-                f'config file {path!r}: [queue] backend = {value!r} must be "local" or "slurm"'
-            )
-        cfg.backend = value
-    if (item := get("queue", "requirements")) is not None:
-        path, value = item
-        value = os.path.expanduser(value)
-        if not os.path.isabs(value):  # relative to the config file that names it
-            value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
-        cfg.requirements = value
-    for key in ("partition", "log_dir"):
-        if (item := get("slurm", key)) is not None:
-            setattr(cfg, f"slurm_{key}", item[1])
-
+            if key.convert is not None:
+                value = key.convert(value, At(path, key.section, key.name), cfg)
+            setattr(cfg.inventory if key.section == "inventory" else cfg, key.attr, value)
     env = os.environ
     cfg.claims_dir = env.get(ENV_CLAIMS_DIR) or cfg.claims_dir
     cfg.state_dir = env.get(ENV_STATE_DIR) or cfg.state_dir
@@ -397,38 +349,6 @@ def load() -> Config:
     return cfg
 
 
-def _scheduling(cfg: Config, get: Callable[[str, str], tuple[str, Any] | None]) -> None:
-    """[scheduling] and [limits]."""
-    if (item := get("scheduling", "fairshare")) is not None:
-        cfg.fairshare = item[1]
-    for section, key, attr in (
-        ("scheduling", "fairshare_half_life", "fairshare_half_life"),
-        ("limits", "max_time", "limit_max_time"),
-    ):
-        if (item := get(section, key)) is not None:
-            path, value = item
-            try:
-                seconds = parse_duration(value, what=f"[{section}] {key}")
-            except ValueError as e:
-                raise ConfigError(f"config file {path!r}: {e}") from None
-            if not seconds > 0:
-                raise ConfigError(f"config file {path!r}: [{section}] {key} must be positive")
-            setattr(cfg, attr, None if attr == "limit_max_time" and seconds == INF else seconds)
-    if (item := get("limits", "max_gpus")) is not None:
-        path, value = item
-        if not 0 < value <= 1024:
-            raise ConfigError(
-                f"config file {path!r}: [limits] max_gpus = {value} must be in (0, 1024]"
-            )
-        cfg.limit_max_gpus = float(value)
-    if (item := get("limits", "max_jobs")) is not None:
-        path, value = item
-        if not value > 0:
-            raise ConfigError(f"config file {path!r}: [limits] max_jobs = {value} must be >= 1")
-        cfg.limit_max_jobs = value
-
-
-INF = float("inf")
 _cached: Config | None = None
 
 

@@ -250,3 +250,46 @@ def _is_uuid(item: str) -> bool:
 
 def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
+
+
+# -- the dashboard's address (`berth daemon --http`, [daemon] http) ------------------------------
+
+HTTP_DEFAULT = "127.0.0.1:8765"
+HTTP_PORT = 8765
+
+
+def parse_bind(text: str, allow_remote: bool = False) -> tuple[str, int]:
+    """``127.0.0.1:8765``, ``[::1]:8765``, ``localhost:8765``, ``:8765`` or ``8765`` ->
+    (host, port). A host that is not a loopback address is refused unless ``allow_remote``."""
+    import ipaddress  # rare: --http, [daemon] http
+
+    raw = text.strip()
+    host, port_text = "127.0.0.1", raw
+    if raw.startswith("["):
+        host, _, rest = raw[1:].partition("]")
+        port_text = rest.removeprefix(":") or str(HTTP_PORT)
+    elif ":" in raw:
+        host, _, port_text = raw.rpartition(":")
+        host = host or "127.0.0.1"
+    elif not raw.isdigit():
+        host, port_text = raw, str(HTTP_PORT)
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UsageError(
+            f"--http {text!r}: the port must be a number 0..65535 (e.g. --http {HTTP_DEFAULT})"
+        )
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(
+            f"--http {text!r}: {host!r} is not an IP address; give one, e.g. --http {HTTP_DEFAULT}"
+        ) from None
+    if not addr.is_loopback and not allow_remote:
+        raise UsageError(
+            f"--http {text!r}: {host} is not a loopback address. The dashboard speaks plain "
+            "HTTP (tokens would cross the network in clear): keep it on 127.0.0.1 and reach it "
+            f"through `ssh -L {HTTP_PORT}:127.0.0.1:{HTTP_PORT} HOST`, or, behind a TLS "
+            "proxy, allow it with --http-allow-remote ([daemon] http_allow_remote = true)"
+        )
+    return str(addr), int(port_text)

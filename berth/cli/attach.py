@@ -26,7 +26,7 @@ import termios
 import time
 import tty
 
-from berth.cli.backend import job_ref
+from berth.cli.job_ids import job_ref
 from berth.client import call
 from berth.errors import BerthError, Refused
 from berth.wire.ptyframes import WINSIZE, encode_input, encode_resize

@@ -20,6 +20,7 @@ from types import ModuleType
 
 from berth import config
 from berth.backends import NAMES
+from berth.cli.job_ids import job_id, job_ref
 from berth.errors import UsageError
 from berth.wire.paths import allocation_dir
 
@@ -31,21 +32,6 @@ On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in
 the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
 is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU).
 """
-
-
-def job_id(text: str) -> str:
-    """A job id as the user wrote it: ``12`` or ``12_3``."""
-    head, _, task = text.partition("_")
-    digits = text.isascii() and head.isdigit() and (not task or task.isdigit())
-    if not digits:  # (str.isdigit alone takes "²" and "٣")
-        raise argparse.ArgumentTypeError(f"invalid job id {text!r}: expected 12 or 12_3")
-    return text
-
-
-def job_ref(text: str) -> int | str:
-    """A job id for the local queue: ``12`` -> 12; ``12_3`` stays (the daemon resolves it)."""
-    text = job_id(text)
-    return text if "_" in text else int(text)
 
 
 def chosen(args: argparse.Namespace) -> str:

@@ -36,7 +36,7 @@ from berth.client import Client
 from berth.daemon.options import Options
 from berth.devices import hidden_by_declared
 from berth.errors import BerthError, UsageError
-from berth.units import parse_duration
+from berth.units import parse_bind, parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
 TYPE_CHECKING = False
@@ -136,8 +136,6 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     if getattr(args, "http", None):
         cfg.http = args.http
     if cfg.http:
-        from berth.web.bind import parse_bind  # rare: --http
-
         parse_bind(cfg.http, cfg.http_allow_remote)  # (a bad address fails here, clearly)
     policy = args.policy or cfg.policy
     if policy:

@@ -25,6 +25,7 @@ import sys
 from berth import config
 from berth.api import banned_reasons, read
 from berth.cli import status_claims, status_queue
+from berth.cli.status_section import Section
 from berth.devices import hidden_by_declared
 from berth.errors import UsageError
 from berth.units import format_size, parse_duration
@@ -40,27 +41,6 @@ if TYPE_CHECKING:
 
 
 FAST_EXIT = True  # read-only: main() may skip interpreter teardown
-
-
-class Section:
-    """What a section adds: a titled block of lines after the GPU table, notes under given
-    GPUs (index -> lines, e.g. "held by alice (lease 3f2a)"), and JSON data under ``key``."""
-
-    __slots__ = ("data", "key", "lines", "notes", "title")
-
-    def __init__(
-        self,
-        key: str,
-        title: str = "",
-        lines: Sequence[str] = (),
-        notes: Mapping[int, Sequence[str]] | None = None,
-        data: object = None,
-    ) -> None:
-        self.key = key
-        self.title = title
-        self.lines = list(lines)
-        self.notes = dict(notes or {})
-        self.data = data
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

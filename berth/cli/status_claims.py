@@ -15,6 +15,7 @@ import time
 
 from berth.claims.ledger import Ledger, user_name
 from berth.claims.paths import claims_dir
+from berth.cli.status_section import Section
 from berth.errors import BerthError
 from berth.units import format_size
 
@@ -22,14 +23,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from berth.cli.status import Section
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
 
 def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
-    from berth.cli.status import Section  # cycle: status imports this module
-
     try:
         ledger = Ledger(claims_dir(cfg, create=False))
         state = ledger.scan()

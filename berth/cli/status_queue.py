@@ -4,20 +4,18 @@ wait. Asks the daemon only if one answers quickly; without a daemon it adds noth
 
 from __future__ import annotations
 
+from berth.cli.status_section import Section
 from berth.client import try_status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from berth.cli.status import Section
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
 
 def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
-    from berth.cli.status import Section  # cycle: status imports this module
-
     reply = try_status(timeout=0.5)
     if reply is None:
         return None

@@ -18,7 +18,7 @@ import json
 import sys
 import time
 
-from berth.cli.backend import job_ref
+from berth.cli.job_ids import job_ref
 from berth.client import Client
 from berth.errors import EXIT_TIMEOUT, UsageError
 from berth.units import parse_duration

@@ -32,7 +32,7 @@ from berth.cli.submit_options import add_arguments as submit_arguments
 from berth.client import Client, DaemonError
 from berth.errors import DaemonUnreachable, UsageError
 from berth.jobsfile import detect, seed002
-from berth.jobsfile.watchstate import State, complete_lines, default_path, keys
+from berth.jobsfile.watchstate import WatchMemory, complete_lines, default_path, keys
 from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--interval {args.interval}: must be a positive number of seconds")
     if not os.path.isfile(args.jobs_file):
         raise UsageError(f"berth watch: {args.jobs_file!r} is not a file")
-    state = State(args.state or default_path(args.jobs_file), args.jobs_file)
+    state = WatchMemory(args.state or default_path(args.jobs_file), args.jobs_file)
     watcher = Watcher(args, state)
     try:
         while True:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class Watcher:
-    def __init__(self, args: argparse.Namespace, state: State) -> None:
+    def __init__(self, args: argparse.Namespace, state: WatchMemory) -> None:
         self.args = args
         self.state = state
         self.path = args.jobs_file

@@ -31,10 +31,12 @@ from berth.daemon.procs.port import Supervisors
 from berth.daemon.procs.spawner import Spawner
 from berth.daemon.requests import userdir
 from berth.daemon.requests.server import Server
-from berth.daemon.store.store import open_store
+from berth.daemon.store.store import Store, open_store
 from berth.daemon.store.writer import Writer
 from berth.errors import BerthError
-from berth.web.bind import listen, parse_bind
+from berth.units import parse_bind
+from berth.web.auth import token_handler
+from berth.web.bind import listen
 from berth.web.server import WebServer
 
 TYPE_CHECKING = False
@@ -182,8 +184,28 @@ async def _main(
     spawner: Spawner,
     web_sock: socket.socket | None = None,
 ) -> int:
+    """The daemon's life on its event loop: each step is a function below."""
     _raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
     loop = asyncio.get_running_loop()
+    store, unclean, rebooted = _open_store(opts)
+    engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
+    admin_gid = _admin_gid(cfg)
+    srv, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
+    watcher = _watch(engine, procs, opts, loop)
+    engine.kick()
+    if ready is not None:
+        ready()
+    await engine.stop_event.wait()
+    srv.close()
+    if web is not None:
+        web.close()
+    await _stop(engine, procs, store, watcher)
+    return 0
+
+
+def _open_store(opts: Options) -> tuple[Store, bool, bool]:
+    """Open the store and mark the daemon running: (store, the last daemon stopped
+    uncleanly, and the machine restarted since)."""
     store = open_store(opts.state_dir)
     unclean = store.meta("running") == "1"
     boot = _boot_id()
@@ -195,20 +217,32 @@ async def _main(
             store.set_meta("boot_id", boot)
         if unclean and opts.paused_after_crash:
             store.set_meta("queue_paused", "1")
+    return store, unclean, rebooted
+
+
+def _start_engine(
+    opts: Options,
+    cfg: Config,
+    store: Store,
+    loop: asyncio.AbstractEventLoop,
+    spawner: Spawner,
+    rebooted: bool,
+    unclean: bool,
+) -> tuple[Engine, Supervisors]:
+    """The GPUs, the ledger, the supervisors' pool and the engine; recovery (what the last
+    daemon left: :mod:`berth.daemon.engine.recovery`); then commits leave the loop's thread."""
     ledger = Ledger(cfg=cfg)
     ledger.check_claimable()  # (a claims dir another user controls: refuse to start, say why)
     res = Resources(cfg, ledger)
     res.poll()
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)
-
     procs = Supervisors(loop, os.path.join(opts.state_dir, "run"), ledger.path)  # (its port)
     procs.pool.spawner = spawner
     loop.add_reader(spawner.sock.fileno(), procs.pool.on_spawner_reply)
     engine = Engine(opts, store, res, loop, procs=procs)
-    engine.queue_paused = store.meta("queue_paused") == "1"
+    engine.pauses.queue = store.meta("queue_paused") == "1"
     counts = recover(engine, rebooted)
-
     engine.journal.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
     log.info(
         "berth daemon %d on %s: %s%s",
@@ -218,32 +252,57 @@ async def _main(
         (" (the machine restarted since)" if rebooted else "")
         + (
             " (after an unclean stop; queue paused: `berth resume --all`)"
-            if engine.queue_paused
+            if engine.pauses.queue
             else (" (after an unclean stop)" if unclean else "")
         ),
     )
-    admin_gid = None
+    return engine, procs
+
+
+def _admin_gid(cfg: Config) -> int | None:
     if cfg.admin_group:
         try:
-            admin_gid = grp.getgrnam(cfg.admin_group).gr_gid
+            return grp.getgrnam(cfg.admin_group).gr_gid
         except KeyError:
             log.warning("admin group %r does not exist", cfg.admin_group)
+    return None
+
+
+async def _serve(
+    engine: Engine,
+    cfg: Config,
+    sock: socket.socket,
+    web_sock: socket.socket | None,
+    admin_gid: int | None,
+) -> tuple[asyncio.AbstractServer, WebServer | None]:
+    """Serve the socket, and with ``--http`` the dashboard and /metrics (:mod:`berth.web`),
+    which registers its own request (``web_token``) with the socket's server."""
     server = Server(engine, admin_gid)
-    srv = await asyncio.start_unix_server(server.handle, sock=sock)
     web = None
-    if web_sock is not None:  # `--http`: the dashboard and /metrics (berth.web)
+    if web_sock is not None:
         host, port = web_sock.getsockname()[:2]
         web = WebServer(
             engine, host, port, anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
+    server.register("web_token", token_handler(web.url if web is not None else None))
+    srv = await asyncio.start_unix_server(server.handle, sock=sock)
+    if web is not None and web_sock is not None:
         await web.start(web_sock)
-    watcher = Watcher(ledger.path)
+    return srv, web
+
+
+def _watch(
+    engine: Engine, procs: Supervisors, opts: Options, loop: asyncio.AbstractEventLoop
+) -> Watcher:
+    """What wakes the engine besides requests: the claim ledger (inotify), the poll of the
+    GPUs and the idle supervisors, the hourly purge, signals, ``--exit-with``'s process."""
+    watcher = Watcher(engine.res.ledger.path)
     if watcher.fd is not None:
         loop.add_reader(watcher.fd, _on_claims, watcher, engine)
 
     def poll() -> None:
-        res.poll()
+        engine.res.poll()
         procs.pool.sweep(loop.time())
         engine.kick()
         loop.call_later(opts.poll_interval, poll)
@@ -264,23 +323,21 @@ async def _main(
             log.info("stopping when process %d exits", opts.exit_with)
         except OSError:
             engine.stop_event.set()  # it has gone already
-    engine.kick()
-    if ready is not None:
-        ready()
-    await engine.stop_event.wait()
-    srv.close()
-    if web is not None:
-        web.close()
-    log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))
+    return watcher
+
+
+async def _stop(engine: Engine, procs: Supervisors, store: Store, watcher: Watcher) -> None:
+    """Stop with every change committed; running jobs stay under their supervisors."""
+    log.info("stopping; %d running job(s) stay under their supervisors", engine.running_count())
     await engine.drain()
     procs.pool.close()  # idle supervisors exit; busy ones finish their attempt first
+    assert engine.journal.writer is not None
     engine.journal.writer.close()
     engine.journal.writer = None
     with store.tx():
         store.set_meta("running", "0")
     store.close()
     watcher.close()
-    return 0
 
 
 PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)

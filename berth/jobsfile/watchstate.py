@@ -52,7 +52,10 @@ def keys(lines: list[tuple[int, str]]) -> list[tuple[str, int, str]]:
     return out
 
 
-class State:
+class WatchMemory:
+    """What `berth watch` has queued of one jobs file (``key#n`` -> job id), kept in its JSON
+    file (the core's job states are :class:`berth.core.states.State`)."""
+
     def __init__(self, path: str, jobs_file: str) -> None:
         self.path = path
         self.jobs_file = os.path.abspath(jobs_file)

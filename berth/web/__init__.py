@@ -3,13 +3,14 @@
 Off by default, bound to the loopback by default, served on the daemon's own event loop.
 The pieces, each one idea:
 
-- ``wire.py``: HTTP/1.1 requests in, responses out, with strict limits (head and body size,
+- ``httpio.py``: HTTP/1.1 requests in, responses out, with strict limits (head and body size,
   timeouts); no routing, no state.
 - ``server.py``: the listening socket, connection caps, routing, server-sent events.
 - ``routes.py``: what each route answers; reads go through the same handlers as the UNIX
   socket (:data:`berth.daemon.requests.handlers.HANDLERS`), so do actions, as the token's user.
 - ``auth.py``: per-user tokens (an HMAC of the uid with a secret kept 0600 in the state dir),
-  handed out by ``berth web-token`` over the UNIX socket, which knows the caller's uid.
+  handed out by ``berth web-token`` over the UNIX socket, which knows the caller's uid (the
+  daemon's start-up registers :func:`berth.web.auth.token_handler` with its socket server).
 - ``observe.py``: what the charts and histograms need: job starts and ends (seen as they are
   committed), wait times, dispatch gaps, outcomes, and samples of the GPUs and the queue,
   one a minute kept 24 h in the daemon's store.

@@ -19,7 +19,7 @@ import os
 import pwd
 import stat
 
-from berth.daemon.requests.handlers import Peer
+from berth.daemon.requests.authority import Peer
 from berth.errors import BerthError
 
 TYPE_CHECKING = False
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.handlers import Handler
 
 SECRET_FILE = "web.secret"
 PREFIX = "berth1"
@@ -116,10 +117,12 @@ def anonymous() -> Peer:
     return peer
 
 
-def token_reply(engine: Engine, peer: Peer) -> dict[str, Any]:
-    """The ``web_token`` request: the caller's token, and the dashboard's address if served."""
-    from berth.web import server  # cycle: the server imports this module
+def token_handler(url: str | None) -> Handler:
+    """The handler of the ``web_token`` request, which the daemon's start-up registers with
+    its socket server: the caller's token, and the dashboard's address (``url``) if served."""
 
-    token = make_token(load_secret(engine.opts.state_dir), peer.uid)
-    url = server.ACTIVE.url if server.ACTIVE is not None else None
-    return {"token": token, "user": peer.user, "uid": peer.uid, "url": url}
+    def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+        token = make_token(load_secret(engine.opts.state_dir), peer.uid)
+        return {"token": token, "user": peer.user, "uid": peer.uid, "url": url}
+
+    return web_token

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from berth.daemon.requests.handlers import HANDLERS
 from berth.errors import BerthError
-from berth.web import auth, metrics, view, wire
+from berth.web import auth, httpio, metrics, view
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from berth.daemon.requests.handlers import Peer
+    from berth.daemon.requests.authority import Peer
     from berth.web.server import WebServer
 
 STATIC = {
@@ -86,7 +86,7 @@ class Routes:
 
     # -- who asks -----------------------------------------------------------------------------
 
-    def viewer(self, req: wire.Request) -> Peer | None:
+    def viewer(self, req: httpio.Request) -> Peer | None:
         """The token's user, None without one; a token that is not valid is refused (the page
         must know to sign in again, not silently see less)."""
         token = auth.bearer(req.headers)
@@ -94,46 +94,46 @@ class Routes:
             return None
         uid = auth.check_token(self.server.secret, token)
         if uid is None:
-            raise wire.HttpError(
+            raise httpio.HttpError(
                 401, "this token is not valid here: get yours with `berth web-token`"
             )
         return auth.peer_for(uid, self.server.admin_gid)
 
-    def reader(self, req: wire.Request) -> Peer:
+    def reader(self, req: httpio.Request) -> Peer:
         peer = self.viewer(req)
         if peer is not None:
             return peer
         if not self.server.anonymous:
-            raise wire.HttpError(401, "sign in: this dashboard is not open to anonymous viewers")
+            raise httpio.HttpError(401, "sign in: this dashboard is not open to anonymous viewers")
         return auth.anonymous()
 
-    def signed_in(self, req: wire.Request) -> Peer:
+    def signed_in(self, req: httpio.Request) -> Peer:
         peer = self.viewer(req)
         if peer is None:
-            raise wire.HttpError(401, "sign in first: `berth web-token` prints your token")
+            raise httpio.HttpError(401, "sign in first: `berth web-token` prints your token")
         return peer
 
     # -- dispatch -----------------------------------------------------------------------------
 
     async def dispatch(
-        self, req: wire.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, req: httpio.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bytes | None:
         path = req.path
         if req.method == "POST":
             return await self.action(req)
         if req.method != "GET":
-            raise wire.HttpError(405, f"method {req.method} not allowed")
+            raise httpio.HttpError(405, f"method {req.method} not allowed")
         if path in self.files:
             body, ctype = self.files[path]
-            return wire.response(200, body, ctype, cache="no-cache")
+            return httpio.response(200, body, ctype, cache="no-cache")
         if path == "/favicon.ico":
-            return wire.response(204)
+            return httpio.response(204)
         if path == "/metrics":
             self.reader(req)
             return self.cached("metrics", self.metrics)
         if path == "/api/state":
             self.reader(req)
-            return wire.response(200, self.server.state())
+            return httpio.response(200, self.server.state())
         if path == "/api/history":
             self.reader(req)
             span = self.span(req)
@@ -144,7 +144,7 @@ class Routes:
             return None
         if path == "/api/whoami":
             peer = self.signed_in(req)
-            return wire.json_response(
+            return httpio.json_response(
                 200, {"user": peer.user, "uid": peer.uid, "admin": peer.admin}
             )
         m = _JOB.match(path)
@@ -152,9 +152,9 @@ class Routes:
             peer = self.signed_in(req)
             job = self._owned_job(int(m.group(1)), peer)
             if m.group(2) is None:
-                return wire.json_response(200, {"job": job})
+                return httpio.json_response(200, {"job": job})
             return await self.log(req, job)
-        raise wire.HttpError(404, f"no page {path!r} here")
+        raise httpio.HttpError(404, f"no page {path!r} here")
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -163,62 +163,62 @@ class Routes:
         text = metrics.render(
             gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
         )
-        return wire.response(200, text.encode(), metrics.CONTENT_TYPE)
+        return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 
     SPANS = (3600.0, 6 * 3600.0, 86400.0)
 
-    def span(self, req: wire.Request) -> float:
+    def span(self, req: httpio.Request) -> float:
         """``?span=SECONDS``, rounded up to an hour, 6 hours or a day (the default)."""
         text = req.query.get("span", "86400")
         try:
             asked = float(text)
         except ValueError:
-            raise wire.HttpError(400, f"span={text!r}: give seconds, e.g. 3600") from None
+            raise httpio.HttpError(400, f"span={text!r}: give seconds, e.g. 3600") from None
         return next((s for s in self.SPANS if asked <= s), self.SPANS[-1])
 
     def history(self, span: float) -> bytes:
-        return wire.json_response(200, self.server.history.series(time.time(), span))
+        return httpio.json_response(200, self.server.history.series(time.time(), span))
 
     def _owned_job(self, job_id: int, peer: Peer) -> dict[str, Any]:
         job = self._call(peer, "show", job_id=job_id)["job"]
         if job["uid"] != peer.uid and not peer.admin:
-            raise wire.HttpError(
+            raise httpio.HttpError(
                 403,
                 f"job {job_id} belongs to {job['user']}, not {peer.user}: only they or an admin may read it",
             )
         return dict(job)
 
-    async def log(self, req: wire.Request, job: dict[str, Any]) -> bytes:
+    async def log(self, req: httpio.Request, job: dict[str, Any]) -> bytes:
         which = req.query.get("stream", "out")
         if which not in ("out", "err"):
-            raise wire.HttpError(400, f"stream={which!r}: use out or err")
+            raise httpio.HttpError(400, f"stream={which!r}: use out or err")
         path = job["stdout"] if which == "out" else job["stderr"]
         offset_text = req.query.get("offset")
         if offset_text is not None and not offset_text.isdigit():
-            raise wire.HttpError(400, f"offset={offset_text!r}: give a byte offset")
+            raise httpio.HttpError(400, f"offset={offset_text!r}: give a byte offset")
         offset = None if offset_text is None else int(offset_text)
         if not path:
-            return wire.json_response(200, {"path": None, "size": 0, "offset": 0, "text": ""})
+            return httpio.json_response(200, {"path": None, "size": 0, "offset": 0, "text": ""})
         loop = self.server.loop
         out = await loop.run_in_executor(None, read_log, path, int(job["uid"]), offset)
         out["state"] = job["state"]
-        return wire.json_response(200, out)
+        return httpio.json_response(200, out)
 
     # -- actions ------------------------------------------------------------------------------
 
-    async def action(self, req: wire.Request) -> bytes:
+    async def action(self, req: httpio.Request) -> bytes:
         origin = req.headers.get("origin")
         if origin is not None and urlsplit(origin).netloc != req.headers.get("host"):
-            raise wire.HttpError(403, f"a request from {origin!r} may not act here")
+            raise httpio.HttpError(403, f"a request from {origin!r} may not act here")
         peer = self.signed_in(req)
         m = _JOB.match(req.path)
         if m is None or m.group(2) not in ACTIONS:
-            raise wire.HttpError(
+            raise httpio.HttpError(
                 404, f"no action {req.path!r}: POST /api/jobs/ID/cancel|hold|release"
             )
         kind, job_id = ACTIONS[m.group(2)], int(m.group(1))
         result = await self._act(peer, kind, job_id)
-        return wire.json_response(
+        return httpio.json_response(
             200, {"ok": True, "action": kind, "job_id": job_id, "result": result}
         )
 
@@ -230,9 +230,9 @@ class Routes:
             if inspect.isawaitable(result):
                 result = await result
         except ProtocolError as e:
-            raise wire.HttpError(STATUS.get(e.code, 400), e.message) from None
+            raise httpio.HttpError(STATUS.get(e.code, 400), e.message) from None
         except (BerthError, OSError) as e:
-            raise wire.HttpError(409, str(e)) from None
+            raise httpio.HttpError(409, str(e)) from None
         return dict(result)
 
     def _call(self, peer: Peer, kind: str, **fields: Any) -> dict[str, Any]:
@@ -241,7 +241,7 @@ class Routes:
         try:
             out = HANDLERS[kind](self.server.engine, peer, req)
         except ProtocolError as e:
-            raise wire.HttpError(STATUS.get(e.code, 400), e.message) from None
+            raise httpio.HttpError(STATUS.get(e.code, 400), e.message) from None
         assert isinstance(out, dict)
         return out
 
@@ -257,11 +257,11 @@ def read_log(path: str, uid: int, offset: int | None) -> dict[str, Any]:
     except FileNotFoundError:
         return {"path": path, "size": 0, "offset": 0, "text": "", "missing": True}
     except OSError as e:
-        raise wire.HttpError(403, f"cannot read {path}: {e.strerror}") from None
+        raise httpio.HttpError(403, f"cannot read {path}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
-            raise wire.HttpError(403, f"{path} is not a log file of the job's owner")
+            raise httpio.HttpError(403, f"{path} is not a log file of the job's owner")
         size = st.st_size
         if offset is None or offset > size:
             start = max(0, size - LOG_TAIL)

@@ -1,6 +1,6 @@
 """The dashboard's HTTP server, on the daemon's event loop (``berth daemon --http``).
 
-It never blocks the loop: requests are read within time and size limits (:mod:`wire`), the
+It never blocks the loop: requests are read within time and size limits (:mod:`httpio`), the
 state is read from the engine in memory, log files are read on a worker thread, and writes
 (the samples) go through the engine's journal. Limits against a hostile local user:
 at most :data:`MAX_CONNECTIONS` connections at once (one more is answered 503 and closed) and
@@ -25,7 +25,7 @@ import time
 from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
-from berth.web import auth, view, wire
+from berth.web import auth, httpio, view
 from berth.web.auth import load_secret
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
@@ -43,9 +43,6 @@ WRITE_TIMEOUT = 10.0
 HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
-
-ACTIVE: WebServer | None = None  # the daemon's server, for the ``web_token`` answer
-
 
 class _Stream:
     """One live viewer: the newest state, and the chart points not yet sent."""
@@ -98,20 +95,15 @@ class WebServer:
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on ``sock`` (bound by :func:`berth.web.bind.listen` to our host and port)."""
-        global ACTIVE
-        self._srv = await asyncio.start_server(self._connection, sock=sock, limit=wire.MAX_HEAD)
+        self._srv = await asyncio.start_server(self._connection, sock=sock, limit=httpio.MAX_HEAD)
         self.port = sock.getsockname()[1]  # (port 0: the one the kernel gave)
         self.observer.listeners.append(self.notify)
         self.observer.attach()
         self._timer = self.loop.call_soon(self._on_tick)
-        ACTIVE = self
         log.info("dashboard on %s (%s)", self.url,
                  "anonymous viewers may read" if self.anonymous else "sign-in needed to read")  # fmt: skip
 
     def close(self) -> None:
-        global ACTIVE
-        if ACTIVE is self:
-            ACTIVE = None
         for handle in (self._timer, self._publish_at):
             if handle is not None:
                 handle.cancel()
@@ -125,7 +117,7 @@ class WebServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
-            writer.write(wire.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
+            writer.write(httpio.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
             await _linger(reader, writer)
             writer.close()
             return
@@ -133,13 +125,13 @@ class WebServer:
         refused = False
         try:
             try:
-                req = await wire.read_request(reader)
+                req = await httpio.read_request(reader)
                 if req is None:
                     return
                 self.check_host(req)
                 reply = await self.routes.dispatch(req, reader, writer)
-            except wire.HttpError as e:
-                reply, refused = wire.error_response(e.status, e.message), True
+            except httpio.HttpError as e:
+                reply, refused = httpio.error_response(e.status, e.message), True
             if reply:
                 writer.write(reply)
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
@@ -150,21 +142,21 @@ class WebServer:
         except Exception:
             log.exception("web: request failed")
             try:
-                writer.write(wire.error_response(500, "internal error (see the daemon's log)"))
+                writer.write(httpio.error_response(500, "internal error (see the daemon's log)"))
             except (ConnectionError, RuntimeError):
                 pass
         finally:
             self.connections -= 1
             writer.close()
 
-    def check_host(self, req: wire.Request) -> None:
+    def check_host(self, req: httpio.Request) -> None:
         """Bound to the loopback, a request must name a loopback host and our port."""
         if self.allow_remote:
             return
         host = req.headers.get("host", "")
         name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
         if name.strip("[]") not in ("127.0.0.1", "localhost", "::1") or port != str(self.port):
-            raise wire.HttpError(421, f"Host {host!r} is not this server: use {self.url}")
+            raise httpio.HttpError(421, f"Host {host!r} is not this server: use {self.url}")
 
     # -- live state ---------------------------------------------------------------------------
 
@@ -234,8 +226,8 @@ class WebServer:
     async def stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one live viewer until it goes (or the server closes)."""
         if len(self.streams) >= MAX_STREAMS:
-            raise wire.HttpError(503, f"more than {MAX_STREAMS} live viewers")
-        writer.write(wire.response(200, b"", "text/event-stream; charset=utf-8", length=False))
+            raise httpio.HttpError(503, f"more than {MAX_STREAMS} live viewers")
+        writer.write(httpio.response(200, b"", "text/event-stream; charset=utf-8", length=False))
         me = _Stream()
         me.state = self.state()
         self.streams.add(me)
@@ -275,7 +267,7 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         end = loop.time() + LINGER
         for _ in range(16):
             left = end - loop.time()
-            if left <= 0 or not await asyncio.wait_for(reader.read(wire.MAX_HEAD), left):
+            if left <= 0 or not await asyncio.wait_for(reader.read(httpio.MAX_HEAD), left):
                 return
     except (ConnectionError, asyncio.TimeoutError, asyncio.LimitOverrunError, ValueError):
         pass

@@ -22,12 +22,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.handlers import Peer
+    from berth.daemon.requests.authority import Peer
     from berth.web.history import History
     from berth.web.observe import Observer
 
 MAX_ROWS = 300  # queue rows sent to the page (the counts are always whole)
-_HOLDING = (State.RUNNING, State.COMPLETING)
 
 
 def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any]:
@@ -41,8 +40,7 @@ def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any
 def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
     """Every GPU with its reading and its holders."""
     status = _call("status", engine, peer)
-    own = {j.extra.get("lease") for j in engine.jobs.values() if j.state in _HOLDING}
-    own.update(lease.lease_id for lease in engine.committing.values())
+    own = engine.own_lease_ids()
     ledger = engine.res.ledger.scan(bodies=True)
     by_uuid = engine.res.by_uuid
     # A private daemon hides others' commands from non-admins: the page is the same for every
@@ -140,7 +138,7 @@ def users(
             user, {"user": user, "gpus": 0.0, "running": 0, "pending": 0, "gpu_hours": 0.0}
         )
 
-    for job in engine.jobs.values():
+    for job in engine.unfinished():
         e = entry(job.user)
         if job.state is State.PENDING:
             e["pending"] += 1
@@ -164,7 +162,7 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
         "daemon": {
             "pid": os.getpid(),
             "started": observer.started_at,
-            "queue_paused": engine.queue_paused,
+            "queue_paused": engine.pauses.queue,
             "gpu_error": engine.res.error,
             "policy": engine.opts.policy or "balanced",
         },

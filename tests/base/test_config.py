@@ -102,3 +102,16 @@ def test_user_file_overrides_system_file_per_key(
     cfg = config.load()
     assert cfg.claims_dir == "/user"
     assert cfg.admin_group == "gpuadmin"
+
+
+def test_each_key_is_declared_once_with_its_help_in_the_example() -> None:
+    # (berth help config prints the module's docstring; its example is made from the keys)
+    doc = config.__doc__ or ""
+    for key in config.KEYS:
+        assert f"[{key.section}]" in doc and f"    {key.name} = {key.example}" in doc, key.name
+        assert key.help, key.name
+    cfg = config.Config()
+    assert cfg.poll_interval == 5.0 and cfg.backend == "local" and cfg.http is None
+    assert config.Inventory(declared=2).declared == 2
+    with pytest.raises(TypeError, match="gpus"):
+        config.Inventory(gpus=2)  # (the attribute's name, not the file's)

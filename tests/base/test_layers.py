@@ -140,3 +140,41 @@ def test_the_library_does_not_import_screens() -> None:
     for path in paths:
         hits = [n for n in _berth(_imports(path)) if n.startswith(("berth.cli", "berth.web"))]
         assert hits == [], f"{path.relative_to(ROOT.parent)} imports {hits}"
+
+
+# The daemon's rooms (docs/ARCHITECTURE.md, "daemon/"): what each may import of the others.
+# The supervisor outlives the daemon and knows nothing of it; the store keeps rows and knows
+# nothing of who changes them; the engine answers requests but imports none of their
+# handlers; only the daemon's start-up (daemon/main.py) knows the web.
+_ROOMS = {
+    "supervisor": ("berth.daemon.engine", "berth.daemon.requests", "berth.daemon.store",
+                   "berth.daemon.procs", "berth.daemon.main", "berth.daemon.options"),
+    "store": ("berth.daemon.engine", "berth.daemon.requests", "berth.daemon.procs",
+              "berth.daemon.main"),
+    "procs": ("berth.daemon.requests", "berth.daemon.store", "berth.daemon.main",
+              "berth.daemon.engine.engine", "berth.daemon.engine.starts",
+              "berth.daemon.engine.endings", "berth.daemon.engine.recovery"),
+    "engine": ("berth.daemon.requests", "berth.daemon.main"),
+    "requests": ("berth.daemon.procs", "berth.daemon.supervisor", "berth.daemon.main"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("room", sorted(_ROOMS))
+def test_each_room_of_the_daemon_imports_only_what_its_rules_allow(room: str) -> None:
+    forbidden = (*_ROOMS[room], "berth.web", "berth.cli")
+    hits = {
+        str(p.relative_to(ROOT.parent)): sorted(
+            n for n in _berth(_imports(p)) if n.startswith(forbidden)
+        )
+        for p in _modules("daemon", room)
+    }
+    assert {k: v for k, v in hits.items() if v} == {}
+
+
+def test_only_the_daemons_start_up_knows_the_web() -> None:
+    hits = {
+        str(p.relative_to(ROOT.parent))
+        for p in _modules("daemon")
+        if any(n.startswith("berth.web") for n in _berth(_imports(p)))
+    }
+    assert hits == {"berth/daemon/main.py"}

@@ -11,7 +11,8 @@ import sys
 
 from helpers import wait_until
 
-from berth.cli.status import Section, render
+from berth.cli.status import render
+from berth.cli.status_section import Section
 from berth.devices.model import GpuProcess, GpuSnapshot
 from berth.errors import EXIT_NO_DRIVER, EXIT_USAGE
 

@@ -90,7 +90,7 @@ class FakeProcesses:
         attempt: int,
         spec: dict[str, Any],
         fds: list[int],
-        lease: str | None,
+        lease_id: str | None,
     ) -> Run:
         if self.refuse is not None:
             raise OSError(self.refuse)
@@ -99,14 +99,14 @@ class FakeProcesses:
         a = FakeAttempt(job_id, attempt, spec, gate, [os.dup(fd) for fd in fds[1:]])
         self.attempts[a.path] = a
         self.handed.append((job_id, attempt))
-        return Run(a.path, attempt, lease, a)
+        return Run(a.path, attempt, lease_id, a)
 
     def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:
         a: FakeAttempt = run.handle
         if op == "term" and a.state == "running":
             self._end(a, rc=143, signal=15, cancelled=True)
 
-    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease: str | None) -> Run:
+    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None) -> Run:
         raise ProcessLookupError(pid)
 
     def run_file(self, job_id: int, attempt: int) -> str:
@@ -120,7 +120,7 @@ class FakeProcesses:
         a = self.attempts.get(path)
         return a is not None and a.state != "ended"
 
-    def end_leftovers(self, path: str, uid: int, lease: str | None, grace: float) -> list[int]:
+    def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
         return []
 
     def retire(self, path: str, leftovers: bool) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from berth.errors import BerthError
-from berth.web import auth, wire
+from berth.web import auth, httpio
 from berth.web.routes import read_log
 
 
@@ -94,15 +94,15 @@ def test_a_log_is_read_only_if_it_is_the_owners_regular_file(tmp_path: Path) -> 
     with open(log, "a") as f:
         f.write("new line\n")
     assert read_log(str(log), uid, tail["offset"])["text"] == "new line\n"
-    with pytest.raises(wire.HttpError) as e:
+    with pytest.raises(httpio.HttpError) as e:
         read_log(str(log), uid + 4242, None)  # not the owner's file (e.g. /etc/shadow)
     assert e.value.status == 403
     link = tmp_path / "link.out"
     os.symlink(log, link)
-    with pytest.raises(wire.HttpError):
+    with pytest.raises(httpio.HttpError):
         read_log(str(link), uid, None)  # a link is not followed
     fifo = tmp_path / "fifo.out"
     os.mkfifo(fifo)
-    with pytest.raises(wire.HttpError):
+    with pytest.raises(httpio.HttpError):
         read_log(str(fifo), uid, None)  # refused at once, not blocking on a writer
     assert read_log(str(tmp_path / "none.out"), uid, None)["missing"] is True

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
-from berth.web import wire
+from berth.web import httpio
 
 
 def status_of(reply: bytes) -> int:
@@ -76,14 +76,14 @@ def test_connection_cap_answers_503_and_the_socket_still_serves(web: Any) -> Non
 
 
 def test_a_slow_head_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wire, "HEAD_TIMEOUT", 0.2)
+    monkeypatch.setattr(httpio, "HEAD_TIMEOUT", 0.2)
 
     async def slow() -> int:
-        reader = asyncio.StreamReader(limit=wire.MAX_HEAD)
+        reader = asyncio.StreamReader(limit=httpio.MAX_HEAD)
         reader.feed_data(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:1\r\n")  # and nothing more
         try:
-            await wire.read_request(reader)
-        except wire.HttpError as e:
+            await httpio.read_request(reader)
+        except httpio.HttpError as e:
             return e.status
         return 200
 

@@ -1,8 +1,9 @@
-"""Recording how attempts end, controlling running ones, and adopting those a previous daemon
-left: the half of the engine that hears from supervisors (through its process port,
-:mod:`berth.daemon.engine.ports`) and changes job states accordingly. :class:`Lifecycle` is a part
-of :class:`berth.daemon.engine.engine.Engine`, kept apart to keep each file one idea; starting
-attempts is its other part (:mod:`berth.daemon.engine.starts`).
+"""Recording how attempts end, controlling running ones, adopting those a previous daemon
+left, and forgetting jobs that ended long ago (:meth:`Lifecycle.purge_finished`): the half of
+the engine that hears from supervisors (through its process port,
+:mod:`berth.daemon.engine.ports`) and changes job states accordingly. :class:`Lifecycle` is a
+part of :class:`berth.daemon.engine.engine.Engine`, kept apart to keep each file one idea;
+starting attempts is its other part (:mod:`berth.daemon.engine.starts`).
 
 Every state change goes through :func:`berth.core.transition.transition` and is saved with
 the current group commit (:mod:`berth.daemon.store.journal`); what acts on a change (reusing a run
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import logging
 
-from berth.core.states import FINISHED, State
+from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.engine.starts import Launching
+from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
 
 TYPE_CHECKING = False
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
+    from berth.daemon.engine.accounts import Accounts
 
 log = logging.getLogger("berth.daemon")
 
@@ -37,6 +40,8 @@ class Lifecycle(Launching):
     finished_states: dict[int, State]
     waiters: dict[int, list[asyncio.Future[None]]]
     settling: dict[int, Job]
+    accounts: Accounts
+    next_id: int
     _deps_dirty: bool
 
     if TYPE_CHECKING:
@@ -52,9 +57,9 @@ class Lifecycle(Launching):
             return
         del self.runs[job_id]
         job = self.jobs[job_id]
-        lease = self.committing.pop(job_id, None)  # (it ended before we heard of its commit)
-        if lease is not None:
-            lease.detach()
+        claim = self.committing.pop(job_id, None)  # (it ended before we heard of its commit)
+        if claim is not None:
+            claim.detach()
         if result.get("unstarted"):  # its gate closed unopened (not by us: we forgot it then)
             self.procs.discard(run.path)
             self._launch_failed(job, str(result.get("error") or "it was not started"))
@@ -70,12 +75,12 @@ class Lifecycle(Launching):
         job = self.jobs[job_id]
         info = self.procs.record(run.path)
         began = runfile.began(info)
-        lease = self.committing.pop(job_id, None)  # its start is not durable yet
-        if lease is not None:
+        claim = self.committing.pop(job_id, None)  # its start is not durable yet
+        if claim is not None:
             if began:
-                lease.detach()  # (its claim files find what the job left: see end_leftovers)
+                claim.detach()  # (its claim files find what the job left: see end_leftovers)
             else:
-                lease.release()
+                claim.release()
         if "exit" in info:
             self.record_exit(job, info["exit"], run.path)
         elif not started or not began:
@@ -89,8 +94,8 @@ class Lifecycle(Launching):
     def end_leftovers(self, job: Job, path: str, why: str) -> str:
         """End what the attempt whose supervisor died left running (:mod:`reap`); the reason
         to record."""
-        lease = job.extra.get("lease")
-        pids = self.procs.end_leftovers(path, job.uid, lease, self.opts.kill_after)
+        lease_id = job.extra.get("lease")
+        pids = self.procs.end_leftovers(path, job.uid, lease_id, self.opts.kill_after)
         if pids:
             n = len(pids)
             log.warning("job %d: ended %d process(es) its supervisor left: %s", job.id, n, pids)
@@ -147,8 +152,11 @@ class Lifecycle(Launching):
         reason: str = "",
         exit_code: int | None = None,
     ) -> None:
-        """Transition + save (committed with this turn's group) + wake waiters + schedule."""
+        """Transition + save (committed with this turn's group) + wake waiters + schedule. An
+        attempt that ends adds what it used to its tenant's fair-share usage, in the same
+        commit as its end."""
         was_pending = job.state is State.PENDING
+        holding = job.state in ACTIVE
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
         if job.state is State.PENDING:
             self.order.joined()  # requeued or retried
@@ -156,6 +164,10 @@ class Lifecycle(Launching):
             self.order.left()
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
+        if holding:
+            row = self.accounts.ended(job, max(now, self.clock.time()))
+            if row is not None:
+                self.journal.execute(Store.USAGE_SQL, [row])
         if finished:
             if job.state is not State.COMPLETED:
                 self._deps_dirty = True
@@ -199,13 +211,37 @@ class Lifecycle(Launching):
 
     # -- restart ------------------------------------------------------------------------------
 
-    def adopt(self, job_id: int, pid: int, path: str, attempt: int, lease: str | None) -> None:
+    def adopt(
+        self, job_id: int, pid: int, path: str, attempt: int, lease_id: str | None
+    ) -> None:
         """Watch a supervisor left running by a previous daemon (ProcessLookupError if it
         has gone)."""
-        self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease)
+        self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease_id)
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
         self._change(job, State.PREEMPTED, now, reason=why)
+
+    def purge_finished(self) -> int:
+        """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
+        their ids are never given again). Committed with the next group; returns how many."""
+        keep = self.opts.keep_finished
+        if not keep or keep == float("inf"):
+            return 0
+        ids = [
+            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
+        ]
+        if not ids:
+            return 0
+        self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
+        self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
+
+        def forget() -> None:
+            for i in ids:
+                self.finished_states.pop(i, None)
+
+        self.journal.after_commit(forget)
+        log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)
+        return len(ids)
 
 
 def _wake(waiters: list[asyncio.Future[None]]) -> None:

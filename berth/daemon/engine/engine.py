@@ -20,24 +20,25 @@ import asyncio
 import logging
 import time
 
+from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, schedule
-from berth.core.states import ACTIVE, State
+from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
+from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
 from berth.daemon.procs.port import Supervisors
-from berth.daemon.requests.admin import drained as drain_notes
 from berth.daemon.store.journal import Journal
 from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import ValuesView
     from typing import Any
 
     from berth.claims.claim import Claim
     from berth.core.inventory import Usage
-    from berth.core.job import Job
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
@@ -71,10 +72,8 @@ class Engine(Lifecycle):
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.finished_states: dict[int, State] = {}  # for dependencies
-        self.paused: set[str] = set()  # GPU uuids
-        self.pause_notes = store.pause_notes()  # uuid -> (who drained it, why, since)
+        self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
-        self.queue_paused = False
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
         self.unique: dict[str, int] = {}  # `submit --unique` identity -> newest job with it
@@ -134,7 +133,7 @@ class Engine(Lifecycle):
         t0 = time.perf_counter()
         self._decide_seconds = 0.0  # (a pass that decides nothing delays no later one)
         self._reasons_valid = False
-        if self.queue_paused or (not explain and not self._deps_dirty and self._full()):
+        if self.pauses.queue or (not explain and not self._deps_dirty and self._full()):
             return  # nothing could start: spare the sort of a long queue
         pending = self._pending()
         if not pending:
@@ -142,7 +141,7 @@ class Engine(Lifecycle):
         explain = explain or self._deps_dirty
         self._deps_dirty = False
         running = self._running()
-        paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        paused = self.pauses.indexes()
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         others = self.outside_usage(clean=True)
@@ -164,17 +163,17 @@ class Engine(Lifecycle):
         self._decide_seconds = time.perf_counter() - t0
         for start in decisions.starts:
             job = self.jobs[start.job_id]
-            lease = ledger.claim(
+            claim = ledger.claim(
                 [self.res.by_index[i] for i in start.gpus],
                 start.share,
                 start.mem,
                 label=f"berth job {job.id} ({job.name})",
             )
-            if lease is None:
+            if claim is None:
                 # Another process claimed at the same moment (the ledger has no lock: see
                 # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
                 continue
-            launches.append((job, (start, lease)))
+            launches.append((job, (start, claim)))
         if explain and not launches:
             self._set_reasons(decisions)
         self._arm_timer(decisions.wakeup, now)
@@ -185,10 +184,11 @@ class Engine(Lifecycle):
             if doomed is not None and doomed.state is State.PENDING:
                 self._change(doomed, State.CANCELLED, now, reason=c.reason)
 
-    def _own_leases(self) -> set[str]:
-        """Claims of our own jobs (running, being forked, or waiting for their commit)."""
-        out = {r.lease for r in self.runs.values() if r.lease}
-        out.update(lease.lease_id for lease in self.committing.values())
+    def own_lease_ids(self) -> set[str]:
+        """The daemon's own claims (the ``lease_id`` of each): those of its jobs running,
+        being handed over, or waiting for their commit."""
+        out = {r.lease_id for r in self.runs.values() if r.lease_id}
+        out.update(claim.lease_id for claim in self.committing.values())
         return out
 
     def _running(self) -> list[Job]:
@@ -220,7 +220,7 @@ class Engine(Lifecycle):
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
     def _set_reasons(self, decisions: Any) -> None:
-        drained = drain_notes(self)
+        drained = self.pauses.drained()
         self.reasons = {
             i: p.reason.value
             + (f": {p.detail}" if p.detail else "")
@@ -236,12 +236,12 @@ class Engine(Lifecycle):
             return
         t0 = time.perf_counter()
         pending = [j for j in self.jobs.values() if j.state is State.PENDING]
-        if self.queue_paused:
+        if self.pauses.queue:
             self.reasons = {j.id: "QueuePaused" for j in pending}
             self._reasons_valid = True
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
-        paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
+        paused = self.pauses.indexes()
         now = self.clock.time()
         multi = len({j.tenant for j in pending}) > 1
         decisions = schedule(
@@ -269,7 +269,7 @@ class Engine(Lifecycle):
         processes outside berth): what scheduling passes see. ``clean``: also remove dead
         claim files."""
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
-        return self.res.others(lstate, self._own_leases(), self._own_pids)
+        return self.res.others(lstate, self.own_lease_ids(), self._own_pids)
 
     def _own_pids(self) -> set[int]:
         """The leader of each running job (its session id) and the supervisor running it
@@ -291,45 +291,69 @@ class Engine(Lifecycle):
         if wakeup is not None:
             self._timer = self.loop.call_later(max(0.0, wakeup - now) + 0.001, self.kick)
 
-    def purge_finished(self) -> int:
-        """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
-        their ids are never given again). Committed with the next group; returns how many."""
-        keep = self.opts.keep_finished
-        if not keep or keep == float("inf"):
-            return 0
-        ids = [
-            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
-        ]
-        if not ids:
-            return 0
-        self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
-        self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
+    # -- what requests and the web ask of the engine ---------------------------------------
 
-        def forget() -> None:
-            for i in ids:
-                self.finished_states.pop(i, None)
+    def unfinished(self) -> ValuesView[Job]:
+        """The unfinished jobs (pending, running, completing), in no particular order."""
+        return self.jobs.values()
 
-        self.journal.after_commit(forget)
-        log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)
-        return len(ids)
+    def reason(self, job_id: int) -> str | None:
+        """Why a pending job waits, as the last pass (or :meth:`explain`) said."""
+        return self.reasons.get(job_id)
 
-    def _change(
-        self,
-        job: Job,
-        to: State,
-        now: float,
-        *,
-        reason: str = "",
-        exit_code: int | None = None,
-    ) -> None:
-        """:meth:`Lifecycle._change`, and an attempt that ends adds what it used to its
-        tenant's fair-share usage, in the same commit as its end."""
-        holding = job.state in ACTIVE
-        super()._change(job, to, now, reason=reason, exit_code=exit_code)
-        if holding:
-            row = self.accounts.ended(job, max(now, self.clock.time()))
-            if row is not None:
-                self.journal.execute(Store.USAGE_SQL, [row])
+    def live(self, job_id: int) -> Job | None:
+        """A job in memory: unfinished, or ended with its end not yet durable."""
+        return self.jobs.get(job_id) or self.settling.get(job_id)
+
+    def find(self, job_id: int) -> Job | None:
+        """A job on record: in memory, else as the store keeps it; None if there is none."""
+        job = self.live(job_id)
+        if job is None:
+            data = self.store.job(job_id)
+            job = None if data is None else Job.from_dict(data)
+        return job
+
+    def state_of(self, job_id: int) -> State | None:
+        """The job's state from memory (an ended job's outcome is kept for dependencies until
+        it is purged), without reading the store; None if not in memory."""
+        job = self.live(job_id)
+        return job.state if job is not None else self.finished_states.get(job_id)
+
+    def ending(self, job_id: int) -> bool:
+        """The job has ended, but its end is not durable yet."""
+        return job_id in self.settling
+
+    def settling_jobs(self) -> list[Job]:
+        """The jobs that have ended whose end is not durable yet."""
+        return list(self.settling.values())
+
+    def on_end(self, job_id: int) -> asyncio.Future[None] | None:
+        """A future done once the unfinished job's end is durable (None: not unfinished)."""
+        if job_id not in self.jobs:
+            return None
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self.waiters.setdefault(job_id, []).append(fut)
+        return fut
+
+    def unique_job(self, key: str) -> int | None:
+        """The newest job submitted with ``--unique`` identity ``key`` since the start."""
+        return self.unique.get(key)
+
+    def note_unique(self, key: str, job_id: int) -> None:
+        self.unique[key] = job_id
+
+    def new_ids(self, n: int) -> int:
+        """Give ``n`` consecutive new job ids (never given before); returns the first."""
+        first = self.next_id
+        self.next_id += n
+        return first
+
+    def run_of(self, job_id: int) -> Run | None:
+        """The running attempt of a job, if it runs."""
+        return self.runs.get(job_id)
+
+    def running_count(self) -> int:
+        return len(self.runs)
 
     # -- the journal (berth.daemon.store.journal) ---------------------------------------------------
 

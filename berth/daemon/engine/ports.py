@@ -35,22 +35,22 @@ else:
 
 class Run:
     """Runtime handles of one running attempt (never persisted): where its run file is,
-    the claims' lease, the port's handle on the supervisor that runs it, and the pids of
+    the id of its claim (``lease_id``), the port's handle on the supervisor that runs it, and the pids of
     the supervisor and the job once known."""
 
-    __slots__ = ("attempt", "handle", "job_pid", "lease", "path", "sup_pid")
+    __slots__ = ("attempt", "handle", "job_pid", "lease_id", "path", "sup_pid")
 
     def __init__(
         self,
         path: str,
         attempt: int,
-        lease: str | None,
+        lease_id: str | None,
         handle: Any,
         sup_pid: int | None = None,
     ) -> None:
         self.path = path
         self.attempt = attempt
-        self.lease = lease
+        self.lease_id = lease_id
         self.handle = handle  # the port's (a pool slot, an adopted supervisor's pidfd...)
         self.job_pid: int | None = None  # (from the run file, once written)
         self.sup_pid = sup_pid
@@ -94,7 +94,7 @@ class Processes(Protocol):
         attempt: int,
         spec: dict[str, Any],
         fds: list[int],
-        lease: str | None,
+        lease_id: str | None,
     ) -> Run:
         """Hand an attempt (its launch spec; ``fds``: its gate's read end, then its claims)
         to a supervisor of ``owner``, which prepares it and waits at the gate. The caller
@@ -106,7 +106,7 @@ class Processes(Protocol):
         ``sig`` to the job's group, for the attempt ``run``."""
         ...
 
-    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease: str | None) -> Run:
+    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None) -> Run:
         """Watch the supervisor ``pid`` a previous daemon left running ``path``'s attempt;
         ``on_exit`` follows its exit. Raises ProcessLookupError if it has gone."""
         ...
@@ -123,7 +123,7 @@ class Processes(Protocol):
         """Whether a supervisor is still at the attempt of this run file."""
         ...
 
-    def end_leftovers(self, path: str, uid: int, lease: str | None, grace: float) -> list[int]:
+    def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
         """End what the attempt of ``path`` left running when its supervisor died (SIGTERM,
         SIGKILL after ``grace``); the pids signalled."""
         ...

@@ -54,7 +54,7 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
         "pending": 0, "adopted": 0, "ended_while_down": 0, "requeued": 0, "lost": 0,
         "quarantined": 0,
     }  # fmt: skip
-    engine.paused = store.paused()
+    engine.pauses.gpus = store.paused()
     engine.next_id = store.next_id()
     to_settle: list[tuple[Job, int]] = []
     bad: list[tuple[int, str]] = []

@@ -94,7 +94,7 @@ class Resources:
     def others(
         self,
         state: LedgerState,
-        own_leases: Collection[str],
+        own_lease_ids: Collection[str],
         own_pids: Callable[[], Collection[int]],
     ) -> dict[int, Usage]:
         """GPU index -> what holders other than our jobs use there. ``own_pids`` (the pids
@@ -106,7 +106,7 @@ class Resources:
         holder_pids: set[int] = set()
         for c in state.claims:
             s = self.by_uuid.get(c.uuid)
-            if s is None or c.lease in own_leases:
+            if s is None or c.lease in own_lease_ids:
                 continue
             share[s.index] = share.get(s.index, 0.0) + c.share
             mem[s.index] = mem.get(s.index, 0) + c.memory

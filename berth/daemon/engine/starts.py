@@ -40,12 +40,12 @@ class Launch:
     (or withdrawn). ``wait``/``gate``: the read and write ends of its start gate (-1 once
     closed); ``durable``: None until its commit is done, then whether it succeeded."""
 
-    __slots__ = ("durable", "error", "failed", "gate", "job", "lease", "run", "start", "wait")
+    __slots__ = ("claim", "durable", "error", "failed", "gate", "job", "run", "start", "wait")
 
-    def __init__(self, job: Job, start: Any, lease: Claim) -> None:
+    def __init__(self, job: Job, start: Any, claim: Claim) -> None:
         self.job = job
         self.start = start
-        self.lease = lease
+        self.claim = claim
         self.wait = self.gate = -1
         self.error = ""
         self.run: Run | None = None  # once handed over
@@ -80,18 +80,18 @@ class Launching:
 
     def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
         """Start what a pass decided (see the module): ``launches`` are (job, (its start, its
-        claims' lease))."""
+        claim))."""
         out: list[Launch] = []
-        for job, (start, lease) in launches:
+        for job, (start, claim) in launches:
             transition(
                 job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
                 mem=start.mem,
             )  # fmt: skip
-            job.extra["lease"] = lease.lease_id
+            job.extra["lease"] = claim.lease_id
             self.order.left()
             self.save(job, launched=len(job.attempts))
-            self.committing[job.id] = lease
-            ln = Launch(job, start, lease)
+            self.committing[job.id] = claim
+            ln = Launch(job, start, claim)
             try:
                 ln.wait, ln.gate = self.procs.gate()
                 self.journal.open_on_commit(ln.gate)
@@ -109,7 +109,7 @@ class Launching:
         for ln in launches:
             if ln.durable is False:
                 continue  # withdrawn already (a commit on the loop's thread failed)
-            job, lease = ln.job, ln.lease
+            job, claim = ln.job, ln.claim
             attempt = len(job.attempts)
             try:
                 if ln.wait < 0:
@@ -121,14 +121,14 @@ class Launching:
                     spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
                 )
                 run = self.procs.start(
-                    owner, job.id, attempt, ls, [ln.wait, *lease.fds], lease.lease_id
+                    owner, job.id, attempt, ls, [ln.wait, *claim.fds], claim.lease_id
                 )
             except OSError as e:
                 # (No supervisor has its gate. The write end stays open until the commit is
                 # done: the journal holds its number until then.)
                 ln.failed = True
                 self._uncommit(ln)
-                lease.release()
+                claim.release()
                 if self.jobs.get(job.id) is job:
                     self._launch_failed(job, str(e))
                 continue
@@ -158,7 +158,7 @@ class Launching:
         """Started durably and handed over: the supervisor and the job hold the claims now."""
         job = ln.job
         if self._uncommit(ln):
-            ln.lease.detach()
+            ln.claim.detach()
         cancel = job.id in self.cancel_on_start
         self.cancel_on_start.discard(job.id)
         run = self.runs.get(job.id)
@@ -169,7 +169,7 @@ class Launching:
 
     def _uncommit(self, ln: Launch) -> bool:
         """Its start no longer awaits its commit; False if that was settled already."""
-        if self.committing.get(ln.job.id) is not ln.lease:
+        if self.committing.get(ln.job.id) is not ln.claim:
             return False
         del self.committing[ln.job.id]
         return True
@@ -182,7 +182,7 @@ class Launching:
             self._close(ln)
             job = ln.job
             if self._uncommit(ln):
-                ln.lease.release()
+                ln.claim.release()
             if ln.run is not None and self.runs.get(job.id) is ln.run:
                 del self.runs[job.id]
                 self.procs.discard(ln.run.path)

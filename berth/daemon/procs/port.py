@@ -62,7 +62,7 @@ class Supervisors:
         attempt: int,
         spec: dict[str, Any],
         fds: list[int],
-        lease: str | None,
+        lease_id: str | None,
     ) -> Run:
         """The run file is made and locked here, and goes to the supervisor with the attempt
         (its lock is then held exactly as long as the supervisor works on it)."""
@@ -76,7 +76,7 @@ class Supervisors:
             raise
         finally:
             os.close(run_fd)  # the supervisor holds its lock now
-        return Run(path, attempt, lease, slot)
+        return Run(path, attempt, lease_id, slot)
 
     def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:
         if not isinstance(run.handle, int):  # one of our pool's: a message names the attempt
@@ -86,13 +86,13 @@ class Supervisors:
         else:
             runfile.send_signal(run.path, run.handle, sig)
 
-    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease: str | None) -> Run:
+    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None) -> Run:
         pidfd = os.pidfd_open(pid)
         if not runfile.supervisor_alive(path):  # it ended between reading and opening
             os.close(pidfd)
             raise ProcessLookupError(pid)
         self.loop.add_reader(pidfd, self._adopted_exit, job_id, pidfd)
-        return Run(path, attempt, lease, pidfd, sup_pid=pid)
+        return Run(path, attempt, lease_id, pidfd, sup_pid=pid)
 
     def _adopted_exit(self, job_id: int, pidfd: int) -> None:
         self.loop.remove_reader(pidfd)
@@ -103,9 +103,9 @@ class Supervisors:
     def notify(self, owner: Owner, msg: dict[str, Any]) -> None:
         self.pool.notify(owner, msg)
 
-    def end_leftovers(self, path: str, uid: int, lease: str | None, grace: float) -> list[int]:
+    def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
         job_pid = runfile.read_run_file(path).get("job")
-        claims = reap.claim_paths(self.ledger_dir, lease)
+        claims = reap.claim_paths(self.ledger_dir, lease_id)
         pids = reap.leftovers(job_pid if isinstance(job_pid, int) else None, uid, claims)
         return reap.end(pids, grace, self.loop)
 

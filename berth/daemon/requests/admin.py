@@ -1,6 +1,7 @@
-"""The handlers of `berth admin`: ``limits`` (anyone reads; admins set), ``drain`` and
-``undrain`` (admins). Drain is pausing GPUs (:func:`berth.daemon.requests.handlers.pause`'s table and
-set) with who did it and why, which pending jobs' reasons then say; undrain is resume.
+"""The handlers of what admins do to the daemon: ``pause``/``resume`` GPUs and `berth admin`'s
+``limits`` (anyone reads; admins set), ``drain`` and ``undrain``. Drain is pausing GPUs
+(:class:`berth.daemon.engine.pauses.Pauses`) with who did it and why, which pending jobs'
+reasons then say; undrain is resume.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from berth.daemon.engine.accounts import EVERYONE, KEYS, UNLIMITED
 from berth.daemon.requests import validate
 from berth.daemon.requests.authority import admins_only
 from berth.wire import protocol
+from berth.wire.checks import text
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -34,7 +36,7 @@ _WORDS = ("none", "default")
 def _user(raw: Any) -> str:
     if raw is None:
         return EVERYONE
-    name = validate.text("user", raw)
+    name = text("user", raw)
     if name == EVERYONE:
         return name
 
@@ -83,65 +85,59 @@ def limits(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return accounts.table(None if user == EVERYONE else user)
 
 
+def gpu_uuids(engine: Engine, names: list[Any]) -> list[str]:
+    """The uuids of the GPUs a request names (index, uuid...); an unknown one is refused."""
+    out = []
+    for n in names:
+        s = engine.res.resolve(str(n))
+        if s is None:
+            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
+            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {n!r} here (GPUs: {known})")
+        out.append(s.uuid)
+    return out
+
+
+def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    admins_only(peer, engine.opts, "pause GPUs")
+    uuids = gpu_uuids(engine, validate.gpu_names("gpus", req["gpus"]))
+    # (`berth admin drain` says why too)
+    engine.pauses.pause(uuids, peer.user, None, engine.clock.time())
+    return {"paused": sorted(engine.pauses.indexes())}
+
+
+def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    admins_only(peer, engine.opts, "resume GPUs")
+    names = validate.gpu_names("gpus", req.get("gpus"))
+    everything = bool(req.get("all"))
+    uuids = list(engine.pauses.gpus) if everything else gpu_uuids(engine, names)
+    engine.pauses.resume(uuids, queue=everything)
+    return {"paused": sorted(engine.pauses.indexes()), "queue_paused": engine.pauses.queue}
+
+
 def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Pause GPUs (all of them without a list) and record who and why."""
     admins_only(peer, engine.opts, "drain GPUs")
-    from berth.daemon.requests.handlers import _gpus  # cycle: handlers imports this module
-
     names = validate.gpu_names("gpus", req.get("gpus"))
-    uuids = _gpus(engine, names) if names else [s.uuid for s in engine.res.snapshots]
+    uuids = gpu_uuids(engine, names) if names else [s.uuid for s in engine.res.snapshots]
     note = req.get("note")
     if note is not None:
-        note = validate.text("note", note, empty=True, limit=200) or None
-    pause_gpus(engine, peer, uuids, note)
+        note = text("note", note, empty=True, limit=200) or None
+    engine.pauses.pause(uuids, peer.user, note, engine.clock.time())
     return _paused(engine)
-
-
-def pause_gpus(engine: Engine, peer: Peer, uuids: list[str], note: str | None) -> None:
-    """Pause GPUs (`berth pause`, `berth admin drain`), recording who and why."""
-    with engine.store.tx():
-        for u in uuids:
-            engine.store.set_paused(u, True, peer.user, note)
-    now = engine.clock.time()
-    for u in uuids:
-        old = engine.pause_notes.get(u) if u in engine.paused else None
-        engine.pause_notes[u] = (peer.user, note, now if old is None else old[2])
-    engine.paused.update(uuids)
-    engine.kick()  # (reasons change)
 
 
 def undrain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Resume GPUs: exactly `berth resume`."""
-    from berth.daemon.requests.handlers import resume  # cycle: handlers imports this module
-
     return resume(engine, peer, req)
-
-
-def drained(engine: Engine) -> str:
-    """Who drained the paused GPUs and why, for the reasons of jobs waiting for them
-    (``GpuPaused``): "; drained by root: driver upgrade" (per GPU when they differ)."""
-    if not engine.pause_notes:
-        return ""
-    notes = {}
-    for u in engine.paused:
-        by, note, _ = engine.pause_notes.get(u, (None, None, 0.0))
-        s = engine.res.by_uuid.get(u)
-        if by is not None and s is not None:
-            notes[s.index] = f"drained by {by}" + (f": {note}" if note else "")
-    if not notes:
-        return ""
-    if len(set(notes.values())) == 1 and len(notes) == len(engine.paused):
-        return "; " + next(iter(notes.values()))
-    return "".join(f"; GPU {i} {text}" for i, text in sorted(notes.items()))
 
 
 def _paused(engine: Engine) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
-    for u in engine.paused:
+    for u in engine.pauses.gpus:
         s = engine.res.by_uuid.get(u)
         if s is None:
             continue
-        by, note, since = engine.pause_notes.get(u, (None, None, None))
+        by, note, since = engine.pauses.notes.get(u, (None, None, None))
         out.append({"gpu": s.index, "by": by, "note": note, "since": since})
     out.sort(key=lambda r: r["gpu"])
     return {"paused": [r["gpu"] for r in out], "drained": out}

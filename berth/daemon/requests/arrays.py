@@ -38,14 +38,6 @@ def group(array_id: int) -> str:
     return f"array:{array_id}"
 
 
-def _load(engine: Engine, job_id: int) -> Job | None:
-    job = engine.jobs.get(job_id) or engine.settling.get(job_id)
-    if job is None:
-        data = engine.store.job(job_id)
-        job = None if data is None else Job.from_dict(data)
-    return job
-
-
 def of(job: Job) -> tuple[int, int] | None:
     """(array id, task index) of a task, or None."""
     a = job.extra.get("array")
@@ -54,13 +46,13 @@ def of(job: Job) -> tuple[int, int] | None:
 
 def members(engine: Engine, array_id: int) -> list[int] | None:
     """The job ids of array ``array_id``'s tasks still on record (None if it is no array)."""
-    head = _load(engine, array_id)
+    head = engine.find(array_id)
     if head is None or head.extra.get("array_spec") is None:
         return None
     n = len(indices(str(head.extra["array_spec"]))[0])
     out = []
     for job_id in range(array_id, array_id + n):
-        if job_id in engine.jobs or job_id in engine.settling or job_id in engine.finished_states:
+        if engine.state_of(job_id) is not None:
             out.append(job_id)
         elif engine.store.job(job_id) is not None:
             out.append(job_id)
@@ -89,7 +81,7 @@ def resolve(engine: Engine, ref: Any, field: str = "job_id") -> int:
             f"{field} = {ref!r}: expected a job id (an integer: 12) or a task ('12_3')",
         )
     array_id = validate.job_id(int(head), field)
-    job = _load(engine, array_id)
+    job = engine.find(array_id)
     spec = None if job is None else job.extra.get("array_spec")
     if spec is None:
         raise ProtocolError(protocol.NO_SUCH_JOB, f"no array {array_id}: see `berth queue --all`")

@@ -35,16 +35,10 @@ if TYPE_CHECKING:
         [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
     ]
 
-__all__ = ["HANDLERS", "Peer"]
-
-
 def _find(engine: Engine, job_id: int) -> Job:
-    job = engine.jobs.get(job_id) or engine.settling.get(job_id)
+    job = engine.find(job_id)
     if job is None:
-        data = engine.store.job(job_id)
-        if data is None:
-            raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {job_id}: see `berth queue --all`")
-        job = Job.from_dict(data)
+        raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {job_id}: see `berth queue --all`")
     return job
 
 
@@ -87,21 +81,22 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     uid = validate.uid(req.get("uid"))
     states = _states(req)
     engine.explain()
-    jobs = [j for j in engine.jobs.values() if uid is None or j.uid == uid]
+    jobs = [j for j in engine.unfinished() if uid is None or j.uid == uid]
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
-    rows = [views.row(j, engine.reasons.get(j.id)) for j in jobs]
+    rows = [views.row(j, engine.reason(j.id)) for j in jobs]
     if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
         for r, j in zip(rows, jobs, strict=True):
             model = {k: v for k, v in j.to_dict().items() if k != "extra"}
             r["model"] = model if may_see(peer, j, engine.opts) else views.redact(model)
     if req.get("all") or (states & FINISHED):
         since = engine.clock.time() - 86400
-        settling = [j for j in engine.settling.values() if uid is None or j.uid == uid]
-        rows += [views.row(j, None) for j in settling]
+        settling = engine.settling_jobs()
+        rows += [views.row(j, None) for j in settling if uid is None or j.uid == uid]
+        ending = {j.id for j in settling}
         rows += [
             views.row(Job.from_dict(d), None)
             for d in engine.store.finished_since(since, uid)
-            if d["id"] not in engine.settling
+            if d["id"] not in ending
         ]
     if states:
         names = {s.value for s in states}
@@ -110,7 +105,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {
         "daemon": daemon_info(engine),
         "jobs": rows,
-        "users": acc.summary(engine.jobs.values(), engine.clock.time()),
+        "users": acc.summary(engine.unfinished(), engine.clock.time()),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
     }
 
@@ -128,8 +123,8 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             protocol.INTERNAL,
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
-    out = views.detail(job, engine.reasons.get(job.id), spec, engine.opts.max_job_time)
-    run = engine.runs.get(job.id)
+    out = views.detail(job, engine.reason(job.id), spec, engine.opts.max_job_time)
+    run = engine.run_of(job.id)
     out["attach"] = (
         pty_path(spec, job.id, run.attempt) or run.path + ".pty"
         if run is not None and out["pty"]
@@ -175,7 +170,7 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
     for task_id in tasks or [job.id]:
         left = None if deadline is None else max(0.0, deadline - engine.loop.time())
         ended.append(await _wait_one(engine, _find(engine, task_id), left))
-    row = views.row(ended[0], engine.reasons.get(ended[0].id))
+    row = views.row(ended[0], engine.reason(ended[0].id))
     finished = all(j.state in FINISHED for j in ended)
     if tasks and finished:
         worst = next((j for j in ended if j.state is not State.COMPLETED), ended[0])
@@ -184,11 +179,9 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
 
 
 async def _wait_one(engine: Engine, job: Job, limit: float | None) -> Job:
-    if job.id in engine.settling:  # it has ended: wait until that is durable
+    if engine.ending(job.id):  # it has ended: wait until that is durable
         await engine.durable()
-    elif job.id in engine.jobs:
-        fut: asyncio.Future[None] = engine.loop.create_future()
-        engine.waiters.setdefault(job.id, []).append(fut)
+    elif (fut := engine.on_end(job.id)) is not None:
         try:
             await asyncio.wait_for(asyncio.shield(fut), limit)
         except asyncio.TimeoutError:
@@ -205,7 +198,7 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     ids = _ids(engine, req)
     states = _states(req)
     if req.get("all_mine"):
-        ids += [j.id for j in engine.jobs.values() if j.uid == peer.uid and j.id not in ids]
+        ids += [j.id for j in engine.unfinished() if j.uid == peer.uid and j.id not in ids]
     elif not ids:
         raise ProtocolError(protocol.BAD_REQUEST, "name the jobs to cancel (or --all-mine)")
     verb = "cancel it" if sig is None else "signal it"
@@ -220,7 +213,7 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         if job.state not in FINISHED:
             task = arrays.of(job)
             label = f"{task[0]}_{task[1]}" if task else str(job.id)
-            done[label] = engine.cancel(engine.jobs[job.id], sig)
+            done[label] = engine.cancel(job, sig)  # (unfinished: in memory)
     return {"cancelled": done}
 
 
@@ -253,57 +246,12 @@ async def release_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[
     return await _hold_release(engine, peer, req, False)
 
 
-def _gpus(engine: Engine, names: list[Any]) -> list[str]:
-    out = []
-    for n in names:
-        s = engine.res.resolve(str(n))
-        if s is None:
-            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
-            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {n!r} here (GPUs: {known})")
-        out.append(s.uuid)
-    return out
-
-
-def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, engine.opts, "pause GPUs")
-    uuids = _gpus(engine, validate.gpu_names("gpus", req["gpus"]))
-    admin.pause_gpus(engine, peer, uuids, None)  # (`berth admin drain` says why too)
-    return {
-        "paused": sorted(
-            engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
-        )
-    }
-
-
-def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, engine.opts, "resume GPUs")
-    names = validate.gpu_names("gpus", req.get("gpus"))
-    uuids = list(engine.paused) if req.get("all") else _gpus(engine, names)
-    with engine.store.tx():
-        for u in uuids:
-            engine.store.set_paused(u, False)
-        if req.get("all"):
-            engine.store.set_meta("queue_paused", "0")
-    engine.paused.difference_update(uuids)
-    for u in uuids:
-        engine.pause_notes.pop(u, None)
-    if req.get("all"):
-        engine.queue_paused = False
-    engine.kick()
-    return {
-        "paused": sorted(
-            engine.res.by_uuid[u].index for u in engine.paused if u in engine.res.by_uuid
-        ),
-        "queue_paused": engine.queue_paused,
-    }
-
-
 def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     gpus: dict[str, dict[str, Any]] = {}
     for s in engine.res.snapshots:
-        gpus[str(s.index)] = {"uuid": s.uuid, "jobs": [], "paused": s.uuid in engine.paused}
+        gpus[str(s.index)] = {"uuid": s.uuid, "jobs": [], "paused": s.uuid in engine.pauses.gpus}
     pending = 0
-    for job in engine.jobs.values():
+    for job in engine.unfinished():
         if job.state is State.PENDING:
             pending += 1
         elif job.attempts:
@@ -323,8 +271,8 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "pid": os.getpid(),
         "gpus": gpus,
         "pending": pending,
-        "running": len(engine.runs),
-        "queue_paused": engine.queue_paused,
+        "running": engine.running_count(),
+        "queue_paused": engine.pauses.queue,
     }
 
 
@@ -338,8 +286,8 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "version": protocol.PROTOCOL_VERSION,
-        "jobs": len(engine.jobs),
-        "running": len(engine.runs),
+        "jobs": len(engine.unfinished()),
+        "running": engine.running_count(),
         "rss": rss,
         "last_pass_seconds": engine.last_pass_seconds,
         "last_explain_seconds": engine.last_explain_seconds,
@@ -351,13 +299,7 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     admins_only(peer, engine.opts, "stop the daemon")
     engine.loop.call_soon(engine.stop_event.set)
-    return {"stopping": True, "running_jobs": len(engine.runs)}
-
-
-def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    from berth.web.auth import token_reply  # cycle: web.auth imports this module
-
-    return token_reply(engine, peer)
+    return {"stopping": True, "running_jobs": engine.running_count()}
 
 
 HANDLERS: dict[str, Handler] = {
@@ -372,12 +314,11 @@ HANDLERS: dict[str, Handler] = {
     "cancel": cancel,
     "hold": hold_jobs,
     "release": release_jobs,
-    "pause": pause,
-    "resume": resume,
+    "pause": admin.pause,
+    "resume": admin.resume,
     "status": status,
     "limits": admin.limits,
     "drain": admin.drain,
     "undrain": admin.undrain,
     "shutdown": shutdown,
-    "web_token": web_token,
 }

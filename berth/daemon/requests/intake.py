@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from berth.core.inventory import Gpu
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.handlers import Peer
+    from berth.daemon.requests.authority import Peer
 
 
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
@@ -126,7 +126,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
             raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
     for d in spec.after_ok:
-        if d not in engine.jobs and d not in engine.finished_states:
+        if engine.state_of(d) is None:
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
         p.deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
     p.request = Request(
@@ -151,7 +151,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.time_limit, engine.jobs.values(),
+            peer.user, peer.uid, p.request, spec.time_limit, engine.unfinished(),
             queued + count,
         )  # fmt: skip
         if limit is not None:
@@ -173,9 +173,9 @@ def _insert(
     """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
     spec, out, err, array, argvs = p.spec, p.out, p.err, p.array, p.argvs
     now = engine.clock.time()
-    base = engine.next_id
     name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
     order, throttle = arrays.indices(array) if array else ([0], None)
+    base = engine.new_ids(len(order))
     extra: dict[str, Any] = {}
     if spec.pty:
         extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
@@ -218,9 +218,8 @@ def _insert(
         )
         task = spec.replace(**own)
         futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
-    engine.next_id = base + len(order)
     if spec.unique_key is not None:
-        engine.unique[spec.unique_key] = base
+        engine.note_unique(spec.unique_key, base)
     reply: dict[str, Any] = {"job_id": base}
     reply.update(_limit_in_force(spec.time_limit, engine.opts.max_job_time))
     if array:

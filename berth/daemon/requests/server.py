@@ -26,7 +26,8 @@ import logging
 import socket
 import struct
 
-from berth.daemon.requests.handlers import HANDLERS, Peer
+from berth.daemon.requests.authority import Peer
+from berth.daemon.requests.handlers import HANDLERS
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.handlers import Handler
 
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
@@ -71,6 +73,12 @@ class Server:
         self.admin_gid = admin_gid
         self.connections = 0
         self.per_uid: dict[int, int] = {}
+        self.handlers: dict[str, Handler] = dict(HANDLERS)  # (+ what others register)
+
+    def register(self, kind: str, handler: Handler) -> None:
+        """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
+        ``handler``: how the dashboard (:mod:`berth.web`) serves ``web_token``."""
+        self.handlers[kind] = handler
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -192,7 +200,7 @@ class Server:
                 kind = protocol.check_request(msg)
                 if kind == "hello":
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
-                result = HANDLERS[kind](self.engine, peer, msg)
+                result = self.handlers[kind](self.engine, peer, msg)
             except Exception as e:
                 answer(_error_reply(e))
                 if not greeted:

@@ -42,13 +42,11 @@ def key(uid: int, spec: JobSpec) -> str:
 
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:
     """(id, state) of the newest job with the identity ``k``: from memory, else the store."""
-    job_id = engine.unique.get(k)
+    job_id = engine.unique_job(k)
     if job_id is not None:
-        job = engine.jobs.get(job_id) or engine.settling.get(job_id)
-        if job is not None:
-            return job_id, job.state.value
-        if job_id in engine.finished_states:
-            return job_id, engine.finished_states[job_id].value
+        state = engine.state_of(job_id)
+        if state is not None:
+            return job_id, state.value
     return engine.store.twin(k)
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import signal as _signal
 
 from berth.units import MAX_GPU_INDEX
-from berth.wire.checks import MAX_ID, bad, int_list, integer, is_int, number
-from berth.wire.checks import text as text  # (admin.py's checks use it from here)
+from berth.wire.checks import MAX_ID, bad, int_list, integer, is_int, number, text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -83,7 +83,7 @@ class NotStarted(Exception):
     """Its start gate closed unopened: the command must not run."""
 
 
-class Attempt:
+class AttemptRun:
     """Run one attempt (:meth:`run`). ``chan``: the channel to the daemon, or None once it
     has hung up; ``wakeup``: the read end of the supervisor's signal wakeup pipe; ``gate``:
     its start gate (:mod:`berth.daemon.supervisor.gate`), or -1 (none: notifications)."""

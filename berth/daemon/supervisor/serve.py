@@ -8,7 +8,7 @@ channel to the daemon, becomes a child subreaper, drops to its owner's uid and g
 serves the daemon: each ``run`` message carries one attempt (job id, attempt number, launch
 spec) with the attempt's locked run file, its start gate and its claims attached; the
 supervisor prepares it, waits at the gate until its start is durable (:mod:`berth.daemon.supervisor.gate`),
-runs it (:class:`berth.daemon.supervisor.attempt.Attempt`), writes the result to the run file, lets go of the
+runs it (:class:`berth.daemon.supervisor.attempt.AttemptRun`), writes the result to the run file, lets go of the
 run file's lock and the claims, and answers ``done`` with the result. Then it waits for the
 next attempt: under a stream of short jobs, a handful of supervisors run them all, and no
 process is forked per job but the job itself.
@@ -28,7 +28,7 @@ import signal
 import socket
 
 from berth.daemon.supervisor import runfile
-from berth.daemon.supervisor.attempt import IDENTITY, Attempt, receive
+from berth.daemon.supervisor.attempt import IDENTITY, AttemptRun, receive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         run_fd, gate_fd = fds[0], (fds[1] if gated else -1)
         claims = tuple(fds[2:] if gated else fds[1:])
         runfile.note(run_fd, me)
-        attempt = Attempt(msg, run_fd, claims, chan, r, gate_fd)
+        attempt = AttemptRun(msg, run_fd, claims, chan, r, gate_fd)
         result = attempt.run()
         # One write: a reader sees either nothing or the whole line. Then the claims and the
         # run file's lock go: the attempt is over for everyone. (One whose start never became
@@ -184,7 +184,7 @@ def _notify(msg: dict[str, Any], chan: socket.socket, wakeup: int) -> socket.soc
             if not isinstance(spec, dict):
                 continue
             order = {"spec": spec, "job": msg.get("job"), "attempt": 0, "path": os.devnull}
-            attempt = Attempt(order, null, (), chan, wakeup)
+            attempt = AttemptRun(order, null, (), chan, wakeup)
             attempt.run()
             if attempt.chan is None:
                 return None

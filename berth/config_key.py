@@ -1,0 +1,98 @@
+"""A key of berth's config file (:mod:`berth.config`), declared once: a :class:`Key` is the
+attribute of the class that holds its value (``Config.poll_interval``) and says where the key
+is in the file (``[section] name``), the TOML types it takes, its default, its check (which
+converts the value, or refuses it with a ConfigError naming file, key and value), and its line
+in the example `berth help config` prints.
+
+At run time an instance's own value hides the Key (a non-data descriptor), so reading a
+setting is a plain attribute read; for the type checker a ``Key[T]`` reads as a ``T``.
+"""
+
+from __future__ import annotations
+
+from berth.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, Generic, TypeVar, overload
+
+    from berth.config import Config
+
+    T = TypeVar("T")
+    Check = Callable[[Any, "At", Config], T]  # (value, where, the config so far) -> value
+
+    class _Typed(Generic[T]):
+        pass
+else:
+    T = None
+
+    class _Typed:
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
+
+class At:
+    """Where a value was read: its file, [section] and key (for messages)."""
+
+    __slots__ = ("key", "path", "section")
+
+    def __init__(self, path: str, section: str, key: str) -> None:
+        self.path, self.section, self.key = path, section, key
+
+    def fail(self, message: str) -> ConfigError:
+        return ConfigError(f"config file {self.path!r}: {message}")
+
+
+class Key(_Typed[T]):
+    """One key of the config file, as an attribute of the class that holds its value: where
+    it is (``[section] name``; the name defaults to the attribute's), the TOML types it takes,
+    its default, ``convert`` (value, where, the config so far -> the attribute's value, or a
+    ConfigError naming the value), and its line in the example: ``example`` (TOML text) and
+    ``help``; ``before``: a comment line above it; ``late``: checked after the other keys
+    (its check reads them)."""
+
+    __slots__ = ("attr", "before", "convert", "default", "example", "help", "late", "name", "section", "types")
+
+    def __init__(
+        self,
+        section: str,
+        types: tuple[type, ...],
+        default: T,
+        convert: Check[T] | None,
+        example: str,
+        help: str = "",
+        *,
+        name: str = "",
+        before: str = "",
+        late: bool = False,
+    ) -> None:
+        self.section, self.types, self.default, self.convert = section, types, default, convert
+        self.example, self.help, self.name, self.before = example, help, name, before
+        self.attr, self.late = name, late
+
+    def __set_name__(self, owner: type, attr: str) -> None:
+        self.attr = attr
+        self.name = self.name or attr
+
+    if TYPE_CHECKING:  # (at run time an instance's own value hides the Key: a plain read)
+
+        @overload
+        def __get__(self, obj: None, owner: type) -> Key[T]: ...
+        @overload
+        def __get__(self, obj: object, owner: type) -> T: ...
+        def __get__(self, obj: object, owner: type) -> Key[T] | T: ...
+        def __set__(self, obj: object, value: T) -> None: ...
+
+
+def keys_of(cls: type) -> list[Key[Any]]:
+    """The Keys of a class, in the order declared."""
+    return [v for v in vars(cls).values() if isinstance(v, Key)]
+
+
+def set_defaults(obj: object, values: dict[str, Any]) -> None:
+    """Give each Key of ``obj``'s class its value in ``values``, else its default."""
+    keys = {k.attr: k for k in keys_of(type(obj))}
+    if unknown := set(values) - set(keys):
+        raise TypeError(f"{type(obj).__name__} has no setting {', '.join(sorted(unknown))}")
+    obj.__dict__.update({attr: values.get(attr, key.default) for attr, key in keys.items()})
