@@ -203,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
     if opts.foreground:
         from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help
 
+        if (url := dashboard_url(cfg)) is not None:
+            sys.stderr.write(f"berth daemon: the dashboard will be on {url}\n")
         return serve(opts, cfg)  # type: ignore[arg-type]
     return _background(opts, cfg, args.json)
 
@@ -244,13 +246,27 @@ def _background(opts: object, cfg: object, as_json: bool) -> int:
         line = f.read().decode().strip()
     if line != "ok":
         raise BerthError(line[6:] if line.startswith("error ") else "the daemon failed to start")
+    url = dashboard_url(cfg)
     if as_json:
-        print(json.dumps({"pid": pid, "socket": opts.socket, "state_dir": opts.state_dir}))
+        said = {"pid": pid, "socket": opts.socket, "state_dir": opts.state_dir, "dashboard": url}
+        print(json.dumps(said))
     else:
         sys.stdout.write(
             f"berth daemon started (pid {pid}); socket {opts.socket}, state {opts.state_dir}\n"
         )
+        if url is not None:
+            sys.stdout.write(f"dashboard: {url} (`berth web-token` signs a browser in)\n")
     return 0
+
+
+def dashboard_url(cfg: object) -> str | None:
+    """The dashboard's address, with ``--http`` (or ``[daemon] http``), else None."""
+    http = getattr(cfg, "http", None)
+    if not http:
+        return None
+    host, port = parse_bind(http, bool(getattr(cfg, "http_allow_remote", False)))
+    shown = f"[{host}]" if ":" in host else (host or "127.0.0.1")
+    return f"http://{shown}:{port}/"
 
 
 def _stop(args: argparse.Namespace) -> int:

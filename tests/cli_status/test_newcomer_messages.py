@@ -74,3 +74,25 @@ def test_declaring_gpus_over_real_ones_warns(fake_gpus, tmp_path):
     fake_gpus.remove_state()  # no driver: declaring is what such a machine needs, no note
     quiet = fake_gpus.berth("status", env={"BERTH_CONFIG": str(cfg)})
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_daemon_http_says_where_the_dashboard_is(fake_gpus, tmp_path):
+    import json
+    import socket
+
+    fake_gpus.setup(n=1)
+    with socket.socket() as s:  # a free loopback port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"BERTH_STATE_DIR": str(tmp_path / "state"), "BERTH_SOCKET": str(tmp_path / "d.sock")}
+    r = fake_gpus.berth("daemon", "--http", f"127.0.0.1:{port}", env=env)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"dashboard: http://127.0.0.1:{port}/ (`berth web-token` signs" in r.stdout
+    finally:
+        fake_gpus.berth("daemon", "--stop", env=env)
+    r = fake_gpus.berth("daemon", "--json", env=env)
+    try:
+        assert json.loads(r.stdout)["dashboard"] is None
+    finally:
+        fake_gpus.berth("daemon", "--stop", env=env)
