@@ -101,6 +101,15 @@ def _bind(value: str, at: At, cfg: Config) -> str | None:
     return value
 
 
+ON_TIME_LIMIT = ("end", "requeue")
+
+
+def _on_time_limit(value: str, at: At, cfg: Config) -> str:
+    if value not in ON_TIME_LIMIT:
+        raise at.fail(f'[{at.section}] {at.key} = {value!r} must be "end" or "requeue"')
+    return value
+
+
 def _duration(value: str | float, at: At, cfg: Config) -> float:
     try:
         return parse_duration(value, what=f"[{at.section}] {at.key}")
@@ -202,6 +211,10 @@ class Config:
         "scheduling policy (berth help daemon lists them)")
     max_job_time = Key[float | None]("daemon", _DURATION, None, _duration, '"24h"',
         "every job stops there; a longer -t is refused at submit")
+    on_time_limit = Key("daemon", (str,), "end", _on_time_limit, '"requeue"',
+        'what a time limit does to a job that gave no --requeue/--no-requeue: "end" it (TIMEOUT), or "requeue" it at the end of the queue (mgpu_srun\'s context switch)')
+    max_requeues = Key[int | None]("daemon", (int,), None, _bounded(lambda n: n >= 0, ">= 0", int), "3",
+        "how many times a time limit requeues a job at most (default: no end)")
     kill_after = Key("daemon", _DURATION, 30.0, _duration, '"30s"',
         "grace between SIGTERM and SIGKILL at a time limit or cancel")
     keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',

@@ -57,6 +57,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="time limit of every job, e.g. 24h or 1-00:00:00 (a longer -t is refused at submit;"
         " default [daemon] max_job_time in the config, else none)",
     )
+    p.add_argument(
+        "--on-time-limit",
+        choices=("end", "requeue"),
+        help="what a time limit does to a job that gave no --requeue/--no-requeue: end it "
+        "(TIMEOUT, the default) or requeue it at the end of the queue (mgpu_srun's context "
+        "switch); [daemon] on_time_limit",
+    )
+    p.add_argument(
+        "--max-requeues",
+        type=int,
+        metavar="N",
+        help="requeue a job at most N times at its time limit (default: no end); "
+        "[daemon] max_requeues",
+    )
     p.add_argument("--kill-after", help="grace between SIGTERM and SIGKILL (default 30s)")
     p.add_argument(
         "--keep-finished",
@@ -166,6 +180,8 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         os.path.abspath(state),
         policy=args.policy or cfg.policy,
         max_job_time=max_job_time if max_job_time and max_job_time != float("inf") else None,
+        on_time_limit=args.on_time_limit or cfg.on_time_limit,
+        max_requeues=_max_requeues(args.max_requeues, cfg.max_requeues),
         kill_after=kill_after,
         poll_interval=poll,
         paused_after_crash=args.paused_after_crash,
@@ -177,6 +193,12 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         admin_group=cfg.admin_group,
     )
     return opts, cfg
+
+
+def _max_requeues(given: int | None, configured: int | None) -> int | None:
+    if given is not None and given < 0:
+        raise UsageError(f"invalid --max-requeues {given}: must be 0 or more")
+    return configured if given is None else given
 
 
 def _check_system(args: argparse.Namespace) -> None:

@@ -51,6 +51,21 @@ def _limit(j: dict[str, Any]) -> str:
     return shown(own) + (f" (the daemon allows up to {shown(most)})" if most else "")
 
 
+def _gpus(n: float) -> str:
+    return f"{n:g} of a GPU" if n < 1 else f"{n:g} GPU{'s' if n != 1 else ''}"
+
+
+def _at_limit(j: dict[str, Any]) -> str:
+    """What the limit does: requeue (mgpu_srun's context switch), how often; or nothing."""
+    if not j.get("requeue"):
+        return ""
+    most = j.get("max_requeues")
+    done = sum(1 for a in j.get("attempts") or () if a.get("outcome") == "PREEMPTED"
+               and str(a.get("reason", "")).startswith("time limit"))  # fmt: skip
+    left = "with no end" if most is None else f"{max(most - done, 0)} of {most} times left"
+    return f"; then requeued at the end of the queue ({left})"
+
+
 def format_job(j: dict[str, Any]) -> str:
     req = j["request"]
     cmd = j["command"]
@@ -60,12 +75,12 @@ def format_job(j: dict[str, Any]) -> str:
         + (" [held]" if j.get("held") else ""),
         f"  command:    {shown(cmd if isinstance(cmd, str) else ' '.join(cmd))}",
         f"  directory:  {shown(j['cwd'])}",
-        f"  request:    {req['gpus']} GPU(s)"
+        f"  request:    {_gpus(req['gpus'])}"
         + (f", {format_size(req['mem'])} each" if req.get("mem") else "")
         + (f", only {req['gpu_ids']}" if req.get("gpu_ids") else "")
         + (f", prefer {req['prefer']}" if req.get("prefer") else ""),
         f"  priority:   {j['priority']}",
-        f"  time limit: {_limit(j)}",
+        f"  time limit: {_limit(j)}{_at_limit(j)}",
         f"  submitted:  {_when(j['submit_time'])}",
         f"  stdout:     {shown(j['stdout'])}",
         f"  stderr:     {shown(j['stderr'])}",

@@ -163,9 +163,10 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
     if args.retries:
         job["retries"] = args.retries
-    for key in ("requeue", "hold", "pty", "unique"):
+    for key in ("hold", "pty", "unique"):
         if getattr(args, key):
             job[key] = True
+    _requeue(args, job)
     _extras(args, job)
     return job
 
@@ -196,6 +197,19 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
         if args.mail_user.startswith("-") or any(c.isspace() for c in args.mail_user):
             raise UsageError(f"--mail-user {args.mail_user!r}: give one address (user@host)")
         job["mail_user"] = args.mail_user
+
+
+def _requeue(args: argparse.Namespace, job: dict[str, Any]) -> None:
+    """--requeue / --no-requeue / --max-requeues N; none of them: the daemon's default."""
+    requeue, most = getattr(args, "requeue", None), getattr(args, "max_requeues", None)
+    if most is not None:
+        if most < 0:
+            raise UsageError(f"invalid --max-requeues {most}: must be 0 or more")
+        if requeue is False:
+            raise UsageError("--max-requeues with --no-requeue: give one of them")
+        job["max_requeues"], requeue = most, True
+    if requeue is not None:
+        job["requeue"] = requeue
 
 
 def check_mail(job: JobSpec) -> None:

@@ -84,7 +84,20 @@ def _where(a: Any) -> None:
 def _behaviour(a: Any, command: bool) -> None:
     """What happens around the job, and how submit answers."""
     a("--retries", type=int, default=0, help="retry a failed job N times (backoff doubles)")
-    a("--requeue", action="store_true", help="at the time limit, requeue instead of TIMEOUT")
+    a(
+        "--requeue",
+        action="store_true",
+        default=None,
+        help="at the time limit, requeue it at the end of the queue instead of TIMEOUT "
+        "(mgpu_srun's context switch; default: as the daemon says, --on-time-limit)",
+    )
+    a("--no-requeue", dest="requeue", action="store_false", help="at the time limit: TIMEOUT")
+    a(
+        "--max-requeues",
+        type=int,
+        metavar="N",
+        help="requeue at the time limit at most N times, then TIMEOUT (implies --requeue)",
+    )
     a("--hold", action="store_true", help="queue it held (`berth release-job ID` to start)")
     a("--pty", action="store_true", help="run under a pseudo-terminal (for `berth attach`)")
     a(

@@ -220,7 +220,8 @@ class Job:
 
     ``queue_time`` orders jobs of equal priority (submit time at first; a requeue moves the job
     to the end of the queue). ``not_before`` is the retry backoff. ``retries`` is how many times
-    a FAILED attempt is retried; ``requeue`` turns a TIMEOUT into PREEMPTED + requeue.
+    a FAILED attempt is retried; ``requeue`` turns a TIMEOUT into PREEMPTED + requeue, at most
+    ``max_requeues`` times (None: with no end), after which the time limit ends it TIMEOUT.
     ``tenant`` groups jobs for fair share (defaults to ``user``). ``group`` / ``group_limit``:
     at most that many jobs of the group run at once (an array's ``%K``; 0 = no limit,
     :mod:`berth.core.groups`).
@@ -240,6 +241,7 @@ class Job:
     retries: int = 0
     retry_delay: float = 10.0  # first backoff; doubles per failed attempt
     requeue: bool = False
+    max_requeues: int | None = None  # with ``requeue``: how many times at most (None: no end)
     held: bool = False
     state: State = State.PENDING
     queue_time: float = -1.0
@@ -257,6 +259,8 @@ class Job:
             self.queue_time = self.submit_time
         if not self.tenant:
             self.tenant = self.user
+        if self.max_requeues is not None and self.max_requeues < 0:
+            raise UsageError(f"invalid max_requeues {self.max_requeues!r}: must be 0 or more")
         if self.time_limit is not None and not self.time_limit > 0:
             raise UsageError(f"invalid time limit {self.time_limit!r}: must be positive")
         if not self.history:
@@ -304,6 +308,7 @@ class Job:
             "retries": self.retries,
             "retry_delay": self.retry_delay,
             "requeue": self.requeue,
+            "max_requeues": self.max_requeues,
             "held": self.held,
             "state": self.state.value,
             "queue_time": self.queue_time,
@@ -335,6 +340,7 @@ class Job:
             retries=int(d.get("retries", 0)),
             retry_delay=float(d.get("retry_delay", 10.0)),
             requeue=bool(d.get("requeue", False)),
+            max_requeues=None if d.get("max_requeues") is None else int(d["max_requeues"]),
             held=bool(d.get("held", False)),
             state=State(d.get("state", "PENDING")),
             queue_time=float(d.get("queue_time", -1.0)),

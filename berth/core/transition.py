@@ -10,7 +10,8 @@ Outcomes that bring a job back to the queue:
   ``not_before = now + retry_delay * 2**(failed attempts - 1)`` (capped at 1 hour); it keeps its
   place in the queue.
 - ``TIMEOUT`` of a job submitted with ``requeue=True``: recorded as ``PREEMPTED`` (the attempt's
-  outcome), and the job is requeued at the end of the queue (seed 003's "context switch").
+  outcome), and the job is requeued at the end of the queue (mgpu_srun's "context switch"), at
+  most ``max_requeues`` times; the time limit after that ends it ``TIMEOUT``.
 - ``PREEMPTED``: always requeued at the end of the queue.
 """
 
@@ -21,6 +22,7 @@ from berth.core.states import ACTIVE, ALLOWED, OUTCOMES, State
 from berth.errors import UsageError
 
 MAX_BACKOFF = 3600.0
+TIME_LIMIT = "time limit"  # the reason of an attempt its time limit ended
 
 
 class IllegalTransition(UsageError):
@@ -75,9 +77,9 @@ def transition(
     assert src in ACTIVE and to in OUTCOMES
     attempt = job.attempts[-1]
     outcome = to
-    if to is State.TIMEOUT and job.requeue:
+    if to is State.TIMEOUT and job.requeue and requeues_left(job) != 0:
         outcome = State.PREEMPTED
-        reason = reason or "time limit"
+        reason = reason or TIME_LIMIT
     attempt.end = now
     attempt.outcome = outcome
     attempt.exit_code = exit_code
@@ -97,6 +99,18 @@ def transition(
         job.queue_time = now
         return _record(job, State.PREEMPTED, State.PENDING, now, "requeued")
     return _record(job, src, outcome, now, detail)
+
+
+def requeues_left(job: Job) -> int | None:
+    """How many more times the time limit may requeue ``job`` (None: no end; 0: none)."""
+    if not job.requeue:
+        return 0
+    if job.max_requeues is None:
+        return None
+    done = sum(
+        1 for a in job.attempts if a.outcome is State.PREEMPTED and a.reason.startswith(TIME_LIMIT)
+    )
+    return max(job.max_requeues - done, 0)
 
 
 def hold(job: Job, *, now: float, reason: str = "held by user") -> Job:

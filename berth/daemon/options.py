@@ -11,6 +11,8 @@ class Options:
         "keep_finished",
         "kill_after",
         "max_job_time",
+        "max_requeues",
+        "on_time_limit",
         "paused_after_crash",
         "policy",
         "poll_interval",
@@ -27,6 +29,8 @@ class Options:
         *,
         policy: str | None = None,
         max_job_time: float | None = None,
+        on_time_limit: str = "end",
+        max_requeues: int | None = None,
         kill_after: float = 30.0,
         poll_interval: float = 5.0,
         paused_after_crash: bool = False,
@@ -41,6 +45,8 @@ class Options:
         self.state_dir = state_dir
         self.policy = policy
         self.max_job_time = max_job_time
+        self.on_time_limit = on_time_limit  # "end" or "requeue": for jobs that did not say
+        self.max_requeues = max_requeues  # ... and how many times (None: no end)
         self.kill_after = kill_after
         self.poll_interval = poll_interval
         self.paused_after_crash = paused_after_crash

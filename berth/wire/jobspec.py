@@ -178,7 +178,8 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "conda": (_text(1024), None),
     "after_ok": (lambda f, v: tuple(int_list(f, v, 1, MAX_ID, empty=True)), ()),
     "retries": (lambda f, v: integer(f, v, 0, MAX_RETRIES), 0),
-    "requeue": (_bool, False),
+    "requeue": (_opt(_bool), None),  # None: as the daemon's --on-time-limit says
+    "max_requeues": (_opt(lambda f, v: integer(f, v, 0, MAX_RETRIES)), None),
     "hold": (_bool, False),
     "pty": (_bool, False),
     "unique": (_bool, False),
@@ -226,7 +227,8 @@ class JobSpec:
     conda: str | None
     after_ok: tuple[int, ...]  # job ids
     retries: int
-    requeue: bool
+    requeue: bool | None  # at the time limit: requeue (True), end (False), the daemon's (None)
+    max_requeues: int | None  # with requeue: at most this many times (None: the daemon's)
     hold: bool
     pty: bool
     unique: bool

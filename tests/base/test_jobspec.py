@@ -39,6 +39,7 @@ EVERY: list[tuple[dict[str, Any], bool]] = [
             "after_ok": [4, 7],
             "retries": 3,
             "requeue": True,
+            "max_requeues": 2,
             "hold": True,
             "pty": True,
             "umask": 0o022,

@@ -151,3 +151,23 @@ def test_request_validation() -> None:
     with pytest.raises(UsageError, match="unknown dependency type 'afterfoo'"):
         Dependency.parse_list("afterfoo:1")
     assert Request(gpus=2.0).gpus == 2 and isinstance(Request(gpus=2.0).gpus, int)
+
+
+def test_requeue_at_the_time_limit_stops_after_max_requeues() -> None:
+    """mgpu_srun's context switch with a bound (issue 27.2): requeued twice, then TIMEOUT."""
+    from berth.core.job import Job
+    from berth.core.states import State
+    from berth.core.transition import requeues_left, transition
+
+    job = Job(id=1, submit_time=0.0, time_limit=10.0, requeue=True, max_requeues=2)
+    now = 0.0
+    for expected in (State.PENDING, State.PENDING, State.TIMEOUT):
+        transition(job, State.RUNNING, now=now, gpus=(0,))
+        now += 10
+        transition(job, State.TIMEOUT, now=now, reason="time limit")
+        assert job.state is expected
+    assert [a.outcome for a in job.attempts] == [State.PREEMPTED, State.PREEMPTED, State.TIMEOUT]
+    assert requeues_left(job) == 0
+    forever = Job(id=2, submit_time=0.0, requeue=True)
+    assert requeues_left(forever) is None
+    assert Job.from_dict(job.to_dict()).max_requeues == 2

@@ -229,10 +229,10 @@ def test_queue_start_predicts_the_fair_share_order(system: System) -> None:
         store.db.execute(Store.USAGE_SQL, (B, 3600.0 * 100, time.time()))
     store.close()
     system.start()
-    hog = system.submit(A, "-g", "4", "-t", "30", "--", "sleep", "2")
+    hog = system.submit(A, "-g", "4", "--time-limit", "30", "--", "sleep", "2")
     wait_until(lambda: system.rig.job(hog)["state"] == "RUNNING", timeout=15)
-    first = system.submit(B, "-g", "4", "-t", "30", "--", "true")  # (one at a time)
-    second = system.submit(A, "-g", "4", "-t", "30", "--", "true")
+    first = system.submit(B, "-g", "4", "--time-limit", "30", "--", "true")  # (one at a time)
+    second = system.submit(A, "-g", "4", "--time-limit", "30", "--", "true")
     out = system.rig.berth("queue", "--start", "--json")  # (the same for whoever asks)
     assert out.returncode == 0, out.stderr
     start = {p["id"]: p["start"] for p in json.loads(out.stdout)["jobs"]}

@@ -20,7 +20,7 @@ def test_requeued_job_runs_again_only_after_the_jobs_that_waited(daemon, policy)
 
     # R: a short time limit, requeued; its first attempt outlives the limit, the second ends.
     script = '[ "$BERTH_ATTEMPT" -ge 2 ] || exec sleep 60'
-    r = submit("-t", "1.5", "--requeue", "-J", "r", "--wrap", script)
+    r = submit("--time-limit", "1.5", "--requeue", "-J", "r", "--wrap", script)
     wait_until(lambda: daemon.job(r)["state"] == "RUNNING", timeout=10, message="R runs")
     # A and B wait while R runs. A runs longer than a second: the daemon re-sorts the queue
     # (balanced's urgencies move with the clock) before B or R starts.

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from berth.core.inventory import Gpu
     from berth.daemon.engine.engine import Engine
+    from berth.daemon.options import Options
     from berth.daemon.requests.authority import Peer
 
 
@@ -46,7 +47,7 @@ class _Prepared:
     ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
     are taken out of it, into ``array`` and ``argvs``)."""
 
-    __slots__ = ("argvs", "array", "deps", "dup", "err", "out", "request", "spec")
+    __slots__ = ("argvs", "array", "deps", "dup", "err", "out", "request", "requeue", "spec")
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
@@ -56,6 +57,7 @@ class _Prepared:
         self.deps: list[Dependency] = []
         self.request = Request()
         self.out = self.err = ""
+        self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
 
 
 async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +139,9 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
         name=spec.name_filter,
     )
     _check_fits(engine.res.inventory, p.request)
-    _check_limit(spec.time_limit, engine.opts.max_job_time)
+    p.requeue = _requeue(spec, engine.opts)
+    if not p.requeue[0]:  # (requeued at the daemon's limit, a longer -t is switched, not refused)
+        _check_limit(spec.time_limit, engine.opts.max_job_time)
     # What the daemon adds to the spec it stores:
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.umask is None:
@@ -210,7 +214,8 @@ def _insert(
             time_limit=spec.time_limit,
             dependencies=tuple(p.deps),
             retries=spec.retries,
-            requeue=spec.requeue,
+            requeue=p.requeue[0],
+            max_requeues=p.requeue[1],
             held=spec.hold,
             extra=job_extra,
             group=arrays.group(base) if throttle else "",
@@ -296,6 +301,14 @@ def _check_fits(inventory: list[Gpu], request: Request) -> None:
             protocol.BAD_REQUEST,
             f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; ask for fewer",
         )
+
+
+def _requeue(spec: JobSpec, opts: Options) -> tuple[bool, int | None]:
+    """Whether the time limit requeues the job, and at most how many times: as it asked
+    (--requeue, --no-requeue, --max-requeues), else as the daemon says (--on-time-limit)."""
+    requeue = spec.requeue if spec.requeue is not None else opts.on_time_limit == "requeue"
+    most = spec.max_requeues if spec.max_requeues is not None else opts.max_requeues
+    return requeue, most if requeue else None
 
 
 def _check_limit(limit: float | None, most: float | None) -> None:
