@@ -6,7 +6,10 @@ wait).
 ``--partition``, ``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else the allocation's own daemon
 when run inside a Slurm allocation whose ``berth daemon --inside-slurm`` is up, else
 ``$BERTH_BACKEND``, else ``[queue] backend`` in the config, else ``local`` (the berth daemon).
-Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
+queue, show, cancel, logs and wait are one module each, whichever the backend: they act
+through the :class:`berth.backends.base.Backend` that :func:`of` gives. submit and sweep on
+Slurm go to :mod:`berth.cli.on_slurm` (what they take differs: --partition, --mem-per-gpu;
+-i attaches to a terminal only locally); locally to the command's own module.
 
 Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12), on
 either backend: the local daemon has arrays too (:mod:`berth.daemon.requests.arrays`).
@@ -19,11 +22,16 @@ import os
 from types import ModuleType
 
 from berth import config
-from berth.backends import NAMES
+from berth.backends import NAMES, get
 from berth.errors import UsageError
 from berth.wire.paths import allocation_dir
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.backends.base import Backend
+
 COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
+ON_EITHER = ("queue", "show", "cancel", "logs", "wait")  # one module, through a Backend
 ENV = "BERTH_BACKEND"
 
 SLURM_HELP = """
@@ -59,6 +67,15 @@ def chosen(args: argparse.Namespace) -> str:
     return name
 
 
+def of(args: argparse.Namespace) -> Backend:
+    """The backend the command runs on (:func:`chosen`), set up from the config."""
+    if chosen(args) == "local":
+        return get("local")
+    cfg = config.get()
+    partition = getattr(args, "partition", None) or cfg.slurm_partition
+    return get("slurm", partition=partition, log_dir=cfg.slurm_log_dir)
+
+
 def _allocation_daemon() -> bool:
     """Whether this runs inside a Slurm allocation whose `berth daemon --inside-slurm` is up."""
     alloc = allocation_dir()
@@ -77,10 +94,7 @@ class Wrapped(ModuleType):
         self.__doc__ = (module.__doc__ or "") + SLURM_HELP
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        self.module.add_arguments(p)
-        for action in p._actions:  # Slurm's ids (12_3) parse; the local run checks its own
-            if action.dest in ("job_id", "job_ids"):
-                action.type = job_id
+        self.module.add_arguments(p)  # (job ids parse as `job_id` does: 12, 12_3)
         p.add_argument("--backend", help="local (the berth daemon) or slurm")
         if self.name == "submit":
             p.add_argument("--array", help="an array of tasks, e.g. 0-9%%2 (2 at once)")
@@ -89,27 +103,25 @@ class Wrapped(ModuleType):
             p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
 
     def run(self, args: argparse.Namespace) -> int:
+        if self.name in ON_EITHER:  # (the module asks `of(args)` for its backend)
+            result: int = self.module.run(args)
+            return result
         if chosen(args) == "slurm":
             from berth.cli import on_slurm  # rare: Slurm
 
             code: int = getattr(on_slurm, self.name)(args)
             return code
-        _local(self.name, args)
-        result: int = self.module.run(args)
-        return result
+        _local(args)
+        code = self.module.run(args)
+        return code
 
 
-def _local(name: str, args: argparse.Namespace) -> None:
-    """Check what only Slurm takes, and turn ids back into the local queue's: numbers, and
-    ``12_3`` for an array's task (the daemon resolves it)."""
+def _local(args: argparse.Namespace) -> None:
+    """Refuse what only Slurm takes."""
     for opt in ("partition", "mem_per_gpu"):
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} is for Slurm (--backend slurm)")
-    if isinstance(getattr(args, "job_id", None), str):
-        args.job_id = job_ref(args.job_id)
-    if getattr(args, "job_ids", None):
-        args.job_ids = [job_ref(i) for i in args.job_ids]
 
 
 def wrap(name: str, module: ModuleType) -> ModuleType:

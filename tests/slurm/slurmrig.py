@@ -263,8 +263,9 @@ class SlurmRig:
         return [n for n in names if _STEP_SOCKET.match(n)]
 
     def clear(self, timeout: float = 20) -> None:
-        """Cancel every job and wait until none runs and no step daemon is left."""
-        ids = self.job_ids()
+        """Cancel every job and wait until none runs and no step daemon is left (an array
+        by its own id: squeue's ``12_[3-9%2]`` is no id scancel takes)."""
+        ids = sorted(set(self.run("squeue", "-h", "-o", "%F").stdout.split()))
         if ids:
             self.run("scancel", *ids, check=False)
         wait_until(
