@@ -150,7 +150,8 @@ class SlurmRig:
         if self.accounting:
             accounting = (
                 "AccountingStorageType=accounting_storage/slurmdbd\n"
-                f"AccountingStorageHost=localhost\nAccountingStoragePort={self.dbd_port}"
+                f"AccountingStorageHost=localhost\nAccountingStoragePort={self.dbd_port}\n"
+                "AccountingStorageTRES=gres/gpu,gres/shard"  # (what GPU clusters set)
             )
         self.values = {
             "root": self.root,
