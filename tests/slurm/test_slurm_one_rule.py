@@ -44,11 +44,7 @@ def _submit(berth: Berth, *args: str) -> str:
 
 
 def _state(berth: Berth, job: str) -> str:
-    rows = json.loads(berth("wait", "--json", "--timeout", "0", job).stdout or "null")
-    if rows is None:  # (not ended: `wait` printed nothing)
-        rows = _rows(berth)
-        return next((r["state"] for r in rows if r["id"] == job), "")
-    return str(rows["state"])
+    return next((str(r["state"]) for r in _rows(berth) if r["id"] == job), "")
 
 
 def _rows(berth: Berth) -> list[dict[str, Any]]:
