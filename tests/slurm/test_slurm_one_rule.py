@@ -155,3 +155,17 @@ def test_the_st_codes_are_the_schedulers() -> None:
     from berth.core.states import CODES as CORE
 
     assert CODES == {s.value: c for s, c in CORE.items()}
+
+
+def test_cancel_by_state_and_the_log_of_a_job_not_started(both: dict[str, Berth]) -> None:
+    for name, berth in both.items():
+        running = _submit(berth, "--", "sleep", "60")
+        held = _submit(berth, "--hold", "--", "true")
+        _runs(berth, running)
+        logs = berth("logs", held)
+        assert logs.returncode == 0 and logs.stdout == "", name
+        assert logs.stderr.startswith(f"job {held} has not started ("), name
+        out = berth("cancel", "--all-mine", "--state", "PD")
+        assert (out.returncode, out.stdout) == (0, f"job {held}: cancelled\n"), name
+        assert _state(berth, running) == "RUNNING", name
+        assert berth("cancel", "--all-mine", "--state", "XX").returncode == 2, name
