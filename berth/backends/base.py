@@ -1,7 +1,13 @@
-"""The backend interface: what `berth submit/queue/show/cancel/logs` need from whatever runs
-the jobs. Two backends satisfy it: the local berth daemon (:mod:`berth.backends.local`) and
-Slurm (:mod:`berth.backends.slurm`); one conformance suite (tests/slurm/test_conformance.py)
-runs against both.
+"""The backend interface: what `berth submit/queue/show/cancel/logs/wait` need from whatever
+runs the jobs. Two backends satisfy it: the local berth daemon (:mod:`berth.backends.local`)
+and Slurm (:mod:`berth.backends.slurm`). `berth queue/show/cancel/logs/wait` go through it on
+both (one command module each, whichever backend); one conformance suite
+(tests/slurm/test_slurm_conformance.py) runs against both, and tests/slurm/test_slurm_one_rule.py
+runs the same commands against both and compares.
+
+The rules the commands apply whatever the backend, kept here once: :func:`exit_status` (what
+`berth wait` and `logs -f` exit with), :data:`CODES` (the ST column), :func:`aggregate` (an
+array's tasks as one job).
 
 A job is submitted as the :class:`~berth.wire.jobspec.JobSpec` ``berth submit`` builds and
 comes back as a :class:`JobInfo`. Job ids are
@@ -36,15 +42,28 @@ if TYPE_CHECKING:
             """Queue the job (all of its tasks, for an array); durable once this returns."""
 
         def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
-            """Cancel these jobs (or only send them ``signal``): id -> what happened."""
+            """Cancel these jobs (or only send them ``signal``): id -> what happened
+            (``already CANCELLED`` for one that had ended). An id the backend does not know
+            is a UsageError naming it, and nothing is cancelled."""
 
         def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
             """The jobs named, in one query (an unknown id is left out). An array's id gives
             its tasks."""
 
-        def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
-            """Unfinished jobs (of ``user``, else everyone's); ``finished``: also recently
-            ended ones."""
+        def list(
+            self,
+            *,
+            user: str | None = None,
+            finished: bool = False,
+            states: Sequence[str] = (),
+        ) -> list[JobInfo]:
+            """Unfinished jobs (of ``user``, else everyone's), one per array task;
+            ``finished``: also recently ended ones; ``states``: only these (``PD``,
+            ``RUNNING``: berth's names or codes; a finished state implies ``finished``)."""
+
+        def show(self, job_id: str) -> dict[str, Any]:
+            """Everything the backend says of one job (its own shape: `berth show` formats
+            each backend's); a UsageError if it knows no such job."""
 
         def logs(self, job_id: str) -> tuple[str, str]:
             """The paths of the job's stdout and stderr (the same file unless -e)."""
@@ -71,7 +90,8 @@ class JobInfo:
 
     __slots__ = (
         "id", "name", "user", "state", "native", "reason", "exit_code", "gpus", "elapsed",
-        "where", "stdout", "stderr", "submit_time", "array_job", "array_task", "extra",
+        "where", "stdout", "stderr", "submit_time", "array_job", "array_task", "array_limit",
+        "extra",
     )  # fmt: skip
 
     def __init__(
@@ -92,6 +112,7 @@ class JobInfo:
         submit_time: float | None = None,
         array_job: str | None = None,
         array_task: int | None = None,
+        array_limit: int | None = None,
         extra: dict[str, Any] | None = None,
     ) -> None:
         self.id = id
@@ -101,7 +122,7 @@ class JobInfo:
         self.native = native or state
         self.reason = reason  # why it is pending
         self.exit_code = exit_code
-        self.gpus = gpus  # what it asked: "2", "0.5", "shard:1"
+        self.gpus = gpus  # how many GPUs it asked: "2", "0.5" (on both backends)
         self.elapsed = elapsed
         self.where = where  # the node(s) or GPUs it runs on
         self.stdout = stdout
@@ -109,6 +130,7 @@ class JobInfo:
         self.submit_time = submit_time
         self.array_job = array_job
         self.array_task = array_task
+        self.array_limit = array_limit  # an array's %K: at most K tasks at once
         self.extra = extra or {}
 
     @property
@@ -123,6 +145,49 @@ class JobInfo:
 
 
 FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"})
+
+# The ST column (as berth.core.states.CODES, which the CLI's light path does not import;
+# tests/slurm/test_slurm_one_rule.py keeps the two equal).
+CODES = {
+    "PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "FAILED": "F",
+    "CANCELLED": "CA", "TIMEOUT": "TO", "PREEMPTED": "PR", "LOST": "LO",
+}  # fmt: skip
+
+
+def exit_status(info: JobInfo | None) -> int:
+    """What `berth wait` (and `logs -f`, `submit --wait`) exit with for a job that ended, on
+    every backend: 0 if it COMPLETED (or the backend has forgotten it), its exit code (1..255)
+    if it FAILED, else 1 (CANCELLED, TIMEOUT, LOST: whatever signal ended it)."""
+    if info is None or info.state == "COMPLETED":
+        return 0
+    code = info.exit_code
+    if info.state == "FAILED" and isinstance(code, int) and 0 < code < 256:
+        return code
+    return 1
+
+
+def named(job: JobInfo, job_id: str) -> bool:
+    """Whether ``job_id`` names the job: its id, its raw id, or its array's id."""
+    return job_id in (job.id, job.extra.get("raw_id"), job.array_job)
+
+
+def aggregate(job_id: str, jobs: list[JobInfo]) -> JobInfo:
+    """One job, or an array's tasks as one: finished when all are; COMPLETED if all did,
+    else the first other outcome."""
+    exact = [j for j in jobs if j.id == job_id or j.extra.get("raw_id") == job_id]
+    if len(exact) == 1 and exact[0].array_job != job_id:
+        return exact[0]
+    tasks = [j for j in jobs if j.array_job == job_id] or jobs
+    tasks = sorted(tasks, key=lambda t: -1 if t.array_task is None else t.array_task)
+    first = tasks[0]
+    code: int | None = None
+    if not all(t.finished for t in tasks):
+        st = "RUNNING" if any(t.state == "RUNNING" for t in tasks) else "PENDING"
+    else:
+        worst = next((t for t in tasks if t.state != "COMPLETED"), None)
+        st, code = (worst.state, worst.exit_code) if worst else ("COMPLETED", 0)
+    return JobInfo(job_id, first.name, first.user, st, exit_code=code, gpus=first.gpus,
+                   extra={"tasks": [t.id for t in tasks]})  # fmt: skip
 
 
 class Submitted:

@@ -1,13 +1,18 @@
 """The local berth daemon behind the backend interface (:mod:`berth.backends.base`): each
-method is one request through :mod:`berth.client`.
+method is one request through :mod:`berth.client`, on one connection kept for the backend's
+life (``berth logs -f`` asks every tenth of a second whether the job has ended).
 
 Arrays are the daemon's own (:mod:`berth.daemon.requests.arrays`), from the same :class:`ArraySpec`:
 ``submit(job, array=...)`` queues all tasks at once; a task's id is ``12_3`` as on Slurm.
+What only the local daemon says (which daemon answered, each user's usage) is kept from the
+last ``list`` in :attr:`Local.about`, for `berth queue`'s header and users' block.
 """
 
 from __future__ import annotations
 
-from berth.backends.base import JobInfo, Submitted
+import json
+
+from berth.backends.base import JobInfo, Submitted, aggregate, named
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
 
@@ -18,6 +23,8 @@ if TYPE_CHECKING:
 
     from berth.backends.base import ArraySpec
     from berth.wire.jobspec import JobSpec
+
+LONGEST_WAIT = 3600.0  # the most one `wait` request asks the daemon for
 
 
 def _int(job_id: str) -> int | str:
@@ -42,8 +49,23 @@ def info(row: dict[str, Any]) -> JobInfo:
         where="gpu:" + ",".join(str(g) for g in nodelist) if nodelist else "",
         submit_time=row.get("submit_time"),
         array_job=None if array is None else str(array),
-        array_task=task, extra={"raw_id": str(row["id"])},
+        array_task=task, array_limit=row.get("group_limit") if array is not None else None,
+        extra={"raw_id": str(row["id"]), "pty": bool(row.get("pty"))},
     )  # fmt: skip
+
+
+def _queue_fields(user: str | None, finished: bool, states: Sequence[str]) -> dict[str, Any]:
+    fields: dict[str, Any] = {"all": finished}
+    if user is not None:
+        import pwd  # rare: --user
+
+        try:
+            fields["uid"] = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
+        except KeyError:
+            raise UsageError(f"no user {user!r} on this machine") from None
+    if states:
+        fields["states"] = list(states)
+    return fields
 
 
 class Local:
@@ -51,10 +73,22 @@ class Local:
 
     def __init__(self, socket: str | None = None) -> None:
         self.socket = socket
+        self.about: dict[str, Any] = {}  # the last `queue` answer but its jobs
+        self._client: Client | None = None
+
+    def _conn(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.socket)
+            self._client.settimeout(None)
+        return self._client
 
     def _call(self, kind: str, **fields: Any) -> dict[str, Any]:
-        with Client(self.socket) as c:
-            return c.call(kind, **fields)
+        return self._conn().call(kind, **fields)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def submit(self, job: JobSpec, array: ArraySpec | None = None) -> Submitted:
         if array is not None:
@@ -65,15 +99,15 @@ class Local:
         )
 
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
-        known = self.status(ids)  # the daemon refuses a request naming an unknown job
+        rows = self._rows(ids)  # every id checked before anything is cancelled
         out: dict[str, str] = {}
         live: list[int | str] = []
         for i in ids:
-            job = known.get(str(_int(i)))
-            if job is None:
-                out[i] = "no such job"
-            elif job.finished:
-                out[i] = f"already {job.state}"
+            mine = [j for j in rows if named(j, i)]
+            if not mine:
+                raise UsageError(f"no job {i}: see `berth queue --all`")
+            if all(j.finished for j in mine):
+                out[i] = f"already {aggregate(i, mine).state}"
             else:
                 live.append(_int(i))
         if live:
@@ -89,38 +123,63 @@ class Local:
             out.update({str(k): str(v) for k, v in done.items()})
         return out
 
+    def _rows(self, ids: Sequence[str]) -> list[JobInfo]:
+        """Every job the ids name (an array's id: all its tasks), finished ones too."""
+        wanted = {str(_int(i)) for i in ids}
+        rows = [info(r) for r in self._call("queue", all=True)["jobs"]]
+        return [j for j in rows if any(named(j, i) for i in wanted)]
+
     def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
-        """By the ids asked: ``12`` (a job, or the first task of array 12) or ``12_3``."""
+        """By the ids asked: ``12`` (a job, or every task of array 12) or ``12_3``."""
         wanted = {str(_int(i)) for i in ids}
         out = {}
-        for r in self._call("queue", all=True)["jobs"]:
-            task = f"{r['array_job']}_{r['array_task']}" if r.get("array_job") else None
-            for key in (str(r["id"]), task):
-                if key in wanted:
-                    out[key] = info(r)
+        for j in self._rows(ids):
+            raw = j.extra["raw_id"]
+            key = raw if raw in wanted and raw != j.array_job else j.id
+            out[key] = j
         return out
 
-    def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
-        fields: dict[str, Any] = {"all": finished}
-        if user is not None:
-            import pwd  # rare: --user
+    def list(
+        self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
+    ) -> list[JobInfo]:
+        reply = self._call("queue", **_queue_fields(user, finished, states))
+        self.about = {k: v for k, v in reply.items() if k not in ("jobs", "ok")}
+        return [info(r) for r in reply["jobs"]]
 
-            try:
-                fields["uid"] = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
-            except KeyError:
-                raise UsageError(f"no user {user!r} on this machine") from None
-        return [info(r) for r in self._call("queue", **fields)["jobs"]]
+    def queue_json(
+        self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
+    ) -> bytes:
+        """The daemon's `queue` answer as it sent it, without its ``"ok":true``: ``{"daemon":
+        {...}, "jobs": [...], "users": [...], "fairshare": {...}}`` (`berth queue --json`),
+        passed on without being decoded and encoded again."""
+        c = self._conn()
+        c.send("queue", **_queue_fields(user, finished, states))
+        raw = c.receive_raw()
+        head = b'{"ok":true,'
+        if raw.startswith(head) and raw.endswith(b"}"):
+            return b"{" + raw[len(head) :]
+        reply = json.loads(raw)  # some other layout: decode it after all
+        reply.pop("ok", None)
+        return json.dumps(reply, separators=(",", ":")).encode()
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        job: dict[str, Any] = self._call("show", job_id=_int(job_id))["job"]
+        return job
 
     def logs(self, job_id: str) -> tuple[str, str]:
-        job = self._call("show", job_id=_int(job_id))["job"]
+        job = self._call("logs", job_id=_int(job_id))["job"]  # its owner's or an admin's
         return str(job["stdout"]), str(job["stderr"])
 
     def wait(self, job_id: str, timeout: float) -> JobInfo | None:
-        with Client(self.socket, timeout=timeout + 30) as c:
+        left = timeout
+        while True:
+            step = min(max(left, 0.0), LONGEST_WAIT)
             try:
-                reply = c.call("wait", job_id=_int(job_id), timeout=timeout)
+                reply = self._call("wait", job_id=_int(job_id), timeout=step)
             except DaemonError as e:
                 if e.code == "NO_SUCH_JOB":
                     return None
                 raise
-        return info(reply["job"])
+            left -= step
+            if reply["finished"] or left <= 0:
+                return info(reply["job"])

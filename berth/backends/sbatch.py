@@ -15,7 +15,8 @@ berth                       sbatch
 ``-o`` / ``-e``             ``-o`` / ``-e`` (``%j`` and the other patterns as sbatch reads
                             them); default ``<log dir>/%j.out`` (``%A_%a.out`` for arrays)
 ``-D`` / current dir        ``-D``
-``--dependency afterok:``   ``--dependency=afterok:ID:ID``
+``--dependency afterok:``   ``--dependency=afterok:ID:ID --kill-on-invalid-dep=yes`` (a job
+                            whose dependency failed is CANCELLED, as on the local queue)
 ``--requeue`` / ``--hold``  ``--requeue`` / ``--hold``
 ``-p`` priority             ``--nice=-PRIORITY`` (raising it is for Slurm operators only)
 ``--export``                the job's environment is sbatch's, with ``--export=ALL``
@@ -196,6 +197,7 @@ def plan(
     argv += ["-o", stdout, "-e", stderr, "-D", job.cwd]
     if job.after_ok:
         argv.append("--dependency=afterok:" + ":".join(str(d) for d in job.after_ok))
+        argv.append("--kill-on-invalid-dep=yes")  # a failed one cancels it, as locally
     if job.requeue:
         argv.append("--requeue")
     if job.hold:

@@ -22,7 +22,7 @@ import time
 
 from berth.backends import sbatch
 from berth.backends import slurm_query as q
-from berth.backends.base import JobInfo, SubmitRefused, Submitted
+from berth.backends.base import JobInfo, SubmitRefused, Submitted, aggregate, named
 from berth.errors import BerthError, UsageError
 from berth.wire.paths import state_dir
 
@@ -211,18 +211,28 @@ class Slurm:
         done = self._run(["squeue", "-h", "-o", q.SQUEUE_FORMAT, *args], check=False)
         if done.returncode != 0 and "Invalid job id" not in done.stderr:
             raise BerthError(f"squeue failed: {' '.join(_errors(done.stderr))}")
-        return q.squeue_rows(done.stdout)
+        return self._counted(q.squeue_rows(done.stdout))
 
     def _sacct(self, *args: str) -> list[JobInfo]:
         done = self._run(["sacct", "-n", "-P", "-X", "-o", q.SACCT_FIELDS, *args], check=False)
-        return q.sacct_rows(done.stdout) if done.returncode == 0 else []
+        return self._counted(q.sacct_rows(done.stdout)) if done.returncode == 0 else []
+
+    def _counted(self, rows: list[JobInfo]) -> list[JobInfo]:
+        """The GPUs column as the local queue fills it: how many GPUs each job asked (a
+        fraction for shards, which needs the cluster's shards per GPU: one sinfo)."""
+        shards = 0
+        if any("shard" in r.gpus for r in rows):
+            shards = self.cluster().shards_per_gpu
+        for r in rows:
+            r.gpus = q.gpus(r.gpus, shards)
+        return rows
 
     def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
         if not ids:
             return {}
         rows = self._squeue("-r", "--states=all", "-j", ",".join(ids))
         found = {r.id: r for r in rows}
-        missing = [i for i in ids if not _covers(found.values(), i)]
+        missing = [i for i in ids if not any(named(j, i) for j in found.values())]
         if (missing or any(r.finished for r in rows)) and self.accounting():
             for r in self._sacct("-j", ",".join(ids)):
                 if r.id not in found:  # the controller has forgotten it: accounting has not
@@ -239,7 +249,11 @@ class Slurm:
                     r.exit_code = q.exit_code(code)
         return found
 
-    def list(self, *, user: str | None = None, finished: bool = False) -> list[JobInfo]:
+    def list(
+        self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
+    ) -> list[JobInfo]:
+        wanted = _states(states)
+        finished = finished or bool(wanted - {"PENDING", "RUNNING", "COMPLETING"})
         args = ["--states=all"] if finished else []
         if user:
             args += ["-u", user]
@@ -249,7 +263,7 @@ class Slurm:
             since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 86400))
             extra = ["-u", user] if user else ["--allusers"]
             rows += [r for r in self._sacct("-S", since, *extra) if r.id not in seen]
-        return rows
+        return [r for r in rows if r.state in wanted] if wanted else rows
 
     def show(self, job_id: str) -> dict[str, Any]:
         """Everything Slurm (and berth's record) says of one job."""
@@ -300,7 +314,7 @@ class Slurm:
             found = self.status([job_id])
             if not found:
                 return None
-            info = _aggregate(job_id, list(found.values()))
+            info = aggregate(job_id, list(found.values()))
             if info.finished or time.monotonic() >= deadline:
                 return info
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
@@ -309,15 +323,15 @@ class Slurm:
     # -- acting ----------------------------------------------------------------------------
 
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
-        found = self.status(ids)
+        found = self.status(ids)  # every id checked before anything is cancelled
         out: dict[str, str] = {}
         live = []
         for i in ids:
-            jobs = [j for j in found.values() if _is(j, i)]
+            jobs = [j for j in found.values() if named(j, i)]
             if not jobs:
-                out[i] = "no such job"
-            elif all(j.finished for j in jobs):
-                out[i] = f"already {_aggregate(i, jobs).state}"
+                raise UsageError(f"no job {i}: see `berth queue --all --backend slurm`")
+            if all(j.finished for j in jobs):
+                out[i] = f"already {aggregate(i, jobs).state}"
             else:
                 live.append(i)
                 out[i] = "cancelled" if signal is None else f"sent signal {signal}"
@@ -334,33 +348,16 @@ class Slurm:
 _EXITED = ("COMPLETED", "FAILED", "TIMEOUT")  # states that have an exit code
 
 
-def _is(job: JobInfo, job_id: str) -> bool:
-    return job_id in (job.id, job.extra.get("raw_id"), job.array_job)
+def _states(states: Sequence[str]) -> set[str]:
+    """``PD,R`` / ``pending`` as berth's state names (the local daemon's own check)."""
+    if not states:
+        return set()
+    from berth.core.states import State  # heavy: berth.core (the scheduler); rare: -t
 
-
-def _covers(jobs: Any, job_id: str) -> bool:
-    return any(_is(j, job_id) for j in jobs)
-
-
-def _aggregate(job_id: str, jobs: list[JobInfo]) -> JobInfo:
-    """One job, or an array's tasks as one: finished when all are; COMPLETED if all did."""
-    exact = [j for j in jobs if j.id == job_id or j.extra.get("raw_id") == job_id]
-    if len(exact) == 1 and exact[0].array_job != job_id:
-        return exact[0]
-    tasks = [j for j in jobs if j.array_job == job_id] or jobs
-    first = tasks[0]
-    if not all(t.finished for t in tasks):
-        st = "RUNNING" if any(t.state == "RUNNING" for t in tasks) else "PENDING"
-    else:
-        bad = [t for t in tasks if t.state != "COMPLETED"]
-        st = bad[0].state if bad else "COMPLETED"
-    code = None
-    if st != "COMPLETED":
-        code = max((t.exit_code for t in tasks if t.exit_code), default=None)
-    elif all(t.exit_code is not None for t in tasks):
-        code = 0
-    return JobInfo(job_id, first.name, first.user, st, exit_code=code, gpus=first.gpus,
-                   extra={"tasks": [t.id for t in tasks]})  # fmt: skip
+    try:
+        return {State.parse(s).value for s in states if s.strip()}
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _errors(stderr: str) -> list[str]:

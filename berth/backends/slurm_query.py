@@ -24,7 +24,7 @@ SEP = "|"
 # %K the array's id and the task's index (N/A outside arrays).
 SQUEUE_FIELDS = ("%i", "%A", "%F", "%K", "%T", "%r", "%M", "%u", "%b", "%N", "%V", "%j")
 SQUEUE_FORMAT = SEP.join(SQUEUE_FIELDS)
-SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,JobName"
+SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,ReqTRES,JobName"
 
 # Slurm's job states in berth's words (berth.core.states); anything else is shown as RUNNING
 # with Slurm's word kept as ``native``.
@@ -89,7 +89,9 @@ def _opt(text: str) -> str | None:
 
 
 def squeue_rows(text: str) -> list[JobInfo]:
-    """The lines of ``squeue -h -o SQUEUE_FORMAT``."""
+    """The lines of ``squeue -h -o SQUEUE_FORMAT``, one JobInfo per array task: a line of
+    an array's pending tasks (``12_[3-9%2]``) gives one per task, ``array_limit`` 2.
+    ``gpus`` is the gres as Slurm wrote it (``gpu:2``, ``shard:1``): :func:`gpus` reads it."""
     out = []
     for line in text.splitlines():
         cells = line.split(SEP, len(SQUEUE_FIELDS) - 1)
@@ -97,20 +99,52 @@ def squeue_rows(text: str) -> list[JobInfo]:
             continue
         shown, raw, array_id, task, native, reason, used, user, gres, nodes, submit, name = cells
         st = state(native)
-        task_index = int(task) if task.isdigit() else None
         in_array = _opt(task) is not None
-        out.append(
-            JobInfo(
-                shown, name, user, st, native=native,
-                reason=(_opt(reason) or "None") if st == "PENDING" else None,
-                gpus=(_opt(gres) or "").removeprefix("gres:"),
-                elapsed=duration(used) if st != "PENDING" else None,
-                where=_opt(nodes) or "", submit_time=timestamp(submit),
-                array_job=array_id if in_array else None, array_task=task_index,
-                extra={"raw_id": raw},
-            )
-        )  # fmt: skip
+        tasks, limit = _tasks(task) if in_array else ([None], None)
+        for index in tasks:
+            out.append(
+                JobInfo(
+                    f"{array_id}_{index}" if index is not None else shown, name, user, st,
+                    native=native, reason=(_opt(reason) or "None") if st == "PENDING" else None,
+                    gpus=(_opt(gres) or "").removeprefix("gres:"),
+                    elapsed=duration(used) if st != "PENDING" else None,
+                    where=_opt(nodes) or "", submit_time=timestamp(submit),
+                    array_job=array_id if in_array else None, array_task=index,
+                    array_limit=limit, extra={"raw_id": raw},
+                )
+            )  # fmt: skip
     return out
+
+
+def _tasks(text: str) -> tuple[list[int | None], int | None]:
+    """squeue's ``%K``: ``3`` -> ([3], None); ``3-5,7%2`` -> ([3, 4, 5, 7], 2)."""
+    spec, _, limit = text.partition("%")
+    out: list[int | None] = []
+    for part in spec.split(","):
+        first, dash, last = part.partition("-")
+        if first.isdigit() and (not dash or last.isdigit()):
+            out.extend(range(int(first), int(last if dash else first) + 1))
+    return out or [None], int(limit) if limit.isdigit() else None
+
+
+def gpus(gres: str, shards_per_gpu: int) -> str:
+    """How many GPUs a job asked, as the local queue shows it: ``gpu:2`` / ``gpu:a100:2`` /
+    ``gres/gpu=2`` -> ``2``; ``shard:1`` with 2 shards per GPU -> ``0.5``; anything else as
+    it is."""
+    m = re.fullmatch(r"(?:gres[:/])?(gpu|shard)(?::[^:=,]+)?[:=](\d+)", gres.strip())
+    if m is None:
+        return gres
+    kind, n = m.group(1), int(m.group(2))
+    if kind == "gpu":
+        return str(n)
+    return f"{n / shards_per_gpu:g}" if shards_per_gpu else gres
+
+
+def _tres_gres(tres: str) -> str:
+    """sacct's ReqTRES (``billing=1,cpu=1,gres/gpu=2,mem=1G,node=1``): its GPU part."""
+    items = [t for t in tres.split(",") if t.startswith(("gres/gpu", "gres/shard"))]
+    plain = [t for t in items if ":" not in t.split("=")[0]]
+    return (plain or items or [""])[0]
 
 
 _KEY = re.compile(r" (?=[A-Za-z][\w/:]*=)")
@@ -136,17 +170,17 @@ def sacct_rows(text: str) -> list[JobInfo]:
     """The lines of ``sacct -n -P -X -o SACCT_FIELDS`` (only the jobs, not their steps)."""
     out = []
     for line in text.splitlines():
-        cells = line.split(SEP, 8)
-        if len(cells) != 9:
+        cells = line.split(SEP, 9)
+        if len(cells) != 10:
             continue
-        shown, raw, native, code, elapsed, user, submit, nodes, name = cells
+        shown, raw, native, code, elapsed, user, submit, nodes, tres, name = cells
         st = state(native)
         array_id, us, task = shown.partition("_")
         out.append(
             JobInfo(
                 shown, name, user, st, native=native.split()[0] if native else native,
                 exit_code=exit_code(code) if st in ("COMPLETED", "FAILED", "TIMEOUT") else None,
-                elapsed=duration(elapsed), where=_opt(nodes) or "",
+                elapsed=duration(elapsed), where=_opt(nodes) or "", gpus=_tres_gres(tres),
                 submit_time=timestamp(submit),
                 array_job=array_id if us else None,
                 array_task=int(task) if us and task.isdigit() else None,

@@ -6,7 +6,11 @@ wait).
 ``--partition``, ``--mem-per-gpu``), then runs the command on the backend chosen: ``--backend``, else the allocation's own daemon
 when run inside a Slurm allocation whose ``berth daemon --inside-slurm`` is up, else
 ``$BERTH_BACKEND``, else ``[queue] backend`` in the config, else ``local`` (the berth daemon).
-Slurm runs go to :mod:`berth.cli.on_slurm`; local runs to the command's own module, unchanged.
+queue, show, cancel, logs and wait are one module each, whichever the backend: they act
+through the :class:`berth.backends.base.Backend` that
+:func:`berth.cli.backend_choice.of` gives. submit and sweep on
+Slurm go to :mod:`berth.cli.on_slurm` (what they take differs: --partition, --mem-per-gpu;
+-i attaches to a terminal only locally); locally to the command's own module.
 
 Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12), on
 either backend: the local daemon has arrays too (:mod:`berth.daemon.requests.arrays`).
@@ -15,40 +19,19 @@ either backend: the local daemon has arrays too (:mod:`berth.daemon.requests.arr
 from __future__ import annotations
 
 import argparse
-import os
 from types import ModuleType
 
-from berth import config
-from berth.backends import NAMES
-from berth.cli.job_ids import job_id, job_ref
+from berth.cli.backend_choice import chosen
 from berth.errors import UsageError
-from berth.wire.paths import allocation_dir
 
 COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
-ENV = "BERTH_BACKEND"
+ON_EITHER = ("queue", "show", "cancel", "logs", "wait")  # one module, through a Backend
 
 SLURM_HELP = """
 On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in the config)
 the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
 is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU).
 """
-
-
-def chosen(args: argparse.Namespace) -> str:
-    name = getattr(args, "backend", None)
-    if not name and _allocation_daemon():  # inside an allocation: its own queue, unless told
-        name = "local"
-    if not name:
-        name = os.environ.get(ENV) or config.get().backend
-    if name not in NAMES:
-        raise UsageError(f"unknown backend {name!r}: use one of {', '.join(NAMES)}")
-    return name
-
-
-def _allocation_daemon() -> bool:
-    """Whether this runs inside a Slurm allocation whose `berth daemon --inside-slurm` is up."""
-    alloc = allocation_dir()
-    return alloc is not None and os.path.exists(os.path.join(alloc, "daemon.sock"))
 
 
 class Wrapped(ModuleType):
@@ -63,10 +46,7 @@ class Wrapped(ModuleType):
         self.__doc__ = (module.__doc__ or "") + SLURM_HELP
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        self.module.add_arguments(p)
-        for action in p._actions:  # Slurm's ids (12_3) parse; the local run checks its own
-            if action.dest in ("job_id", "job_ids"):
-                action.type = job_id
+        self.module.add_arguments(p)  # (job ids parse as `job_id` does: 12, 12_3)
         p.add_argument("--backend", help="local (the berth daemon) or slurm")
         if self.name == "submit":
             p.add_argument("--array", help="an array of tasks, e.g. 0-9%%2 (2 at once)")
@@ -75,27 +55,25 @@ class Wrapped(ModuleType):
             p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
 
     def run(self, args: argparse.Namespace) -> int:
+        if self.name in ON_EITHER:  # (the module asks `of(args)` for its backend)
+            result: int = self.module.run(args)
+            return result
         if chosen(args) == "slurm":
             from berth.cli import on_slurm  # rare: Slurm
 
             code: int = getattr(on_slurm, self.name)(args)
             return code
-        _local(self.name, args)
-        result: int = self.module.run(args)
-        return result
+        _local(args)
+        code = self.module.run(args)
+        return code
 
 
-def _local(name: str, args: argparse.Namespace) -> None:
-    """Check what only Slurm takes, and turn ids back into the local queue's: numbers, and
-    ``12_3`` for an array's task (the daemon resolves it)."""
+def _local(args: argparse.Namespace) -> None:
+    """Refuse what only Slurm takes."""
     for opt in ("partition", "mem_per_gpu"):
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
             raise UsageError(f"{flag} is for Slurm (--backend slurm)")
-    if isinstance(getattr(args, "job_id", None), str):
-        args.job_id = job_ref(args.job_id)
-    if getattr(args, "job_ids", None):
-        args.job_ids = [job_ref(i) for i in args.job_ids]
 
 
 def wrap(name: str, module: ModuleType) -> ModuleType:

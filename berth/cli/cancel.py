@@ -7,15 +7,20 @@ berth cancel --all-mine     # every unfinished job of mine
 berth cancel --all-mine --state PD   # only my pending ones
 
 A job may be cancelled (or signalled) by its owner and by the admins (root, [claims]
-admin_group); anyone else is refused, told whose job it is and who may.
+admin_group); anyone else is refused, told whose job it is and who may. The same on Slurm
+(--backend slurm: scancel). A job nobody knows is refused (exit 2) and nothing is cancelled;
+one that has already ended is said to be so.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
-from berth.client import call
+from berth.backends.base import named
+from berth.cli.backend_choice import of
+from berth.cli.job_ids import job_id
 from berth.errors import UsageError
 
 TYPE_CHECKING = False
@@ -24,7 +29,9 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_ids", nargs="*", help="the jobs (12), arrays (12) or tasks (12_3)")
+    p.add_argument(
+        "job_ids", type=job_id, nargs="*", help="the jobs (12), arrays (12) or tasks (12_3)"
+    )
     p.add_argument("-s", "--signal", help="send this signal instead of cancelling (TERM, USR1, 9)")
     p.add_argument("--all-mine", action="store_true", help="all of my unfinished jobs")
     p.add_argument("--state", help="only jobs in these states (PD, R), comma-separated")
@@ -52,15 +59,28 @@ def parse_signal(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     if not args.job_ids and not args.all_mine:
         raise UsageError("name the jobs to cancel, or use --all-mine")
-    fields: dict[str, object] = {"job_ids": args.job_ids, "all_mine": args.all_mine}
-    if args.signal:
-        fields["signal"] = parse_signal(args.signal)
-    if args.state:
-        fields["states"] = [s for s in args.state.split(",") if s.strip()]
-    done = call("cancel", **fields)["cancelled"]
+    backend = of(args)
+    sig = parse_signal(args.signal) if args.signal else None
+    states = [s for s in (args.state or "").split(",") if s.strip()]
+    ids = list(dict.fromkeys(args.job_ids))
+    if args.all_mine:
+        ids += [j.id for j in backend.list(user=_me()) if j.id not in ids]
+    if states:  # an array's tasks in those states, each by its id
+        now = backend.list(finished=True, states=states)
+        ids = [j.id for j in now if any(named(j, i) for i in ids)]
+    done = backend.cancel(ids, sig) if ids else {}
     if args.json:
         sys.stdout.write(json.dumps(done) + "\n")
     else:
-        for job_id, what in done.items():
-            sys.stdout.write(f"job {job_id}: {what}\n")
+        for job, what in done.items():
+            sys.stdout.write(f"job {job}: {what}\n")
     return 0
+
+
+def _me() -> str:
+    import pwd  # rare: --all-mine
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

@@ -4,6 +4,10 @@ berth logs 12          # what job 12 wrote so far (stdout, and stderr unless it 
 berth logs --err 12    # its stderr, if submitted with -e
 berth logs -f 12       # follow until the job ends (Ctrl-C stops following, not the job)
 berth logs -n 20 12    # its last 20 lines (with -f: then follow, as tail -n 20 -f)
+berth logs 12_3        # task 3 of array 12
+
+The same on the local queue and on Slurm (--backend slurm: the paths Slurm or berth's record of
+the job give); -f exits as `berth wait` does once the job has ended.
 
 Only the job's owner and the admins (root, [claims] admin_group) may read a job's logs. On the
 system daemon each user's logs are theirs (default /var/lib/berth/logs/USER/ID.out), created
@@ -15,42 +19,34 @@ from __future__ import annotations
 import json
 import sys
 
-from berth.client import Client
+from berth.backends.base import exit_status
+from berth.cli.backend_choice import of
+from berth.cli.job_ids import job_id
 from berth.errors import BerthError, Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
+    from berth.backends.base import Backend
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_id", type=int, help="the job")
+    p.add_argument("job_id", type=job_id, help="the job (12), or an array's task (12_3)")
     p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
     p.add_argument("--err", action="store_true", help="its stderr file (jobs submitted with -e)")
     p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     p.add_argument("--json", action="store_true", help="print {path, text} as JSON")
 
 
-def _exit_status(job: dict[str, object]) -> int:
-    if job.get("state") == "COMPLETED":
-        return 0
-    code = job.get("exit_code")
-    return code if isinstance(code, int) and 0 < code < 256 else 1
-
-
-def wait_end(c: Client, job_id: int, as_json: bool = False) -> int:
-    """Block until the job ends; its exit status."""
-    c.settimeout(None)
-    while True:
-        reply = c.call("wait", job_id=job_id, timeout=3600.0)
-        if reply["finished"]:
-            break
-    job = reply["job"]
+def wait_end(backend: Backend, job_id: str, as_json: bool = False) -> int:
+    """Block until the job (all of an array) ends; its exit status (`berth wait`'s rule)."""
+    info = backend.wait(job_id, float("inf"))
     if as_json:
-        sys.stdout.write(json.dumps(job) + "\n")
-    else:
-        sys.stderr.write(f"job {job_id} {job['state']} (exit code {job['exit_code']})\n")
-    return _exit_status(job)
+        sys.stdout.write(json.dumps(info.to_dict() if info else None) + "\n")
+    elif info is not None:
+        sys.stderr.write(f"job {job_id} {info.state} (exit code {info.exit_code})\n")
+    return exit_status(info)
 
 
 def last_lines(path: str, n: int) -> int:
@@ -101,15 +97,18 @@ class _Tail:
 
 
 def follow(
-    c: Client,
-    job_id: int,
+    backend: Backend,
+    job_id: str,
     stdout: str | None,
     stderr: str | None,
     detach_hint: bool = False,
     lines: int | None = None,
 ) -> int:
     """Stream the job's files until it ends; Ctrl-C stops following, not the job. ``lines``:
-    begin with the last that many lines (else from the start)."""
+    begin with the last that many lines (else from the start). The backend is asked whether
+    the job has ended between reads: the daemon answers at once when it does (a tenth of a
+    second at most), Slurm is asked every half second."""
+    pause = 0.5 if backend.name == "slurm" else 0.1
     tails = [
         _Tail(p, o, 0 if lines is None else last_lines(p, lines))
         for p, o in ((stdout, sys.stdout), (stderr, sys.stderr))
@@ -117,16 +116,15 @@ def follow(
     ]
     if len(tails) == 2 and tails[0].path == tails[1].path:
         tails.pop()
-    c.settimeout(None)
     try:
         while True:
             for t in tails:
                 t.pump()
-            reply = c.call("wait", job_id=job_id, timeout=0.1)
-            if reply["finished"]:
+            info = backend.wait(job_id, pause)
+            if info is None or info.finished:
                 for t in tails:
                     t.pump()
-                return _exit_status(reply["job"])
+                return exit_status(info)
     except KeyboardInterrupt:
         if detach_hint:
             sys.stderr.write(
@@ -137,19 +135,19 @@ def follow(
 
 
 def run(args: argparse.Namespace) -> int:
-    with Client() as c:
-        job = c.call("logs", job_id=args.job_id)["job"]  # its owner's or an admin's
-        path = job["stderr"] if args.err else job["stdout"]
-        if args.err and job["stderr"] == job["stdout"]:
-            sys.stderr.write(
-                f"job {args.job_id} has one log for output and errors (submit with -e FILE to "
-                "keep errors apart); showing it\n"
-            )
-        if args.lines is not None and args.lines < 0:
-            raise UsageError(f"invalid -n/--lines {args.lines}: give 0 or more")
-        if args.follow:
-            out, err = (None, path) if args.err else (path, None)
-            return follow(c, args.job_id, out, err, lines=args.lines)
+    if args.lines is not None and args.lines < 0:
+        raise UsageError(f"invalid -n/--lines {args.lines}: give 0 or more")
+    backend = of(args)
+    out, err = backend.logs(args.job_id)  # its owner's or an admin's
+    path = err if args.err else out
+    if args.err and err == out:
+        sys.stderr.write(
+            f"job {args.job_id} has one log for output and errors (submit with -e FILE to "
+            "keep errors apart); showing it\n"
+        )
+    if args.follow:
+        out_path, err_path = (None, path) if args.err else (path, None)
+        return follow(backend, args.job_id, out_path, err_path, lines=args.lines)
     try:
         with open(path, "rb") as f:
             if args.lines is not None:
@@ -157,15 +155,11 @@ def run(args: argparse.Namespace) -> int:
             data = f.read()
     except FileNotFoundError:
         data = b""
-        if job.get("state") == "PENDING":
-            sys.stderr.write(
-                f"job {args.job_id} has not started ({job.get('reason') or 'pending'}); "
-                f"`berth logs -f {args.job_id}` waits for it and follows\n"
-            )
+        _nothing_yet(backend, args.job_id, path)
     except PermissionError:
         raise Refused(
-            f"cannot read the log {path} of job {args.job_id}: it is {job.get('user')}'s and "
-            f"not readable by you (their umask); root can: `sudo berth logs {args.job_id}`"
+            f"cannot read the log {path} of job {args.job_id}: it is its owner's and not "
+            f"readable by you (their umask); root can: `sudo berth logs {args.job_id}`"
         ) from None
     except OSError as e:
         raise BerthError(f"cannot read the log {path}: {e.strerror}") from None
@@ -175,3 +169,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.write(data)
     return 0
+
+
+def _nothing_yet(backend: Backend, job: str, path: str) -> None:
+    """Why a job's log is not there yet: it has not started, or has written nothing."""
+    info = backend.status([job]).get(job)
+    if info is not None and info.state == "PENDING":
+        why = f"has not started ({info.reason or 'pending'})"
+    else:
+        why = f"has written nothing yet ({path})"
+    sys.stderr.write(f"job {job} {why}; `berth logs -f {job}` waits for it and follows\n")

@@ -25,6 +25,11 @@ unless -r/--expand. Unprintable characters in names are shown escaped (\\xff); -
 it sent it: "daemon" (pid, socket, system, user, private, admins), "jobs", "users" and
 "fairshare".
 
+On Slurm (--backend slurm) the same table, -u, -t, --all, -r and --noheader, from squeue (and
+sacct, where the cluster keeps accounting, for --all); the GPUs column is what each job asked
+(a fraction for Slurm's shards). --json is then the jobs as the backend reports them;
+--start, --users and --pty are the local daemon's.
+
 When more than one user has jobs, a block under the table gives each user's running jobs and
 GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of everyone's
 usage, and the fair-share factor (Slurm's 2^(-usage/share): 1 = has used nothing, 0.5 = its
@@ -39,13 +44,18 @@ import os
 import pwd
 import sys
 
-from berth.client import Client, call
+from berth.backends.base import CODES
+from berth.cli.backend_choice import of
 from berth.errors import UsageError
 from berth.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from berth.backends.base import Backend, JobInfo
+
+    Row = list[Any]  # [the id as shown, its JobInfo]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,15 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pty", action="store_true", help="only jobs with a terminal to attach to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def _uid(user: str) -> int:
-    if user.isdigit():
-        return int(user)
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except KeyError:
-        raise UsageError(f"no user {user!r} on this machine") from None
 
 
 def shown(text: object) -> str:
@@ -123,48 +124,40 @@ def compact(indices: list[int]) -> str:
     return ",".join(out)
 
 
-def fold(rows: list[dict[str, Any]], expand: bool = False) -> list[dict[str, Any]]:
+def fold(rows: list[JobInfo], expand: bool = False) -> list[Row]:
     """Rows as shown: an array's task as ``12_3``, and its pending tasks in one row,
     ``12_[3-9%2]`` (unless ``expand``), where its first pending task was."""
-    out: list[dict[str, Any]] = []
-    pending: dict[Any, tuple[dict[str, Any], list[int]]] = {}
+    out: list[Row] = []
+    pending: dict[str, tuple[Row, list[int]]] = {}
     for r in rows:
-        array = r.get("array_job")
-        if array is None:
-            out.append(r)
-        elif expand or r["state"] != "PENDING":
-            out.append({**r, "id": f"{array}_{r['array_task']}"})
-        else:
-            if array not in pending:
-                pending[array] = (dict(r), [])
-                out.append(pending[array][0])
-            pending[array][1].append(int(r["array_task"]))
+        array = r.array_job
+        if array is None or r.array_task is None or expand or r.state != "PENDING":
+            out.append([r.id, r])
+            continue
+        if array not in pending:
+            pending[array] = ([r.id, r], [])
+            out.append(pending[array][0])
+        pending[array][1].append(r.array_task)
     for array, (first, tasks) in pending.items():
-        limit = first.get("group_limit")
+        limit = first[1].array_limit
         inside = compact(tasks) + (f"%{limit}" if limit else "")
         one = len(tasks) == 1 and not limit
-        first["id"] = f"{array}_{tasks[0]}" if one else f"{array}_[{inside}]"
+        first[0] = f"{array}_{tasks[0]}" if one else f"{array}_[{inside}]"
     return out
 
 
-def format_rows(rows: list[dict[str, Any]], header: bool = True) -> str:
+def format_rows(rows: list[Row], header: bool = True) -> str:
     lines = [("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")]
-    for r in rows:
-        if r["state"] == "PENDING":
-            where = f"({r['reason'] or 'None'})"
-        elif r["nodelist"]:
-            where = "gpu:" + ",".join(str(g) for g in r["nodelist"])
-        else:
-            where = ""
-        gpus = r["gpus"]
+    for shown_id, r in rows:
+        where = f"({r.reason or 'None'})" if r.state == "PENDING" else r.where
         lines.append(
             (
-                str(r["id"]),
-                shown(r["name"])[:20],
-                shown(r["user"])[:12],
-                r["st"],
-                format_duration(r["time"]) if r["time"] is not None else "0:00",
-                f"{gpus:g}" if isinstance(gpus, float) else str(gpus),
+                shown_id,
+                shown(r.name)[:20],
+                shown(r.user)[:12],
+                CODES.get(r.state, "?"),
+                format_duration(r.elapsed) if r.elapsed is not None else "0:00",
+                r.gpus,
                 where,
             )
         )
@@ -180,7 +173,19 @@ def format_rows(rows: list[dict[str, Any]], header: bool = True) -> str:
     return "".join(line + "\n" for line in out)
 
 
+LOCAL_ONLY = {
+    "start": "--start: not on Slurm; `squeue --start` gives Slurm's own estimate",
+    "users": "--users: not on Slurm; `sshare` gives Slurm's fair share",
+    "pty": "--pty: not on Slurm (its jobs have no terminal to attach to)",
+}
+
+
 def run(args: argparse.Namespace) -> int:
+    backend = of(args)
+    if backend.name != "local":
+        for opt, why in LOCAL_ONLY.items():
+            if getattr(args, opt):
+                raise UsageError(why)
     if args.start:  # as squeue --start
         from berth.cli import simulate  # rare: --start (heavy: the simulator)
 
@@ -190,41 +195,35 @@ def run(args: argparse.Namespace) -> int:
         simulate.add_arguments(what_if)
         opts = what_if.parse_args(["--what-if", *(["--json"] if args.json else [])])
         return simulate.run(opts)
-
-    fields: dict[str, Any] = {"all": args.all}
-    if args.user:
-        fields["uid"] = _uid(args.user)
-    if args.states:
-        fields["states"] = [s for s in args.states.split(",") if s.strip()]
+    states = [s for s in (args.states or "").split(",") if s.strip()]
     if args.json:
-        _json(fields)
+        _json(backend, args, states)
         return 0
-    reply = call("queue", **fields)
+    rows = backend.list(user=args.user, finished=args.all, states=states)
+    about: dict[str, Any] = getattr(backend, "about", {})  # the local daemon's: who, users
     header = not args.noheader
-    if header and reply.get("daemon"):
-        sys.stdout.write(which_daemon(reply["daemon"]) + "\n")
-    users = reply.get("users") or []
+    if header and about.get("daemon"):
+        sys.stdout.write(which_daemon(about["daemon"]) + "\n")
+    users = about.get("users") or []
     if args.users:
-        sys.stdout.write(format_users(users, reply.get("fairshare") or {}, header))
+        sys.stdout.write(format_users(users, about.get("fairshare") or {}, header))
         return 0
     if args.pty:
-        return _ptys(reply["jobs"], header)
-    sys.stdout.write(format_rows(fold(reply["jobs"], args.expand), header))
+        return _ptys(rows, header)
+    sys.stdout.write(format_rows(fold(rows, args.expand), header))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
-        sys.stdout.write("\n" + format_users(users, reply.get("fairshare") or {}, header))
+        sys.stdout.write("\n" + format_users(users, about.get("fairshare") or {}, header))
     return 0
 
 
-def _ptys(rows: list[dict[str, Any]], header: bool) -> int:
+def _ptys(rows: list[JobInfo], header: bool) -> int:
     """Seed 002's `screens`: the running jobs that have a terminal, and how to see it."""
-    rows = [
-        r for r in fold(rows, expand=True)
-        if r.get("pty") and r["state"] in ("RUNNING", "COMPLETING")
-    ]  # fmt: skip
-    sys.stdout.write(format_rows(rows, header))
+    rows = [r for r in rows if r.extra.get("pty") and r.state in ("RUNNING", "COMPLETING")]
+    shown_rows = fold(rows, expand=True)
+    sys.stdout.write(format_rows(shown_rows, header))
     if header and rows:
         sys.stdout.write(
-            f"`berth attach {rows[0]['id']}` shows a job's screen as it is now and lets you "
+            f"`berth attach {rows[0].id}` shows a job's screen as it is now and lets you "
             "type into it (Ctrl-] detaches)\n"
         )
     elif header:
@@ -273,19 +272,14 @@ def format_users(users: list[dict[str, Any]], fair: dict[str, Any], header: bool
     return "".join(line + "\n" for line in out)
 
 
-def _json(fields: dict[str, Any]) -> None:
-    """The daemon's answer as it sent it, without its ``"ok":true``: ``{"daemon": {...},
-    "jobs": [...]}``, written out without being decoded and encoded again (a long queue costs
-    the client a copy, not a parse)."""
-    with Client() as c:
-        c.send("queue", **fields)
-        raw = c.receive_raw()
-    head = b'{"ok":true,'
-    if raw.startswith(head) and raw.endswith(b"}"):
-        body = b"{" + raw[len(head) :]
-    else:  # some other layout: decode it after all
-        reply = json.loads(raw)
-        reply.pop("ok", None)
-        body = json.dumps(reply, separators=(",", ":")).encode()
+def _json(backend: Backend, args: argparse.Namespace, states: list[str]) -> None:
+    """The local daemon's answer as it sent it, without its ``"ok":true``: ``{"daemon":
+    {...}, "jobs": [...]}``, written out without being decoded and encoded again (a long
+    queue costs the client a copy, not a parse); on Slurm, the jobs as it reports them."""
+    raw = getattr(backend, "queue_json", None)
     sys.stdout.flush()
-    sys.stdout.buffer.write(body + b"\n")
+    if raw is not None:
+        sys.stdout.buffer.write(raw(user=args.user, finished=args.all, states=states) + b"\n")
+        return
+    rows = backend.list(user=args.user, finished=args.all, states=states)
+    sys.stdout.write(json.dumps([r.to_dict() for r in rows]) + "\n")

@@ -5,7 +5,9 @@ berth show 12_3        # task 3 of array 12
 berth show 12 --json
 
 Anyone may look at any job. A daemon started with --private shows another user's command,
-directory and log paths only to admins (the fields read "(private)").
+directory and log paths only to admins (the fields read "(private)"). On Slurm (--backend
+slurm): what squeue/sacct say of the job, scontrol's record of it and berth's own (its logs
+and batch script).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import json
 import sys
 import time
 
+from berth.cli.backend_choice import of
+from berth.cli.job_ids import job_id
 from berth.cli.queue import shown
-from berth.client import call
 from berth.units import format_duration, format_size
 
 TYPE_CHECKING = False
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_id", type=int, help="the job")
+    p.add_argument("job_id", type=job_id, help="the job (12), or an array's task (12_3)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -123,10 +126,33 @@ def format_job(j: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_slurm(job: dict[str, Any]) -> str:
+    """What the Slurm backend's ``show`` gives (berth.backends.slurm.Slurm.show)."""
+    out = []
+    for j in job["jobs"]:
+        native = f" ({j['native']})" if j["native"] != j["state"] else ""
+        reason = f" ({j['reason']})" if j.get("reason") else ""
+        code = f", exit code {j['exit_code']}" if j.get("exit_code") is not None else ""
+        out.append(f"Job {j['id']} ({shown(j['name'])}) of {shown(j['user'])} on Slurm: "
+                   f"{j['state']}{native}{reason}{code}")  # fmt: skip
+        out.append(f"  gpus: {j['gpus'] or '-'}   where: {j['where'] or '-'}")
+    for rec in job["slurm"]:
+        out.append("  slurm: " + " ".join(f"{k}={shown(v)}" for k, v in rec.items()))
+    rec = job.get("berth")
+    if rec:
+        out.append(f"  logs:   {shown(rec['stdout'])}" + ("" if rec["stderr"] == rec["stdout"]
+                   else f" (errors: {shown(rec['stderr'])})"))  # fmt: skip
+        out.append(f"  script: {rec.get('script', '-')}")
+    return "\n".join(out) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
-    job = call("show", job_id=args.job_id)["job"]
+    backend = of(args)
+    job = backend.show(args.job_id)
     if args.json:
         sys.stdout.write(json.dumps(job) + "\n")
+    elif backend.name == "slurm":
+        sys.stdout.write(format_slurm(job))
     else:
         sys.stdout.write(format_job(job))
     return 0

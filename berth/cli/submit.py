@@ -287,14 +287,13 @@ def run(args: argparse.Namespace) -> int:
             if job.request_source:
                 out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()
+    if args.interactive or args.wait:
+        from berth.backends.local import Local  # rare: -i, --wait
+        from berth.cli.logs import follow, wait_end  # rare: -i, --wait
+
         if args.interactive:
-            from berth.cli.logs import follow  # rare: -i
-
-            return follow(c, job_id, reply["stdout"], reply["stderr"], detach_hint=True)
-        if args.wait:
-            from berth.cli.logs import wait_end  # rare: --wait
-
-            return wait_end(c, job_id, args.json)
+            return follow(Local(), str(job_id), reply["stdout"], reply["stderr"], True)
+        return wait_end(Local(), str(job_id), args.json)
     return 0
 
 

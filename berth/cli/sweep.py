@@ -93,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
             out = sys.stderr if args.wait else sys.stdout
             out.write(f"Submitted job {reply['job_id']}{_array_said(reply)}\n")
         sys.stdout.flush()
-        if args.wait:
-            from berth.cli.logs import wait_end  # rare: --wait
+    if args.wait:
+        from berth.backends.local import Local  # rare: --wait
+        from berth.cli.logs import wait_end  # rare: --wait
 
-            return wait_end(c, reply["job_id"], args.json)
+        return wait_end(Local(), str(reply["job_id"]), args.json)
     return 0

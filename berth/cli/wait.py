@@ -6,31 +6,34 @@
   berth wait --timeout 1h 12   # exit 6 if they have not all ended by then
   berth submit --parsable -- python a.py | xargs berth wait && echo done
 
-Prints one line per job as it ends (`job 12: COMPLETED (exit code 0)`; --json: the job's row).
-The exit status is the outcome: 0 if every job COMPLETED, else that of the first one (in the
-order given) that did not: its exit code (1..255), or 1 (cancelled, timed out, lost...).
+Prints one line per job as it ends (`job 12: FAILED (exit code 3)`; --json: the job as the
+backend reports it). The exit status is the outcome, the same on the local queue and on Slurm:
+0 if every job COMPLETED, else that of the first one (in the order given) that did not: the
+exit code of a job that FAILED (1..255), or 1 (CANCELLED, TIMEOUT, LOST...).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
-from berth.cli.job_ids import job_ref
-from berth.client import Client
+from berth.backends.base import exit_status
+from berth.cli.backend_choice import of
+from berth.cli.job_ids import job_id
 from berth.errors import EXIT_TIMEOUT, UsageError
 from berth.units import parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    import argparse
+
+    from berth.backends.base import JobInfo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "job_ids", type=job_ref, nargs="+", metavar="ID", help="jobs (12) or tasks (12_3)"
+        "job_ids", type=job_id, nargs="+", metavar="ID", help="jobs (12) or tasks (12_3)"
     )
     p.add_argument("--timeout", help="give up after this long (90, 15m, 2h): exit 6")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing, only exit")
@@ -49,43 +52,32 @@ def deadline_of(args: argparse.Namespace) -> float | None:
 
 def run(args: argparse.Namespace) -> int:
     deadline = deadline_of(args)
+    backend = of(args)
     status = 0
-    with Client() as c:
-        c.settimeout(None)
-        for ref in args.job_ids:
-            row = _wait(c, ref, deadline)
-            if row is None:
-                if not args.quiet:
-                    sys.stderr.write(f"berth wait: job {ref} has not ended (--timeout)\n")
-                return EXIT_TIMEOUT
-            _say(args, ref, row)
-            if status == 0 and row["state"] != "COMPLETED":
-                code = row.get("exit_code")
-                status = code if isinstance(code, int) and 0 < code < 256 else 1
+    for ref in args.job_ids:
+        left = float("inf") if deadline is None else max(0.0, deadline - time.monotonic())
+        info = backend.wait(ref, left)
+        if info is None:
+            raise UsageError(f"no job {ref}: see `berth queue --all`")
+        if not info.finished:
+            if not args.quiet:
+                sys.stderr.write(f"berth wait: job {ref} has not ended (--timeout)\n")
+            return EXIT_TIMEOUT
+        _say(args, ref, info)
+        if status == 0:
+            status = exit_status(info)
     return status
 
 
-def _wait(c: Any, ref: int | str, deadline: float | None) -> dict[str, Any] | None:
-    """The job's row once it has ended, or None at the deadline."""
-    while True:
-        left = 3600.0 if deadline is None else max(0.0, deadline - time.monotonic())
-        reply = c.call("wait", job_id=ref, timeout=min(left, 3600.0))
-        if reply["finished"]:
-            row: dict[str, Any] = reply["job"]
-            return row
-        if deadline is not None and time.monotonic() >= deadline:
-            return None
-
-
-def _say(args: argparse.Namespace, ref: int | str, row: dict[str, Any]) -> None:
+def _say(args: argparse.Namespace, ref: str, info: JobInfo) -> None:
     if args.quiet:
         return
     if args.json:
-        sys.stdout.write(json.dumps(row) + "\n")
+        sys.stdout.write(json.dumps(info.to_dict()) + "\n")
     else:
-        code = row.get("exit_code")
+        code = info.exit_code
         sys.stdout.write(
-            f"job {ref}: {row['state']}" + (f" (exit code {code})" if code is not None else "")
+            f"job {ref}: {info.state}" + (f" (exit code {code})" if code is not None else "")
             + "\n"
         )  # fmt: skip
     sys.stdout.flush()

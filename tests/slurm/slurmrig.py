@@ -150,7 +150,8 @@ class SlurmRig:
         if self.accounting:
             accounting = (
                 "AccountingStorageType=accounting_storage/slurmdbd\n"
-                f"AccountingStorageHost=localhost\nAccountingStoragePort={self.dbd_port}"
+                f"AccountingStorageHost=localhost\nAccountingStoragePort={self.dbd_port}\n"
+                "AccountingStorageTRES=gres/gpu,gres/shard"  # (what GPU clusters set)
             )
         self.values = {
             "root": self.root,
@@ -263,8 +264,9 @@ class SlurmRig:
         return [n for n in names if _STEP_SOCKET.match(n)]
 
     def clear(self, timeout: float = 20) -> None:
-        """Cancel every job and wait until none runs and no step daemon is left."""
-        ids = self.job_ids()
+        """Cancel every job and wait until none runs and no step daemon is left (an array
+        by its own id: squeue's ``12_[3-9%2]`` is no id scancel takes)."""
+        ids = sorted(set(self.run("squeue", "-h", "-o", "%F").stdout.split()))
         if ids:
             self.run("scancel", *ids, check=False)
         wait_until(

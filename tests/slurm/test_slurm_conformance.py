@@ -11,7 +11,7 @@ from helpers import wait_until
 from slurmkit import BackendRig
 
 from berth.backends.base import ArraySpec
-from berth.errors import BerthError
+from berth.errors import BerthError, UsageError
 
 
 def _read(path: str) -> str:
@@ -101,9 +101,11 @@ def test_cancel_ends_a_running_job_and_says_what_it_did(backend: BackendRig) -> 
         lambda: b.backend.status([running.id])[running.id].state == "RUNNING",
         timeout=20, message="the job runs",
     )  # fmt: skip
-    said = b.backend.cancel([running.id, ended.id, "99999"])
+    with pytest.raises(UsageError, match="no job 99999"):  # nothing is cancelled
+        b.backend.cancel([running.id, "99999"])
+    assert b.backend.status([running.id])[running.id].state == "RUNNING"
+    said = b.backend.cancel([running.id, ended.id])
     assert said[ended.id] == "already COMPLETED"
-    assert said["99999"] == "no such job"
     info = _end(b, running.id, timeout=20)
     assert info.state == "CANCELLED"  # type: ignore[attr-defined]
 
