@@ -115,7 +115,7 @@ class WaiterInfo:
         self.reserve = [] if self.stale else self.wanted
 
 
-class State:
+class LedgerScan:
     """The living claims and waiters (oldest first) at one moment."""
 
     __slots__ = ("claims", "waiters")
