@@ -147,6 +147,24 @@ def create_locked(dirpath: str, final: str, body: bytes, tag: str) -> int:
     return fd
 
 
+def read_only(fd: int) -> int:
+    """A second, read-only descriptor of the claim file open on ``fd``, holding its own shared
+    lock: what a holder passes on to a process that must keep the claim alive but may not
+    change it (a daemon job gets these: through the read-write one it inherited, it could
+    rewrite what its root-owned claim says, or fill the ledger's filesystem). Close-on-exec
+    like every other; the caller makes it inheritable."""
+    ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        a, b = os.fstat(fd), os.fstat(ro)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+            raise OSError(errno.ESTALE, "the claim file changed under its descriptor")
+        fcntl.flock(ro, fcntl.LOCK_SH)
+    except BaseException:
+        os.close(ro)
+        raise
+    return ro
+
+
 class Probe:
     """What one look at a ledger file found. ``alive`` is None if the file is gone, or is no
     ledger file at all (see :func:`probe`)."""

@@ -175,6 +175,31 @@ class Ledger:
                 os.close(fd)
         return done
 
+    def withdraw(self, lease_id: str | None) -> int:
+        """Remove the claim files of lease ``lease_id`` that this process's user owns: the
+        claim ends for everybody now, whoever still holds a descriptor or a lock on them
+        (the daemon, when a job's end is recorded: a job's leftovers, or another user
+        sitting on a shared lock, must not keep its GPUs claimed). How many were removed."""
+        if not lease_id:
+            return 0
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return 0
+        done = 0
+        for name in names:
+            parsed = files.parse_claim_name(name)
+            if parsed is None or parsed[1] != lease_id:
+                continue
+            path = os.path.join(self.path, name)
+            try:
+                if os.lstat(path).st_uid == self.euid:
+                    os.unlink(path)
+                    done += 1
+            except OSError:
+                pass
+        return done
+
     # -- claiming ----------------------------------------------------------------------------
 
     def claim(

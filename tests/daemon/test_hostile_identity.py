@@ -13,19 +13,93 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import signal
 from typing import Any
 
 import pytest
+from helpers import wait_until
+from pidreuse import alive, end, process_at
 from test_system_mode import System
-from userrun import ADMINS, B, ensure_users
+from userrun import ADMINS, A, B, call_as, ensure_users
+
+from berth.claims import files
+from berth.claims.ledger import Ledger
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
 
 @pytest.fixture
 def system(daemon: Any) -> System:
+    """The system daemon, its claims in a directory every user reaches (as /run/berth)."""
     ensure_users()
-    return System(daemon)
+    system = System(daemon)
+    daemon.env["BERTH_CLAIMS_DIR"] = system.run
+    with open(system.config) as f:
+        text = f.read()
+    with open(system.config, "w") as f:
+        f.write(text.replace("[claims]\n", f'[claims]\ndir = "{system.run}"\n'))
+    return system
+
+
+# A job of mallory's (B): it tries to write through the claim descriptor it inherited, then
+# locks its claim file from a child that hands the lock on to a grandchild and exits, so
+# that /proc/locks names a dead pid. It prints what the write did, the dead pid, the
+# grandchild's and its supervisor's, then sleeps.
+MALLORYS_JOB = """
+import errno, fcntl, os, time
+fd, path = next(
+    (int(n), os.readlink(f"/proc/self/fd/{n}")) for n in os.listdir("/proc/self/fd")
+    if os.path.basename(os.readlink(f"/proc/self/fd/{n}") if os.path.exists(f"/proc/self/fd/{n}") else "").startswith("c.")
+)
+try:
+    os.pwrite(fd, b"x" * 65536, 0)
+    wrote = "wrote"
+except OSError as e:
+    wrote = errno.errorcode[e.errno]
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(r)
+    lock = os.open(path, os.O_RDONLY)
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    grandchild = os.fork()
+    if grandchild == 0:
+        os.close(w)
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    os.write(w, str(grandchild).encode())
+    os._exit(0)
+os.close(w)
+grandchild = int(os.read(r, 64))
+os.waitpid(child, 0)
+print(wrote, child, grandchild, os.getppid(), flush=True)
+time.sleep(600)
+"""
+
+
+def _mallorys_job(system: System) -> tuple[int, list[str]]:
+    """Submit MALLORYS_JOB as B on one GPU; (job id, the words it printed)."""
+    job = system.submit(B, "-g", "1", "--", "/usr/bin/python3", "-c", MALLORYS_JOB)
+
+    def said() -> list[str] | None:
+        path = system.rig.job(job)["stdout"]
+        try:
+            with open(path) as f:
+                words = f.read().split()
+        except OSError:
+            return None
+        return words if len(words) == 4 else None
+
+    return job, wait_until(said, timeout=20, message="mallory's job to set up")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def _forked_as(user: str, groups: list[int], fn: Any) -> Any:
@@ -77,3 +151,84 @@ def test_groups_a_process_carries_do_not_make_its_user_an_admin(system: System) 
 
     got = _forked_as(B, [admin_gid], pause)
     assert got.get("code") == "NOT_OWNER" and "may not pause GPUs" in got["message"], got
+
+
+def test_a_job_cannot_write_its_claim_file(system: System) -> None:
+    """The claim file is root's, written before the job starts; the job holds it through a
+    read-only descriptor (before issue 20 a read-write one: it could rewrite what the claim
+    says, or fill /run/berth's tmpfs)."""
+    system.start()
+    job, (wrote, *_) = _mallorys_job(system)
+    try:
+        assert wrote == "EBADF"
+        (c,) = Ledger(system.run).scan().claims
+        assert (c.uid, c.corrupt, c.label) == (0, False, f"berth job {job} (python3)")
+        assert os.stat(c.path).st_size < 4096
+    finally:
+        system.rig.call("cancel", job_ids=[job])
+        system.rig.wait_done([job])
+
+
+def test_the_daemon_does_not_kill_whoever_got_a_pid_proc_locks_names(system: System) -> None:
+    """Mallory's job makes /proc/locks name a pid that dies; the number comes round to A's
+    process; mallory kills her job's supervisor. The daemon ends what the job left (before
+    issue 20: every pid /proc/locks named on its claim files, A's process with them)."""
+    system.start()
+    job, (_, dead, grandchild, supervisor) = _mallorys_job(system)
+    victim = process_at(int(dead), A)
+    try:
+        (c,) = Ledger(system.run).scan().claims
+        assert victim in files.lock_owners(os.stat(c.path))
+        assert call_as(B, lambda: os.kill(int(supervisor), signal.SIGKILL)) is None
+        assert system.rig.wait_done([job])[job]["state"] == "LOST"
+        wait_until(lambda: _gone(int(grandchild)), timeout=10, message="her grandchild ends")
+        assert alive(victim), "the daemon killed A's process: its pid was in /proc/locks"
+        assert Ledger(system.run).scan().claims == []
+    finally:
+        end(victim)
+        if not _gone(int(grandchild)):
+            os.kill(int(grandchild), signal.SIGKILL)
+
+
+def _sit_on(path: str, user: str) -> int:
+    """A process of ``user`` holding a shared lock on ``path``; its pid, once it holds it."""
+    import fcntl
+
+    pw = pwd.getpwnam(user)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            os.write(w, b"x")
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"x"
+    os.close(r)
+    return pid
+
+
+def test_a_lock_on_a_jobs_claim_file_does_not_keep_its_gpu_claimed(system: System) -> None:
+    """B sits on a shared lock of A's job's claim file; once the job ends the GPU is free
+    (before issue 20 it stayed "claimed by root" as long as B liked)."""
+    system.start()
+    job = system.submit(A, "-g", "1", "--", "sleep", "600")
+    wait_until(lambda: Ledger(system.run).scan().claims, timeout=15, message="A's job runs")
+    (c,) = Ledger(system.run).scan().claims
+    sitter = _sit_on(c.path, B)
+    try:
+        system.rig.call("cancel", job_ids=[job])
+        assert system.rig.wait_done([job])[job]["state"] == "CANCELLED"
+        wait_until(
+            lambda: Ledger(system.run).scan().claims == [],
+            timeout=5,
+            message="the ended job's claim to go",
+        )
+    finally:
+        end(sitter)
