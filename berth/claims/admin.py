@@ -88,19 +88,24 @@ def _signal(claims: Iterable[ClaimInfo], sig: int) -> list[int]:
     return done
 
 
-def end_claims(ledger: Ledger, claims: list[ClaimInfo], grace: float) -> list[int]:
-    """SIGTERM the holders of ``claims``, SIGKILL those left after ``grace`` seconds, then
-    remove the claim files. Returns the pids that had to be killed."""
+def wait_ended(ledger: Ledger, claims: list[ClaimInfo], timeout: float) -> list[ClaimInfo]:
+    """Wait up to ``timeout`` seconds for ``claims`` to end; those still alive."""
     names = {c.name for c in claims}
-    _signal(claims, signal.SIGTERM)
     watcher = watcher_for(ledger.path)
-    deadline = time.monotonic() + grace
+    deadline = time.monotonic() + timeout
     while True:
         alive = [c for c in ledger.scan(bodies=False).claims if c.name in names]
         left = deadline - time.monotonic()
         if not alive or left <= 0:
-            break
+            return alive
         watcher.wait(min(left, 0.2))
+
+
+def end_claims(ledger: Ledger, claims: list[ClaimInfo], grace: float) -> list[int]:
+    """SIGTERM the holders of ``claims``, SIGKILL those left after ``grace`` seconds, then
+    remove the claim files. Returns the pids that had to be killed."""
+    _signal(claims, signal.SIGTERM)
+    alive = wait_ended(ledger, claims, grace)
     killed = _signal(alive, signal.SIGKILL) if alive else []
     for c in claims:  # dead now, or about to be: the name goes in any case
         try:

@@ -2,7 +2,9 @@
 
 For the admin (root, or a member of [claims] admin_group in the config): any claim. Anyone
 else may end only their own claims, and is refused (exit 4) if another user holds one of the
-GPUs. Asks for confirmation unless --yes.
+GPUs. A claim the daemon made for a running queue job is ended by cancelling that job
+through the daemon (which says who may), never by signalling anything. Asks for
+confirmation unless --yes.
 
 examples:
   berth release 2                 end whoever holds GPU 2 (asks first)
@@ -13,11 +15,12 @@ examples:
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from berth import config
 from berth.choose import matches
-from berth.claims.admin import end_claims, holder_pids, is_admin
+from berth.claims.admin import end_claims, holder_pids, is_admin, wait_ended
 from berth.claims.ledger import Ledger, user_name
 from berth.devices import read_gpus
 from berth.errors import Refused, UsageError
@@ -26,6 +29,12 @@ from berth.units import parse_duration, parse_gpu_words
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
+
+    from berth.claims.ledger import ClaimInfo
+    from berth.client import Client
+
+_JOB_LABEL = re.compile(r"berth job (\d+) ")  # what the daemon labels its jobs' claims
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,6 +59,55 @@ def _resolve(ids: list[str]) -> dict[str, int | None]:
     return out
 
 
+def _server_uid(client: Client) -> int:
+    import socket  # (the client's connection: SO_PEERCRED says who serves it)
+    import struct
+
+    with socket.socket(fileno=os.dup(client.fileno())) as sock:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int(struct.unpack("3i", raw)[1])
+
+
+def _queue_jobs(claims: list[ClaimInfo]) -> tuple[Client | None, dict[int, dict[str, Any]]]:
+    """The daemon and the running jobs it made ``claims`` for (job id -> job): claims whose
+    file belongs to the user the daemon runs as, labelled by it with the job's id (the job
+    cannot rewrite its claim file: it holds it read-only)."""
+    ids = {int(m.group(1)) for c in claims if (m := _JOB_LABEL.match(c.label or ""))}
+    if not ids:
+        return None, {}
+    from berth.client import Client
+    from berth.errors import BerthError
+
+    try:
+        client = Client(timeout=10)
+    except BerthError:
+        return None, {}
+    try:
+        uid = _server_uid(client)
+        theirs = {
+            int(m.group(1))
+            for c in claims
+            if c.uid == uid and (m := _JOB_LABEL.match(c.label or ""))
+        }
+        jobs = {}
+        for i in sorted(theirs):
+            job = client.call("show", job_id=i)["job"]
+            if job.get("state") == "RUNNING":
+                jobs[i] = job
+    except BerthError:
+        client.close()
+        return None, {}
+    if not jobs:
+        client.close()
+        return None, {}
+    return client, jobs
+
+
+def _job_of(c: ClaimInfo, jobs: dict[int, dict[str, Any]]) -> int | None:
+    m = _JOB_LABEL.match(c.label or "")
+    return int(m.group(1)) if m and int(m.group(1)) in jobs else None
+
+
 def run(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
@@ -59,9 +117,12 @@ def run(args: argparse.Namespace) -> int:
     if not claims:
         sys.stdout.write("berth release: no claims on " + ", ".join(args.gpus) + "\n")
         return 0
+    client, jobs = _queue_jobs(claims)
+    queued = [c for c in claims if _job_of(c, jobs) is not None]
+    direct = [c for c in claims if _job_of(c, jobs) is None]
     me = os.geteuid()
     if not is_admin(cfg):
-        others = [c for c in claims if c.uid != me]
+        others = [c for c in direct if c.uid != me]
         if others:
             c = others[0]
             group = f" or members of group {cfg.admin_group}" if cfg.admin_group else ""
@@ -73,20 +134,30 @@ def run(args: argparse.Namespace) -> int:
     lines = [
         f"  GPU {gpus[c.uuid]}: {c.user} pid {','.join(map(str, c.pids)) or '?'} "
         f"share {c.share:g}: {c.command or '?'}"
-        for c in claims
+        for c in direct
+    ] + [
+        f"  GPU {gpus[c.uuid]}: job {j} of {jobs[j].get('user')} (the queue): {c.command or '?'}"
+        for c in queued
+        if (j := _job_of(c, jobs)) is not None
     ]
-    pids = holder_pids(claims)
+    pids = holder_pids(direct)
     sys.stdout.write("claims to end:\n" + "\n".join(lines) + "\n")
     if not args.yes:
-        sys.stdout.write(
-            f"send SIGTERM to {len(pids)} holder process(es), SIGKILL after {grace:g} s? [y/N] "
-        )
+        what = [f"send SIGTERM to {len(pids)} holder process(es), SIGKILL after {grace:g} s"]
+        if jobs:
+            what.append(f"cancel job(s) {', '.join(map(str, sorted(jobs)))} through the daemon")
+        sys.stdout.write(" and ".join(what) + "? [y/N] ")
         sys.stdout.flush()
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
             sys.stdout.write("berth release: nothing done\n")
             return 1
-    killed = end_claims(ledger, claims, grace)
+    if client is not None and jobs:
+        with client:
+            client.call("cancel", job_ids=sorted(jobs))  # (the daemon says who may)
+    killed = end_claims(ledger, direct, grace) if direct else []
+    if queued:
+        wait_ended(ledger, queued, grace + 30)  # the daemon's own grace before SIGKILL
     note = f" ({len(killed)} needed SIGKILL)" if killed else ""
     sys.stdout.write(f"berth release: ended {len(claims)} claim(s){note}\n")
     return 0

@@ -232,3 +232,21 @@ def test_a_lock_on_a_jobs_claim_file_does_not_keep_its_gpu_claimed(system: Syste
         )
     finally:
         end(sitter)
+
+
+def test_release_of_a_queue_jobs_gpu_cancels_the_job_and_spares_the_daemon(
+    system: System,
+) -> None:
+    """`berth release` of a GPU a queue job holds asks the daemon to cancel the job (before
+    issue 20 it sent SIGTERM to every pid /proc/locks named: the daemon, which took the
+    claim's lock, stopped)."""
+    system.start()
+    job = system.submit(A, "-g", "1", "--", "sleep", "600")
+    wait_until(lambda: Ledger(system.run).scan().claims, timeout=15, message="A's job runs")
+    (c,) = Ledger(system.run).scan().claims
+    out = system.rig.berth("release", str(c.index), "--yes", "--grace", "5")
+    assert out.returncode == 0, out.stderr
+    assert system.rig.wait_done([job])[job]["state"] == "CANCELLED"
+    assert system.rig.proc.poll() is None, "berth release stopped the daemon"
+    assert f"job {job} of {A} (the queue)" in out.stdout
+    assert Ledger(system.run).scan().claims == []
