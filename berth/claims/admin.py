@@ -10,6 +10,7 @@ group.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -22,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from berth.claims.ledger import ClaimInfo, Ledger
+    from berth.claims.ledger import ClaimInfo, Ledger, WaiterInfo
     from berth.config import Config
 
 
@@ -46,7 +47,7 @@ def is_admin(cfg: Config) -> bool:
     return gid == pw.pw_gid or gid in os.getgrouplist(pw.pw_name, pw.pw_gid)
 
 
-def holder_pids(claims: Iterable[ClaimInfo]) -> list[int]:
+def holder_pids(claims: Iterable[ClaimInfo | WaiterInfo]) -> list[int]:
     """The processes proven to hold these claims open now (not this one): those
     :func:`berth.claims.files.holders` names (/proc/locks, /proc/PID/fd) that have one of
     the files open (:func:`berth.claims.procs.holds_file`). /proc/locks alone names the pid
@@ -58,15 +59,19 @@ def holder_pids(claims: Iterable[ClaimInfo]) -> list[int]:
     return out
 
 
-def _proven(claims: Iterable[ClaimInfo]) -> list[tuple[int, int]]:
-    """(pid, pidfd) of the processes proven to hold these claims open (not this one)."""
-    claims = list(claims)
-    idents = {c.ident for c in claims}
-    proof = holds_file(idents)
+def _proven(claims: Iterable[ClaimInfo | WaiterInfo]) -> list[tuple[int, int]]:
+    """(pid, pidfd) of the processes proven to hold these files open (not this one)."""
+    idents: set[tuple[int, int]] = set()
     hints: set[int] = set()
     for c in claims:
+        try:
+            st = os.stat(c.path)
+        except OSError:
+            continue
+        idents.add((st.st_dev, st.st_ino))
         hints.update(files.holders(c.path))
     hints.discard(os.getpid())
+    proof = holds_file(idents)
     out = []
     for pid in sorted(hints):
         fd = open_proven(pid, proof)
@@ -75,8 +80,8 @@ def _proven(claims: Iterable[ClaimInfo]) -> list[tuple[int, int]]:
     return out
 
 
-def _signal(claims: Iterable[ClaimInfo], sig: int) -> list[int]:
-    """Send ``sig`` to the proven holders of ``claims`` (to the process group of one that
+def _signal(claims: Iterable[ClaimInfo | WaiterInfo], sig: int) -> list[int]:
+    """Send ``sig`` to the proven holders of these files (to the process group of one that
     leads its group, as berth run's command does); the pids signalled."""
     done = []
     for pid, fd in _proven(claims):
@@ -86,6 +91,27 @@ def _signal(claims: Iterable[ClaimInfo], sig: int) -> list[int]:
         finally:
             os.close(fd)
     return done
+
+
+def end_waiters(ledger: Ledger, waiters: list[WaiterInfo], grace: float) -> None:
+    """SIGTERM the processes holding these waiter files, SIGKILL those left after ``grace``
+    seconds, and remove the files (a waiter file only its maker holds is no waiter)."""
+    if not waiters:
+        return
+    names = {w.name for w in waiters}
+    _signal(waiters, signal.SIGTERM)
+    watcher = watcher_for(ledger.path)
+    deadline = time.monotonic() + grace
+    while True:
+        alive = [w for w in ledger.scan(bodies=False).waiters if w.name in names]
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
+            break
+        watcher.wait(min(left, 0.2))
+    _signal(alive, signal.SIGKILL)
+    for w in waiters:
+        with contextlib.suppress(OSError):
+            os.unlink(w.path)
 
 
 def wait_ended(ledger: Ledger, claims: list[ClaimInfo], timeout: float) -> list[ClaimInfo]:

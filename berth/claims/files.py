@@ -262,6 +262,16 @@ def lock_owners(st: os.stat_result) -> list[int]:
     return [p for p in pids if p > 0 and os.path.exists(f"/proc/{p}")]
 
 
+def locked_by(path: str, pid: int, uid: int) -> bool:
+    """Does process ``pid``, of user ``uid``, hold the lock on ``path`` (/proc/locks, readable
+    by all: the pid that took the lock)?"""
+    try:
+        st = os.stat(path)
+        return pid in lock_owners(st) and os.stat(f"/proc/{pid}").st_uid == uid
+    except OSError:
+        return False
+
+
 def holders(path: str) -> list[int]:
     """Pids of the processes that have ``path`` open: those whose /proc/PID/fd this user may
     read, plus the lock's owner from /proc/locks."""

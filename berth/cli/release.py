@@ -20,7 +20,7 @@ import sys
 
 from berth import config
 from berth.choose import matches
-from berth.claims.admin import end_claims, holder_pids, is_admin, wait_ended
+from berth.claims.admin import end_claims, end_waiters, holder_pids, is_admin, wait_ended
 from berth.claims.ledger import Ledger, user_name
 from berth.devices import read_gpus
 from berth.errors import Refused, UsageError
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from berth.claims.ledger import ClaimInfo
+    from berth.claims.ledger import ClaimInfo, WaiterInfo
     from berth.client import Client
 
 _JOB_LABEL = re.compile(r"berth job (\d+) ")  # what the daemon labels its jobs' claims
@@ -108,20 +108,52 @@ def _job_of(c: ClaimInfo, jobs: dict[int, dict[str, Any]]) -> int | None:
     return int(m.group(1)) if m and int(m.group(1)) in jobs else None
 
 
+def _lines(
+    gpus: dict[str, int | None],
+    direct: list[ClaimInfo],
+    queued: list[ClaimInfo],
+    jobs: dict[int, dict[str, Any]],
+    waiters: list[WaiterInfo],
+) -> list[str]:
+    """What is to end, one line each."""
+    out = [
+        f"  GPU {gpus[c.uuid]}: {c.user} pid {','.join(map(str, c.pids)) or '?'} "
+        f"share {c.share:g}: {c.command or '?'}"
+        for c in direct
+    ]
+    for c in queued:
+        j = _job_of(c, jobs)
+        out.append(f"  GPU {gpus[c.uuid]}: job {j} of {jobs[j or 0].get('user')} (the queue): "
+                   f"{c.command or '?'}")  # fmt: skip
+    for w in waiters:
+        mine = ",".join(str(gpus[u]) for u, _, _ in w.wanted if u in gpus)
+        out.append(
+            f"  GPU {mine}: waiter of {user_name(w.uid)} pid {w.pid or '?'}, wants "
+            f"{w.want or '?'}" + (" (reserves nothing now)" if w.stale else "")
+        )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
     gpus = _resolve(list(parse_gpu_words(args.gpus, what="GPU")))
     ledger = Ledger(cfg=cfg)
-    claims = [c for c in ledger.scan().claims if c.uuid in gpus]
-    if not claims:
-        sys.stdout.write("berth release: no claims on " + ", ".join(args.gpus) + "\n")
+    scan = ledger.scan()
+    claims = [c for c in scan.claims if c.uuid in gpus]
+    me, admin = os.geteuid(), is_admin(cfg)
+    waiters = [
+        w for w in scan.waiters if any(u in gpus for u, _, _ in w.wanted) and (admin or w.uid == me)
+    ]
+    if not claims and not waiters:
+        sys.stdout.write(
+            "berth release: no claims on " + ", ".join(args.gpus) + " (and no waiters)\n"
+        )
         return 0
     client, jobs = _queue_jobs(claims)
     queued = [c for c in claims if _job_of(c, jobs) is not None]
     direct = [c for c in claims if _job_of(c, jobs) is None]
-    me = os.geteuid()
-    if not is_admin(cfg):
+    if not admin:
         others = [c for c in direct if c.uid != me]
         if others:
             c = others[0]
@@ -131,17 +163,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{c.command or '?'}); only root{group} may end another user's claim: ask "
                 f"{c.user} or the admin ({user_name(me)} may release only their own claims)"
             )
-    lines = [
-        f"  GPU {gpus[c.uuid]}: {c.user} pid {','.join(map(str, c.pids)) or '?'} "
-        f"share {c.share:g}: {c.command or '?'}"
-        for c in direct
-    ] + [
-        f"  GPU {gpus[c.uuid]}: job {j} of {jobs[j].get('user')} (the queue): {c.command or '?'}"
-        for c in queued
-        if (j := _job_of(c, jobs)) is not None
-    ]
-    pids = holder_pids(direct)
-    sys.stdout.write("claims to end:\n" + "\n".join(lines) + "\n")
+    lines = _lines(gpus, direct, queued, jobs, waiters)
+    pids = holder_pids([*direct, *waiters])
+    sys.stdout.write("to end:\n" + "\n".join(lines) + "\n")
     if not args.yes:
         what = [f"send SIGTERM to {len(pids)} holder process(es), SIGKILL after {grace:g} s"]
         if jobs:
@@ -156,8 +180,10 @@ def run(args: argparse.Namespace) -> int:
         with client:
             client.call("cancel", job_ids=sorted(jobs))  # (the daemon says who may)
     killed = end_claims(ledger, direct, grace) if direct else []
+    end_waiters(ledger, waiters, grace)
     if queued:
         wait_ended(ledger, queued, grace + 30)  # the daemon's own grace before SIGKILL
     note = f" ({len(killed)} needed SIGKILL)" if killed else ""
-    sys.stdout.write(f"berth release: ended {len(claims)} claim(s){note}\n")
+    ended = f"ended {len(claims)} claim(s)" + (f", {len(waiters)} waiter(s)" if waiters else "")
+    sys.stdout.write(f"berth release: {ended}{note}\n")
     return 0
