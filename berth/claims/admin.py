@@ -37,7 +37,7 @@ def is_admin(cfg: Config) -> bool:
     if not group:
         return False
     import grp  # rare: an admin group
-    import pwd
+    import pwd  # rare: an admin group
 
     try:
         gid = grp.getgrnam(group).gr_gid

@@ -23,7 +23,7 @@ from berth.choose import matches
 from berth.claims.admin import end_claims, end_waiters, holder_pids, is_admin, wait_ended
 from berth.claims.ledger import Ledger, user_name
 from berth.devices import read_gpus
-from berth.errors import Refused, UsageError
+from berth.errors import BerthError, Refused, UsageError
 from berth.units import parse_duration, parse_gpu_words
 
 TYPE_CHECKING = False
@@ -60,8 +60,8 @@ def _resolve(ids: list[str]) -> dict[str, int | None]:
 
 
 def _server_uid(client: Client) -> int:
-    import socket  # (the client's connection: SO_PEERCRED says who serves it)
-    import struct
+    import socket  # rare: a queue job's claim (SO_PEERCRED says who serves the daemon)
+    import struct  # rare: as socket
 
     with socket.socket(fileno=os.dup(client.fileno())) as sock:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
@@ -75,8 +75,7 @@ def _queue_jobs(claims: list[ClaimInfo]) -> tuple[Client | None, dict[int, dict[
     ids = {int(m.group(1)) for c in claims if (m := _JOB_LABEL.match(c.label or ""))}
     if not ids:
         return None, {}
-    from berth.client import Client
-    from berth.errors import BerthError
+    from berth.client import Client  # rare: a queue job's claim
 
     try:
         client = Client(timeout=10)
