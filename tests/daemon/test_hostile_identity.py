@@ -250,3 +250,42 @@ def test_release_of_a_queue_jobs_gpu_cancels_the_job_and_spares_the_daemon(
     assert system.rig.proc.poll() is None, "berth release stopped the daemon"
     assert f"job {job} of {A} (the queue)" in out.stdout
     assert Ledger(system.run).scan().claims == []
+
+
+def test_a_claim_outside_the_queue_counts_against_its_users_gpu_limit(daemon: Any) -> None:
+    """A user's `berth run` (a claim without the daemon) counts with their jobs against
+    their max_gpus: before issue 20 their job took a second GPU beside it."""
+    from berth.lease import build_request, claim
+
+    daemon.start()
+    daemon.call("limits", set={"max_gpus": 1})
+    held, _ = claim(build_request(1, only="0"), timeout=0)  # root's `berth run`
+    try:
+        job = daemon.submit(*daemon.workload("--seconds", "0.1"), gpus=1)
+        wait_until(
+            lambda: "holds 1 of 1 GPUs" in (daemon.job(job).get("reason") or ""),
+            timeout=10,
+            message="the job to wait for its user's limit",
+        )
+    finally:
+        held.release()
+    assert daemon.wait_done([job])[job]["state"] == "COMPLETED"  # ...until the claim ends
+
+
+def test_a_claim_outside_the_queue_is_charged_to_its_user() -> None:
+    """What a claim outside the queue used goes to its user's fair-share usage while it
+    lives and once it is gone, counted from when the daemon first saw it."""
+    from berth.core.fairshare import INF
+    from berth.daemon.engine.claimers import Claimers
+
+    class Seen:
+        def __init__(self, lease: str, share: float) -> None:
+            self.lease, self.share, self.user, self.uid = lease, share, "alice", 1000
+
+    claimers = Claimers()
+    two = [Seen("a1", 1.0), Seen("a1", 0.5), Seen("job", 1.0)]
+    assert claimers.seen(two, {"job"}, now=100.0) == []  # type: ignore[arg-type]
+    assert claimers.held() == {"alice": 1.5}
+    assert claimers.usage(now=110.0, half_life=INF) == {"alice": 15.0}
+    assert claimers.seen([], {"job"}, now=120.0) == [("alice", 1.5, 100.0)]
+    assert claimers.held() == {}
