@@ -238,17 +238,25 @@ def renew(fd: int) -> None:
     os.utime(fd)
 
 
-def lock_owners(st: os.stat_result) -> list[int]:
-    """Pids that took a flock on the file ``st`` describes, from /proc/locks (readable by
-    all, unlike another user's /proc/PID/fd). Matched by device and inode; by inode alone
-    when no device matches (overlay filesystems report the underlying device there)."""
-    exact: list[int] = []
-    loose: list[int] = []
+def read_locks() -> list[str]:
+    """The lines of /proc/locks (none if it cannot be read)."""
     try:
         with open("/proc/locks") as f:
-            lines = f.read().splitlines()
+            return f.read().splitlines()
     except OSError:
         return []
+
+
+def lock_owners(st: os.stat_result, lines: list[str] | None = None) -> list[int]:
+    """Pids that took a flock on the file ``st`` describes, from /proc/locks (readable by
+    all, unlike another user's /proc/PID/fd; ``lines``: as :func:`read_locks` read them).
+    Matched by device and inode; by inode alone when no device matches (overlay filesystems
+    report the underlying device there). Hints, never identities: the pid that took a lock
+    may have handed it on and died, and its number gone to another process."""
+    exact: list[int] = []
+    loose: list[int] = []
+    if lines is None:
+        lines = read_locks()
     dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
     for line in lines:
         parts = line.split()
@@ -262,12 +270,12 @@ def lock_owners(st: os.stat_result) -> list[int]:
     return [p for p in pids if p > 0 and os.path.exists(f"/proc/{p}")]
 
 
-def locked_by(path: str, pid: int, uid: int) -> bool:
+def locked_by(path: str, pid: int, uid: int, lines: list[str] | None = None) -> bool:
     """Does process ``pid``, of user ``uid``, hold the lock on ``path`` (/proc/locks, readable
-    by all: the pid that took the lock)?"""
+    by all: the pid that took the lock; ``lines`` as :func:`read_locks` read them)?"""
     try:
         st = os.stat(path)
-        return pid in lock_owners(st) and os.stat(f"/proc/{pid}").st_uid == uid
+        return pid in lock_owners(st, lines) and os.stat(f"/proc/{pid}").st_uid == uid
     except OSError:
         return False
 

@@ -83,6 +83,7 @@ class Ledger:
         claims: list[ClaimInfo] = []
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
+        locks: list[str] | None = None  # /proc/locks, read once if there are waiters
         try:
             names = os.listdir(self.path)
         except FileNotFoundError:
@@ -127,7 +128,9 @@ class Ledger:
             elif parsed_waiter is not None and (p.dev, p.ino) not in seen:
                 seen.add((p.dev, p.ino))
                 w = WaiterInfo(name, path, *parsed_waiter)
-                w.fill(p, now)
+                if locks is None:
+                    locks = files.read_locks()
+                w.fill(p, now, locks)
                 waiters.append(w)
         waiters.sort(key=lambda w: (w.ticket, w.lease))
         return LedgerScan(claims, waiters)

@@ -99,7 +99,8 @@ class WaiterInfo:
         self.age = 0.0
         self.stale = False
 
-    def fill(self, probe: files.Probe, now: float) -> None:
+    def fill(self, probe: files.Probe, now: float, locks: list[str] | None = None) -> None:
+        """From a look at its file (``locks``: /proc/locks, as read once for the scan)."""
         self.uid = probe.uid
         age = now - probe.mtime
         self.age = max(0.0, age)
@@ -108,7 +109,7 @@ class WaiterInfo:
         # A sign of life from the future is none (a file dated by hand would never lapse);
         # and the waiting process is the one that holds the file, owned by its owner.
         self.stale = not -WAITER_FUTURE <= age <= WAITER_STALE or not (
-            self.pid is not None and files.locked_by(self.path, self.pid, probe.uid)
+            self.pid is not None and files.locked_by(self.path, self.pid, probe.uid, locks)
         )
         self.want = body.get("want") if isinstance(body.get("want"), str) else None
         reserve = body.get("reserve")
