@@ -82,11 +82,12 @@ class WaiterInfo:
     """One living waiter: its ticket (arrival order) and the capacity it reserves.
 
     ``wanted``: the reservation its file names; ``reserve``: what it does reserve, the same
-    unless it is ``stale`` (no sign of life for ``age`` > WAITER_STALE seconds): nothing."""
+    unless it is ``stale`` (no sign of life for ``age`` > WAITER_STALE seconds, or not
+    really waiting: ``lapsed`` says why): nothing."""
 
     __slots__ = (
-        "age", "lease", "name", "path", "pid", "reserve", "stale", "ticket", "uid", "wanted",
-        "want",
+        "age", "lapsed", "lease", "name", "path", "pid", "reserve", "stale", "ticket", "uid",
+        "wanted", "want",
     )  # fmt: skip
 
     def __init__(self, name: str, path: str, ticket: int, lease: str) -> None:
@@ -98,6 +99,7 @@ class WaiterInfo:
         self.reserve: list[tuple[str, float, int]] = []
         self.age = 0.0
         self.stale = False
+        self.lapsed: str | None = None  # why it reserves nothing (None: it does)
 
     def fill(self, probe: files.Probe, now: float, locks: list[str] | None = None) -> None:
         """From a look at its file (``locks``: /proc/locks, as read once for the scan)."""
@@ -108,9 +110,13 @@ class WaiterInfo:
         self.pid = body.get("pid") if isinstance(body.get("pid"), int) else None
         # A sign of life from the future is none (a file dated by hand would never lapse);
         # and the waiting process is the one that holds the file, owned by its owner.
-        self.stale = not -WAITER_FUTURE <= age <= WAITER_STALE or not (
-            self.pid is not None and files.locked_by(self.path, self.pid, probe.uid, locks)
-        )
+        if age < -WAITER_FUTURE:
+            self.lapsed = "its sign of life is dated in the future"
+        elif age > WAITER_STALE:
+            self.lapsed = f"stopped or not answering for {age:.0f} s"
+        elif self.pid is None or not files.locked_by(self.path, self.pid, probe.uid, locks):
+            self.lapsed = "not held by the process it names"
+        self.stale = self.lapsed is not None
         self.want = body.get("want") if isinstance(body.get("want"), str) else None
         reserve = body.get("reserve")
         for item in reserve if isinstance(reserve, list) else []:

@@ -60,15 +60,23 @@ def _made_by_hand(shared: Any, **how: Any) -> None:
 
 def test_a_waiter_dated_in_the_future_does_not_reserve_for_ever(shared: Any) -> None:
     """Before issue 20 it never looked stopped: every claim waited for ever."""
+    from berth.claims.ledger import Ledger
+
     _made_by_hand(shared, future=True)
     assert len(shared[1].start(A, _claim_one)[1]) == 1
+    (w,) = Ledger().scan().waiters  # `berth status` says why it reserves nothing
+    assert (w.stale, w.lapsed) == (True, "its sign of life is dated in the future")
 
 
 def test_a_waiter_whose_process_does_not_hold_it_reserves_nothing(shared: Any) -> None:
     """Its body names a process that is not the one holding it (pid 1: whoever reads
     /proc/locks sees so)."""
+    from berth.claims.ledger import Ledger
+
     _made_by_hand(shared, future=False, named=1)
     assert len(shared[1].start(A, _claim_one)[1]) == 1
+    (w,) = Ledger().scan().waiters
+    assert w.stale and w.lapsed is not None  # (not held by it, or by now stopped as well)
 
 
 def test_release_shows_and_ends_waiters(shared: Any, capsys: pytest.CaptureFixture[str]) -> None:
