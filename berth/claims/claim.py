@@ -19,8 +19,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from berth.claims.ledger import Ledger
-
 
 class Claim:
     """GPUs claimed by this process: one file (and one descriptor) per GPU.
@@ -29,10 +27,7 @@ class Claim:
     long as any process holding them. :meth:`release` ends the claims (unlinks the files);
     :meth:`detach` only closes this process's descriptors (a child keeps the claims)."""
 
-    def __init__(
-        self, ledger: Ledger, lease_id: str, uuids: list[str], indices: list[int | None]
-    ) -> None:
-        self.ledger = ledger
+    def __init__(self, lease_id: str, uuids: list[str], indices: list[int | None]) -> None:
         self.lease_id = lease_id
         self.uuids = uuids
         self.indices = indices

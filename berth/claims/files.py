@@ -147,6 +147,24 @@ def create_locked(dirpath: str, final: str, body: bytes, tag: str) -> int:
     return fd
 
 
+def read_only(fd: int) -> int:
+    """A second, read-only descriptor of the claim file open on ``fd``, holding its own shared
+    lock: what a holder passes on to a process that must keep the claim alive but may not
+    change it (a daemon job gets these: through the read-write one it inherited, it could
+    rewrite what its root-owned claim says, or fill the ledger's filesystem). Close-on-exec
+    like every other; the caller makes it inheritable."""
+    ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        a, b = os.fstat(fd), os.fstat(ro)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+            raise OSError(errno.ESTALE, "the claim file changed under its descriptor")
+        fcntl.flock(ro, fcntl.LOCK_SH)
+    except BaseException:
+        os.close(ro)
+        raise
+    return ro
+
+
 class Probe:
     """What one look at a ledger file found. ``alive`` is None if the file is gone, or is no
     ledger file at all (see :func:`probe`)."""
@@ -220,17 +238,25 @@ def renew(fd: int) -> None:
     os.utime(fd)
 
 
-def lock_owners(st: os.stat_result) -> list[int]:
-    """Pids that took a flock on the file ``st`` describes, from /proc/locks (readable by
-    all, unlike another user's /proc/PID/fd). Matched by device and inode; by inode alone
-    when no device matches (overlay filesystems report the underlying device there)."""
-    exact: list[int] = []
-    loose: list[int] = []
+def read_locks() -> list[str]:
+    """The lines of /proc/locks (none if it cannot be read)."""
     try:
         with open("/proc/locks") as f:
-            lines = f.read().splitlines()
+            return f.read().splitlines()
     except OSError:
         return []
+
+
+def lock_owners(st: os.stat_result, lines: list[str] | None = None) -> list[int]:
+    """Pids that took a flock on the file ``st`` describes, from /proc/locks (readable by
+    all, unlike another user's /proc/PID/fd; ``lines``: as :func:`read_locks` read them).
+    Matched by device and inode; by inode alone when no device matches (overlay filesystems
+    report the underlying device there). Hints, never identities: the pid that took a lock
+    may have handed it on and died, and its number gone to another process."""
+    exact: list[int] = []
+    loose: list[int] = []
+    if lines is None:
+        lines = read_locks()
     dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
     for line in lines:
         parts = line.split()
@@ -242,6 +268,16 @@ def lock_owners(st: os.stat_result) -> list[int]:
         (exact if devino[0] == dev else loose).append(int(parts[4]))
     pids = exact or loose
     return [p for p in pids if p > 0 and os.path.exists(f"/proc/{p}")]
+
+
+def locked_by(path: str, pid: int, uid: int, lines: list[str] | None = None) -> bool:
+    """Does process ``pid``, of user ``uid``, hold the lock on ``path`` (/proc/locks, readable
+    by all: the pid that took the lock; ``lines`` as :func:`read_locks` read them)?"""
+    try:
+        st = os.stat(path)
+        return pid in lock_owners(st, lines) and os.stat(f"/proc/{pid}").st_uid == uid
+    except OSError:
+        return False
 
 
 def holders(path: str) -> list[int]:

@@ -23,7 +23,7 @@ from berth.claims import files
 from berth.claims.claim import Claim
 from berth.claims.paths import check_claimable, claims_dir
 from berth.claims.procs import command_line, descends_from, user_name
-from berth.claims.state import ClaimInfo, State, WaiterInfo, merge
+from berth.claims.state import ClaimInfo, LedgerScan, WaiterInfo, merge
 from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
@@ -39,7 +39,7 @@ __all__ = [
     "Claim",
     "ClaimInfo",
     "Ledger",
-    "State",
+    "LedgerScan",
     "WaiterInfo",
     "command_line",
     "descends_from",
@@ -76,17 +76,18 @@ class Ledger:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def scan(self, *, bodies: bool = True, clean: bool = False) -> State:
+    def scan(self, *, bodies: bool = True, clean: bool = False) -> LedgerScan:
         """The living claims and waiters. ``bodies``: read the claims' bodies (who, pids,
         command: capacity is in the names); waiters' are always read (their reservations).
         ``clean``: remove the dead files we may remove."""
         claims: list[ClaimInfo] = []
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
+        locks: list[str] | None = None  # /proc/locks, read once if there are waiters
         try:
             names = os.listdir(self.path)
         except FileNotFoundError:
-            return State([], [])
+            return LedgerScan([], [])
         except OSError as e:
             raise Refused(
                 f"cannot list the claims directory {self.path!r}: {e.strerror}; ask the admin "
@@ -127,17 +128,19 @@ class Ledger:
             elif parsed_waiter is not None and (p.dev, p.ino) not in seen:
                 seen.add((p.dev, p.ino))
                 w = WaiterInfo(name, path, *parsed_waiter)
-                w.fill(p, now)
+                if locks is None:
+                    locks = files.read_locks()
+                w.fill(p, now, locks)
                 waiters.append(w)
         waiters.sort(key=lambda w: (w.ticket, w.lease))
-        return State(claims, waiters)
+        return LedgerScan(claims, waiters)
 
     def _remove_dead(self, path: str, p: files.Probe) -> None:
         if self.euid in (0, p.uid):
             with contextlib.suppress(OSError):
                 os.unlink(path)
 
-    def repair(self, state: State) -> int:
+    def repair(self, state: LedgerScan) -> int:
         """Rewrite corrupt bodies of claims we own (root: all) from what the kernel knows.
         Returns how many were rewritten. Only the very file scanned is written (a regular
         file of one name, same owner, same inode), and only if its body is still corrupt:
@@ -175,6 +178,31 @@ class Ledger:
                 os.close(fd)
         return done
 
+    def withdraw(self, lease_id: str | None) -> int:
+        """Remove the claim files of lease ``lease_id`` that this process's user owns: the
+        claim ends for everybody now, whoever still holds a descriptor or a lock on them
+        (the daemon, when a job's end is recorded: a job's leftovers, or another user
+        sitting on a shared lock, must not keep its GPUs claimed). How many were removed."""
+        if not lease_id:
+            return 0
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return 0
+        done = 0
+        for name in names:
+            parsed = files.parse_claim_name(name)
+            if parsed is None or parsed[1] != lease_id:
+                continue
+            path = os.path.join(self.path, name)
+            try:
+                if os.lstat(path).st_uid == self.euid:
+                    os.unlink(path)
+                    done += 1
+            except OSError:
+                pass
+        return done
+
     # -- claiming ----------------------------------------------------------------------------
 
     def claim(
@@ -196,7 +224,8 @@ class Ledger:
 
         Declared memory is checked against ``memory_total`` (default: the snapshots'). Leases
         in ``skip`` (this user's) are not counted. Older waiters' reservations are the
-        caller's to respect (see :meth:`try_claim`, :func:`berth.claims.waiting.attempt`).
+        caller's to respect (see :meth:`try_claim` and
+        :func:`berth.claims.waiting.claim_or_enqueue`).
         Raises Refused if this process may not claim here, OSError if files cannot be made."""
         from berth.claims.verify import conflicts  # not for a scan (status, select)
 
@@ -212,16 +241,16 @@ class Ledger:
                 pairs.append((g.uuid, g.index))
                 totals[g.uuid] = g.memory_total
         totals.update(memory_total or {})
-        lease = self._create(pairs, share, mem, label=label, command=command, pids=pids)
+        claim = self._create(pairs, share, mem, label=label, command=command, pids=pids)
         try:
-            why = conflicts(self.path, lease, totals, skip)
+            why = conflicts(self.path, claim, totals, skip)
         except BaseException:
-            lease.release()
+            claim.release()
             raise
         if why is not None:
-            lease.release()
+            claim.release()
             return None
-        return lease
+        return claim
 
     def _create(
         self,
@@ -234,28 +263,28 @@ class Ledger:
         pids: Iterable[int],
     ) -> Claim:
         """Make the claim files of ``pairs`` ((uuid, index)): all, or none and raise."""
-        lease = Claim(self, files.new_lease_id(), [u for u, _ in pairs], [i for _, i in pairs])
-        lease.share, lease.mem = share, mem
-        lease.pids = sorted({os.getpid(), *pids})
-        lease.command = command or command_line()
-        lease.label = label
+        claim = Claim(files.new_lease_id(), [u for u, _ in pairs], [i for _, i in pairs])
+        claim.share, claim.mem = share, mem
+        claim.pids = sorted({os.getpid(), *pids})
+        claim.command = command or command_line()
+        claim.label = label
         try:
             for k, (uuid, index) in enumerate(pairs):
-                name = files.claim_name(uuid, lease.lease_id, share, mem)
+                name = files.claim_name(uuid, claim.lease_id, share, mem)
                 fd = files.create_locked(
-                    self.path, name, lease.body(uuid, index), f"{lease.lease_id}.{k}"
+                    self.path, name, claim.body(uuid, index), f"{claim.lease_id}.{k}"
                 )
-                lease.fds.append(fd)
-                lease.paths.append(os.path.join(self.path, name))
+                claim.fds.append(fd)
+                claim.paths.append(os.path.join(self.path, name))
         except OSError as e:
-            lease.release()
+            claim.release()
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise Refused(
                     f"cannot create claim files in {self.path!r}: {e.strerror}; ask the admin "
                     "to make it mode 1777, or set BERTH_CLAIMS_DIR"
                 ) from None
             raise
-        return lease
+        return claim
 
     def try_claim(
         self,
@@ -297,7 +326,7 @@ class Ledger:
                     return None
                 if mem and total is not None and h_mem + mem > total:
                     return None
-            lease = self.claim(pairs, share, mem, memory_total=totals, label=label, command=command)
-            if lease is not None:
-                return lease
+            claim = self.claim(pairs, share, mem, memory_total=totals, label=label, command=command)
+            if claim is not None:
+                return claim
         return None

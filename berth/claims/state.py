@@ -4,7 +4,10 @@ hold on each GPU (for selection) or reserve (for fairness). See :mod:`berth.clai
 A waiter renews its file's mtime every ``WAITER_RENEW`` seconds while it waits. One that has
 not for ``WAITER_STALE`` seconds (stopped with Ctrl-Z, frozen, being debugged) could not take
 what it is offered: it is *stale*, and reserves nothing until it answers again (it keeps its
-ticket, so it is back in its place in line as soon as it runs).
+ticket, so it is back in its place in line as soon as it runs). So is a waiter whose file is
+dated in the future (a sign of life nobody gave), or is not locked by the living process of
+its owner that its body names (a file made by hand, its lock handed on to some other
+process): a waiter is honoured only while its own process holds it and shows life.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from berth.claims.procs import descends_from, user_name
 
 WAITER_RENEW = 1.0  # seconds between a waiting process's signs of life
 WAITER_STALE = 3.0  # seconds without one after which its reservation lapses
+WAITER_FUTURE = 1.0  # seconds a sign of life may seem ahead of our clock (none is)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,11 +82,12 @@ class WaiterInfo:
     """One living waiter: its ticket (arrival order) and the capacity it reserves.
 
     ``wanted``: the reservation its file names; ``reserve``: what it does reserve, the same
-    unless it is ``stale`` (no sign of life for ``age`` > WAITER_STALE seconds): nothing."""
+    unless it is ``stale`` (no sign of life for ``age`` > WAITER_STALE seconds, or not
+    really waiting: ``lapsed`` says why): nothing."""
 
     __slots__ = (
-        "age", "lease", "name", "path", "pid", "reserve", "stale", "ticket", "uid", "wanted",
-        "want",
+        "age", "lapsed", "lease", "name", "path", "pid", "reserve", "stale", "ticket", "uid",
+        "wanted", "want",
     )  # fmt: skip
 
     def __init__(self, name: str, path: str, ticket: int, lease: str) -> None:
@@ -94,13 +99,24 @@ class WaiterInfo:
         self.reserve: list[tuple[str, float, int]] = []
         self.age = 0.0
         self.stale = False
+        self.lapsed: str | None = None  # why it reserves nothing (None: it does)
 
-    def fill(self, probe: files.Probe, now: float) -> None:
+    def fill(self, probe: files.Probe, now: float, locks: list[str] | None = None) -> None:
+        """From a look at its file (``locks``: /proc/locks, as read once for the scan)."""
         self.uid = probe.uid
-        self.age = max(0.0, now - probe.mtime)
-        self.stale = self.age > WAITER_STALE
+        age = now - probe.mtime
+        self.age = max(0.0, age)
         body = probe.body or {}
         self.pid = body.get("pid") if isinstance(body.get("pid"), int) else None
+        # A sign of life from the future is none (a file dated by hand would never lapse);
+        # and the waiting process is the one that holds the file, owned by its owner.
+        if age < -WAITER_FUTURE:
+            self.lapsed = "its sign of life is dated in the future"
+        elif age > WAITER_STALE:
+            self.lapsed = f"stopped or not answering for {age:.0f} s"
+        elif self.pid is None or not files.locked_by(self.path, self.pid, probe.uid, locks):
+            self.lapsed = "not held by the process it names"
+        self.stale = self.lapsed is not None
         self.want = body.get("want") if isinstance(body.get("want"), str) else None
         reserve = body.get("reserve")
         for item in reserve if isinstance(reserve, list) else []:
@@ -115,7 +131,7 @@ class WaiterInfo:
         self.reserve = [] if self.stale else self.wanted
 
 
-class State:
+class LedgerScan:
     """The living claims and waiters (oldest first) at one moment."""
 
     __slots__ = ("claims", "waiters")

@@ -34,20 +34,20 @@ if TYPE_CHECKING:
 
 def conflicts(
     path: str,
-    lease: Claim,
+    claim: Claim,
     memory_total: Mapping[str, int | None],
     skip: Collection[str] = (),
 ) -> str | None:
-    """Why ``lease`` (just created in ledger ``path``) must withdraw, or None if it stands.
+    """Why ``claim`` (just created in ledger ``path``) must withdraw, or None if it stands.
 
     ``skip``: leases of ours whose capacity this claim may use (``$BERTH_LEASE``'s, held by
     an ancestor): their files count only if this user owns them."""
     mine: set[tuple[int, int]] = set()
-    for fd in lease.fds:
+    for fd in claim.fds:
         st = os.fstat(fd)
         mine.add((st.st_dev, st.st_ino))
-    share = dict.fromkeys(lease.uuids, lease.share)
-    mem = dict.fromkeys(lease.uuids, lease.mem or 0)
+    share = dict.fromkeys(claim.uuids, claim.share)
+    mem = dict.fromkeys(claim.uuids, claim.mem or 0)
     seen: set[tuple[int, int, str]] = set()
     present: set[tuple[int, int]] = set()
     euid = os.geteuid()
@@ -57,11 +57,11 @@ def conflicts(
         parsed = files.parse_claim_name(name)
         if parsed is None or parsed[0] not in share:
             continue
-        uuid, other, s, m = parsed
+        uuid, other_id, s, m = parsed
         p = files.probe(os.path.join(path, name), read=False)
         if p.alive and p.nlink > 1:
             p = files.probe(os.path.join(path, name))  # which of its names is the claim?
-            if p.body is not None and (p.body.get("lease"), p.body.get("gpu")) != (other, uuid):
+            if p.body is not None and (p.body.get("lease"), p.body.get("gpu")) != (other_id, uuid):
                 continue  # a hard link its body disowns: not a claim (counted by its name)
         if not p.alive:
             continue
@@ -69,17 +69,17 @@ def conflicts(
         if ident in mine:
             present.add(ident)
             continue
-        if (other in skip and p.uid == euid) or (*ident, uuid) in seen:
+        if (other_id in skip and p.uid == euid) or (*ident, uuid) in seen:
             continue  # (a second name of one file counts once per GPU, never hides another)
         seen.add((*ident, uuid))
         share[uuid] += s
         mem[uuid] += m
     if present != mine:
         return "a file of this claim was removed while it was made"
-    for uuid in lease.uuids:
+    for uuid in claim.uuids:
         if share[uuid] > 1 + 1e-9:
             return f"GPU {uuid}: claimed at the same moment by another process"
         total = memory_total.get(uuid)
-        if lease.mem and total is not None and mem[uuid] > total:
+        if claim.mem and total is not None and mem[uuid] > total:
             return f"GPU {uuid}: its memory was declared at the same moment by another process"
     return None

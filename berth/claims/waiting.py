@@ -15,7 +15,7 @@ import time
 from berth.choose import select
 from berth.claims import files
 from berth.claims.fairness import reservation
-from berth.claims.ledger import State, command_line, merge, user_name
+from berth.claims.ledger import LedgerScan, command_line, merge, user_name
 from berth.claims.state import WAITER_RENEW, WAITER_STALE
 from berth.claims.wake import watcher_for
 from berth.errors import WaitTimeout
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from berth.devices.model import GpuSnapshot
     from berth.filters import Filters
 
-    OnWait = Callable[[int, Selection, State], None]
+    OnWait = Callable[[int, Selection, LedgerScan], None]
 
 
 class Waiter:
@@ -58,7 +58,7 @@ class Waiter:
             }
         )  # fmt: skip
 
-    def register(self, state: State) -> None:
+    def register(self, state: LedgerScan) -> None:
         """Take a ticket after every living waiter's (``state``: a fresh scan). A ticket
         from the future (a hand-made file's: berth takes the time) is not followed, so that
         nobody can push everyone's tickets out of reach of those who come later."""
@@ -102,7 +102,7 @@ class Waiter:
             self.fd = -1
 
 
-def attempt(
+def claim_or_enqueue(
     ledger: Ledger,
     gpus: Sequence[GpuSnapshot],
     filters: Filters,
@@ -112,7 +112,7 @@ def attempt(
     label: str | None = None,
     command: str | None = None,
     register: bool = True,
-) -> tuple[Claim | None, Selection, State, Waiter | None, int]:
+) -> tuple[Claim | None, Selection, LedgerScan, Waiter | None, int]:
     """One try: claim if what ``filters`` ask can be had now, else register (or update) this
     process's waiter. ``banned``: why the config keeps berth off a GPU (by index). Returns
     (claim, selection, state, waiter, position). A selection that is ``ok`` without a claim
@@ -188,7 +188,7 @@ def wait_claim(
     try:
         while True:
             gpus = read()
-            claim, sel, state, waiter, position = attempt(
+            claim, sel, state, waiter, position = claim_or_enqueue(
                 ledger, gpus, filters, waiter, banned=bans(gpus) if bans else None, label=label,
                 command=command,
             )  # fmt: skip
@@ -288,7 +288,7 @@ class _Settle:
         self.step = 0.0
 
     def backoff(
-        self, now: float, state: State, gpus: Sequence[GpuSnapshot], sel: Selection
+        self, now: float, state: LedgerScan, gpus: Sequence[GpuSnapshot], sel: Selection
     ) -> float:
         names = {c.name: c.uuid for c in state.claims}
         freed = {u for n, u in self.names.items() if n not in names}

@@ -2,7 +2,9 @@
 
 For the admin (root, or a member of [claims] admin_group in the config): any claim. Anyone
 else may end only their own claims, and is refused (exit 4) if another user holds one of the
-GPUs. Asks for confirmation unless --yes.
+GPUs. A claim the daemon made for a running queue job is ended by cancelling that job
+through the daemon (which says who may), never by signalling anything. Asks for
+confirmation unless --yes.
 
 examples:
   berth release 2                 end whoever holds GPU 2 (asks first)
@@ -13,19 +15,26 @@ examples:
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from berth import config
 from berth.choose import matches
-from berth.claims.admin import end_claims, holder_pids, is_admin
+from berth.claims.admin import end_claims, end_waiters, holder_pids, is_admin, wait_ended
 from berth.claims.ledger import Ledger, user_name
 from berth.devices import read_gpus
-from berth.errors import Refused, UsageError
+from berth.errors import BerthError, Refused, UsageError
 from berth.units import parse_duration, parse_gpu_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
+
+    from berth.claims.ledger import ClaimInfo, WaiterInfo
+    from berth.client import Client
+
+_JOB_LABEL = re.compile(r"berth job (\d+) ")  # what the daemon labels its jobs' claims
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,18 +59,101 @@ def _resolve(ids: list[str]) -> dict[str, int | None]:
     return out
 
 
+def _server_uid(client: Client) -> int:
+    import socket  # rare: a queue job's claim (SO_PEERCRED says who serves the daemon)
+    import struct  # rare: as socket
+
+    with socket.socket(fileno=os.dup(client.fileno())) as sock:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int(struct.unpack("3i", raw)[1])
+
+
+def _queue_jobs(claims: list[ClaimInfo]) -> tuple[Client | None, dict[int, dict[str, Any]]]:
+    """The daemon and the running jobs it made ``claims`` for (job id -> job): claims whose
+    file belongs to the user the daemon runs as, labelled by it with the job's id (the job
+    cannot rewrite its claim file: it holds it read-only)."""
+    ids = {int(m.group(1)) for c in claims if (m := _JOB_LABEL.match(c.label or ""))}
+    if not ids:
+        return None, {}
+    from berth.client import Client  # rare: a queue job's claim
+
+    try:
+        client = Client(timeout=10)
+    except BerthError:
+        return None, {}
+    try:
+        uid = _server_uid(client)
+        theirs = {
+            int(m.group(1))
+            for c in claims
+            if c.uid == uid and (m := _JOB_LABEL.match(c.label or ""))
+        }
+        jobs = {}
+        for i in sorted(theirs):
+            job = client.call("show", job_id=i)["job"]
+            if job.get("state") == "RUNNING":
+                jobs[i] = job
+    except BerthError:
+        client.close()
+        return None, {}
+    if not jobs:
+        client.close()
+        return None, {}
+    return client, jobs
+
+
+def _job_of(c: ClaimInfo, jobs: dict[int, dict[str, Any]]) -> int | None:
+    m = _JOB_LABEL.match(c.label or "")
+    return int(m.group(1)) if m and int(m.group(1)) in jobs else None
+
+
+def _lines(
+    gpus: dict[str, int | None],
+    direct: list[ClaimInfo],
+    queued: list[ClaimInfo],
+    jobs: dict[int, dict[str, Any]],
+    waiters: list[WaiterInfo],
+) -> list[str]:
+    """What is to end, one line each."""
+    out = [
+        f"  GPU {gpus[c.uuid]}: {c.user} pid {','.join(map(str, c.pids)) or '?'} "
+        f"share {c.share:g}: {c.command or '?'}"
+        for c in direct
+    ]
+    for c in queued:
+        j = _job_of(c, jobs)
+        out.append(f"  GPU {gpus[c.uuid]}: job {j} of {jobs[j or 0].get('user')} (the queue): "
+                   f"{c.command or '?'}")  # fmt: skip
+    for w in waiters:
+        mine = ",".join(str(gpus[u]) for u, _, _ in w.wanted if u in gpus)
+        out.append(
+            f"  GPU {mine}: waiter of {user_name(w.uid)} pid {w.pid or '?'}, wants "
+            f"{w.want or '?'}" + (" (reserves nothing now)" if w.stale else "")
+        )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
     gpus = _resolve(list(parse_gpu_words(args.gpus, what="GPU")))
     ledger = Ledger(cfg=cfg)
-    claims = [c for c in ledger.scan().claims if c.uuid in gpus]
-    if not claims:
-        sys.stdout.write("berth release: no claims on " + ", ".join(args.gpus) + "\n")
+    scan = ledger.scan()
+    claims = [c for c in scan.claims if c.uuid in gpus]
+    me, admin = os.geteuid(), is_admin(cfg)
+    waiters = [
+        w for w in scan.waiters if any(u in gpus for u, _, _ in w.wanted) and (admin or w.uid == me)
+    ]
+    if not claims and not waiters:
+        sys.stdout.write(
+            "berth release: no claims on " + ", ".join(args.gpus) + " (and no waiters)\n"
+        )
         return 0
-    me = os.geteuid()
-    if not is_admin(cfg):
-        others = [c for c in claims if c.uid != me]
+    client, jobs = _queue_jobs(claims)
+    queued = [c for c in claims if _job_of(c, jobs) is not None]
+    direct = [c for c in claims if _job_of(c, jobs) is None]
+    if not admin:
+        others = [c for c in direct if c.uid != me]
         if others:
             c = others[0]
             group = f" or members of group {cfg.admin_group}" if cfg.admin_group else ""
@@ -70,23 +162,27 @@ def run(args: argparse.Namespace) -> int:
                 f"{c.command or '?'}); only root{group} may end another user's claim: ask "
                 f"{c.user} or the admin ({user_name(me)} may release only their own claims)"
             )
-    lines = [
-        f"  GPU {gpus[c.uuid]}: {c.user} pid {','.join(map(str, c.pids)) or '?'} "
-        f"share {c.share:g}: {c.command or '?'}"
-        for c in claims
-    ]
-    pids = holder_pids(claims)
-    sys.stdout.write("claims to end:\n" + "\n".join(lines) + "\n")
+    lines = _lines(gpus, direct, queued, jobs, waiters)
+    pids = holder_pids([*direct, *waiters])
+    sys.stdout.write("to end:\n" + "\n".join(lines) + "\n")
     if not args.yes:
-        sys.stdout.write(
-            f"send SIGTERM to {len(pids)} holder process(es), SIGKILL after {grace:g} s? [y/N] "
-        )
+        what = [f"send SIGTERM to {len(pids)} holder process(es), SIGKILL after {grace:g} s"]
+        if jobs:
+            what.append(f"cancel job(s) {', '.join(map(str, sorted(jobs)))} through the daemon")
+        sys.stdout.write(" and ".join(what) + "? [y/N] ")
         sys.stdout.flush()
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
             sys.stdout.write("berth release: nothing done\n")
             return 1
-    killed = end_claims(ledger, claims, grace)
+    if client is not None and jobs:
+        with client:
+            client.call("cancel", job_ids=sorted(jobs))  # (the daemon says who may)
+    killed = end_claims(ledger, direct, grace) if direct else []
+    end_waiters(ledger, waiters, grace)
+    if queued:
+        wait_ended(ledger, queued, grace + 30)  # the daemon's own grace before SIGKILL
     note = f" ({len(killed)} needed SIGKILL)" if killed else ""
-    sys.stdout.write(f"berth release: ended {len(claims)} claim(s){note}\n")
+    ended = f"ended {len(claims)} claim(s)" + (f", {len(waiters)} waiter(s)" if waiters else "")
+    sys.stdout.write(f"berth release: {ended}{note}\n")
     return 0

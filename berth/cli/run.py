@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from typing import IO
 
     from berth.choose import Selection
-    from berth.claims.ledger import State
+    from berth.claims.ledger import LedgerScan
     from berth.filters import Filters
 
 
@@ -123,7 +123,7 @@ class StatusLine:
         self.start = time.monotonic()
         self.shown = False
 
-    def __call__(self, position: int, sel: Selection, state: State) -> None:
+    def __call__(self, position: int, sel: Selection, state: LedgerScan) -> None:
         waited = format_duration(time.monotonic() - self.start)
         ahead = f"{position} waiting ahead" if position else "first in line"
         text = f"berth run: waiting {waited} for {self.want} ({ahead}); {sel.explain_shortfall()}"

@@ -58,9 +58,7 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
     for k, w in enumerate(state.waiters, 1):
         reserve = ",".join(str(index.get(u, u)) for u, _, _ in w.reserve) or "none"
         what = (
-            f"stopped or not answering for {w.age:.0f} s: reserves nothing"
-            if w.stale
-            else f"reserves GPU {reserve}"
+            f"{w.lapsed or 'stopped'}: reserves nothing" if w.stale else f"reserves GPU {reserve}"
         )
         lines.append(f"  {k}. {user_name(w.uid)} pid {w.pid or '?'} wants {w.want or '?'} ({what})")
         waiters.append(

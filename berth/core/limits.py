@@ -24,24 +24,26 @@ EPS = 1e-9
 @dataclass(frozen=True, slots=True)
 class UserLimits:
     """The most GPUs each user may hold at once: ``max_gpus`` (user -> N, or None for no
-    limit), else ``default`` (None: no limit)."""
+    limit), else ``default`` (None: no limit). ``outside``: GPUs each user holds in claims
+    made outside the queue (`berth run`), counted with their running jobs."""
 
     max_gpus: Mapping[str, float | None] = field(default_factory=dict)
     default: float | None = None
+    outside: Mapping[str, float] = field(default_factory=dict)
 
     def of(self, user: str) -> float | None:
         return self.max_gpus.get(user, self.default) if self.max_gpus else self.default
 
 
 class Held:
-    """What each user holds (running jobs, and those started in this pass), against their
-    :class:`UserLimits`."""
+    """What each user holds (running jobs, those started in this pass, and their claims
+    outside the queue), against their :class:`UserLimits`."""
 
     __slots__ = ("held", "limits")
 
     def __init__(self, limits: UserLimits, running: Iterable[Job]) -> None:
         self.limits = limits
-        self.held: dict[str, float] = {}
+        self.held: dict[str, float] = dict(limits.outside)
         for job in running:
             self.started(job)
 

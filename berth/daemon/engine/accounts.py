@@ -9,6 +9,8 @@
   NULL column: not set here, the next level applies; -1: no limit). ``max_gpus`` is the
   scheduler's (``UserGpuLimit``); ``max_jobs`` and ``max_time`` are checked at submit
   (:meth:`Accounts.check_submit`); ``shares`` weighs a user's fair share (default 1).
+- Claims outside the queue (`berth run`) count like jobs, in both (:attr:`Accounts.outside`,
+  :mod:`berth.daemon.engine.claimers`; :meth:`Accounts.claims_seen` after each ledger scan).
 - :meth:`Accounts.summary`: each user's line under `berth queue`.
 """
 
@@ -17,15 +19,17 @@ from __future__ import annotations
 from berth.core.fairshare import Book, FairShare, factors, usage_at
 from berth.core.limits import UserLimits
 from berth.core.states import ACTIVE, State
+from berth.daemon.engine.claimers import Claimers
 from berth.units import format_duration
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Collection, Iterable, Mapping
     from typing import Any
 
+    from berth.claims.state import ClaimInfo
     from berth.config import Config
     from berth.core.job import Job, Request
     from berth.daemon.store.store import Store
@@ -47,6 +51,7 @@ class Accounts:
     def __init__(self, store: Store, cfg: Config) -> None:
         self.enabled = cfg.fairshare
         self.book = Book(cfg.fairshare_half_life, store.usage())
+        self.outside = Claimers()  # claims made outside the queue, charged like jobs
         self.config: dict[str, float | None] = {
             "max_gpus": cfg.limit_max_gpus,
             "max_jobs": None if cfg.limit_max_jobs is None else float(cfg.limit_max_jobs),
@@ -80,7 +85,7 @@ class Accounts:
         default = self.limit(EVERYONE, "max_gpus")
         if default is None and all(v is None for v in per_user.values()):
             return None
-        return UserLimits(per_user, default)
+        return UserLimits(per_user, default, self.outside.held())
 
     def check_submit(
         self, user: str, uid: int, request: Request, time_limit: float | None,
@@ -165,7 +170,20 @@ class Accounts:
         if not self.enabled:
             return None
         shares = {u: self.limit(u, "shares") or 1.0 for u in self.rows if u != EVERYONE}
-        return FairShare(usage_at(self.book, running, now), shares)
+        usage = usage_at(self.book, running, now)
+        for user, used in self.outside.usage(now, self.book.half_life).items():
+            usage[user] = usage.get(user, 0.0) + used
+        return FairShare(usage, shares)
+
+    def claims_seen(
+        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float
+    ) -> list[tuple[str, float, float]]:
+        """Take in a ledger scan (``own``: our jobs' leases): the claims outside the queue
+        that ended since the last add what they used to their users' usage; the store rows."""
+        rows = []
+        for user, gpus, since in self.outside.seen(claims, own, now):
+            rows.append((user, self.book.add(user, gpus, since, now, now), now))
+        return rows
 
     def summary(self, jobs: Iterable[Job], now: float) -> list[dict[str, Any]]:
         """One row per user with jobs, or usage: running jobs and GPUs, pending jobs, decayed

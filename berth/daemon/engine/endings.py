@@ -122,7 +122,9 @@ class Lifecycle(Launching):
         lost: str = "its supervisor died without a record",
     ) -> None:
         """Record how an attempt ended (``result`` from its run file; None = unknown, and
-        ``lost`` says why). ``leftovers``: it may have left a ``.sig`` or ``.pty`` file."""
+        ``lost`` says why). ``leftovers``: it may have left a ``.sig`` or ``.pty`` file.
+        The attempt's claim files go now, whoever still holds them (issue 20.6)."""
+        self.res.ledger.withdraw(job.extra.get("lease"))
         end = self.clock.time()
         if result is None:
             self._change(job, State.LOST, end, reason=lost)

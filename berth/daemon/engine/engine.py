@@ -269,7 +269,11 @@ class Engine(Lifecycle):
         processes outside berth): what scheduling passes see. ``clean``: also remove dead
         claim files."""
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
-        return self.res.others(lstate, self.own_lease_ids(), self._own_pids)
+        own = self.own_lease_ids()
+        rows = self.accounts.claims_seen(lstate.claims, own, self.clock.time())
+        if rows:  # claims outside the queue that ended: their users' usage (issue 20.15)
+            self.journal.execute(Store.USAGE_SQL, rows)
+        return self.res.others(lstate, own, self._own_pids)
 
     def _own_pids(self) -> set[int]:
         """The leader of each running job (its session id) and the supervisor running it

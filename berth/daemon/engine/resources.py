@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
     from berth.claims.ledger import Ledger
-    from berth.claims.ledger import State as LedgerState
+    from berth.claims.ledger import LedgerScan as LedgerState
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 

@@ -1,7 +1,10 @@
 """Who is calling, and what they may do (invariant 5).
 
-The caller is a :class:`Peer`: uid and gid from the socket (SO_PEERCRED, read by
-:mod:`berth.daemon.requests.server`), never from the message. The rules:
+The caller is a :class:`Peer`: uid and gid from the socket (SO_PEERCRED at connect time,
+read by :mod:`berth.daemon.requests.server`), never from the message; whether that uid is an
+admin comes from the user database (:func:`is_admin`), never from the calling process (its
+/proc status shows whatever groups it was started with, and its pid may be another's by the
+time anybody reads it: invariant 7). The rules:
 
 - everyone sees the queue (users, job names, states, GPUs);
 - a job's owner or an admin may act on it: cancel, signal, hold, release, attach, read its
@@ -16,6 +19,7 @@ Every refusal says who may (:func:`owned`, :func:`admins_only`).
 from __future__ import annotations
 
 import os
+import pwd
 
 from berth.claims.procs import user_name
 from berth.wire import protocol
@@ -28,8 +32,8 @@ if TYPE_CHECKING:
 
 
 class Peer:
-    """The caller: ``uid``/``gid``/``pid`` from SO_PEERCRED; ``admin`` as decided by the
-    server (root, or in the admin group)."""
+    """The caller: ``uid``/``gid``/``pid`` from SO_PEERCRED (the pid for logs only: never
+    an identity); ``admin``: :func:`is_admin` of the uid."""
 
     __slots__ = ("admin", "gid", "pid", "uid", "user")
 
@@ -39,6 +43,20 @@ class Peer:
         self.gid = gid
         self.admin = admin
         self.user = user_name(uid)
+
+
+def is_admin(uid: int, admin_gid: int | None) -> bool:
+    """Is user ``uid`` an admin: root, or a member of group ``admin_gid`` as the user database
+    says (its primary group, or listed in /etc/group: ``os.getgrouplist``)."""
+    if uid == 0:
+        return True
+    if admin_gid is None:
+        return False
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return admin_gid == pw.pw_gid or admin_gid in os.getgrouplist(pw.pw_name, pw.pw_gid)
 
 
 def admins(opts: Options) -> str:

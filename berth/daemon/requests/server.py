@@ -26,7 +26,7 @@ import logging
 import socket
 import struct
 
-from berth.daemon.requests.authority import Peer
+from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.handlers import HANDLERS
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
@@ -49,22 +49,10 @@ HANDSHAKE_TIMEOUT = 10.0  # seconds
 
 
 def peer_of(sock: socket.socket, admin_gid: int | None) -> Peer:
+    """Who is calling: the socket's credentials at connect time; admin by the user database
+    (:func:`berth.daemon.requests.authority.is_admin`), never by the process's /proc."""
     pid, uid, gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
-    admin = uid == 0
-    if not admin and admin_gid is not None:
-        admin = gid == admin_gid or _in_group(pid, admin_gid)
-    return Peer(pid, uid, gid, admin)
-
-
-def _in_group(pid: int, gid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Groups:"):
-                    return str(gid) in line.split()[1:]
-    except OSError:
-        pass
-    return False
+    return Peer(pid, uid, gid, is_admin(uid, admin_gid))
 
 
 class Server:

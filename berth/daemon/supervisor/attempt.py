@@ -151,8 +151,6 @@ class AttemptRun:
         except SpawnError:
             os.close(out)
             raise
-        for fd in self.claims:  # the job holds its claims too
-            os.set_inheritable(fd, True)
         env = spec["env"]
         if IDENTITY:
             env = {**IDENTITY, **env}
@@ -184,7 +182,11 @@ class AttemptRun:
                 (os.POSIX_SPAWN_DUP2, out, 1),
                 (os.POSIX_SPAWN_DUP2, err, 2),
             ]
+        held: list[int] = []  # the job holds its claims too, read-only (issue 20.7)
         try:
+            for fd in self.claims:
+                held.append(claim_files.read_only(fd))
+                os.set_inheritable(held[-1], True)
             if not self._through_gate():  # all is ready: wait for the start to be durable
                 raise NotStarted
             return os.posix_spawn(
@@ -194,6 +196,8 @@ class AttemptRun:
         except OSError as e:
             raise SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
         finally:
+            for fd in held:
+                os.close(fd)
             if self.relay is None:
                 os.close(out)
                 if err != out:
