@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 
-from berth.core.policy import DEFAULT_POLICY, schedule
+from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import ACTIVE, State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
@@ -146,7 +146,7 @@ class Engine(Lifecycle):
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         others = self.outside_usage(clean=True)
-        decisions = schedule(
+        decisions = schedule(Inputs(
             pending,
             running,
             self.res.inventory,
@@ -160,7 +160,7 @@ class Engine(Lifecycle):
             explain=explain,
             presorted=self.order.presorted,
             profile=self.order.profile,
-        )
+        ))
         self._decide_seconds = time.perf_counter() - t0
         for start in decisions.starts:
             job = self.jobs[start.job_id]
@@ -244,7 +244,7 @@ class Engine(Lifecycle):
         paused = {s.index for u in self.paused if (s := self.res.by_uuid.get(u)) is not None}
         now = self.clock.time()
         multi = len({j.tenant for j in pending}) > 1
-        decisions = schedule(
+        decisions = schedule(Inputs(
             pending,
             running,
             self.res.inventory,
@@ -256,7 +256,7 @@ class Engine(Lifecycle):
             fair=self.accounts.fair(running, now) if multi else None,
             limits=self.accounts.user_limits(),
             explain=True,
-        )
+        ))
         self._set_reasons(decisions)
         for start in decisions.starts:
             self.reasons[start.job_id] = "None: starting"
