@@ -20,6 +20,7 @@ caller handed it for that purpose).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 
 from berth.core import deps
@@ -48,7 +49,7 @@ class Pass:
     __slots__ = (
         "blocked_all", "cap", "charged", "dep_states", "ends", "fits", "free_out",
         "groups", "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved",
-        "shadow", "skim", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
+        "shadow", "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
@@ -73,7 +74,8 @@ class Pass:
         self.free_out: tuple[int, float, int, float] = (0, 0.0, 0, 0.0)  # Capacity.free_outside
         self.out_stale = True
         self.stop = False  # nothing after this job can start (without explanations)
-        self.groups = GroupLimits(inputs.running)  # at most K running per group (an array's %K)
+        self.groups: GroupLimits | None = None  # at most K running per group: at first need
+        self.started: list[Job] = []  # jobs started in this pass
         limits = inputs.limits
         self.user_gpus = Held(limits, inputs.running) if limits is not None else None
         self.profile = inputs.profile
@@ -112,6 +114,7 @@ class Pass:
             cap = Capacity(inp.inventory, inp.nodes, inp.others, inp.paused)
         self.cap = cap
         tenant_gpus, ends = self.tenant_gpus, self.ends
+        soonest = INF  # the next time limit to come
         for job in inp.running:
             a = job.attempt
             if a is None:
@@ -126,8 +129,10 @@ class Pass:
             if deadline < INF:
                 if deadline <= now and job.state is State.RUNNING:
                     out.stops.append(Stop(job.id, f"time limit {format_duration(job.time_limit)}"))
-                elif deadline > now:
-                    _wake(out, deadline)
+                elif now < deadline < soonest:
+                    soonest = deadline
+        if soonest < INF:
+            _wake(out, soonest)
         if inp.placement == "packer" and self.profile is None:
             self.profile = Profile.of(j.request for j in inp.pending)
         self.static = cap.static  # requests that can never run here: the same for every copy
@@ -175,7 +180,7 @@ class Pass:
             left = format_duration(job.not_before - now)
             self.wait(job, Reason.BEGIN_TIME, f"retry backoff, {left} left")
             return True
-        if job.group_limit and (why := self.groups.blocked(job)) is not None:
+        if job.group_limit and (why := self._groups().blocked(job)) is not None:
             self.wait(job, Reason.ARRAY_TASK_LIMIT, why)  # (no reservation: its group holds it)
             return True
         user_gpus = self.user_gpus
@@ -183,6 +188,11 @@ class Pass:
             self.wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs)
             return True
         return False
+
+    def _groups(self) -> GroupLimits:
+        if self.groups is None:
+            self.groups = GroupLimits(itertools.chain(self.inp.running, self.started))
+        return self.groups
 
     # -- 3. place --------------------------------------------------------------------------
 
@@ -249,7 +259,9 @@ class Pass:
         node = cap.node_names[pl.node] if pl.node >= 0 else ""
         gpus = tuple(cap.index[p] for p in pl.positions)
         self.out.starts.append(Start(job.id, gpus, req.share, pl.mem, node))
-        self.groups.started(job)
+        self.started.append(job)
+        if self.groups is not None:
+            self.groups.started(job)
         self.fits.started()
         self.out_stale = True
         self.placed[job.id] = pl

@@ -99,7 +99,7 @@ class _Replay:
     __slots__ = (
         "allocated", "arrived", "book", "core", "ends", "free", "gpus", "held", "index", "jobs",
         "nodes", "placement", "policy", "pos", "profile", "queue", "recent", "res", "running",
-        "waiting",
+        "stranded", "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -122,6 +122,7 @@ class _Replay:
         self.free = [1.0] * len(gpus)
         self.index = {g.index: k for k, g in enumerate(gpus)}
         self.allocated = 0.0
+        self.stranded: float | None = None  # free share on partly used GPUs (None: to count)
         self.recent: list[Request] = []
         self.profile: Profile | None = None
         self.arrived = 0
@@ -153,6 +154,7 @@ class _Replay:
             for g in a.gpus:
                 self.free[self.index[g]] += a.share
             self.allocated -= job.request.gpu_amount
+            self.stranded = None
 
     def arrive(self, now: float) -> None:
         """The jobs submitted by ``now`` join the queue (and the packer's demand profile)."""
@@ -214,11 +216,14 @@ class _Replay:
             for g in s.gpus:
                 self.free[self.index[g]] -= s.share
             self.allocated += job.request.gpu_amount
+            self.stranded = None
         if started:
             self.queue.prune(started)
 
     def record(self, now: float) -> None:
-        stranded = sum(f for f in self.free if 1e-9 < f < 1 - 1e-9)
+        stranded = self.stranded
+        if stranded is None:  # (counted again only once a job started or ended)
+            stranded = self.stranded = sum([f for f in self.free if 1e-9 < f < 1 - 1e-9])
         self.res.timeline.append((now, len(self.queue), self.allocated, stranded))
 
 
