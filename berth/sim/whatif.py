@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, accrued, usage_at
@@ -123,7 +123,7 @@ class _Forward:
         if self.book is not None and len({j.tenant for j in self.pend}) > 1:
             fair = FairShare(usage_at(self.book, self.run.values(), self.t), shares)
         running = list(self.run.values())
-        return schedule(replace(base, pending=self.pend, running=running, now=self.t, fair=fair))
+        return schedule(base._replace(pending=self.pend, running=running, now=self.t, fair=fair))
 
     def start(self, d: Decisions) -> None:
         """The pass's starts (running until their time limit) and cancels."""
