@@ -244,6 +244,24 @@ def test_schedule_is_pure(make_job: MakeJob) -> None:
     assert [j.to_dict() for j in jobs] == before
 
 
+def test_one_inputs_record_gives_the_same_decisions_every_time(make_job: MakeJob) -> None:
+    """The pass keeps its state on itself, not on the (frozen) inputs."""
+    running = make_job(2, time_limit=600.0)
+    transition(running, State.RUNNING, now=0.0, gpus=(0, 1))
+    jobs = [make_job(4, time_limit=60.0), make_job(1, time_limit=60.0), make_job(1)]
+    inputs = Inputs(jobs, [running], gpus(4), now=10.0, policy="fifo-backfill")
+    first = schedule(inputs)
+    assert first.starts and first.expected
+    assert schedule(inputs) == first
+    with pytest.raises(AttributeError):
+        inputs.now = 20.0  # type: ignore[misc]
+
+
+def test_unknown_placement_is_a_usage_error(make_job: MakeJob) -> None:
+    with pytest.raises(UsageError, match="unknown placement 'worst-fit'"):
+        schedule(Inputs([make_job(1)], [], gpus(1), placement="worst-fit"))
+
+
 def _deps(kind: str, job_id: int) -> tuple[object, ...]:
     from berth.core import Dependency
 
