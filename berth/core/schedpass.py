@@ -47,9 +47,9 @@ class Pass:
     """One pass over ``inputs``: :meth:`run` once (see the module docstring)."""
 
     __slots__ = (
-        "blocked_all", "cap", "charged", "dep_states", "ends", "fits", "free_out",
-        "groups", "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved",
-        "shadow", "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
+        "blocked_all", "cap", "charged", "dep_states", "ends", "fits", "free_out", "groups",
+        "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
+        "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
