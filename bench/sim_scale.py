@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from berth.core import GIB, Gpu, Job, Request, State, schedule, transition
+from berth.core import GIB, Gpu, Inputs, Job, Request, State, schedule, transition
 from berth.core.policy import POLICIES
 from berth.sim.run import compare, prepare
 
@@ -37,7 +37,7 @@ def one_pass(n: int, explain: bool, policy: str) -> float:
     best = float("inf")
     for _ in range(3):
         t = time.perf_counter()
-        schedule(pending, running, gpus, now=float(n), policy=policy, explain=explain)
+        schedule(Inputs(pending, running, gpus, now=float(n), policy=policy, explain=explain))
         best = min(best, time.perf_counter() - t)
     return best
 

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
+    from berth.core.inventory import Gpu, Usage
+    from berth.core.job import Job
+    from berth.sim.whatif import Prediction
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", nargs="?", help="trace file (philly, itp, openb, berth JSON lines)")
@@ -205,11 +209,8 @@ def _seeds(text: str) -> list[int]:
 
 def _what_if(args: argparse.Namespace) -> int:
     """Fetch the live queue from the daemon and predict start times (berth.sim.whatif)."""
-    from berth.api import banned_reasons  # --what-if only
-    from berth.api import gpus as read_gpus  # --what-if only
     from berth.client import Client  # --what-if only
-    from berth.core.inventory import Gpu, Usage  # heavy: the simulator
-    from berth.core.job import Job, Request  # heavy: the simulator
+    from berth.core.job import Job  # heavy: the simulator
     from berth.core.limits import UserLimits  # heavy: the simulator
     from berth.core.policy import DEFAULT_POLICY  # heavy: the simulator
     from berth.core.states import State  # heavy: the simulator
@@ -226,33 +227,12 @@ def _what_if(args: argparse.Namespace) -> int:
         for r in rows
         if r["state"] in ("PENDING", "RUNNING", "COMPLETING") and "model" in r
     ]
-    snaps = read_gpus(all=True)
-    banned = banned_reasons(cfg, snaps)
-    inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy)
-                 for s in snaps if s.index not in banned]  # fmt: skip
-    paused = {int(i) for i, g in (status.get("gpus") or {}).items() if g.get("paused")}
-    others = {  # claims and processes outside the queue: assumed to stay
-        int(i): Usage(float(o["share"]), int(o["mem"]), bool(o["busy"]), str(o["label"]))
-        for i, g in (status.get("gpus") or {}).items()
-        if (o := g.get("others"))
-    }
+    inventory, paused, others = _live_gpus(cfg, status)
     pending = [j for j in jobs if j.state is State.PENDING]
     running = [j for j in jobs if j.state is not State.PENDING]
-    mine = None
-    if args.gpus is not None or args.gpu_ids is not None:
-        ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
-        gpus = args.gpus if args.gpus is not None else str(len(ids or ()))
-        req = Request(gpus=_float(gpus, "-g"),
-                      mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
-                      gpu_ids=None if ids is None else tuple(ids))  # fmt: skip
-        mine = max((j.id for j in jobs), default=0) + 1
-        try:  # (as the daemon names its submitter: fair share and limits are per user)
-            user = pwd.getpwuid(os.getuid()).pw_name
-        except KeyError:
-            user = str(os.getuid())
-        pending.append(Job(id=mine, submit_time=now, request=req, name="(your job)", user=user,
-                           priority=args.priority,
-                           time_limit=None if args.time is None else parse_duration(args.time)))  # fmt: skip
+    mine = _your_job(args, jobs, now)
+    if mine is not None:
+        pending.append(mine)
     policy = args.policy or cfg.policy or DEFAULT_POLICY
     fair, users = reply.get("fairshare") or {}, reply.get("users") or []
     usage = {u["user"]: float(u["usage_gpu_hours"]) * 3600 for u in users}
@@ -265,13 +245,66 @@ def _what_if(args: argparse.Namespace) -> int:
         half_life=float(fair.get("half_life") or "inf"),
         limits=UserLimits(caps) if any(v is not None for v in caps.values()) else None,
     )  # fmt: skip
-    by_id = {j.id: j for j in pending}
+    _show(args, preds, pending, None if mine is None else mine.id, now, policy)
+    return 0
+
+
+def _live_gpus(
+    cfg: config.Config, status: dict[str, Any]
+) -> tuple[list[Gpu], set[int], dict[int, Usage]]:
+    """This machine's GPUs as the daemon schedules them (config bans left out), the paused
+    ones, and what claims and processes outside the queue use (assumed to stay)."""
+    from berth.api import banned_reasons  # --what-if only
+    from berth.api import gpus as read_gpus  # --what-if only
+    from berth.core.inventory import Gpu, Usage  # heavy: the simulator
+
+    snaps = read_gpus(all=True)
+    banned = banned_reasons(cfg, snaps)
+    inventory = [Gpu(s.index, s.uuid, s.name, s.memory_total, s.healthy)
+                 for s in snaps if s.index not in banned]  # fmt: skip
+    paused = {int(i) for i, g in (status.get("gpus") or {}).items() if g.get("paused")}
+    others = {
+        int(i): Usage(float(o["share"]), int(o["mem"]), bool(o["busy"]), str(o["label"]))
+        for i, g in (status.get("gpus") or {}).items()
+        if (o := g.get("others"))
+    }
+    return inventory, paused, others
+
+
+def _your_job(args: argparse.Namespace, jobs: list[Job], now: float) -> Job | None:
+    """The job about to be submitted (-g/--gpu-ids given), as the daemon would queue it now;
+    None without one."""
+    from berth.core.job import Job, Request  # heavy: the simulator
+
+    if args.gpus is None and args.gpu_ids is None:
+        return None
+    ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
+    gpus = args.gpus if args.gpus is not None else str(len(ids or ()))
+    req = Request(gpus=_float(gpus, "-g"),
+                  mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
+                  gpu_ids=None if ids is None else tuple(ids))  # fmt: skip
+    mine = max((j.id for j in jobs), default=0) + 1
+    try:  # (as the daemon names its submitter: fair share and limits are per user)
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        user = str(os.getuid())
+    return Job(id=mine, submit_time=now, request=req, name="(your job)", user=user,
+               priority=args.priority,
+               time_limit=None if args.time is None else parse_duration(args.time))  # fmt: skip
+
+
+def _show(
+    args: argparse.Namespace, preds: dict[int, Prediction], pending: list[Job], mine: int | None,
+    now: float, policy: str,
+) -> None:  # fmt: skip
+    """The predictions: JSON (--json) or a table, soonest first."""
     if args.json:
         out = [{"id": p.job_id, "start": p.start, "end": p.end, "gpus": list(p.gpus),
                 "exact": p.exact, "note": p.note, "yours": p.job_id == mine}
                for p in sorted(preds.values(), key=_when)]  # fmt: skip
         sys.stdout.write(json.dumps({"now": now, "policy": policy, "jobs": out}) + "\n")
-        return 0
+        return
+    by_id = {j.id: j for j in pending}
     lines = [("JOBID", "NAME", "USER", "GPUS", "START_IN", "START_TIME", "ON", "NOTE")]
     for p in sorted(preds.values(), key=_when):
         j = by_id[p.job_id]
@@ -290,8 +323,7 @@ def _what_if(args: argparse.Namespace) -> int:
         )
     sys.stdout.write(f"# policy {policy}; jobs run until their time limit; '~' rests on jobs "
                      "without one; use outside the queue stays as it is\n")  # fmt: skip
-    return 0
 
 
-def _when(p: Any) -> tuple[float, int]:
+def _when(p: Prediction) -> tuple[float, int]:
     return (p.start if p.start is not None else float("inf"), p.job_id)

@@ -141,24 +141,7 @@ def gpuselect(
         "count=%s,devices=%s,name=%s,util=%s,mem_util=%s,processes=%s,silent=%s",
         count, devices, name, util, mem_util, processes, silent,
     )  # fmt: skip
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise UsageError(f"GPU count must be >= 1, got {count!r}")
-    ids: list[int] = (
-        [] if devices is None else [devices] if isinstance(devices, int) else list(devices)
-    )
-    if ids and name is not None:
-        raise UsageError("Use only one of 'devices' and 'name' parameters")
-    if util < 0 or mem_util < 0 or processes < 0:
-        raise UsageError(
-            f"Utilization/process count thresholds must be >= 0, got util={util}, "
-            f"mem_util={mem_util}, processes={processes}"
-        )
-    if len(ids) > count:
-        logger.warning(
-            "count=%s but %s device IDs were specified, setting count=%s", count, len(ids), len(ids)
-        )
-        count = len(ids)
-
+    ids, count = _checked(count, devices, name, util, mem_util, processes)
     cfg = api._config()
     snaps = api.not_mine(api.read(cfg, all=True, process_details=False))
     logger.debug("GPU count: %s", len(snaps))
@@ -167,24 +150,7 @@ def gpuselect(
         if d not in known:
             raise UsageError(f"Invalid device ID {d}: GPUs here are 0-{len(snaps) - 1}")
 
-    if selector is not None:
-        user_selector = selector
-
-        def predicate(g: GpuSnapshot) -> bool:
-            return bool(user_selector(_info(g)))
-
-        asked = Filters(
-            count, max_util=None, max_mem_util=None, max_procs=None, predicate=predicate
-        )
-    else:
-        asked = Filters(
-            count,
-            max_util=util,
-            max_mem_util=mem_util,
-            max_procs=processes,
-            name=name,  # a substring, as gpuselect (but case-insensitive)
-            only=tuple(str(d) for d in ids),
-        )
+    asked = _filters(count, ids, name, util, mem_util, processes, selector)
     sel = select(snaps, asked, api.held_by_berth(cfg), api.banned_reasons(cfg, snaps))
     for g in snaps:
         why = sel.rejected.get(g.index)
@@ -205,3 +171,53 @@ def gpuselect(
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
     logger.debug("CUDA_VISIBLE_DEVICES=%s", cuda_visible_devices)
     return cuda_visible_devices
+
+
+def _checked(
+    count: int, devices: int | list[int] | None, name: str | None, util: int, mem_util: int,
+    processes: int,
+) -> tuple[list[int], int]:  # fmt: skip
+    """The device ids asked for, and the count (raised to their number): UsageError for
+    arguments gpuselect refuses."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise UsageError(f"GPU count must be >= 1, got {count!r}")
+    ids: list[int] = (
+        [] if devices is None else [devices] if isinstance(devices, int) else list(devices)
+    )
+    if ids and name is not None:
+        raise UsageError("Use only one of 'devices' and 'name' parameters")
+    if util < 0 or mem_util < 0 or processes < 0:
+        raise UsageError(
+            f"Utilization/process count thresholds must be >= 0, got util={util}, "
+            f"mem_util={mem_util}, processes={processes}"
+        )
+    if len(ids) > count:
+        logger.warning(
+            "count=%s but %s device IDs were specified, setting count=%s", count, len(ids), len(ids)
+        )
+        count = len(ids)
+    return ids, count
+
+
+def _filters(
+    count: int, ids: list[int], name: str | None, util: int, mem_util: int, processes: int,
+    selector: Callable[[GpuInfo], bool] | None,
+) -> Filters:  # fmt: skip
+    """gpuselect's arguments as berth's Filters (``selector`` replaces the thresholds)."""
+    if selector is not None:
+        user_selector = selector
+
+        def predicate(g: GpuSnapshot) -> bool:
+            return bool(user_selector(_info(g)))
+
+        return Filters(
+            count, max_util=None, max_mem_util=None, max_procs=None, predicate=predicate
+        )
+    return Filters(
+        count,
+        max_util=util,
+        max_mem_util=mem_util,
+        max_procs=processes,
+        name=name,  # a substring, as gpuselect (but case-insensitive)
+        only=tuple(str(d) for d in ids),
+    )

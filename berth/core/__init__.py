@@ -35,9 +35,9 @@ Stable API (import from ``berth.core``)::
                                      outside berth (busy=True: no whole-GPU job goes there)
     Node(name, cpu, ram); uniform(gpus, memory, nodes=N) for simulated inventories
 
-    # the policy (berth.core.policy)
-    schedule(pending, running, inventory, others, paused, now, policy="priority",
-             placement="packer", done={job_id: State}) -> Decisions
+    # the policy (berth.core.policy; the pass in steps: berth.core.schedpass)
+    schedule(Inputs(pending, running, inventory, others, paused, now, policy="priority",
+                    placement="packer", done={job_id: State})) -> Decisions
     Decisions.starts [Start(job_id, gpus, share, mem, node)]   -> transition(..., RUNNING)
              .stops  [Stop(job_id, reason, state=TIMEOUT)]       running past its time limit
              .cancels [Cancel(job_id, reason)]                   afterok on a failed job
@@ -49,10 +49,10 @@ Stable API (import from ``berth.core``)::
     check_policy(name, placement) raises UsageError for unknown names.
 
 How the daemon uses it: on every event (submit, exit, cancel, claim change, NVML poll, timer),
-call ``schedule``; for each Start take the claim and spawn, then ``transition(job, RUNNING,
-gpus=..., share=..., mem=...)``; for each Cancel ``transition(job, CANCELLED, reason=...)``;
-for each Stop signal the job; show ``pending[id]`` in ``berth queue``; arm a timer at
-``wakeup``.
+call ``schedule(Inputs(...))``; for each Start take the claim and spawn, then
+``transition(job, RUNNING, gpus=..., share=..., mem=...)``; for each Cancel
+``transition(job, CANCELLED, reason=...)``; for each Stop signal the job; show ``pending[id]``
+in ``berth queue``; arm a timer at ``wakeup``.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ from berth.core.policy import (
     DEFAULT_PLACEMENT,
     DEFAULT_POLICY,
     POLICIES,
+    Inputs,
     check_policy,
     order_key,
     schedule,
@@ -89,6 +90,7 @@ __all__ = [
     "Event",
     "Gpu",
     "IllegalTransition",
+    "Inputs",
     "Job",
     "Node",
     "Pending",

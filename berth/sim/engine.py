@@ -17,11 +17,12 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
+from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, usage_at
 from berth.core.job import Job, Request
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
-from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, check_policy, schedule
+from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, check_policy, schedule
 from berth.core.ranking import Ranking
 from berth.core.states import State
 from berth.core.transition import transition
@@ -66,113 +67,164 @@ def simulate(
     ``fairshare``: with fair share between tenants by decayed usage, as the system daemon
     (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds)."""
     check_policy(policy, placement)
-    gpus, nodes = inv
-    too_big = [j for j in jobs if j.gpus > len(gpus)]
+    too_big = [j for j in jobs if j.gpus > len(inv[0])]
     if too_big:
         raise UsageError(
             f"job {too_big[0].id} needs {too_big[0].gpus:g} GPUs but the inventory has "
-            f"{len(gpus)}: drop such jobs first (berth simulate does)"
+            f"{len(inv[0])}: drop such jobs first (berth simulate does)"
         )
     wall0 = time.perf_counter()
+    sim = _Replay(jobs, inv, policy, placement, Book(half_life) if fairshare else None)
     n = len(jobs)
-    start = [-1.0] * n
-    end = [-1.0] * n
-    res = RunResult(policy, placement, len(gpus), jobs, start, end, [()] * n)
-    res.fairshare = fairshare
-    book = Book(half_life) if fairshare else None  # each tenant's usage of ended jobs
-    pos = {j.id: i for i, j in enumerate(jobs)}
-    core: dict[int, Job] = {}
-    queue = Ranking(policy)  # the pending jobs, in the policy's order
-    waiting: dict[int, Job] = {}  # the pending jobs, in arrival order
-    running: dict[int, Job] = {}
-    held = Occupancy(gpus, nodes)  # what the running jobs hold, kept across passes
-    ends: list[tuple[float, int]] = []
-    free = [1.0] * len(gpus)
-    index = {g.index: k for k, g in enumerate(gpus)}
-    allocated = 0.0
-    recent: list[Request] = []
-    profile: Profile | None = None
-    arrived = 0
-    while arrived < n or ends:
-        t_arr = jobs[arrived].submit if arrived < n else float("inf")
-        now = min(t_arr, ends[0][0]) if ends else t_arr
+    while sim.arrived < n or sim.ends:
+        now = sim.next_event()
+        sim.end(now)
+        sim.arrive(now)
+        d = sim.decide(now)
+        sim.start(d, now)
+        if timeline:
+            sim.record(now)
+        if not d.starts and not sim.ends and sim.arrived >= n and len(sim.queue):
+            raise AssertionError(
+                f"{len(sim.queue)} jobs can never start (first: job {sim.queue.at(now)[0].id})"
+            )
+    sim.res.wall = time.perf_counter() - wall0
+    return sim.res
+
+
+class _Replay:
+    """The simulator between events, and the steps of one event: the jobs that end, the jobs
+    that arrive, the pass, its starts, the timeline."""
+
+    __slots__ = (
+        "allocated", "arrived", "book", "core", "ends", "free", "gpus", "held", "index", "jobs",
+        "nodes", "placement", "policy", "pos", "profile", "queue", "recent", "res", "running",
+        "stranded", "waiting",
+    )  # fmt: skip
+
+    def __init__(
+        self, jobs: list[SimJob], inv: Inventory, policy: str, placement: str, book: Book | None
+    ) -> None:
+        gpus, nodes = inv
+        n = len(jobs)
+        self.jobs, self.gpus, self.nodes = jobs, gpus, nodes
+        self.policy, self.placement = policy, placement
+        self.res = RunResult(policy, placement, len(gpus), jobs, [-1.0] * n, [-1.0] * n, [()] * n)
+        self.res.fairshare = book is not None
+        self.book = book  # each tenant's usage of ended jobs (fair share)
+        self.pos = {j.id: i for i, j in enumerate(jobs)}
+        self.core: dict[int, Job] = {}
+        self.queue = Ranking(policy)  # the pending jobs, in the policy's order
+        self.waiting: dict[int, Job] = {}  # the pending jobs, in arrival order
+        self.running: dict[int, Job] = {}
+        self.held = Occupancy(gpus, nodes)  # what the running jobs hold, kept across passes
+        self.ends: list[tuple[float, int]] = []  # (end, job id), a heap
+        self.free = [1.0] * len(gpus)
+        self.index = {g.index: k for k, g in enumerate(gpus)}
+        self.allocated = 0.0
+        self.stranded: float | None = None  # free share on partly used GPUs (None: to count)
+        self.recent: list[Request] = []
+        self.profile: Profile | None = None
+        self.arrived = 0
+
+    def next_event(self) -> float:
+        jobs, ends = self.jobs, self.ends
+        t_arr = jobs[self.arrived].submit if self.arrived < len(jobs) else float("inf")
+        return min(t_arr, ends[0][0]) if ends else t_arr
+
+    def end(self, now: float) -> None:
+        """The jobs whose run ends by ``now``: completed, or timed out at their limit."""
+        ends, res, book = self.ends, self.res, self.book
         while ends and ends[0][0] <= now:
             _, jid = heapq.heappop(ends)
-            job = running.pop(jid)
-            i = pos[jid]
-            sj = jobs[i]
+            job = self.running.pop(jid)
+            i = self.pos[jid]
+            sj = self.jobs[i]
             timed_out = sj.time_limit is not None and sj.time_limit < sj.duration
             transition(job, State.TIMEOUT if timed_out else State.COMPLETED, now=now,
                        exit_code=None if timed_out else 0)  # fmt: skip
             res.timeouts += timed_out
-            if end[i] >= 0:
+            if res.end[i] >= 0:
                 raise AssertionError(f"job {jid} finished twice")
-            end[i] = now
-            held.end(job)
+            res.end[i] = now
+            self.held.end(job)
             a = job.attempts[-1]
             if book is not None:
                 book.add(job.tenant, job.request.gpu_amount, a.start, now, now)
             for g in a.gpus:
-                free[index[g]] += a.share
-            allocated -= job.request.gpu_amount
-        while arrived < n and jobs[arrived].submit <= now:
-            sj = jobs[arrived]
-            arrived += 1
+                self.free[self.index[g]] += a.share
+            self.allocated -= job.request.gpu_amount
+            self.stranded = None
+
+    def arrive(self, now: float) -> None:
+        """The jobs submitted by ``now`` join the queue (and the packer's demand profile)."""
+        jobs, n = self.jobs, len(self.jobs)
+        while self.arrived < n and jobs[self.arrived].submit <= now:
+            sj = jobs[self.arrived]
+            self.arrived += 1
             job = Job(
                 id=sj.id, submit_time=sj.submit, name=sj.name, tenant=sj.tenant or "-",
                 priority=sj.priority, time_limit=sj.time_limit,
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
-            core[sj.id] = job
-            queue.add(job)
-            waiting[job.id] = job
-            if placement == "packer":
+            self.core[sj.id] = job
+            self.queue.add(job)
+            self.waiting[job.id] = job
+            if self.placement == "packer":
+                recent = self.recent
                 recent.append(job.request)
-                if arrived % PROFILE_EVERY == 1 or profile is None:
+                if self.arrived % PROFILE_EVERY == 1 or self.profile is None:
                     del recent[:-PROFILE_WINDOW]
-                    profile = Profile.of(recent + [p.request for p in _first(queue, waiting)])
+                    first = _first(self.queue, self.waiting)
+                    self.profile = Profile.of(recent + [p.request for p in first])
+
+    def decide(self, now: float) -> Decisions:
+        """One pass, the daemon's, on the kept capacity and order."""
         # Every GPU taken: the pass can start nothing, so it needs no queue (a share of 1e-9
         # is far below what schedule() counts as free, 1e-6).
-        full = max(free, default=0.0) <= 1e-9
+        full = max(self.free, default=0.0) <= 1e-9
         fair = None
-        if book is not None and not full:
-            fair = FairShare(usage_at(book, running.values(), now))
-        d = schedule(
-            [] if full else queue.at(now), list(running.values()), gpus, None, (), now,
-            policy=policy, placement=placement, nodes=nodes, profile=profile, explain=False,
-            presorted=True, capacity=held.capacity(), fair=fair,
-        )  # fmt: skip
-        res.passes += 1
+        if self.book is not None and not full:
+            fair = FairShare(usage_at(self.book, self.running.values(), now))
+        self.res.passes += 1
+        return schedule(Inputs(
+            [] if full else self.queue.at(now), list(self.running.values()), self.gpus, None,
+            (), now, policy=self.policy, placement=self.placement, nodes=self.nodes,
+            profile=self.profile, explain=False, presorted=True, capacity=self.held.capacity(),
+            fair=fair,
+        ))  # fmt: skip
+
+    def start(self, d: Decisions, now: float) -> None:
+        """The pass's starts: running until their end (or time limit)."""
         started = []
+        res = self.res
         for s in d.starts:
-            job = core[s.job_id]
+            job = self.core[s.job_id]
             transition(
                 job, State.RUNNING, now=now, gpus=s.gpus, share=s.share, mem=s.mem, node=s.node
             )
             started.append(job)
-            del waiting[job.id]
-            running[job.id] = job
-            held.start(job)
-            i = pos[job.id]
-            start[i] = now
+            del self.waiting[job.id]
+            self.running[job.id] = job
+            self.held.start(job)
+            i = self.pos[job.id]
+            res.start[i] = now
             res.placed[i] = s.gpus
-            sj = jobs[i]
+            sj = self.jobs[i]
             run = sj.duration if sj.time_limit is None else min(sj.duration, sj.time_limit)
-            heapq.heappush(ends, (now + run, job.id))
+            heapq.heappush(self.ends, (now + run, job.id))
             for g in s.gpus:
-                free[index[g]] -= s.share
-            allocated += job.request.gpu_amount
+                self.free[self.index[g]] -= s.share
+            self.allocated += job.request.gpu_amount
+            self.stranded = None
         if started:
-            queue.prune(started)
-        if timeline:
-            stranded = sum(f for f in free if 1e-9 < f < 1 - 1e-9)
-            res.timeline.append((now, len(queue), allocated, stranded))
-        if not d.starts and not ends and arrived >= n and len(queue):
-            raise AssertionError(
-                f"{len(queue)} jobs can never start (first: job {queue.at(now)[0].id})"
-            )
-    res.wall = time.perf_counter() - wall0
-    return res
+            self.queue.prune(started)
+
+    def record(self, now: float) -> None:
+        stranded = self.stranded
+        if stranded is None:  # (counted again only once a job started or ended)
+            stranded = self.stranded = sum([f for f in self.free if 1e-9 < f < 1 - 1e-9])
+        self.res.timeline.append((now, len(self.queue), self.allocated, stranded))
 
 
 def _first(queue: Ranking, waiting: dict[int, Job]) -> list[Job]:

@@ -13,14 +13,15 @@ included), their shares and their GPU limits are replayed too: ``usage``, ``shar
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, accrued, usage_at
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job
 from berth.core.limits import UserLimits
-from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, schedule
+from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.core.transition import transition
 
@@ -61,43 +62,75 @@ def predict(
 ) -> dict[int, Prediction]:
     """A prediction for every pending job (the jobs given are not changed). ``usage``: each
     tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share)."""
-    pend = [Job.from_dict(j.to_dict()) for j in pending]
+    if not pending:
+        return {}
     run = {j.id: Job.from_dict(j.to_dict()) for j in running}
-    book = None
-    if usage is not None:  # what ended attempts used: the usage less the running jobs' part
-        ended = dict(usage)
+    book = None if usage is None else _ended_usage(usage, run.values(), now, half_life)
+    fwd = _Forward([Job.from_dict(j.to_dict()) for j in pending], run, now, assume, book, done)
+    base = Inputs([], [], inventory, others, paused, now, policy=policy, placement=placement,
+                  nodes=nodes, done=fwd.finished, explain=False, limits=limits)  # fmt: skip
+    while fwd.pend and fwd.t <= now + HORIZON:
+        d = fwd.decide(base, shares or {})
+        fwd.start(d)
+        if not fwd.advance(d):
+            break
+    for j in fwd.pend:
+        note = "held" if j.held else "cannot start with the GPUs as they are"
+        fwd.out[j.id] = Prediction(j.id, None, None, (), True, note)
+    return fwd.out
+
+
+def _ended_usage(
+    usage: Mapping[str, float], running: Iterable[Job], now: float, half_life: float
+) -> Book:
+    """What ended attempts used: the usage less the running jobs' part."""
+    ended = dict(usage)
+    for j in running:
+        if (a := j.attempt) is not None:
+            part = accrued(j.request.gpu_amount, a.start, now, now, half_life)
+            ended[j.tenant] = ended.get(j.tenant, 0.0) - part
+    return Book(half_life, {t: (max(0.0, u), now) for t, u in ended.items()})
+
+
+class _Forward:
+    """The queue replayed forward (on copies of the jobs): a pass at ``t``, its starts and
+    cancels, then the next end or wakeup."""
+
+    __slots__ = ("assume", "book", "ends", "finished", "inexact", "out", "pend", "run", "t")
+
+    def __init__(
+        self, pend: list[Job], run: dict[int, Job], now: float, assume: float, book: Book | None,
+        done: Mapping[int, State] | None,
+    ) -> None:  # fmt: skip
+        self.pend, self.run, self.t, self.assume, self.book = pend, run, now, assume, book
+        self.out: dict[int, Prediction] = {}
+        self.inexact: set[int] = set()  # jobs without a time limit: their end is assumed
+        self.finished: dict[int, State] = dict(done or {})  # for dependencies
+        self.ends: list[tuple[float, int]] = []
         for j in run.values():
-            if (a := j.attempt) is not None:
-                part = accrued(j.request.gpu_amount, a.start, now, now, half_life)
-                ended[j.tenant] = ended.get(j.tenant, 0.0) - part
-        book = Book(half_life, {t: (max(0.0, u), now) for t, u in ended.items()})
-    out: dict[int, Prediction] = {}
-    inexact: set[int] = set()
-    ends: list[tuple[float, int]] = []
-    for j in run.values():
-        a = j.attempt
-        if a is None:
-            continue
-        if j.time_limit is None:
-            inexact.add(j.id)
-            end = max(now, a.start + assume)
-        else:
-            end = max(now, a.start + j.time_limit)
-        heapq.heappush(ends, (end, j.id))
-    finished: dict[int, State] = dict(done or {})
-    t = now
-    while pend and t <= now + HORIZON:
+            a = j.attempt
+            if a is None:
+                continue
+            if j.time_limit is None:
+                self.inexact.add(j.id)
+                end = max(now, a.start + assume)
+            else:
+                end = max(now, a.start + j.time_limit)
+            heapq.heappush(self.ends, (end, j.id))
+
+    def decide(self, base: Inputs, shares: Mapping[str, float]) -> Decisions:
         fair = None
-        if book is not None and len({j.tenant for j in pend}) > 1:
-            fair = FairShare(usage_at(book, run.values(), t), shares or {})
-        d = schedule(
-            pend, list(run.values()), inventory, others, paused, t, policy=policy,
-            placement=placement, nodes=nodes, done=finished, explain=False, fair=fair,
-            limits=limits,
-        )  # fmt: skip
+        if self.book is not None and len({j.tenant for j in self.pend}) > 1:
+            fair = FairShare(usage_at(self.book, self.run.values(), self.t), shares)
+        running = list(self.run.values())
+        return schedule(base._replace(pending=self.pend, running=running, now=self.t, fair=fair))
+
+    def start(self, d: Decisions) -> None:
+        """The pass's starts (running until their time limit) and cancels."""
+        t, assume, out = self.t, self.assume, self.out
         # prediction: every job ahead in the machine is a possible cause of delay
-        blame = bool(inexact)
-        by_id = {j.id: j for j in pend}
+        blame = bool(self.inexact)
+        by_id = {j.id: j for j in self.pend}
         for s in d.starts:
             job = by_id[s.job_id]
             transition(
@@ -105,30 +138,31 @@ def predict(
             )
             limit = job.time_limit
             if limit is None:
-                inexact.add(job.id)
+                self.inexact.add(job.id)
             end = t + (limit if limit is not None else assume)
             out[job.id] = Prediction(job.id, t, end, s.gpus, not blame,
                                      "" if limit is not None else f"no time limit: assumed {assume:g}s")  # fmt: skip
-            run[job.id] = job
-            heapq.heappush(ends, (end, job.id))
+            self.run[job.id] = job
+            heapq.heappush(self.ends, (end, job.id))
         for c in d.cancels:
             out[c.job_id] = Prediction(c.job_id, None, None, (), True, c.reason)
             by_id[c.job_id].state = State.CANCELLED  # a copy: leaves the queue
-        pend = [j for j in pend if j.state is State.PENDING]
+        self.pend = [j for j in self.pend if j.state is State.PENDING]
+
+    def advance(self, d: Decisions) -> bool:
+        """To the next end or wakeup, ending the jobs due then; False: there is none."""
+        ends = self.ends
         nxt = [ends[0][0]] if ends else []
-        if d.wakeup is not None and d.wakeup > t:
+        if d.wakeup is not None and d.wakeup > self.t:
             nxt.append(d.wakeup)
         if not nxt:
-            break
-        t = min(nxt)
+            return False
+        t = self.t = min(nxt)
         while ends and ends[0][0] <= t:
             _, jid = heapq.heappop(ends)
-            job = run.pop(jid)
+            job = self.run.pop(jid)
             transition(job, State.COMPLETED, now=t, exit_code=0)
-            if book is not None and (a := job.attempt) is not None:
-                book.add(job.tenant, job.request.gpu_amount, a.start, t, t)
-            finished[jid] = State.COMPLETED
-    for j in pend:
-        note = "held" if j.held else "cannot start with the GPUs as they are"
-        out[j.id] = Prediction(j.id, None, None, (), True, note)
-    return out
+            if self.book is not None and (a := job.attempt) is not None:
+                self.book.add(job.tenant, job.request.gpu_amount, a.start, t, t)
+            self.finished[jid] = State.COMPLETED
+        return True

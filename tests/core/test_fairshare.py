@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from berth.core import Job, Request, State, schedule, transition
+from berth.core import Inputs, Job, Request, State, schedule, transition
 from berth.core.fairshare import (
     Book,
     FairShare,
@@ -88,16 +88,16 @@ def test_lower_usage_goes_first_whatever_the_priority_or_age(make_job: MakeJob) 
     old_high = make_job(1, user="alice", priority=10)
     young = make_job(1, user="bob")
     fair = FairShare({"alice": 10.0, "bob": 5.0})
-    d = schedule([old_high, young], [], gpus(1), fair=fair)
+    d = schedule(Inputs([old_high, young], [], gpus(1), fair=fair))
     assert _users([old_high, young], d) == ["bob"]
     # without fair share, alice's priority wins
-    assert _users([old_high, young], schedule([old_high, young], [], gpus(1))) == ["alice"]
+    assert _users([old_high, young], schedule(Inputs([old_high, young], [], gpus(1)))) == ["alice"]
 
 
 def test_shares_weigh_usage(make_job: MakeJob) -> None:
     a, b = make_job(1, user="alice"), make_job(1, user="bob")
     fair = FairShare({"alice": 10.0, "bob": 5.0}, {"alice": 4.0})
-    assert _users([a, b], schedule([a, b], [], gpus(1), fair=fair)) == ["alice"]
+    assert _users([a, b], schedule(Inputs([a, b], [], gpus(1), fair=fair))) == ["alice"]
 
 
 def test_priority_orders_a_users_own_jobs_only(make_job: MakeJob) -> None:
@@ -105,7 +105,7 @@ def test_priority_orders_a_users_own_jobs_only(make_job: MakeJob) -> None:
     urgent = make_job(1, user="alice", priority=5)
     bobs = make_job(1, user="bob", priority=100)
     fair = FairShare({"alice": 1.0, "bob": 2.0})
-    d = schedule([first, urgent, bobs], [], gpus(1), fair=fair)
+    d = schedule(Inputs([first, urgent, bobs], [], gpus(1), fair=fair))
     assert [s.job_id for s in d.starts] == [urgent.id]
     # the order a pass considers them in: alice's (by her priority), then bob's
     order = list(interleave([bobs, urgent, first], fair, {}))
@@ -119,7 +119,7 @@ def test_running_jobs_count_so_a_user_holding_gpus_is_not_cheap(make_job: MakeJo
     mine, theirs = make_job(1, user="alice", t=50.0), make_job(1, user="bob", t=60.0)
     book = Book()  # nothing ended yet
     fair = FairShare(usage_at(book, long, 100.0))
-    d = schedule([mine, theirs], long, gpus(4), now=100.0, fair=fair)
+    d = schedule(Inputs([mine, theirs], long, gpus(4), now=100.0, fair=fair))
     assert _users([mine, theirs], d) == ["bob"]
     assert d.pending[mine.id].reason.value == "Resources"
 
@@ -127,7 +127,7 @@ def test_running_jobs_count_so_a_user_holding_gpus_is_not_cheap(make_job: MakeJo
 def test_gpus_freed_at_once_are_shared_out(make_job: MakeJob) -> None:
     jobs = [make_job(1, user=u, time_limit=600.0) for u in ("alice", "bob") for _ in range(4)]
     fair = FairShare({"alice": 100.0, "bob": 101.0})  # alice a little lower
-    d = schedule(jobs, [], gpus(4), fair=fair)
+    d = schedule(Inputs(jobs, [], gpus(4), fair=fair))
     assert sorted(_users(jobs, d)) == ["alice", "alice", "bob", "bob"]
 
 
@@ -139,9 +139,9 @@ def test_with_one_user_the_order_is_the_policys(make_job: MakeJob) -> None:
                      time_limit=rng.choice([None, 60.0, 3600.0]), t=float(k))
             for k in range(40)
         ]  # fmt: skip
-        plain = schedule(jobs, [], gpus(8), now=100.0, policy=policy)
-        fair = schedule(jobs, [], gpus(8), now=100.0, policy=policy,
-                        fair=FairShare({"alice": 5.0}))  # fmt: skip
+        plain = schedule(Inputs(jobs, [], gpus(8), now=100.0, policy=policy))
+        fair = schedule(Inputs(jobs, [], gpus(8), now=100.0, policy=policy,
+                        fair=FairShare({"alice": 5.0})))  # fmt: skip
         assert fair.starts == plain.starts and fair.pending == plain.pending
 
 
@@ -182,8 +182,8 @@ def replay(
             pending.append(made[k])
             k += 1
         share = FairShare(usage_at(book, running.values(), now)) if fair else None
-        d = schedule(pending, list(running.values()), gpus(n_gpus), now=now, policy=policy,
-                     fair=share)  # fmt: skip
+        d = schedule(Inputs(pending, list(running.values()), gpus(n_gpus), now=now, policy=policy,
+                     fair=share))  # fmt: skip
         by_id = {j.id: j for j in pending}
         for s in d.starts:
             job = by_id[s.job_id]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from berth.core import Job, Reason, State, schedule, transition
+from berth.core import Inputs, Job, Reason, State, schedule, transition
 from berth.core.policy import POLICIES
 
 from .conftest import gpus
@@ -16,7 +16,7 @@ MakeJob = Callable[..., Job]
 def _start(jobs: list[Job], now: float = 0.0) -> set[int]:
     pending = [j for j in jobs if j.state is State.PENDING]
     running = [j for j in jobs if j.state is State.RUNNING]
-    d = schedule(pending, running, gpus(8), now=now)
+    d = schedule(Inputs(pending, running, gpus(8), now=now))
     by_id = {j.id: j for j in jobs}
     for s in d.starts:
         transition(by_id[s.job_id], State.RUNNING, now=now, gpus=s.gpus, share=s.share)
@@ -30,7 +30,7 @@ def test_a_group_never_runs_more_than_its_limit_and_others_pass_it(make_job: Mak
     assert _start(jobs) == {tasks[0].id, tasks[1].id, other.id}  # 8 GPUs, yet only 2 tasks
     pending = [j for j in jobs if j.state is State.PENDING]
     running = [j for j in jobs if j.state is State.RUNNING]
-    d = schedule(pending, running, gpus(8), now=1.0)
+    d = schedule(Inputs(pending, running, gpus(8), now=1.0))
     assert not d.starts
     for t in tasks[2:]:
         assert d.pending[t.id].reason is Reason.ARRAY_TASK_LIMIT
@@ -43,7 +43,7 @@ def test_every_policy_and_a_pass_without_explanations_keep_the_limit(make_job: M
     for policy in POLICIES:
         tasks = [make_job(0.5, group="g", group_limit=3, time_limit=60.0) for _ in range(10)]
         for explain in (True, False):
-            d = schedule(tasks, [], gpus(8), policy=policy, explain=explain)
+            d = schedule(Inputs(tasks, [], gpus(8), policy=policy, explain=explain))
             assert len(d.starts) == 3, (policy, explain)
 
 
@@ -52,7 +52,7 @@ def test_a_throttled_head_takes_no_reservation(make_job: MakeJob) -> None:
     transition(running, State.RUNNING, now=0.0, gpus=(0,), share=1.0)
     throttled = make_job(1, group="g", group_limit=1)
     big = make_job(1)  # fits on GPU 1: the throttled job ahead of it must not block it
-    d = schedule([throttled, big], [running], gpus(2), policy="fifo")
+    d = schedule(Inputs([throttled, big], [running], gpus(2), policy="fifo"))
     assert {s.job_id for s in d.starts} == {big.id}
     assert d.pending[throttled.id].reason is Reason.ARRAY_TASK_LIMIT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.core import POLICIES, Job, Request, State, schedule, transition
+from berth.core import POLICIES, Inputs, Job, Request, State, schedule, transition
 from berth.core.order import ordered
 
 from .conftest import gpus
@@ -18,7 +18,7 @@ def _job(i: int, t: float, **kw: object) -> Job:
 def _pass(jobs: list[Job], now: float, policy: str, log: list[int]) -> None:
     pending = [j for j in jobs if j.state is State.PENDING and j.submit_time <= now]
     running = [j for j in jobs if j.state is State.RUNNING]
-    d = schedule(pending, running, gpus(1), now=now, policy=policy)
+    d = schedule(Inputs(pending, running, gpus(1), now=now, policy=policy))
     for s in d.starts:
         job = next(j for j in jobs if j.id == s.job_id)
         transition(job, State.RUNNING, now=now, gpus=s.gpus)

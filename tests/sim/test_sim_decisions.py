@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from berth.core import Job, Request, State, schedule, transition
+from berth.core import Inputs, Job, Request, State, schedule, transition
 from berth.core.capacity import Capacity
 from berth.core.occupancy import Occupancy
 from berth.core.order import order_key
@@ -76,10 +76,10 @@ def reference(
                         else sorted(pending, key=lambda j: order_key(j, key_policy))
                     )
                     profile = Profile.of(recent + [p.request for p in head[:PROFILE_WINDOW]])
-        d = schedule(
+        d = schedule(Inputs(
             pending, list(running.values()), gpus, None, (), now, policy=policy,
             placement=placement, nodes=nodes, profile=profile, explain=True,
-        )  # fmt: skip
+        ))  # fmt: skip
         for s in d.starts:
             job = next(j for j in pending if j.id == s.job_id)
             transition(job, State.RUNNING, now=now, gpus=s.gpus, share=s.share, mem=s.mem,

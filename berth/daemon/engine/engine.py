@@ -21,7 +21,7 @@ import logging
 import time
 
 from berth.core.job import Job
-from berth.core.policy import DEFAULT_POLICY, schedule
+from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
@@ -145,7 +145,7 @@ class Engine(Lifecycle):
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
         others = self.outside_usage(clean=True)
-        decisions = schedule(
+        decisions = schedule(Inputs(
             pending,
             running,
             self.res.inventory,
@@ -159,7 +159,7 @@ class Engine(Lifecycle):
             explain=explain,
             presorted=self.order.presorted,
             profile=self.order.profile,
-        )
+        ))
         self._decide_seconds = time.perf_counter() - t0
         for start in decisions.starts:
             job = self.jobs[start.job_id]
@@ -244,7 +244,7 @@ class Engine(Lifecycle):
         paused = self.pauses.indexes()
         now = self.clock.time()
         multi = len({j.tenant for j in pending}) > 1
-        decisions = schedule(
+        decisions = schedule(Inputs(
             pending,
             running,
             self.res.inventory,
@@ -256,7 +256,7 @@ class Engine(Lifecycle):
             fair=self.accounts.fair(running, now) if multi else None,
             limits=self.accounts.user_limits(),
             explain=True,
-        )
+        ))
         self._set_reasons(decisions)
         for start in decisions.starts:
             self.reasons[start.job_id] = "None: starting"

@@ -1,0 +1,92 @@
+"""Where a request fits within one scheduling pass (:mod:`berth.core.schedpass`): ``place()``
+with memory (:class:`Fits`), and the blocked head job's reservation (:func:`reservation`).
+
+Within a pass capacity only shrinks, so a request that did not fit still does not, until the
+pass starts another job; every answer here is what ``place()`` would say now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from berth.core.capacity import INF, Capacity
+from berth.core.job import Job, Request
+from berth.core.placement import Placement, Profile, could_fit, place
+
+#: (expected end, start, job id, job) of a running job or one started in the pass.
+End = tuple[float, float, int, Job]
+
+
+def req_key(r: Request) -> tuple[object, ...]:
+    """What placing a request depends on: requests with the same key fit the same way."""
+    return (r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram)
+
+
+class Fits:
+    """``place()`` with memory: within a pass capacity only shrinks, so a request that did not
+    fit still does not (and, without constraints, neither does a bigger one of the same kind:
+    one that must fit on one node, or one that spreads over nodes); results are reused until
+    the next start changes the capacity. Every answer is what ``place()`` would say now, so
+    which requests were asked before changes nothing but the time taken."""
+
+    __slots__ = ("cap", "details", "fail_share", "fail_whole", "how", "memo", "node_max", "profile")
+
+    def __init__(self, cap: Capacity, how: str, profile: Profile | None) -> None:
+        self.cap, self.how, self.profile = cap, how, profile
+        # [without, with] the reservation excluded; whole GPUs: [on one node, across nodes]
+        # (a job bigger than any node spreads over nodes: it may fit where a smaller one
+        # that must stay on one node does not)
+        self.fail_whole = [[INF, INF], [INF, INF]]
+        self.fail_share = [INF, INF]
+        self.node_max = max((len(ps) for ps in cap.node_pos), default=0)
+        self.memo: dict[tuple[object, ...], Placement | None] = {}
+        self.details: dict[tuple[object, ...], str] = {}  # Resources details, same way
+
+    def started(self) -> None:
+        self.memo.clear()
+        self.details.clear()
+
+    def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
+        slot = 1 if exclude else 0
+        simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+        if simple and not req.ram:
+            if req.whole and req.gpus >= self.fail_whole[slot][req.gpus > self.node_max]:
+                return None
+            if 0 < req.gpus < 1 and req.gpus >= self.fail_share[slot]:
+                return None
+        key = (*req_key(req), slot)
+        if key in self.memo:
+            return self.memo[key]
+        pl = self.memo[key] = place(self.cap, req, self.how, self.profile, exclude)
+        if pl is None and simple and not req.ram:
+            if req.whole:
+                fw = self.fail_whole[slot]
+                span = req.gpus > self.node_max
+                fw[span] = min(fw[span], req.gpus)
+            elif req.gpus > 0:
+                self.fail_share[slot] = min(self.fail_share[slot], req.gpus)
+        return pl
+
+
+def reservation(
+    cap: Capacity, ends: list[End], placed: dict[int, Placement], req: Request, how: str,
+    profile: Profile | None,
+) -> tuple[float, set[int]]:  # fmt: skip
+    """(shadow time, positions) of the blocked head job's reservation: release the running
+    jobs (and those ``placed`` in this pass) in order of their expected end until ``req``
+    fits; (INF, no positions) if it never does."""
+    trial = cap.copy()
+    for end, _, jid, job in sorted(ends):  # (ids are unique: jobs are never compared)
+        a = job.attempt
+        r = job.request
+        pl = placed.get(jid)
+        if pl is not None:  # started in this pass
+            trial.take(pl.positions, r.share, pl.mem, pl.node, r.cpu, r.ram, sign=-1.0)
+        elif a is not None:
+            trial.take_gpus(a.gpus, a.share, a.mem, a.node, r.cpu, r.ram, sign=-1.0)
+        if not could_fit(trial, req):
+            continue  # (what place() would find at once, without building its arguments)
+        fit = place(trial, req, how, profile)
+        if fit is not None:
+            return end, set(fit.positions)
+    return INF, set()

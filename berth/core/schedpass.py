@@ -1,0 +1,326 @@
+"""One scheduling pass, in parts: what :func:`berth.core.policy.schedule` runs.
+
+A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides in four steps
+(the rules themselves are in :mod:`berth.core.policy`'s docstring):
+
+1. :meth:`Pass.charge`: what the running jobs hold (the capacity left), their expected ends
+   (for reservations), and a ``Stop`` for each past its time limit.
+2. :meth:`Pass.gate`: in the order of :func:`berth.core.order.ordered`, each pending job's
+   reason to wait that no free GPU would lift: held, a dependency (or a ``Cancel`` when it can
+   never be met), a retry backoff, its array's ``%K``, its user's GPU limit.
+3. :meth:`Pass.place`: a job that may start starts where it fits, outside the reservation, or
+   anywhere if it ends before the shadow time; or it waits behind the blocked job.
+4. :meth:`Pass.reserve`: a job that does not fit waits for resources; the first such job gets
+   the reservation (EASY backfill; under ``fifo`` it blocks every job after it).
+
+The state kept between the steps (capacity, reservation, what started) lives on the pass, one
+object per call: the pass is pure as a whole (it changes no job and only the ``capacity`` the
+caller handed it for that purpose).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+
+from berth.core import deps
+from berth.core.capacity import EPS, INF, Capacity
+from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
+from berth.core.explain import resources_detail, static_reason
+from berth.core.fairshare import fair_charge
+from berth.core.fits import End, Fits, req_key, reservation
+from berth.core.groups import GroupLimits
+from berth.core.job import Job
+from berth.core.limits import Held
+from berth.core.order import ordered
+from berth.core.placement import Placement, Profile
+from berth.core.ranking import View, Walk
+from berth.core.states import Reason, State
+from berth.units import format_duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.core.policy import Inputs
+
+
+class Pass:
+    """One pass over ``inputs``: :meth:`run` once (see the module docstring)."""
+
+    __slots__ = (
+        "blocked_all", "cap", "charged", "dep_states", "ends", "fits", "free_out", "groups",
+        "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
+        "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
+    )  # fmt: skip
+
+    def __init__(self, inputs: Inputs) -> None:
+        self.inp = inputs
+        self.out = Decisions()
+        self.tenant_gpus: dict[str, float] = {}  # GPUs each tenant holds (fairshare's order)
+        self.ends: list[End] = []  # running jobs and jobs started in this pass
+        self.placed: dict[int, Placement] = {}  # jobs started in this pass
+        self.charged: dict[str, float] = {}  # fair share: what jobs started here count for
+        self.dep_states: dict[int, State] | None = None  # dependencies: built at first need
+        self.starts_seen: dict[int, bool] = {}  # dependencies: has the job ever started
+        self.head: Job | None = None  # the first job that did not fit
+        self.shadow = INF  # when the head job is expected to start
+        self.reserved: set[int] = set()  # the positions kept for it
+        self.blocked_all = False  # fifo: the head job blocks every job after it
+        # Once a job holds a reservation, a job can start only if it fits outside it, or ends
+        # before the shadow time and fits in all that is free; without explanations, the jobs
+        # that can do neither (too big for the whole GPUs / largest share outside the
+        # reservation, and too long or too big for all the free GPUs / largest free share) are
+        # passed over at once: the same decisions, without the placement attempts.
+        self.skim = False
+        self.free_out: tuple[int, float, int, float] = (0, 0.0, 0, 0.0)  # Capacity.free_outside
+        self.out_stale = True
+        self.stop = False  # nothing after this job can start (without explanations)
+        self.groups: GroupLimits | None = None  # at most K running per group: at first need
+        self.started: list[Job] = []  # jobs started in this pass
+        limits = inputs.limits
+        self.user_gpus = Held(limits, inputs.running) if limits is not None else None
+        self.profile = inputs.profile
+        self.walk: Walk | None = None
+        self.queue: Iterable[Job] = ()
+        self.cap: Capacity  # set by charge()
+        self.static: dict[tuple[object, ...], tuple[Reason, str] | None]
+        self.fits: Fits
+
+    def run(self) -> Decisions:
+        """Decide (once): the four steps, over the pending jobs in the pass's order."""
+        self.charge()
+        gate, place, reserve = self.gate, self.place, self.reserve
+        for job in self.queue:
+            if gate(job) or place(job):
+                if self.stop:
+                    break
+                continue
+            reserve(job)
+        return self.out
+
+    def wait(self, job: Job, reason: Reason, detail: str = "") -> None:
+        if self.inp.explain:
+            self.out.pending[job.id] = Pending(job.id, reason, detail)
+
+    # -- 1. charge -------------------------------------------------------------------------
+
+    def charge(self) -> None:
+        """What the running jobs hold and when they are expected to end; ``Stop`` past a time
+        limit; then the pending jobs in the order this pass considers them."""
+        inp, out, now = self.inp, self.out, self.inp.now
+        explain = inp.explain
+        cap = inp.capacity
+        recharge = cap is None or explain
+        if cap is None or explain:
+            cap = Capacity(inp.inventory, inp.nodes, inp.others, inp.paused)
+        self.cap = cap
+        tenant_gpus, ends = self.tenant_gpus, self.ends
+        soonest = INF  # the next time limit to come
+        for job in inp.running:
+            a = job.attempt
+            if a is None:
+                continue
+            req = job.request
+            if recharge:
+                cap.take_gpus(a.gpus, a.share, a.mem, a.node, req.cpu, req.ram,
+                              f"job {job.id}" if explain else "")  # fmt: skip
+            tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
+            deadline = a.start + job.time_limit if job.time_limit is not None else INF
+            ends.append((deadline, a.start, job.id, job))
+            if deadline < INF:
+                if deadline <= now and job.state is State.RUNNING:
+                    out.stops.append(Stop(job.id, f"time limit {format_duration(job.time_limit)}"))
+                elif now < deadline < soonest:
+                    soonest = deadline
+        if soonest < INF:
+            _wake(out, soonest)
+        if inp.placement == "packer" and self.profile is None:
+            self.profile = Profile.of(j.request for j in inp.pending)
+        self.static = cap.static  # requests that can never run here: the same for every copy
+        self.fits = Fits(cap, inp.placement, self.profile)
+        if not explain and cap.n_whole_free == 0 and _no_share_left(cap):
+            self.stop = True  # nothing can start: the queue is not even sorted
+        else:
+            self._order()
+
+    def _order(self) -> None:
+        """The pending jobs in the order this pass considers them."""
+        inp = self.inp
+        pending = inp.pending
+        if inp.presorted and isinstance(pending, View):
+            self.walk = pending.walk()
+        self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
+                             inp.usage, self.walk, fair=inp.fair, charged=self.charged)  # fmt: skip
+
+    # -- 2. gate ---------------------------------------------------------------------------
+
+    def gate(self, job: Job) -> bool:
+        """True when the job waits for something no free GPU would give it (its reason
+        recorded, and a ``Cancel`` if its dependency can never be met)."""
+        if job.held:
+            self.wait(job, Reason.HELD, "released by `berth release-job`")
+            return True
+        if job.dependencies:
+            states = self.dep_states
+            if states is None:
+                inp = self.inp
+                states = self.dep_states = _dep_states(
+                    inp.pending, inp.running, inp.done, self.starts_seen
+                )
+            verdict, detail = deps.check(job, states, self.starts_seen)
+            if verdict == deps.NEVER:
+                self.out.cancels.append(Cancel(job.id, f"dependency never satisfied: {detail}"))
+                self.wait(job, Reason.DEPENDENCY_NEVER, detail)
+                return True
+            if verdict == deps.WAIT:
+                self.wait(job, Reason.DEPENDENCY, detail)
+                return True
+        now = self.inp.now
+        if job.not_before is not None and job.not_before > now:
+            _wake(self.out, job.not_before)
+            left = format_duration(job.not_before - now)
+            self.wait(job, Reason.BEGIN_TIME, f"retry backoff, {left} left")
+            return True
+        if job.group_limit and (why := self._groups().blocked(job)) is not None:
+            self.wait(job, Reason.ARRAY_TASK_LIMIT, why)  # (no reservation: its group holds it)
+            return True
+        user_gpus = self.user_gpus
+        if user_gpus is not None and (over := user_gpus.blocked(job)) is not None:
+            self.wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs)
+            return True
+        return False
+
+    def _groups(self) -> GroupLimits:
+        if self.groups is None:
+            self.groups = GroupLimits(itertools.chain(self.inp.running, self.started))
+        return self.groups
+
+    # -- 3. place --------------------------------------------------------------------------
+
+    def place(self, job: Job) -> bool:
+        """Start the job if it may and fits, or record why it waits: True. False: it does not
+        fit, and waits for resources (:meth:`reserve`)."""
+        req = job.request
+        if self.skim and req.gpus and self._passed_over(job):
+            return True
+        key = req_key(req)
+        static = self.static
+        if key not in static:
+            static[key] = static_reason(self.cap, req)
+        bad = static[key]
+        if bad is not None:
+            self.wait(job, *bad)
+            return True
+        head = self.head
+        if self.blocked_all:
+            fits_now = self.fits.get(req, ()) is not None
+            self.wait(job, Reason.PRIORITY if fits_now else Reason.RESOURCES,
+                      f"behind job {head.id if head else '?'} (strict FIFO)")  # fmt: skip
+            self.stop = not self.inp.explain
+            return True
+        reserved = self.reserved
+        pl = self.fits.get(req, reserved)
+        if pl is None and reserved:
+            fits_all = self.fits.get(req, ())
+            limit = job.time_limit
+            ends_by = self.inp.now + limit if limit is not None else INF
+            if fits_all is not None and ends_by <= self.shadow < INF:
+                pl = fits_all
+            elif fits_all is not None:
+                self.wait(job, Reason.PRIORITY,
+                          f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
+                return True
+        if pl is None:
+            return False
+        self._start(job, pl)
+        return True
+
+    def _passed_over(self, job: Job) -> bool:
+        """After a reservation, without explanations: the job can neither fit outside the
+        reservation nor end before the shadow time in all that is free."""
+        if self.out_stale:
+            self.free_out = self.cap.free_outside(self.reserved)
+            self.out_stale = False
+            if self.walk is not None:  # leave out the jobs passed over just below
+                whole_out, share_out, whole_all, share_all = self.free_out
+                self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
+                                 whole_all, share_all)  # fmt: skip
+        whole_out, share_out, whole_all, share_all = self.free_out
+        g = job.request.gpus
+        shadow, limit = self.shadow, job.time_limit
+        return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
+            self.reserved and limit is not None and self.inp.now + limit <= shadow < INF
+            and (g <= whole_all if g >= 1 else g - EPS <= share_all)
+        )  # fmt: skip
+
+    def _start(self, job: Job, pl: Placement) -> None:
+        inp, cap, req = self.inp, self.cap, job.request
+        cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram,
+                 f"job {job.id}" if inp.explain else "")  # fmt: skip
+        node = cap.node_names[pl.node] if pl.node >= 0 else ""
+        gpus = tuple(cap.index[p] for p in pl.positions)
+        self.out.starts.append(Start(job.id, gpus, req.share, pl.mem, node))
+        self.started.append(job)
+        if self.groups is not None:
+            self.groups.started(job)
+        self.fits.started()
+        self.out_stale = True
+        self.placed[job.id] = pl
+        self.stop = not inp.explain and cap.n_whole_free == 0 and _no_share_left(cap)
+        tenant_gpus = self.tenant_gpus
+        tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
+        if inp.fair is not None:
+            self.charged[job.tenant] = self.charged.get(job.tenant, 0.0) + fair_charge(job)
+        if self.user_gpus is not None:
+            self.user_gpus.started(job)
+        limit = job.time_limit
+        self.ends.append((inp.now + limit if limit is not None else INF, inp.now, job.id, job))
+
+    # -- 4. reserve ------------------------------------------------------------------------
+
+    def reserve(self, job: Job) -> None:
+        """The job does not fit: the first such job gets the reservation (under ``fifo``: it
+        blocks every job after it); every one waits for resources."""
+        inp, req = self.inp, job.request
+        if self.head is None:
+            self.head = job
+            if inp.policy == "fifo":
+                self.blocked_all = True
+            else:
+                self.shadow, self.reserved = reservation(
+                    self.cap, self.ends, self.placed, req, inp.placement, self.profile
+                )
+                if self.shadow < INF:
+                    self.out.expected[job.id] = self.shadow
+                self.skim = not inp.explain
+        if inp.explain:
+            details, rkey = self.fits.details, req_key(req)
+            if rkey not in details:
+                details[rkey] = resources_detail(self.cap, req)
+            detail = details[rkey]
+            if job is self.head and self.shadow < INF:
+                detail += f"; expected to start in {format_duration(self.shadow - inp.now)}"
+            self.wait(job, Reason.RESOURCES, detail)
+
+
+def _no_share_left(cap: Capacity) -> bool:
+    return all(f <= 1e-6 or not u for f, u in zip(cap.free, cap.usable, strict=True))
+
+
+def _wake(out: Decisions, t: float) -> None:
+    if out.wakeup is None or t < out.wakeup:
+        out.wakeup = t
+
+
+def _dep_states(
+    pending: Sequence[Job], running: Sequence[Job], done: Mapping[int, State] | None,
+    started: dict[int, bool],
+) -> dict[int, State]:  # fmt: skip
+    """Every job's state a dependency may name; fills ``started`` (has a pending job ever
+    run)."""
+    states: dict[int, State] = dict(done or {})
+    for j in pending:
+        states[j.id] = j.state
+        started[j.id] = bool(j.attempts)
+    for j in running:
+        states[j.id] = j.state
+    return states
