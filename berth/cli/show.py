@@ -81,7 +81,8 @@ def format_job(j: dict[str, Any]) -> str:
         f"  request:    {_gpus(req['gpus'])}"
         + (f", {format_size(req['mem'])} each" if req.get("mem") else "")
         + (f", only {req['gpu_ids']}" if req.get("gpu_ids") else "")
-        + (f", prefer {req['prefer']}" if req.get("prefer") else ""),
+        + (f", prefer {req['prefer']}" if req.get("prefer") else "")
+        + (" (a share sized by --mem, as mgpu_srun placed jobs)" if j.get("by_memory") else ""),
         f"  priority:   {j['priority']}",
         f"  time limit: {_limit(j)}{_at_limit(j)}",
         f"  submitted:  {_when(j['submit_time'])}",

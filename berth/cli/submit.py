@@ -126,8 +126,13 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
             f"({len(gpu_ids)}); leave out -g to take all of them"
             + (f" (-g {text} from {choice.source})" if choice is not None else "")
         )
+    by_memory = (  # mgpu_srun's --mem alone: a share of one GPU, sized by the daemon
+        args.mem is not None and args.gpus is None and choice is None
+        and not getattr(args, "default_gpus", None) and (gpu_ids is None or len(gpu_ids) == 1)
+    )  # fmt: skip
     job: dict[str, Any] = {
         "gpus": int(gpus) if gpus.is_integer() else gpus,
+        **({"by_memory": True} if by_memory else {}),
         "env": export_env(args.export, dict(os.environ)),
         "cwd": os.path.abspath(args.chdir or os.getcwd()),
         "priority": args.priority,

@@ -178,6 +178,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "conda": (_text(1024), None),
     "after_ok": (lambda f, v: tuple(int_list(f, v, 1, MAX_ID, empty=True)), ()),
     "retries": (lambda f, v: integer(f, v, 0, MAX_RETRIES), 0),
+    "by_memory": (_bool, False),  # --mem without -g: a share of one GPU sized by memory
     "requeue": (_opt(_bool), None),  # None: as the daemon's --on-time-limit says
     "max_requeues": (_opt(lambda f, v: integer(f, v, 0, MAX_RETRIES)), None),
     "hold": (_bool, False),
@@ -227,6 +228,7 @@ class JobSpec:
     conda: str | None
     after_ok: tuple[int, ...]  # job ids
     retries: int
+    by_memory: bool  # the daemon sizes the share: mem / the GPU's memory (mgpu_srun's habit)
     requeue: bool | None  # at the time limit: requeue (True), end (False), the daemon's (None)
     max_requeues: int | None  # with requeue: at most this many times (None: the daemon's)
     hold: bool
@@ -299,6 +301,8 @@ class JobSpec:
             raise bad("job field 'once'", self.once, "not with 'unique': one identity per job")
         if self.array is not None and (self.unique or self.once is not None):
             raise ProtocolError(BAD_REQUEST, "--unique is for one job, not an --array")
+        if self.by_memory and (self.mem is None or self.gpus != 1):
+            raise bad("job field 'by_memory'", True, "goes with 'mem' and one GPU ('gpus' 1)")
         ids = self.gpu_ids
         if ids is not None and len(set(ids)) != len(ids):
             raise bad("job field 'gpu_ids'", list(ids), "names a GPU twice")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 
 from berth.claims.procs import user_name
@@ -132,7 +133,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
         p.deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
     p.request = Request(
-        gpus=spec.gpus,
+        gpus=_memory_share(engine.res.inventory, spec) if spec.by_memory else spec.gpus,
         mem=spec.mem,
         gpu_ids=spec.gpu_ids,
         prefer=spec.prefer,
@@ -277,6 +278,21 @@ def _log_dir(engine: Engine, peer: Peer) -> str:
             f"cannot make the log directory of {peer.user} under {userdir.logs_root(state)}: "
             f"{e.strerror or e}; ask the admin, or give your own log file with -o",
         ) from None
+
+
+def _memory_share(inventory: list[Gpu], spec: JobSpec) -> float:
+    """``--mem X`` without ``-g`` (mgpu_srun's habit: GPUs placed by memory): a share of its
+    GPU, ``X / its memory``, as ``-g`` with a share would ask, so jobs whose memory fits
+    share a GPU. Sized by the smallest GPU the job may get (never more memory than declared
+    fits on it); a whole GPU where no GPU's memory is known (a declared inventory without
+    ``memory``) or ``X`` is most of one."""
+    assert spec.mem is not None  # (JobSpec's rule: by_memory goes with mem)
+    sizes = [g.memory_total for g in inventory if spec.gpu_ids is None or g.index in spec.gpu_ids]
+    known = [t for t in sizes if t]
+    if not known or len(known) < len(sizes):
+        return 1
+    share = math.ceil(spec.mem / min(known) * 1000) / 1000  # (to 0.1 %, rounded up)
+    return share if share < 1 else 1
 
 
 def _check_fits(inventory: list[Gpu], request: Request) -> None:
