@@ -229,6 +229,10 @@ class Config:
         "order users by their decayed GPU usage (docs/scheduling.md)")
     fairshare_half_life = Key("scheduling", _DURATION, 7 * 86400.0, _positive, '"7d"',
         'a GPU-hour counts half as much a half-life later ("inf": never)')
+    outside_max_memory = Key[float | None]("scheduling", (int, float), None, _bounded(lambda v: 0 <= v <= 1, "a fraction in [0, 1]", float), "0.25",
+        "outside use (processes outside berth) up to this fraction of a GPU's memory leaves it to berth's jobs (default: any outside process makes the GPU busy; the GPU Job Scheduler's --mem-threshold)")
+    outside_max_util = Key[float | None]("scheduling", (int, float), None, _bounded(lambda v: 0 <= v <= 100, "a percentage in [0, 100]", float), "20",
+        "... and up to this utilisation % (both must hold; the GPU Job Scheduler's --load-threshold)")
     limit_max_gpus = Key[float | None]("limits", (int, float), None, _bounded(lambda n: 0 < n <= 1024, "in (0, 1024]", float), "4",
         "GPUs a user may hold at once (more wait: UserGpuLimit)", name="max_gpus")
     limit_max_jobs = Key[int | None]("limits", (int,), None, _bounded(lambda n: n > 0, ">= 1", int), "200",

@@ -77,6 +77,25 @@ class Resources:
                     seen[p.pid] = start
         self.seen = seen
 
+    def _outside_use(self, s: GpuSnapshot, count: int, used: int) -> str | None:
+        """Why ``count`` processes outside berth, using ``used`` bytes of GPU ``s``, make it
+        busy (a pending reason's words), or None when the admin's rule lets berth use it
+        ([scheduling] outside_max_memory / outside_max_util: both must hold; unset, any
+        outside process makes it busy, as before)."""
+        words = f"{count} process{'es' if count != 1 else ''} outside berth"
+        most_mem, most_util = self.cfg.outside_max_memory, self.cfg.outside_max_util
+        if most_mem is None and most_util is None:
+            return words
+        over = []
+        if most_mem is not None and s.memory_total:
+            if used > most_mem * s.memory_total:
+                over.append(f"{used / s.memory_total:.0%} of its memory > {most_mem:.0%}")
+        if most_util is not None and s.utilization is not None and s.utilization > most_util:
+            over.append(f"{s.utilization}% busy > {most_util:g}%")
+        if not over:
+            return None
+        return f"{words} ({', '.join(over)}: [scheduling] outside_max_memory/outside_max_util)"
+
     def bodies_needed(self) -> bool:
         """Whether a ledger scan must read the claims' bodies: only their holders' pids are
         used, to tell our claimants' GPU processes from others', and only when some GPU
@@ -120,6 +139,11 @@ class Resources:
                 share[s.index] = share.get(s.index, 0.0) + w_share
                 mem[s.index] = mem.get(s.index, 0) + w_mem
                 labels.setdefault(s.index, []).append("reserved by a waiting `berth run`")
+        claimed_mem = dict(mem)  # (declared by claims and waiters, before outside use)
+
+        def share_mem(index: int) -> int:
+            return claimed_mem.get(index, 0)
+
         busy: set[int] = set()
         verdicts: dict[int, bool] = {}  # pid -> outside (a process may use several GPUs)
         berths: list[set[int]] = []  # our jobs' and the holders' pids, once asked for
@@ -141,8 +165,10 @@ class Resources:
                     outside += 1
                     mem[s.index] = mem.get(s.index, 0) + (p.used_memory or 0)
             if outside:
-                busy.add(s.index)
-                labels.setdefault(s.index, []).append(f"{outside} process(es) outside berth")
+                said = self._outside_use(s, outside, mem.get(s.index, 0) - share_mem(s.index))
+                if said is not None:
+                    busy.add(s.index)
+                    labels.setdefault(s.index, []).append(said)
         out: dict[int, Usage] = {}
         for index in set(share) | set(mem) | busy:
             out[index] = Usage(
