@@ -5,6 +5,8 @@
   echo "0,/path/to/eval.py,myenv,--llm qwen2.5-3b-inst," >> jobs.txt   # queued within a second
   berth watch jobs.txt --requirements llm_config.json -t 4h   # submit options for every line
   berth watch --scan jobs.txt             # queue what is new, once, and exit (cron, scripts)
+  berth watch --unique jobs.txt           # a line whose job is queued, running or done (yours,
+                                          # however submitted) is not queued again
   nohup berth watch jobs.txt > watch.log 2>&1 &   # keep watching after you log out
 
 Seed 002's scheduler watched its jobs.txt and queued new lines; `berth watch` does the same for
@@ -12,7 +14,10 @@ a file in either format `berth submit --file` reads (seed 002's CSV, or berth's 
 Each line is queued exactly once, remembered by its content as the seed's hashing did: the
 file may be rewritten by an editor, reordered or truncated, and the daemon or the watcher
 restarted (or killed), without a line being queued twice or lost. A second line identical to
-one already queued is a second job. Only complete lines are read (ended by a newline).
+one already queued is a second job, unless --unique: then, as the GPU Job Scheduler skipped a
+duplicate that had not failed, a line whose job (the same command, directory, setup and GPU
+request) is pending, running or completed for you, submitted however, is not queued again;
+one whose twin failed is. Only complete lines are read (ended by a newline).
 
 A bad line (or one the daemon refuses) is reported with its line and column and left out;
 fix it and it is queued as a new line. While no daemon answers, new lines wait and are queued
@@ -52,10 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.wrap or args.file or args.wait or args.interactive or args.unique:
+    if args.wrap or args.file or args.wait or args.interactive:
         raise UsageError(
             "berth watch FILE takes the commands from FILE: no command, --wrap, --file, "
-            "--wait, -i or --unique (every line is queued once anyway)"
+            "--wait or -i"
         )
     if not args.interval > 0:
         raise UsageError(f"--interval {args.interval}: must be a positive number of seconds")
@@ -150,7 +155,7 @@ class Watcher:
                 continue
             try:
                 spec = JobSpec.from_dict({**spec.to_dict(), "once": self.state.once(key)})
-            except ProtocolError as e:  # (e.g. --unique: one identity per job)
+            except ProtocolError as e:  # (a line the daemon's rules refuse)
                 self._warn(f"{self.path}:{n}: {e.message}; left out (fix the line to have it "
                            "queued)")  # fmt: skip
                 self.bad.add(key)

@@ -297,8 +297,6 @@ class JobSpec:
             if n != len(self.array_argvs) or self.argv is None:
                 raise bad("job field 'array_argvs'", f"{len(self.array_argvs)} commands",
                           f"needs an argv and an array of as many tasks (it has {n})")  # fmt: skip
-        if self.once is not None and self.unique:
-            raise bad("job field 'once'", self.once, "not with 'unique': one identity per job")
         if self.array is not None and (self.unique or self.once is not None):
             raise ProtocolError(BAD_REQUEST, "--unique is for one job, not an --array")
         if self.by_memory and (self.mem is None or self.gpus != 1):

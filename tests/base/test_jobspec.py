@@ -153,8 +153,8 @@ def test_the_rules_between_fields() -> None:
     assert "job field 'inject_arg' = '--cuda': needs a command (argv)" in _refusal(wrap)
     sweep = {**BASE, "argv": ["a"], "array": "0-2", "array_argvs": [["a"], ["b"]]}
     assert "needs an argv and an array of as many tasks (it has 3)" in _refusal(sweep)
-    both = {**BASE, "argv": ["a"], "unique": True, "once": "k"}
-    assert "not with 'unique': one identity per job" in _refusal(both)
+    both = {**BASE, "argv": ["a"], "unique": True, "once": "k"}  # (berth watch --unique)
+    assert JobSpec.from_dict(both).once == "k"
     assert _refusal({**BASE, "argv": ["a"], "array": "0-2", "unique": True}) == (
         "--unique is for one job, not an --array"
     )

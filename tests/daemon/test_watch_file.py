@@ -106,3 +106,26 @@ def test_a_bad_line_is_named_and_left_out_the_others_are_queued(daemon):
     assert f"{jobs}:2:9: invalid -g/--gpus 'many'" in r.stderr
     assert f"{jobs}:3: no GPU 7 here" in r.stderr
     assert _names(daemon) == ["a"]
+
+
+def test_watch_unique_skips_a_twin_that_has_not_failed(daemon, tmp_path):
+    """Issue 27.4: under --unique the same line appended twice is one job, and a twin
+    submitted without --unique counts; a twin that failed does not."""
+    daemon.start()
+    done = daemon.submit(*daemon.workload("--seconds", "0"), hold=True)  # no --unique: a twin
+    jobs = tmp_path / "jobs.txt"
+    line = " ".join(["--hold", "--", *daemon.workload("--seconds", "0")]) + "\n"
+    jobs.write_text(line + line + "-- sh -c 'exit 3'\n")
+    state = str(tmp_path / "w.json")
+    here = str(daemon.fake.root)  # (the twin's directory: part of a job's identity)
+    out = daemon.berth("watch", "--scan", "--unique", "--state", state, str(jobs), cwd=here)
+    assert out.returncode == 0, out.stderr
+    queued = [j["id"] for j in daemon.call("queue", all=True)["jobs"]]
+    assert len(queued) == 2 and done in queued  # the twin, and `exit 3`
+    failing = max(queued)
+    assert daemon.wait_done([failing], timeout=20)[failing]["state"] == "FAILED"
+    with open(jobs, "a") as f:
+        f.write("-- sh -c 'exit 3'\n")  # its twin failed: queued again
+    out = daemon.berth("watch", "--scan", "--unique", "--state", state, str(jobs), cwd=here)
+    assert out.returncode == 0, out.stderr
+    assert len(daemon.call("queue", all=True)["jobs"]) == 3

@@ -48,7 +48,9 @@ class _Prepared:
     ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
     are taken out of it, into ``array`` and ``argvs``)."""
 
-    __slots__ = ("argvs", "array", "deps", "dup", "err", "out", "request", "requeue", "spec")
+    __slots__ = (
+        "argvs", "array", "deps", "dup", "err", "ident", "out", "request", "requeue", "spec",
+    )  # fmt: skip
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
@@ -59,6 +61,7 @@ class _Prepared:
         self.request = Request()
         self.out = self.err = ""
         self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
+        self.ident = ""  # the job's identity (unique.key)
 
 
 async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -87,11 +90,10 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             if len(raws) == 1:
                 raise
             raise ProtocolError(e.code, f"job {k + 1} of {len(raws)}: {e.message}") from None
-        key = p.spec.unique_key
-        if p.dup is None and key is not None:
-            if key in keys:  # the same job twice in one file: the first one counts
+        for key in _batch_keys(p):
+            if p.dup is None and key in keys:  # the same job twice in one file: the first
                 p.dup = {"twin_of": keys[key]}
-            keys[key] = k
+            keys.setdefault(key, k)
         if p.dup is None:
             queued += len(arrays.indices(p.array)[0]) if p.array else 1
         prepared.append(p)
@@ -110,6 +112,13 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             replies.append(p.dup)
     await asyncio.gather(*futures)  # durable before we answer
     return replies
+
+
+def _batch_keys(p: _Prepared) -> list[str]:
+    """What makes two jobs of one request the same: a `berth watch` line's key; with
+    ``--unique``, the job's identity."""
+    out = [p.spec.unique_key] if p.spec.once is not None and p.spec.unique_key else []
+    return out + ([p.ident] if p.spec.unique else [])
 
 
 async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Prepared:
@@ -147,12 +156,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.umask is None:
         own["umask"] = DEFAULT_UMASK
-    if spec.unique:
-        own["unique_key"] = key = unique.key(peer.uid, spec)
-        p.dup = await unique.twin(engine, key)
-    elif spec.once is not None:
-        own["unique_key"] = key = _once_key(peer.uid, spec.once)
-        p.dup = await _once(engine, key)
+    await _identities(engine, peer, spec, p, own)
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
@@ -226,6 +230,8 @@ def _insert(
         futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
     if spec.unique_key is not None:
         engine.note_unique(spec.unique_key, base)
+    if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
+        engine.note_unique(p.ident, base)
     reply: dict[str, Any] = {"job_id": base}
     reply.update(_limit_in_force(spec.time_limit, engine.opts.max_job_time))
     if array:
@@ -245,6 +251,23 @@ def _limit_in_force(own: float | None, cap: float | None) -> dict[str, Any]:
     if own is not None and (cap is None or own <= cap):
         return {"limit_in_force": own, "limit_from": "job"}
     return {"limit_in_force": cap, "limit_from": "daemon" if cap is not None else None}
+
+
+async def _identities(
+    engine: Engine, peer: Peer, spec: JobSpec, p: _Prepared, own: dict[str, Any]
+) -> None:
+    """Every job keeps its identity (:func:`unique.key`) as its ``unique_key``, so that
+    ``--unique`` finds a twin submitted without it; a line of `berth watch` keeps its
+    ``once`` key there instead (the line's own identity), its job identity in memory. With
+    ``once``, a line already queued answers its job; with ``unique``, a live or completed
+    twin answers for it (both may apply: `berth watch --unique`)."""
+    p.ident = unique.key(peer.uid, spec)
+    own["unique_key"] = p.ident
+    if spec.once is not None:
+        own["unique_key"] = once = _once_key(peer.uid, spec.once)
+        p.dup = await _once(engine, once)
+    if p.dup is None and spec.unique:
+        p.dup = await unique.twin(engine, p.ident)
 
 
 def _once_key(uid: int, once: str) -> str:

@@ -1,7 +1,8 @@
 """``berth submit --unique``: seed 002's job deduplication, for jobs files submitted again.
 
 A job submitted with ``--unique`` is not queued if a job with the same identity, of the same
-user, is pending or running, or has completed (and is still on record: ``--keep-finished``);
+user, submitted with ``--unique`` or not (every job keeps its identity), is pending or
+running, or has completed (and is still on record: ``--keep-finished``);
 the answer names that job instead (``duplicate``). A twin that failed, timed out or was
 cancelled does not count: the job is queued again, as seed 002 retries failed jobs.
 
