@@ -50,8 +50,13 @@ def info(row: dict[str, Any]) -> JobInfo:
         submit_time=row.get("submit_time"),
         array_job=None if array is None else str(array),
         array_task=task, array_limit=row.get("group_limit") if array is not None else None,
-        extra={"raw_id": str(row["id"]), "pty": bool(row.get("pty"))},
+        extra={"raw_id": str(row["id"]), "pty": bool(row.get("pty")),
+               **{k: row[k] for k in _ORDER_FIELDS if row.get(k) is not None}},
     )  # fmt: skip
+
+
+# What puts a pending job where it is in line (the daemon's queue rows, issue 27.3).
+_ORDER_FIELDS = ("order", "priority", "share_factor", "queued_at")
 
 
 def _queue_fields(user: str | None, finished: bool, states: Sequence[str]) -> dict[str, Any]:

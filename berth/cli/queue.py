@@ -43,6 +43,7 @@ import json
 import os
 import pwd
 import sys
+import time
 
 from berth.backends.base import CODES
 from berth.cli.backend_choice import of
@@ -149,7 +150,7 @@ def fold(rows: list[JobInfo], expand: bool = False) -> list[Row]:
 def format_rows(rows: list[Row], header: bool = True) -> str:
     lines = [("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")]
     for shown_id, r in rows:
-        where = f"({r.reason or 'None'})" if r.state == "PENDING" else r.where
+        where = f"({r.reason or 'None'}){_in_line(r)}" if r.state == "PENDING" else r.where
         lines.append(
             (
                 shown_id,
@@ -171,6 +172,20 @@ def format_rows(rows: list[Row], header: bool = True) -> str:
     if not header:
         out.pop(0)
     return "".join(line + "\n" for line in out)
+
+
+def _in_line(r: JobInfo) -> str:
+    """A pending job's place in line and why there: ``#2 prio 10, share 0.42, waited 5:02``
+    (its priority, its user's fair-share factor, its wait), when the backend says."""
+    x = r.extra or {}
+    if x.get("order") is None:
+        return ""
+    parts = [f"prio {x.get('priority', 0)}"]
+    if x.get("share_factor") is not None:
+        parts.append(f"share {x['share_factor']:.2f}")
+    if x.get("queued_at") is not None:
+        parts.append(f"waited {format_duration(max(0.0, time.time() - x['queued_at']))}")
+    return f" #{x['order']} " + ", ".join(parts)
 
 
 LOCAL_ONLY = {

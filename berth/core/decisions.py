@@ -61,3 +61,4 @@ class Decisions:
     pending: dict[int, Pending] = field(default_factory=dict)
     expected: dict[int, float] = field(default_factory=dict)
     wakeup: float | None = None
+    order: list[int] = field(default_factory=list)  # explain: pending jobs as considered

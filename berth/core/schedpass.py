@@ -89,7 +89,10 @@ class Pass:
         """Decide (once): the four steps, over the pending jobs in the pass's order."""
         self.charge()
         gate, place, reserve = self.gate, self.place, self.reserve
+        considered = self.out.order if self.inp.explain else None
         for job in self.queue:
+            if considered is not None:
+                considered.append(job.id)
             if gate(job) or place(job):
                 if self.stop:
                     break

@@ -71,6 +71,7 @@ class Engine(Lifecycle):
         self.jobs: dict[int, Job] = {}  # unfinished jobs
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
+        self.considered: dict[int, int] = {}  # pending job -> its place in the last pass
         self.finished_states: dict[int, State] = {}  # for dependencies
         self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
@@ -238,6 +239,7 @@ class Engine(Lifecycle):
         pending = [j for j in self.jobs.values() if j.state is State.PENDING]
         if self.pauses.queue:
             self.reasons = {j.id: "QueuePaused" for j in pending}
+            self.considered = {}
             self._reasons_valid = True
             return
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
@@ -258,6 +260,7 @@ class Engine(Lifecycle):
             explain=True,
         ))
         self._set_reasons(decisions)
+        self.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
         for start in decisions.starts:
             self.reasons[start.job_id] = "None: starting"
         self.last_explain_seconds = time.perf_counter() - t0

@@ -82,8 +82,14 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     states = _states(req)
     engine.explain()
     jobs = [j for j in engine.unfinished() if uid is None or j.uid == uid]
-    jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
+    place = engine.considered  # pending jobs: in the order the last pass considered them
+    last = len(place)
+    jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), place.get(j.id, last), -j.priority,
+                             j.queue_time, j.id))  # fmt: skip
     rows = [views.row(j, engine.reason(j.id)) for j in jobs]
+    acc = engine.accounts
+    users = acc.summary(engine.unfinished(), engine.clock.time())
+    _why_this_order(engine, jobs, rows, {u["user"]: u["factor"] for u in users})
     if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
         for r, j in zip(rows, jobs, strict=True):
             model = {k: v for k, v in j.to_dict().items() if k != "extra"}
@@ -101,13 +107,26 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     if states:
         names = {s.value for s in states}
         rows = [r for r in rows if r["state"] in names]
-    acc = engine.accounts
     return {
         "daemon": daemon_info(engine),
         "jobs": rows,
-        "users": acc.summary(engine.unfinished(), engine.clock.time()),
+        "users": users,
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
     }
+
+
+def _why_this_order(
+    engine: Engine, jobs: list[Job], rows: list[dict[str, Any]], factors: dict[str, float]
+) -> None:
+    """Each pending row's place in line and what puts it there: its priority, its user's
+    fair-share factor (1.0 = no usage lately; lower goes later), and since when it waits."""
+    for job, row in zip(jobs, rows, strict=True):
+        if job.state is not State.PENDING:
+            continue
+        place = engine.considered.get(job.id)
+        row["order"] = None if place is None else place + 1
+        row["share_factor"] = factors.get(job.tenant)
+        row["queued_at"] = job.queue_time
 
 
 def _finite(x: float) -> float | None:
