@@ -8,6 +8,7 @@
   berth daemon --exit-with $$       # stop it when this shell exits (a session's own queue)
   berth daemon --inside-slurm --exit-with $$   # a queue on the GPUs of this Slurm allocation
   berth daemon --http               # also serve the dashboard on http://127.0.0.1:8765/
+                                    # (:865 for the system daemon)
   berth daemon --http 127.0.0.1:9000 --http-no-anonymous   # sign in (berth web-token) to view
   sudo berth daemon --system        # the machine's daemon, for every user (docs/admin.md)
   sudo berth daemon --system --stop
@@ -80,10 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--http",
         nargs="?",
-        const="127.0.0.1:8765",
+        const="127.0.0.1",
         metavar="ADDR",
-        help="serve the web dashboard and /metrics on ADDR (default 127.0.0.1:8765; loopback "
-        "only unless --http-allow-remote; [daemon] http)",
+        help="serve the web dashboard and /metrics on ADDR (default 127.0.0.1:865 for the "
+        "system daemon, 127.0.0.1:8765 for a user's; loopback only unless --http-allow-remote; "
+        "[daemon] http)",
     )
     p.add_argument(
         "--http-no-anonymous",

@@ -34,7 +34,7 @@ from berth.daemon.requests.server import Server
 from berth.daemon.store.store import open_store
 from berth.daemon.store.writer import Writer
 from berth.errors import BerthError
-from berth.web.bind import listen, parse_bind
+from berth.web.bind import Binding, default_port, listen, parse_bind
 from berth.web.server import WebServer
 
 TYPE_CHECKING = False
@@ -155,16 +155,20 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
         lock_path = os.path.join(opts.state_dir, "socket.lock")
     socket_lock = _lock(lock_path, f"socket {opts.socket}")
     sock = _bind(opts.socket, opts.system)
-    web_sock = None
-    if cfg.http:  # the dashboard's port, bound now: in use, the daemon does not start
-        web_sock = listen(*parse_bind(cfg.http, cfg.http_allow_remote))
+    web_sock: tuple[str, int, socket.socket | BerthError] | None = None
+    if cfg.http:  # the dashboard's port, bound now: in use, tried again later (web.bind)
+        host, port = parse_bind(cfg.http, cfg.http_allow_remote, default_port(opts.system))
+        try:
+            web_sock = (host, port, listen(host, port))
+        except BerthError as e:
+            web_sock = (host, port, e)
 
     spawner = Spawner()  # a fresh, small interpreter that forks the supervisors
     try:
         return asyncio.run(_main(opts, cfg, sock, ready, spawner, web_sock))
     finally:
-        if web_sock is not None:
-            web_sock.close()
+        if web_sock is not None and isinstance(web_sock[2], socket.socket):
+            web_sock[2].close()
         spawner.close()
         try:
             os.unlink(opts.socket)
@@ -180,7 +184,7 @@ async def _main(
     sock: socket.socket,
     ready: Callable[[], None] | None,
     spawner: Spawner,
-    web_sock: socket.socket | None = None,
+    web_sock: tuple[str, int, socket.socket | BerthError] | None = None,
 ) -> int:
     _raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
     loop = asyncio.get_running_loop()
@@ -230,14 +234,16 @@ async def _main(
             log.warning("admin group %r does not exist", cfg.admin_group)
     server = Server(engine, admin_gid)
     srv = await asyncio.start_unix_server(server.handle, sock=sock)
-    web = None
+    web = binding = None
     if web_sock is not None:  # `--http`: the dashboard and /metrics (berth.web)
-        host, port = web_sock.getsockname()[:2]
+        host, port, first = web_sock
         web = WebServer(
             engine, host, port, anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
-        await web.start(web_sock)
+        binding = web.binding = Binding(loop, host, port, web.start)
+        engine.notes.append(lambda: binding.unavailable if binding is not None else None)
+        await binding.start(first)
     watcher = Watcher(ledger.path)
     if watcher.fd is not None:
         loop.add_reader(watcher.fd, _on_claims, watcher, engine)
@@ -269,6 +275,8 @@ async def _main(
         ready()
     await engine.stop_event.wait()
     srv.close()
+    if binding is not None:
+        binding.close()
     if web is not None:
         web.close()
     log.info("stopping; %d running job(s) stay under their supervisors", len(engine.runs))

@@ -160,9 +160,11 @@ class Routes:
 
     def metrics(self) -> bytes:
         gpus = view.gpus(self.server.engine, auth.anonymous())
+        binding = self.server.binding
         text = metrics.render(
-            gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
-        )
+            gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
+            port_waited=binding.waited if binding is not None else 0.0,
+        )  # fmt: skip
         return wire.response(200, text.encode(), metrics.CONTENT_TYPE)
 
     SPANS = (3600.0, 6 * 3600.0, 86400.0)

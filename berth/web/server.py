@@ -34,6 +34,7 @@ from berth.web.routes import Routes
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from berth.daemon.engine.engine import Engine
+    from berth.web.bind import Binding
 
 log = logging.getLogger("berth.daemon")
 
@@ -90,6 +91,7 @@ class WebServer:
         self._dirty = True
         self._publish_at: asyncio.TimerHandle | None = None
         self.routes = Routes(self)
+        self.binding: Binding | None = None  # how it got its port (for /metrics)
 
     @property
     def url(self) -> str:

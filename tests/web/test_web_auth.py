@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 from berth.errors import BerthError
 from berth.web import auth, wire
@@ -69,19 +70,42 @@ def test_bad_http_address_is_refused_before_the_daemon_starts(web: Any) -> None:
     assert r.returncode != 0 and "not an IP address" in r.stderr
 
 
-def test_the_port_in_use_fails_the_start(web: Any) -> None:
+def test_a_port_held_by_another_keeps_only_the_dashboard_down(web: Any) -> None:
+    """Another process holds the dashboard's port at start: the queue runs anyway, `berth
+    status` and the log say the dashboard is unavailable, and the dashboard comes up once the
+    port is free (then /metrics says how long it waited)."""
     import socket
 
     daemon = web.daemon
-
     daemon.fake.setup(n=1)
     taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
     try:
-        port = taken.getsockname()[1]
-        r = daemon.berth("daemon", "--foreground", "--http", f"127.0.0.1:{port}", timeout=30)
-        assert r.returncode != 0 and f"cannot serve the dashboard on 127.0.0.1:{port}" in r.stderr
+        daemon.start("--http", f"127.0.0.1:{port}", "--poll-interval", "0.2")
+        job = daemon.submit("true")
+        assert daemon.wait_done([job])[job]["state"] == "COMPLETED"  # the queue serves
+        r = daemon.berth("status")
+        assert r.returncode == 0, r.stderr
+        assert f"dashboard unavailable: cannot serve the dashboard on 127.0.0.1:{port}" in r.stdout
+        assert daemon.call("web_token")["url"] is None
     finally:
         taken.close()
+    url = f"http://127.0.0.1:{port}/"
+    wait_until(lambda: daemon.call("web_token")["url"] == url, timeout=20, message="bound")
+    web.url, web.port = url, port
+    status, _, body = web.get("/metrics")
+    assert status == 200 and b"berth_dashboard_port_waited_seconds " in body
+    assert "dashboard unavailable" not in daemon.berth("status").stdout
+    with open(daemon.log) as f:
+        assert "the queue runs without it" in f.read()
+
+
+def test_the_system_daemons_default_port_is_one_only_root_may_bind() -> None:
+    from berth.web import bind
+
+    assert bind.default_port(system=True) < 1024
+    assert bind.parse_bind("127.0.0.1", default=bind.default_port(True)) == ("127.0.0.1", 865)
+    assert bind.default_port(system=False) == bind.DEFAULT_PORT
 
 
 def test_a_log_is_read_only_if_it_is_the_owners_regular_file(tmp_path: Path) -> None:

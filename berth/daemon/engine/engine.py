@@ -33,6 +33,7 @@ from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from berth.claims.claim import Claim
@@ -75,6 +76,7 @@ class Engine(Lifecycle):
         self.pause_notes = store.pause_notes()  # uuid -> (who drained it, why, since)
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
         self.queue_paused = False
+        self.notes: list[Callable[[], str | None]] = []  # lines for `berth status`, if any
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
         self.unique: dict[str, int] = {}  # `submit --unique` identity -> newest job with it

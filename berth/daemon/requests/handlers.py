@@ -325,6 +325,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "pending": pending,
         "running": len(engine.runs),
         "queue_paused": engine.queue_paused,
+        "notes": [line for note in engine.notes if (line := note())],
     }
 
 
