@@ -43,6 +43,7 @@ Example::
     http = "127.0.0.1:8765"    # serve the web dashboard and /metrics there (default: off)
     http_anonymous = true      # viewers without a token may read (false: sign in to view)
     http_allow_remote = false  # allow a non-loopback http address (plain HTTP: use a TLS proxy)
+    web_token_ttl = "12h"      # a dashboard token (berth web-token) expires this long after
 
     [scheduling]
     fairshare = true           # order users by their decayed GPU usage (docs/scheduling.md)
@@ -109,6 +110,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "http": (str,),
         "http_anonymous": (bool,),
         "http_allow_remote": (bool,),
+        "web_token_ttl": (str, int, float),
     },
     "scheduling": {"fairshare": (bool,), "fairshare_half_life": (str, int, float)},
     "limits": {"max_gpus": (int, float), "max_jobs": (int,), "max_time": (str, int, float)},
@@ -184,6 +186,7 @@ class Config:
         "state_dir",
         "system_socket",
         "system_state_dir",
+        "web_token_ttl",
     )
 
     def __init__(self) -> None:
@@ -204,6 +207,7 @@ class Config:
         self.http: str | None = None  # the dashboard's address (berth.web), None: off
         self.http_anonymous = True
         self.http_allow_remote = False
+        self.web_token_ttl: float = 12 * 3600.0  # seconds a dashboard token is good for
         self.fairshare = True  # order users by decayed GPU usage ([scheduling])
         self.fairshare_half_life: float = 7 * 86400.0
         self.limit_max_gpus: float | None = None  # [limits]: defaults for every user
@@ -361,7 +365,7 @@ def load() -> Config:
         except UsageError as e:
             raise ConfigError(f"config file {path!r}: [daemon] {e}") from None
         cfg.http = value
-    for key in ("max_job_time", "kill_after", "keep_finished"):
+    for key in ("max_job_time", "kill_after", "keep_finished", "web_token_ttl"):
         if (item := get("daemon", key)) is not None:
             path, value = item
             try:

@@ -92,10 +92,12 @@ class Routes:
         token = auth.bearer(req.headers)
         if token is None:
             return None
-        uid = auth.check_token(self.server.secret, token)
+        uid = self.server.tokens.check(token)
         if uid is None:
             raise wire.HttpError(
-                401, "this token is not valid here: get yours with `berth web-token`"
+                401,
+                "this token is not valid here (or has expired, or was revoked): get a new "
+                "one with `berth web-token`",
             )
         return auth.peer_for(uid, self.server.admin_gid)
 

@@ -26,7 +26,7 @@ from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
 from berth.web import auth, view, wire
-from berth.web.auth import load_secret
+from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
 from berth.web.routes import Routes
@@ -75,7 +75,7 @@ class WebServer:
         self.anonymous = anonymous
         self.allow_remote = allow_remote
         self.admin_gid = admin_gid
-        self.secret = load_secret(engine.opts.state_dir)
+        self.tokens = Tokens(engine.opts.state_dir, engine.res.cfg.web_token_ttl)
         self.loop = engine.loop
         self.tick = min(5.0, max(0.5, engine.opts.poll_interval))
         self.observer = Observer(engine)

@@ -358,7 +358,7 @@ def shutdown(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     from berth.web.auth import token_reply  # cycle: web.auth imports this module
 
-    return token_reply(engine, peer)
+    return token_reply(engine, peer, revoke=req.get("revoke") is True)
 
 
 HANDLERS: dict[str, Handler] = {
