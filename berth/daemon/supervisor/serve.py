@@ -4,7 +4,9 @@ A supervisor is forked (no ``exec``: a fresh interpreter per job would cap throu
 jobs/s) by the fork server (:mod:`berth.daemon.procs.spawner`), or by the daemon if that is gone,
 for one owner (the user its jobs run as). It calls ``setsid()`` so that nothing aimed at the
 daemon (a ``kill -9``, a terminal's Ctrl-C) reaches it, closes every descriptor but its
-channel to the daemon, becomes a child subreaper, drops to its owner's uid and gid, and then
+channel to the daemon, joins a cgroup of its own if the daemon names one (it and the jobs it
+runs can never leave it: :mod:`berth.daemon.procs.cgroup`), becomes a child subreaper, drops
+to its owner's uid and gid, and then
 serves the daemon: each ``run`` message carries one attempt (job id, attempt number, launch
 spec) with the attempt's locked run file, its start gate and its claims attached; the
 supervisor prepares it, waits at the gate until its start is durable (:mod:`berth.daemon.supervisor.gate`),
@@ -27,7 +29,7 @@ import pwd
 import signal
 import socket
 
-from berth.daemon.supervisor import runfile
+from berth.daemon.supervisor import ingroup, runfile
 from berth.daemon.supervisor.attempt import IDENTITY, Attempt, receive
 
 TYPE_CHECKING = False
@@ -59,7 +61,8 @@ _CONTROL_CHLD = _CONTROL | {signal.SIGCHLD}
 
 def start(chan: int, owner: dict[str, Any]) -> int:
     """Fork a supervisor serving the channel ``chan`` (a SOCK_SEQPACKET end) for ``owner``
-    (``uid``, ``gid``, ``user``); return its pid. The caller closes its copy of ``chan``."""
+    (``uid``, ``gid``, ``user``, ``cgroup``: the one to make and join, or None); return its
+    pid. The caller closes its copy of ``chan``."""
     # Control signals stay blocked until the child has its handlers: an order sent the moment
     # it is born is kept pending, not fatal.
     old_mask = _signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
@@ -112,6 +115,11 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
     assert chan is not None
     try:
         set_name(b"berth-sup")
+        if owner.get("cgroup"):  # (as root still; without it, tracked as without cgroups)
+            try:
+                ingroup.enter(str(owner["cgroup"]))
+            except OSError:
+                pass
         _become_subreaper()
         _drop_privileges(owner)
     except Exception as e:  # say why, so the jobs given to us fail with a reason

@@ -1,0 +1,155 @@
+"""A job that tries to outlive its record, and a user who stops their job's supervisor.
+
+One job, one cgroup that nothing escapes (where the daemon can make cgroups: root, a writable
+cgroup hierarchy): a child that leaves the job's session (``setsid``, a double fork) and closes
+every descriptor it inherited (so it holds no claim and is in no session the daemon knows) is
+still killed when the job is cancelled and when its supervisor dies. And a supervisor stopped
+by ``kill -STOP`` (it runs as the job's user, who may do that) does not keep a job running past
+its time limit or an admin's cancel: the daemon continues it, then kills it and the job,
+within a bound (berth.daemon.procs.overdue).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from helpers import wait_until
+
+from berth.daemon.procs import cgroup, overdue
+from berth.daemon.supervisor.runfile import read_run_file
+
+# The leader forks a child that makes a session of its own, forks again (so it is nobody's
+# child in the job) and closes every descriptor it had: the claims' too. Then both sleep.
+ESCAPER = """
+import os, sys, time
+if os.fork() == 0:
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    os.closerange(0, 65536)
+    time.sleep(300)
+    os._exit(0)
+time.sleep(300)
+"""
+
+KILL_AFTER = 0.5
+BOUND = KILL_AFTER + overdue.GRACE + overdue.LAST_CHANCE + 4.0  # (+ a loaded machine's delays)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _escaper(daemon: Any, **job: Any) -> tuple[int, int, int]:
+    """A job whose child escaped (see ESCAPER): (job id, its supervisor, the child)."""
+    child_file = os.path.join(daemon.fake.root, f"child-{time.monotonic_ns()}.pid")
+    job_id = daemon.submit(sys.executable, "-c", ESCAPER, child_file, gpu_ids=[0], **job)
+    run = os.path.join(daemon.state_dir, "run", f"{job_id}.1")
+    info = wait_until(lambda: (i := read_run_file(run)).get("job") and i, message="job started")
+    child = int(wait_until(lambda: os.path.exists(child_file) and open(child_file).read()))
+    wait_until(lambda: os.getsid(child) == child, message="the child has its own session")
+    wait_until(lambda: len(os.listdir(f"/proc/{child}/fd")) == 0, message="it closed its fds")
+    return job_id, int(info["sup"]), child
+
+
+class Stopper:
+    """A user who keeps their supervisor stopped: SIGSTOP again every 10 ms (so a SIGCONT
+    from the daemon buys it nothing), until told to stop or the supervisor has gone."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(0.01):
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                return
+
+    def __enter__(self) -> Stopper:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
+        try:
+            os.kill(self.pid, signal.SIGCONT)  # (if it lives on: for the clean-up)
+        except ProcessLookupError:
+            pass
+
+
+def _tracked() -> bool:
+    probe = "/nonexistent-state-for-the-probe"
+    try:
+        return os.geteuid() == 0 and cgroup.find(probe)[0] is not None
+    finally:
+        cgroup.remove_all(probe)
+
+
+TRACKED = _tracked()
+needs_cgroups = pytest.mark.skipif(
+    not TRACKED, reason="needs root and a writable cgroup hierarchy (docs/admin.md)"
+)
+
+
+@needs_cgroups
+def test_an_escaped_child_dies_with_its_killed_supervisor(daemon: Any) -> None:
+    daemon.start("--kill-after", str(KILL_AFTER))
+    job, sup, child = _escaper(daemon)
+    nxt = daemon.submit("true", gpu_ids=[0])
+    os.kill(sup, signal.SIGKILL)
+    assert daemon.wait_done([job])[job]["state"] == "LOST"
+    wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
+    assert daemon.wait_done([nxt])[nxt]["state"] == "COMPLETED"
+
+
+def test_an_escaped_child_dies_when_its_job_is_cancelled(daemon: Any) -> None:
+    daemon.start("--kill-after", str(KILL_AFTER))
+    job, _, child = _escaper(daemon)
+    daemon.call("cancel", job_ids=[job])
+    assert daemon.wait_done([job])[job]["state"] == "CANCELLED"
+    wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
+
+
+def test_a_stopped_supervisor_does_not_stop_a_cancel(daemon: Any) -> None:
+    daemon.start("--kill-after", str(KILL_AFTER))
+    job, sup, child = _escaper(daemon)
+    with Stopper(sup):
+        began = time.monotonic()
+        daemon.call("cancel", job_ids=[job])
+        row = daemon.wait_done([job], timeout=BOUND + 10)[job]
+        took = time.monotonic() - began
+    assert row["state"] == "CANCELLED" and took < BOUND, (row, took)
+    if TRACKED:  # (else only the supervisor as a subreaper, if it could go on, finds it)
+        wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
+    with open(daemon.log) as f:  # (continued, it may have done it; else it was killed)
+        assert "has not carried out its cancel in time" in f.read()
+
+
+def test_a_stopped_supervisor_does_not_stop_a_time_limit(daemon: Any) -> None:
+    daemon.start("--kill-after", str(KILL_AFTER))
+    limit = 1.0
+    job, sup, child = _escaper(daemon, time_limit=limit)
+    with Stopper(sup):
+        began = time.monotonic()
+        row = daemon.wait_done([job], timeout=limit + BOUND + 10)[job]
+        took = time.monotonic() - began
+    assert row["state"] == "TIMEOUT" and took < limit + BOUND, (row, took)
+    if TRACKED:
+        wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
