@@ -55,7 +55,7 @@ class Supervisors:
         self._on_exit: OnExit | None = None
         self.pool = Pool(loop, _unheard, _unheard)
         self.cgroups, why = cgroup.find(os.path.dirname(os.path.abspath(run_dir)))
-        log.info("%s", why)
+        log.log(logging.INFO if self.cgroups or os.geteuid() else logging.WARNING, "%s", why)
         self.pool.cgroups = self.cgroups
         self.cgroup_of: dict[str, str] = {}  # run file -> the cgroup of its supervisor
         self.overdue = overdue.Overdue(self)
