@@ -42,6 +42,8 @@ class Cgroups:
         self.kind = kind
         self.root = root
         self.tag = f"{os.getpid()}-{time.time_ns() // 1_000_000 % 100_000_000}"
+        # cgroup.kill (Linux >= 5.14, v2); without it, freeze and kill each member
+        self.has_kill = kind == V2 and os.path.exists(os.path.join(root, "cgroup.kill"))
 
     def path(self, slot: int) -> str:
         """The cgroup of the supervisor of pool slot ``slot`` (it makes it and joins it)."""
@@ -73,7 +75,7 @@ class Cgroups:
         pids = members(path)
         if not pids:
             return 0
-        if self.kind == V2 and os.path.exists(os.path.join(path, "cgroup.kill")):
+        if self.has_kill:
             _write(os.path.join(path, "cgroup.kill"), "1")
             return len(pids)
         freeze = {V2: ("cgroup.freeze", "1", "0"), FREEZER: ("freezer.state", "FROZEN", "THAWED")}
@@ -154,7 +156,7 @@ def find(state_dir: str) -> tuple[Cgroups | None, str]:
             continue
         groups = Cgroups(kind, root)
         groups.sweep()
-        how = "cgroup.kill" if os.path.exists(os.path.join(root, "cgroup.kill")) else "freeze"
+        how = "cgroup.kill" if groups.has_kill else "freeze, kill, thaw"
         how = how if kind != PIDS else "kill until empty"
         return groups, f"each job's processes tracked by a cgroup ({kind}: {root}; {how})"
     return None, (
