@@ -12,6 +12,7 @@ within a bound (berth.daemon.procs.overdue).
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import sys
 import threading
@@ -67,13 +68,19 @@ def _escaper(daemon: Any, **job: Any) -> tuple[int, int, int]:
 
 class Stopper:
     """A user who keeps their supervisor stopped: SIGSTOP again every 10 ms (so a SIGCONT
-    from the daemon buys it nothing), until told to stop or the supervisor has gone."""
+    from the daemon buys it little), until told to stop or the supervisor has gone. With
+    ``user``, from a process of that user (as the job's user would)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, user: str | None = None) -> None:
         self.pid = pid
+        self.user = user
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.proc = 0
+        if user is None:
+            self.thread.start()
+        else:
+            self.proc = _fork_as(user, self._run)
 
     def _run(self) -> None:
         while not self.done.wait(0.01):
@@ -86,12 +93,29 @@ class Stopper:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.done.set()
-        self.thread.join()
+        if self.proc:
+            os.kill(self.proc, signal.SIGKILL)
+            os.waitpid(self.proc, 0)
+        else:
+            self.done.set()
+            self.thread.join()
         try:
             os.kill(self.pid, signal.SIGCONT)  # (if it lives on: for the clean-up)
         except ProcessLookupError:
             pass
+
+
+def _fork_as(user: str, fn: Any) -> int:
+    pw = pwd.getpwnam(user)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            fn()
+        finally:
+            os._exit(0)
+    return pid
 
 
 def _tracked() -> bool:
@@ -151,5 +175,34 @@ def test_a_stopped_supervisor_does_not_stop_a_time_limit(daemon: Any) -> None:
         row = daemon.wait_done([job], timeout=limit + BOUND + 10)[job]
         took = time.monotonic() - began
     assert row["state"] == "TIMEOUT" and took < limit + BOUND, (row, took)
+    if TRACKED:
+        wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
+def test_a_user_who_stops_their_own_supervisor_cannot_outlast_an_admins_cancel(
+    daemon: Any,
+) -> None:
+    from test_system_mode import System
+    from userrun import A
+
+    system = System(daemon)
+    system.start("--kill-after", str(KILL_AFTER))
+    child_file = os.path.join(system.shared, "child.pid")
+    spec = {"argv": ["/usr/bin/python3", "-c", ESCAPER, child_file], "cwd": "/",
+            "env": {"PATH": "/usr/bin:/bin"}, "gpu_ids": [0]}  # fmt: skip
+    job = int(system.call(A, "submit", job=spec)["ok"]["job_id"])
+    run = os.path.join(system.state, "run", f"{job}.1")
+    sup = int(wait_until(lambda: read_run_file(run).get("job") and read_run_file(run)["sup"]))
+    child = int(wait_until(lambda: os.path.exists(child_file) and open(child_file).read()))
+    with open(f"/proc/{sup}/status") as f:  # the supervisor runs as the job's user
+        uid = next(line.split()[1:] for line in f if line.startswith("Uid:"))
+    assert set(uid) == {str(pwd.getpwnam(A).pw_uid)}
+    with Stopper(sup, user=A):
+        began = time.monotonic()
+        daemon.call("cancel", job_ids=[job])  # (root: an admin)
+        row = daemon.wait_done([job], timeout=BOUND + 10)[job]
+        took = time.monotonic() - began
+    assert row["state"] == "CANCELLED" and took < BOUND, (row, took)
     if TRACKED:
         wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
