@@ -21,6 +21,7 @@ So a stopped supervisor delays a time limit or a cancel by at most ``GRACE + LAS
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import time
 
@@ -53,7 +54,7 @@ class Overdue:
         """``run`` was handed over now, with time limit ``limit`` (seconds, or None) and
         kill grace ``grace``."""
         self.graces[job] = grace
-        if limit:
+        if limit and math.isfinite(limit):
             self._at(job, limit + grace + GRACE, self._late, job, run, "timeout")
 
     def cancel(self, job: int, run: Run) -> None:

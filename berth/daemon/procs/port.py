@@ -65,6 +65,7 @@ class Supervisors:
 
         def done(job: int, attempt: int, result: dict[str, Any]) -> None:
             watch.forget(job)
+            self.pool.verdicts.pop((job, attempt), None)  # (it made it after all)
             on_done(job, attempt, result)
 
         def gone(job: int, attempt: int, why: str, started: bool) -> None:
