@@ -60,6 +60,7 @@ def _member(path: str, report: int) -> int:
     """A child that joins ``path`` as root, becomes nobody, tries to leave the cgroup, and
     starts a grandchild in a session of its own with no descriptors; writes to ``report``
     whether leaving failed and the grandchild's pid."""
+    os.mkdir(path)  # (the daemon makes it)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:

@@ -3,8 +3,9 @@
 A root daemon makes a directory of cgroups of its own (:func:`find`): under its own cgroup in
 the cgroup v2 hierarchy where one is mounted and writable, else in the v1 ``freezer``
 hierarchy, else in the v1 ``pids`` one (as Slurm's proctrack/cgroup). Each supervisor it
-starts joins a new cgroup there (``s<tag>-<slot>``, made by the supervisor while it is still
-root, before it becomes the job's user: :func:`berth.daemon.supervisor.ingroup.enter`), so the supervisor and every process
+starts joins a new cgroup there (``s<tag>-<slot>``, made by the daemon, joined by the
+supervisor while it is still root, before it becomes the job's user:
+:func:`berth.daemon.supervisor.ingroup.enter`), so the supervisor and every process
 of the attempt it runs are in it, whatever they do: ``setsid()``, closing their descriptors,
 double forks. The cgroup's files are root's: the user cannot move a process out of it, nor
 make cgroups inside it.
@@ -24,11 +25,14 @@ the supervisor as a child subreaper.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import time
 
 from berth.daemon.supervisor.ingroup import members
+
+log = logging.getLogger("berth.daemon")
 
 V2, FREEZER, PIDS = "v2", "freezer", "pids"
 MOUNTS = "/proc/self/mounts"
@@ -46,8 +50,19 @@ class Cgroups:
         self.has_kill = kind == V2 and os.path.exists(os.path.join(root, "cgroup.kill"))
 
     def path(self, slot: int) -> str:
-        """The cgroup of the supervisor of pool slot ``slot`` (it makes it and joins it)."""
+        """The cgroup of the supervisor of pool slot ``slot``."""
         return os.path.join(self.root, f"s{self.tag}-{slot}")
+
+    def make(self, slot: int) -> str | None:
+        """Make the cgroup of the supervisor of pool slot ``slot`` (which joins it); None
+        if it cannot be made (that supervisor is then tracked as without cgroups)."""
+        path = self.path(slot)
+        try:
+            os.mkdir(path, 0o755)
+        except OSError as e:
+            log.warning("cannot make the cgroup %s: %s", path, e.strerror)
+            return None
+        return path
 
     def owns(self, path: str) -> bool:
         """Whether ``path`` is one of the cgroups of this directory."""

@@ -172,7 +172,7 @@ class Pool:
         assert theirs is not None
         uid, gid, user = slot.owner
         if self.cgroups is not None:
-            slot.cgroup = self.cgroups.path(slot.id)
+            slot.cgroup = self.cgroups.make(slot.id)
         spec = {"uid": uid, "gid": gid, "user": user, "cgroup": slot.cgroup}
         try:
             if self.spawner is not None and self.spawner.alive:

@@ -1,5 +1,6 @@
-"""A supervisor's side of its cgroup (:mod:`berth.daemon.procs.cgroup`): joined once, while it
-is still root, and emptied of everything but itself after each attempt."""
+"""A supervisor's side of its cgroup (:mod:`berth.daemon.procs.cgroup`): made by the daemon,
+joined once by the supervisor while it is still root, and emptied of everything but itself
+after each attempt."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ def members(path: str) -> list[int]:
 
 
 def enter(path: str) -> None:
-    """Make the cgroup ``path`` and move this process into it. Raises OSError if it cannot."""
-    os.mkdir(path, 0o755)
+    """Move this process into the cgroup ``path`` (the daemon made it). Raises OSError if
+    it cannot."""
     with open(os.path.join(path, "cgroup.procs"), "w") as f:
         f.write(str(os.getpid()))
     JOINED[:] = [path]
