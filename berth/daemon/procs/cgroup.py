@@ -153,7 +153,7 @@ def find(state_dir: str) -> tuple[Cgroups | None, str]:
     which (or why none). One directory per state directory (so one daemon's)."""
     if os.geteuid() != 0:
         return None, "not root: jobs are tracked by their process group and session, no cgroup"
-    name = "berth-" + hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:12]
+    name = _name(state_dir)
     why = []
     for kind in (V2, FREEZER, PIDS):
         mount = _mount(kind)
@@ -182,19 +182,27 @@ def find(state_dir: str) -> tuple[Cgroups | None, str]:
 
 def remove_all(state_dir: str) -> None:
     """Kill every process of the cgroups of the daemon of ``state_dir`` and remove them (a
-    test's clean-up, after its daemon)."""
-    groups, _ = find(state_dir)
-    if groups is None:
-        return
-    for name in os.listdir(groups.root):
-        path = os.path.join(groups.root, name)
-        if os.path.isdir(path):
-            groups.kill(path)
-            for _ in range(200):
-                if groups.remove(path):
-                    break
-                time.sleep(0.005)
-    groups.remove(groups.root)
+    test's clean-up, after its daemon). Makes nothing."""
+    for kind in (V2, FREEZER, PIDS):
+        mount = _mount(kind)
+        root = os.path.join(mount + _own(kind), _name(state_dir)) if mount else ""
+        if not root or not os.path.isdir(root):
+            continue
+        groups = Cgroups(kind, root)
+        for name in os.listdir(root):
+            path = os.path.join(root, name)
+            if os.path.isdir(path):
+                groups.kill(path)
+                for _ in range(200):
+                    if groups.remove(path):
+                        break
+                    time.sleep(0.005)
+        groups.remove(root)
+
+
+def _name(state_dir: str) -> str:
+    """The name of the directory of cgroups of the daemon of ``state_dir``."""
+    return "berth-" + hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:12]
 
 
 def _mount(kind: str) -> str | None:
