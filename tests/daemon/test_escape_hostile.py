@@ -46,12 +46,16 @@ KILL_AFTER = 0.5
 BOUND = KILL_AFTER + overdue.GRACE + overdue.LAST_CHANCE + 4.0  # (+ a loaded machine's delays)
 
 
-def _alive(pid: int) -> bool:
+def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
-        return False
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in ("", "Z")
 
 
 def _escaper(daemon: Any, **job: Any) -> tuple[int, int, int]:
@@ -81,12 +85,15 @@ class Stopper:
             self.thread.start()
         else:
             self.proc = _fork_as(user, self._run)
+        wait_until(lambda: _state(pid) == "T", message="the supervisor is stopped")
 
     def _run(self) -> None:
-        while not self.done.wait(0.01):
+        while True:
             try:
                 os.kill(self.pid, signal.SIGSTOP)
             except ProcessLookupError:
+                return
+            if self.done.wait(0.01):
                 return
 
     def __enter__(self) -> Stopper:
