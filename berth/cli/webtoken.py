@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     if sys.stderr.isatty() or sys.stdout.isatty():
         if login:
             sys.stderr.write(f"open {login} to sign in (or paste the token into Sign in)\n")
+        elif reply.get("unavailable"):  # its port is held by another process: retried
+            sys.stderr.write(f"{reply['unavailable']}; the daemon tries its port again\n")
         else:
             sys.stderr.write(
                 "the daemon serves no dashboard: start it with --http (or [daemon] http)\n"

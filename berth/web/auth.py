@@ -233,7 +233,8 @@ def token_reply(engine: Engine, peer: Peer, revoke: bool = False) -> dict[str, A
     if revoke:
         tokens.revoke(peer.uid)
     url = server.ACTIVE.url if server.ACTIVE is not None else None
+    why = next((line for note in engine.notes if (line := note())), None)  # (port held)
     return {
         "token": tokens.make(peer.uid), "user": peer.user, "uid": peer.uid, "url": url,
-        "expires": time.time() + tokens.ttl, "revoked": revoke,
+        "expires": time.time() + tokens.ttl, "revoked": revoke, "unavailable": why,
     }  # fmt: skip

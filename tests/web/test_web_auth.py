@@ -127,7 +127,8 @@ def test_a_port_held_by_another_keeps_only_the_dashboard_down(web: Any) -> None:
         r = daemon.berth("status")
         assert r.returncode == 0, r.stderr
         assert f"dashboard unavailable: cannot serve the dashboard on 127.0.0.1:{port}" in r.stdout
-        assert daemon.call("web_token")["url"] is None
+        reply = daemon.call("web_token")
+        assert reply["url"] is None and "dashboard unavailable" in reply["unavailable"]
     finally:
         taken.close()
     url = f"http://127.0.0.1:{port}/"
