@@ -175,12 +175,19 @@ class Supervisors:
         finds), SIGKILL after ``grace`` (the whole cgroup)."""
         job_pid = runfile.read_run_file(path).get("job")
         claims = reap.claim_paths(self.ledger_dir, lease)
-        pids = set(reap.leftovers(job_pid if isinstance(job_pid, int) else None, uid, claims))
+        pids = reap.leftovers(job_pid if isinstance(job_pid, int) else None, uid, claims)
+        ended = reap.end(pids, grace, self.loop)
         where = self.cgroup_of.get(path)
         if where is not None and self.cgroups is not None:
-            pids.update(ingroup.members(where))
+            groups = self.cgroups
+            members = [p for p in ingroup.members(where) if p not in pids]
+
+            def ours(pidfd: int, pid: int) -> str | None:  # (still in it: not a reused pid)
+                return where if groups.of_pid(pidfd, pid) == where else None
+
+            ended += reap.end(members, grace, self.loop, ours)
             self.loop.call_later(grace, self._end_cgroup, where)
-        return reap.end(sorted(pids), grace, self.loop)
+        return sorted(ended)
 
     def _end_cgroup(self, where: str) -> None:
         assert self.cgroups is not None

@@ -25,6 +25,7 @@ from berth.claims import files as claim_files
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
 
 
 def claim_paths(ledger_dir: str, lease: str | None) -> list[str]:
@@ -68,9 +69,16 @@ def _session(sid: int, uid: int) -> list[int]:
     return out
 
 
-def end(pids: list[int], grace: float, loop: asyncio.AbstractEventLoop) -> list[int]:
+def end(
+    pids: list[int],
+    grace: float,
+    loop: asyncio.AbstractEventLoop,
+    where: Callable[[int, int], str | None] | None = None,
+) -> list[int]:
     """SIGTERM ``pids`` now and SIGKILL those left after ``grace`` seconds; those that were
-    signalled (the others had gone)."""
+    signalled (the others had gone). ``where``: for pids read from a cgroup's list, the
+    cgroup a process is in (given its pidfd, then its pid); one that is no longer in a
+    cgroup of ours (it ended, and its pid was reused) is left alone."""
     fds = []
     ended = []
     for pid in pids:
@@ -78,6 +86,9 @@ def end(pids: list[int], grace: float, loop: asyncio.AbstractEventLoop) -> list[
             fd = os.pidfd_open(pid)
         except OSError:
             continue  # gone already
+        if where is not None and where(fd, pid) is None:
+            os.close(fd)
+            continue
         try:
             signal.pidfd_send_signal(fd, signal.SIGTERM)
             fds.append(fd)
