@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers import wait_until
@@ -119,3 +120,21 @@ def test_the_v2_freeze_way_when_there_is_no_cgroup_kill(groups: cgroup.Cgroups) 
     wait_until(lambda: not _alive(int(grandchild)), message="the grandchild is killed")
     with open(os.path.join(path, "cgroup.freeze")) as f:
         assert f.read().strip() == "0"  # thawed again
+
+
+def test_where_no_hierarchy_is_writable_find_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mounts = tmp_path / "mounts"
+    mounts.write_text("proc /proc proc rw 0 0\n")
+    monkeypatch.setattr(cgroup, "MOUNTS", str(mounts))
+    groups, why = cgroup.find(str(tmp_path))
+    assert groups is None and why.startswith("no writable cgroup hierarchy")
+    assert "v2: not mounted" in why and "tracked by their process group and session" in why
+    # Mounted where nothing can be made (read-only, as in many containers):
+    mounts.write_text("cgroup2 /proc/sys cgroup2 ro 0 0\n")
+    groups, why = cgroup.find(str(tmp_path))
+    assert groups is None and "v2 at /proc/sys:" in why
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    groups, why = cgroup.find(str(tmp_path))
+    assert groups is None and why.startswith("not root")

@@ -148,6 +148,8 @@ def test_an_escaped_child_dies_with_its_killed_supervisor(daemon: Any) -> None:
     assert daemon.wait_done([job])[job]["state"] == "LOST"
     wait_until(lambda: not _alive(child), timeout=10, message="the escaped child is killed")
     assert daemon.wait_done([nxt])[nxt]["state"] == "COMPLETED"
+    with open(daemon.log) as f:  # (said at start)
+        assert "each job's processes tracked by a cgroup" in f.read()
 
 
 def test_an_escaped_child_dies_when_its_job_is_cancelled(daemon: Any) -> None:
