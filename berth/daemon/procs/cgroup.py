@@ -58,7 +58,8 @@ class Cgroups:
         if it cannot be made (that supervisor is then tracked as without cgroups)."""
         path = self.path(slot)
         try:
-            os.mkdir(path, 0o755)
+            os.mkdir(path)
+            os.chmod(path, 0o755)  # (whatever the umask: its supervisor reads its members)
         except OSError as e:
             log.warning("cannot make the cgroup %s: %s", path, e.strerror)
             return None
@@ -129,9 +130,15 @@ class Cgroups:
         paths = [os.path.join(self.root, n) for n in names if n.startswith("s")]
         return [p for p in paths if p not in keep and os.path.isdir(p) and members(p)]
 
-    def close(self) -> None:
-        """The daemon stops: remove the empty cgroups, and the directory if it is empty (a
+    def close(self, exiting: list[str]) -> None:
+        """The daemon stops: remove the empty cgroups (those in ``exiting``, of supervisors
+        told to exit, once they have: a second at most), and the directory if it is empty (a
         busy supervisor's cgroup stays, for the next daemon to adopt)."""
+        deadline = time.monotonic() + 1.0
+        while exiting and time.monotonic() < deadline:
+            exiting = [p for p in exiting if not self.remove(p)]
+            if exiting:
+                time.sleep(0.01)
         self.sweep()
         self.remove(self.root)
 
@@ -162,7 +169,8 @@ def find(state_dir: str) -> tuple[Cgroups | None, str]:
             continue
         root = os.path.join(mount + _own(kind), name)
         try:
-            os.makedirs(root, 0o755, exist_ok=True)
+            os.makedirs(root, exist_ok=True)
+            os.chmod(root, 0o755)  # (passable: a supervisor reads its own cgroup's members)
             probe = os.path.join(root, f"probe-{os.getpid()}")
             os.mkdir(probe)
             os.rmdir(probe)

@@ -306,7 +306,8 @@ class Pool:
 
     def close(self) -> None:
         """The daemon stops: idle supervisors exit, busy ones finish their attempt first."""
+        idle = [s.cgroup for s in self.slots.values() if s.job is None and s.cgroup]
         for slot in list(self.slots.values()):
             self._close(slot)
         if self.cgroups is not None:
-            self.cgroups.close()
+            self.cgroups.close(idle)
