@@ -221,6 +221,8 @@ class Config:
         'records of finished jobs, then purged ("inf": keep all)')
     http = Key[str | None]("daemon", (str,), None, _bind, '"127.0.0.1:8765"',
         "serve the web dashboard and /metrics there (default: off)", late=True)
+    web_token_ttl = Key("daemon", _DURATION, 12 * 3600.0, _positive, '"12h"',
+        "a dashboard token (berth web-token) expires this long after it was made")
     http_anonymous = Key("daemon", (bool,), True, None, "true",
         "viewers without a token may read (false: sign in to view)")
     http_allow_remote = Key("daemon", (bool,), False, None, "false",

@@ -256,23 +256,32 @@ def _digits(text: str) -> bool:
 
 HTTP_DEFAULT = "127.0.0.1:8765"
 HTTP_PORT = 8765
+SYSTEM_HTTP_PORT = 865  # the system daemon's (root's): below 1024, so no user can take it
 
 
-def parse_bind(text: str, allow_remote: bool = False) -> tuple[str, int]:
+def default_http_port(system: bool) -> int:
+    """Where ``--http`` without a port listens: below 1024 for the system daemon."""
+    return SYSTEM_HTTP_PORT if system else HTTP_PORT
+
+
+def parse_bind(
+    text: str, allow_remote: bool = False, default: int = HTTP_PORT
+) -> tuple[str, int]:
     """``127.0.0.1:8765``, ``[::1]:8765``, ``localhost:8765``, ``:8765`` or ``8765`` ->
-    (host, port). A host that is not a loopback address is refused unless ``allow_remote``."""
+    (host, port); a host alone gets port ``default``. A host that is not a loopback address
+    is refused unless ``allow_remote``."""
     import ipaddress  # rare: --http, [daemon] http
 
     raw = text.strip()
     host, port_text = "127.0.0.1", raw
     if raw.startswith("["):
         host, _, rest = raw[1:].partition("]")
-        port_text = rest.removeprefix(":") or str(HTTP_PORT)
+        port_text = rest.removeprefix(":") or str(default)
     elif ":" in raw:
         host, _, port_text = raw.rpartition(":")
         host = host or "127.0.0.1"
     elif not raw.isdigit():
-        host, port_text = raw, str(HTTP_PORT)
+        host, port_text = raw, str(default)
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise UsageError(
             f"--http {text!r}: the port must be a number 0..65535 (e.g. --http {HTTP_DEFAULT})"

@@ -279,6 +279,9 @@ class FakeGpus:
                 if stream:
                     stream.close()
         self._sweep_workloads()
+        from berth.daemon.procs.cgroup import remove_all
+
+        remove_all(self.state_dir)  # (a daemon's supervisors' cgroups, if one made them)
 
     def _sweep_workloads(self) -> None:
         """Kill fake workloads this test started by other means (under `berth run`, queued

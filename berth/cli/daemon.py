@@ -8,6 +8,7 @@
   berth daemon --exit-with $$       # stop it when this shell exits (a session's own queue)
   berth daemon --inside-slurm --exit-with $$   # a queue on the GPUs of this Slurm allocation
   berth daemon --http               # also serve the dashboard on http://127.0.0.1:8765/
+                                    # (:865 for the system daemon)
   berth daemon --http 127.0.0.1:9000 --http-no-anonymous   # sign in (berth web-token) to view
   sudo berth daemon --system        # the machine's daemon, for every user (docs/admin.md)
   sudo berth daemon --system --stop
@@ -36,7 +37,7 @@ from berth.client import Client
 from berth.daemon.options import Options
 from berth.devices import hidden_by_declared
 from berth.errors import BerthError, UsageError
-from berth.units import parse_bind, parse_duration
+from berth.units import default_http_port, parse_bind, parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
 TYPE_CHECKING = False
@@ -95,10 +96,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--http",
         nargs="?",
-        const="127.0.0.1:8765",
+        const="127.0.0.1",
         metavar="ADDR",
-        help="serve the web dashboard and /metrics on ADDR (default 127.0.0.1:8765; loopback "
-        "only unless --http-allow-remote; [daemon] http)",
+        help="serve the web dashboard and /metrics on ADDR (default 127.0.0.1:865 for the "
+        "system daemon, 127.0.0.1:8765 for a user's; loopback only unless --http-allow-remote; "
+        "[daemon] http)",
     )
     p.add_argument(
         "--http-no-anonymous",
@@ -225,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     if opts.foreground:
         from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help
 
-        if (url := dashboard_url(cfg)) is not None:
+        if (url := dashboard_url(cfg, opts.system)) is not None:
             sys.stderr.write(f"berth daemon: the dashboard will be on {url}\n")
         return serve(opts, cfg)  # type: ignore[arg-type]
     return _background(opts, cfg, args.json)
@@ -268,7 +270,7 @@ def _background(opts: object, cfg: object, as_json: bool) -> int:
         line = f.read().decode().strip()
     if line != "ok":
         raise BerthError(line[6:] if line.startswith("error ") else "the daemon failed to start")
-    url = dashboard_url(cfg)
+    url = dashboard_url(cfg, opts.system)
     if as_json:
         said = {"pid": pid, "socket": opts.socket, "state_dir": opts.state_dir, "dashboard": url}
         print(json.dumps(said))
@@ -281,12 +283,13 @@ def _background(opts: object, cfg: object, as_json: bool) -> int:
     return 0
 
 
-def dashboard_url(cfg: object) -> str | None:
+def dashboard_url(cfg: object, system: bool = False) -> str | None:
     """The dashboard's address, with ``--http`` (or ``[daemon] http``), else None."""
     http = getattr(cfg, "http", None)
     if not http:
         return None
-    host, port = parse_bind(http, bool(getattr(cfg, "http_allow_remote", False)))
+    allow = bool(getattr(cfg, "http_allow_remote", False))
+    host, port = parse_bind(http, allow, default_http_port(system))
     shown = f"[{host}]" if ":" in host else (host or "127.0.0.1")
     return f"http://{shown}:{port}/"
 

@@ -34,4 +34,5 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
     title = f"queue: {reply.get('running', 0)} running, {waiting} waiting"
     if reply.get("queue_paused"):
         title += " (queue paused after a crash: `berth resume --all`)"
-    return Section("queue", "", [title], notes, reply)
+    lines = [title] + [str(n) for n in reply.get("notes") or ()]  # (the dashboard's port...)
+    return Section("queue", "", lines, notes, reply)

@@ -34,9 +34,9 @@ from berth.daemon.requests.server import Server
 from berth.daemon.store.store import Store, open_store
 from berth.daemon.store.writer import Writer
 from berth.errors import BerthError
-from berth.units import parse_bind
+from berth.units import default_http_port, parse_bind
 from berth.web.auth import token_handler
-from berth.web.bind import listen
+from berth.web.bind import Binding, listen
 from berth.web.server import WebServer
 
 TYPE_CHECKING = False
@@ -157,16 +157,20 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
         lock_path = os.path.join(opts.state_dir, "socket.lock")
     socket_lock = _lock(lock_path, f"socket {opts.socket}")
     sock = _bind(opts.socket, opts.system)
-    web_sock = None
-    if cfg.http:  # the dashboard's port, bound now: in use, the daemon does not start
-        web_sock = listen(*parse_bind(cfg.http, cfg.http_allow_remote))
+    web_sock: tuple[str, int, socket.socket | BerthError] | None = None
+    if cfg.http:  # the dashboard's port, bound now: in use, tried again later (web.bind)
+        host, port = parse_bind(cfg.http, cfg.http_allow_remote, default_http_port(opts.system))
+        try:
+            web_sock = (host, port, listen(host, port))
+        except BerthError as e:
+            web_sock = (host, port, e)
 
     spawner = Spawner()  # a fresh, small interpreter that forks the supervisors
     try:
         return asyncio.run(_main(opts, cfg, sock, ready, spawner, web_sock))
     finally:
-        if web_sock is not None:
-            web_sock.close()
+        if web_sock is not None and isinstance(web_sock[2], socket.socket):
+            web_sock[2].close()
         spawner.close()
         try:
             os.unlink(opts.socket)
@@ -182,7 +186,7 @@ async def _main(
     sock: socket.socket,
     ready: Callable[[], None] | None,
     spawner: Spawner,
-    web_sock: socket.socket | None = None,
+    web_sock: tuple[str, int, socket.socket | BerthError] | None = None,
 ) -> int:
     """The daemon's life on its event loop: each step is a function below."""
     _raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
@@ -198,6 +202,8 @@ async def _main(
     await engine.stop_event.wait()
     srv.close()
     if web is not None:
+        if web.binding is not None:
+            web.binding.close()
         web.close()
     await _stop(engine, procs, store, watcher)
     return 0
@@ -272,7 +278,7 @@ async def _serve(
     engine: Engine,
     cfg: Config,
     sock: socket.socket,
-    web_sock: socket.socket | None,
+    web_sock: tuple[str, int, socket.socket | BerthError] | None,
     admin_gid: int | None,
 ) -> tuple[asyncio.AbstractServer, WebServer | None]:
     """Serve the socket, and with ``--http`` the dashboard and /metrics (:mod:`berth.web`),
@@ -280,15 +286,22 @@ async def _serve(
     server = Server(engine, admin_gid)
     web = None
     if web_sock is not None:
-        host, port = web_sock.getsockname()[:2]
+        host, port, first = web_sock
         web = WebServer(
             engine, host, port, anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
-    server.register("web_token", token_handler(web.url if web is not None else None))
+    def url() -> str | None:  # (None while another process holds the dashboard's port)
+        if web is None or (web.binding is not None and web.binding.unavailable):
+            return None
+        return web.url
+
+    server.register("web_token", token_handler(url))
     srv = await asyncio.start_unix_server(server.handle, sock=sock)
     if web is not None and web_sock is not None:
-        await web.start(web_sock)
+        binding = web.binding = Binding(asyncio.get_running_loop(), host, port, web.start)
+        engine.notes.append(lambda: binding.unavailable)
+        await binding.start(first)
     return srv, web
 
 

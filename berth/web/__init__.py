@@ -8,9 +8,12 @@ The pieces, each one idea:
 - ``server.py``: the listening socket, connection caps, routing, server-sent events.
 - ``routes.py``: what each route answers; reads go through the same handlers as the UNIX
   socket (:data:`berth.daemon.requests.handlers.HANDLERS`), so do actions, as the token's user.
-- ``auth.py``: per-user tokens (an HMAC of the uid with a secret kept 0600 in the state dir),
-  handed out by ``berth web-token`` over the UNIX socket, which knows the caller's uid (the
-  daemon's start-up registers :func:`berth.web.auth.token_handler` with its socket server).
+- ``auth.py``: per-user tokens (an HMAC of the uid and when it was made, with a secret kept
+  0600 in the state dir), handed out by ``berth web-token`` over the UNIX socket, which knows
+  the caller's uid (the daemon's start-up registers :func:`berth.web.auth.token_handler` with
+  its socket server); they expire, and ``berth web-token --revoke`` revokes a user's.
+- ``bind.py``: where it listens (the system daemon: port 865), and the retries of a port
+  another process holds (the queue runs meanwhile).
 - ``observe.py``: what the charts and histograms need: job starts and ends (seen as they are
   committed), wait times, dispatch gaps, outcomes, and samples of the GPUs and the queue,
   one a minute kept 24 h in the daemon's store.

@@ -86,6 +86,7 @@ def render(
     observer: Observer,
     history: History,
     held: dict[str, float],
+    port_waited: float = 0.0,
 ) -> str:
     out = _Out()
     host = os.uname().nodename
@@ -151,6 +152,11 @@ def render(
         out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
     out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
     out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
+    out.family(
+        "berth_dashboard_port_waited_seconds", "gauge",
+        "How long the dashboard waited at start for its port (held by another process).",
+    )  # fmt: skip
+    out.sample("berth_dashboard_port_waited_seconds", [], round(port_waited, 3))
     out.family("berth_scrape_time_seconds", "gauge", "When this page was made (Unix time).")
     out.sample("berth_scrape_time_seconds", [], round(time.time(), 3))
     return "\n".join(out.lines) + "\n"

@@ -92,10 +92,12 @@ class Routes:
         token = auth.bearer(req.headers)
         if token is None:
             return None
-        uid = auth.check_token(self.server.secret, token)
+        uid = self.server.tokens.check(token)
         if uid is None:
             raise httpio.HttpError(
-                401, "this token is not valid here: get yours with `berth web-token`"
+                401,
+                "this token is not valid here (or has expired, or was revoked): get a new "
+                "one with `berth web-token`",
             )
         return auth.peer_for(uid, self.server.admin_gid)
 
@@ -160,9 +162,11 @@ class Routes:
 
     def metrics(self) -> bytes:
         gpus = view.gpus(self.server.engine, auth.anonymous())
+        binding = self.server.binding
         text = metrics.render(
-            gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
-        )
+            gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
+            port_waited=binding.waited if binding is not None else 0.0,
+        )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 
     SPANS = (3600.0, 6 * 3600.0, 86400.0)

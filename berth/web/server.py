@@ -26,7 +26,7 @@ from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
 from berth.web import auth, httpio, view
-from berth.web.auth import load_secret
+from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
 from berth.web.routes import Routes
@@ -34,6 +34,7 @@ from berth.web.routes import Routes
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from berth.daemon.engine.engine import Engine
+    from berth.web.bind import Binding
 
 log = logging.getLogger("berth.daemon")
 
@@ -71,7 +72,7 @@ class WebServer:
         self.anonymous = anonymous
         self.allow_remote = allow_remote
         self.admin_gid = admin_gid
-        self.secret = load_secret(engine.opts.state_dir)
+        self.tokens = Tokens(engine.opts.state_dir, engine.res.cfg.web_token_ttl)
         self.loop = engine.loop
         self.tick = min(5.0, max(0.5, engine.opts.poll_interval))
         self.observer = Observer(engine)
@@ -87,6 +88,7 @@ class WebServer:
         self._dirty = True
         self._publish_at: asyncio.TimerHandle | None = None
         self.routes = Routes(self)
+        self.binding: Binding | None = None  # how it got its port (for /metrics)
 
     @property
     def url(self) -> str:

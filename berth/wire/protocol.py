@@ -87,7 +87,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
     "undrain": {"gpus": (_L, False), "all": (_B, False)},
     "shutdown": {},
-    "web_token": {},  # the caller's token for the web dashboard (berth.web.auth)
+    # The caller's token for the web dashboard (berth.web.auth); revoke: all of theirs.
+    "web_token": {"revoke": (_B, False)},
 }
 
 # A submitted job (``submit``'s ``job``, each of ``submit_all``'s ``jobs``) is a

@@ -136,6 +136,9 @@ class DaemonRig:
                             kill(pid, signal.SIGKILL)
                         except (ProcessLookupError, PermissionError):
                             pass
+        from berth.daemon.procs.cgroup import remove_all
+
+        remove_all(self.state_dir)  # (the cgroups of its supervisors, where it made them)
         shutil.rmtree(self.sockdir, ignore_errors=True)
 
 

@@ -93,6 +93,9 @@ class Allocation:
                                 kill(info[key], signal.SIGKILL)
                             except (ProcessLookupError, PermissionError):
                                 pass
+        from berth.daemon.procs.cgroup import remove_all
+
+        remove_all(os.path.join(self.dir, "state"))  # (its supervisors' cgroups, as root)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -86,6 +86,9 @@ def test_actions_need_the_owners_token(web: Any, browser: Any) -> None:
     wait_until(lambda: "signed in as root" in js(browser, "return document.getElementById('who').innerText"),
                timeout=10, message="signed in")  # fmt: skip
     assert "#token" not in browser.current_url  # the token does not stay in the address bar
+    # Kept by this tab only: nothing in local storage for a later page at this origin to read.
+    assert js(browser, "return localStorage.getItem('berth.token')") is None
+    assert js(browser, "return sessionStorage.getItem('berth.token')") == web.token
     sel = "#queue tr[data-job='{}'] button[data-act='{}']"
     wait_until(lambda: js(browser, f"return !!document.querySelector(\"{sel.format(running, 'cancel')}\")"),
                timeout=10, message="a cancel button")  # fmt: skip

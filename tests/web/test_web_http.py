@@ -96,7 +96,7 @@ def test_no_write_without_a_token_and_origin_checked(web: Any) -> None:
     status, headers, body = web.post(f"/api/jobs/{job}/cancel")
     assert status == 401 and headers["www-authenticate"].startswith("Bearer")
     assert "berth web-token" in json.loads(body)["error"]["message"]
-    assert web.post(f"/api/jobs/{job}/cancel", token="berth1.0.0123456789abcdef")[0] == 401
+    assert web.post(f"/api/jobs/{job}/cancel", token="berth2.0.1.0123456789abcdef")[0] == 401
     assert (
         web.post(
             f"/api/jobs/{job}/cancel", token=web.token[:-1] + ("0" if web.token[-1] != "0" else "1")

@@ -34,7 +34,7 @@ from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import ValuesView
+    from collections.abc import Callable, ValuesView
     from typing import Any
 
     from berth.claims.claim import Claim
@@ -75,6 +75,7 @@ class Engine(Lifecycle):
         self.finished_states: dict[int, State] = {}  # for dependencies
         self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
+        self.notes: list[Callable[[], str | None]] = []  # lines for `berth status`, if any
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
         self.unique: dict[str, int] = {}  # `submit --unique` identity -> newest job with it

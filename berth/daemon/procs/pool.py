@@ -16,8 +16,13 @@ it ended on the supervisor's channel, a SOCK_SEQPACKET pair; messages are JSON:
   on an idle supervisor of its owner, which is busy until it answers ``{"op": "notified"}``.
 
 End of file on a channel means its supervisor died: the attempt it had (if any) is settled
-from its run file. An idle supervisor is ended by closing its channel, once it has waited
-:data:`IDLE_SECONDS` for work.
+from its run file, or by the verdict of the daemon that killed it (:attr:`Pool.verdicts`:
+a supervisor that would not carry out a time limit or a cancel, see
+:mod:`berth.daemon.procs.port`). An idle supervisor is ended by closing its channel, once it
+has waited :data:`IDLE_SECONDS` for work.
+
+Each supervisor joins a cgroup of its own (:mod:`berth.daemon.procs.cgroup`) where the daemon
+can make them; the pool names it, and removes it once it is empty.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from berth.daemon.procs.cgroup import Cgroups
     from berth.daemon.procs.spawner import Spawner
 
     Owner = tuple[int | None, int | None, str | None]
@@ -44,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("berth.daemon")
 
 IDLE_SECONDS = 30.0
+CGROUP_TRIES = 20  # sweeps (poll intervals) a supervisor's cgroup waits to be empty
 _REPLY_MAX = 65536  # a `done` message is a few hundred bytes
 
 
@@ -51,7 +58,8 @@ class Slot:
     """One supervisor, as the daemon sees it."""
 
     __slots__ = (
-        "attempt", "chan", "fatal", "forked", "id", "idle_since", "job", "owner", "pid", "theirs",
+        "attempt", "cgroup", "chan", "fatal", "forked", "id", "idle_since", "job", "owner", "pid",
+        "pidfd", "theirs",
     )  # fmt: skip
 
     def __init__(self, slot_id: int, owner: Owner, chan: socket.socket) -> None:
@@ -65,6 +73,8 @@ class Slot:
         self.idle_since = 0.0
         self.fatal: str | None = None  # why it could not serve, if it said so before dying
         self.theirs: socket.socket | None = None  # its end, until it is forked
+        self.pidfd: int | None = None  # (to signal it: SIGCONT, SIGKILL; never a reused pid)
+        self.cgroup: str | None = None  # the cgroup it joins, if any
 
 
 class Pool:
@@ -84,6 +94,11 @@ class Pool:
         self.slots: dict[int, Slot] = {}
         self._seq = 0
         self._zombies: list[int] = []  # supervisors the daemon forked and has let go
+        self.cgroups: Cgroups | None = None  # where its supervisors' cgroups are, if anywhere
+        # (job, attempt) -> the result to record when its supervisor's death is heard (the
+        # daemon killed it: it would not carry out a time limit or a cancel).
+        self.verdicts: dict[tuple[int, int], dict[str, Any]] = {}
+        self._emptying: dict[str, int] = {}  # cgroup -> tries left to remove it
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -156,13 +171,16 @@ class Pool:
         theirs, slot.theirs = slot.theirs, None
         assert theirs is not None
         uid, gid, user = slot.owner
-        spec = {"uid": uid, "gid": gid, "user": user}
+        if self.cgroups is not None:
+            slot.cgroup = self.cgroups.make(slot.id)
+        spec = {"uid": uid, "gid": gid, "user": user, "cgroup": slot.cgroup}
         try:
             if self.spawner is not None and self.spawner.alive:
                 self.spawner.request(slot.id, spec, theirs.fileno())
             else:
                 slot.pid = serve.start(theirs.fileno(), spec)
                 slot.forked = True
+                slot.pidfd = os.pidfd_open(slot.pid)  # (our child, not reaped: its pid)
         finally:
             theirs.close()
 
@@ -173,9 +191,12 @@ class Pool:
         spawner = self.spawner
         assert spawner is not None
         for msg, pidfd in spawner.replies():
-            if pidfd is not None:
-                os.close(pidfd)  # the channel's end of file tells us of its death
             slot = self.slots.get(int(msg.get("slot", -1)))
+            if slot is None or slot.pidfd is not None or "pid" not in msg:
+                if pidfd is not None:
+                    os.close(pidfd)  # (the channel's end of file tells us of its death)
+            else:
+                slot.pidfd = pidfd  # (kept to signal it; its death is its channel's EOF)
             if slot is None:
                 continue
             if "pid" in msg:
@@ -222,6 +243,10 @@ class Pool:
                 self._idle(slot, self.loop.time())
             self.on_done(job, attempt, result)
 
+    def forget_cgroup(self, path: str) -> None:
+        """Remove the cgroup ``path`` once it is empty (tried at each sweep, a while)."""
+        self._emptying[path] = CGROUP_TRIES
+
     def _idle(self, slot: Slot, now: float) -> None:
         slot.idle_since = now
         self.idle.setdefault(slot.owner, []).append(slot)
@@ -230,7 +255,11 @@ class Pool:
         job, attempt = slot.job, slot.attempt
         self._close(slot)
         if job is not None:
-            self.on_gone(job, attempt, why, started)
+            verdict = self.verdicts.pop((job, attempt), None)
+            if verdict is not None:
+                self.on_done(job, attempt, verdict)
+            else:
+                self.on_gone(job, attempt, why, started)
 
     def _close(self, slot: Slot) -> None:
         if self.slots.pop(slot.id, None) is None:
@@ -245,6 +274,11 @@ class Pool:
             idle.remove(slot)
         if slot.forked and slot.pid is not None:
             self._zombies.append(slot.pid)
+        if slot.pidfd is not None:
+            os.close(slot.pidfd)
+            slot.pidfd = None
+        if slot.cgroup is not None:  # removed once it is empty (its supervisor has exited)
+            self._emptying[slot.cgroup] = CGROUP_TRIES
         slot.job = None
 
     # -- upkeep -------------------------------------------------------------------------------
@@ -263,8 +297,17 @@ class Pool:
             except ChildProcessError:
                 pass
         self._zombies = left
+        if self.cgroups is not None:
+            for path, tries in list(self._emptying.items()):
+                if self.cgroups.remove(path) or tries <= 1:
+                    del self._emptying[path]  # (or left to the sweep at the next start)
+                else:
+                    self._emptying[path] = tries - 1
 
     def close(self) -> None:
         """The daemon stops: idle supervisors exit, busy ones finish their attempt first."""
+        idle = [s.cgroup for s in self.slots.values() if s.job is None and s.cgroup]
         for slot in list(self.slots.values()):
             self._close(slot)
+        if self.cgroups is not None:
+            self.cgroups.close(idle)

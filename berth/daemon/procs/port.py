@@ -2,18 +2,29 @@
 that run its jobs, reached through their pool (:mod:`berth.daemon.procs.pool`), or, for those a
 previous daemon left, through their pidfd and run file; the run files themselves (made,
 read, kept as spares, removed: :mod:`berth.daemon.supervisor.runfile`); start gates
-(:mod:`berth.daemon.supervisor.gate`); and what a dead supervisor left (:mod:`berth.daemon.procs.reap`).
+(:mod:`berth.daemon.supervisor.gate`); and what a dead supervisor left (:mod:`berth.daemon.procs.reap`,
+and its cgroup: :mod:`berth.daemon.procs.cgroup`).
+
+A supervisor runs as the job's user, who can stop it (``kill -STOP``): then it enforces no
+time limit and carries out no cancel. So the daemon keeps its own watch (:mod:`.overdue`):
+an attempt still running :data:`.overdue.GRACE` seconds after its time limit and kill grace,
+or after a cancel and its grace, gets its supervisor continued (SIGCONT) and the order again;
+still running :data:`.overdue.LAST_CHANCE` seconds later, its supervisor and every process of
+the attempt are killed (its cgroup, else the supervisor and what :mod:`.reap` finds), and
+the attempt is recorded as timed out or cancelled.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import time
 
 from berth.daemon.engine.ports import Run
-from berth.daemon.procs import reap
+from berth.daemon.procs import cgroup, overdue, reap
 from berth.daemon.procs.pool import Pool
-from berth.daemon.supervisor import gate, runfile
+from berth.daemon.supervisor import gate, ingroup, runfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +32,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.ports import OnDone, OnExit, OnGone, Owner
+
+log = logging.getLogger("berth.daemon")
 
 MAX_SPARES = 256  # used run files kept for reuse
 
@@ -41,11 +54,29 @@ class Supervisors:
         self._spare_tag = f"{os.getpid()}-{time.time_ns()}"
         self._on_exit: OnExit | None = None
         self.pool = Pool(loop, _unheard, _unheard)
+        self.cgroups, why = cgroup.find(os.path.dirname(os.path.abspath(run_dir)))
+        log.log(logging.INFO if self.cgroups or os.geteuid() else logging.WARNING, "%s", why)
+        self.pool.cgroups = self.cgroups
+        self.cgroup_of: dict[str, str] = {}  # run file -> the cgroup of its supervisor
+        self.overdue = overdue.Overdue(self)
 
     def listen(self, on_done: OnDone, on_gone: OnGone, on_exit: OnExit) -> None:
-        self.pool.on_done = on_done
-        self.pool.on_gone = on_gone
-        self._on_exit = on_exit
+        watch = self.overdue
+
+        def done(job: int, attempt: int, result: dict[str, Any]) -> None:
+            watch.forget(job)
+            self.pool.verdicts.pop((job, attempt), None)  # (it made it after all)
+            on_done(job, attempt, result)
+
+        def gone(job: int, attempt: int, why: str, started: bool) -> None:
+            watch.forget(job)
+            on_gone(job, attempt, why, started)
+
+        def exited(job: int) -> None:
+            watch.forget(job)
+            on_exit(job)
+
+        self.pool.on_done, self.pool.on_gone, self._on_exit = done, gone, exited
 
     # -- attempts -----------------------------------------------------------------------------
 
@@ -76,9 +107,17 @@ class Supervisors:
             raise
         finally:
             os.close(run_fd)  # the supervisor holds its lock now
-        return Run(path, attempt, lease_id, slot)
+        if slot.cgroup is not None:
+            self.cgroup_of[path] = slot.cgroup
+        run = Run(path, attempt, lease_id, slot)
+        limit = spec.get("time_limit")
+        grace = float(spec.get("kill_after") or overdue.DEFAULT_KILL_AFTER)
+        self.overdue.started(job_id, run, float(limit) if limit else None, grace)
+        return run
 
     def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:
+        if op == "term":
+            self.overdue.cancel(job_id, run)
         if not isinstance(run.handle, int):  # one of our pool's: a message names the attempt
             self.pool.order(run.handle, job_id, run.attempt, op, sig)
         elif op == "term":  # adopted (its pidfd): signals, see runfile
@@ -92,6 +131,9 @@ class Supervisors:
             os.close(pidfd)
             raise ProcessLookupError(pid)
         self.loop.add_reader(pidfd, self._adopted_exit, job_id, pidfd)
+        where = self.cgroups.of_pid(pidfd, pid) if self.cgroups is not None else None
+        if where is not None:
+            self.cgroup_of[path] = where
         return Run(path, attempt, lease_id, pidfd, sup_pid=pid)
 
     def _adopted_exit(self, job_id: int, pidfd: int) -> None:
@@ -100,14 +142,69 @@ class Supervisors:
         if self._on_exit is not None:
             self._on_exit(job_id)
 
+    def signal_supervisor(self, run: Run, sig: int) -> None:
+        """Send ``sig`` to the supervisor of ``run`` (through its pidfd: never a reused pid)."""
+        pidfd = run.handle if isinstance(run.handle, int) else run.handle.pidfd
+        if pidfd is None:
+            return
+        try:
+            signal.pidfd_send_signal(pidfd, sig)
+        except OSError:
+            pass  # it has ended: its end is on its way
+
+    def kill_attempt(self, job_id: int, run: Run, verdict: dict[str, Any]) -> None:
+        """Kill the supervisor of ``run`` and every process of its attempt; once its death is
+        heard, the attempt is recorded with ``verdict`` (see :mod:`.overdue`)."""
+        where = self.cgroup_of.get(run.path)
+        if where is not None and self.cgroups is not None:
+            self.cgroups.kill(where)
+        if isinstance(run.handle, int):  # adopted: its run file carries the verdict
+            runfile.append_exit(run.path, verdict)
+            self.signal_supervisor(run, signal.SIGKILL)
+            return
+        self.pool.verdicts[(job_id, run.attempt)] = verdict
+        self.signal_supervisor(run, signal.SIGKILL)
+        uid = run.handle.owner[0]
+        self.end_leftovers(run.path, os.geteuid() if uid is None else uid, run.lease_id, 0.0)
+
     def notify(self, owner: Owner, msg: dict[str, Any]) -> None:
         self.pool.notify(owner, msg)
 
     def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
+        """SIGTERM what the attempt left (its cgroup's processes, and those :mod:`.reap`
+        finds), SIGKILL after ``grace`` (the whole cgroup)."""
         job_pid = runfile.read_run_file(path).get("job")
         claims = reap.claim_paths(self.ledger_dir, lease_id)
         pids = reap.leftovers(job_pid if isinstance(job_pid, int) else None, uid, claims)
-        return reap.end(pids, grace, self.loop)
+        ended = reap.end(pids, grace, self.loop)
+        where = self.cgroup_of.get(path)
+        if where is not None and self.cgroups is not None:
+            found = {pid for pid, _ in pids}
+            members = [p for p in ingroup.members(where) if p not in found]
+            ended += reap.end(self._in_cgroup(members, where), grace, self.loop)
+            self.loop.call_later(grace, self._end_cgroup, where)
+        return sorted(ended)
+
+    def _in_cgroup(self, pids: list[int], where: str) -> list[tuple[int, int]]:
+        """(pid, pidfd) of those of ``pids`` (read from a cgroup's list) still in cgroup
+        ``where``, proven through the pidfd taken first: a pid reused since is left alone."""
+        assert self.cgroups is not None
+        out = []
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue  # gone already
+            if self.cgroups.of_pid(fd, pid) == where:
+                out.append((pid, fd))
+            else:
+                os.close(fd)
+        return out
+
+    def _end_cgroup(self, where: str) -> None:
+        assert self.cgroups is not None
+        self.cgroups.kill(where)
+        self.pool.forget_cgroup(where)
 
     # -- run files ----------------------------------------------------------------------------
 
@@ -122,6 +219,7 @@ class Supervisors:
 
     def retire(self, path: str, leftovers: bool) -> None:
         """The run file becomes a spare (or goes)."""
+        self.cgroup_of.pop(path, None)
         if leftovers:
             _unlink(path + ".sig", path + ".pty")
         if len(self.spares) < MAX_SPARES:
@@ -140,9 +238,18 @@ class Supervisors:
         _unlink(path)
 
     def discard(self, path: str) -> None:
+        self.cgroup_of.pop(path, None)
         _unlink(path)
 
     def discard_strays(self, keep: set[str]) -> None:
+        """(Start-up, after recovery.) Also: end every cgroup of ours that holds no adopted
+        supervisor: what the supervisors that died while the daemon was down left."""
+        if self.cgroups is not None:
+            adopted = set(self.cgroup_of.values())
+            for where in self.cgroups.orphans(adopted):
+                log.warning("ending %d process(es) of the cgroup %s: their supervisor died",
+                            self.cgroups.kill(where), where)  # fmt: skip
+                self.pool.forget_cgroup(where)
         try:
             names = os.listdir(self.run_dir)
         except OSError:

@@ -292,6 +292,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "pending": pending,
         "running": engine.running_count(),
         "queue_paused": engine.pauses.queue,
+        "notes": [line for note in engine.notes if (line := note())],
     }
 
 

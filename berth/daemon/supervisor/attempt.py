@@ -6,7 +6,8 @@ environment, stdin from ``/dev/null`` and its output in its log files (or under 
 pseudo-terminal, see :mod:`berth.daemon.supervisor.ptyrelay`). It is started with ``posix_spawn``
 (vfork-fast, no Python in the child). When the job's leader exits, whatever it left behind is
 killed: its process group at once, and, since the supervisor is a child subreaper, every other
-descendant too.
+descendant too, and every other process of the supervisor's cgroup (if it has one:
+:mod:`berth.daemon.supervisor.ingroup`), whatever session it made for itself.
 
 Orders come two ways: as messages on the supervisor's channel to the daemon (each names the
 job and attempt, so it can never reach a later job), or, for an adopted attempt, as signals
@@ -25,7 +26,7 @@ import time
 import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a CRC
 
 from berth.claims import files as claim_files
-from berth.daemon.supervisor import gate, runfile
+from berth.daemon.supervisor import gate, ingroup, runfile
 from berth.daemon.supervisor.jobfiles import SpawnError, open_log, remove_stale_socket, which
 from berth.daemon.supervisor.ptyrelay import PtyRelay
 
@@ -57,8 +58,10 @@ def _children(pid: int) -> list[int]:
 
 
 def kill_leftovers() -> None:
-    """SIGKILL and reap every descendant still alive (they are our children: subreaper)."""
+    """SIGKILL and reap every descendant still alive (they are our children: subreaper) and
+    every other process of our cgroup."""
     for _ in range(100):
+        ingroup.kill_others()
         try:
             while True:
                 pid, _ = os.waitpid(-1, os.WNOHANG)

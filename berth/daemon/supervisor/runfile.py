@@ -93,6 +93,27 @@ def note(fd: int, line: bytes) -> None:
         pass
 
 
+def append_exit(path: str, result: dict[str, Any]) -> None:
+    """Write the ``exit`` line for a supervisor the daemon killed (it would not end its
+    attempt: :mod:`berth.daemon.procs.overdue`), after what the file says (before the blank
+    rest of a reused one)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        data = os.pread(fd, 1 << 20, 0)
+        end = data.find(b"\0")
+        end = len(data) if end < 0 else end
+        if end and not data[:end].endswith(b"\n"):
+            end = data.rfind(b"\n", 0, end) + 1  # (after the last complete line)
+        os.pwrite(fd, b"exit " + json.dumps(result).encode() + b"\n", end)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def read_run_file(path: str) -> dict[str, Any]:
     """What a run file says: ``sup`` pid, ``go`` (True), ``job`` pid, ``exit`` result (each may
     be absent)."""

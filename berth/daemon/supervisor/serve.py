@@ -4,7 +4,9 @@ A supervisor is forked (no ``exec``: a fresh interpreter per job would cap throu
 jobs/s) by the fork server (:mod:`berth.daemon.procs.spawner`), or by the daemon if that is gone,
 for one owner (the user its jobs run as). It calls ``setsid()`` so that nothing aimed at the
 daemon (a ``kill -9``, a terminal's Ctrl-C) reaches it, closes every descriptor but its
-channel to the daemon, becomes a child subreaper, drops to its owner's uid and gid, and then
+channel to the daemon, joins a cgroup of its own if the daemon names one (it and the jobs it
+runs can never leave it: :mod:`berth.daemon.procs.cgroup`), becomes a child subreaper, drops
+to its owner's uid and gid, and then
 serves the daemon: each ``run`` message carries one attempt (job id, attempt number, launch
 spec) with the attempt's locked run file, its start gate and its claims attached; the
 supervisor prepares it, waits at the gate until its start is durable (:mod:`berth.daemon.supervisor.gate`),
@@ -27,7 +29,7 @@ import pwd
 import signal
 import socket
 
-from berth.daemon.supervisor import runfile
+from berth.daemon.supervisor import ingroup, runfile
 from berth.daemon.supervisor.attempt import IDENTITY, AttemptRun, receive
 
 TYPE_CHECKING = False
@@ -59,7 +61,8 @@ _CONTROL_CHLD = _CONTROL | {signal.SIGCHLD}
 
 def start(chan: int, owner: dict[str, Any]) -> int:
     """Fork a supervisor serving the channel ``chan`` (a SOCK_SEQPACKET end) for ``owner``
-    (``uid``, ``gid``, ``user``); return its pid. The caller closes its copy of ``chan``."""
+    (``uid``, ``gid``, ``user``, ``cgroup``: the one to make and join, or None); return its
+    pid. The caller closes its copy of ``chan``."""
     # Control signals stay blocked until the child has its handlers: an order sent the moment
     # it is born is kept pending, not fatal.
     old_mask = _signal.pthread_sigmask(signal.SIG_BLOCK, _CONTROL)
@@ -91,27 +94,16 @@ def _nothing(*_: object) -> None:
 
 
 def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - forked child
-    os.setsid()
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    _signal.set_wakeup_fd(w)
-    _signal.signal(signal.SIGTERM, _nothing)
-    _signal.signal(signal.SIGUSR1, _nothing)
-    _signal.signal(signal.SIGCHLD, _SIG_DFL)
-    _signal.signal(signal.SIGPIPE, _SIG_DFL)
-    _signal.signal(signal.SIGINT, _SIG_IGN)
-    _signal.signal(signal.SIGHUP, _SIG_IGN)
-    # Pending control signals arrive now (and are drained with the next attempt's start).
-    _signal.pthread_sigmask(signal.SIG_UNBLOCK, _CONTROL_CHLD)
-    _close_fds({chan_fd, r, w})
-    null = os.open(os.devnull, os.O_RDWR)
-    for std in (0, 1, 2):
-        os.dup2(null, std)
-    os.close(null)
-    os.set_inheritable(chan_fd, False)
+    r = _quiet_process(chan_fd)
     chan: socket.socket | None = socket.socket(fileno=chan_fd)
     assert chan is not None
     try:
         set_name(b"berth-sup")
+        if owner.get("cgroup"):  # (as root still; without it, tracked as without cgroups)
+            try:
+                ingroup.enter(str(owner["cgroup"]))
+            except OSError:
+                pass
         _become_subreaper()
         _drop_privileges(owner)
     except Exception as e:  # say why, so the jobs given to us fail with a reason
@@ -142,35 +134,66 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
             for fd in fds:
                 os.close(fd)
             continue
-        gated = bool(msg.get("gate")) and len(fds) > 1
-        run_fd, gate_fd = fds[0], (fds[1] if gated else -1)
-        claims = tuple(fds[2:] if gated else fds[1:])
-        runfile.note(run_fd, me)
-        attempt = AttemptRun(msg, run_fd, claims, chan, r, gate_fd)
-        result = attempt.run()
-        # One write: a reader sees either nothing or the whole line. Then the claims and the
-        # run file's lock go: the attempt is over for everyone. (One whose start never became
-        # durable leaves no line: it never ran, see berth.daemon.supervisor.gate.)
-        line = encode(result)
-        if not result.get("unstarted"):
-            runfile.note(run_fd, b"exit " + line + b"\n")
-        for fd in claims:
-            os.close(fd)
-        os.close(run_fd)
-        try:
-            os.chdir("/")  # do not keep the job's directory busy while idle
-        except OSError:
-            pass
-        chan = attempt.chan
-        if chan is None:
-            return 0  # the daemon hung up during the attempt: nobody to tell, nothing to take
-        try:
-            chan.sendmsg([done(msg, line)], [], socket.MSG_NOSIGNAL)
-            for refused in attempt.refused:
-                chan.sendmsg([done(refused, _BUSY)], [], socket.MSG_NOSIGNAL)
-        except OSError:
-            return 0
+        chan = _one_attempt(msg, fds, chan, r, me)
     return 0
+
+
+def _quiet_process(chan_fd: int) -> int:  # pragma: no cover - forked child
+    """A session of its own, the signals it waits on routed to a wakeup pipe (its read end
+    returned), every descriptor but the channel closed, stdio on /dev/null."""
+    os.setsid()
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    _signal.set_wakeup_fd(w)
+    _signal.signal(signal.SIGTERM, _nothing)
+    _signal.signal(signal.SIGUSR1, _nothing)
+    _signal.signal(signal.SIGCHLD, _SIG_DFL)
+    _signal.signal(signal.SIGPIPE, _SIG_DFL)
+    _signal.signal(signal.SIGINT, _SIG_IGN)
+    _signal.signal(signal.SIGHUP, _SIG_IGN)
+    # Pending control signals arrive now (and are drained with the next attempt's start).
+    _signal.pthread_sigmask(signal.SIG_UNBLOCK, _CONTROL_CHLD)
+    _close_fds({chan_fd, r, w})
+    null = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    os.close(null)
+    os.set_inheritable(chan_fd, False)
+    return r
+
+
+def _one_attempt(  # pragma: no cover - forked child
+    msg: dict[str, Any], fds: list[int], chan: socket.socket, r: int, me: bytes
+) -> socket.socket | None:
+    """Run one attempt (``run``) and say how it ended; the channel, or None when the
+    daemon has gone (the supervisor then exits)."""
+    gated = bool(msg.get("gate")) and len(fds) > 1
+    run_fd, gate_fd = fds[0], (fds[1] if gated else -1)
+    claims = tuple(fds[2:] if gated else fds[1:])
+    runfile.note(run_fd, me)
+    attempt = AttemptRun(msg, run_fd, claims, chan, r, gate_fd)
+    result = attempt.run()
+    # One write: a reader sees either nothing or the whole line. Then the claims and the
+    # run file's lock go: the attempt is over for everyone. (One whose start never became
+    # durable leaves no line: it never ran, see berth.daemon.supervisor.gate.)
+    line = encode(result)
+    if not result.get("unstarted"):
+        runfile.note(run_fd, b"exit " + line + b"\n")
+    for fd in claims:
+        os.close(fd)
+    os.close(run_fd)
+    try:
+        os.chdir("/")  # do not keep the job's directory busy while idle
+    except OSError:
+        pass
+    if attempt.chan is None:
+        return None  # the daemon hung up during the attempt: nobody to tell, nothing to take
+    try:
+        attempt.chan.sendmsg([done(msg, line)], [], socket.MSG_NOSIGNAL)
+        for refused in attempt.refused:
+            attempt.chan.sendmsg([done(refused, _BUSY)], [], socket.MSG_NOSIGNAL)
+    except OSError:
+        return None
+    return attempt.chan
 
 
 def _notify(msg: dict[str, Any], chan: socket.socket, wakeup: int) -> socket.socket | None:

@@ -8,7 +8,10 @@ const FINISHED = new Set(['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'LOST',
 const GPU_COLORS = ['#58a6ff', '#3fb950', '#d29922', '#a371f7', '#39c5bb', '#f778ba', '#ffa657', '#79c0ff',
   '#56d364', '#e3b341', '#bc8cff', '#ff7b72'];
 
-let token = localStorage.getItem(TOKEN_KEY);
+// The token lives in this tab's sessionStorage only (gone with the tab; docs/web.md says why),
+// and it expires on the daemon's side anyway ([daemon] web_token_ttl).
+try { localStorage.removeItem(TOKEN_KEY); } catch (e) { /* (what older versions kept) */ }
+let token = sessionStorage.getItem(TOKEN_KEY);
 let viewer = null;        // {user, uid, admin} once a token is accepted
 let state = null;         // the last state event
 let hist = null;          // {gpus, points}
@@ -67,7 +70,7 @@ async function whoami() {
   if (!token) { viewer = null; renderWho(); return; }
   try {
     const r = await fetch('/api/whoami', { headers: authHeaders(), cache: 'no-store' });
-    if (r.status === 401) { setToken(null); toast('That token is not valid here: run `berth web-token` again.', true); return; }
+    if (r.status === 401) { setToken(null); toast('That token is not valid here (expired or revoked?): run `berth web-token` again.', true); return; }
     viewer = r.ok ? await r.json() : null;
   } catch (e) { viewer = null; }
   renderWho(); if (state) render();
@@ -75,7 +78,7 @@ async function whoami() {
 
 function setToken(t) {
   token = t;
-  if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY);
+  if (t) sessionStorage.setItem(TOKEN_KEY, t); else sessionStorage.removeItem(TOKEN_KEY);
   viewer = null; renderWho(); restartStream();
   if (state) render();
   if (selected !== null) followLog(selected);
@@ -402,7 +405,7 @@ function tokenFromLink() {
 
 function init() {
   const m = location.hash.match(/token=([A-Za-z0-9.]+)/);
-  if (m) { token = m[1]; localStorage.setItem(TOKEN_KEY, token); history.replaceState(null, '', location.pathname); }
+  if (m) { token = m[1]; sessionStorage.setItem(TOKEN_KEY, token); history.replaceState(null, '', location.pathname); }
   window.addEventListener('hashchange', tokenFromLink);
   bindSignIn();
   $('filters').addEventListener('click', (e) => {
