@@ -207,6 +207,7 @@ def _what_if(args: argparse.Namespace) -> int:
     """Fetch the live queue from the daemon and predict start times (berth.sim.whatif)."""
     from berth.api import banned_reasons  # --what-if only
     from berth.api import gpus as read_gpus  # --what-if only
+    from berth.cli.escape import shown  # --what-if only
     from berth.client import Client  # --what-if only
     from berth.core.inventory import Gpu, Usage  # heavy: the simulator
     from berth.core.job import Job, Request  # heavy: the simulator
@@ -282,7 +283,8 @@ def _what_if(args: argparse.Namespace) -> int:
             at = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.start))
         on = "gpu:" + ",".join(str(g) for g in p.gpus) if p.gpus else "-"
         jid = "new" if p.job_id == mine else str(p.job_id)
-        lines.append((jid, j.name[:20], j.user, f"{j.request.gpus:g}", when, at, on, p.note))
+        lines.append((jid, shown(j.name)[:20], shown(j.user), f"{j.request.gpus:g}", when, at,
+                      on, shown(p.note)))  # fmt: skip
     widths = [max(len(r[k]) for r in lines) for k in range(len(lines[0]))]
     for r in lines:
         sys.stdout.write(
