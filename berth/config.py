@@ -52,6 +52,11 @@ Example::
     max_gpus = 4               # GPUs a user may hold at once (more wait: UserGpuLimit)
     max_jobs = 200             # jobs a user may have queued or running (more are refused)
     max_time = "2d"            # the longest -t a user may ask (a job without -t gets it)
+    # What one request may cost (docs/admin.md, "Limits per user"); these are the defaults:
+    # max_jobs = 50000         # (without a max_jobs above: queued or running, per user)
+    max_env_size = "256K"      # a job's environment (--export) and setup text, in bytes
+    max_array_tasks = 10000    # tasks of one --array (10000 at most)
+    max_request_jobs = 10000   # jobs one submit may queue (a jobs file, arrays' tasks)
 
     [queue]
     backend = "slurm"          # submit/queue/show/cancel/logs go to Slurm (default "local")
@@ -111,7 +116,14 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]]] = {
         "http_allow_remote": (bool,),
     },
     "scheduling": {"fairshare": (bool,), "fairshare_half_life": (str, int, float)},
-    "limits": {"max_gpus": (int, float), "max_jobs": (int,), "max_time": (str, int, float)},
+    "limits": {
+        "max_gpus": (int, float),
+        "max_jobs": (int,),
+        "max_time": (str, int, float),
+        "max_env_size": (str, int),
+        "max_array_tasks": (int,),
+        "max_request_jobs": (int,),
+    },
     "queue": {"backend": (str,), "requirements": (str,)},
     "slurm": {"partition": (str,), "log_dir": (str,)},
 }
@@ -170,8 +182,11 @@ class Config:
         "inventory",
         "keep_finished",
         "kill_after",
+        "limit_max_array_tasks",
+        "limit_max_env_size",
         "limit_max_gpus",
         "limit_max_jobs",
+        "limit_max_request_jobs",
         "limit_max_time",
         "max_job_time",
         "policy",
@@ -207,8 +222,11 @@ class Config:
         self.fairshare = True  # order users by decayed GPU usage ([scheduling])
         self.fairshare_half_life: float = 7 * 86400.0
         self.limit_max_gpus: float | None = None  # [limits]: defaults for every user
-        self.limit_max_jobs: int | None = None
+        self.limit_max_jobs: int | None = DEFAULT_MAX_JOBS
         self.limit_max_time: float | None = None
+        self.limit_max_env_size = 256 * 1024  # bytes of a job's environment and setup text
+        self.limit_max_array_tasks = 10_000  # tasks of one --array
+        self.limit_max_request_jobs = 10_000  # jobs one submit request may queue
         self.backend: str = "local"  # where queue commands go: "local" or "slurm"
         self.requirements: str | None = None  # a requirement table (berth.jobsfile)
         self.slurm_partition: str | None = None
@@ -424,8 +442,34 @@ def _scheduling(cfg: Config, get: Callable[[str, str], tuple[str, Any] | None]) 
         if not value > 0:
             raise ConfigError(f"config file {path!r}: [limits] max_jobs = {value} must be >= 1")
         cfg.limit_max_jobs = value
+    _request_limits(cfg, get)
 
 
+def _request_limits(cfg: Config, get: Callable[[str, str], tuple[str, Any] | None]) -> None:
+    """[limits] max_env_size, max_array_tasks, max_request_jobs: what one request may cost."""
+    if (item := get("limits", "max_env_size")) is not None:
+        path, value = item
+        try:
+            size = parse_size(str(value))
+        except ValueError as e:
+            raise ConfigError(f"config file {path!r}: [limits] max_env_size: {e}") from None
+        if not 0 < size <= MAX_REQUEST_SIZE:
+            raise ConfigError(
+                f"config file {path!r}: [limits] max_env_size = {value!r} must be in (0, 8M]"
+            )
+        cfg.limit_max_env_size = size
+    for key, most in (("max_array_tasks", 10_000), ("max_request_jobs", 1_000_000)):
+        if (item := get("limits", key)) is not None:
+            path, value = item
+            if not 1 <= value <= most:
+                raise ConfigError(
+                    f"config file {path!r}: [limits] {key} = {value} must be 1 to {most}"
+                )
+            setattr(cfg, f"limit_{key}", value)
+
+
+DEFAULT_MAX_JOBS = 50_000  # [limits] max_jobs when the config gives none
+MAX_REQUEST_SIZE = 8 * 1024 * 1024  # (a request frame's most: berth.wire.protocol)
 INF = float("inf")
 _cached: Config | None = None
 

@@ -9,6 +9,11 @@ answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: e
 checked before any is queued, then all go in one commit. A time limit above the daemon's
 ``max_job_time`` is refused here (not silently cut: the user learns the limit before the job
 is queued).
+
+What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
+a job's environment, an array's tasks, the jobs of one request; and the user's jobs queued
+or running (``max_jobs``, counted once per request). An array's tasks share one stored spec
+(:meth:`~berth.daemon.store.store.Store.insert_row`): its environment is stored once.
 """
 
 from __future__ import annotations
@@ -38,21 +43,19 @@ if TYPE_CHECKING:
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
 
 
-MAX_BATCH = 10_000  # jobs of one `submit_all` (a jobs file)
-
-
 class _Prepared:
     """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead).
     ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
     are taken out of it, into ``array`` and ``argvs``)."""
 
-    __slots__ = ("argvs", "array", "deps", "dup", "err", "out", "request", "spec")
+    __slots__ = ("argvs", "array", "count", "deps", "dup", "err", "out", "request", "spec")
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
         self.dup: dict[str, Any] | None = None
         self.array = spec.array
         self.argvs = spec.array_argvs  # (`berth sweep`: each task its own command)
+        self.count = len(arrays.indices(spec.array)[0]) if spec.array else 1  # jobs it adds
         self.deps: list[Dependency] = []
         self.request = Request()
         self.out = self.err = ""
@@ -66,9 +69,11 @@ async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[st
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
     they are queued in one commit. A refusal names the job by its place (``job 3 of 5``)."""
     raws = req["jobs"]
-    if not raws or len(raws) > MAX_BATCH:
+    most = engine.accounts.max_request_jobs
+    if not raws or len(raws) > most:
         raise ProtocolError(
-            protocol.BAD_REQUEST, f"jobs: from 1 to {MAX_BATCH} jobs, not {len(raws)}"
+            protocol.BAD_REQUEST,
+            f"jobs: from 1 to {most} jobs ([limits] max_request_jobs), not {len(raws)}",
         )
     return {"replies": await _accept(engine, peer, raws)}
 
@@ -77,9 +82,10 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     prepared: list[_Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
+    held = engine.accounts.held(peer.uid, engine.jobs.values())  # once, not once per job
     for k, raw in enumerate(raws):
         try:
-            p = await _prepare(engine, peer, raw, queued)
+            p = await _prepare(engine, peer, raw, queued, held)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -90,7 +96,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
                 p.dup = {"twin_of": keys[key]}
             keys[key] = k
         if p.dup is None:
-            queued += len(arrays.indices(p.array)[0]) if p.array else 1
+            queued += p.count
         prepared.append(p)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
@@ -109,7 +115,9 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     return replies
 
 
-async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Prepared:
+async def _prepare(
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0
+) -> _Prepared:
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -121,6 +129,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
             "`berth daemon`",
         )
     p = _Prepared(spec)
+    engine.accounts.check_request(_env_size(spec), p.count, queued + p.count)
     for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
@@ -149,11 +158,9 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
         own["unique_key"] = key = _once_key(peer.uid, spec.once)
         p.dup = await _once(engine, key)
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
-        count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.time_limit, engine.jobs.values(),
-            queued + count,
-        )  # fmt: skip
+            peer.user, peer.uid, p.request, spec.time_limit, held, queued + p.count
+        )
         if limit is not None:
             own["time_limit"] = limit
     out, err = spec.stdout, spec.stderr
@@ -231,6 +238,14 @@ def _insert(
     else:
         reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
     return reply, futures
+
+
+def _env_size(spec: JobSpec) -> int:
+    """Bytes of the job's environment (``NAME=value`` each) and setup text (``max_env_size``)."""
+    size = len((spec.env_setup or "").encode(errors="surrogatepass"))
+    for k, v in spec.env.items():
+        size += len(k.encode(errors="surrogatepass")) + len(v.encode(errors="surrogatepass")) + 2
+    return size
 
 
 def _once_key(uid: int, once: str) -> str:

@@ -4,6 +4,12 @@ Every state change happens inside :meth:`Store.tx` (``BEGIN IMMEDIATE`` .. ``COM
 ``synchronous=FULL``, so a change the daemon has acknowledged survives a crash. The job's
 command, environment and working directory (``spec``) live only here; the daemon keeps the
 core Job of each unfinished job in memory.
+
+An array's tasks share one spec (schema 6): the part they have in common (environment,
+command, directory...) is stored once, in ``shared_specs`` under the array's id, and each
+task's row keeps only its own fields and ``"shared": ARRAY_ID`` (:meth:`Store.insert_rows`);
+:meth:`Store.spec` puts them together. A 10,000-task array with a large environment costs
+one copy of it, not 10,000. Rows written before (whole specs) load as they are.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class UnreadableSpec(OSError):
@@ -32,8 +38,9 @@ class UnreadableSpec(OSError):
     that job cannot start (it fails with this as its reason); the daemon goes on."""
 
 
-# Each entry migrates from version i to i + 1.
-MIGRATIONS: list[str] = [
+# Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
+# statements (a trigger's body has ";" of its own).
+MIGRATIONS: list[str | tuple[str, ...]] = [
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE jobs(
@@ -89,7 +96,24 @@ MIGRATIONS: list[str] = [
     ALTER TABLE paused ADD COLUMN by_user TEXT;
     ALTER TABLE paused ADD COLUMN note TEXT;
     """,
+    # 6: an array's shared spec, once (see the module); gone with the last of its tasks' rows
+    # (tasks are ids ID .. ID + tasks - 1, at most 10,000 of them: berth.wire.jobspec).
+    (
+        "CREATE TABLE shared_specs(id INTEGER PRIMARY KEY, tasks INTEGER NOT NULL, "
+        "spec TEXT NOT NULL)",
+        """
+        CREATE TRIGGER shared_specs_purge AFTER DELETE ON jobs BEGIN
+            DELETE FROM shared_specs
+            WHERE id > OLD.id - 10000 AND id <= OLD.id AND OLD.id < id + tasks
+            AND NOT EXISTS (
+                SELECT 1 FROM jobs WHERE jobs.id >= shared_specs.id
+                AND jobs.id < shared_specs.id + shared_specs.tasks
+            );
+        END
+        """,
+    ),
 ]
+TASK_FIELDS = ("stdout_path", "stderr_path", "array_task")  # an array task's own (and argv)
 
 
 class Store:
@@ -123,7 +147,8 @@ class Store:
             )
         for i in range(version, SCHEMA_VERSION):
             db.execute("BEGIN IMMEDIATE")
-            for statement in MIGRATIONS[i].split(";"):
+            step = MIGRATIONS[i]
+            for statement in step if isinstance(step, tuple) else step.split(";"):
                 if statement.strip():
                     db.execute(statement)
             db.execute(f"PRAGMA user_version={i + 1}")
@@ -211,6 +236,40 @@ class Store:
         "launched = COALESCE(?, launched) WHERE id = ?"
     )
 
+    SHARED_SQL = "INSERT OR IGNORE INTO shared_specs(id, tasks, spec) VALUES (?, ?, ?)"
+
+    @staticmethod
+    def insert_rows(new: list[tuple[dict[str, Any], JobSpec]]) -> list[tuple[str, list[Any]]]:
+        """The statements that insert ``new`` jobs (the job's ``to_dict()``, its spec): an
+        array task's row keeps only its own fields, with the array's shared spec once per
+        array (again in a later batch with more of its tasks: it is inserted if missing)."""
+        rows: list[tuple[Any, ...]] = []
+        shared: dict[int, tuple[tuple[str, ...] | None, tuple[Any, ...]]] = {}
+        for job, spec in new:
+            task = spec.array_task
+            if task is None:
+                rows.append(Store.insert_row(job, spec.to_dict()))
+                continue
+            head = task[0]
+            if head not in shared:
+                common = {k: v for k, v in spec.to_dict().items() if k not in TASK_FIELDS}
+                text = json.dumps(common, separators=(",", ":"))
+                shared[head] = (spec.argv, (head, task[2], text))
+            own: dict[str, Any] = {"shared": head}
+            if spec.argv != shared[head][0]:  # (`berth sweep`: each task its own command)
+                own["argv"] = list(spec.argv or ())
+            for key in TASK_FIELDS:
+                value = getattr(spec, key)
+                if value is not None:
+                    own[key] = list(value) if type(value) is tuple else value
+            rows.append(Store.insert_row(job, own))
+        out: list[tuple[str, list[Any]]] = []
+        if shared:
+            out.append((Store.SHARED_SQL, [row for _, row in shared.values()]))
+        if rows:
+            out.append((Store.INSERT_SQL, rows))
+        return out
+
     @staticmethod
     def insert_row(job: dict[str, Any], spec: dict[str, Any]) -> tuple[Any, ...]:
         return (
@@ -248,7 +307,16 @@ class Store:
         daemon's), read back through the one validator of a job."""
         row = self.db.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
         try:
-            return JobSpec.from_dict(json.loads(row[0]), stored=True)
+            raw = json.loads(row[0])
+            head = raw.pop("shared", None) if type(raw) is dict else None
+            if head is not None:  # an array task: the array's shared spec, then its own
+                common = self.db.execute(
+                    "SELECT spec FROM shared_specs WHERE id = ?", (head,)
+                ).fetchone()
+                if common is None:
+                    raise ValueError(f"the shared spec of array {head!r} is missing")
+                raw = {**json.loads(common[0]), **raw}
+            return JobSpec.from_dict(raw, stored=True)
         except (ValueError, TypeError, ProtocolError) as e:  # damaged, or written by hand
             raise UnreadableSpec(
                 f"job {job_id}: its stored spec does not read as a job ({e})"
