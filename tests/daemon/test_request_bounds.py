@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from typing import Any
 
 from berth import config
@@ -130,3 +131,21 @@ def test_a_version_5_database_loads_and_shared_specs_go_with_their_tasks(tmp_pat
         assert st.db.execute(count).fetchone()[0] == 0
     finally:
         st.close()
+
+
+def test_a_batch_costs_the_same_however_many_jobs_its_user_has(daemon):
+    """With max_jobs set, each job of a batch counted all its user's jobs again: a batch of
+    10,000 stalled the daemon for seconds, more with each batch. Counted once per request,
+    the fourth batch costs what the first did."""
+    daemon.start(gpus=1)
+    daemon.call("limits", set={"max_jobs": 1_000_000})
+    took = []
+    for _ in range(4):
+        start = time.monotonic()
+        daemon.call("submit_all", jobs=[_job(daemon)] * 2500)
+        took.append(time.monotonic() - start)
+    assert took[3] < 2 * took[0] + 0.5, f"batches took {took}"
+    start = time.monotonic()
+    victim = daemon.submit("true")
+    daemon.wait_done([victim])
+    assert time.monotonic() - start < 3.0  # (a second or so, on a loaded machine)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
+YIELD_EVERY = 256  # jobs of a batch checked between two turns of the loop
 
 
 class _Prepared:
@@ -84,6 +85,8 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     held = engine.accounts.held(peer.uid, engine.jobs.values())  # once, not once per job
     for k, raw in enumerate(raws):
+        if k and not k % YIELD_EVERY:
+            await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
             p = await _prepare(engine, peer, raw, queued, held)
         except ProtocolError as e:
