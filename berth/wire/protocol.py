@@ -32,6 +32,7 @@ INVALID_STATE = "INVALID_STATE"  # e.g. release of a job that is not held
 NO_SUCH_GPU = "NO_SUCH_GPU"
 INTERNAL = "INTERNAL"
 TOO_MANY_CONNECTIONS = "TOO_MANY_CONNECTIONS"  # the caller's uid has too many open
+TOO_MANY_REQUESTS = "TOO_MANY_REQUESTS"  # ... or too many bytes of requests in hand
 ERROR_CODES = (
     BAD_FRAME,
     FRAME_TOO_LARGE,
@@ -44,6 +45,7 @@ ERROR_CODES = (
     NO_SUCH_GPU,
     INTERNAL,
     TOO_MANY_CONNECTIONS,
+    TOO_MANY_REQUESTS,
 )
 
 _I = (int,)

@@ -15,7 +15,14 @@ No client can make the daemon hold unbounded memory or descriptors:
 - at most :data:`MAX_CONNECTIONS_PER_USER` connections per uid (root has no limit): one more
   is answered with a ``TOO_MANY_CONNECTIONS`` error naming the limit and closed at once, so
   one user's idle connections cannot take the descriptors the daemon needs;
-- a connection must complete its handshake within :data:`HANDSHAKE_TIMEOUT` seconds.
+- a connection must complete its handshake within :data:`HANDSHAKE_TIMEOUT` seconds; after
+  it, a request must arrive whole within :data:`REQUEST_TIMEOUT` seconds of its first byte,
+  and a connection with nothing in hand (no request unanswered) that sends nothing for
+  :data:`IDLE_TIMEOUT` seconds is closed;
+- the requests of one uid in hand at once, across all its connections, hold at most
+  :data:`MAX_BYTES_PER_USER` bytes (root has no limit): a frame that would pass it is answered
+  with ``TOO_MANY_REQUESTS`` and its connection closed before it is read, so connections that
+  each hold a request one byte short of the frame limit cannot pile up memory.
 """
 
 from __future__ import annotations
@@ -38,12 +45,17 @@ if TYPE_CHECKING:
 
     from berth.daemon.engine.engine import Engine
 
+    Reply = tuple[asyncio.Future[dict[str, Any]], int]  # an answer to come, its frame's size
+
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
 
 MAX_PIPELINE = 32  # requests of one connection in hand at once
 MAX_CONNECTIONS_PER_USER = 128
+MAX_BYTES_PER_USER = 64 * 1024 * 1024  # frames of one uid in hand at once (8 of the largest)
 HANDSHAKE_TIMEOUT = 10.0  # seconds
+REQUEST_TIMEOUT = 5.0  # seconds for a request to arrive whole, from its first byte
+IDLE_TIMEOUT = 600.0  # seconds a connection with nothing in hand may stay silent
 
 
 def peer_of(sock: socket.socket, admin_gid: int | None) -> Peer:
@@ -65,12 +77,50 @@ def _in_group(pid: int, gid: int) -> bool:
     return False
 
 
+class _Conn:
+    """One connection's bookkeeping: its caller, its requests not yet answered and taken,
+    the bytes of their frames it holds (counted in its uid's share)."""
+
+    __slots__ = ("held", "peer", "unanswered")
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self.unanswered = 0
+        self.held = 0
+
+
 class Server:
     def __init__(self, engine: Engine, admin_gid: int | None = None) -> None:
         self.engine = engine
         self.admin_gid = admin_gid
         self.connections = 0
         self.per_uid: dict[int, int] = {}
+        self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
+
+    def _reserve(self, conn: _Conn, n: int) -> str | None:
+        """Count a frame of ``n`` bytes in its uid's share; the refusal if it would not fit."""
+        uid = conn.peer.uid
+        used = self.bytes_per_uid.get(uid, 0)
+        if uid != 0 and used + n > MAX_BYTES_PER_USER:
+            return (
+                f"uid {uid} already has {used} bytes of requests in hand on this daemon; a "
+                f"frame of {n} bytes would pass the most one user may ({MAX_BYTES_PER_USER}): "
+                "wait for the answers to your other requests"
+            )
+        self.bytes_per_uid[uid] = used + n
+        conn.held += n
+        return None
+
+    def _release(self, conn: _Conn, n: int) -> None:
+        if not n:
+            return
+        conn.held -= n
+        uid = conn.peer.uid
+        left = self.bytes_per_uid.get(uid, 0) - n
+        if left > 0:
+            self.bytes_per_uid[uid] = left
+        else:
+            self.bytes_per_uid.pop(uid, None)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -93,7 +143,7 @@ class Server:
             uid = peer.uid
             self.per_uid[uid] = open_now + 1
             await self._serve(peer, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, asyncio.TimeoutError):
             pass
         except Exception:
             log.exception("connection failed")
@@ -112,18 +162,23 @@ class Server:
     ) -> None:
         """Read frames as they come; answer them in order. Requests are handled concurrently
         (pipelined submits commit together), responses written in request order."""
-        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None] = asyncio.Queue()
+        replies: asyncio.Queue[Reply | None] = asyncio.Queue()
         in_hand = asyncio.Semaphore(MAX_PIPELINE)
-        out = asyncio.ensure_future(self._write(replies, writer, in_hand))
+        conn = _Conn(peer)
+        out = asyncio.ensure_future(self._write(conn, replies, writer, in_hand))
         try:
-            await self._read(peer, reader, replies, in_hand)
+            await self._read(conn, reader, replies, in_hand)
         finally:
             replies.put_nowait(None)
-            await out
+            try:
+                await out
+            finally:
+                self._release(conn, conn.held)  # (answers never written: the client left)
 
     async def _write(
         self,
-        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+        conn: _Conn,
+        replies: asyncio.Queue[Reply | None],
         writer: asyncio.StreamWriter,
         in_hand: asyncio.Semaphore,
     ) -> None:
@@ -131,37 +186,39 @@ class Server:
             item = await replies.get()
             if item is None:
                 break
-            writer.write(protocol.encode(await item))
-            del item
+            fut, size = item
+            writer.write(protocol.encode(await fut))
+            del item, fut
             await writer.drain()  # returns at once unless the client does not read
+            conn.unanswered -= 1
+            self._release(conn, size)
             in_hand.release()
 
     async def _read(
         self,
-        peer: Peer,
+        conn: _Conn,
         reader: asyncio.StreamReader,
-        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+        replies: asyncio.Queue[Reply | None],
         in_hand: asyncio.Semaphore,
     ) -> None:
         loop = asyncio.get_running_loop()
+        peer = conn.peer
         greeted = False
 
-        def answer(response: dict[str, Any]) -> None:
+        def answer(response: dict[str, Any], size: int = 0) -> None:
             fut: asyncio.Future[dict[str, Any]] = loop.create_future()
             fut.set_result(response)
-            replies.put_nowait(fut)
+            conn.unanswered += 1
+            replies.put_nowait((fut, size))
 
         while True:
             await in_hand.acquire()  # released once its answer is written and taken
             try:
-                if greeted:
-                    header = await reader.readexactly(protocol.HEADER_SIZE)
-                else:
-                    header = await asyncio.wait_for(
-                        reader.readexactly(protocol.HEADER_SIZE), HANDSHAKE_TIMEOUT
-                    )
+                header, deadline = await self._header(conn, reader, greeted)
             except asyncio.IncompleteReadError:
                 return
+            except (TimeoutError, asyncio.TimeoutError):
+                return  # silent too long, or a header that never came whole: close
             n = protocol.frame_length(header)
             if n > protocol.MAX_REQUEST:
                 answer(
@@ -171,10 +228,27 @@ class Server:
                     )
                 )
                 return  # the stream cannot be trusted after it: close
-            if greeted:
-                payload = await reader.readexactly(n)
-            else:
-                payload = await asyncio.wait_for(reader.readexactly(n), HANDSHAKE_TIMEOUT)
+            refusal = self._reserve(conn, n)
+            if refusal is not None:
+                answer(protocol.error(protocol.TOO_MANY_REQUESTS, refusal))
+                return  # (its frame is not read: close)
+            try:
+                payload = await asyncio.wait_for(
+                    reader.readexactly(n), max(0.0, deadline - loop.time())
+                )
+            except (TimeoutError, asyncio.TimeoutError):
+                self._release(conn, n)
+                answer(
+                    protocol.error(
+                        protocol.BAD_FRAME,
+                        f"a request of {n} bytes did not arrive whole within "
+                        f"{REQUEST_TIMEOUT:g} s: closing the connection",
+                    )
+                )
+                return
+            except BaseException:
+                self._release(conn, n)
+                raise
             try:
                 msg = protocol.decode(payload)
                 if not greeted:
@@ -186,7 +260,8 @@ class Server:
                             "version": protocol.PROTOCOL_VERSION,
                             "uid": peer.uid,
                             "admin": peer.admin,
-                        }
+                        },
+                        n,
                     )
                     continue
                 kind = protocol.check_request(msg)
@@ -194,14 +269,35 @@ class Server:
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
                 result = HANDLERS[kind](self.engine, peer, msg)
             except Exception as e:
-                answer(_error_reply(e))
+                answer(_error_reply(e), n)
                 if not greeted:
                     return  # a failed handshake ends the connection
                 continue
             if inspect.isawaitable(result):
-                replies.put_nowait(asyncio.ensure_future(_guard(result)))
+                conn.unanswered += 1
+                replies.put_nowait((asyncio.ensure_future(_guard(result)), n))
             else:
-                answer({"ok": True, **result})
+                answer({"ok": True, **result}, n)
+
+    async def _header(
+        self, conn: _Conn, reader: asyncio.StreamReader, greeted: bool
+    ) -> tuple[bytes, float]:
+        """The next frame's header, and by when its payload must have come: the handshake
+        within HANDSHAKE_TIMEOUT; then the first byte of a request whenever it comes while
+        requests are in hand (a `wait` may last an hour), within IDLE_TIMEOUT otherwise,
+        and the rest of the frame within REQUEST_TIMEOUT of its first byte."""
+        loop = asyncio.get_running_loop()
+        if not greeted:
+            deadline = loop.time() + HANDSHAKE_TIMEOUT
+            header = await asyncio.wait_for(
+                reader.readexactly(protocol.HEADER_SIZE), HANDSHAKE_TIMEOUT
+            )
+            return header, deadline
+        first = reader.readexactly(1)
+        byte = await (first if conn.unanswered else asyncio.wait_for(first, IDLE_TIMEOUT))
+        deadline = loop.time() + REQUEST_TIMEOUT
+        rest = await asyncio.wait_for(reader.readexactly(protocol.HEADER_SIZE - 1), REQUEST_TIMEOUT)
+        return byte + rest, deadline
 
     def _handshake(self, msg: dict[str, Any]) -> None:
         if msg.get("type") != "hello":
