@@ -124,9 +124,9 @@ def render(
             v = value / unit
             seen: set[tuple[str, ...]] = set()
             for extra, _, _ in _holders(g) or [([], "", 0.0)]:
-                key = tuple(str(x) for _, x in extra)
-                if key not in seen:  # (a job and a claim of one label set: one series)
-                    seen.add(key)
+                ident = tuple(str(x) for _, x in extra)
+                if ident not in seen:  # (a job and a claim of one label set: one series)
+                    seen.add(ident)
                     out.sample(name, base[g["index"]] + extra, round(v, 3))
     out.family("berth_gpu_holder", "gauge", "Share of the GPU each job or claim holds.")
     for g in gpus:
