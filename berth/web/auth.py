@@ -75,10 +75,11 @@ def make_token(secret: bytes, uid: int) -> str:
 def check_token(secret: bytes, token: str) -> int | None:
     """The uid a token stands for, or None if it is not one this daemon made."""
     parts = token.split(".")
-    if len(parts) != 3 or parts[0] != PREFIX or not parts[1].isdigit() or len(parts[1]) > 10:
-        return None
+    uid_text = parts[1] if len(parts) == 3 else ""
+    if parts[0] != PREFIX or not (uid_text.isascii() and uid_text.isdigit()) or len(uid_text) > 10:
+        return None  # (isascii: "²" is a digit to str.isdigit, not to int())
     uid = int(parts[1])
-    if not hmac.compare_digest(make_token(secret, uid).encode(), token.encode()):
+    if not hmac.compare_digest(make_token(secret, uid).encode(), token.encode(errors="replace")):
         return None
     return uid
 

@@ -121,6 +121,8 @@ def decode(payload: bytes) -> dict[str, object]:
         msg = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(BAD_FRAME, f"frame is not UTF-8 JSON: {e}") from None
+    except RecursionError:  # ([[[[...: deeper than the parser goes)
+        raise ProtocolError(BAD_FRAME, "frame holds JSON nested too deeply") from None
     if not isinstance(msg, dict):
         raise ProtocolError(BAD_FRAME, f"frame holds {type(msg).__name__}, expected an object")
     return msg

@@ -65,6 +65,8 @@ def test_malformed_frames_get_bad_frame_and_the_connection_goes_on(served):
         assert _error(s, b"{not json")["code"] == "BAD_FRAME"
         assert _error(s, b"\xff\xfe")["code"] == "BAD_FRAME"
         assert _error(s, [1, 2])["code"] == "BAD_FRAME"
+        deep = _error(s, b"[" * 100_000)  # (issue 20.16: was INTERNAL, with a traceback)
+        assert deep["code"] == "BAD_FRAME" and "nested too deeply" in deep["message"]
         s.sendall(_frame({"type": "ping"}))
         assert _read(s)["ok"] is True
 
