@@ -28,9 +28,11 @@ No client can make the daemon hold unbounded memory or descriptors:
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import socket
+import sqlite3
 import struct
 
 from berth.daemon.requests.handlers import HANDLERS, Peer
@@ -316,6 +318,16 @@ class Server:
         protocol.check_request(msg)
 
 
+def _disk_full(e: BaseException) -> bool:
+    """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT, or the journal's
+    refusal while commits fail for that reason (berth.daemon.store.journal)?"""
+    if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == 13:
+        return True  # SQLITE_FULL
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
+
+
 async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     try:
         return {"ok": True, **(await result)}
@@ -332,5 +344,13 @@ def _error_reply(e: Exception) -> dict[str, Any]:
         return protocol.error(protocol.BAD_REQUEST, str(e))
     if isinstance(e, BerthError):
         return protocol.error(protocol.INVALID_STATE, str(e))
+    if _disk_full(e):
+        log.error("request refused: the disk of the state database is full (%s)", e)
+        return protocol.error(
+            protocol.INVALID_STATE,
+            "the daemon's disk is full: its state database cannot grow, so nothing was "
+            "queued or changed; ask the admin to free space where the daemon keeps its state "
+            "(the jobs already queued are kept)",
+        )
     log.exception("request failed", exc_info=e)
     return protocol.error(protocol.INTERNAL, f"internal error: {e!r}")
