@@ -48,6 +48,18 @@ __all__ = [
 ]
 
 TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
+# What one user's files may cost a scan (issue 20.10: 50,000 files planted under claim names
+# stalled the daemon's passes): at most MAX_FILES_PER_UID files (inodes) of one owner are
+# probed (root's: all); a file's other names reuse its probe; at most MAX_LOOKUPS_PER_UID
+# unreadable claims of one owner look for their holders in /proc (each reads every /proc/PID/fd).
+MAX_FILES_PER_UID = 1024
+MAX_LOOKUPS_PER_UID = 8
+MAX_NAMES_PER_FILE = 4  # names of one file considered (a claim has 1, 2 while it is made)
+
+
+def _disowned(p: files.Probe, parsed: tuple[str, str, float, int]) -> bool:
+    """Does the claim body ``p`` read name another claim than the name ``parsed`` says?"""
+    return p.body is not None and (p.body.get("lease"), p.body.get("gpu")) != parsed[1::-1]
 
 
 def _older(path: str, now: float, seconds: float) -> bool:
@@ -66,6 +78,7 @@ class Ledger:
         self.path = path
         self.euid = os.geteuid()
         self._claimable = False
+        self._over: dict[str, int] = {}  # name -> inode of files past their owner's share
 
     def check_claimable(self) -> None:
         """Raise Refused if this process must not claim here (root in another user's
@@ -84,7 +97,8 @@ class Ledger:
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
         try:
-            names = os.listdir(self.path)
+            with os.scandir(self.path) as listing:
+                names = {e.name: e.inode() for e in listing}  # (inodes: no system call)
         except FileNotFoundError:
             return State([], [])
         except OSError as e:
@@ -93,9 +107,17 @@ class Ledger:
                 "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
             ) from None
         now = time.time()
+        probes: dict[tuple[int, int], files.Probe] = {}  # (dev, ino) -> its probe
+        per_uid: dict[int, int] = {}  # owner -> files probed
+        named: dict[tuple[int, int], int] = {}  # (dev, ino) -> names of it considered
+        lookups: dict[int, int] = {}  # owner -> unreadable claims whose holders were looked up
+        over: dict[str, int] = {}  # this scan's files past their owner's share
         for name in sorted(names):
             kind = name[:2]
             if kind not in (files.CLAIM, files.WAITER, files.TEMP):
+                continue
+            if self._over.get(name) == names[name]:
+                over[name] = names[name]  # the same file as last time: not even a stat
                 continue
             path = os.path.join(self.path, name)
             parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
@@ -104,12 +126,31 @@ class Ledger:
                 continue
             if kind == files.TEMP and not (clean and _older(path, now, files.TEMP_GRACE)):
                 continue  # perhaps not locked yet: in the making, not dead
-            read = kind == files.WAITER or (bodies and kind == files.CLAIM)
-            p = files.probe(path, read=read)
-            if p.alive and parsed_claim is not None and p.nlink > 1 and not read:
-                p = files.probe(path)  # a second name: its body says which one is the claim
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            p = probes.get((st.st_dev, st.st_ino))
+            if p is None:
+                if st.st_uid and per_uid.get(st.st_uid, 0) >= MAX_FILES_PER_UID:
+                    over[name] = st.st_ino
+                    continue  # past its owner's share of the scan: not considered
+                per_uid[st.st_uid] = per_uid.get(st.st_uid, 0) + 1
+                read = kind == files.WAITER or (bodies and kind == files.CLAIM)
+                p = files.probe(path, read=read)
+                if p.alive and parsed_claim is not None and p.nlink > 1 and not read:
+                    p = files.probe(path)  # a second name: its body says which one is the claim
+                if (p.dev, p.ino) == (st.st_dev, st.st_ino):
+                    probes[(p.dev, p.ino)] = p
             if p.alive is None:
                 continue
+            if parsed_claim is not None and p.nlink > 1 and _disowned(p, parsed_claim):
+                continue  # a hard link its body disowns (before any lookup of holders)
+            ident = (st.st_dev, st.st_ino)
+            named[ident] = named.get(ident, 0) + 1
+            if named[ident] > MAX_NAMES_PER_FILE:
+                over[name] = st.st_ino
+                continue  # hard links by the thousand: one file, one claim at most
             if not p.alive:
                 if clean:
                     self._remove_dead(path, p)
@@ -119,7 +160,9 @@ class Ledger:
             if parsed_claim is not None:
                 key: tuple[object, ...] = (p.dev, p.ino, parsed_claim[0])
                 c = ClaimInfo(name, path, parsed_claim)
-                c.fill(p)
+                c.fill(p, find_holders=lookups.get(p.uid, 0) < MAX_LOOKUPS_PER_UID)
+                if c.corrupt:
+                    lookups[p.uid] = lookups.get(p.uid, 0) + 1
                 if key in seen or (p.nlink > 1 and c.corrupt and p.body is not None):
                     continue  # a second name of one claim; a hard link its body disowns
                 seen.add(key)
@@ -129,6 +172,7 @@ class Ledger:
                 w = WaiterInfo(name, path, *parsed_waiter)
                 w.fill(p, now)
                 waiters.append(w)
+        self._over = over
         waiters.sort(key=lambda w: (w.ticket, w.lease))
         return State(claims, waiters)
 
