@@ -57,9 +57,55 @@ MAX_LOOKUPS_PER_UID = 8
 MAX_NAMES_PER_FILE = 4  # names of one file considered (a claim has 1, 2 while it is made)
 
 
-def _disowned(p: files.Probe, parsed: tuple[str, str, float, int]) -> bool:
-    """Does the claim body ``p`` read name another claim than the name ``parsed`` says?"""
-    return p.body is not None and (p.body.get("lease"), p.body.get("gpu")) != parsed[1::-1]
+class _Shares:
+    """One scan's bound on what each owner's files cost it (see MAX_FILES_PER_UID): probes
+    by file, files probed per owner, names per file, holder lookups per owner, and the names
+    past a share (``over``: name -> inode), which the next scan skips unseen while they stay."""
+
+    def __init__(self, last_over: dict[str, int]) -> None:
+        self.last_over = last_over
+        self.over: dict[str, int] = {}
+        self.probes: dict[tuple[int, int], files.Probe] = {}
+        self.per_uid: dict[int, int] = {}
+        self.named: dict[tuple[int, int], int] = {}
+        self.lookups: dict[int, int] = {}
+
+    def known(self, name: str, inodes: dict[str, int]) -> bool:
+        """Was ``name`` past its owner's share in the last scan, the same file still?"""
+        if self.last_over.get(name) != inodes[name]:
+            return False
+        self.over[name] = inodes[name]
+        return True
+
+    def probe(
+        self, name: str, path: str, read: bool, parsed: tuple[str, str, float, int] | None
+    ) -> files.Probe | None:
+        """The file's probe (one per file, whatever its names), or None: gone, past its
+        owner's share, a hard link its body disowns, one name too many of one file."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        ident = (st.st_dev, st.st_ino)
+        p = self.probes.get(ident)
+        if p is None:
+            if st.st_uid and self.per_uid.get(st.st_uid, 0) >= MAX_FILES_PER_UID:
+                self.over[name] = st.st_ino
+                return None
+            self.per_uid[st.st_uid] = self.per_uid.get(st.st_uid, 0) + 1
+            p = files.probe(path, read=read)
+            if p.alive and parsed is not None and p.nlink > 1 and not read:
+                p = files.probe(path)  # a second name: its body says which one is the claim
+            if (p.dev, p.ino) == ident:
+                self.probes[ident] = p
+        if parsed is not None and p.nlink > 1 and p.body is not None:
+            if (p.body.get("lease"), p.body.get("gpu")) != parsed[1::-1]:
+                return None  # a hard link its body disowns (before any lookup of holders)
+        self.named[ident] = self.named.get(ident, 0) + 1
+        if self.named[ident] > MAX_NAMES_PER_FILE:
+            self.over[name] = st.st_ino
+            return None  # hard links by the thousand: one file, one claim at most
+        return p
 
 
 def _older(path: str, now: float, seconds: float) -> bool:
@@ -107,17 +153,10 @@ class Ledger:
                 "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
             ) from None
         now = time.time()
-        probes: dict[tuple[int, int], files.Probe] = {}  # (dev, ino) -> its probe
-        per_uid: dict[int, int] = {}  # owner -> files probed
-        named: dict[tuple[int, int], int] = {}  # (dev, ino) -> names of it considered
-        lookups: dict[int, int] = {}  # owner -> unreadable claims whose holders were looked up
-        over: dict[str, int] = {}  # this scan's files past their owner's share
+        shares = _Shares(self._over)
         for name in sorted(names):
             kind = name[:2]
-            if kind not in (files.CLAIM, files.WAITER, files.TEMP):
-                continue
-            if self._over.get(name) == names[name]:
-                over[name] = names[name]  # the same file as last time: not even a stat
+            if kind not in (files.CLAIM, files.WAITER, files.TEMP) or shares.known(name, names):
                 continue
             path = os.path.join(self.path, name)
             parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
@@ -126,31 +165,10 @@ class Ledger:
                 continue
             if kind == files.TEMP and not (clean and _older(path, now, files.TEMP_GRACE)):
                 continue  # perhaps not locked yet: in the making, not dead
-            try:
-                st = os.lstat(path)
-            except OSError:
+            read = kind == files.WAITER or (bodies and kind == files.CLAIM)
+            p = shares.probe(name, path, read, parsed_claim)
+            if p is None or p.alive is None:
                 continue
-            p = probes.get((st.st_dev, st.st_ino))
-            if p is None:
-                if st.st_uid and per_uid.get(st.st_uid, 0) >= MAX_FILES_PER_UID:
-                    over[name] = st.st_ino
-                    continue  # past its owner's share of the scan: not considered
-                per_uid[st.st_uid] = per_uid.get(st.st_uid, 0) + 1
-                read = kind == files.WAITER or (bodies and kind == files.CLAIM)
-                p = files.probe(path, read=read)
-                if p.alive and parsed_claim is not None and p.nlink > 1 and not read:
-                    p = files.probe(path)  # a second name: its body says which one is the claim
-                if (p.dev, p.ino) == (st.st_dev, st.st_ino):
-                    probes[(p.dev, p.ino)] = p
-            if p.alive is None:
-                continue
-            if parsed_claim is not None and p.nlink > 1 and _disowned(p, parsed_claim):
-                continue  # a hard link its body disowns (before any lookup of holders)
-            ident = (st.st_dev, st.st_ino)
-            named[ident] = named.get(ident, 0) + 1
-            if named[ident] > MAX_NAMES_PER_FILE:
-                over[name] = st.st_ino
-                continue  # hard links by the thousand: one file, one claim at most
             if not p.alive:
                 if clean:
                     self._remove_dead(path, p)
@@ -160,9 +178,9 @@ class Ledger:
             if parsed_claim is not None:
                 key: tuple[object, ...] = (p.dev, p.ino, parsed_claim[0])
                 c = ClaimInfo(name, path, parsed_claim)
-                c.fill(p, find_holders=lookups.get(p.uid, 0) < MAX_LOOKUPS_PER_UID)
+                c.fill(p, find_holders=shares.lookups.get(p.uid, 0) < MAX_LOOKUPS_PER_UID)
                 if c.corrupt:
-                    lookups[p.uid] = lookups.get(p.uid, 0) + 1
+                    shares.lookups[p.uid] = shares.lookups.get(p.uid, 0) + 1
                 if key in seen or (p.nlink > 1 and c.corrupt and p.body is not None):
                     continue  # a second name of one claim; a hard link its body disowns
                 seen.add(key)
@@ -172,7 +190,7 @@ class Ledger:
                 w = WaiterInfo(name, path, *parsed_waiter)
                 w.fill(p, now)
                 waiters.append(w)
-        self._over = over
+        self._over = shares.over
         waiters.sort(key=lambda w: (w.ticket, w.lease))
         return State(claims, waiters)
 
