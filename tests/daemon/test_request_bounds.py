@@ -149,3 +149,33 @@ def test_a_batch_costs_the_same_however_many_jobs_its_user_has(daemon):
     victim = daemon.submit("true")
     daemon.wait_done([victim])
     assert time.monotonic() - start < 3.0  # (a second or so, on a loaded machine)
+
+
+def test_two_batches_at_once_stay_within_max_jobs(tmp_path):
+    """A batch yields to the loop while it is checked (others are served meanwhile): two
+    batches of one user at once must not both pass ``max_jobs``."""
+    import asyncio
+
+    from enginekit import EngineRig
+
+    from berth.daemon.requests import intake
+
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        rig.engine.accounts.set(rig.store, "*", {"max_jobs": 400})
+        job = {"argv": ["true"], "env": {"PATH": "/bin"}, "cwd": str(tmp_path), "hold": True}
+
+        async def both() -> list[Any]:
+            batch = {"jobs": [job] * 300}
+            return await asyncio.gather(
+                intake.submit_all(rig.engine, rig.peer, batch),
+                intake.submit_all(rig.engine, rig.peer, batch),
+                return_exceptions=True,
+            )
+
+        first, second = rig.loop.run_until_complete(both())
+        assert isinstance(first, dict) and len(first["replies"]) == 300
+        assert isinstance(second, Exception) and "the most allowed is 400" in str(second)
+        assert len(rig.engine.jobs) == 300
+    finally:
+        rig.close()

@@ -136,18 +136,23 @@ class Accounts:
                 f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once "
                 f"(`berth admin limits {user}`): ask for fewer, or ask an admin",
             )
-        cap = self.limit(user, "max_jobs")
-        if cap is not None:
-            n = jobs if isinstance(jobs, int) else self.held(uid, jobs)
-            if n + count > cap:
-                more = f" and this would add {count}" if count > 1 else ""
-                raise ProtocolError(
-                    protocol.INVALID_STATE,
-                    f"{user} has {n} jobs queued or running{more}; the most allowed is "
-                    f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
-                    "some",
-                )
+        self.check_count(user, uid, jobs, count)
         return time_limit
+
+    def check_count(self, user: str, uid: int, jobs: Iterable[Job] | int, count: int) -> None:
+        """Refuse ``count`` more jobs past ``user``'s ``max_jobs`` (``jobs``: as above)."""
+        cap = self.limit(user, "max_jobs")
+        if cap is None:
+            return
+        n = jobs if isinstance(jobs, int) else self.held(uid, jobs)
+        if n + count > cap:
+            more = f" and this would add {count}" if count > 1 else ""
+            raise ProtocolError(
+                protocol.INVALID_STATE,
+                f"{user} has {n} jobs queued or running{more}; the most allowed is "
+                f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
+                "some",
+            )
 
     def table(self, user: str | None = None) -> dict[str, Any]:
         """What `berth admin limits` shows: the defaults (config, runtime) and each user's

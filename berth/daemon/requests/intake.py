@@ -101,6 +101,8 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
         if p.dup is None:
             queued += p.count
         prepared.append(p)
+    if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
+        engine.accounts.check_count(peer.user, peer.uid, engine.jobs.values(), queued)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
