@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
+from berth.cli.escape import shown
 from berth.client import Client
 from berth.errors import BerthError, Refused, UsageError
 
@@ -159,16 +160,17 @@ def run(args: argparse.Namespace) -> int:
         data = b""
         if job.get("state") == "PENDING":
             sys.stderr.write(
-                f"job {args.job_id} has not started ({job.get('reason') or 'pending'}); "
+                f"job {args.job_id} has not started ({shown(job.get('reason') or 'pending')}); "
                 f"`berth logs -f {args.job_id}` waits for it and follows\n"
             )
     except PermissionError:
         raise Refused(
-            f"cannot read the log {path} of job {args.job_id}: it is {job.get('user')}'s and "
+            f"cannot read the log {shown(path)} of job {args.job_id}: it is "
+            f"{shown(job.get('user'))}'s and "
             f"not readable by you (their umask); root can: `sudo berth logs {args.job_id}`"
         ) from None
     except OSError as e:
-        raise BerthError(f"cannot read the log {path}: {e.strerror}") from None
+        raise BerthError(f"cannot read the log {shown(path)}: {e.strerror}") from None
     if args.json:
         sys.stdout.write(json.dumps({"path": path, "text": data.decode("utf-8", "replace")}))
         sys.stdout.write("\n")
