@@ -36,8 +36,8 @@ def test_a_job_name_that_is_not_utf8_prints(daemon):
     assert [r["name"] for r in rows] == ["\udcff", "a\x1b[2Jb"]
 
 
-TITLE = "a\x1b]0;pwned\x07b"  # sets the window title of whoever prints it raw
-SHOWN = "a\\x1b]0;pwned\\x07b"
+TITLE = "a\x1b]0;pwned\x07b\udcff"  # sets the window title; then a byte not UTF-8
+SHOWN = "a\\x1b]0;pwned\\x07b\\xff"
 
 
 def test_every_screen_escapes_names_and_survives_a_lone_surrogate(daemon):
