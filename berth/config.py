@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from berth.config_key import At, Key, keys_of, set_defaults
+from berth.config_key import At, Key, example, keys_of, set_defaults
 from berth.errors import ConfigError, UsageError
 from berth.units import parse_bind, parse_duration, parse_size
 
@@ -78,6 +78,20 @@ def _indices(value: list[Any], at: At, cfg: Config) -> tuple[int, ...]:
     if not all(i.isdigit() for i in ids):
         raise at.fail(f"[inventory] {at.key} takes indices")
     return tuple(int(i) for i in ids)
+
+
+DEFAULT_MAX_JOBS = 50_000  # [limits] max_jobs when the config gives none
+MAX_REQUEST_SIZE = 8 * 1024 * 1024  # (a request frame's most: berth.wire.protocol)
+
+
+def _env_size(value: str | int, at: At, cfg: Config) -> int:
+    try:
+        size = parse_size(value if isinstance(value, str) else str(value))
+    except ValueError as e:
+        raise at.fail(f"[{at.section}] {at.key}: {e}") from None
+    if not 0 < size <= MAX_REQUEST_SIZE:
+        raise at.fail(f"[{at.section}] {at.key} = {value!r} must be in (0, 8M]")
+    return size
 
 
 def _size(value: str | int, at: At, cfg: Config) -> int | None:
@@ -237,8 +251,14 @@ class Config:
         "... and up to this utilisation % (both must hold; the GPU Job Scheduler's --load-threshold)")
     limit_max_gpus = Key[float | None]("limits", (int, float), None, _bounded(lambda n: 0 < n <= 1024, "in (0, 1024]", float), "4",
         "GPUs a user may hold at once (more wait: UserGpuLimit)", name="max_gpus")
-    limit_max_jobs = Key[int | None]("limits", (int,), None, _bounded(lambda n: n > 0, ">= 1", int), "200",
-        "jobs a user may have queued or running (more are refused)", name="max_jobs")
+    limit_max_jobs = Key[int | None]("limits", (int,), DEFAULT_MAX_JOBS, _bounded(lambda n: n > 0, ">= 1", int), "200",
+        "jobs a user may have queued or running (more are refused; default 50000)", name="max_jobs")
+    limit_max_env_size = Key("limits", (str, int), 256 * 1024, _env_size, '"256K"',
+        "a job's environment (--export) and setup text, in bytes", name="max_env_size")
+    limit_max_array_tasks = Key("limits", (int,), 10_000, _bounded(lambda n: 1 <= n <= 10_000, "1 to 10000", int), "10000",
+        "tasks of one --array (10000 at most)", name="max_array_tasks")
+    limit_max_request_jobs = Key("limits", (int,), 10_000, _bounded(lambda n: 1 <= n <= 1_000_000, "1 to 1000000", int), "10000",
+        "jobs one submit may queue (a jobs file, arrays' tasks)", name="max_request_jobs")
     limit_max_time = Key[float | None]("limits", _DURATION, None, _limit_time, '"2d"',
         "the longest -t a user may ask (a job without -t gets it)", name="max_time")
     backend = Key("queue", (str,), "local", _backend, '"slurm"',
@@ -261,27 +281,7 @@ KEYS: list[Key[Any]] = [*keys_of(Inventory), *keys_of(Config)]
 SECTIONS: dict[str, dict[str, Key[Any]]] = {}
 for _key in KEYS:
     SECTIONS.setdefault(_key.section, {})[_key.name] = _key
-_SECTION_NOTES = {"limits": "for every user; `berth admin limits` sets them at runtime"}
-
-
-def _example() -> str:
-    """The example of the module's docstring (`berth help config`), from the keys."""
-    lines = ["Example::"]
-    for section, keys in SECTIONS.items():
-        note = _SECTION_NOTES.get(section)
-        lines += ["", f"    [{section}]" + (f"{' ' * 19}# {note}" if note else "")]
-        for key in keys.values():
-            if key.before:
-                lines.append(f"    # {key.before}")
-            text = f"{key.name} = {key.example}"
-            lines.append(f"    {text.ljust(25)}  # {key.help}" if key.help else f"    {text}")
-    lines += ["", "The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval,",
-              "--keep-finished, --policy, --http) override these keys for one run; the keys",
-              "hold across restarts."]  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
-__doc__ = f"{__doc__}\n{_example()}"
+__doc__ = f"{__doc__}\n{example(SECTIONS)}"
 
 
 def config_files() -> list[str]:

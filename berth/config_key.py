@@ -96,3 +96,23 @@ def set_defaults(obj: object, values: dict[str, Any]) -> None:
     if unknown := set(values) - set(keys):
         raise TypeError(f"{type(obj).__name__} has no setting {', '.join(sorted(unknown))}")
     obj.__dict__.update({attr: values.get(attr, key.default) for attr, key in keys.items()})
+
+
+_SECTION_NOTES = {"limits": "for every user; `berth admin limits` sets them at runtime"}
+
+
+def example(sections: dict[str, dict[str, Key[Any]]]) -> str:
+    """The example of the config module's docstring (`berth help config`), from the keys."""
+    lines = ["Example::"]
+    for section, keys in sections.items():
+        note = _SECTION_NOTES.get(section)
+        lines += ["", f"    [{section}]" + (f"{' ' * 19}# {note}" if note else "")]
+        for key in keys.values():
+            if key.before:
+                lines.append(f"    # {key.before}")
+            text = f"{key.name} = {key.example}"
+            lines.append(f"    {text.ljust(25)}  # {key.help}" if key.help else f"    {text}")
+    lines += ["", "The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval,",
+              "--keep-finished, --policy, --http) override these keys for one run; the keys",
+              "hold across restarts."]  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -48,6 +48,64 @@ __all__ = [
 ]
 
 TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
+# What one user's files may cost a scan (issue 20.10: 50,000 files planted under claim names
+# stalled the daemon's passes): at most MAX_FILES_PER_UID files (inodes) of one owner are
+# probed (root's: all); a file's other names reuse its probe; at most MAX_LOOKUPS_PER_UID
+# unreadable claims of one owner look for their holders in /proc (each reads every /proc/PID/fd).
+MAX_FILES_PER_UID = 1024
+MAX_LOOKUPS_PER_UID = 8
+MAX_NAMES_PER_FILE = 4  # names of one file considered (a claim has 1, 2 while it is made)
+
+
+class _Shares:
+    """One scan's bound on what each owner's files cost it (see MAX_FILES_PER_UID): probes
+    by file, files probed per owner, names per file, holder lookups per owner, and the names
+    past a share (``over``: name -> inode), which the next scan skips unseen while they stay."""
+
+    def __init__(self, last_over: dict[str, int]) -> None:
+        self.last_over = last_over
+        self.over: dict[str, int] = {}
+        self.probes: dict[tuple[int, int], files.Probe] = {}
+        self.per_uid: dict[int, int] = {}
+        self.named: dict[tuple[int, int], int] = {}
+        self.lookups: dict[int, int] = {}
+
+    def known(self, name: str, inodes: dict[str, int]) -> bool:
+        """Was ``name`` past its owner's share in the last scan, the same file still?"""
+        if self.last_over.get(name) != inodes[name]:
+            return False
+        self.over[name] = inodes[name]
+        return True
+
+    def probe(
+        self, name: str, path: str, read: bool, parsed: tuple[str, str, float, int] | None
+    ) -> files.Probe | None:
+        """The file's probe (one per file, whatever its names), or None: gone, past its
+        owner's share, a hard link its body disowns, one name too many of one file."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        ident = (st.st_dev, st.st_ino)
+        p = self.probes.get(ident)
+        if p is None:
+            if st.st_uid and self.per_uid.get(st.st_uid, 0) >= MAX_FILES_PER_UID:
+                self.over[name] = st.st_ino
+                return None
+            self.per_uid[st.st_uid] = self.per_uid.get(st.st_uid, 0) + 1
+            p = files.probe(path, read=read)
+            if p.alive and parsed is not None and p.nlink > 1 and not read:
+                p = files.probe(path)  # a second name: its body says which one is the claim
+            if (p.dev, p.ino) == ident:
+                self.probes[ident] = p
+        if parsed is not None and p.nlink > 1 and p.body is not None:
+            if (p.body.get("lease"), p.body.get("gpu")) != parsed[1::-1]:
+                return None  # a hard link its body disowns (before any lookup of holders)
+        self.named[ident] = self.named.get(ident, 0) + 1
+        if self.named[ident] > MAX_NAMES_PER_FILE:
+            self.over[name] = st.st_ino
+            return None  # hard links by the thousand: one file, one claim at most
+        return p
 
 
 def _older(path: str, now: float, seconds: float) -> bool:
@@ -66,6 +124,7 @@ class Ledger:
         self.path = path
         self.euid = os.geteuid()
         self._claimable = False
+        self._over: dict[str, int] = {}  # name -> inode of files past their owner's share
 
     def check_claimable(self) -> None:
         """Raise Refused if this process must not claim here (root in another user's
@@ -85,7 +144,8 @@ class Ledger:
         seen: set[tuple[object, ...]] = set()
         locks: list[str] | None = None  # /proc/locks, read once if there are waiters
         try:
-            names = os.listdir(self.path)
+            with os.scandir(self.path) as listing:
+                names = {e.name: e.inode() for e in listing}  # (inodes: no system call)
         except FileNotFoundError:
             return LedgerScan([], [])
         except OSError as e:
@@ -94,9 +154,10 @@ class Ledger:
                 "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
             ) from None
         now = time.time()
+        shares = _Shares(self._over)
         for name in sorted(names):
             kind = name[:2]
-            if kind not in (files.CLAIM, files.WAITER, files.TEMP):
+            if kind not in (files.CLAIM, files.WAITER, files.TEMP) or shares.known(name, names):
                 continue
             path = os.path.join(self.path, name)
             parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
@@ -106,10 +167,8 @@ class Ledger:
             if kind == files.TEMP and not (clean and _older(path, now, files.TEMP_GRACE)):
                 continue  # perhaps not locked yet: in the making, not dead
             read = kind == files.WAITER or (bodies and kind == files.CLAIM)
-            p = files.probe(path, read=read)
-            if p.alive and parsed_claim is not None and p.nlink > 1 and not read:
-                p = files.probe(path)  # a second name: its body says which one is the claim
-            if p.alive is None:
+            p = shares.probe(name, path, read, parsed_claim)
+            if p is None or p.alive is None:
                 continue
             if not p.alive:
                 if clean:
@@ -120,7 +179,9 @@ class Ledger:
             if parsed_claim is not None:
                 key: tuple[object, ...] = (p.dev, p.ino, parsed_claim[0])
                 c = ClaimInfo(name, path, parsed_claim)
-                c.fill(p)
+                c.fill(p, find_holders=shares.lookups.get(p.uid, 0) < MAX_LOOKUPS_PER_UID)
+                if c.corrupt:
+                    shares.lookups[p.uid] = shares.lookups.get(p.uid, 0) + 1
                 if key in seen or (p.nlink > 1 and c.corrupt and p.body is not None):
                     continue  # a second name of one claim; a hard link its body disowns
                 seen.add(key)
@@ -132,6 +193,7 @@ class Ledger:
                     locks = files.read_locks()
                 w.fill(p, now, locks)
                 waiters.append(w)
+        self._over = shares.over
         waiters.sort(key=lambda w: (w.ticket, w.lease))
         return LedgerScan(claims, waiters)
 

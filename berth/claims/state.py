@@ -53,7 +53,9 @@ class ClaimInfo:
         self.corrupt = False
         self.ident = (0, 0)  # (device, inode) of the file, as probed
 
-    def fill(self, probe: files.Probe) -> None:
+    def fill(self, probe: files.Probe, find_holders: bool = True) -> None:
+        """What ``probe`` read; an unreadable body's holders from /proc (``find_holders``:
+        a scan bounds how many a user's files may cost it, berth.claims.ledger)."""
         self.uid = probe.uid
         self.ident = (probe.dev, probe.ino)
         self.user = user_name(probe.uid)  # the file's owner is the holder: never the body
@@ -71,7 +73,7 @@ class ClaimInfo:
         if isinstance(gpus, list) and all(isinstance(g, str) for g in gpus):
             self.gpus = gpus
         self.label = body.get("label") if isinstance(body.get("label"), str) else None
-        if self.corrupt:
+        if self.corrupt and find_holders:
             self.pids = files.holders(self.path)
 
     def to_dict(self) -> dict[str, Any]:

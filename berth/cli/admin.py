@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sys
 
-from berth.cli.queue import shown
+from berth.cli.escape import shown
 from berth.client import call
 from berth.errors import UsageError
 from berth.units import format_duration, parse_duration, parse_gpu_words

@@ -21,6 +21,7 @@ import sys
 
 from berth.backends.base import exit_status
 from berth.cli.backend_choice import of
+from berth.cli.escape import shown
 from berth.cli.job_ids import job_id
 from berth.errors import BerthError, Refused, UsageError
 
@@ -158,11 +159,11 @@ def run(args: argparse.Namespace) -> int:
         _nothing_yet(backend, args.job_id, path)
     except PermissionError:
         raise Refused(
-            f"cannot read the log {path} of job {args.job_id}: it is its owner's and not "
+            f"cannot read the log {shown(path)} of job {args.job_id}: it is its owner's and not "
             f"readable by you (their umask); root can: `sudo berth logs {args.job_id}`"
         ) from None
     except OSError as e:
-        raise BerthError(f"cannot read the log {path}: {e.strerror}") from None
+        raise BerthError(f"cannot read the log {shown(path)}: {e.strerror}") from None
     if args.json:
         sys.stdout.write(json.dumps({"path": path, "text": data.decode("utf-8", "replace")}))
         sys.stdout.write("\n")

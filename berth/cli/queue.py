@@ -47,6 +47,7 @@ import time
 
 from berth.backends.base import CODES
 from berth.cli.backend_choice import of
+from berth.cli.escape import shown
 from berth.errors import UsageError
 from berth.units import format_duration
 
@@ -79,23 +80,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def shown(text: object) -> str:
-    """``text`` safe to print on anyone's terminal: a job name is whatever its owner typed
-    (``-J $'\\xff'`` arrives as a lone surrogate, which no UTF-8 stream can write; an escape
-    sequence would reach other users' terminals). Unprintable characters are shown escaped:
-    ``\\xff`` for a byte that was not UTF-8, ``\\x1b``, ``\\n``."""
-    text = str(text)
-    if text.isprintable():
-        return text
-    out = []
-    for c in text:
-        if c.isprintable():
-            out.append(c)
-        elif "\udc80" <= c <= "\udcff":  # a byte that was not UTF-8 (surrogateescape)
-            out.append(f"\\x{ord(c) - 0xDC00:02x}")
-        else:
-            out.append(c.encode("unicode_escape").decode("ascii"))
-    return "".join(out)
 
 
 def which_daemon(info: dict[str, Any]) -> str:

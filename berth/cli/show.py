@@ -17,8 +17,8 @@ import sys
 import time
 
 from berth.cli.backend_choice import of
+from berth.cli.escape import shown
 from berth.cli.job_ids import job_id
-from berth.cli.queue import shown
 from berth.units import format_duration, format_size
 
 TYPE_CHECKING = False
@@ -117,12 +117,13 @@ def format_job(j: dict[str, Any]) -> str:
                 f"    #{a['number']} on GPU {gpus} from {_when(a['start'])} ({took}): "
                 f"{a['outcome'] or 'RUNNING'}"
                 + (f" exit {a['exit_code']}" if a["exit_code"] is not None else "")
-                + (f" ({a['reason']})" if a["reason"] else "")
+                + (f" ({shown(a['reason'])})" if a["reason"] else "")
             )
     lines.append("  history:")
     for e in j["history"]:
         lines.append(
-            f"    {_when(e['at'])}  {e['state']}" + (f"  {e['detail']}" if e["detail"] else "")
+            f"    {_when(e['at'])}  {e['state']}"
+            + (f"  {shown(e['detail'])}" if e["detail"] else "")
         )
     return "\n".join(lines) + "\n"
 

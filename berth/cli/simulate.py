@@ -298,6 +298,8 @@ def _show(
     now: float, policy: str,
 ) -> None:  # fmt: skip
     """The predictions: JSON (--json) or a table, soonest first."""
+    from berth.cli.escape import shown  # --what-if only
+
     if args.json:
         out = [{"id": p.job_id, "start": p.start, "end": p.end, "gpus": list(p.gpus),
                 "exact": p.exact, "note": p.note, "yours": p.job_id == mine}
@@ -315,7 +317,8 @@ def _show(
             at = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.start))
         on = "gpu:" + ",".join(str(g) for g in p.gpus) if p.gpus else "-"
         jid = "new" if p.job_id == mine else str(p.job_id)
-        lines.append((jid, j.name[:20], j.user, f"{j.request.gpus:g}", when, at, on, p.note))
+        lines.append((jid, shown(j.name)[:20], shown(j.user), f"{j.request.gpus:g}", when, at,
+                      on, shown(p.note)))  # fmt: skip
     widths = [max(len(r[k]) for r in lines) for k in range(len(lines[0]))]
     for r in lines:
         sys.stdout.write(

@@ -25,6 +25,7 @@ import sys
 from berth import config
 from berth.api import banned_reasons, read
 from berth.cli import status_claims, status_queue
+from berth.cli.escape import shown
 from berth.cli.status_section import Section
 from berth.devices import hidden_by_declared
 from berth.errors import UsageError
@@ -162,6 +163,7 @@ def render(
             if section.title:
                 text.append(section.title)
             text.extend(section.lines)
+    text = [shown(t) for t in text]  # names, commands, notes: whatever their users typed
     if width:
         text = [t if len(t) <= width else t[: width - 1] + "~" for t in text]
     return "\n".join(text) + "\n"

@@ -103,12 +103,13 @@ def check_token(
     if len(parts) != 4 or parts[0] != PREFIX:
         return None
     if not (
-        parts[1].isdigit() and len(parts[1]) <= 10 and parts[2].isdigit() and len(parts[2]) <= 16
+        parts[1].isascii() and parts[1].isdigit() and len(parts[1]) <= 10
+        and parts[2].isascii() and parts[2].isdigit() and len(parts[2]) <= 16
     ):
         return None
     uid, issued = int(parts[1]), int(parts[2])
     expected = f"{PREFIX}.{uid}.{issued}.{_mac(secret, uid, issued)}"
-    if not hmac.compare_digest(expected.encode(), token.encode()):
+    if not hmac.compare_digest(expected.encode(), token.encode(errors="replace")):
         return None
     now_ms = (time.time() if now is None else now) * 1000
     if not now_ms - ttl * 1000 < issued <= now_ms + SKEW_MS:

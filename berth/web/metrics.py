@@ -6,7 +6,9 @@ Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for
 labelled ``gpu``, ``UUID``, ``device``, ``modelName`` and ``Hostname``. Like the exporter's HPC
 job mapping, a GPU held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``)
 and ``hpc_user``, one series per holder (so summing a reading over holders counts a shared GPU
-more than once); a GPU nobody holds has one series without them. A reading the driver does
+more than once; holders with the same labels, e.g. two shares one process holds, are one
+series, ``berth_gpu_holder`` their summed share); a GPU nobody holds has one series without
+them. A reading the driver does
 not give is left out, not reported as 0.
 
 Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and
@@ -81,6 +83,21 @@ def _holder_labels(h: dict[str, Any]) -> list[tuple[str, object]]:
     return [("hpc_job", f"claim-{pid}" if pid else "claim"), ("hpc_user", h["user"])]
 
 
+def _holders(g: dict[str, Any]) -> list[tuple[list[tuple[str, object]], str, float]]:
+    """The GPU's job and claim holders as series: (labels, kind, share), holders of the
+    same labels merged (their shares summed): a series is never given twice."""
+    out: dict[tuple[object, ...], tuple[list[tuple[str, object]], str, float]] = {}
+    for h in g["holders"]:
+        if h["kind"] not in ("job", "claim"):
+            continue
+        labels = _holder_labels(h)
+        key = (h["kind"], *(str(v) for _, v in labels))
+        share = float(h.get("share") or 1.0)
+        old = out.get(key)
+        out[key] = (labels, h["kind"], share + (old[2] if old else 0.0))
+    return list(out.values())
+
+
 def render(
     gpus: list[dict[str, Any]],
     observer: Observer,
@@ -106,16 +123,17 @@ def render(
             if value is None:
                 continue
             v = value / unit
-            holders = [h for h in g["holders"] if h["kind"] in ("job", "claim")]
-            for h in holders or [None]:
-                extra = _holder_labels(h) if h is not None else []
-                out.sample(name, base[g["index"]] + extra, round(v, 3))
+            seen: set[tuple[str, ...]] = set()
+            for extra, _, _ in _holders(g) or [([], "", 0.0)]:
+                ident = tuple(str(x) for _, x in extra)
+                if ident not in seen:  # (a job and a claim of one label set: one series)
+                    seen.add(ident)
+                    out.sample(name, base[g["index"]] + extra, round(v, 3))
     out.family("berth_gpu_holder", "gauge", "Share of the GPU each job or claim holds.")
     for g in gpus:
-        for h in g["holders"]:
-            if h["kind"] in ("job", "claim"):
-                labels = base[g["index"]][:2] + _holder_labels(h) + [("kind", h["kind"])]
-                out.sample("berth_gpu_holder", labels, float(h.get("share") or 1.0))
+        for extra, kind, share in _holders(g):
+            labels = base[g["index"]][:2] + extra + [("kind", kind)]
+            out.sample("berth_gpu_holder", labels, round(share, 6))
     out.family("berth_gpu_paused", "gauge", "1 if the GPU is paused for queued jobs.")
     for g in gpus:
         out.sample("berth_gpu_paused", base[g["index"]][:2], 1 if g["paused"] else 0)

@@ -32,6 +32,7 @@ INVALID_STATE = "INVALID_STATE"  # e.g. release of a job that is not held
 NO_SUCH_GPU = "NO_SUCH_GPU"
 INTERNAL = "INTERNAL"
 TOO_MANY_CONNECTIONS = "TOO_MANY_CONNECTIONS"  # the caller's uid has too many open
+TOO_MANY_REQUESTS = "TOO_MANY_REQUESTS"  # ... or too many bytes of requests in hand
 ERROR_CODES = (
     BAD_FRAME,
     FRAME_TOO_LARGE,
@@ -44,6 +45,7 @@ ERROR_CODES = (
     NO_SUCH_GPU,
     INTERNAL,
     TOO_MANY_CONNECTIONS,
+    TOO_MANY_REQUESTS,
 )
 
 _I = (int,)
@@ -120,6 +122,8 @@ def decode(payload: bytes) -> dict[str, object]:
         msg = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(BAD_FRAME, f"frame is not UTF-8 JSON: {e}") from None
+    except RecursionError:  # ([[[[...: deeper than the parser goes)
+        raise ProtocolError(BAD_FRAME, "frame holds JSON nested too deeply") from None
     if not isinstance(msg, dict):
         raise ProtocolError(BAD_FRAME, f"frame holds {type(msg).__name__}, expected an object")
     return msg

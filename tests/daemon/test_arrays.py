@@ -98,3 +98,11 @@ def test_an_array_is_all_or_nothing(daemon):
     daemon.start(gpus=None)
     rows = daemon.call("queue", all=True)["jobs"]
     assert sorted(r["array_task"] for r in rows if r["array_job"] == base) == list(range(100))
+
+
+def test_percent_a_outside_an_array_is_empty(daemon):
+    """`%a` of a job that is not an array became 4294967294 (Slurm's NO_VAL, issue 20.16): it
+    is nothing, and `%A` the job's id (docs/daemon.md)."""
+    daemon.start()
+    job_id = daemon.submit("true", hold=True, stdout="run_%A_%a.out")
+    assert daemon.job(job_id)["stdout"].endswith(f"/run_{job_id}_.out")

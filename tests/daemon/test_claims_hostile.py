@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -110,3 +111,40 @@ def test_a_root_daemon_refuses_a_claims_dir_another_user_controls(daemon: Any) -
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and claims in out and "Traceback" not in out, out
+
+
+NOBODY = 65534
+
+
+def test_files_planted_by_the_thousand_do_not_delay_anyone(daemon: Any) -> None:
+    """Files planted under claim names (issue 20.10) cost every pass a probe each, and an
+    unreadable claim a look through every process's descriptors: a victim's job waited many
+    seconds. One owner's files beyond its share of a scan are not considered (and not even
+    stat'ed again), a file's thousand names count once, few holders are looked up."""
+    import fcntl
+
+    from berth.claims import ledger
+
+    claims = daemon.fake.claims_dir
+    os.makedirs(claims, exist_ok=True)
+    daemon.start(gpus=1)
+    held = os.path.join(claims, "c.GPU-planted.aaaa.1000.0")
+    fd = os.open(held, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"not a claim body")  # unreadable: its holders would be looked up
+        os.fchown(fd, NOBODY, NOBODY)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # alive
+        for i in range(3000):
+            os.link(held, os.path.join(claims, f"c.GPU-p{i}.b{i}.1000.0"))
+        for i in range(ledger.MAX_FILES_PER_UID + 2000):  # (dead, more than one owner's share)
+            path = os.path.join(claims, f"c.GPU-d{i}.d{i}.1000.0")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.chown(path, NOBODY, NOBODY)
+        start = time.monotonic()
+        victim = daemon.submit("true")
+        daemon.wait_done([victim], timeout=60)
+        took = time.monotonic() - start
+        assert took < 3.0, f"the victim's job took {took:.1f} s"  # (a second or so, loaded)
+        assert daemon.call("ping")["ok"]
+    finally:
+        os.close(fd)

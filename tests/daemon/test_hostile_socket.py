@@ -12,6 +12,7 @@ import random
 import select
 import socket
 import struct
+import time
 from typing import Any
 
 import psutil
@@ -170,3 +171,63 @@ def test_random_frames_from_another_user_change_nothing(daemon: Any) -> None:
     assert not os.path.exists(marker)
     with open(daemon.log) as f:
         assert "Traceback" not in f.read()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_requests_held_one_byte_short_are_bounded_per_user_and_time_out(daemon: Any) -> None:
+    """Connections that each hold a request one byte short of the frame limit once kept
+    ~8 MiB of daemon memory each, for ever (issue 20.11): the bytes one user's unanswered
+    requests hold are capped across their connections, and a request that does not arrive
+    whole within REQUEST_TIMEOUT is dropped with its connection."""
+    daemon.start()
+    _open_to_all(daemon)
+    path, pid = daemon.socket, daemon.proc.pid
+    n = protocol.MAX_REQUEST - 1
+    fits = server.MAX_BYTES_PER_USER // n
+
+    def fill(s: socket.socket) -> str | None:
+        """Send all of a request but its last byte; the daemon's answer if it gives one."""
+        s.sendall(_hello())
+        size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+        hello = json.loads(s.recv(size, socket.MSG_WAITALL))
+        if not hello["ok"]:  # (even a handshake is a request in hand)
+            return str(hello["error"]["code"])
+        s.sendall(struct.pack(">I", n))
+        s.setblocking(False)
+        sent, block = 0, b"x" * (1 << 20)
+        while sent < n - 1:
+            readable, writable, _ = select.select([s], [s], [], 5)
+            if readable or not writable:
+                break  # answered (refused), or no longer read
+            sent += s.send(block[: n - 1 - sent])
+        s.setblocking(True)
+        if not select.select([s], [], [], 0.2)[0]:
+            return None  # held: no answer yet (and the clock of REQUEST_TIMEOUT runs)
+        size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+        return str(json.loads(s.recv(size, socket.MSG_WAITALL))["error"]["code"])
+
+    def flood() -> dict[str, Any]:
+        base = int(psutil.Process(pid).memory_info().rss)
+        held, answers = [], []
+        for _ in range(fits + 2):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            answers.append(fill(s))
+            held.append(s)
+        grown = int(psutil.Process(pid).memory_info().rss) - base
+        start = time.monotonic()
+        closed = 0
+        for s in held:
+            s.settimeout(server.REQUEST_TIMEOUT + 10)
+            while s.recv(65536):
+                pass
+            closed += 1
+        return {"answers": answers, "grown": grown, "closed_after": time.monotonic() - start}
+
+    out = call_as(NOBODY, flood)
+    assert out["answers"][:fits] == [None] * fits  # held...
+    assert out["answers"][fits:] == ["TOO_MANY_REQUESTS"] * 2  # ...up to the user's share
+    limit = server.MAX_BYTES_PER_USER + 32 * 2**20
+    assert out["grown"] < limit, f"RSS grew by {out['grown'] >> 20} MiB"
+    assert out["closed_after"] < server.REQUEST_TIMEOUT + 5  # dropped, not kept for ever
+    assert daemon.call("ping")["ok"]

@@ -65,6 +65,8 @@ def test_malformed_frames_get_bad_frame_and_the_connection_goes_on(served):
         assert _error(s, b"{not json")["code"] == "BAD_FRAME"
         assert _error(s, b"\xff\xfe")["code"] == "BAD_FRAME"
         assert _error(s, [1, 2])["code"] == "BAD_FRAME"
+        deep = _error(s, b"[" * 100_000)  # (issue 20.16: was INTERNAL, with a traceback)
+        assert deep["code"] == "BAD_FRAME" and "nested too deeply" in deep["message"]
         s.sendall(_frame({"type": "ping"}))
         assert _read(s)["ok"] is True
 
@@ -132,3 +134,25 @@ def test_leftover_socket_file_is_replaced(daemon):
     leftover.close()
     daemon.start()
     assert daemon.call("ping")["ok"]
+
+
+def test_a_full_disk_is_refused_as_such():
+    """On a full disk a submit was refused with `internal error: OperationalError`
+    (issue 20.16): SQLite's SQLITE_FULL and ENOSPC say that the disk is full."""
+    import errno
+    import sqlite3
+
+    from berth.daemon.requests.server import _error_reply
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t(x)")
+    db.execute("PRAGMA max_page_count=2")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        for _ in range(10):
+            db.execute("INSERT INTO t VALUES (?)", ("x" * 4000,))
+    retrying = OSError("the state database cannot commit (database or disk is full); berth retries")
+    for e in (full.value, OSError(errno.ENOSPC, "No space left on device"), retrying):
+        err = _error_reply(e)["error"]
+        assert isinstance(err, dict) and err["code"] == "INVALID_STATE"
+        assert "disk is full" in err["message"] and "nothing was queued" in err["message"]
+    assert _error_reply(sqlite3.OperationalError("no such table"))["error"]["code"] == "INTERNAL"  # type: ignore[index]

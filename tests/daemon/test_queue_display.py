@@ -1,6 +1,7 @@
 """What `berth queue` / `berth show` print (issue 10, point 8): any job name prints (a name
 that is not UTF-8, control characters), `queue --json` is the daemon's JSON passed through,
-and a waiting job whose GPU is lost says so."""
+and a waiting job whose GPU is lost says so. Every screen escapes the same way (issue 20.13,
+20.14): `berth status` and `queue --start` too."""
 
 from __future__ import annotations
 
@@ -33,6 +34,27 @@ def test_a_job_name_that_is_not_utf8_prints(daemon):
     assert shown.returncode == 0 and "(a\\x1b[2Jb)" in shown.stdout, shown.stderr
     rows = json.loads(_berth(daemon, "queue", "--json").stdout)["jobs"]
     assert [r["name"] for r in rows] == ["\udcff", "a\x1b[2Jb"]
+
+
+TITLE = "a\x1b]0;pwned\x07b\udcff"  # sets the window title; then a byte not UTF-8
+SHOWN = "a\\x1b]0;pwned\\x07b\\xff"
+
+
+def test_every_screen_escapes_names_and_survives_a_lone_surrogate(daemon):
+    daemon.start(gpus=1)
+    running = daemon.submit("sleep", "60", name=TITLE)
+    daemon.submit("true", hold=True, name="\udcff")  # -J $'\xff'
+    daemon.submit("true", hold=True, name="\ud800x")  # no byte at all: JSON's \\ud800
+    wait_until(lambda: daemon.job(running)["state"] == "RUNNING", message="job runs")
+    status = _berth(daemon, "status")
+    assert status.returncode == 0, status.stderr
+    assert f"({SHOWN}) of" in status.stdout and "\x1b" not in status.stdout
+    start = _berth(daemon, "queue", "--start")
+    assert start.returncode == 0, start.stderr
+    assert "\\xff" in start.stdout and "\\ud800x" in start.stdout, start.stdout
+    assert "\x1b" not in start.stdout
+    shown = _berth(daemon, "show", str(running))
+    assert shown.returncode == 0 and f"({SHOWN})" in shown.stdout, shown.stderr
 
 
 def test_queue_json_is_the_daemons_json_passed_through(daemon):

@@ -27,7 +27,8 @@ def test_tokens_are_per_uid_and_per_daemon(tmp_path: Path) -> None:
     assert auth.check_token(secret, token.replace(".1000.", ".1001.")) is None
     assert auth.check_token(secret, token[:-1] + ("0" if token[-1] != "0" else "1")) is None
     assert auth.check_token(os.urandom(32), token) is None  # another daemon's
-    for junk in ("", "berth1", "berth1.x.y", "berth2.1000", "Bearer " + token, "berth2.-1.1.aa"):
+    for junk in ("", "berth1", "berth1.x.y", "berth2.1000", "Bearer " + token, "berth2.-1.1.aa",
+                 "berth2.\u00b2.1.aa", "berth2.\u0661.1.aa", "berth2.1000.1.\udcff"):  # fmt: skip
         assert auth.check_token(secret, junk) is None
     assert auth.bearer({"authorization": f"Bearer {token}"}) == token
     assert auth.bearer({"authorization": f"Basic {token}"}) is None
@@ -69,6 +70,17 @@ def test_the_dashboard_refuses_expired_and_revoked_tokens(web: Any) -> None:
     assert web.get("/api/whoami", token=web.token)[0] == 401
     assert web.get("/api/whoami", token=r.stdout.strip())[0] == 200
     assert web.get("/api/whoami", token=other)[0] == 200
+
+
+def test_a_token_with_any_characters_is_refused_cleanly(web: Any) -> None:
+    """A token with a non-ASCII digit gave HTTP 500 and a traceback (issue 20.16): 401."""
+    web.start()
+    for token in ("berth2.\u00b2.1.aa", "berth2.0.1.\u00e9", "berth2.\u00b9\u00b3.1.aa"):
+        header = f"Bearer {token}"  # (sent as latin-1 bytes, read back as latin-1)
+        status, _, body = web.get("/api/state", headers={"Authorization": header})
+        assert status == 401 and b"not valid" in body, (token, status, body)
+    with open(web.daemon.log) as f:
+        assert "Traceback" not in f.read()
 
 
 def test_a_secret_others_may_read_is_refused(tmp_path: Path) -> None:

@@ -132,3 +132,31 @@ def test_dcgm_readings_and_a_daemonless_claim_as_holder(web: Any) -> None:
     finally:
         os.killpg(holder.pid, 9)
         holder.wait()
+
+
+def test_two_shares_one_process_holds_are_one_series() -> None:
+    """Two shares of one GPU held by one process gave two identical series (issue 20.16),
+    which Prometheus rejects: holders of the same labels are one series, shares summed."""
+    from types import SimpleNamespace
+
+    from berth.web.metrics import render
+    from berth.web.observe import Histogram
+
+    claim = {"kind": "claim", "pid": 4242, "user": "alice", "share": 0.25}
+    gpu = {
+        "index": 0, "uuid": "GPU-0", "name": "A100", "util": 50, "mem_util": 1,
+        "memory_used": 1 << 30, "memory_total": 80 << 30, "power": 100, "temp": 40,
+        "paused": False, "healthy": True,
+        "holders": [claim, {**claim, "share": 0.5}, {"kind": "job", "id": 7, "user": "bob"}],
+    }  # fmt: skip
+    observer = SimpleNamespace(
+        queue_counts=dict, wait=Histogram([1.0]), gap=Histogram([1.0]), finished={},
+        started_at=0.0,
+    )  # fmt: skip
+    text = render([gpu], observer, SimpleNamespace(gpu_seconds={}), {})  # type: ignore[arg-type]
+    samples = parse(text)
+    series = [(n, tuple(sorted(lab.items()))) for n, lab, _ in samples]
+    assert len(series) == len(set(series)), "a series given twice"
+    assert one(samples, "berth_gpu_holder", hpc_job="claim-4242") == 0.75
+    assert one(samples, "berth_gpu_holder", hpc_job="7") == 1.0
+    assert len([1 for n, _, _ in samples if n == "DCGM_FI_DEV_GPU_UTIL"]) == 2

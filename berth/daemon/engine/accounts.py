@@ -11,6 +11,9 @@
   (:meth:`Accounts.check_submit`); ``shares`` weighs a user's fair share (default 1).
 - Claims outside the queue (`berth run`) count like jobs, in both (:attr:`Accounts.outside`,
   :mod:`berth.daemon.engine.claimers`; :meth:`Accounts.claims_seen` after each ledger scan).
+- What one request may cost (:meth:`Accounts.check_request`: ``[limits]`` max_env_size,
+  max_array_tasks, max_request_jobs; the config's only), so that no user's request costs the
+  daemon unbounded memory, disk or time (docs/admin.md, "Limits per user").
 - :meth:`Accounts.summary`: each user's line under `berth queue`.
 """
 
@@ -20,7 +23,7 @@ from berth.core.fairshare import Book, FairShare, factors, usage_at
 from berth.core.limits import UserLimits
 from berth.core.states import ACTIVE, State
 from berth.daemon.engine.claimers import Claimers
-from berth.units import format_duration
+from berth.units import format_duration, format_size
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -59,6 +62,9 @@ class Accounts:
             "shares": None,
         }
         self.rows: dict[str, dict[str, float | None]] = store.limits()
+        self.max_env_size = cfg.limit_max_env_size
+        self.max_array_tasks = cfg.limit_max_array_tasks
+        self.max_request_jobs = cfg.limit_max_request_jobs
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -87,12 +93,37 @@ class Accounts:
             return None
         return UserLimits(per_user, default, self.outside.held())
 
+    def check_request(self, env_size: int, tasks: int, total: int) -> None:
+        """Refuse a job whose environment and setup text take ``env_size`` bytes, of
+        ``tasks`` tasks (an array's; 1), that brings its request's jobs to ``total``."""
+        for value, most, key, what in (
+            (env_size, self.max_env_size, "max_env_size", "the job's environment and setup"),
+            (tasks, self.max_array_tasks, "max_array_tasks", "--array: the array's tasks"),
+            (total, self.max_request_jobs, "max_request_jobs", "jobs in one request"),
+        ):
+            if value > most:
+                shown = format_size(value) if key == "max_env_size" else str(value)
+                cap = format_size(most) if key == "max_env_size" else str(most)
+                raise ProtocolError(
+                    protocol.BAD_REQUEST,
+                    f"{what}: {shown}, more than this daemon takes ({cap}, [limits] {key} in "
+                    "its config); nothing was queued: "
+                    + ("export less (--export NAMES)" if key == "max_env_size"
+                       else "split it into several submits"),
+                )  # fmt: skip
+
+    def held(self, uid: int, jobs: Iterable[Job]) -> int:
+        """How many of ``jobs`` (the unfinished ones) are ``uid``'s (for ``max_jobs``)."""
+        return sum(1 for j in jobs if j.uid == uid)
+
     def check_submit(
         self, user: str, uid: int, request: Request, time_limit: float | None,
-        jobs: Iterable[Job], count: int = 1,
+        jobs: Iterable[Job] | int, count: int = 1,
     ) -> float | None:  # fmt: skip
         """Refuse ``count`` jobs (an array's tasks) their user's limits forbid, before
-        anything is stored; the time limit they get (``max_time`` for jobs without one)."""
+        anything is stored; the time limit they get (``max_time`` for jobs without one).
+        ``jobs``: the unfinished jobs, or how many of them are the user's (:meth:`held`,
+        counted once per request: a batch of many jobs must not count them for each)."""
         most = self.limit(user, "max_time")
         if most is not None:
             if time_limit is not None and time_limit > most:
@@ -110,18 +141,23 @@ class Accounts:
                 f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once "
                 f"(`berth admin limits {user}`): ask for fewer, or ask an admin",
             )
-        cap = self.limit(user, "max_jobs")
-        if cap is not None:
-            n = sum(1 for j in jobs if j.uid == uid)
-            if n + count > cap:
-                more = f" and this would add {count}" if count > 1 else ""
-                raise ProtocolError(
-                    protocol.INVALID_STATE,
-                    f"{user} has {n} jobs queued or running{more}; the most allowed is "
-                    f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
-                    "some",
-                )
+        self.check_count(user, uid, jobs, count)
         return time_limit
+
+    def check_count(self, user: str, uid: int, jobs: Iterable[Job] | int, count: int) -> None:
+        """Refuse ``count`` more jobs past ``user``'s ``max_jobs`` (``jobs``: as above)."""
+        cap = self.limit(user, "max_jobs")
+        if cap is None:
+            return
+        n = jobs if isinstance(jobs, int) else self.held(uid, jobs)
+        if n + count > cap:
+            more = f" and this would add {count}" if count > 1 else ""
+            raise ProtocolError(
+                protocol.INVALID_STATE,
+                f"{user} has {n} jobs queued or running{more}; the most allowed is "
+                f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
+                "some",
+            )
 
     def table(self, user: str | None = None) -> dict[str, Any]:
         """What `berth admin limits` shows: the defaults (config, runtime) and each user's

@@ -32,11 +32,12 @@ def expand_pattern(
     pattern: str, job_id: int, cwd: str, user: str, array: tuple[int, int | str] | None = None
 ) -> str:
     """sbatch's filename patterns: %j job id, %u user, %A / %a an array's id and the task's
-    index (outside an array: the job id, and 4294967294 as sbatch writes); %x is not
-    supported; %% a percent."""
+    index (outside an array: the job id, and nothing: a job that is not an array has no task
+    index, so ``-o run_%A_%a.out`` is ``run_12_.out``; some sbatch versions write Slurm's
+    NO_VAL, 4294967294, there); %x is not supported; %% a percent."""
     out = pattern.replace("%%", "\0").replace("%j", str(job_id)).replace("%u", user)
     if "%A" in out or "%a" in out:
-        head, task = array if array is not None else (job_id, 4294967294)
+        head, task = array if array is not None else (job_id, "")
         out = out.replace("%A", str(head)).replace("%a", str(task))
     out = out.replace("\0", "%")
     return out if os.path.isabs(out) else os.path.join(cwd, out)

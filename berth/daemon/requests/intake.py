@@ -9,6 +9,11 @@ answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: e
 checked before any is queued, then all go in one commit. A time limit above the daemon's
 ``max_job_time`` is refused here (not silently cut: the user learns the limit before the job
 is queued).
+
+What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
+a job's environment, an array's tasks, the jobs of one request; and the user's jobs queued
+or running (``max_jobs``, counted once per request). An array's tasks share one stored spec
+(:meth:`~berth.daemon.store.store.Store.insert_row`): its environment is stored once.
 """
 
 from __future__ import annotations
@@ -38,9 +43,7 @@ if TYPE_CHECKING:
 
 
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
-
-
-MAX_BATCH = 10_000  # jobs of one `submit_all` (a jobs file)
+YIELD_EVERY = 256  # jobs of a batch checked between two turns of the loop
 
 
 class _Prepared:
@@ -49,7 +52,8 @@ class _Prepared:
     are taken out of it, into ``array`` and ``argvs``)."""
 
     __slots__ = (
-        "argvs", "array", "deps", "dup", "err", "ident", "out", "request", "requeue", "spec",
+        "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
+        "spec",
     )  # fmt: skip
 
     def __init__(self, spec: JobSpec) -> None:
@@ -57,6 +61,7 @@ class _Prepared:
         self.dup: dict[str, Any] | None = None
         self.array = spec.array
         self.argvs = spec.array_argvs  # (`berth sweep`: each task its own command)
+        self.count = len(arrays.indices(spec.array)[0]) if spec.array else 1  # jobs it adds
         self.deps: list[Dependency] = []
         self.request = Request()
         self.out = self.err = ""
@@ -72,9 +77,11 @@ async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[st
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
     they are queued in one commit. A refusal names the job by its place (``job 3 of 5``)."""
     raws = req["jobs"]
-    if not raws or len(raws) > MAX_BATCH:
+    most = engine.accounts.max_request_jobs
+    if not raws or len(raws) > most:
         raise ProtocolError(
-            protocol.BAD_REQUEST, f"jobs: from 1 to {MAX_BATCH} jobs, not {len(raws)}"
+            protocol.BAD_REQUEST,
+            f"jobs: from 1 to {most} jobs ([limits] max_request_jobs), not {len(raws)}",
         )
     return {"replies": await _accept(engine, peer, raws)}
 
@@ -83,9 +90,12 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     prepared: list[_Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
+    held = engine.accounts.held(peer.uid, engine.unfinished())  # once, not once per job
     for k, raw in enumerate(raws):
+        if k and not k % YIELD_EVERY:
+            await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await _prepare(engine, peer, raw, queued)
+            p = await _prepare(engine, peer, raw, queued, held)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -95,8 +105,10 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
                 p.dup = {"twin_of": keys[key]}
             keys.setdefault(key, k)
         if p.dup is None:
-            queued += len(arrays.indices(p.array)[0]) if p.array else 1
+            queued += p.count
         prepared.append(p)
+    if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
+        engine.accounts.check_count(peer.user, peer.uid, engine.unfinished(), queued)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
@@ -121,7 +133,9 @@ def _batch_keys(p: _Prepared) -> list[str]:
     return out + ([p.ident] if p.spec.unique else [])
 
 
-async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Prepared:
+async def _prepare(
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0
+) -> _Prepared:
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -133,6 +147,7 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
             "`berth daemon`",
         )
     p = _Prepared(spec)
+    engine.accounts.check_request(_env_size(spec), p.count, queued + p.count)
     for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
@@ -158,11 +173,9 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
         own["umask"] = DEFAULT_UMASK
     await _identities(engine, peer, spec, p, own)
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
-        count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.time_limit, engine.unfinished(),
-            queued + count,
-        )  # fmt: skip
+            peer.user, peer.uid, p.request, spec.time_limit, held, queued + p.count
+        )
         if limit is not None:
             own["time_limit"] = limit
     out, err = spec.stdout, spec.stderr
@@ -268,6 +281,14 @@ async def _identities(
         p.dup = await _once(engine, once)
     if p.dup is None and spec.unique:
         p.dup = await unique.twin(engine, p.ident)
+
+
+def _env_size(spec: JobSpec) -> int:
+    """Bytes of the job's environment (``NAME=value`` each) and setup text (``max_env_size``)."""
+    size = len((spec.env_setup or "").encode(errors="surrogatepass"))
+    for k, v in spec.env.items():
+        size += len(k.encode(errors="surrogatepass")) + len(v.encode(errors="surrogatepass")) + 2
+    return size
 
 
 def _once_key(uid: int, once: str) -> str:

@@ -15,15 +15,24 @@ No client can make the daemon hold unbounded memory or descriptors:
 - at most :data:`MAX_CONNECTIONS_PER_USER` connections per uid (root has no limit): one more
   is answered with a ``TOO_MANY_CONNECTIONS`` error naming the limit and closed at once, so
   one user's idle connections cannot take the descriptors the daemon needs;
-- a connection must complete its handshake within :data:`HANDSHAKE_TIMEOUT` seconds.
+- a connection must complete its handshake within :data:`HANDSHAKE_TIMEOUT` seconds; after
+  it, a request must arrive whole within :data:`REQUEST_TIMEOUT` seconds of its first byte,
+  and a connection with nothing in hand (no request unanswered) that sends nothing for
+  :data:`IDLE_TIMEOUT` seconds is closed;
+- the requests of one uid in hand at once, across all its connections, hold at most
+  :data:`MAX_BYTES_PER_USER` bytes (root has no limit): a frame that would pass it is answered
+  with ``TOO_MANY_REQUESTS`` and its connection closed before it is read, so connections that
+  each hold a request one byte short of the frame limit cannot pile up memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import socket
+import sqlite3
 import struct
 
 from berth.daemon.requests.authority import Peer, is_admin
@@ -34,18 +43,23 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
     from berth.daemon.requests.handlers import Handler
+
+    Reply = tuple[asyncio.Future[dict[str, Any]], int]  # an answer to come, its frame's size
 
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
 
 MAX_PIPELINE = 32  # requests of one connection in hand at once
 MAX_CONNECTIONS_PER_USER = 128
+MAX_BYTES_PER_USER = 64 * 1024 * 1024  # frames of one uid in hand at once (8 of the largest)
 HANDSHAKE_TIMEOUT = 10.0  # seconds
+REQUEST_TIMEOUT = 5.0  # seconds for a request to arrive whole, from its first byte
+IDLE_TIMEOUT = 600.0  # seconds a connection with nothing in hand may stay silent
 
 
 def peer_of(sock: socket.socket, admin_gid: int | None) -> Peer:
@@ -53,6 +67,18 @@ def peer_of(sock: socket.socket, admin_gid: int | None) -> Peer:
     (:func:`berth.daemon.requests.authority.is_admin`), never by the process's /proc."""
     pid, uid, gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
     return Peer(pid, uid, gid, is_admin(uid, admin_gid))
+
+
+class _Conn:
+    """One connection's bookkeeping: its caller, its requests not yet answered and taken,
+    the bytes of their frames it holds (counted in its uid's share)."""
+
+    __slots__ = ("held", "peer", "unanswered")
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self.unanswered = 0
+        self.held = 0
 
 
 class Server:
@@ -67,6 +93,32 @@ class Server:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
         ``handler``: how the dashboard (:mod:`berth.web`) serves ``web_token``."""
         self.handlers[kind] = handler
+        self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
+
+    def _reserve(self, conn: _Conn, n: int) -> str | None:
+        """Count a frame of ``n`` bytes in its uid's share; the refusal if it would not fit."""
+        uid = conn.peer.uid
+        used = self.bytes_per_uid.get(uid, 0)
+        if uid != 0 and used + n > MAX_BYTES_PER_USER:
+            return (
+                f"uid {uid} already has {used} bytes of requests in hand on this daemon; a "
+                f"frame of {n} bytes would pass the most one user may ({MAX_BYTES_PER_USER}): "
+                "wait for the answers to your other requests"
+            )
+        self.bytes_per_uid[uid] = used + n
+        conn.held += n
+        return None
+
+    def _release(self, conn: _Conn, n: int) -> None:
+        if not n:
+            return
+        conn.held -= n
+        uid = conn.peer.uid
+        left = self.bytes_per_uid.get(uid, 0) - n
+        if left > 0:
+            self.bytes_per_uid[uid] = left
+        else:
+            self.bytes_per_uid.pop(uid, None)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -89,7 +141,7 @@ class Server:
             uid = peer.uid
             self.per_uid[uid] = open_now + 1
             await self._serve(peer, reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, asyncio.TimeoutError):
             pass
         except Exception:
             log.exception("connection failed")
@@ -108,18 +160,23 @@ class Server:
     ) -> None:
         """Read frames as they come; answer them in order. Requests are handled concurrently
         (pipelined submits commit together), responses written in request order."""
-        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None] = asyncio.Queue()
+        replies: asyncio.Queue[Reply | None] = asyncio.Queue()
         in_hand = asyncio.Semaphore(MAX_PIPELINE)
-        out = asyncio.ensure_future(self._write(replies, writer, in_hand))
+        conn = _Conn(peer)
+        out = asyncio.ensure_future(self._write(conn, replies, writer, in_hand))
         try:
-            await self._read(peer, reader, replies, in_hand)
+            await self._read(conn, reader, replies, in_hand)
         finally:
             replies.put_nowait(None)
-            await out
+            try:
+                await out
+            finally:
+                self._release(conn, conn.held)  # (answers never written: the client left)
 
     async def _write(
         self,
-        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+        conn: _Conn,
+        replies: asyncio.Queue[Reply | None],
         writer: asyncio.StreamWriter,
         in_hand: asyncio.Semaphore,
     ) -> None:
@@ -127,50 +184,43 @@ class Server:
             item = await replies.get()
             if item is None:
                 break
-            writer.write(protocol.encode(await item))
-            del item
+            fut, size = item
+            writer.write(protocol.encode(await fut))
+            del item, fut
             await writer.drain()  # returns at once unless the client does not read
+            conn.unanswered -= 1
+            self._release(conn, size)
             in_hand.release()
 
     async def _read(
         self,
-        peer: Peer,
+        conn: _Conn,
         reader: asyncio.StreamReader,
-        replies: asyncio.Queue[asyncio.Future[dict[str, Any]] | None],
+        replies: asyncio.Queue[Reply | None],
         in_hand: asyncio.Semaphore,
     ) -> None:
         loop = asyncio.get_running_loop()
+        peer = conn.peer
         greeted = False
 
-        def answer(response: dict[str, Any]) -> None:
+        def answer(response: dict[str, Any], size: int = 0) -> None:
             fut: asyncio.Future[dict[str, Any]] = loop.create_future()
             fut.set_result(response)
-            replies.put_nowait(fut)
+            conn.unanswered += 1
+            replies.put_nowait((fut, size))
 
         while True:
             await in_hand.acquire()  # released once its answer is written and taken
             try:
-                if greeted:
-                    header = await reader.readexactly(protocol.HEADER_SIZE)
-                else:
-                    header = await asyncio.wait_for(
-                        reader.readexactly(protocol.HEADER_SIZE), HANDSHAKE_TIMEOUT
-                    )
+                header, deadline = await self._header(conn, reader, greeted)
             except asyncio.IncompleteReadError:
                 return
+            except (TimeoutError, asyncio.TimeoutError):
+                return  # silent too long, or a header that never came whole: close
             n = protocol.frame_length(header)
-            if n > protocol.MAX_REQUEST:
-                answer(
-                    protocol.error(
-                        protocol.FRAME_TOO_LARGE,
-                        f"frame of {n} bytes exceeds the maximum of {protocol.MAX_REQUEST}",
-                    )
-                )
-                return  # the stream cannot be trusted after it: close
-            if greeted:
-                payload = await reader.readexactly(n)
-            else:
-                payload = await asyncio.wait_for(reader.readexactly(n), HANDSHAKE_TIMEOUT)
+            payload = await self._payload(conn, reader, n, deadline, answer)
+            if payload is None:
+                return  # (refused, or it did not come whole: the stream is not to be trusted)
             try:
                 msg = protocol.decode(payload)
                 if not greeted:
@@ -182,7 +232,8 @@ class Server:
                             "version": protocol.PROTOCOL_VERSION,
                             "uid": peer.uid,
                             "admin": peer.admin,
-                        }
+                        },
+                        n,
                     )
                     continue
                 kind = protocol.check_request(msg)
@@ -190,14 +241,69 @@ class Server:
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
                 result = self.handlers[kind](self.engine, peer, msg)
             except Exception as e:
-                answer(_error_reply(e))
+                answer(_error_reply(e), n)
                 if not greeted:
                     return  # a failed handshake ends the connection
                 continue
             if inspect.isawaitable(result):
-                replies.put_nowait(asyncio.ensure_future(_guard(result)))
+                conn.unanswered += 1
+                replies.put_nowait((asyncio.ensure_future(_guard(result)), n))
             else:
-                answer({"ok": True, **result})
+                answer({"ok": True, **result}, n)
+
+    async def _payload(
+        self,
+        conn: _Conn,
+        reader: asyncio.StreamReader,
+        n: int,
+        deadline: float,
+        answer: Callable[[dict[str, Any]], None],
+    ) -> bytes | None:
+        """A frame's ``n`` bytes, counted in its user's share until answered; None (after
+        answering why) for a frame too large, one past the user's share, or one that does
+        not arrive whole by ``deadline``."""
+        if n > protocol.MAX_REQUEST:
+            answer(protocol.error(protocol.FRAME_TOO_LARGE,
+                                  f"frame of {n} bytes exceeds the maximum of {protocol.MAX_REQUEST}"))  # fmt: skip
+            return None
+        refusal = self._reserve(conn, n)
+        if refusal is not None:
+            answer(protocol.error(protocol.TOO_MANY_REQUESTS, refusal))
+            return None  # (its frame is not read)
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(reader.readexactly(n), max(0.0, deadline - loop.time()))
+        except (TimeoutError, asyncio.TimeoutError):
+            self._release(conn, n)
+            answer(protocol.error(
+                protocol.BAD_FRAME,
+                f"a request of {n} bytes did not arrive whole within {REQUEST_TIMEOUT:g} s: "
+                "closing the connection",
+            ))  # fmt: skip
+            return None
+        except BaseException:
+            self._release(conn, n)
+            raise
+
+    async def _header(
+        self, conn: _Conn, reader: asyncio.StreamReader, greeted: bool
+    ) -> tuple[bytes, float]:
+        """The next frame's header, and by when its payload must have come: the handshake
+        within HANDSHAKE_TIMEOUT; then the first byte of a request whenever it comes while
+        requests are in hand (a `wait` may last an hour), within IDLE_TIMEOUT otherwise,
+        and the rest of the frame within REQUEST_TIMEOUT of its first byte."""
+        loop = asyncio.get_running_loop()
+        if not greeted:
+            deadline = loop.time() + HANDSHAKE_TIMEOUT
+            header = await asyncio.wait_for(
+                reader.readexactly(protocol.HEADER_SIZE), HANDSHAKE_TIMEOUT
+            )
+            return header, deadline
+        first = reader.readexactly(1)
+        byte = await (first if conn.unanswered else asyncio.wait_for(first, IDLE_TIMEOUT))
+        deadline = loop.time() + REQUEST_TIMEOUT
+        rest = await asyncio.wait_for(reader.readexactly(protocol.HEADER_SIZE - 1), REQUEST_TIMEOUT)
+        return byte + rest, deadline
 
     def _handshake(self, msg: dict[str, Any]) -> None:
         if msg.get("type") != "hello":
@@ -216,6 +322,16 @@ class Server:
         protocol.check_request(msg)
 
 
+def _disk_full(e: BaseException) -> bool:
+    """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT, or the journal's
+    refusal while commits fail for that reason (berth.daemon.store.journal)?"""
+    if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == 13:
+        return True  # SQLITE_FULL
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
+
+
 async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     try:
         return {"ok": True, **(await result)}
@@ -232,5 +348,13 @@ def _error_reply(e: Exception) -> dict[str, Any]:
         return protocol.error(protocol.BAD_REQUEST, str(e))
     if isinstance(e, BerthError):
         return protocol.error(protocol.INVALID_STATE, str(e))
+    if _disk_full(e):
+        log.error("request refused: the disk of the state database is full (%s)", e)
+        return protocol.error(
+            protocol.INVALID_STATE,
+            "the daemon's disk is full: its state database cannot grow, so nothing was "
+            "queued or changed; ask the admin to free space where the daemon keeps its state "
+            "(the jobs already queued are kept)",
+        )
     log.exception("request failed", exc_info=e)
     return protocol.error(protocol.INTERNAL, f"internal error: {e!r}")

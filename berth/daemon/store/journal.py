@@ -137,9 +137,8 @@ class Journal:
             self._committed(None, inserts, dirty, statements, after, on_fail)
             return
         batch = []
-        if inserts:
-            rows = [Store.insert_row(job.to_dict(), spec.to_dict()) for job, spec, _ in inserts]
-            batch.append((Store.INSERT_SQL, rows))
+        if inserts:  # (an array's tasks: its shared spec once)
+            batch += Store.insert_rows([(job.to_dict(), spec) for job, spec, _ in inserts])
         if dirty:
             rows = [
                 Store.save_row(job.to_dict(), cols.get("ended_at"), cols.get("launched"))

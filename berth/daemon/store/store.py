@@ -4,6 +4,12 @@ Every state change happens inside :meth:`Store.tx` (``BEGIN IMMEDIATE`` .. ``COM
 ``synchronous=FULL``, so a change the daemon has acknowledged survives a crash. The job's
 command, environment and working directory (``spec``) live only here; the daemon keeps the
 core Job of each unfinished job in memory.
+
+An array's tasks share one spec (schema 6): the part they have in common (environment,
+command, directory...) is stored once, in ``shared_specs`` under the array's id, and each
+task's row keeps only its own fields and ``"shared": ARRAY_ID`` (:meth:`Store.insert_rows`);
+:meth:`Store.spec` puts them together. A 10,000-task array with a large environment costs
+one copy of it, not 10,000. Rows written before (whole specs) load as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import sqlite3
 import time
 from contextlib import contextmanager
 
+from berth.daemon.store.schema import MIGRATIONS as MIGRATIONS
+from berth.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from berth.errors import BerthError
 from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
@@ -24,72 +32,12 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-SCHEMA_VERSION = 5
-
-
 class UnreadableSpec(OSError):
     """A job's stored spec no longer reads as a job (a damaged row, or one written by hand):
     that job cannot start (it fails with this as its reason); the daemon goes on."""
 
 
-# Each entry migrates from version i to i + 1.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE jobs(
-        id INTEGER PRIMARY KEY,
-        uid INTEGER NOT NULL,
-        user TEXT NOT NULL,
-        state TEXT NOT NULL,
-        submitted_at REAL NOT NULL,
-        ended_at REAL,
-        launched INTEGER NOT NULL DEFAULT 0,
-        sup_pid INTEGER,
-        data TEXT NOT NULL,
-        spec TEXT NOT NULL
-    );
-    CREATE INDEX jobs_unfinished ON jobs(state)
-        WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING');
-    CREATE INDEX jobs_ended ON jobs(ended_at);
-    CREATE TABLE paused(gpu TEXT PRIMARY KEY, since REAL NOT NULL);
-    """,
-    # 2: `submit --unique`: the job's identity (see berth.daemon.requests.unique), to find a twin.
-    """
-    ALTER TABLE jobs ADD COLUMN unique_key TEXT;
-    CREATE INDEX jobs_unique ON jobs(unique_key) WHERE unique_key IS NOT NULL;
-    """,
-    # 3: rows that could not be loaded (a bug, a hand edit, a disk error) are moved aside
-    # instead of stopping the daemon; their ids stay taken.
-    """
-    CREATE TABLE quarantine(
-        id INTEGER PRIMARY KEY,
-        at REAL NOT NULL,
-        reason TEXT NOT NULL,
-        state TEXT,
-        data TEXT,
-        spec TEXT
-    );
-    """,
-    # 4: the dashboard's history (berth.web.history): one row a minute, the last day kept.
-    """
-    CREATE TABLE samples(at REAL PRIMARY KEY, data TEXT NOT NULL);
-    """,
-    # 5: fair share and limits (berth.daemon.engine.accounts): each tenant's decayed GPU-seconds as
-    # of a time; per-user limits set at runtime (NULL: the default; -1: no limit; user '*':
-    # the defaults themselves); who paused (drained) a GPU, and why.
-    """
-    CREATE TABLE usage(tenant TEXT PRIMARY KEY, value REAL NOT NULL, as_of REAL NOT NULL);
-    CREATE TABLE limits(
-        user TEXT PRIMARY KEY,
-        max_gpus REAL,
-        max_jobs INTEGER,
-        max_time REAL,
-        shares REAL
-    );
-    ALTER TABLE paused ADD COLUMN by_user TEXT;
-    ALTER TABLE paused ADD COLUMN note TEXT;
-    """,
-]
+TASK_FIELDS = ("stdout_path", "stderr_path", "array_task")  # an array task's own (and argv)
 
 
 class Store:
@@ -123,7 +71,8 @@ class Store:
             )
         for i in range(version, SCHEMA_VERSION):
             db.execute("BEGIN IMMEDIATE")
-            for statement in MIGRATIONS[i].split(";"):
+            step = MIGRATIONS[i]
+            for statement in step if isinstance(step, tuple) else step.split(";"):
                 if statement.strip():
                     db.execute(statement)
             db.execute(f"PRAGMA user_version={i + 1}")
@@ -211,6 +160,40 @@ class Store:
         "launched = COALESCE(?, launched) WHERE id = ?"
     )
 
+    SHARED_SQL = "INSERT OR IGNORE INTO shared_specs(id, tasks, spec) VALUES (?, ?, ?)"
+
+    @staticmethod
+    def insert_rows(new: list[tuple[dict[str, Any], JobSpec]]) -> list[tuple[str, list[Any]]]:
+        """The statements that insert ``new`` jobs (the job's ``to_dict()``, its spec): an
+        array task's row keeps only its own fields, with the array's shared spec once per
+        array (again in a later batch with more of its tasks: it is inserted if missing)."""
+        rows: list[tuple[Any, ...]] = []
+        shared: dict[int, tuple[tuple[str, ...] | None, tuple[Any, ...]]] = {}
+        for job, spec in new:
+            task = spec.array_task
+            if task is None:
+                rows.append(Store.insert_row(job, spec.to_dict()))
+                continue
+            head = task[0]
+            if head not in shared:
+                common = {k: v for k, v in spec.to_dict().items() if k not in TASK_FIELDS}
+                text = json.dumps(common, separators=(",", ":"))
+                shared[head] = (spec.argv, (head, task[2], text))
+            own: dict[str, Any] = {"shared": head}
+            if spec.argv != shared[head][0]:  # (`berth sweep`: each task its own command)
+                own["argv"] = list(spec.argv or ())
+            for key in TASK_FIELDS:
+                value = getattr(spec, key)
+                if value is not None:
+                    own[key] = list(value) if type(value) is tuple else value
+            rows.append(Store.insert_row(job, own))
+        out: list[tuple[str, list[Any]]] = []
+        if shared:
+            out.append((Store.SHARED_SQL, [row for _, row in shared.values()]))
+        if rows:
+            out.append((Store.INSERT_SQL, rows))
+        return out
+
     @staticmethod
     def insert_row(job: dict[str, Any], spec: dict[str, Any]) -> tuple[Any, ...]:
         return (
@@ -248,7 +231,16 @@ class Store:
         daemon's), read back through the one validator of a job."""
         row = self.db.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
         try:
-            return JobSpec.from_dict(json.loads(row[0]), stored=True)
+            raw = json.loads(row[0])
+            head = raw.pop("shared", None) if type(raw) is dict else None
+            if head is not None:  # an array task: the array's shared spec, then its own
+                common = self.db.execute(
+                    "SELECT spec FROM shared_specs WHERE id = ?", (head,)
+                ).fetchone()
+                if common is None:
+                    raise ValueError(f"the shared spec of array {head!r} is missing")
+                raw = {**json.loads(common[0]), **raw}
+            return JobSpec.from_dict(raw, stored=True)
         except (ValueError, TypeError, ProtocolError) as e:  # damaged, or written by hand
             raise UnreadableSpec(
                 f"job {job_id}: its stored spec does not read as a job ({e})"

@@ -1,0 +1,83 @@
+"""The state database's schema: its version and the migrations that lead to it (each
+database is brought to :data:`SCHEMA_VERSION` when the daemon opens it,
+:meth:`berth.daemon.store.store.Store.open`; a newer one is refused)."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 6
+
+# Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
+# statements (a trigger's body has ";" of its own).
+MIGRATIONS: list[str | tuple[str, ...]] = [
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE jobs(
+        id INTEGER PRIMARY KEY,
+        uid INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        state TEXT NOT NULL,
+        submitted_at REAL NOT NULL,
+        ended_at REAL,
+        launched INTEGER NOT NULL DEFAULT 0,
+        sup_pid INTEGER,
+        data TEXT NOT NULL,
+        spec TEXT NOT NULL
+    );
+    CREATE INDEX jobs_unfinished ON jobs(state)
+        WHERE state IN ('PENDING', 'RUNNING', 'COMPLETING');
+    CREATE INDEX jobs_ended ON jobs(ended_at);
+    CREATE TABLE paused(gpu TEXT PRIMARY KEY, since REAL NOT NULL);
+    """,
+    # 2: `submit --unique`: the job's identity (see berth.daemon.requests.unique), to find a twin.
+    """
+    ALTER TABLE jobs ADD COLUMN unique_key TEXT;
+    CREATE INDEX jobs_unique ON jobs(unique_key) WHERE unique_key IS NOT NULL;
+    """,
+    # 3: rows that could not be loaded (a bug, a hand edit, a disk error) are moved aside
+    # instead of stopping the daemon; their ids stay taken.
+    """
+    CREATE TABLE quarantine(
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        reason TEXT NOT NULL,
+        state TEXT,
+        data TEXT,
+        spec TEXT
+    );
+    """,
+    # 4: the dashboard's history (berth.web.history): one row a minute, the last day kept.
+    """
+    CREATE TABLE samples(at REAL PRIMARY KEY, data TEXT NOT NULL);
+    """,
+    # 5: fair share and limits (berth.daemon.engine.accounts): each tenant's decayed GPU-seconds as
+    # of a time; per-user limits set at runtime (NULL: the default; -1: no limit; user '*':
+    # the defaults themselves); who paused (drained) a GPU, and why.
+    """
+    CREATE TABLE usage(tenant TEXT PRIMARY KEY, value REAL NOT NULL, as_of REAL NOT NULL);
+    CREATE TABLE limits(
+        user TEXT PRIMARY KEY,
+        max_gpus REAL,
+        max_jobs INTEGER,
+        max_time REAL,
+        shares REAL
+    );
+    ALTER TABLE paused ADD COLUMN by_user TEXT;
+    ALTER TABLE paused ADD COLUMN note TEXT;
+    """,
+    # 6: an array's shared spec, once (see the module); gone with the last of its tasks' rows
+    # (tasks are ids ID .. ID + tasks - 1, at most 10,000 of them: berth.wire.jobspec).
+    (
+        "CREATE TABLE shared_specs(id INTEGER PRIMARY KEY, tasks INTEGER NOT NULL, "
+        "spec TEXT NOT NULL)",
+        """
+        CREATE TRIGGER shared_specs_purge AFTER DELETE ON jobs BEGIN
+            DELETE FROM shared_specs
+            WHERE id > OLD.id - 10000 AND id <= OLD.id AND OLD.id < id + tasks
+            AND NOT EXISTS (
+                SELECT 1 FROM jobs WHERE jobs.id >= shared_specs.id
+                AND jobs.id < shared_specs.id + shared_specs.tasks
+            );
+        END
+        """,
+    ),
+]
