@@ -992,8 +992,8 @@ def step_acquire(rig: Rig, rep: Report) -> None:
         rep.check("its claim is gone once it has ended", not [c for c in after if ready["pid"] in
                                                                 (c.get("pids") or ())], after)  # fmt: skip
         # acquire after torch has initialised CUDA: CUDA_VISIBLE_DEVICES can no longer apply.
-        # The process's own CUDA context is then a process on the GPU in NVML's list: with the
-        # default filters (no outside process) it may count against its own claim.
+        # The process's own CUDA context is then a process on the GPU in NVML's list; berth
+        # leaves the caller out of outside use (it waited for itself before: issue 26).
         why = rig.torch()
         if why:
             rep.na("acquire after CUDA init", why)
@@ -1007,6 +1007,7 @@ def step_acquire(rig: Rig, rep: Report) -> None:
             except RuntimeError as e:
                 rep.check(f"acquire after CUDA init ({name}) gets the GPU", False, str(e)[-600:])
                 continue
+            rep.check(f"acquire after CUDA init ({name}) gets the GPU", True, late.get("lease"))
             q.finish()
             err = q.proc.stderr.read() if q.proc.stderr else ""
             rep.put(f"acquire_after_cuda_init ({name})", {"ready": late, "stderr": err[-2000:]})

@@ -68,7 +68,6 @@ from berth.cli.submit_options import parse_dependency, time_limit
 from berth.client import Client
 from berth.errors import UsageError
 from berth.units import (
-    GPU_COUNT_RULE,
     format_duration,
     gpu_count,
     parse_gpu_indices,
@@ -116,10 +115,15 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         text = getattr(args, "default_gpus", None) or str(len(gpu_ids) if gpu_ids else 1)
     if choice is not None:
         text = f"{choice.gpus:g}"
+    value = _number(text)
     try:
-        gpus = float(gpu_count(float(text)))  # (the job spec checks again, as the daemon does)
-    except (ValueError, UsageError):
-        raise UsageError(f"invalid -g/--gpus {text!r}: {GPU_COUNT_RULE}") from None
+        gpus = float(gpu_count(value))
+    except UsageError:  # the job spec's own refusal, as the daemon words it, whatever -g was
+        try:
+            JobSpec.from_dict({"argv": ["true"], "env": {}, "cwd": "/", "gpus": value})
+        except ProtocolError as e:
+            raise UsageError(e.message) from None
+        raise  # (not reached: the spec refuses what gpu_count does)
     if gpu_ids and gpus > len(gpu_ids):
         raise UsageError(
             f"-g {text} --gpu-ids {args.gpu_ids}: asks for more GPUs than --gpu-ids names "
@@ -202,6 +206,16 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
         if args.mail_user.startswith("-") or any(c.isspace() for c in args.mail_user):
             raise UsageError(f"--mail-user {args.mail_user!r}: give one address (user@host)")
         job["mail_user"] = args.mail_user
+
+
+def _number(text: str) -> object:
+    """``-g``'s text as the number it is (``2``, ``0.5``), or the text itself when it is none:
+    the job spec words its refusal the same for both."""
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return int(value) if value.is_integer() else value
 
 
 def _requeue(args: argparse.Namespace, job: dict[str, Any]) -> None:

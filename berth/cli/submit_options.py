@@ -123,11 +123,12 @@ def _behaviour(a: Any, command: bool) -> None:
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
     a("--file", metavar="FILE", help="one job per line of FILE: [options] [--] command")
     a("--parsable", action="store_true", help="print only the job id")
-    a(
-        "--dry-run",
-        action="store_true",
-        help="check the job and print it (JSON) as it would be queued; queue nothing",
-    )
+    if "--dry-run" not in a.__self__._option_string_actions:  # (`berth sweep` has its own)
+        a(
+            "--dry-run",
+            action="store_true",
+            help="check the job and print it (JSON) as it would be queued; queue nothing",
+        )
     a("--json", action="store_true", help="machine-readable output")
     if command:
         a("argv", nargs="...", metavar="COMMAND", help="the command and its arguments (after --)")

@@ -28,9 +28,9 @@ def run(out: Path, *args: str, env: dict[str, str], steps: str = STEPS) -> dict:
     return results
 
 
-# The one check the rehearsal with the torch stand-in fails, for a berth bug (reported with
-# issue 26): after CUDA init the caller's own context counts as an outside process.
-KNOWN_BUG = "acquire after CUDA init (default filters) gets the GPU"
+# The check that found a berth bug (issue 26): after CUDA init the caller's own context
+# counted as an outside process, so acquire() waited for itself. It passes now.
+FIXED_BUG = "acquire after CUDA init (default filters) gets the GPU"
 
 
 @pytest.mark.rehearsal
@@ -62,9 +62,10 @@ def test_the_rehearsal_with_stand_ins_for_torch_and_nvidia_smi(tmp_path: Path) -
     res = run(tmp_path, "--fake", env=env, steps="status,acquire,caching")
     checks = [c for s in res["steps"].values() for c in s["checks"]]
     failed = [c["name"] for c in checks if c["ok"] is False]
-    assert failed == [KNOWN_BUG], [c for c in checks if c["ok"] is False]
+    assert failed == [], [c for c in checks if c["ok"] is False]
     assert all(s["status"] in ("ok", "fail") for s in res["steps"].values()), res["stdout"]
     ok = {c["name"] for c in checks if c["ok"] is True}
+    assert FIXED_BUG in ok
     assert "root: holder's used_memory equal to nvidia-smi's (MiB)" in ok
     assert "after empty_cache() NVML shows only the context (< 1 GiB)" in ok
     assert (
