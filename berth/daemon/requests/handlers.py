@@ -273,6 +273,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "pending": pending,
         "running": engine.running_count(),
         "queue_paused": engine.pauses.queue,
+        "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
     }
 
 
@@ -320,5 +321,6 @@ HANDLERS: dict[str, Handler] = {
     "limits": admin.limits,
     "drain": admin.drain,
     "undrain": admin.undrain,
+    "enforce_log": admin.enforce_log,
     "shutdown": shutdown,
 }
