@@ -1,0 +1,135 @@
+"""Enforcement (issue 25) with the fake NVML: the daemon classes every GPU process at each
+poll, shows what it found (`status`), and applies the config's [enforce] policy: notify,
+kill after a grace (only the process classed, SIGTERM then SIGKILL), cancel the job that
+overran (never its neighbour), release idle holders; every action in the audit log that
+`berth admin log` reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from typing import Any
+
+from helpers import wait_until
+
+G = 1 << 30
+
+
+def _configure(daemon: Any, text: str) -> None:
+    path = os.path.join(daemon.fake.root, "config.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    daemon.env["BERTH_CONFIG"] = path
+
+
+def _view(daemon: Any) -> dict[str, Any]:
+    view: dict[str, Any] = daemon.call("status")["enforce"]
+    return view
+
+
+def _finding(daemon: Any, pid: int) -> dict[str, Any] | None:
+    return next((f for f in _view(daemon)["findings"] if f["pid"] == pid), None)
+
+
+def _log(daemon: Any) -> list[dict[str, Any]]:
+    out = daemon.berth("admin", "log", "--json")
+    assert out.returncode == 0, out.stderr
+    entries: list[dict[str, Any]] = json.loads(out.stdout)["entries"]
+    return entries
+
+
+def _running(daemon: Any, job: int) -> None:
+    wait_until(lambda: daemon.job(job)["state"] == "RUNNING", message=f"job {job} runs")
+
+
+def test_by_default_every_class_is_shown_and_nothing_is_done(daemon):
+    daemon.fake.setup(n=2)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    job = daemon.submit(*daemon.workload("--mem", "1G"), gpu_ids=[0])
+    _running(daemon, job)
+    intruder = daemon.fake.spawn_workload(visible="0", mem="2G")
+    outsider = daemon.fake.spawn_workload(visible="1", mem="3G")
+    seen = wait_until(lambda: _finding(daemon, intruder.pid), timeout=5, message="noticed")
+    assert seen["class"] == "intrusion" and seen["victim"] == f"job {job}"
+    assert (seen["gpu"], seen["user"], seen["memory"]) == (0, "root", 2 * G)
+    other = wait_until(lambda: _finding(daemon, outsider.pid), timeout=5, message="noticed")
+    assert (other["class"], other["gpu"], other["memory"]) == ("outside", 1, 3 * G)
+    first = seen["since"]
+    wait_until(  # a later poll keeps since when it was first seen
+        lambda: _view(daemon)["actions"] == {} and _finding(daemon, outsider.pid),
+        timeout=5,
+    )
+    assert _finding(daemon, intruder.pid)["since"] == first
+    # No finding of the job's own process; nothing done to anyone.
+    assert {f["pid"] for f in _view(daemon)["findings"]} == {intruder.pid, outsider.pid}
+    assert _log(daemon) == []
+    assert intruder.poll() is None and outsider.poll() is None
+    text = daemon.berth("status").stdout
+    assert f"INTRUDES on job {job}: pid {intruder.pid} of root" in text
+    assert f"outside berth: pid {outsider.pid} of root" in text
+
+
+def test_an_intruder_is_notified_then_killed_after_grace_and_only_it(daemon):
+    _configure(daemon, '[enforce]\nintrusion = "kill"\ngrace = 1\n')
+    daemon.fake.setup(n=2)
+    daemon.start("--poll-interval", "0.2", "--kill-after", "1", gpus=None)
+    job = daemon.submit(*daemon.workload("--mem", "1G"), gpu_ids=[0])
+    _running(daemon, job)
+    bystander = daemon.fake.spawn_workload(visible="1", mem="1G")  # outside: observed
+    intruder = daemon.fake.spawn_workload(visible="0", mem="2G", args=["--ignore-term"])
+    wait_until(lambda: _finding(daemon, intruder.pid), timeout=5, message="noticed")
+    intruder.wait(timeout=20)
+    assert intruder.returncode == -signal.SIGKILL  # it ignored SIGTERM
+    assert bystander.poll() is None
+    assert daemon.job(job)["state"] == "RUNNING"
+    log = _log(daemon)
+    assert {e["pid"] for e in log} == {intruder.pid}
+    steps = [(e["action"], e.get("signal")) for e in log]
+    assert steps == [("notify", None), ("signal", "SIGTERM"), ("signal", "SIGKILL")]
+    notify, term, kill = (e["time"] for e in log)
+    assert term - notify >= 1.0 and kill - term >= 1.0  # the grace, then --kill-after
+    assert log[0]["victim"] == f"job {job}" and log[0]["class"] == "intrusion"
+    text = daemon.berth("admin", "log").stdout
+    assert "signal intrusion SIGKILL  GPU 0  pid" in text
+
+
+def test_an_overrun_cancels_the_job_that_overran_not_its_neighbour(daemon):
+    _configure(daemon, '[enforce]\noverrun = "kill"\ngrace = 0\n')
+    daemon.fake.setup(n=1)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    greedy = daemon.submit(*daemon.workload("--mem", "30G"), gpus=0.5, mem=10 * G)
+    modest = daemon.submit(*daemon.workload("--mem", "9G"), gpus=0.5, mem=10 * G)
+    rows = daemon.wait_done([greedy], timeout=20)
+    assert rows[greedy]["state"] == "CANCELLED"
+    assert daemon.job(modest)["state"] == "RUNNING"
+    log = _log(daemon)
+    assert [(e["action"], e["class"], e.get("job")) for e in log] == [
+        ("notify", "overrun", None),
+        ("cancel", "overrun", greedy),
+    ]
+    assert log[0]["declared"] == 10 * G and log[0]["victim"] == f"job {modest}"
+
+
+def test_an_idle_job_is_flagged_notified_then_released_with_the_reason(daemon):
+    _configure(daemon, '[enforce]\nidle = "release"\nidle_after = 1\nidle_grace = 1\n')
+    daemon.fake.setup(n=2)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    sleeper = daemon.submit(*daemon.workload("--mem", "1G", "--util", "0"), gpu_ids=[0])
+    worker = daemon.submit(*daemon.workload("--mem", "1G", "--util", "60"), gpu_ids=[1])
+    flagged = wait_until(
+        lambda: next((i for i in _view(daemon)["idle"] if i["holder"] == f"job {sleeper}"), None),
+        timeout=10,
+        message="the idle job is flagged",
+    )
+    assert flagged["gpus"] == [0] and flagged["idle_seconds"] >= 1.0
+    rows = daemon.wait_done([sleeper], timeout=20)
+    assert rows[sleeper]["state"] == "CANCELLED"
+    assert daemon.job(worker)["state"] == "RUNNING"
+    log = _log(daemon)
+    assert [(e["action"], e["holder"]) for e in log] == [
+        ("notify", f"job {sleeper}"),
+        ("cancel", f"job {sleeper}"),
+    ]
+    assert log[1]["reason"].startswith("idle for")
+    assert log[1]["time"] - log[0]["time"] >= 1.0
