@@ -86,6 +86,7 @@ def render(
     observer: Observer,
     history: History,
     held: dict[str, float],
+    enforce: dict[str, Any] | None = None,
 ) -> str:
     out = _Out()
     host = os.uname().nodename
@@ -149,8 +150,38 @@ def render(
     out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
     for user, amount in sorted(held.items()):
         out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
+    if enforce is not None:
+        _enforcement(out, enforce)
     out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
     out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
     out.family("berth_scrape_time_seconds", "gauge", "When this page was made (Unix time).")
     out.sample("berth_scrape_time_seconds", [], round(time.time(), 3))
     return "\n".join(out.lines) + "\n"
+
+
+def _enforcement(out: _Out, view: dict[str, Any]) -> None:
+    """Enforcement (issue 25, berth/daemon/engine/enforcer.py): each GPU process that is not
+    its holder's, idle holders, and the actions taken."""
+    out.family(
+        "berth_enforce_process_bytes",
+        "gauge",
+        "GPU memory of each process outside berth, intruding, or over its holder's memory.",
+    )
+    for f in view["findings"]:
+        labels = [("gpu", f["gpu"]), ("class", f["class"]), ("pid", f["pid"]),
+                  ("user", f["user"]), ("holder", f["holder"] or ""), ("victim", f["victim"] or "")]  # fmt: skip
+        out.sample("berth_enforce_process_bytes", labels, f["memory"])
+    out.family(
+        "berth_enforce_process_since_seconds", "gauge", "When each such process was first seen."
+    )
+    for f in view["findings"]:
+        labels = [("gpu", f["gpu"]), ("class", f["class"]), ("pid", f["pid"]), ("user", f["user"])]
+        out.sample("berth_enforce_process_since_seconds", labels, round(f["since"], 3))
+    out.family("berth_idle_holder_seconds", "gauge", "How long each idle holder's GPUs idled.")
+    for i in view["idle"]:
+        labels = [("holder", i["holder"]), ("user", i["user"]),
+                  ("gpus", ",".join(map(str, i["gpus"])))]  # fmt: skip
+        out.sample("berth_idle_holder_seconds", labels, round(i["idle_seconds"], 3))
+    out.family("berth_enforce_actions_total", "counter", "Enforcement actions since the start.")
+    for action, n in sorted(view["actions"].items()):
+        out.sample("berth_enforce_actions_total", [("action", action)], n)

@@ -159,10 +159,12 @@ class Routes:
     # -- reads --------------------------------------------------------------------------------
 
     def metrics(self) -> bytes:
-        gpus = view.gpus(self.server.engine, auth.anonymous())
+        engine = self.server.engine
+        gpus = view.gpus(engine, auth.anonymous())
         text = metrics.render(
-            gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
-        )
+            gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
+            engine.enforcer.view() if engine.enforcer is not None else None,
+        )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 
     SPANS = (3600.0, 6 * 3600.0, 86400.0)
