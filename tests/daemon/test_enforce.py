@@ -39,6 +39,14 @@ def _log(daemon: Any) -> list[dict[str, Any]]:
     return entries
 
 
+def _text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def _running(daemon: Any, job: int) -> None:
     wait_until(lambda: daemon.job(job)["state"] == "RUNNING", message=f"job {job} runs")
 
@@ -74,7 +82,9 @@ def test_an_intruder_is_notified_then_killed_after_grace_and_only_it(daemon):
     _configure(daemon, '[enforce]\nintrusion = "kill"\ngrace = 1\n')
     daemon.fake.setup(n=2)
     daemon.start("--poll-interval", "0.2", "--kill-after", "1", gpus=None)
-    job = daemon.submit(*daemon.workload("--mem", "1G"), gpu_ids=[0])
+    told = os.path.join(daemon.fake.root, "told.txt")
+    hook = f'[ -n "$BERTH_ENFORCE" ] && echo "$BERTH_ENFORCE" >> {told}; true'
+    job = daemon.submit(*daemon.workload("--mem", "1G"), gpu_ids=[0], notify=hook)
     _running(daemon, job)
     bystander = daemon.fake.spawn_workload(visible="1", mem="1G")  # outside: observed
     intruder = daemon.fake.spawn_workload(visible="0", mem="2G", args=["--ignore-term"])
@@ -92,6 +102,9 @@ def test_an_intruder_is_notified_then_killed_after_grace_and_only_it(daemon):
     assert log[0]["victim"] == f"job {job}" and log[0]["class"] == "intrusion"
     text = daemon.berth("admin", "log").stdout
     assert "signal intrusion SIGKILL  GPU 0  pid" in text
+    # The holder was told through its job's --notify.
+    said = wait_until(lambda: _text(told), message="told")
+    assert f"process {intruder.pid} of root uses GPU 0" in said
 
 
 def test_an_overrun_cancels_the_job_that_overran_not_its_neighbour(daemon):
@@ -115,7 +128,11 @@ def test_an_idle_job_is_flagged_notified_then_released_with_the_reason(daemon):
     _configure(daemon, '[enforce]\nidle = "release"\nidle_after = 1\nidle_grace = 1\n')
     daemon.fake.setup(n=2)
     daemon.start("--poll-interval", "0.2", gpus=None)
-    sleeper = daemon.submit(*daemon.workload("--mem", "1G", "--util", "0"), gpu_ids=[0])
+    told = os.path.join(daemon.fake.root, "told.txt")
+    hook = f'[ -n "$BERTH_ENFORCE" ] && echo "$BERTH_ENFORCE" >> {told}; true'
+    sleeper = daemon.submit(
+        *daemon.workload("--mem", "1G", "--util", "0"), gpu_ids=[0], notify=hook
+    )
     worker = daemon.submit(*daemon.workload("--mem", "1G", "--util", "60"), gpu_ids=[1])
     flagged = wait_until(
         lambda: next((i for i in _view(daemon)["idle"] if i["holder"] == f"job {sleeper}"), None),
@@ -133,3 +150,5 @@ def test_an_idle_job_is_flagged_notified_then_released_with_the_reason(daemon):
     ]
     assert log[1]["reason"].startswith("idle for")
     assert log[1]["time"] - log[0]["time"] >= 1.0
+    said = wait_until(lambda: _text(told), message="told")
+    assert f"your job {sleeper} has held GPU(s) 0 idle" in said

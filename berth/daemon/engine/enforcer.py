@@ -24,6 +24,7 @@ import pwd
 import signal
 
 from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
+from berth.daemon.engine import notify
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.resources import _stat
 
@@ -232,9 +233,20 @@ class Enforcer:
         told = self.tell(f.uid, text)
         for key in (f.victim or "").split(", "):
             victim = self.holders.get(key)
-            if victim is not None and victim.uid != f.uid:
-                told += self.tell(victim.uid, f"berth: process {f.pid} of {f.user} {what}.")
+            if victim is not None:
+                told += self._tell_holder(
+                    victim, f"berth: process {f.pid} of {f.user} {what}.", f.uid
+                )
         self.audit("notify", f, terminals=told)
+
+    def _tell_holder(self, holder: Holder, text: str, told_uid: int = -1) -> int:
+        """Tell a holder on its user's terminals (unless told already), and a job through
+        its own --notify/--mail-user; returns how many terminals were written to."""
+        told = self.tell(holder.uid, text) if holder.uid != told_uid else 0
+        job = self.engine.jobs.get(int(holder.key.split()[1])) if holder.kind == "job" else None
+        if job is not None and job.extra.get("notify"):
+            notify.warn(self.engine.store, self.engine.procs, job, text)
+        return told
 
     def _cancel(self, holder: Holder, why: str, f: Finding | None = None) -> None:
         job = self.engine.jobs.get(int(holder.key.split()[1]))
@@ -278,8 +290,8 @@ class Enforcer:
                 if self.cfg.idle == "release"
                 else ""
             )
-            told = self.tell(
-                holder.uid,
+            told = self._tell_holder(
+                holder,
                 f"berth: your {i.holder} has held GPU(s) "
                 f"{','.join(map(str, sorted(holder.gpus)))} idle for {hours:.1f} h.{then}",
             )
