@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 from helpers import wait_until
@@ -152,3 +155,63 @@ def test_an_idle_job_is_flagged_notified_then_released_with_the_reason(daemon):
     assert log[1]["time"] - log[0]["time"] >= 1.0
     said = wait_until(lambda: _text(told), message="told")
     assert f"your job {sleeper} has held GPU(s) 0 idle" in said
+
+
+def test_exempt_users_are_shown_never_acted_on(daemon):
+    _configure(daemon, '[enforce]\nintrusion = "kill"\ngrace = 0\nexempt_users = ["root"]\n')
+    daemon.fake.setup(n=1)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    job = daemon.submit(*daemon.workload("--mem", "1G"), gpu_ids=[0])
+    _running(daemon, job)
+    intruder = daemon.fake.spawn_workload(visible="0", mem="2G")
+    seen = wait_until(lambda: _finding(daemon, intruder.pid), timeout=5, message="noticed")
+    # Polls go on past the grace (0) and the kill-after: still nothing done.
+    wait_until(lambda: time.time() - seen["since"] > 1.5, timeout=10)
+    wait_until(lambda: _finding(daemon, intruder.pid), timeout=5)
+    assert intruder.poll() is None
+    assert _log(daemon) == []
+
+
+def test_an_idle_berth_run_holder_gets_sigterm_and_its_claim_is_released(daemon):
+    _configure(daemon, '[enforce]\nidle = "release"\nidle_after = 1\nidle_grace = 0.5\n')
+    daemon.fake.setup(n=1)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", "run", "-g", "1", "--",
+         *daemon.workload("--mem", "1G", "--util", "0")],
+        env=daemon.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        flagged = wait_until(
+            lambda: next((i for i in _view(daemon)["idle"] if i["holder"].startswith("claim ")), None),
+            timeout=15,
+            message="the idle claim is flagged",
+        )
+        assert flagged["gpus"] == [0] and flagged["user"] == "root"
+        holder.wait(timeout=20)
+        assert holder.returncode != 0
+        log = _log(daemon)
+        assert [e["action"] for e in log][:2] == ["notify", "release"]
+        assert log[1]["signal"] == "SIGTERM" and log[1]["holder"] == flagged["holder"]
+        assert all(e["action"] != "skip" or e["pid"] != holder.pid for e in log)
+        # The GPU is free: a job starts on it.
+        job = daemon.submit(*daemon.workload("--seconds", "0.1"), gpu_ids=[0])
+        assert daemon.wait_done([job])[job]["state"] == "COMPLETED"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_message_goes_to_the_users_own_terminals_only(tmp_path):
+    from berth.daemon.engine.enforce_io import write_ttys
+
+    mine, theirs = tmp_path / "3", tmp_path / "4"
+    mine.write_text("")
+    theirs.write_text("")
+    os.chown(theirs, 4242, -1)
+    (tmp_path / "ptmx").write_text("")  # not a terminal of anyone's
+    assert write_ttys(os.getuid(), "berth: hello\nagain", pts_dir=str(tmp_path)) == 1
+    assert mine.read_text() == "\r\n\aberth: hello\r\nagain\r\n"
+    assert theirs.read_text() == ""
+    assert write_ttys(os.getuid(), "x", pts_dir=str(tmp_path / "none")) == 0
