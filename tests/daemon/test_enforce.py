@@ -212,6 +212,6 @@ def test_a_message_goes_to_the_users_own_terminals_only(tmp_path):
     os.chown(theirs, 4242, -1)
     (tmp_path / "ptmx").write_text("")  # not a terminal of anyone's
     assert write_ttys(os.getuid(), "berth: hello\nagain", pts_dir=str(tmp_path)) == 1
-    assert mine.read_text() == "\r\n\aberth: hello\r\nagain\r\n"
+    assert mine.read_bytes() == b"\r\n\aberth: hello\r\nagain\r\n"
     assert theirs.read_text() == ""
     assert write_ttys(os.getuid(), "x", pts_dir=str(tmp_path / "none")) == 0
