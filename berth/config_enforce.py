@@ -74,6 +74,8 @@ class Enforce:
         "idle holders: observe, notify, or release (after idle_grace)")
     idle_grace = Key("enforce", (str, int, float), 1800.0, _seconds, '"30m"',
         "from the notice to the release of an idle holder")
+    idle_opt_out = Key("enforce", (bool,), False, None, "false",
+        "true: jobs submitted with --keep-idle are flagged, never released")
     # fmt: on
 
     def __init__(self, **values: Any) -> None:

@@ -215,3 +215,21 @@ def test_a_message_goes_to_the_users_own_terminals_only(tmp_path):
     assert mine.read_bytes() == b"\r\n\aberth: hello\r\nagain\r\n"
     assert theirs.read_text() == ""
     assert write_ttys(os.getuid(), "x", pts_dir=str(tmp_path / "none")) == 0
+
+
+def test_a_job_may_keep_its_idle_gpus_only_where_the_admin_allows(daemon):
+    _configure(
+        daemon,
+        '[enforce]\nidle = "release"\nidle_after = 1\nidle_grace = 0\nidle_opt_out = true\n',
+    )
+    daemon.fake.setup(n=2)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    idle_work = daemon.workload("--mem", "1G", "--util", "0")
+    kept = daemon.submit(*idle_work, gpu_ids=[0], keep_idle=True)
+    plain = daemon.submit(*idle_work, gpu_ids=[1])
+    assert daemon.wait_done([plain], timeout=20)[plain]["state"] == "CANCELLED"
+    wait_until(lambda: any(e["action"] == "skip" for e in _log(daemon)), message="kept")
+    assert daemon.job(kept)["state"] == "RUNNING"
+    skip = next(e for e in _log(daemon) if e["action"] == "skip")
+    assert skip["holder"] == f"job {kept}" and "--keep-idle" in skip["reason"]
+    assert any(i["holder"] == f"job {kept}" for i in _view(daemon)["idle"])  # still flagged

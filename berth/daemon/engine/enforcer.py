@@ -27,6 +27,7 @@ from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.resources import _stat
+from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -283,11 +284,12 @@ class Enforcer:
             return
         noticed = self._idle_noticed.get(i.holder)
         hours = (now - i.since) / 3600
+        kept = holder.kind == "job" and self.cfg.idle_opt_out and self._keeps_idle(holder)
         if noticed is None:
             self._idle_noticed[i.holder] = now
             then = (
                 f" It will be released in {self.cfg.idle_grace:.0f} s unless its GPUs work."
-                if self.cfg.idle == "release"
+                if self.cfg.idle == "release" and not kept
                 else ""
             )
             told = self._tell_holder(
@@ -304,9 +306,18 @@ class Enforcer:
         self._released.add(i.holder)
         why = f"idle for {hours:.1f} h"
         if holder.kind == "job":
+            if kept:
+                self.audit_idle("skip", holder, reason="--keep-idle (idle_opt_out = true)")
+                return
             self._cancel(holder, why)
             return
         self._release_claim(holder, why)
+
+    def _keeps_idle(self, holder: Holder) -> bool:
+        try:
+            return bool(self.engine.store.spec(int(holder.key.split()[1])).keep_idle)
+        except (OSError, ValueError, TypeError, ProtocolError):
+            return False
 
     def _release_claim(self, holder: Holder, why: str) -> None:
         """SIGTERM to a claim's holders (a `berth run` ends its command and releases) whose
