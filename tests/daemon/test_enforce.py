@@ -79,6 +79,11 @@ def test_by_default_every_class_is_shown_and_nothing_is_done(daemon):
     text = daemon.berth("status").stdout
     assert f"INTRUDES on job {job}: pid {intruder.pid} of root" in text
     assert f"outside berth: pid {outsider.pid} of root" in text
+    shown = json.loads(daemon.berth("status", "--json").stdout)["queue"]["enforce"]
+    assert {(f["class"], f["pid"]) for f in shown["findings"]} == {
+        ("intrusion", intruder.pid),
+        ("outside", outsider.pid),
+    }
 
 
 def test_an_intruder_is_notified_then_killed_after_grace_and_only_it(daemon):
