@@ -55,7 +55,7 @@ class Enforce:
     # fmt: off
     outside = Key("enforce", (str,), "observe", _one_of(POLICIES), '"observe"',
         "processes of no berth holder on unclaimed GPUs: observe, notify or kill",
-        before="What the system daemon does about GPU use berth did not grant (docs/admin.md):")
+        before="What the daemon does about GPU use berth did not grant (docs/admin.md); all default to observe:")
     intrusion = Key("enforce", (str,), "observe", _one_of(POLICIES), '"notify"',
         "processes on a GPU claimed by someone else")
     overrun = Key("enforce", (str,), "observe", _one_of(POLICIES), '"kill"',
