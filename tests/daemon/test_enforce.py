@@ -238,3 +238,37 @@ def test_a_job_may_keep_its_idle_gpus_only_where_the_admin_allows(daemon):
     skip = next(e for e in _log(daemon) if e["action"] == "skip")
     assert skip["holder"] == f"job {kept}" and "--keep-idle" in skip["reason"]
     assert any(i["holder"] == f"job {kept}" for i in _view(daemon)["idle"])  # still flagged
+
+
+def test_a_process_is_signalled_only_if_proc_still_says_it_is_the_one_classed(tmp_path):
+    """A pid is never an identity: the uid and start time read right before the signal must
+    be those the process was classed with."""
+    from types import SimpleNamespace
+
+    from berth.config import Config
+    from berth.core.enforce import INTRUSION, Finding
+    from berth.daemon.engine.enforce_io import identity
+    from berth.daemon.engine.enforcer import Enforcer
+
+    engine = SimpleNamespace(res=SimpleNamespace(cfg=Config()), clock=SimpleNamespace(time=time.time))
+    audit = str(tmp_path / "enforce.log")
+    enforcer = Enforcer(engine, audit)  # type: ignore[arg-type]
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        ident = identity(proc.pid)
+        assert ident is not None
+        uid, start = ident
+        other = Finding(INTRUSION, 0, proc.pid, start + 1, uid, "root", G, None)
+        assert not enforcer._signal(proc.pid, uid, start + 1, signal.SIGTERM, other)
+        assert not enforcer._signal(proc.pid, uid + 1, start, signal.SIGTERM, other)
+        assert proc.poll() is None  # another process than the one classed: untouched
+        same = Finding(INTRUSION, 0, proc.pid, start, uid, "root", G, None)
+        assert enforcer._signal(proc.pid, uid, start, signal.SIGTERM, same)
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with open(audit) as f:
+        actions = [json.loads(line)["action"] for line in f]
+    assert actions == ["skip", "skip", "signal"]
