@@ -93,6 +93,11 @@ class Enforcer:
                 log.exception("idle release of %s failed", i.holder)
         flagged = {i.holder for i in self.idle}
         self._idle_noticed = {k: t for k, t in self._idle_noticed.items() if k in flagged}
+        current = {f.ident for f in self.findings}  # (what has gone is forgotten: bounded)
+        self._notified &= current
+        self._killed &= current
+        self._termed = {k: t for k, t in self._termed.items() if k in current}
+        self._released &= set(self.holders)
 
     def _holders(self) -> tuple[list[Holder], dict[int, str]]:
         """The daemon's running jobs and the ledger's other claims; pid -> holder key for
