@@ -272,3 +272,30 @@ def test_a_process_is_signalled_only_if_proc_still_says_it_is_the_one_classed(tm
     with open(audit) as f:
         actions = [json.loads(line)["action"] for line in f]
     assert actions == ["skip", "skip", "signal"]
+
+
+def test_a_claim_over_its_memory_loses_its_own_process_and_the_job_beside_it_runs_on(daemon):
+    _configure(daemon, '[enforce]\noverrun = "kill"\ngrace = 0\n')
+    daemon.fake.setup(n=1)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    neighbour = daemon.submit(*daemon.workload("--mem", "9G"), gpus=0.5, mem=10 * G)
+    _running(daemon, neighbour)
+    greedy = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", "run", "-g", "0.5", "--mem", "10G", "--",
+         *daemon.workload("--mem", "30G")],
+        env=daemon.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        greedy.wait(timeout=30)  # its command got SIGTERM; `berth run` ends with it
+        assert greedy.returncode != 0
+        log = _log(daemon)
+        assert [(e["action"], e["class"], e.get("signal")) for e in log] == [
+            ("notify", "overrun", None),
+            ("signal", "overrun", "SIGTERM"),
+        ]
+        assert log[1]["holder"].startswith("claim ") and log[1]["victim"] == f"job {neighbour}"
+        assert daemon.job(neighbour)["state"] == "RUNNING"
+    finally:
+        if greedy.poll() is None:
+            greedy.kill()
+            greedy.wait()
