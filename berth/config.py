@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
+from berth.config_enforce import Enforce
 from berth.config_key import At, Key, example, keys_of, set_defaults
 from berth.errors import ConfigError, UsageError
 from berth.units import parse_bind, parse_duration, parse_size
@@ -275,9 +276,10 @@ class Config:
         set_defaults(self, {})
         self.files: tuple[str, ...] = ()
         self.inventory = Inventory()
+        self.enforce = Enforce()  # [enforce] (berth.config_enforce)
 
 
-KEYS: list[Key[Any]] = [*keys_of(Inventory), *keys_of(Config)]
+KEYS: list[Key[Any]] = [*keys_of(Inventory), *keys_of(Config), *keys_of(Enforce)]
 SECTIONS: dict[str, dict[str, Key[Any]]] = {}
 for _key in KEYS:
     SECTIONS.setdefault(_key.section, {})[_key.name] = _key
@@ -360,7 +362,8 @@ def load() -> Config:
             path, value = item
             if key.convert is not None:
                 value = key.convert(value, At(path, key.section, key.name), cfg)
-            setattr(cfg.inventory if key.section == "inventory" else cfg, key.attr, value)
+            held = {"inventory": cfg.inventory, "enforce": cfg.enforce}.get(key.section, cfg)
+            setattr(held, key.attr, value)
     env = os.environ
     cfg.claims_dir = env.get(ENV_CLAIMS_DIR) or cfg.claims_dir
     cfg.state_dir = env.get(ENV_STATE_DIR) or cfg.state_dir

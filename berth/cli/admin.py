@@ -10,6 +10,7 @@
   berth admin drain --reason "driver upgrade"   # no new job starts anywhere; running jobs go on
   berth admin drain 2 3 --reason "fan noise"    # only GPUs 2 and 3
   berth admin undrain --all               # every GPU again (= berth resume --all)
+  berth admin log                         # what enforcement did ([enforce], docs/admin.md)
 
 Limits (defaults in the config's [limits]; set here at runtime, kept across restarts):
   --max-gpus N   GPUs a user may hold at once; more waits as (UserGpuLimit)
@@ -60,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     undrain.add_argument("gpus", nargs="*", help="GPU indices or UUIDs")
     undrain.add_argument("--all", action="store_true", help="every drained or paused GPU")
     undrain.add_argument("--json", action="store_true", help="machine-readable output")
+    log = sub.add_parser("log", help="the enforcement audit log (admins)")
+    log.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="the last N")
+    log.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _value(key: str, text: str) -> float | str:
@@ -98,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
             fields["set"] = changes
         reply = call("limits", **fields)
         _out(args, reply, _limits_text)
+        return 0
+    if args.action == "log":
+        if not 1 <= args.lines <= 10000:
+            raise UsageError(f"--lines {args.lines}: give 1 to 10000")
+        _out(args, call("enforce_log", limit=args.lines), _log_text)
         return 0
     if args.action == "drain":
         reply = call("drain", gpus=parse_gpu_words(args.gpus, what="GPU"), note=args.reason)
@@ -163,3 +172,31 @@ def _drained_text(reply: dict[str, Any]) -> str:
         why = f": {shown(r['note'])}" if r.get("note") else ""
         lines.append(f"GPU {r['gpu']} drained{who}{why}\n")
     return "".join(lines)
+
+
+def _log_text(reply: dict[str, Any]) -> str:
+    """One line per action: when, what, to which process or holder, why."""
+    import time  # rare: `berth admin log`
+
+    entries = reply.get("entries") or []
+    if not entries:
+        return f"no enforcement action recorded ({reply.get('path') or 'no audit log'})\n"
+    lines = []
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("time", 0)))
+        what = f"{e.get('action')} {e.get('class')}"
+        if e.get("signal"):
+            what += f" {e['signal']}"
+        where = f"GPU {e['gpu']}" if "gpu" in e else "GPUs " + ",".join(map(str, e.get("gpus", [])))
+        who = (
+            f"pid {e['pid']} of {shown(str(e.get('user')))}"
+            if e.get("pid")
+            else shown(str(e.get("user")))
+        )
+        rest = [f"holder {e['holder']}" if e.get("holder") else "",
+                f"on {e['victim']}" if e.get("victim") else "",
+                f"job {e['job']}" if e.get("job") else "",
+                shown(str(e["reason"])) if e.get("reason") else ""]  # fmt: skip
+        tail = "; ".join(r for r in rest if r)
+        lines.append(f"{when}  {what}  {where}  {who}" + (f"  ({tail})" if tail else ""))
+    return "".join(line + "\n" for line in lines)

@@ -4,12 +4,16 @@ wait. Asks the daemon only if one answers quickly; without a daemon it adds noth
 
 from __future__ import annotations
 
+import time
+
 from berth.cli.status_section import Section
 from berth.client import try_status
+from berth.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
@@ -30,9 +34,34 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
             lines.append("paused for queued jobs (`berth resume " + index + "`)")
         if lines:
             notes[int(index)] = lines
+    _enforcement(reply.get("enforce") or {}, notes)
     waiting = int(reply.get("pending", 0))
     title = f"queue: {reply.get('running', 0)} running, {waiting} waiting"
     if reply.get("queue_paused"):
         title += " (queue paused after a crash: `berth resume --all`)"
     lines = [title] + [str(n) for n in reply.get("notes") or ()]  # (the dashboard's port...)
     return Section("queue", "", lines, notes, reply)
+
+
+_SAYS = {"outside": "outside berth", "intrusion": "INTRUDES", "overrun": "OVER ITS MEMORY"}
+
+
+def _enforcement(view: dict[str, Any], notes: dict[int, list[str]]) -> None:
+    """The daemon's enforcement view (issue 25) as GPU notes: each process not its holder's
+    (outside, intrusion, overrun) with user, pid, memory and since when; idle holders."""
+    now = time.time()
+    for f in view.get("findings", []):
+        mem = f"{(f.get('memory') or 0) / (1 << 30):.1f}G"
+        on = f" on {f['victim']}" if f.get("victim") else ""
+        of = f" ({f['holder']})" if f.get("holder") else ""
+        since = format_duration(max(0.0, now - f.get("since", now)))
+        notes.setdefault(int(f["gpu"]), []).append(
+            f"{_SAYS.get(f['class'], f['class'])}{on}: pid {f['pid']} of {f['user']}{of}, "
+            f"{mem}, for {since}"
+        )
+    for i in view.get("idle", []):
+        for g in i.get("gpus", []):
+            idle_for = format_duration(i.get("idle_seconds", 0))
+            notes.setdefault(int(g), []).append(
+                f"{i['holder']} of {i['user']}: idle for {idle_for}"
+            )

@@ -172,7 +172,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
     if args.retries:
         job["retries"] = args.retries
-    for key in ("hold", "pty", "unique"):
+    for key in ("hold", "pty", "unique", "keep_idle"):
         if getattr(args, key):
             job[key] = True
     _requeue(args, job)

@@ -100,6 +100,8 @@ def _behaviour(a: Any, command: bool) -> None:
     )
     a("--hold", action="store_true", help="queue it held (`berth release-job ID` to start)")
     a("--pty", action="store_true", help="run under a pseudo-terminal (for `berth attach`)")
+    a("--keep-idle", action="store_true",
+      help="never released for idle GPUs (where the admin allows: docs/admin.md)")  # fmt: skip
     a(
         "--unique",
         action="store_true",

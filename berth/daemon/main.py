@@ -23,6 +23,7 @@ import stat
 from berth.claims.ledger import Ledger
 from berth.claims.paths import RUN_DIR
 from berth.claims.wake import Watcher
+from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.recovery import recover
 from berth.daemon.engine.resources import Resources
@@ -248,6 +249,7 @@ def _start_engine(
     loop.add_reader(spawner.sock.fileno(), procs.pool.on_spawner_reply)
     engine = Engine(opts, store, res, loop, procs=procs)
     engine.pauses.queue = store.meta("queue_paused") == "1"
+    engine.enforcer = Enforcer(engine, os.path.join(opts.state_dir, AUDIT_NAME))
     counts = recover(engine, rebooted)
     engine.journal.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
     log.info(
@@ -316,6 +318,11 @@ def _watch(
 
     def poll() -> None:
         engine.res.poll()
+        if engine.enforcer is not None:
+            try:  # (issue 25: class the GPU processes, flag idle holders, apply [enforce])
+                engine.enforcer.check()
+            except Exception:
+                log.exception("enforcement pass failed")
         procs.pool.sweep(loop.time())
         engine.kick()
         loop.call_later(opts.poll_interval, poll)

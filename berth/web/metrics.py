@@ -103,9 +103,55 @@ def render(
     observer: Observer,
     history: History,
     held: dict[str, float],
+    enforce: dict[str, Any] | None = None,
     port_waited: float = 0.0,
 ) -> str:
     out = _Out()
+    _per_gpu(out, gpus)
+    out.family("berth_queue_jobs", "gauge", "Unfinished jobs by state (HELD: pending and held).")
+    for state, n in sorted(observer.queue_counts().items()):
+        out.sample("berth_queue_jobs", [("state", state)], n)
+    out.histogram(
+        "berth_job_wait_seconds",
+        "Time from joining the queue to starting, per started attempt.",
+        observer.wait,
+    )
+    out.histogram(
+        "berth_dispatch_gap_seconds",
+        "Time a freed GPU stayed unused while a job waited, until a job started on it.",
+        observer.gap,
+    )
+    out.family("berth_jobs_finished_total", "counter", "Jobs finished since the daemon started.")
+    for outcome in sorted({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", *observer.finished}):
+        out.sample(
+            "berth_jobs_finished_total", [("outcome", outcome)], observer.finished.get(outcome, 0)
+        )
+    out.family(
+        "berth_user_gpu_hours_total",
+        "counter",
+        "GPU-hours held per user (queue jobs and claims) since the daemon started.",
+    )
+    for user, secs in sorted(history.gpu_seconds.items()):
+        out.sample("berth_user_gpu_hours_total", [("user", user)], round(secs / 3600, 6))
+    out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
+    for user, amount in sorted(held.items()):
+        out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
+    if enforce is not None:
+        _enforcement(out, enforce)
+    out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
+    out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
+    out.family(
+        "berth_dashboard_port_waited_seconds", "gauge",
+        "How long the dashboard waited at start for its port (held by another process).",
+    )  # fmt: skip
+    out.sample("berth_dashboard_port_waited_seconds", [], round(port_waited, 3))
+    out.family("berth_scrape_time_seconds", "gauge", "When this page was made (Unix time).")
+    out.sample("berth_scrape_time_seconds", [], round(time.time(), 3))
+    return "\n".join(out.lines) + "\n"
+
+
+def _per_gpu(out: _Out, gpus: list[dict[str, Any]]) -> None:
+    """The DCGM exporter's series for each GPU (one per holder's labels), and berth's own."""
     host = os.uname().nodename
     base: dict[int, list[tuple[str, object]]] = {}
     for g in gpus:
@@ -140,41 +186,31 @@ def render(
     out.family("berth_gpu_healthy", "gauge", "1 if every NVML read of the GPU succeeded.")
     for g in gpus:
         out.sample("berth_gpu_healthy", base[g["index"]][:2], 1 if g["healthy"] else 0)
-    out.family("berth_queue_jobs", "gauge", "Unfinished jobs by state (HELD: pending and held).")
-    for state, n in sorted(observer.queue_counts().items()):
-        out.sample("berth_queue_jobs", [("state", state)], n)
-    out.histogram(
-        "berth_job_wait_seconds",
-        "Time from joining the queue to starting, per started attempt.",
-        observer.wait,
-    )
-    out.histogram(
-        "berth_dispatch_gap_seconds",
-        "Time a freed GPU stayed unused while a job waited, until a job started on it.",
-        observer.gap,
-    )
-    out.family("berth_jobs_finished_total", "counter", "Jobs finished since the daemon started.")
-    for outcome in sorted({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", *observer.finished}):
-        out.sample(
-            "berth_jobs_finished_total", [("outcome", outcome)], observer.finished.get(outcome, 0)
-        )
+
+
+def _enforcement(out: _Out, view: dict[str, Any]) -> None:
+    """Enforcement (issue 25, berth/daemon/engine/enforcer.py): each GPU process that is not
+    its holder's, idle holders, and the actions taken."""
     out.family(
-        "berth_user_gpu_hours_total",
-        "counter",
-        "GPU-hours held per user (queue jobs and claims) since the daemon started.",
+        "berth_enforce_process_bytes",
+        "gauge",
+        "GPU memory of each process outside berth, intruding, or over its holder's memory.",
     )
-    for user, secs in sorted(history.gpu_seconds.items()):
-        out.sample("berth_user_gpu_hours_total", [("user", user)], round(secs / 3600, 6))
-    out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
-    for user, amount in sorted(held.items()):
-        out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
-    out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
-    out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
+    for f in view["findings"]:
+        labels = [("gpu", f["gpu"]), ("class", f["class"]), ("pid", f["pid"]),
+                  ("user", f["user"]), ("holder", f["holder"] or ""), ("victim", f["victim"] or "")]  # fmt: skip
+        out.sample("berth_enforce_process_bytes", labels, f["memory"])
     out.family(
-        "berth_dashboard_port_waited_seconds", "gauge",
-        "How long the dashboard waited at start for its port (held by another process).",
-    )  # fmt: skip
-    out.sample("berth_dashboard_port_waited_seconds", [], round(port_waited, 3))
-    out.family("berth_scrape_time_seconds", "gauge", "When this page was made (Unix time).")
-    out.sample("berth_scrape_time_seconds", [], round(time.time(), 3))
-    return "\n".join(out.lines) + "\n"
+        "berth_enforce_process_since_seconds", "gauge", "When each such process was first seen."
+    )
+    for f in view["findings"]:
+        labels = [("gpu", f["gpu"]), ("class", f["class"]), ("pid", f["pid"]), ("user", f["user"])]
+        out.sample("berth_enforce_process_since_seconds", labels, round(f["since"], 3))
+    out.family("berth_idle_holder_seconds", "gauge", "How long each idle holder's GPUs idled.")
+    for i in view["idle"]:
+        labels = [("holder", i["holder"]), ("user", i["user"]),
+                  ("gpus", ",".join(map(str, i["gpus"])))]  # fmt: skip
+        out.sample("berth_idle_holder_seconds", labels, round(i["idle_seconds"], 3))
+    out.family("berth_enforce_actions_total", "counter", "Enforcement actions since the start.")
+    for action, n in sorted(view["actions"].items()):
+        out.sample("berth_enforce_actions_total", [("action", action)], n)

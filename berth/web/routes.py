@@ -161,10 +161,12 @@ class Routes:
     # -- reads --------------------------------------------------------------------------------
 
     def metrics(self) -> bytes:
-        gpus = view.gpus(self.server.engine, auth.anonymous())
+        engine = self.server.engine
+        gpus = view.gpus(engine, auth.anonymous())
         binding = self.server.binding
         text = metrics.render(
             gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
+            engine.enforcer.view() if engine.enforcer is not None else None,
             port_waited=binding.waited if binding is not None else 0.0,
         )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)

@@ -169,4 +169,6 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
         "gpus": gpu_list,
         "queue": queue(engine, peer, observer),
         "users": users(engine, gpu_list, history, now),
+        # issue 25: findings (outside/intrusion/overrun) and idle holders, as `status` has them
+        "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
     }

@@ -184,6 +184,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "hold": (_bool, False),
     "pty": (_bool, False),
     "unique": (_bool, False),
+    "keep_idle": (_bool, False),
     "umask": (lambda f, v: integer(f, v, 0, 0o777), None),
     "array": (_opt(_array), None),
     "array_argvs": (_opt(_argvs), None),
@@ -234,6 +235,7 @@ class JobSpec:
     hold: bool
     pty: bool
     unique: bool
+    keep_idle: bool  # never released as idle (issue 25), where [enforce] idle_opt_out allows
     umask: int | None  # the submitter's (the client adds it; the daemon's default: 077)
     array: str | None  # ``0-9%2``, normalised
     array_argvs: tuple[tuple[str, ...], ...] | None  # `berth sweep`: task i's command

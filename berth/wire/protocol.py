@@ -88,6 +88,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "limits": {"user": (_S + _N, False), "set": (_D, False)},
     "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
     "undrain": {"gpus": (_L, False), "all": (_B, False)},
+    "enforce_log": {"limit": (_I, False)},  # `berth admin log` (daemon/engine/enforcer.py)
     "shutdown": {},
     # The caller's token for the web dashboard (berth.web.auth); revoke: all of theirs.
     "web_token": {"revoke": (_B, False)},

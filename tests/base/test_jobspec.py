@@ -42,6 +42,7 @@ EVERY: list[tuple[dict[str, Any], bool]] = [
             "max_requeues": 2,
             "hold": True,
             "pty": True,
+            "keep_idle": True,
             "umask": 0o022,
             "array": "0-2%2",
             "array_argvs": [["a"], ["b", "1"], ["c"]],

@@ -160,3 +160,24 @@ def test_two_shares_one_process_holds_are_one_series() -> None:
     assert one(samples, "berth_gpu_holder", hpc_job="claim-4242") == 0.75
     assert one(samples, "berth_gpu_holder", hpc_job="7") == 1.0
     assert len([1 for n, _, _ in samples if n == "DCGM_FI_DEV_GPU_UTIL"]) == 2
+
+
+def test_enforcement_shows_in_metrics_and_the_pages_state(web: Any) -> None:
+    """Issue 25: an intruding process and an idle holder as /metrics and /api/state show them
+    (the page's ``enforce`` field: findings, idle, policy, actions)."""
+    web.start(gpus=2)
+    job = web.daemon.submit(*web.daemon.workload("--mem", "1G", "--util", "0"), gpu_ids=[0])
+    wait_until(lambda: web.daemon.job(job)["state"] == "RUNNING", message="the job runs")
+    intruder = web.daemon.fake.spawn_workload(visible="0", mem="2G")
+
+    def listed() -> list[tuple[str, dict[str, str], float]] | None:
+        samples = metrics(web)
+        return samples if any(n == "berth_enforce_process_bytes" for n, _, _ in samples) else None
+
+    samples = wait_until(listed, timeout=10, message="the intruder in /metrics")
+    labels = {"class": "intrusion", "pid": str(intruder.pid), "victim": f"job {job}"}
+    assert one(samples, "berth_enforce_process_bytes", gpu="0", **labels) == 2 * (1 << 30)
+    state = web.json("/api/state")
+    found = state["enforce"]["findings"]
+    assert [(f["class"], f["pid"], f["gpu"]) for f in found] == [("intrusion", intruder.pid, 0)]
+    assert state["enforce"]["policy"]["intrusion"] == "observe"

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.inventory import Usage
+    from berth.daemon.engine.enforcer import Enforcer
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
@@ -95,6 +96,7 @@ class Engine(Lifecycle):
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
+        self.enforcer: Enforcer | None = None  # [enforce] (enforcer.py), set at start-up
 
     # -- scheduling ---------------------------------------------------------------------------
 

@@ -105,3 +105,22 @@ def send(store: Store, pool: Processes, job: Job) -> None:
             pool.notify((job.uid, job.gid, job.user), {"job": job.id, "runs": orders})
     except (OSError, ValueError, TypeError, ProtocolError) as e:  # (a spec it cannot read)
         log.error("job %d: cannot hand over its notification: %s", job.id, e)
+
+
+def warn(store: Store, pool: Processes, job: Job, text: str) -> None:
+    """Tell a running job's owner something through its ``--notify``/``--mail-user``
+    (enforcement, issue 25: its GPU taken by another, the job idle): the same runs as at its
+    end, with ``BERTH_JOB_STATE`` its state now and ``BERTH_ENFORCE`` the message, which is
+    also the mail's subject and text."""
+    try:
+        orders = runs(job, store.spec(job.id))
+    except (OSError, ValueError, TypeError, ProtocolError) as e:
+        log.error("job %d: cannot hand over its notification: %s", job.id, e)
+        return
+    for order in orders:
+        order["env"] = {**order["env"], "BERTH_ENFORCE": text}
+        if order["command"] == "mail":
+            subject = f"berth job {job.id} ({job.name}): {text.splitlines()[0]}"
+            order["env"]["BERTH_MAIL_TEXT"] = f"Subject: {subject}\n\n{text}\n"
+    if orders:
+        pool.notify((job.uid, job.gid, job.user), {"job": job.id, "runs": orders})

@@ -10,6 +10,7 @@ import math
 import pwd
 
 from berth.daemon.engine.accounts import EVERYONE, KEYS, UNLIMITED
+from berth.daemon.engine.enforce_io import read_log
 from berth.daemon.requests import validate
 from berth.daemon.requests.authority import admins_only
 from berth.wire import protocol
@@ -141,3 +142,14 @@ def _paused(engine: Engine) -> dict[str, Any]:
         out.append({"gpu": s.index, "by": by, "note": note, "since": since})
     out.sort(key=lambda r: r["gpu"])
     return {"paused": [r["gpu"] for r in out], "drained": out}
+
+
+def enforce_log(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """`berth admin log`: the last entries of the enforcement audit log (admins only)."""
+    admins_only(peer, engine.opts, "read the enforcement log")
+    limit = req.get("limit", 50)
+    if not 1 <= limit <= 10000:
+        raise ProtocolError(protocol.BAD_REQUEST, f"limit {limit} must be in 1..10000")
+    enforcer = engine.enforcer
+    path = enforcer.audit_path if enforcer is not None else ""
+    return {"path": path, "entries": read_log(path, limit) if path else []}

@@ -293,6 +293,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "running": engine.running_count(),
         "queue_paused": engine.pauses.queue,
         "notes": [line for note in engine.notes if (line := note())],
+        "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
     }
 
 
@@ -340,5 +341,6 @@ HANDLERS: dict[str, Handler] = {
     "limits": admin.limits,
     "drain": admin.drain,
     "undrain": admin.undrain,
+    "enforce_log": admin.enforce_log,
     "shutdown": shutdown,
 }

@@ -1,0 +1,79 @@
+"""The I/O of enforcement (:mod:`berth.daemon.engine.enforcer`): a process's identity from
+/proc, a message on a user's terminals (as `write` does), the audit log read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+
+from berth.daemon.engine.resources import _stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def identity(pid: int) -> tuple[int, int] | None:
+    """(uid, start time in clock ticks) of a living, non-zombie process; None otherwise."""
+    stat = _stat(pid)
+    if stat is None or stat[0] in b"ZX":
+        return None
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    return uid, stat[3]
+
+
+def write_ttys(uid: int, text: str, pts_dir: str = "/dev/pts") -> int:
+    """Write ``text`` to every terminal of ``uid`` (the pseudo-terminals it owns, as `write`
+    finds them); returns how many were written to. Never blocks."""
+    written = 0
+    try:
+        names = os.listdir(pts_dir)
+    except OSError:
+        return 0
+    data = ("\r\n\a" + text.replace("\n", "\r\n") + "\r\n").encode()
+    for name in names:
+        path = os.path.join(pts_dir, name)
+        try:
+            if not name.isdigit() or os.stat(path).st_uid != uid:
+                continue
+            fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_APPEND)
+            try:
+                os.write(fd, data)
+                written += 1
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+    return written
+
+
+def read_log(path: str, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` entries of the audit log (none if it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4096 * max(1, limit)))
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out: list[dict[str, Any]] = []
+    for line in lines[-limit:]:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

@@ -1,0 +1,378 @@
+"""Enforcement (issue 25): after every NVML poll, each GPU process is classed against what
+berth granted (:mod:`berth.core.enforce`: own, outside, intrusion, overrun) and holders whose
+GPUs stay idle are flagged; the config's ``[enforce]`` policy (:mod:`berth.config_enforce`)
+says what follows: ``observe`` (shown in `berth status`, ``/metrics``, the dashboard),
+``notify`` (the process's owner and the holder it intrudes on are told on their terminals),
+``kill`` after ``grace`` (SIGTERM, then SIGKILL ``kill_after`` later). Idle holders:
+``notify``, then ``release`` after ``idle_grace`` (a claim's holder gets SIGTERM, a job is
+cancelled). Every action is a line of the audit log (``<state dir>/enforce.log``, JSON
+lines), which `berth admin log` reads.
+
+A pid is never an identity (DESIGN.md 7): a process is classed with the start time and uid
+/proc gave right after the NVML read, and signalled only if /proc says the same right before
+the signal. A berth job is never signalled by pid: it is cancelled through its supervisor,
+which ends exactly the job's processes. Exempt users and groups are shown, never acted on.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import logging
+import os
+import pwd
+import signal
+
+from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
+from berth.daemon.engine import notify
+from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
+from berth.daemon.engine.resources import _stat
+from berth.wire.protocol import ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from berth.core.enforce import Finding, Idle
+    from berth.daemon.engine.engine import Engine
+
+log = logging.getLogger("berth.daemon")
+AUDIT_NAME = "enforce.log"
+
+
+class Enforcer:
+    def __init__(
+        self,
+        engine: Engine,
+        audit_path: str,
+        *,
+        tell: Callable[[int, str], int] = write_ttys,
+    ) -> None:
+        self.engine = engine
+        self.cfg = engine.res.cfg.enforce
+        self.audit_path = audit_path
+        self.tell = tell
+        self.findings: list[Finding] = []
+        self.idle: list[Idle] = []
+        self.holders: dict[str, Holder] = {}
+        self._seen: dict[tuple[str, int, int, int], float] = {}
+        self._active: dict[str, float] = {}
+        self._notified: set[object] = set()
+        self._termed: dict[tuple[str, int, int, int], float] = {}
+        self._killed: set[tuple[str, int, int, int]] = set()
+        self._idle_noticed: dict[str, float] = {}
+        self._released: set[str] = set()
+        self._claim_pids: dict[str, list[int]] = {}
+        self._exempt: dict[str, bool] = {}
+        self.actions: dict[str, int] = {}  # action -> how many since the start (metrics)
+
+    # -- each poll ----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Class every GPU process, flag idle holders, apply the policies."""
+        now = self.engine.clock.time()
+        holders, owners = self._holders()
+        self.holders = {h.key: h for h in holders}
+        procs = self._procs(owners)
+        res = self.engine.res
+        totals = {s.index: s.memory_total for s in res.snapshots}
+        found = classify(procs, holders, totals, self.cfg.tolerance)
+        self.findings, self._seen = track([f for f in found if f.kind != OWN], self._seen, now)
+        util = {s.index: s.utilization for s in res.snapshots}
+        self.idle, self._active = idle(holders, util, self._active, now, self.cfg.idle_after)
+        for f in self.findings:
+            try:
+                self._act(f, now)
+            except Exception:
+                log.exception("enforcement of %s failed", f)
+        for i in self.idle:
+            try:
+                self._act_idle(i, now)
+            except Exception:
+                log.exception("idle release of %s failed", i.holder)
+        flagged = {i.holder for i in self.idle}
+        self._idle_noticed = {k: t for k, t in self._idle_noticed.items() if k in flagged}
+        current = {f.ident for f in self.findings}  # (what has gone is forgotten: bounded)
+        self._notified &= current
+        self._killed &= current
+        self._termed = {k: t for k, t in self._termed.items() if k in current}
+        self._released &= set(self.holders)
+
+    def _holders(self) -> tuple[list[Holder], dict[int, str]]:
+        """The daemon's running jobs and the ledger's other claims; pid -> holder key for
+        the pids that make a process a holder's (a job's leader and supervisor, a claim's
+        holders)."""
+        engine = self.engine
+        out: list[Holder] = []
+        owners: dict[int, str] = {}
+        engine._own_pids()  # (reads the run files of jobs whose pids are not known yet)
+        for job_id, run in engine.runs.items():
+            job = engine.jobs.get(job_id)
+            if job is None or not job.attempts:
+                continue
+            a = job.attempts[-1]
+            key = f"job {job_id}"
+            out.append(
+                Holder(key, "job", job.user, job.uid, frozenset(a.gpus), a.share, a.mem, a.start)
+            )
+            for pid in (run.job_pid, run.sup_pid):
+                if pid is not None:
+                    owners[pid] = key
+        own = engine.own_lease_ids()
+        claims: dict[str, list[Any]] = {}
+        for c in engine.res.ledger.scan(bodies=True).claims:
+            if c.lease not in own:
+                claims.setdefault(c.lease, []).append(c)
+        self._claim_pids = {}
+        for lease, files in claims.items():
+            key = f"claim {lease}"
+            first = files[0]
+            gpus = frozenset(
+                s.index for c in files if (s := engine.res.by_uuid.get(c.uuid)) is not None
+            )
+            mem = first.memory or None
+            user = first.user or str(first.uid)
+            since = min((c.since for c in files if c.since), default=0.0)
+            out.append(Holder(key, "claim", user, first.uid, gpus, first.share, mem, since))
+            pids = sorted({p for c in files for p in c.pids})
+            self._claim_pids[key] = pids
+            for pid in pids:
+                owners[pid] = key
+        return out, owners
+
+    def _procs(self, owners: dict[int, str]) -> list[Proc]:
+        """The processes of the last NVML read that still live as the same process, each
+        with its holder (by session or ancestry), uid and user."""
+        res = self.engine.res
+        out: list[Proc] = []
+        cache: dict[int, tuple[int, int, str | None] | None] = {}
+        for s in res.snapshots:
+            for p in s.processes or ():
+                if p.pid not in cache:
+                    cache[p.pid] = self._whose(p.pid, owners)
+                seen = cache[p.pid]
+                if seen is None:
+                    continue
+                uid, start, holder = seen
+                out.append(
+                    Proc(s.index, p.pid, start, uid, user_name(uid), p.used_memory or 0, holder)
+                )
+        return out
+
+    def _whose(self, pid: int, owners: dict[int, str]) -> tuple[int, int, str | None] | None:
+        then = self.engine.res.seen.get(pid)
+        ident = identity(pid)
+        if ident is None or then is None or (then >= 0 and ident[1] != then):
+            return None  # gone, invisible to us, or its pid is another process's now
+        stat = _stat(pid)
+        if stat is None:
+            return None
+        holder = owners.get(pid) or owners.get(stat[2])  # itself, or its session's leader
+        ppid = stat[1]
+        for _ in range(64):
+            if holder is not None or ppid <= 1:
+                break
+            holder = owners.get(ppid)
+            parent = _stat(ppid)
+            if parent is None:
+                break
+            ppid = parent[1]
+        return ident[0], ident[1], holder
+
+    # -- policies -----------------------------------------------------------------------------
+
+    def exempt(self, user: str) -> bool:
+        known = self._exempt.get(user)
+        if known is None:
+            known = user in self.cfg.exempt_users
+            if not known and self.cfg.exempt_groups:
+                try:
+                    pw = pwd.getpwnam(user)
+                    gids = os.getgrouplist(user, pw.pw_gid)
+                    names = {grp.getgrgid(g).gr_name for g in gids}
+                    known = bool(names & set(self.cfg.exempt_groups))
+                except (KeyError, OSError):
+                    known = False
+            self._exempt[user] = known
+        return known
+
+    def _act(self, f: Finding, now: float) -> None:
+        policy = getattr(self.cfg, f.kind)
+        if policy == "observe" or self.exempt(f.user):
+            return
+        if f.ident not in self._notified:
+            self._notified.add(f.ident)
+            self._notify_finding(f)
+        if policy != "kill" or now < f.since + self.cfg.grace:
+            return
+        holder = self.holders.get(f.holder or "")
+        if holder is not None and holder.kind == "job":
+            if f.ident not in self._termed:
+                self._termed[f.ident] = now
+                self._cancel(holder, f"{f.kind} on GPU {f.gpu}", f)
+            return
+        if f.ident not in self._termed:
+            if self._signal(f.pid, f.uid, f.start, signal.SIGTERM, f):
+                self._termed[f.ident] = now
+        elif f.ident not in self._killed and now >= self._termed[f.ident] + self._kill_after():
+            self._killed.add(f.ident)
+            self._signal(f.pid, f.uid, f.start, signal.SIGKILL, f)
+
+    def _kill_after(self) -> float:
+        return float(self.engine.opts.kill_after)
+
+    def _notify_finding(self, f: Finding) -> None:
+        mem = f"{f.memory / (1 << 30):.1f} GiB"
+        if f.kind == "overrun":
+            declared = (f.declared or 0) / (1 << 30)
+            what = f"uses {mem} on GPU {f.gpu}, over the {declared:.1f} GiB {f.holder} declared"
+        elif f.kind == "intrusion":
+            what = f"uses GPU {f.gpu} ({mem}), which berth gave to {f.victim or 'someone else'}"
+        else:
+            what = f"uses GPU {f.gpu} ({mem}) without a berth claim"
+        policy = getattr(self.cfg, f.kind)
+        then = (
+            f" It will be stopped in {self.cfg.grace:.0f} s (SIGTERM)." if policy == "kill" else ""
+        )
+        text = f"berth: your process {f.pid} {what}.{then}"
+        told = self.tell(f.uid, text)
+        for key in (f.victim or "").split(", "):
+            victim = self.holders.get(key)
+            if victim is not None:
+                told += self._tell_holder(
+                    victim, f"berth: process {f.pid} of {f.user} {what}.", f.uid
+                )
+        self.audit("notify", f, terminals=told)
+
+    def _tell_holder(self, holder: Holder, text: str, told_uid: int = -1) -> int:
+        """Tell a holder on its user's terminals (unless told already), and a job through
+        its own --notify/--mail-user; returns how many terminals were written to."""
+        told = self.tell(holder.uid, text) if holder.uid != told_uid else 0
+        job = self.engine.jobs.get(int(holder.key.split()[1])) if holder.kind == "job" else None
+        if job is not None and job.extra.get("notify"):
+            notify.warn(self.engine.store, self.engine.procs, job, text)
+        return told
+
+    def _cancel(self, holder: Holder, why: str, f: Finding | None = None) -> None:
+        job = self.engine.jobs.get(int(holder.key.split()[1]))
+        if job is None:
+            return
+        result = self.engine.cancel(job, None)
+        self.engine.flush()
+        if f is not None:
+            self.audit("cancel", f, job=job.id, reason=why, result=result)
+        else:
+            self.audit_idle("cancel", holder, reason=why, result=result)
+
+    def _signal(self, pid: int, uid: int, start: int, sig: int, f: Finding | None) -> bool:
+        """Signal ``pid`` only if /proc says it is still the process classed (uid, start)."""
+        ident = identity(pid)
+        name = signal.Signals(sig).name
+        if ident != (uid, start):
+            if f is not None:
+                self.audit("skip", f, signal=name, reason="not the same process any more")
+            return False
+        try:
+            os.kill(pid, sig)
+        except OSError as e:
+            if f is not None:
+                self.audit("skip", f, signal=name, reason=str(e))
+            return False
+        if f is not None:
+            self.audit("signal", f, signal=name)
+        return True
+
+    def _act_idle(self, i: Idle, now: float) -> None:
+        holder = self.holders.get(i.holder)
+        if holder is None or self.cfg.idle == "observe" or self.exempt(holder.user):
+            return
+        noticed = self._idle_noticed.get(i.holder)
+        hours = (now - i.since) / 3600
+        kept = holder.kind == "job" and self.cfg.idle_opt_out and self._keeps_idle(holder)
+        if noticed is None:
+            self._idle_noticed[i.holder] = now
+            then = (
+                f" It will be released in {self.cfg.idle_grace:.0f} s unless its GPUs work."
+                if self.cfg.idle == "release" and not kept
+                else ""
+            )
+            told = self._tell_holder(
+                holder,
+                f"berth: your {i.holder} has held GPU(s) "
+                f"{','.join(map(str, sorted(holder.gpus)))} idle for {hours:.1f} h.{then}",
+            )
+            self.audit_idle("notify", holder, terminals=told, idle_since=i.since)
+            return
+        if self.cfg.idle != "release" or now < noticed + self.cfg.idle_grace:
+            return
+        if i.holder in self._released:
+            return
+        self._released.add(i.holder)
+        why = f"idle for {hours:.1f} h"
+        if holder.kind == "job":
+            if kept:
+                self.audit_idle("skip", holder, reason="--keep-idle (idle_opt_out = true)")
+                return
+            self._cancel(holder, why)
+            return
+        self._release_claim(holder, why)
+
+    def _keeps_idle(self, holder: Holder) -> bool:
+        try:
+            return bool(self.engine.store.spec(int(holder.key.split()[1])).keep_idle)
+        except (OSError, ValueError, TypeError, ProtocolError):
+            return False
+
+    def _release_claim(self, holder: Holder, why: str) -> None:
+        """SIGTERM to a claim's holders (a `berth run` ends its command and releases) whose
+        uid is the claim's owner's and whose start time is what it was at the notice."""
+        for pid in self._claim_pids.get(holder.key, []):
+            ident = identity(pid)
+            if ident is None or ident[0] != holder.uid:
+                self.audit_idle("skip", holder, pid=pid, reason="not the claim's holder")
+                continue
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError as e:
+                self.audit_idle("skip", holder, pid=pid, reason=str(e))
+                continue
+            self.audit_idle("release", holder, pid=pid, signal="SIGTERM", reason=why)
+
+    # -- audit and views ----------------------------------------------------------------------
+
+    def audit(self, action: str, f: Finding, **more: Any) -> None:
+        self._write({"action": action, **f.to_dict(), **more})
+
+    def audit_idle(self, action: str, holder: Holder, **more: Any) -> None:
+        entry = {"action": action, "class": "idle", "holder": holder.key, "user": holder.user}
+        self._write({**entry, "gpus": sorted(holder.gpus), **more})
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        entry = {"time": self.engine.clock.time(), **entry}
+        self.actions[entry["action"]] = self.actions.get(entry["action"], 0) + 1
+        log.info("enforce: %s", json.dumps(entry))
+        try:
+            fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, (json.dumps(entry) + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            log.warning("cannot write the audit log %s: %s", self.audit_path, e)
+
+    def view(self) -> dict[str, Any]:
+        """What `berth status`, ``/metrics`` and the dashboard show."""
+        now = self.engine.clock.time()
+        cfg = self.cfg
+        policy = {k: getattr(cfg, k) for k in ("outside", "intrusion", "overrun", "idle")}
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "idle": [
+                {**i.to_dict(now), "user": h.user, "gpus": sorted(h.gpus)}
+                for i in self.idle
+                if (h := self.holders.get(i.holder)) is not None
+            ],
+            "policy": {**policy, "grace": cfg.grace, "idle_after": cfg.idle_after},
+            "actions": dict(self.actions),
+        }
