@@ -19,23 +19,28 @@ from __future__ import annotations
 import os
 import time
 
+from berth.web import dcgm as _dcgm_telemetry
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
+    from berth.devices.model import GpuSnapshot
     from berth.web.history import History
     from berth.web.observe import Histogram, Observer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MIB = 1 << 20
 
-_DCGM = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util", 1),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_util", 1),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "memory_used", MIB),
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free", MIB),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power", 1),
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp", 1),
+_DCGM = (  # (name, type, help, key in the GPU's entry, divisor)
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "util", 1),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "mem_util", 1),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory_used", MIB),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "fb_free", MIB),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power", 1),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "temp", 1),
+    *_dcgm_telemetry.TABLE,
 )
 
 
@@ -86,7 +91,9 @@ def render(
     observer: Observer,
     history: History,
     held: dict[str, float],
+    snapshots: Sequence[GpuSnapshot] = (),
 ) -> str:
+    gpus = _dcgm_telemetry.with_readings(gpus, snapshots)
     out = _Out()
     host = os.uname().nodename
     base: dict[int, list[tuple[str, object]]] = {}
@@ -95,8 +102,8 @@ def render(
             ("gpu", g["index"]), ("UUID", g["uuid"]), ("device", f"nvidia{g['index']}"),
             ("modelName", g["name"]), ("Hostname", host),
         ]  # fmt: skip
-    for name, text, key, unit in _DCGM:
-        out.family(name, "gauge", text)
+    for name, kind, text, key, unit in _DCGM:
+        out.family(name, kind, text)
         for g in gpus:
             value = g.get(key)
             if key == "fb_free":
@@ -115,6 +122,9 @@ def render(
             if h["kind"] in ("job", "claim"):
                 labels = base[g["index"]][:2] + _holder_labels(h) + [("kind", h["kind"])]
                 out.sample("berth_gpu_holder", labels, float(h.get("share") or 1.0))
+    out.family("berth_gpu_holder_memory_used_bytes", "gauge", _dcgm_telemetry.HOLDER_MEMORY_HELP)
+    for labels, used in _dcgm_telemetry.holder_memory(gpus, base, _holder_labels):
+        out.sample("berth_gpu_holder_memory_used_bytes", labels, used)
     out.family("berth_gpu_paused", "gauge", "1 if the GPU is paused for queued jobs.")
     for g in gpus:
         out.sample("berth_gpu_paused", base[g["index"]][:2], 1 if g["paused"] else 0)
@@ -140,12 +150,12 @@ def render(
             "berth_jobs_finished_total", [("outcome", outcome)], observer.finished.get(outcome, 0)
         )
     out.family(
-        "berth_user_gpu_hours_total",
+        "berth_user_gpu_seconds_total",
         "counter",
-        "GPU-hours held per user (queue jobs and claims) since the daemon started.",
+        "GPU time held per user (queue jobs and claims) since the daemon started, in seconds.",
     )
     for user, secs in sorted(history.gpu_seconds.items()):
-        out.sample("berth_user_gpu_hours_total", [("user", user)], round(secs / 3600, 6))
+        out.sample("berth_user_gpu_seconds_total", [("user", user)], round(secs, 3))
     out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
     for user, amount in sorted(held.items()):
         out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))

@@ -161,8 +161,9 @@ class Routes:
     def metrics(self) -> bytes:
         gpus = view.gpus(self.server.engine, auth.anonymous())
         text = metrics.render(
-            gpus, self.server.observer, self.server.history, view.held_by_user(gpus)
-        )
+            gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
+            snapshots=self.server.engine.res.snapshots,
+        )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 
     SPANS = (3600.0, 6 * 3600.0, 86400.0)
