@@ -87,10 +87,12 @@ class Xids:
         self._last: dict[int, int] = {}
 
     def forget(self) -> None:
-        """NVML was shut down: the event set is gone; register again on the next read."""
+        """NVML was shut down: the event set is gone; register again on the next read (and
+        count XIDs from there)."""
         with self._lock:
             self._set = None
             self._watched.clear()
+            self._last.clear()
 
     def drain(self, nvml: ModuleType) -> None:
         """Take every XID event waiting (never waits)."""

@@ -113,9 +113,7 @@ def test_holder_memory_counts_a_shared_gpu_once(web: Any) -> None:
         return s if len(held) == 2 and sum(v for _, v in held) > 0 else None
 
     s = wait_until(split, timeout=10, message="both holders' memory")
-    per_job = {
-        lab["hpc_job"]: v for n, lab, v in s if n == "berth_gpu_holder_memory_used_bytes"
-    }
+    per_job = {lab["hpc_job"]: v for n, lab, v in s if n == "berth_gpu_holder_memory_used_bytes"}
     assert per_job == {str(a): 2 << 30, str(b): 1 << 30}  # by share: 0.5 and 0.25 of 0.75
     fb = [v for n, lab, v in s if n == "DCGM_FI_DEV_FB_USED"]
     assert fb == [3072, 3072]  # (as DCGM: each holder's series carries the whole GPU)

@@ -1,0 +1,62 @@
+"""The DCGM exporter's readings in GpuSnapshot (berth/devices/telemetry.py): read with
+telemetry, never on the fast path of `berth select`, None where the GPU does not give them;
+XID errors come as events, the last one kept per GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.devices import nvml, read_gpus
+from berth.devices.telemetry import XIDS
+
+READINGS = {
+    "sm_clock": 1980, "mem_clock": 2619, "energy_mj": 5_000_000_000, "memory_temp": 52,
+    "pcie_tx_kbs": 7, "pcie_rx_kbs": 8, "pcie_replay": 1, "enc_util": 3, "dec_util": 4,
+    "nvlink_tx_kib": 10, "nvlink_rx_kib": 20, "xid": [48],
+}  # fmt: skip
+FIELDS = {
+    "sm_clock": 1980, "memory_clock": 2619, "energy": 5_000_000_000, "memory_temperature": 52,
+    "pcie_tx": 7, "pcie_rx": 8, "pcie_replays": 1, "encoder_utilization": 3,
+    "decoder_utilization": 4, "nvlink_tx": 10, "nvlink_rx": 20,
+    "last_xid": 0,  # (48 came before anyone watched)
+}  # fmt: skip
+
+
+def snapshot_fields(g: Any) -> dict[str, Any]:
+    return {k: getattr(g, k) for k in FIELDS}
+
+
+def test_readings_with_telemetry_none_where_unsupported(fake_gpus: Any) -> None:
+    fake_gpus.setup(2, **READINGS)
+    fake_gpus.update(1, **{k: None for k in READINGS})
+    gpus = read_gpus()
+    assert snapshot_fields(gpus[0]) == FIELDS
+    assert snapshot_fields(gpus[1]) == dict.fromkeys(FIELDS)
+    assert all(g.healthy for g in gpus)  # unsupported is no fault
+
+
+def test_select_fast_path_reads_none_of_them(fake_gpus: Any) -> None:
+    fake_gpus.setup(1, **READINGS)
+    nvml.reset()
+    (g,) = read_gpus(process_details=False, telemetry=False)
+    assert snapshot_fields(g) == dict.fromkeys(FIELDS)
+    assert XIDS._set is None  # no event set made either
+    # Every telemetry call failing would not touch that path.
+    fake_gpus.inject(0, "nvmlDeviceGetClockInfo", "UNKNOWN")
+    fake_gpus.inject(0, "nvmlDeviceGetFieldValues", "UNKNOWN")
+    (g,) = read_gpus(process_details=False, telemetry=False)
+    assert g.healthy
+    (g,) = read_gpus(process_details=False)
+    assert not g.healthy and "Unknown Error" in (g.error or "")  # (with telemetry: read)
+
+
+def test_the_last_xid_is_kept_per_gpu(fake_gpus: Any) -> None:
+    fake_gpus.setup(2, xid=[])
+    nvml.reset()
+    assert [g.last_xid for g in read_gpus()] == [0, 0]  # watching now
+    fake_gpus.update(1, xid=[31, 79])
+    assert [g.last_xid for g in read_gpus()] == [0, 79]
+    fake_gpus.update(0, xid=[13])
+    assert [g.last_xid for g in read_gpus()] == [13, 79]  # kept until another comes
+    nvml.reset()  # a new NVML session counts from its start
+    assert [g.last_xid for g in read_gpus()] == [0, 0]
