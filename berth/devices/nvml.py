@@ -177,11 +177,11 @@ def read_all(process_details: bool = True, telemetry: bool = True) -> list[GpuSn
     """A snapshot of every GPU NVML sees, in NVML (PCI bus) order.
 
     ``telemetry=False`` skips the readings selection does not need (PCI bus id, power,
-    temperature, performance state, and what :mod:`berth.devices.telemetry` reads): they are
-    None in the snapshots."""
+    temperature, performance state): they are None in the snapshots. What
+    :mod:`berth.devices.telemetry` reads comes only with telemetry in a process that wants it."""
     details: dict[int, tuple[str | None, str | None]] | None = {} if process_details else None
     nvml = session()
-    if telemetry:
+    if telemetry and dcgm.wanted():
         dcgm.XIDS.drain(nvml)
     return [_read_gpu(nvml, i, details, telemetry) for i in range(count())]
 
@@ -210,7 +210,7 @@ def _read_gpu(
     pci = power = limit = temp = pstate = fan = reasons = None
     extra: dict[str, Any] = {}
     if telemetry:
-        extra = dcgm.read(nvml, read, handle, index)
+        extra = dcgm.read(nvml, read, handle, index) if dcgm.wanted() else {}
         pci = read(nvml.nvmlDeviceGetPciInfo, handle)
         power = read(nvml.nvmlDeviceGetPowerUsage, handle)
         limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)

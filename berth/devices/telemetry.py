@@ -3,8 +3,11 @@ temperature, energy, PCIe and NVLink traffic, encoder and decoder use, and the l
 
 :func:`read` gives them as :class:`~berth.devices.model.GpuSnapshot` fields for one GPU, each
 through the caller's ``read`` wrapper (:mod:`berth.devices.nvml`'s: a reading the driver does
-not give is None). Only the telemetry path calls it (the dashboard's daemon, ``berth status``);
-``berth select`` never does.
+not give is None). Only a process that asked for them with :func:`want` reads them, and only
+on the telemetry path: the daemon serving /metrics (``berth.web.server``). ``berth status``
+and ``berth select`` start fast and never do. None of these calls blocks (NVML's
+``nvmlDeviceGetPcieThroughput`` samples for 20 ms: PCIe traffic is read from the byte counters
+instead, where the driver has them).
 
 XID errors are events, not readings: NVML tells them to an event set registered per GPU.
 :data:`XIDS` registers each GPU the first time it is read, drains the set (without waiting) at
@@ -23,13 +26,26 @@ if TYPE_CHECKING:
     from typing import Any
 
 _CLOCK_SM, _CLOCK_MEM = 1, 2  # NVML_CLOCK_SM, NVML_CLOCK_MEM
-_PCIE_TX, _PCIE_RX = 0, 1  # NVML_PCIE_UTIL_TX_BYTES, _RX_BYTES
+_FI_PCIE_TX, _FI_PCIE_RX = 197, 198  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES, _RX_BYTES
 _FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP
 _FI_NVLINK_TX, _FI_NVLINK_RX = 138, 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX (KiB)
 _ALL_LINKS = 0xFFFFFFFF  # scope of a field value: every link
 _XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 _TIMEOUT = 10  # NVML_ERROR_TIMEOUT: no event waiting
 _MAX_EVENTS = 256  # drained per read at most (an XID storm cannot hold the reader)
+
+
+_wanted = False
+
+
+def want(on: bool = True) -> None:
+    """Read these in this process's telemetry reads from now on (or no longer)."""
+    global _wanted
+    _wanted = on
+
+
+def wanted() -> bool:
+    return _wanted
 
 
 def read(nvml: ModuleType, read: Callable[..., Any], handle: Any, index: int) -> dict[str, Any]:
@@ -39,16 +55,17 @@ def read(nvml: ModuleType, read: Callable[..., Any], handle: Any, index: int) ->
     fields = read(
         nvml.nvmlDeviceGetFieldValues,
         handle,
-        [_FI_MEMORY_TEMP, (_FI_NVLINK_TX, _ALL_LINKS), (_FI_NVLINK_RX, _ALL_LINKS)],
-    )
-    mem_temp, nvlink_tx, nvlink_rx = _field_values(fields, 3)
+        [_FI_MEMORY_TEMP, _FI_PCIE_TX, _FI_PCIE_RX,
+         (_FI_NVLINK_TX, _ALL_LINKS), (_FI_NVLINK_RX, _ALL_LINKS)],
+    )  # fmt: skip
+    mem_temp, pcie_tx, pcie_rx, nvlink_tx, nvlink_rx = _field_values(fields, 5)
     return {
         "sm_clock": read(nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_SM),
         "memory_clock": read(nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_MEM),
         "memory_temperature": mem_temp,
         "energy": read(nvml.nvmlDeviceGetTotalEnergyConsumption, handle),
-        "pcie_tx": read(nvml.nvmlDeviceGetPcieThroughput, handle, _PCIE_TX),
-        "pcie_rx": read(nvml.nvmlDeviceGetPcieThroughput, handle, _PCIE_RX),
+        "pcie_tx": pcie_tx,
+        "pcie_rx": pcie_rx,
         "pcie_replays": read(nvml.nvmlDeviceGetPcieReplayCounter, handle),
         "encoder_utilization": enc[0] if enc is not None else None,
         "decoder_utilization": dec[0] if dec is not None else None,

@@ -25,6 +25,7 @@ import time
 from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
+from berth.devices import telemetry
 from berth.web import auth, httpio, view
 from berth.web.auth import load_secret
 from berth.web.history import DAY, History, Sample
@@ -43,6 +44,7 @@ WRITE_TIMEOUT = 10.0
 HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
+
 
 class _Stream:
     """One live viewer: the newest state, and the chart points not yet sent."""
@@ -87,6 +89,7 @@ class WebServer:
         self._dirty = True
         self._publish_at: asyncio.TimerHandle | None = None
         self.routes = Routes(self)
+        telemetry.want()  # /metrics gives the DCGM exporter's readings: poll them
 
     @property
     def url(self) -> str:
@@ -117,7 +120,9 @@ class WebServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
-            writer.write(httpio.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
+            writer.write(
+                httpio.error_response(503, f"more than {MAX_CONNECTIONS} connections open")
+            )
             await _linger(reader, writer)
             writer.close()
             return

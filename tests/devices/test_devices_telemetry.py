@@ -4,14 +4,17 @@ XID errors come as events, the last one kept per GPU."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from berth.devices import nvml, read_gpus
+import pytest
+
+from berth.devices import nvml, read_gpus, telemetry
 from berth.devices.telemetry import XIDS
 
 READINGS = {
     "sm_clock": 1980, "mem_clock": 2619, "energy_mj": 5_000_000_000, "memory_temp": 52,
-    "pcie_tx_kbs": 7, "pcie_rx_kbs": 8, "pcie_replay": 1, "enc_util": 3, "dec_util": 4,
+    "pcie_tx_bytes": 7, "pcie_rx_bytes": 8, "pcie_replay": 1, "enc_util": 3, "dec_util": 4,
     "nvlink_tx_kib": 10, "nvlink_rx_kib": 20, "xid": [48],
 }  # fmt: skip
 FIELDS = {
@@ -20,6 +23,16 @@ FIELDS = {
     "decoder_utilization": 4, "nvlink_tx": 10, "nvlink_rx": 20,
     "last_xid": 0,  # (48 came before anyone watched)
 }  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def wanted() -> Iterator[None]:
+    """As the daemon serving /metrics does."""
+    telemetry.want()
+    try:
+        yield
+    finally:
+        telemetry.want(False)
 
 
 def snapshot_fields(g: Any) -> dict[str, Any]:
@@ -33,6 +46,14 @@ def test_readings_with_telemetry_none_where_unsupported(fake_gpus: Any) -> None:
     assert snapshot_fields(gpus[0]) == FIELDS
     assert snapshot_fields(gpus[1]) == dict.fromkeys(FIELDS)
     assert all(g.healthy for g in gpus)  # unsupported is no fault
+
+
+def test_not_read_where_not_wanted(fake_gpus: Any) -> None:
+    fake_gpus.setup(1, **READINGS)
+    telemetry.want(False)  # `berth status`: telemetry, but not these
+    (g,) = read_gpus()
+    assert snapshot_fields(g) == dict.fromkeys(FIELDS) and g.temperature == 35
+    assert XIDS._set is None
 
 
 def test_select_fast_path_reads_none_of_them(fake_gpus: Any) -> None:

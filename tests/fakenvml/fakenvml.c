@@ -16,7 +16,7 @@
  *              "util": 0, "mem_util": 0, "power_mw": 60000, "power_limit_mw": 400000,
  *              "temp": 35, "pstate": 0, "fan": 30, "clocks_event_reasons": 1,
  *              "sm_clock": 1410, "mem_clock": 1593, "energy_mj": 123456789, "memory_temp": 40,
- *              "pcie_tx_kbs": 1000, "pcie_rx_kbs": 2000, "pcie_replay": 0,
+ *              "pcie_tx_bytes": 1024000, "pcie_rx_bytes": 2048000, "pcie_replay": 0,
  *              "enc_util": 0, "dec_util": 0, "nvlink_tx_kib": 0, "nvlink_rx_kib": 0,
  *              "xid": [79],
  *              "mig": ["MIG-<uuid>", ...],
@@ -29,8 +29,9 @@
  * numbers. "processes" in the state are listed as written and do not change memory_used.
  * "mig" names MIG devices: nvmlDeviceGetHandleByUUID finds them and
  * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent (nothing else is modelled).
- * "memory_temp" and "nvlink_{tx,rx}_kib" answer nvmlDeviceGetFieldValues (NVML_FI_DEV_MEMORY_TEMP,
- * NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX, any scope); other fields answer NOT_SUPPORTED.
+ * "memory_temp", "pcie_{tx,rx}_bytes" and "nvlink_{tx,rx}_kib" answer nvmlDeviceGetFieldValues
+ * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX, any scope);
+ * other fields answer NOT_SUPPORTED.
  * "xid" lists the XID errors the GPU raised, oldest first: an event set registered for
  * nvmlEventTypeXidCriticalError gets, one nvmlEventSetWait_v2 at a time, those appended after
  * it registered (a GPU without the key does not support XID events); waits never block.
@@ -236,7 +237,7 @@ typedef struct {
 	char uuid[96], name[96], bus[32];
 	long long pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
 		temp, pstate, fan, clocks_event_reasons, sm_clock, mem_clock, energy_mj, memory_temp,
-		pcie_tx_kbs, pcie_rx_kbs, pcie_replay, enc_util, dec_util, nvlink_tx_kib, nvlink_rx_kib;
+		pcie_tx_bytes, pcie_rx_bytes, pcie_replay, enc_util, dec_util, nvlink_tx_kib, nvlink_rx_kib;
 	long long xid[MAXXID];
 	int nproc, nmig, nxid; /* nxid -1: no "xid" key, XID events not supported */
 	Proc procs[MAXPROC];
@@ -360,8 +361,8 @@ static void read_telemetry(const J *g, Gpu *d)
 	d->mem_clock = num(g, "mem_clock", NA);
 	d->energy_mj = num(g, "energy_mj", NA);
 	d->memory_temp = num(g, "memory_temp", NA);
-	d->pcie_tx_kbs = num(g, "pcie_tx_kbs", NA);
-	d->pcie_rx_kbs = num(g, "pcie_rx_kbs", NA);
+	d->pcie_tx_bytes = num(g, "pcie_tx_bytes", NA);
+	d->pcie_rx_bytes = num(g, "pcie_rx_bytes", NA);
 	d->pcie_replay = num(g, "pcie_replay", NA);
 	d->enc_util = num(g, "enc_util", NA);
 	d->dec_util = num(g, "dec_util", NA);
@@ -832,16 +833,6 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t h, unsigned long l
 	return end(rc);
 }
 
-nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t h, int counter, unsigned int *kbs)
-{
-	Gpu *g;
-	nvmlReturn_t rc = dev_begin(__func__, h, &g);
-	if (rc) return end(rc);
-	if (counter == 0) return end(reading(g->pcie_tx_kbs, kbs)); /* NVML_PCIE_UTIL_TX_BYTES */
-	if (counter == 1) return end(reading(g->pcie_rx_kbs, kbs)); /* NVML_PCIE_UTIL_RX_BYTES */
-	return end(E_INVALID_ARGUMENT);
-}
-
 nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t h, unsigned int *count)
 {
 	Gpu *g;
@@ -885,6 +876,8 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_
 	for (int i = 0; !rc && i < count; i++) {
 		nvmlFieldValue_t *v = &values[i];
 		long long x = v->fieldId == 82 ? g->memory_temp    /* NVML_FI_DEV_MEMORY_TEMP */
+			: v->fieldId == 197 ? g->pcie_tx_bytes      /* NVML_FI_DEV_PCIE_COUNT_TX_BYTES */
+			: v->fieldId == 198 ? g->pcie_rx_bytes      /* ..._RX_BYTES */
 			: v->fieldId == 138 ? g->nvlink_tx_kib      /* NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX */
 			: v->fieldId == 139 ? g->nvlink_rx_kib : NA; /* ..._RX */
 		v->valueType = 3;
