@@ -1,17 +1,20 @@
 """``/metrics``: the GPUs and the queue in the Prometheus text format (version 0.0.4).
 
-Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for it work:
-``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_MEM_COPY_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` and
-``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_GPU_TEMP`` (C),
-labelled ``gpu``, ``UUID``, ``device``, ``modelName`` and ``Hostname``. Like the exporter's HPC
-job mapping, a GPU held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``)
-and ``hpc_user``, one series per holder (so summing a reading over holders counts a shared GPU
-more than once); a GPU nobody holds has one series without them. A reading the driver does
-not give is left out, not reported as 0.
+Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for it work
+(the stock one, grafana.com 12239, without edits): ``DCGM_FI_DEV_GPU_UTIL`` (%),
+``DCGM_FI_DEV_MEM_COPY_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` and ``DCGM_FI_DEV_FB_FREE`` (MiB),
+``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_GPU_TEMP`` (C), and the rest of the exporter's
+default counters NVML gives (:mod:`berth.web.dcgm`: clocks, memory temperature, energy, PCIe,
+NVLink, encoder/decoder, the last XID), labelled ``gpu``, ``UUID``, ``device``, ``modelName``
+and ``Hostname`` (a lost GPU keeps the UUID it had). Like the exporter's HPC job mapping, a GPU
+held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``) and ``hpc_user``, one
+series per holder (so summing a reading over holders counts a shared GPU more than once;
+``berth_gpu_holder_memory_used_bytes`` splits the memory by share instead); a GPU nobody holds
+has one series without them. A reading the driver does not give is left out, not reported as 0.
 
 Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and
 healthy GPUs, the queue by state, wait-time and dispatch-gap histograms, finished jobs by
-outcome, and GPU-hours and GPUs held per user.
+outcome, and GPU time (seconds) and GPUs held per user.
 """
 
 from __future__ import annotations
