@@ -210,7 +210,7 @@ def _read_gpu(
     pci = power = limit = temp = pstate = fan = reasons = None
     extra: dict[str, Any] = {}
     if telemetry:
-        extra = dcgm.read(nvml, read, handle, index) if dcgm.wanted() else {}
+        extra = dcgm.read(nvml, handle, index) if dcgm.wanted() else {}
         pci = read(nvml.nvmlDeviceGetPciInfo, handle)
         power = read(nvml.nvmlDeviceGetPowerUsage, handle)
         limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)

@@ -1,10 +1,10 @@
 """The readings NVIDIA's DCGM exporter exports by default, read from NVML: clocks, memory
 temperature, energy, PCIe and NVLink traffic, encoder and decoder use, and the last XID error.
 
-:func:`read` gives them as :class:`~berth.devices.model.GpuSnapshot` fields for one GPU, each
-through the caller's ``read`` wrapper (:mod:`berth.devices.nvml`'s: a reading the driver does
-not give is None). Only a process that asked for them with :func:`want` reads them, and only
-on the telemetry path: the daemon serving /metrics (``berth.web.server``). ``berth status``
+:func:`read` gives them as :class:`~berth.devices.model.GpuSnapshot` fields for one GPU; a
+reading the driver does not give (or fails to give) is None. Only a process that asked for
+them with :func:`want` reads them, and only on the telemetry path: the daemon serving /metrics
+(``berth.web.server``). ``berth status``
 and ``berth select`` start fast and never do. None of these calls blocks (NVML's
 ``nvmlDeviceGetPcieThroughput`` samples for 20 ms: PCIe traffic is read from the byte counters
 instead, where the driver has them).
@@ -48,8 +48,19 @@ def wanted() -> bool:
     return _wanted
 
 
-def read(nvml: ModuleType, read: Callable[..., Any], handle: Any, index: int) -> dict[str, Any]:
-    """The telemetry fields of one GPU (GpuSnapshot's names), None where not given."""
+def read(nvml: ModuleType, handle: Any, index: int) -> dict[str, Any]:
+    """The telemetry fields of one GPU (GpuSnapshot's names), None where not given.
+
+    Any NVML error gives None and never marks the GPU unhealthy: these are extras for the
+    dashboards (a driver may refuse a field another answers), and the readings scheduling
+    depends on (:mod:`berth.devices.nvml`) already tell a GPU that fails."""
+
+    def read(fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except nvml.NVMLError:
+            return None
+
     enc = read(nvml.nvmlDeviceGetEncoderUtilization, handle)
     dec = read(nvml.nvmlDeviceGetDecoderUtilization, handle)
     fields = read(
