@@ -4,10 +4,9 @@ temperature, energy, PCIe and NVLink traffic, encoder and decoder use, and the l
 :func:`read` gives them as :class:`~berth.devices.model.GpuSnapshot` fields for one GPU; a
 reading the driver does not give (or fails to give) is None. Only a process that asked for
 them with :func:`want` reads them, and only on the telemetry path: the daemon serving /metrics
-(``berth.web.server``). ``berth status``
-and ``berth select`` start fast and never do. None of these calls blocks (NVML's
-``nvmlDeviceGetPcieThroughput`` samples for 20 ms: PCIe traffic is read from the byte counters
-instead, where the driver has them).
+(``berth.web.server``); ``berth status`` and ``berth select`` start fast and never do. None of
+these calls blocks (NVML's ``nvmlDeviceGetPcieThroughput`` samples for 20 ms: PCIe traffic is
+read from the byte counters instead, where the driver has them).
 
 XID errors are events, not readings: NVML tells them to an event set registered per GPU.
 :data:`XIDS` registers each GPU the first time it is read, drains the set (without waiting) at
