@@ -116,7 +116,12 @@ def expand(expr: str) -> str:
 def berth_queries() -> list[tuple[str, str]]:
     with open(os.path.join(GRAFANA, "berth-dashboard.json")) as f:
         dash = json.load(f)
-    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
+    variables = [
+        (f"variable {v['name']}", v["definition"])
+        for v in dash["templating"]["list"]
+        if v["type"] == "query"
+    ]
+    return variables + [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
 
 
 def dcgm_queries() -> list[tuple[str, str]]:
