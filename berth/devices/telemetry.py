@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 _CLOCK_SM, _CLOCK_MEM = 1, 2  # NVML_CLOCK_SM, NVML_CLOCK_MEM
 _FI_PCIE_TX, _FI_PCIE_RX = 197, 198  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES, _RX_BYTES
 _FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP
-_FI_NVLINK_TX, _FI_NVLINK_RX = 138, 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX (KiB)
-_ALL_LINKS = 0xFFFFFFFF  # scope of a field value: every link
+# NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX: cumulative KiB of the whole GPU (asked without
+# a link as scope, as NVIDIA's own collectors do).
+_FI_NVLINK_TX, _FI_NVLINK_RX = 138, 139
 _XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 _TIMEOUT = 10  # NVML_ERROR_TIMEOUT: no event waiting
 _MAX_EVENTS = 256  # drained per read at most (an XID storm cannot hold the reader)
@@ -65,9 +66,8 @@ def read(nvml: ModuleType, handle: Any, index: int) -> dict[str, Any]:
     fields = read(
         nvml.nvmlDeviceGetFieldValues,
         handle,
-        [_FI_MEMORY_TEMP, _FI_PCIE_TX, _FI_PCIE_RX,
-         (_FI_NVLINK_TX, _ALL_LINKS), (_FI_NVLINK_RX, _ALL_LINKS)],
-    )  # fmt: skip
+        [_FI_MEMORY_TEMP, _FI_PCIE_TX, _FI_PCIE_RX, _FI_NVLINK_TX, _FI_NVLINK_RX],
+    )
     mem_temp, pcie_tx, pcie_rx, nvlink_tx, nvlink_rx = _field_values(fields, 5)
     return {
         "sm_clock": read(nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_SM),

@@ -30,7 +30,7 @@
  * "mig" names MIG devices: nvmlDeviceGetHandleByUUID finds them and
  * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent (nothing else is modelled).
  * "memory_temp", "pcie_{tx,rx}_bytes" and "nvlink_{tx,rx}_kib" answer nvmlDeviceGetFieldValues
- * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX, any scope);
+ * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX; scope ignored);
  * other fields answer NOT_SUPPORTED.
  * "xid" lists the XID errors the GPU raised, oldest first: an event set registered for
  * nvmlEventTypeXidCriticalError gets, one nvmlEventSetWait_v2 at a time, those appended after
