@@ -45,7 +45,6 @@ HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
 
-
 class _Stream:
     """One live viewer: the newest state, and the chart points not yet sent."""
 
@@ -120,9 +119,7 @@ class WebServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
-            writer.write(
-                httpio.error_response(503, f"more than {MAX_CONNECTIONS} connections open")
-            )
+            writer.write(httpio.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
             await _linger(reader, writer)
             writer.close()
             return
