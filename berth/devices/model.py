@@ -56,6 +56,20 @@ class GpuSnapshot(Record):
     performance_state: int | None = None
     fan_speed: int | None = None  # % of the fan's maximum; None for passively cooled GPUs
     clocks_event_reasons: int | None = None  # NVML's bit mask of why clocks are not at max
+    # What the DCGM exporter's default counters name (berth.devices.telemetry: read only
+    # where a process wants them, the daemon serving /metrics, and with telemetry):
+    sm_clock: int | None = None  # MHz
+    memory_clock: int | None = None  # MHz
+    memory_temperature: int | None = None  # C (HBM cards)
+    energy: int | None = None  # mJ consumed since the driver loaded (a counter)
+    pcie_tx: int | None = None  # bytes sent over PCIe since the driver loaded (a counter)
+    pcie_rx: int | None = None  # bytes received over PCIe (a counter)
+    pcie_replays: int | None = None  # PCIe retries since the driver loaded (a counter)
+    encoder_utilization: int | None = None  # %
+    decoder_utilization: int | None = None  # %
+    nvlink_tx: int | None = None  # KiB sent over NVLink (a counter)
+    nvlink_rx: int | None = None  # KiB received over NVLink (a counter)
+    last_xid: int | None = None  # the last XID error seen since this process watched; 0: none
     processes: tuple[GpuProcess, ...] | None = ()  # None: could not be read
     healthy: bool = True
     error: str | None = None

@@ -21,6 +21,7 @@ import threading
 
 import pynvml
 
+from berth.devices import telemetry as dcgm
 from berth.devices.model import GpuProcess, GpuSnapshot
 from berth.errors import NvmlUnavailable
 
@@ -113,6 +114,7 @@ def reset() -> None:
     """Shut NVML down now; the next call initialises it again (tests, long-lived daemons)."""
     atexit.unregister(_shutdown)
     _shutdown()
+    dcgm.XIDS.forget()
 
 
 def driver_version() -> str | None:
@@ -175,9 +177,12 @@ def read_all(process_details: bool = True, telemetry: bool = True) -> list[GpuSn
     """A snapshot of every GPU NVML sees, in NVML (PCI bus) order.
 
     ``telemetry=False`` skips the readings selection does not need (PCI bus id, power,
-    temperature, performance state): they are None in the snapshots."""
+    temperature, performance state): they are None in the snapshots. What
+    :mod:`berth.devices.telemetry` reads comes only with telemetry in a process that wants it."""
     details: dict[int, tuple[str | None, str | None]] | None = {} if process_details else None
     nvml = session()
+    if telemetry and dcgm.wanted():
+        dcgm.XIDS.drain(nvml)
     return [_read_gpu(nvml, i, details, telemetry) for i in range(count())]
 
 
@@ -203,7 +208,9 @@ def _read_gpu(
     mem = read(nvml.nvmlDeviceGetMemoryInfo, handle)
     util = read(nvml.nvmlDeviceGetUtilizationRates, handle)
     pci = power = limit = temp = pstate = fan = reasons = None
+    extra: dict[str, Any] = {}
     if telemetry:
+        extra = dcgm.read(nvml, handle, index) if dcgm.wanted() else {}
         pci = read(nvml.nvmlDeviceGetPciInfo, handle)
         power = read(nvml.nvmlDeviceGetPowerUsage, handle)
         limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
@@ -233,6 +240,7 @@ def _read_gpu(
         processes=_processes(compute, graphics, details),
         healthy=read.error is None,
         error=read.error,
+        **extra,
     )
 
 

@@ -18,7 +18,9 @@ The pieces, each one idea:
   committed), wait times, dispatch gaps, outcomes, and samples of the GPUs and the queue,
   one a minute kept 24 h in the daemon's store.
 - ``view.py``: the dashboard's picture of the daemon (GPUs, holders, queue, users).
-- ``metrics.py``: the same in the Prometheus text format (DCGM exporter names per GPU).
+- ``metrics.py``: the same in the Prometheus text format (DCGM exporter names per GPU);
+  ``dcgm.py``: the DCGM exporter's further readings (clocks, energy, XIDs...), the UUID a lost
+  GPU had, memory per holder.
 - ``static/``: one HTML page, its script and style; no build step, no CDN.
 
 See docs/web.md.

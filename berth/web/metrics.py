@@ -1,19 +1,22 @@
 """``/metrics``: the GPUs and the queue in the Prometheus text format (version 0.0.4).
 
-Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for it work:
-``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_MEM_COPY_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` and
-``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_GPU_TEMP`` (C),
-labelled ``gpu``, ``UUID``, ``device``, ``modelName`` and ``Hostname``. Like the exporter's HPC
-job mapping, a GPU held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``)
-and ``hpc_user``, one series per holder (so summing a reading over holders counts a shared GPU
-more than once; holders with the same labels, e.g. two shares one process holds, are one
-series, ``berth_gpu_holder`` their summed share); a GPU nobody holds has one series without
-them. A reading the driver does
-not give is left out, not reported as 0.
+Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for it work
+(the stock one, grafana.com 12239, without edits): ``DCGM_FI_DEV_GPU_UTIL`` (%),
+``DCGM_FI_DEV_MEM_COPY_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` and ``DCGM_FI_DEV_FB_FREE`` (MiB),
+``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_GPU_TEMP`` (C), and the rest of the exporter's
+default counters NVML gives (:mod:`berth.web.dcgm`: clocks, memory temperature, energy, PCIe,
+NVLink, encoder/decoder, the last XID), labelled ``gpu``, ``UUID``, ``device``, ``modelName``
+and ``Hostname`` (a lost GPU keeps the UUID it had). Like the exporter's HPC job mapping, a GPU
+held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``) and ``hpc_user``, one
+series per holder (so summing a reading over holders counts a shared GPU more than once;
+``berth_gpu_holder_memory_used_bytes`` splits the memory by share instead; holders with the
+same labels, e.g. two shares one process holds, are one series, ``berth_gpu_holder`` their
+summed share); a GPU nobody holds
+has one series without them. A reading the driver does not give is left out, not reported as 0.
 
 Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and
 healthy GPUs, the queue by state, wait-time and dispatch-gap histograms, finished jobs by
-outcome, and GPU-hours and GPUs held per user.
+outcome, and GPU time (seconds) and GPUs held per user.
 """
 
 from __future__ import annotations
@@ -21,23 +24,28 @@ from __future__ import annotations
 import os
 import time
 
+from berth.web import dcgm as _dcgm_telemetry
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
+    from berth.devices.model import GpuSnapshot
     from berth.web.history import History
     from berth.web.observe import Histogram, Observer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MIB = 1 << 20
 
-_DCGM = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util", 1),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_util", 1),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "memory_used", MIB),
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free", MIB),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power", 1),
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp", 1),
+_DCGM = (  # (name, type, help, key in the GPU's entry, divisor)
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "util", 1),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "mem_util", 1),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory_used", MIB),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "fb_free", MIB),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power", 1),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "temp", 1),
+    *_dcgm_telemetry.TABLE,
 )
 
 
@@ -105,7 +113,9 @@ def render(
     held: dict[str, float],
     enforce: dict[str, Any] | None = None,
     port_waited: float = 0.0,
+    snapshots: Sequence[GpuSnapshot] = (),
 ) -> str:
+    gpus = _dcgm_telemetry.with_readings(gpus, snapshots)
     out = _Out()
     _per_gpu(out, gpus)
     out.family("berth_queue_jobs", "gauge", "Unfinished jobs by state (HELD: pending and held).")
@@ -127,12 +137,12 @@ def render(
             "berth_jobs_finished_total", [("outcome", outcome)], observer.finished.get(outcome, 0)
         )
     out.family(
-        "berth_user_gpu_hours_total",
+        "berth_user_gpu_seconds_total",
         "counter",
-        "GPU-hours held per user (queue jobs and claims) since the daemon started.",
+        "GPU time held per user (queue jobs and claims) since the daemon started, in seconds.",
     )
     for user, secs in sorted(history.gpu_seconds.items()):
-        out.sample("berth_user_gpu_hours_total", [("user", user)], round(secs / 3600, 6))
+        out.sample("berth_user_gpu_seconds_total", [("user", user)], round(secs, 3))
     out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
     for user, amount in sorted(held.items()):
         out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
@@ -159,8 +169,8 @@ def _per_gpu(out: _Out, gpus: list[dict[str, Any]]) -> None:
             ("gpu", g["index"]), ("UUID", g["uuid"]), ("device", f"nvidia{g['index']}"),
             ("modelName", g["name"]), ("Hostname", host),
         ]  # fmt: skip
-    for name, text, key, unit in _DCGM:
-        out.family(name, "gauge", text)
+    for name, kind, text, key, unit in _DCGM:
+        out.family(name, kind, text)
         for g in gpus:
             value = g.get(key)
             if key == "fb_free":
@@ -180,6 +190,9 @@ def _per_gpu(out: _Out, gpus: list[dict[str, Any]]) -> None:
         for extra, kind, share in _holders(g):
             labels = base[g["index"]][:2] + extra + [("kind", kind)]
             out.sample("berth_gpu_holder", labels, round(share, 6))
+    out.family("berth_gpu_holder_memory_used_bytes", "gauge", _dcgm_telemetry.HOLDER_MEMORY_HELP)
+    for labels, used in _dcgm_telemetry.holder_memory(gpus, base, _holder_labels):
+        out.sample("berth_gpu_holder_memory_used_bytes", labels, used)
     out.family("berth_gpu_paused", "gauge", "1 if the GPU is paused for queued jobs.")
     for g in gpus:
         out.sample("berth_gpu_paused", base[g["index"]][:2], 1 if g["paused"] else 0)

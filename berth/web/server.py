@@ -25,6 +25,7 @@ import time
 from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
+from berth.devices import telemetry
 from berth.web import auth, httpio, view
 from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
@@ -89,6 +90,7 @@ class WebServer:
         self._publish_at: asyncio.TimerHandle | None = None
         self.routes = Routes(self)
         self.binding: Binding | None = None  # how it got its port (for /metrics)
+        telemetry.want()  # /metrics gives the DCGM exporter's readings: poll them
 
     @property
     def url(self) -> str:

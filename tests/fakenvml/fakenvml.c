@@ -15,6 +15,10 @@
  *              "memory_total": 85899345920, "memory_used": 0,
  *              "util": 0, "mem_util": 0, "power_mw": 60000, "power_limit_mw": 400000,
  *              "temp": 35, "pstate": 0, "fan": 30, "clocks_event_reasons": 1,
+ *              "sm_clock": 1410, "mem_clock": 1593, "energy_mj": 123456789, "memory_temp": 40,
+ *              "pcie_tx_bytes": 1024000, "pcie_rx_bytes": 2048000, "pcie_replay": 0,
+ *              "enc_util": 0, "dec_util": 0, "nvlink_tx_kib": 0, "nvlink_rx_kib": 0,
+ *              "xid": [79],
  *              "mig": ["MIG-<uuid>", ...],
  *              "processes": [{"pid": 42, "used_memory": 1024, "type": "compute"}],
  *              "errors": {"nvmlDeviceGetPowerUsage": "NOT_SUPPORTED", "*": "GPU_IS_LOST"}}]}
@@ -25,6 +29,12 @@
  * numbers. "processes" in the state are listed as written and do not change memory_used.
  * "mig" names MIG devices: nvmlDeviceGetHandleByUUID finds them and
  * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent (nothing else is modelled).
+ * "memory_temp", "pcie_{tx,rx}_bytes" and "nvlink_{tx,rx}_kib" answer nvmlDeviceGetFieldValues
+ * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX; scope ignored);
+ * other fields answer NOT_SUPPORTED.
+ * "xid" lists the XID errors the GPU raised, oldest first: an event set registered for
+ * nvmlEventTypeXidCriticalError gets, one nvmlEventSetWait_v2 at a time, those appended after
+ * it registered (a GPU without the key does not support XID events); waits never block.
  *
  * Live processes: the directory $FAKE_NVML_PROCS (default "<state>.procs") holds one file per
  * pid, written by tests/fakenvml/workload.py, one line per GPU used:
@@ -217,6 +227,7 @@ static void str(const J *obj, const char *key, char *dst, size_t n)
 #define MAXPROC 128
 #define MAXERR 32
 #define MAXMIG 8
+#define MAXXID 64
 #define NA (-1LL) /* reading absent: NOT_SUPPORTED */
 
 typedef struct { unsigned pid; unsigned long long mem; int compute, graphics; } Proc;
@@ -225,8 +236,10 @@ typedef struct { int n; Err e[MAXERR]; } Errs;
 typedef struct {
 	char uuid[96], name[96], bus[32];
 	long long pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
-		temp, pstate, fan, clocks_event_reasons;
-	int nproc, nmig;
+		temp, pstate, fan, clocks_event_reasons, sm_clock, mem_clock, energy_mj, memory_temp,
+		pcie_tx_bytes, pcie_rx_bytes, pcie_replay, enc_util, dec_util, nvlink_tx_kib, nvlink_rx_kib;
+	long long xid[MAXXID];
+	int nproc, nmig, nxid; /* nxid -1: no "xid" key, XID events not supported */
 	Proc procs[MAXPROC];
 	char mig[MAXMIG][96];
 	Errs errs;
@@ -341,6 +354,26 @@ static void add_live_processes(const char *state_path)
 	closedir(d);
 }
 
+/* The readings behind the DCGM exporter's names (clocks, energy, PCIe, NVLink, XIDs). */
+static void read_telemetry(const J *g, Gpu *d)
+{
+	d->sm_clock = num(g, "sm_clock", NA);
+	d->mem_clock = num(g, "mem_clock", NA);
+	d->energy_mj = num(g, "energy_mj", NA);
+	d->memory_temp = num(g, "memory_temp", NA);
+	d->pcie_tx_bytes = num(g, "pcie_tx_bytes", NA);
+	d->pcie_rx_bytes = num(g, "pcie_rx_bytes", NA);
+	d->pcie_replay = num(g, "pcie_replay", NA);
+	d->enc_util = num(g, "enc_util", NA);
+	d->dec_util = num(g, "dec_util", NA);
+	d->nvlink_tx_kib = num(g, "nvlink_tx_kib", NA);
+	d->nvlink_rx_kib = num(g, "nvlink_rx_kib", NA);
+	J *xids = get(g, "xid");
+	d->nxid = xids && xids->type == J_ARR ? 0 : -1;
+	for (J *x = d->nxid == 0 ? xids->child : NULL; x && d->nxid < MAXXID; x = x->next)
+		if (x->type == J_NUM) d->xid[d->nxid++] = (long long)x->num;
+}
+
 /* Re-reads the state file into st. */
 static nvmlReturn_t load(void)
 {
@@ -392,6 +425,7 @@ static nvmlReturn_t load(void)
 		d->pstate = num(g, "pstate", NA);
 		d->fan = num(g, "fan", NA);
 		d->clocks_event_reasons = num(g, "clocks_event_reasons", NA);
+		read_telemetry(g, d);
 		read_errors(get(g, "errors"), &d->errs);
 		J *migs = get(g, "mig");
 		for (J *m = migs && migs->type == J_ARR ? migs->child : NULL; m && d->nmig < MAXMIG; m = m->next)
@@ -775,4 +809,144 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, unsigned i
 						      nvmlProcessInfo_t *infos)
 {
 	return list_procs(__func__, h, count, infos, 1);
+}
+
+/* ---------------------------------------------- DCGM exporter's readings (telemetry) -- */
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, int type, unsigned int *clock)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (rc) return end(rc);
+	if (type == 1) return end(reading(g->sm_clock, clock)); /* NVML_CLOCK_SM */
+	if (type == 2) return end(reading(g->mem_clock, clock)); /* NVML_CLOCK_MEM */
+	return end(E_NOT_SUPPORTED);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t h, unsigned long long *mj)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (!rc && !mj) rc = E_INVALID_ARGUMENT;
+	if (!rc && g->energy_mj == NA) rc = E_NOT_SUPPORTED;
+	if (!rc) *mj = (unsigned long long)g->energy_mj;
+	return end(rc);
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t h, unsigned int *count)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	return end(rc ? rc : reading(g->pcie_replay, count));
+}
+
+static nvmlReturn_t codec_util(const char *fn, nvmlDevice_t h, int enc, unsigned *util, unsigned *period)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(fn, h, &g);
+	if (!rc && !period) rc = E_INVALID_ARGUMENT;
+	if (!rc) rc = reading(enc ? g->enc_util : g->dec_util, util);
+	if (!rc) *period = 167000;
+	return end(rc);
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t h, unsigned int *util, unsigned int *period)
+{
+	return codec_util(__func__, h, 1, util, period);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t h, unsigned int *util, unsigned int *period)
+{
+	return codec_util(__func__, h, 0, util, period);
+}
+
+typedef struct {
+	unsigned int fieldId, scopeId;
+	long long timestamp, latencyUsec;
+	int valueType; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3 */
+	nvmlReturn_t nvmlReturn;
+	union { double d; unsigned int ui; unsigned long ul; unsigned long long ull; long long sll; } value;
+} nvmlFieldValue_t;
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (!rc && (count < 0 || (count && !values))) rc = E_INVALID_ARGUMENT;
+	for (int i = 0; !rc && i < count; i++) {
+		nvmlFieldValue_t *v = &values[i];
+		long long x = v->fieldId == 82 ? g->memory_temp    /* NVML_FI_DEV_MEMORY_TEMP */
+			: v->fieldId == 197 ? g->pcie_tx_bytes      /* NVML_FI_DEV_PCIE_COUNT_TX_BYTES */
+			: v->fieldId == 198 ? g->pcie_rx_bytes      /* ..._RX_BYTES */
+			: v->fieldId == 138 ? g->nvlink_tx_kib      /* NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX */
+			: v->fieldId == 139 ? g->nvlink_rx_kib : NA; /* ..._RX */
+		v->valueType = 3;
+		v->nvmlReturn = x == NA ? E_NOT_SUPPORTED : OK;
+		v->value.ull = x == NA ? 0 : (unsigned long long)x;
+	}
+	return end(rc);
+}
+
+/* Event sets: which GPUs registered for XID events, and how many of their XIDs were given. */
+struct nvmlEventSet_st { int registered[MAXGPU]; int given[MAXGPU]; };
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+typedef struct {
+	nvmlDevice_t device;
+	unsigned long long eventType, eventData;
+	unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+#define XID_EVENT 8ULL /* nvmlEventTypeXidCriticalError */
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+	nvmlReturn_t rc = sys_begin(__func__);
+	if (!rc && !set) rc = E_INVALID_ARGUMENT;
+	if (!rc) *set = calloc(1, sizeof **set);
+	if (!rc && !*set) rc = E_UNKNOWN;
+	return end(rc);
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+	free(set);
+	return OK;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t h, unsigned long long *types)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (!rc && !types) rc = E_INVALID_ARGUMENT;
+	if (!rc) *types = g->nxid < 0 ? 0 : XID_EVENT;
+	return end(rc);
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types, nvmlEventSet_t set)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (!rc && !set) rc = E_INVALID_ARGUMENT;
+	if (!rc && (types & ~XID_EVENT || g->nxid < 0)) rc = E_NOT_SUPPORTED;
+	if (!rc && types) {
+		set->registered[h->index] = 1;
+		set->given[h->index] = g->nxid; /* only what comes after registering */
+	}
+	return end(rc);
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeout_ms)
+{
+	(void)timeout_ms; /* never blocks: a test changes the state file between waits */
+	nvmlReturn_t rc = sys_begin(__func__);
+	if (!rc && (!set || !data)) rc = E_INVALID_ARGUMENT;
+	for (int i = 0; !rc && i < st.ngpu; i++) {
+		if (!set->registered[i] || st.gpu[i].nxid <= set->given[i]) continue;
+		handles[i].index = i;
+		data->device = &handles[i];
+		data->eventType = XID_EVENT;
+		data->eventData = (unsigned long long)st.gpu[i].xid[set->given[i]++];
+		data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+		return end(OK);
+	}
+	return end(rc ? rc : 10); /* NVML_ERROR_TIMEOUT */
 }

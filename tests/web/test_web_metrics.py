@@ -126,9 +126,9 @@ def test_dcgm_readings_and_a_daemonless_claim_as_holder(web: Any) -> None:
         free = [lab for n, lab, _ in s if n == "DCGM_FI_DEV_FB_USED" and lab["gpu"] == "0"]
         assert "hpc_job" not in free[0] and free[0]["modelName"] == "NVIDIA A100-SXM4-80GB"
         assert one(s, "berth_user_gpus_held", user="root") == 1
-        hours = "berth_user_gpu_hours_total"
-        wait_until(lambda: [v for n, lab, v in metrics(web) if n == hours and v > 0],
-                   timeout=10, message="GPU-hours counted")  # fmt: skip
+        secs = "berth_user_gpu_seconds_total"
+        wait_until(lambda: [v for n, lab, v in metrics(web) if n == secs and v > 0],
+                   timeout=10, message="GPU time counted")  # fmt: skip
     finally:
         os.killpg(holder.pid, 9)
         holder.wait()
