@@ -28,8 +28,8 @@ import re
 import shlex
 import sys
 
-from berth.cli.submit import check_mail, job_spec
 from berth.cli.submit_options import add_arguments
+from berth.cli.submit_spec import check_mail, job_spec
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
 from berth.jobsfile import checks, detect, seed002

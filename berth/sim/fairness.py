@@ -17,13 +17,21 @@ The sweep goes through submits, starts and ends in time order: O(events x tenant
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from berth.sim.engine import RunResult
-from berth.sim.metrics import jain
 
 EPS = 1e-9
 
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index: 1 = all equal, 1/n = one gets everything."""
+    if not values:
+        return math.nan
+    sq = sum(v * v for v in values)
+    return (sum(values) ** 2) / (len(values) * sq) if sq > 0 else 1.0
 
 def tenant_metrics(res: RunResult) -> dict[str, Any]:
     """{"tenants": {name: {jobs, gpu_hours, wait_mean, service}}, "jain_service": x}."""

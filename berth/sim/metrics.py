@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from berth.sim.engine import RunResult
+from berth.sim.fairness import jain, tenant_metrics
 
 SLOWDOWN_FLOOR = 10.0
 
@@ -30,14 +31,6 @@ def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     k = max(0, min(len(s) - 1, math.ceil(q / 100.0 * len(s)) - 1))
     return s[k]
-
-
-def jain(values: list[float]) -> float:
-    """Jain's fairness index: 1 = all equal, 1/n = one gets everything."""
-    if not values:
-        return math.nan
-    sq = sum(v * v for v in values)
-    return (sum(values) ** 2) / (len(values) * sq) if sq > 0 else 1.0
 
 
 def metrics(res: RunResult) -> dict[str, Any]:
@@ -84,8 +77,6 @@ def metrics(res: RunResult) -> dict[str, Any]:
         per = {t: sum(v) / len(v) for t, v in sorted(tenants.items())}
         out["tenant_slowdown"] = per
         out["jain"] = jain(list(per.values()))
-        from berth.sim.fairness import tenant_metrics  # cycle: fairness imports this module
-
         out.update(tenant_metrics(res))
     out["passes"] = res.passes
     out["wall_s"] = res.wall

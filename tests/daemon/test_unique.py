@@ -69,7 +69,7 @@ def test_a_bad_line_or_a_refused_one_submits_nothing_and_is_named(daemon):
     jobs = daemon.fake.root / "jobs.txt"
     jobs.write_text("-- echo fine\n-g lots -- echo bad\n")
     r = daemon.berth("submit", "--file", str(jobs))
-    assert r.returncode == 2 and f"{jobs}:2:4: invalid -g/--gpus 'lots'" in r.stderr
+    assert r.returncode == 2 and f"{jobs}:2:4: job field 'gpus' = 'lots'" in r.stderr
     assert daemon.call("queue", all=True)["jobs"] == []  # nothing submitted
     jobs.write_text("-- echo fine\n--gpu-ids 7 -- echo nowhere\n")
     r = daemon.berth("submit", "--file", str(jobs))  # refused by the daemon: all or none

@@ -103,7 +103,7 @@ def test_a_bad_line_is_named_and_left_out_the_others_are_queued(daemon):
     r = daemon.berth("watch", "--scan", str(jobs), "--state", str(daemon.fake.root / "s.json"),
                      "--hold")  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert f"{jobs}:2:9: invalid -g/--gpus 'many'" in r.stderr
+    assert f"{jobs}:2:9: job field 'gpus' = 'many'" in r.stderr
     assert f"{jobs}:3: no GPU 7 here" in r.stderr
     assert _names(daemon) == ["a"]
 
