@@ -144,7 +144,7 @@ def main() -> int:
     mean = statistics.mean(lat)
     print(
         f"holder -> waiter: mean {mean * 1000:.2f} ms, max {max(lat) * 1000:.2f} ms; "
-        f"{5.0 / pct(lat, 0.5):.0f}x faster than the seeds' 10 s poll at p50"
+        f"{5.0 / pct(lat, 0.5):.0f}x faster than the earlier tools' 10 s poll at p50"
     )
     return 0
 

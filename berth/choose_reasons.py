@@ -9,7 +9,7 @@ Filters (a GPU must pass all of them):
 - **only / exclude / prefer** take indices, full UUIDs or UUID prefixes (``GPU-8e4c``); an id
   that names no GPU is a usage error, not a silent no-op;
 - **banned**: the reason the caller gives for a GPU (config bans, read in the API/CLI layers),
-  and banned name substrings (``banned_names``, seed 000's ``BANNED_GPU_NAMES``);
+  and banned name substrings (``banned_names``, GPU Scheduler's ``BANNED_GPU_NAMES``);
 - **name**: substring of the GPU name (case-insensitive);
 - **telemetry** (gpuselect's defaults: idle means utilisation 0, memory utilisation 0 and no
   processes): ``max_util``, ``max_mem_util``, ``max_procs``, ``min_free``, ``max_power``.

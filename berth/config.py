@@ -171,7 +171,7 @@ class Inventory:
     declared = Key[int | None]("inventory", (int,), None, _bounded(lambda n: 1 <= n <= 1024, "1 to 1024", int), "5", "GPUs 0..4", name="gpus",
         before="Declare logical GPUs instead of reading NVML (machines without a driver, tests, "
         "demos):")
-    unavailable = Key[tuple[int, ...]]("inventory", (list,), (), _indices, "[3, 4]", "as seed 004's `--init 5 3 4`")
+    unavailable = Key[tuple[int, ...]]("inventory", (list,), (), _indices, "[3, 4]", "as scheduler.py's `--init 5 3 4`")
     memory = Key[int | None]("inventory", (str, int), None, _size, '"80G"',
         "memory of each logical GPU, so `--mem` shares can be checked")
     name = Key("inventory", (str,), "logical GPU", None, '"A100"',
@@ -265,7 +265,7 @@ class Config:
     backend = Key("queue", (str,), "local", _backend, '"slurm"',
         'submit/queue/show/cancel/logs go to Slurm (default "local")')
     requirements = Key[str | None]("queue", (str,), None, _beside, '"~/llm_config.json"',
-        "GPUs per --llm model for `berth submit` (seed 002)")
+        "GPUs per --llm model for `berth submit`")
     slurm_partition = Key[str | None]("slurm", (str,), None, None, '"gpu"',
         "sbatch -p (default: the cluster's default partition)", name="partition")
     slurm_log_dir = Key[str | None]("slurm", (str,), None, None, '"/shared/me/berth"',

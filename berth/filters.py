@@ -10,7 +10,7 @@ name, one default, one check and one message:
 - ``berth select`` and ``berth run`` add the options of the fields that have one
   (:func:`berth.cli.filters.add_arguments`, built from these fields) and build it from argparse
   in one place (:func:`berth.cli.filters.from_args`);
-- the seeds' modules (``berth.compat``) build it from their own parameters.
+- the earlier tools' modules (``berth.compat``) build it from their own parameters.
 
 Messages name a value as ``berth select``'s option does (``--max-util 150: ...``), from Python
 too: the API takes the same parameters. Numbers may be typed as people do (``"80%"``,

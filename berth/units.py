@@ -2,10 +2,10 @@
 
 Sizes follow what GPU users type: ``20G`` and ``20GiB`` both mean 20 x 1024**3 bytes (GPU memory
 is reported in binary units by every tool, so a "G" that meant 10**9 would surprise), ``512M``,
-``512MiB``, ``1T``; a bare number is MiB (as in ``--mem 8000`` of seed 003). Durations accept
+``512MiB``, ``1T``; a bare number is MiB (as in ``--mem 8000`` of mgpu_srun). Durations accept
 seconds (``90``), suffixed values (``90s``, ``15m``, ``2h``, ``1d``) and Slurm's forms
 (``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``). GPU lists (:func:`parse_gpu_list`) take indices and
-ranges (``0,2``, ``0-3``, ``0-3,6``, as seed 002's ``allowed_gpus``) and, where a command
+ranges (``0,2``, ``0-3``, ``0-3,6``, as the GPU Job Scheduler's ``allowed_gpus``) and, where a command
 accepts them, UUIDs; every command that takes a GPU list parses it here. A GPU count (``-g``,
 a job's ``gpus``, ``berth.acquire(gpus=...)``, ``core.job.Request``) is checked by one rule,
 :func:`gpu_count`, with one message.

@@ -46,7 +46,7 @@ def job_env(claim: Claim, snaps: Sequence[GpuSnapshot], *, gpu_var: bool = False
     env["BERTH_GPU_UUIDS"] = ",".join(claim.uuids)
     env["BERTH_LEASE"] = claim.lease_id
     if gpu_var:
-        env["GPU"] = "cuda:0"  # seed 004's variable: the command sees its first GPU as cuda:0
+        env["GPU"] = "cuda:0"  # scheduler.py's variable: the command sees its first GPU as cuda:0
     return env
 
 

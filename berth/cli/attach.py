@@ -3,7 +3,7 @@
   berth submit --pty -- python train.py   # progress bars and colours, as in a terminal
   berth attach 12                         # its screen as it is now, then live; type into
                                           # it; Ctrl-] detaches
-  berth queue --pty                       # which jobs have a terminal (seed 002's `screens`)
+  berth queue --pty                       # which jobs have a terminal (the GPU Job Scheduler's `screens`)
 
 Only jobs started with --pty have a terminal to attach to; for others, `berth logs -f ID`.
 Attaching shows the job's recent output first (its last 64 KiB, from a line's start), so what

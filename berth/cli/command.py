@@ -1,6 +1,6 @@
 """The command that `berth run` and `berth submit` take: the words after ``--``, or ``--wrap``.
 
-A command is run without a shell: each word is one argument. Seed 004's scheduler.py took the
+A command is run without a shell: each word is one argument. Scheduler.py's scheduler.py took the
 task as one quoted string (``scheduler.py "train.py foo --bar 5"``); given to berth the same
 way (``berth run -- "python job.py --x 5"``) it would name a program called
 ``python job.py --x 5``. Such a lone word with spaces that names no program is refused before

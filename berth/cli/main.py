@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("berth.cli.mcp", "serve berth's commands to a coding agent (MCP, over stdio)"),
     "watch": (
         "berth.cli.watch",
-        "queue the lines of a jobs file once each, as they are appended (seed 002's jobs.txt)",
+        "queue the lines of a jobs file once each, as they are appended (the GPU Job Scheduler's jobs.txt)",
     ),
     "sweep": (
         "berth.cli.sweep",

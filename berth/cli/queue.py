@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ptys(rows: list[JobInfo], header: bool) -> int:
-    """Seed 002's `screens`: the running jobs that have a terminal, and how to see it."""
+    """The GPU Job Scheduler's `screens`: the running jobs that have a terminal, and how to see it."""
     rows = [r for r in rows if r.extra.get("pty") and r.state in ("RUNNING", "COMPLETING")]
     shown_rows = fold(rows, expand=True)
     sys.stdout.write(format_rows(shown_rows, header))

@@ -8,7 +8,7 @@ confirmation unless --yes.
 
 examples:
   berth release 2                 end whoever holds GPU 2 (asks first)
-  berth release 0 2 --yes         seed 004's `scheduler.py -rg 0 2`
+  berth release 0 2 --yes         scheduler.py's `scheduler.py -rg 0 2`
   berth release GPU-8e4c --grace 30
 """
 

@@ -24,7 +24,7 @@ examples:
 (0-3, 0-3,6) and UUIDs. A command given as one quoted string ("python job.py --x 5") is refused
 with the two ways to write it: the words apart after --, or --wrap "python job.py --x 5".
 
-seed 004's scheduler.py, translated (-gc/--gpu_count and gpuselect's --count are -g):
+scheduler.py's scheduler.py, translated (-gc/--gpu_count and gpuselect's --count are -g):
   scheduler.py "train.py foo --bar 5" --forced_gpu 2 --verbose
       -> berth run --only 2 -v -- python train.py foo --bar 5
       or berth run --only 2 -v --wrap "python train.py foo --bar 5"
@@ -91,7 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="print pid, GPUs, start, duration, exit status at the end",
     )
     p.add_argument(
-        "--gpu-var", action="store_true", help="also set GPU=cuda:0 (seed 004's variable)"
+        "--gpu-var", action="store_true", help="also set GPU=cuda:0 (scheduler.py's variable)"
     )
     p.add_argument("--wrap", metavar="CMD", help="a shell command string, run by /bin/sh -c")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command")

@@ -14,7 +14,7 @@
   berth submit -i -- python train.py                 # stream its output; Ctrl-C detaches
   ID=$(berth submit --parsable -- python x.py)
   berth submit --unique --file jobs.txt              # one job per line; again: only new lines
-  berth submit --file jobs.txt                       # seed 002's CSV jobs file, as it is
+  berth submit --file jobs.txt                       # the GPU Job Scheduler's CSV jobs file, as it is
   berth submit --requirements llm_config.json -- python eval.py --llm qwen2.5-3b-inst  # 0.5 GPU
   berth submit --inject-arg --cuda -- python train.py   # adds or rewrites --cuda <its GPU ids>
   berth submit -- python train.py --device cuda:{cuda}  # {cuda}: 0..n-1; {gpus}: the machine's
@@ -35,12 +35,12 @@ refuse is refused before anything is sent, with the daemon's message.
 it is N GPUs out of them. GPU lists take ranges: 0-3, 0-3,6. A time limit above the daemon's
 --max-job-time is refused at submit (`berth show ID` shows the limit in force).
 
---requirements FILE (or `requirements = "FILE"` under [queue] in the config) is seed 002's
+--requirements FILE (or `requirements = "FILE"` under [queue] in the config) is the GPU Job Scheduler's
 llm_config.json: the GPUs (and optionally memory) a command gets from its --llm argument,
 when -g is not given; `berth show ID` says where the request came from. --inject-arg --cuda
 puts the job's GPU ids in its --cuda option, as the job sees them (0..n-1, since
 CUDA_VISIBLE_DEVICES holds its GPUs); --inject-arg --cuda=machine the machine's numbers
-(what seed 002 passed, for scripts that set CUDA_VISIBLE_DEVICES themselves). An --array's
+(what the GPU Job Scheduler passed, for scripts that set CUDA_VISIBLE_DEVICES themselves). An --array's
 tasks see BERTH_ARRAY_JOB_ID, BERTH_ARRAY_TASK_ID (and SLURM_ARRAY_*), BERTH_JOB_ID=ID_TASK;
 %A and %a in -o/-e are the array's id and the task's index (default log: %A_%a.out).
 --notify CMD runs the shell command CMD as you when the job has ended (its record is written),
@@ -48,9 +48,9 @@ with BERTH_JOB_ID, BERTH_JOB_NAME, BERTH_JOB_STATE, BERTH_JOB_EXIT_CODE, BERTH_J
 its environment; --mail-user ADDR mails the same through the local sendmail (refused at
 submit if there is none). docs/jobs-file.md has the details.
 
-mgpu_srun's (seed 003) option names work too: --time-limit (-t), --env-setup-cmd (--env-setup),
+mgpu_srun's option names work too: --time-limit (-t), --env-setup-cmd (--env-setup),
 --interactive (-i); gpuselect's --count is -g. A command given as one quoted string
-("python train.py --x 5", as seed 004 took it) is refused with the two ways to write it:
+("python train.py --x 5", as scheduler.py took it) is refused with the two ways to write it:
 the words apart after --, or --wrap "python train.py --x 5" to run it through /bin/sh.
 """
 

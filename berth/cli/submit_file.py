@@ -3,12 +3,12 @@ file itself (:mod:`berth.jobsfile.detect`):
 
 - berth's own: ``[submit options] [--] command args``, split as a shell would (quotes, ``#``
   comments) but never run by one;
-- seed 002's CSV: ``priority,script_path,conda_env,arguments,allowed_gpus``
-  (:mod:`berth.jobsfile.seed002`): each line runs ``python -u SCRIPT ARGUMENTS`` in its conda
+- the GPU Job Scheduler's CSV: ``priority,script_path,conda_env,arguments,allowed_gpus``
+  (:mod:`berth.jobsfile.gjs_line`): each line runs ``python -u SCRIPT ARGUMENTS`` in its conda
   environment, on one GPU out of ``allowed_gpus`` (or what the requirement table gives its
-  ``--llm``), with ``--cuda`` set to its GPUs as the seed did (the machine's numbers:
-  ``--inject-arg --cuda=machine``); seed priority ``p`` is berth priority ``-p`` (lower first,
-  as the seed), and berth says so.
+  ``--llm``), with ``--cuda`` set to its GPUs as the GPU Job Scheduler did (the machine's numbers:
+  ``--inject-arg --cuda=machine``); the GPU Job Scheduler's priority ``p`` is berth priority ``-p`` (lower first,
+  as the GPU Job Scheduler), and berth says so.
 
 Options on berth's own command line apply to every line (a line's own options win). Every
 line is checked before anything is submitted (its syntax, its conda environment, that its
@@ -32,7 +32,7 @@ from berth.cli.submit_options import add_arguments
 from berth.cli.submit_spec import check_mail, job_spec
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
-from berth.jobsfile import checks, detect, seed002
+from berth.jobsfile import checks, detect, gjs_line
 from berth.jobsfile.detect import column
 
 TYPE_CHECKING = False
@@ -82,20 +82,20 @@ def jobs(
     args: argparse.Namespace, path: str | None = None, notes: list[str] | None = None
 ) -> list[tuple[int, JobSpec]]:
     """(line number, job spec) of every job line of the file (or of ``path``); ``notes``
-    gets what the user should be told once they are queued (how seed 002's lines map)."""
+    gets what the user should be told once they are queued (how the GPU Job Scheduler's lines map)."""
     path = path or args.file
     lines = read_lines(path)
     kind, job_lines = detect.detect(path, lines)
     if not job_lines:
         raise UsageError(f"--file {path!r} has no job (one command per line)")
-    if kind == detect.SEED002:
+    if kind == detect.GJS:
         if notes is not None:
             notes.append(
-                f"{path}: seed 002's format ({seed002.HEADER}): priority P is berth priority -P "
-                "(lower first, as the seed); --cuda is set to each job's GPUs (the machine's "
+                f"{path}: the GPU Job Scheduler's format ({gjs_line.HEADER}): priority P is berth priority -P "
+                "(lower first, as the GPU Job Scheduler); --cuda is set to each job's GPUs (the machine's "
                 "numbers)"
             )
-        return seed_jobs(args, path, job_lines)
+        return gjs_jobs(args, path, job_lines)
     return berth_jobs(args, path, job_lines)
 
 
@@ -144,33 +144,33 @@ def _check_command(spec: JobSpec, where: str) -> None:
         if "," not in argv[0]:
             raise
         raise UsageError(
-            f"{e}; nor is the line in seed 002's format ({seed002.HEADER}: the first field "
+            f"{e}; nor is the line in the GPU Job Scheduler's format ({gjs_line.HEADER}: the first field "
             "is an integer priority)"
         ) from None
 
 
-def seed_jobs(
+def gjs_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
 ) -> list[tuple[int, JobSpec]]:
-    """Seed 002's lines as job specs (see the module's docstring)."""
+    """The GPU Job Scheduler's lines as job specs (see the module's docstring)."""
     parser = _parser()
     given = _given(args, parser)[1]
     out = []
     env = dict(os.environ)
     for n, text in job_lines:
         where = f"{path}:{n}"
-        line = seed002.parse(text, n, where)
+        line = gjs_line.parse(text, n, where)
         col = line.columns
         ns = parser.parse_args(["--", "python"])
         for k, v in given.items():
             setattr(ns, k, v)
         if "priority" not in given:
-            ns.priority = seed002.berth_priority(line.priority)
+            ns.priority = gjs_line.berth_priority(line.priority)
         if line.conda:
             ns.conda = line.conda
         if line.gpu_ids is not None:
             ns.gpu_ids = ",".join(str(i) for i in line.gpu_ids)
-        ns.default_gpus = "1"  # one GPU of allowed_gpus, as the seed (not all of them)
+        ns.default_gpus = "1"  # one GPU of allowed_gpus, as the GPU Job Scheduler (not all of them)
         if "inject_arg" not in given:
             ns.inject_arg = "--cuda=machine"
         if "job_name" not in given:

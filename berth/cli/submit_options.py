@@ -110,7 +110,7 @@ def _behaviour(a: Any, command: bool) -> None:
     a(
         "--requirements",
         metavar="FILE",
-        help="GPUs per --llm model (seed 002's llm_config.json), when -g is not given",
+        help="GPUs per --llm model (the GPU Job Scheduler's llm_config.json), when -g is not given",
     )
     a(
         "--inject-arg",

@@ -43,7 +43,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
     gpu_ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
     choice = _requirement(args, command)
     text = args.gpus
-    if text is None:  # (a seed 002 line: one GPU of its allowed_gpus, not all of them)
+    if text is None:  # (a the GPU Job Scheduler line: one GPU of its allowed_gpus, not all of them)
         text = getattr(args, "default_gpus", None) or str(len(gpu_ids) if gpu_ids else 1)
     if choice is not None:
         text = f"{choice.gpus:g}"

@@ -9,9 +9,9 @@
                                           # however submitted) is not queued again
   nohup berth watch jobs.txt > watch.log 2>&1 &   # keep watching after you log out
 
-Seed 002's scheduler watched its jobs.txt and queued new lines; `berth watch` does the same for
-a file in either format `berth submit --file` reads (seed 002's CSV, or berth's own lines).
-Each line is queued exactly once, remembered by its content as the seed's hashing did: the
+The GPU Job Scheduler's scheduler watched its jobs.txt and queued new lines; `berth watch` does the same for
+a file in either format `berth submit --file` reads (the GPU Job Scheduler's CSV, or berth's own lines).
+Each line is queued exactly once, remembered by its content as the GPU Job Scheduler's hashing did: the
 file may be rewritten by an editor, reordered or truncated, and the daemon or the watcher
 restarted (or killed), without a line being queued twice or lost. A second line identical to
 one already queued is a second job, unless --unique: then, as the GPU Job Scheduler skipped a
@@ -36,7 +36,7 @@ from berth.cli.submit_options import add_arguments as submit_arguments
 from berth.cli.submit_spec import check_mail
 from berth.client import Client, DaemonError
 from berth.errors import DaemonUnreachable, UsageError
-from berth.jobsfile import detect, seed002
+from berth.jobsfile import detect, gjs_line
 from berth.jobsfile.watchstate import WatchMemory, complete_lines, default_path, keys
 from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
@@ -132,15 +132,15 @@ class Watcher:
         """Each new line as a spec (with its ``once`` key); bad ones reported and left out."""
         if not new:
             return []
-        first = next(t for _, t in lines if seed002.is_job_line(t))
-        kind = detect.SEED002 if seed002.looks_like(first) else detect.BERTH  # (its 1st)
+        first = next(t for _, t in lines if gjs_line.is_job_line(t))
+        kind = detect.GJS if gjs_line.looks_like(first) else detect.BERTH  # (its 1st)
         out = []
         for key, n, text in new:
             try:
-                if seed002.looks_like(text) != (kind == detect.SEED002):
+                if gjs_line.looks_like(text) != (kind == detect.GJS):
                     raise UsageError(f"{self.path}:{n}:1: not in this file's format ({kind})")
-                if kind == detect.SEED002:
-                    spec = submit_file.seed_jobs(self.args, self.path, [(n, text)])[0][1]
+                if kind == detect.GJS:
+                    spec = submit_file.gjs_jobs(self.args, self.path, [(n, text)])[0][1]
                 else:
                     spec = submit_file.berth_jobs(self.args, self.path, [(n, text)])[0][1]
             except UsageError as e:

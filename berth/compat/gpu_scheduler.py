@@ -1,4 +1,4 @@
-"""Drop-in replacement for seed 000's ``gpu_scheduler`` package: change one import line.
+"""Drop-in replacement for GPU Scheduler's ``gpu_scheduler`` package: change one import line.
 
 >>> from berth.compat.gpu_scheduler import get_gpu_info, find_free_gpus
 >>> for gpu in get_gpu_info():
@@ -204,19 +204,19 @@ def find_free_gpus(
 
 
 # --- GPUScheduler ------------------------------------------------------------------------
-# The context manager of seed 000 (``with GPUScheduler(num_gpus=2) as gpu_ids:``) belongs
+# The context manager of GPU Scheduler (``with GPUScheduler(num_gpus=2) as gpu_ids:``) belongs
 # with berth's claims and is defined below this line by the claims work, on top of
 # find_free_gpus' rules and berth.acquire.
 
 
 class GPUScheduler:
-    """Seed 000's context manager on berth's claims: ``with GPUScheduler() as gpu_ids:``.
+    """GPU Scheduler's context manager on berth's claims: ``with GPUScheduler() as gpu_ids:``.
 
     Waits (fairly, woken at once when another berth holder lets go) until ``num_gpus`` GPUs
     pass the health checks (``find_free_gpus``' rules: free memory, power, utilisation, not
     banned) and are not claimed by anyone on the host, claims them, and yields their ids
-    (PyTorch indices: the NVML index when CUDA_VISIBLE_DEVICES is unset), so seed 000's
-    ``f"cuda:{gpu_ids[0]}"`` names the claimed GPU. All GPUs stay visible (as in seed 000);
+    (PyTorch indices: the NVML index when CUDA_VISIBLE_DEVICES is unset), so GPU Scheduler's
+    ``f"cuda:{gpu_ids[0]}"`` names the claimed GPU. All GPUs stay visible (as in GPU Scheduler);
     CUDA_DEVICE_ORDER=PCI_BUS_ID is set while CUDA is not initialised, so PyTorch numbers
     GPUs as NVML does, and when torch is installed ``torch.cuda.set_device(gpu_ids[0])`` makes
     the claimed GPU the default device. The claim ends when the block exits or the process
@@ -224,7 +224,7 @@ class GPUScheduler:
 
     ``debug_mode`` bypasses the health checks, never the claims. ``poll_interval`` only paces
     re-reading the GPUs for changes made outside berth. ``max_wait_time`` (seconds) raises
-    ``berth.errors.WaitTimeout`` (a TimeoutError) when exceeded. ``timeout`` (seed 000's
+    ``berth.errors.WaitTimeout`` (a TimeoutError) when exceeded. ``timeout`` (GPU Scheduler's
     lock-file timeout) is accepted for compatibility: berth's ledger takes no lock that
     anybody could make it wait for.
     """
@@ -292,7 +292,7 @@ class GPUScheduler:
         try:
             if torch.cuda.is_available():
                 torch.cuda.set_device(self.gpu_ids[0])
-        except Exception as e:  # torch without CUDA, or a broken install: seed 000 went on
+        except Exception as e:  # torch without CUDA, or a broken install: GPU Scheduler went on
             logger.warning("could not set the default CUDA device: %s", e)
 
     def __exit__(self, *exc: object) -> None:

@@ -1,7 +1,7 @@
 """The order a scheduling pass considers pending jobs in: the policy's sort key, fair share's
 interleaving of tenants, and the requeue rule on top of every policy.
 
-The requeue rule (seed 003's "context switch"): a job requeued at its time limit (or preempted)
+The requeue rule (mgpu_srun's "context switch"): a job requeued at its time limit (or preempted)
 goes to the *end* of the queue: it comes after every job that was waiting when it was
 preempted, whatever the policy would say (a short job under ``sjf`` or ``balanced``, a high
 priority under ``priority``): the jobs that waited get their turn first. Jobs that arrive after

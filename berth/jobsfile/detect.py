@@ -1,4 +1,4 @@
-"""Which format a jobs file is in: seed 002's CSV (``priority,script_path,...``: every job line
+"""Which format a jobs file is in: the GPU Job Scheduler's CSV (``priority,script_path,...``: every job line
 starts with an integer and a comma) or berth's own (``[options] [--] command``). A file is in
 one of them: a file mixing both is refused at the first line that differs from the first job
 line's format, naming both lines.
@@ -9,40 +9,40 @@ from __future__ import annotations
 import re
 
 from berth.errors import UsageError
-from berth.jobsfile import seed002
+from berth.jobsfile import gjs_line
 
-SEED002 = "seed002"
+GJS = "the GPU Job Scheduler's CSV"
 BERTH = "berth"
 _QUOTED = re.compile(r"'([^']+)'")
 
 
 def detect(path: str, lines: list[tuple[int, str]]) -> tuple[str, list[tuple[int, str]]]:
     """(format, the job lines: not blank, not only a comment)."""
-    job_lines = [(n, t) for n, t in lines if seed002.is_job_line(t)]
+    job_lines = [(n, t) for n, t in lines if gjs_line.is_job_line(t)]
     if not job_lines:
         return BERTH, []
     first_n, first = job_lines[0]
-    seed = seed002.looks_like(first)
+    gjs = gjs_line.looks_like(first)
     for n, text in job_lines[1:]:
-        if seed and not seed002.looks_like(text) and _csv(text):
-            seed002.parse(text, n, f"{path}:{n}")  # a seed line gone wrong: say what is
-        if seed002.looks_like(text) != seed:
-            this, that = ("seed 002's", "berth's") if seed else ("berth's", "seed 002's")
+        if gjs and not gjs_line.looks_like(text) and _csv(text):
+            gjs_line.parse(text, n, f"{path}:{n}")  # a GPU Job Scheduler line gone wrong: say what is
+        if gjs_line.looks_like(text) != gjs:
+            this, that = ("the GPU Job Scheduler's", "berth's") if gjs else ("berth's", "the GPU Job Scheduler's")
             raise UsageError(
                 f"{path}:{n}:1: this line is in {that} format, but line {first_n} is in "
                 f"{this} ({_formats()}): write the whole file in one format; nothing was queued"
             )
-    return (SEED002 if seed else BERTH), job_lines
+    return (GJS if gjs else BERTH), job_lines
 
 
 def _csv(text: str) -> bool:
-    """A comma in the line's first word: meant as seed 002's CSV."""
+    """A comma in the line's first word: meant as the GPU Job Scheduler's CSV."""
     word = text.split(None, 1)[0] if text.split() else ""
     return "," in word
 
 
 def _formats() -> str:
-    return f"seed 002's is {seed002.HEADER}; berth's is [options] [--] command args"
+    return f"the GPU Job Scheduler's is {gjs_line.HEADER}; berth's is [options] [--] command args"
 
 
 def column(text: str, hint: str | None) -> int:

@@ -1,7 +1,7 @@
-"""Requirement tables: seed 002's ``llm_config.json``, GPUs per model, chosen by an argument
+"""Requirement tables: the GPU Job Scheduler's ``llm_config.json``, GPUs per model, chosen by an argument
 of the command (``--llm qwen2.5-3b-inst`` -> half a GPU).
 
-The seed's format, as it is::
+The GPU Job Scheduler's format, as it is::
 
     {"default_requirement": 1.0,
      "models": {"qwen2.5-3b-inst": 0.5, "qwen2.5-7b-inst": 1.0}}
@@ -12,7 +12,7 @@ memory per GPU, as ``--mem``), and ``"argument": "--model"`` to look at another 
 
 Which request a job gets, in order: ``-g`` (and ``--mem``) given on its command line win; else,
 if its command has the argument (``--llm NAME`` or ``--llm=NAME``), the model's entry, or
-``default_requirement`` for a model the table does not list ("unknown models", as the seed
+``default_requirement`` for a model the table does not list ("unknown models", as the GPU Job Scheduler
 said); a command without the argument keeps berth's default (1 GPU). ``berth show`` says where
 the request came from.
 """

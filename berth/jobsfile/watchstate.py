@@ -1,4 +1,4 @@
-"""What `berth watch` has queued of a jobs file, remembered by content (as seed 002's hashing
+"""What `berth watch` has queued of a jobs file, remembered by content (as the GPU Job Scheduler's hashing
 did), so that a line is queued exactly once whatever becomes of the file or the processes.
 
 A job line's identity is its text without its comment and outer blanks (a hash of it) and
@@ -20,7 +20,7 @@ import json
 import os
 
 from berth.errors import UsageError
-from berth.jobsfile import seed002
+from berth.jobsfile import gjs_line
 
 
 def default_path(jobs_file: str) -> str:
@@ -43,7 +43,7 @@ def keys(lines: list[tuple[int, str]]) -> list[tuple[str, int, str]]:
     seen: dict[str, int] = {}
     out = []
     for n, text in lines:
-        body = seed002.strip_comment(text).strip()
+        body = gjs_line.strip_comment(text).strip()
         if not body:
             continue
         digest = hashlib.sha256(body.encode()).hexdigest()[:32]

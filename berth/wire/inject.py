@@ -1,4 +1,4 @@
-"""The job's GPU ids in its command: ``--inject-arg --cuda`` (seed 002 rewrote ``--cuda``) and
+"""The job's GPU ids in its command: ``--inject-arg --cuda`` (the GPU Job Scheduler rewrote ``--cuda``) and
 the ``{gpus}`` / ``{cuda}`` placeholders. Pure; :mod:`berth.daemon.engine.command` applies it when
 the attempt's GPUs are known.
 
@@ -8,7 +8,7 @@ Two ways to number the same GPUs, and the job chooses:
   ``CUDA_VISIBLE_DEVICES`` to the job's GPUs, so inside the job they are ``0..n-1``: a
   script that does ``torch.device(f"cuda:{args.cuda}")`` gets its own GPU.
 - ``machine`` (``--inject-arg --cuda=machine``): the machine's NVML indices (what
-  ``berth status`` and ``$BERTH_GPUS`` show), as seed 002 passed them: for a script that sets
+  ``berth status`` and ``$BERTH_GPUS`` show), as the GPU Job Scheduler passed them: for a script that sets
   ``CUDA_VISIBLE_DEVICES`` from ``--cuda`` itself (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``,
   which berth sets, the numbers mean the same GPUs).
 

@@ -1,4 +1,4 @@
-"""Seed 002's jobs-file line, format detection, requirement tables, sweep grids and GPU-id
+"""The GPU Job Scheduler's jobs-file line, format detection, requirement tables, sweep grids and GPU-id
 injection: the pure parts (berth/jobsfile/, berth/wire/inject.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from berth.errors import UsageError
-from berth.jobsfile import detect, grid, requirements, seed002
+from berth.jobsfile import detect, gjs_line, grid, requirements
 from berth.wire import inject
 
 README_LINES = [
@@ -19,21 +19,21 @@ README_LINES = [
 
 
 def test_the_readme_lines_parse_as_the_seed_read_them() -> None:
-    a, b, c = (seed002.parse(t, n, f"jobs.txt:{n}") for n, t in enumerate(README_LINES, 2))
+    a, b, c = (gjs_line.parse(t, n, f"jobs.txt:{n}") for n, t in enumerate(README_LINES, 2))
     assert (a.priority, a.script, a.conda, a.gpu_ids) == (0, "/path/to/train.py", "pytorch_env",
                                                           [0, 1, 2, 3])  # fmt: skip
     assert a.args == ["--llm", "qwen2.5-7b-inst", "--epochs", "100"]
     assert (b.conda, b.gpu_ids, b.args[-1]) == ("pytorch_env", None, "test")  # empty field: any
     assert (c.conda, c.gpu_ids) == (None, [4, 5, 6, 7])  # the last field keeps its commas
     assert c.args == ["--llm", "qwen2.5-32b-inst", "--batch_size", "1"]
-    assert [seed002.berth_priority(x.priority) for x in (a, b, c)] == [0, -1, -2]
+    assert [gjs_line.berth_priority(x.priority) for x in (a, b, c)] == [0, -1, -2]
 
 
 def test_comments_quotes_and_short_lines() -> None:
-    line = seed002.parse('0,/s.py,env,--names "a,b" --x,0-3 # GPU range', 1, "f:1")
+    line = gjs_line.parse('0,/s.py,env,--names "a,b" --x,0-3 # GPU range', 1, "f:1")
     assert line.args == ["--names", "a,b", "--x"] and line.gpu_ids == [0, 1, 2, 3]
-    assert seed002.parse("1,/s.py", 1, "f:1").conda is None
-    assert not seed002.is_job_line("   # only a comment") and not seed002.is_job_line("  ")
+    assert gjs_line.parse("1,/s.py", 1, "f:1").conda is None
+    assert not gjs_line.is_job_line("   # only a comment") and not gjs_line.is_job_line("  ")
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_comments_quotes_and_short_lines() -> None:
 )
 def test_a_bad_field_is_named_with_line_and_column(text: str, where: str) -> None:
     with pytest.raises(UsageError) as e:
-        seed002.parse(text, 1, "f:1")
+        gjs_line.parse(text, 1, "f:1")
     assert str(e.value).startswith(where), str(e.value)
 
 
@@ -56,12 +56,12 @@ def test_a_file_is_in_one_format() -> None:
     kind, lines = detect.detect(
         "f", [(1, "# c"), (2, README_LINES[0]), (3, ""), (4, README_LINES[1])]
     )
-    assert kind == detect.SEED002 and [n for n, _ in lines] == [2, 4]
+    assert kind == detect.GJS and [n for n, _ in lines] == [2, 4]
     assert detect.detect("f", [(1, "-g 2 -- python x.py"), (2, "echo hi")])[0] == detect.BERTH
     with pytest.raises(UsageError, match=r"f:3:1: this line is in berth's format, but line 1"):
         detect.detect("f", [(1, README_LINES[0]), (2, "# x"), (3, "python x.py")])
     with pytest.raises(UsageError, match=r"f:2:1: priority 'x' is not an integer"):
-        detect.detect("f", [(1, README_LINES[0]), (2, "x,/s.py,,,")])  # a seed line gone wrong
+        detect.detect("f", [(1, README_LINES[0]), (2, "x,/s.py,,,")])  # a GPU Job Scheduler line gone wrong
 
 
 def test_requirement_tables_in_the_seed_format_and_berth_extensions(tmp_path) -> None:

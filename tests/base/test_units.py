@@ -26,7 +26,7 @@ from berth.units import (
         ("1.5G", int(1.5 * GIB)),
         ("512M", 512 * MIB),
         ("512MiB", 512 * MIB),
-        ("8000", 8000 * MIB),  # seed 003's --mem 8000 is MiB
+        ("8000", 8000 * MIB),  # mgpu_srun's --mem 8000 is MiB
         ("1T", 1024 * GIB),
         (" 30G ", 30 * GIB),
     ],
@@ -89,7 +89,7 @@ def test_formatting() -> None:
     ("text", "expected"),
     [
         ("0,2", ("0", "2")),
-        ("0-3", ("0", "1", "2", "3")),  # seed 002's allowed_gpus
+        ("0-3", ("0", "1", "2", "3")),  # the GPU Job Scheduler's allowed_gpus
         ("0-3,6", ("0", "1", "2", "3", "6")),
         ("3,0-3", ("3", "0", "1", "2")),  # order given, each once
         (" 1 , 2 ", ("1", "2")),

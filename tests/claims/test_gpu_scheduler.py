@@ -1,4 +1,4 @@
-"""Seed 000's README examples, run with only the import changed (torch is a stand-in that
+"""GPU Scheduler's README examples, run with only the import changed (torch is a stand-in that
 records set_device), and GPUScheduler's parameters on berth's claims."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_physical_ids_and_pci_order(fake_gpus: Any, monkeypatch: pytest.MonkeyPa
     with GPUScheduler(specific_gpus=[3]) as ids:
         assert ids == [3]
         assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-        assert "CUDA_VISIBLE_DEVICES" not in os.environ  # all GPUs stay visible, as in seed 000
+        assert "CUDA_VISIBLE_DEVICES" not in os.environ  # all GPUs stay visible, as in GPU Scheduler
         with pytest.raises(WaitTimeout, match="GPU 3: held by berth claims"):
             with GPUScheduler(specific_gpus=[3], max_wait_time=0.2, poll_interval=0.05):
                 pass

@@ -1,4 +1,4 @@
-"""Seed 000 (gpu_scheduler) utility examples, with only the import line changed."""
+"""GPU Scheduler (gpu_scheduler) utility examples, with only the import line changed."""
 
 from __future__ import annotations
 

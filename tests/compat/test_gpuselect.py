@@ -1,4 +1,4 @@
-"""Seed 001 (gpuselect) README examples, with only the import line changed."""
+"""Gpuselect README examples, with only the import line changed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A requeued attempt queues behind every job that was waiting when it was preempted, in every
-policy (issue 10, point 3; seed 003's "context switch": to the end of the queue)."""
+policy (issue 10, point 3; mgpu_srun's "context switch": to the end of the queue)."""
 
 from __future__ import annotations
 

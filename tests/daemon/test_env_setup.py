@@ -1,4 +1,4 @@
-"""--conda and --env-setup (seeds 002 and 003): the setup runs in bash before the command,
+"""--conda and --env-setup (the GPU Job Scheduler and mgpu_srun): the setup runs in bash before the command,
 the command itself never goes through a shell, and a failed setup does not run the job."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 
-from seed002kit import CONDA as HOOK
+from gjskit import CONDA as HOOK
 
 
 def _fake_conda(root) -> dict[str, str]:
@@ -31,7 +31,7 @@ def test_conda_and_env_setup_run_before_the_command_and_a_failed_setup_stops_it(
     (venv / "activate").write_text("export IN_VENV=yes\n")
     jobs = {
         "conda": daemon.submit("mytool", conda="myenv", env=env),
-        "setup": daemon.submit(  # seed 003's form: conda's shell function is there too
+        "setup": daemon.submit(  # mgpu_srun's form: conda's shell function is there too
             "mytool", env_setup="conda activate myenv", env=env
         ),
         "venv": daemon.submit(

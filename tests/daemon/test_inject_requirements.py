@@ -1,5 +1,5 @@
 """GPU ids in the command (`--inject-arg --cuda`, in the job's numbering or the machine's;
-`{gpus}` / `{cuda}`) and requirement tables (seed 002's llm_config.json: `--llm NAME` ->
+`{gpus}` / `{cuda}`) and requirement tables (the GPU Job Scheduler's llm_config.json: `--llm NAME` ->
 GPUs) (issue 12.3, 12.4)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_inject_arg_gives_the_job_its_ids_in_either_numbering(daemon):
     # as the job sees them: its GPU 2 is its cuda:0
     out = _run(daemon, "--gpu-ids", "2", "--inject-arg", "--cuda", "--", *py, "x")
     assert out == "['x', '--cuda', '0'] 2"
-    # the machine's numbers, as seed 002 passed them; an existing --cuda is rewritten
+    # the machine's numbers, as the GPU Job Scheduler passed them; an existing --cuda is rewritten
     out = _run(daemon, "--gpu-ids", "1,3", "--inject-arg=--cuda=machine", "--", *py, "--cuda", "7")
     assert out == "['--cuda', '1,3'] 1,3"
     out = _run(daemon, "--gpu-ids", "3", "--inject-arg", "--device", "--", *py, "--device=9", "y")

@@ -1,4 +1,4 @@
-"""Seed 002's screen sessions: `berth queue --pty` lists the jobs with a terminal, and
+"""The GPU Job Scheduler's screen sessions: `berth queue --pty` lists the jobs with a terminal, and
 `berth attach` shows a job's screen as it is (a prompt printed before anyone attached is
 there), not only what it prints next; detaching and attaching again shows it again (issue
 12.7). Driven through a real pseudo-terminal, as a user's terminal would."""

@@ -1,4 +1,4 @@
-"""`berth submit --unique` (seed 002's job deduplication) and `berth submit --file`."""
+"""`berth submit --unique` (the GPU Job Scheduler's job deduplication) and `berth submit --file`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`berth watch FILE` (seed 002's watched jobs.txt): lines appended while it runs are queued
+"""`berth watch FILE` (the GPU Job Scheduler's watched jobs.txt): lines appended while it runs are queued
 once each, by content, whatever happens to the file (rewritten, reordered, truncated), to the
 daemon (restarted) or to the watcher (killed, even between the daemon's answer and its own
 note of it) (issue 12.2)."""

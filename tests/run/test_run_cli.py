@@ -162,7 +162,7 @@ def test_timeout_exits_6_and_says_why(fake_gpus: Any) -> None:
 
 
 def test_a_script_under_berth_run_may_claim_its_own_gpus(fake_gpus: Any) -> None:
-    """berth run -> a script that claims itself (acquire, seed 000's GPUScheduler): it works
+    """berth run -> a script that claims itself (acquire, GPU Scheduler's GPUScheduler): it works
     under berth run's lease instead of waiting for itself for ever."""
     fake_gpus.setup(n=2)
     script = (

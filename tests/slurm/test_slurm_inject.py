@@ -69,7 +69,7 @@ def test_a_wrap_string_and_a_sweep_get_their_ids(berth: Cli) -> None:
 
 
 def test_a_seed002_jobs_file_runs_on_slurm(berth: Cli) -> None:
-    """Seed 002's lines put the machine's ids in --cuda (--inject-arg --cuda=machine): refused
+    """The GPU Job Scheduler's lines put the machine's ids in --cuda (--inject-arg --cuda=machine): refused
     on Slurm before, now given the GPUs Slurm allocated."""
     script = os.path.join(berth.root, "show.py")
     with open(script, "w") as f:

@@ -64,7 +64,7 @@ def build_argv(spec: JobSpec, gpus: list[int] | None = None) -> list[str]:
     setup = spec.env_setup
     if spec.conda:
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
-    elif setup and "conda" in setup:  # e.g. seed 003's --env-setup-cmd "conda activate myenv"
+    elif setup and "conda" in setup:  # e.g. mgpu_srun's --env-setup-cmd "conda activate myenv"
         setup = CONDA_HOOK + "\n" + setup
     if setup:
         argv = ["/bin/bash", "-c", SETUP_SCRIPT.format(setup=setup), "berth-job", *argv]

@@ -1,10 +1,10 @@
-"""``berth submit --unique``: seed 002's job deduplication, for jobs files submitted again.
+"""``berth submit --unique``: the GPU Job Scheduler's job deduplication, for jobs files submitted again.
 
 A job submitted with ``--unique`` is not queued if a job with the same identity, of the same
 user, submitted with ``--unique`` or not (every job keeps its identity), is pending or
 running, or has completed (and is still on record: ``--keep-finished``);
 the answer names that job instead (``duplicate``). A twin that failed, timed out or was
-cancelled does not count: the job is queued again, as seed 002 retries failed jobs.
+cancelled does not count: the job is queued again, as the GPU Job Scheduler retries failed jobs.
 
 Identity: the user, the command (argv or ``--wrap``), the working directory,
 ``--env-setup``, ``--conda``, and the GPU request (count or share, memory, allowed GPUs, GPU

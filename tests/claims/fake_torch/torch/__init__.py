@@ -1,5 +1,5 @@
 """A stand-in for torch in berth's tests (torch is not installed here): just enough of
-``torch.device`` and ``torch.cuda`` for seed 000's README examples, recording what was set."""
+``torch.device`` and ``torch.cuda`` for GPU Scheduler's README examples, recording what was set."""
 
 from __future__ import annotations
 

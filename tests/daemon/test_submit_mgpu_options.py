@@ -1,5 +1,5 @@
-"""`berth submit` as mgpu_srun (seed 003) is used (issue 10): `--gpu-ids 0,1` asks for both
-GPUs, GPU ranges, the seeds' option names as aliases, and a command given as one quoted
+"""`berth submit` as mgpu_srun is used (issue 10): `--gpu-ids 0,1` asks for both
+GPUs, GPU ranges, the earlier tools' option names as aliases, and a command given as one quoted
 string refused with how to run it."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _request(daemon, *args: str) -> dict:  # type: ignore[no-untyped-def]
 
 def test_gpu_ids_without_g_asks_for_exactly_those_gpus(daemon):
     daemon.start()
-    # seed 003: mgpu_srun --gpu-ids 0,1 --mem 8000 --time-limit 600 -- torchrun --nproc_per_node=2
+    # mgpu_srun: mgpu_srun --gpu-ids 0,1 --mem 8000 --time-limit 600 -- torchrun --nproc_per_node=2
     out = daemon.berth("submit", "--parsable", "--gpu-ids", "0,1", "--mem", "8000",
                        "--time-limit", "600", "--", *daemon.workload("--seconds", "0", "--record", daemon.record))  # fmt: skip
     assert out.returncode == 0, out.stderr

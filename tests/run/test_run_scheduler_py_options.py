@@ -1,6 +1,6 @@
-"""`berth run` with the seeds' ways of saying things (issue 10): --only naming several GPUs
+"""`berth run` with the earlier tools' ways of saying things (issue 10): --only naming several GPUs
 takes them all, GPU ranges, --count/-gc/--gpu_count, --wrap, and a command given as one quoted
-string (seed 004) refused with the two ways to write it."""
+string refused with the two ways to write it."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_wrap_runs_a_shell_string(fake_gpus: Any) -> None:
 
 def test_one_quoted_string_is_refused_with_how_to_run_it(fake_gpus: Any) -> None:
     fake_gpus.setup(n=1)
-    r = fake_gpus.berth("run", "--", "python job.py --x 5")  # seed 004's quoted task
+    r = fake_gpus.berth("run", "--", "python job.py --x 5")  # scheduler.py's quoted task
     assert r.returncode == 2, r.stderr
     assert "one quoted string" in r.stderr
     assert "berth run -- python job.py --x 5" in r.stderr

@@ -1,4 +1,4 @@
-"""Seed 002's README files, as they are, and what running them needs: a conda with the
+"""The GPU Job Scheduler's README files, as they are, and what running them needs: a conda with the
 README's environment, and its scripts at /path/to/ (README paths, unchanged).
 
 The scripts live in a private mount namespace (``unshare --mount``): a tmpfs mounted on
@@ -19,7 +19,7 @@ from typing import Any
 
 from helpers import wait_until
 
-# Copied from seed 002's README (docs/ of the seed: "Job File Format" and "LLM Configuration").
+# Copied from the GPU Job Scheduler's README (docs/ of the GPU Job Scheduler: "Job File Format" and "LLM Configuration").
 JOBS_TXT = """\
 # Comments start with #
 0,/path/to/train.py,pytorch_env,--llm qwen2.5-7b-inst --epochs 100,0-3

@@ -1,4 +1,4 @@
-"""Seed 002's own files, as its README gives them: jobs.txt (CSV, lower priority first,
+"""The GPU Job Scheduler's own files, as its README gives them: jobs.txt (CSV, lower priority first,
 conda environments, allowed GPUs with ranges and commas) and llm_config.json run unchanged
 through `berth submit --file`; a file berth cannot read queues nothing and names the line and
 column (issue 12.1, 12.3)."""
@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from seed002kit import JOBS_TXT, LLM_CONFIG, SCRIPT, berth_inside, fake_conda, start_with_path_to
+from gjskit import JOBS_TXT, LLM_CONFIG, SCRIPT, berth_inside, fake_conda, start_with_path_to
 
 
 def test_the_readme_jobs_txt_and_llm_config_run_unchanged(daemon):
@@ -24,13 +24,13 @@ def test_the_readme_jobs_txt_and_llm_config_run_unchanged(daemon):
                      "llm_config.json", env=env, cwd=str(root))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("Submitted job") == 3
-    assert "seed 002's format" in r.stderr and "priority P is berth priority -P" in r.stderr
+    assert "the GPU Job Scheduler's format" in r.stderr and "priority P is berth priority -P" in r.stderr
     rows = daemon.wait_done([1, 2, 3])
     assert {i: rows[i]["state"] for i in rows} == {1: "COMPLETED", 2: "COMPLETED", 3: "COMPLETED"}
     ran = {p.name: json.loads(p.read_text()) for p in results.iterdir()}
     train, ev, inf = (ran[f"{s}.py.json"] for s in ("train", "eval", "inference"))
     jobs = {j["name"]: j for j in (daemon.job(i) for i in (1, 2, 3))}
-    # priority: lower first in the seed, higher first in berth
+    # priority: lower first in the GPU Job Scheduler, higher first in berth
     assert [jobs[n]["priority"] for n in ("train.py", "eval.py", "inference.py")] == [0, -1, -2]
     # 7b: 1 GPU out of 0-3; 3b: half a GPU, from llm_config.json; 32b: 1 GPU out of 4,5,6,7
     assert jobs["train.py"]["request"]["gpus"] == 1
@@ -39,7 +39,7 @@ def test_the_readme_jobs_txt_and_llm_config_run_unchanged(daemon):
     assert "llm_config.json: --llm qwen2.5-3b-inst -> 0.5 GPU" in jobs["eval.py"]["request_source"]
     assert jobs["inference.py"]["request"]["gpu_ids"] == [4, 5, 6, 7]
     assert int(inf["visible"]) in (4, 5, 6, 7) and int(train["visible"]) in (0, 1, 2, 3)
-    # --cuda carries the GPUs it got, in the machine's numbers, as the seed passed them
+    # --cuda carries the GPUs it got, in the machine's numbers, as the GPU Job Scheduler passed them
     for rec in (train, ev, inf):
         assert rec["argv"][-2:] == ["--cuda", rec["visible"]], rec
     assert train["argv"][:4] == ["--llm", "qwen2.5-7b-inst", "--epochs", "100"]
@@ -61,7 +61,7 @@ def test_the_readme_jobs_txt_and_llm_config_run_unchanged(daemon):
          "jobs.txt:3:20: conda_env 'nope_env': no such conda environment"),
         ("priority,script_path,conda_env,arguments,allowed_gpus\n",  # neither format
          "jobs.txt:1:1: no program 'priority,script_path,conda_env,arguments,allowed_gpus' on "
-         "PATH: the job would fail with exit code 127; nor is the line in seed 002's format"),
+         "PATH: the job would fail with exit code 127; nor is the line in the GPU Job Scheduler's format"),
         (JOBS_TXT.replace(",4,5,6,7", ",4,5,6,9"), "jobs.txt:4: no GPU 9 here"),  # the daemon's
     ],
 )  # fmt: skip

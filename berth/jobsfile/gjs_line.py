@@ -1,15 +1,15 @@
-"""One line of seed 002's jobs file: ``priority,script_path,conda_env,arguments,allowed_gpus``.
+"""One line of the GPU Job Scheduler's jobs file: ``priority,script_path,conda_env,arguments,allowed_gpus``.
 
-As the seed read it (``line.split(',', maxsplit=4)``, each field stripped): the first four
+As the GPU Job Scheduler read it (``line.split(',', maxsplit=4)``, each field stripped): the first four
 commas separate the fields and the fifth field keeps its own (``4,5,6,7``). Refinements, none
-of which changes a line the seed accepted:
+of which changes a line the GPU Job Scheduler accepted:
 
 - a comma inside quotes separates nothing (``--names "a,b"``);
-- ``#`` at the start of a word, outside quotes, starts a comment (the seed's own example
+- ``#`` at the start of a word, outside quotes, starts a comment (the GPU Job Scheduler's own example
   ``0,/path/to/script3.py,baseenv,,0-3 # GPU range``); a line that is only a comment is
   skipped, as are blank lines;
 - every error names the line and the column of the field, and says what was expected
-  (the seed logged a warning and dropped the line, or only the bad GPU id).
+  (the GPU Job Scheduler logged a warning and dropped the line, or only the bad GPU id).
 
 Fields: ``priority`` an integer, lower first (berth's order is the other way round: see
 :func:`berth_priority`); ``script_path`` required; ``conda_env`` empty for none; ``arguments``
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 
 FIELDS = ("priority", "script_path", "conda_env", "arguments", "allowed_gpus")
 HEADER = ",".join(FIELDS)
-_SEED_LINE = re.compile(r"\s*[+-]?\d+\s*,")
+_GJS_LINE = re.compile(r"\s*[+-]?\d+\s*,")
 
 
-class SeedLine:
+class GjsLine:
     """A parsed line; ``columns``: the 1-based column where each field starts."""
 
     __slots__ = ("args", "columns", "conda", "gpu_ids", "line", "priority", "script", "text")
@@ -60,10 +60,10 @@ class SeedLine:
         self.columns = columns
 
 
-def berth_priority(seed_priority: int) -> int:
-    """Seed 002 runs lower numbers first; berth runs higher ones first: seed priority ``p``
+def berth_priority(gjs_priority: int) -> int:
+    """The GPU Job Scheduler runs lower numbers first; berth runs higher ones first: its priority ``p``
     is berth priority ``-p`` (0 stays 0, 1 comes after it, -1 before it)."""
-    return -seed_priority
+    return -gjs_priority
 
 
 def _unquoted(text: str) -> Iterator[tuple[int, str]]:
@@ -94,8 +94,8 @@ def is_job_line(text: str) -> bool:
 
 
 def looks_like(text: str) -> bool:
-    """Whether a job line is in seed 002's format: an integer, then a comma."""
-    return _SEED_LINE.match(text) is not None
+    """Whether a job line is in the GPU Job Scheduler's format: an integer, then a comma."""
+    return _GJS_LINE.match(text) is not None
 
 
 def split_fields(text: str) -> list[tuple[int, str]]:
@@ -116,7 +116,7 @@ def _column(raw: str, start: int) -> int:
     return start + (len(raw) - len(raw.lstrip())) + 1
 
 
-def parse(text: str, line: int, where: str) -> SeedLine:
+def parse(text: str, line: int, where: str) -> GjsLine:
     """Parse job line ``text`` (number ``line``; ``where`` is ``file:line`` for errors).
     Raises UsageError ``where:column: what is wrong; what to write``."""
     body = strip_comment(text).rstrip()
@@ -124,7 +124,7 @@ def parse(text: str, line: int, where: str) -> SeedLine:
     cols = [_column(raw, start) for start, raw in fields]
 
     def bad(k: int, why: str) -> UsageError:
-        return UsageError(f"{where}:{cols[k]}: {why} (seed 002's format: {HEADER})")
+        return UsageError(f"{where}:{cols[k]}: {why} (the GPU Job Scheduler's format: {HEADER})")
 
     values = [raw.strip() for _, raw in fields]
     try:
@@ -134,7 +134,7 @@ def parse(text: str, line: int, where: str) -> SeedLine:
     if len(values) < 2 or not values[1]:
         raise UsageError(
             f"{where}:{len(body) + 1}: no script_path: a line needs at least priority,script_path "
-            f"(seed 002's format: {HEADER})"
+            f"(the GPU Job Scheduler's format: {HEADER})"
         )
     script = values[1]
     if any(c.isspace() for c in script) or script[0] in "\"'":
@@ -154,4 +154,4 @@ def parse(text: str, line: int, where: str) -> SeedLine:
             gpu_ids = parse_gpu_indices(values[4], what="allowed_gpus")
         except UsageError as e:
             raise bad(4, str(e)) from None
-    return SeedLine(line, text, priority, script, conda, args, gpu_ids, cols)
+    return GjsLine(line, text, priority, script, conda, args, gpu_ids, cols)
