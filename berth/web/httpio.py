@@ -123,8 +123,7 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
             raise HttpError(400, "request body shorter than its Content-Length") from None
         except asyncio.TimeoutError:
             raise HttpError(408, f"request body not sent within {BODY_TIMEOUT:g}s") from None
-    elif method == "POST":
-        raise HttpError(411, "a POST needs a Content-Length (0 for no body)")
+    # (no Content-Length: no body, RFC 9112 6.3; `curl -X POST` without data sends so)
     return Request(method, target, headers, body)
 
 

@@ -34,7 +34,7 @@ def test_limits_refuse_with_the_status_that_says_why(web: Any) -> None:
     assert status_of(web.raw(b"GET / HTTP/2.0\r\n" + h + b"\r\n")) == 400
     assert status_of(web.raw(b"GET http://x/ HTTP/1.1\r\n" + h + b"\r\n")) == 400
     post = b"POST /api/jobs/1/cancel HTTP/1.1\r\n" + h
-    assert status_of(web.raw(post + b"\r\n")) == 411
+    assert status_of(web.raw(post + b"\r\n")) == 401  # no body, no length: fine (curl -X POST)
     assert status_of(web.raw(post + b"Content-Length: 99999\r\n\r\n")) == 413
     assert status_of(web.raw(post + b"Transfer-Encoding: chunked\r\n\r\n")) == 501
     two = b"Content-Length: 0\r\nContent-Length: 0\r\n\r\n"
@@ -124,3 +124,15 @@ def test_anonymous_reads_can_be_turned_off(web: Any) -> None:
     assert web.json("/api/state", token=web.token)["gpus"][0]["index"] == 0
     assert web.get("/metrics", token=web.token)[0] == 200
     assert web.json("/api/whoami", token=web.token)["user"] == "root"
+
+
+def test_the_web_token_helps_curl_example_works(web: Any) -> None:
+    """`berth web-token --help`'s example: a POST with the token and no body (curl -X POST
+    sends no Content-Length): it was refused with 411 (issue 27.11)."""
+    web.start(gpus=1)
+    job = web.daemon.submit("true", hold=True)
+    h = host(web)
+    post = (f"POST /api/jobs/{job}/cancel HTTP/1.1\r\n".encode() + h
+            + f"Authorization: Bearer {web.token}\r\n\r\n".encode())  # fmt: skip
+    assert status_of(web.raw(post)) == 200
+    assert web.daemon.job(job)["state"] == "CANCELLED"
