@@ -29,7 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
-    from berth.backends.base import Backend
+    from berth.backends.base import Backend, JobInfo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,6 +81,7 @@ class _Tail:
         self.path = path
         self.out = out
         self.pos = start
+        self.seen = start > 0  # (a byte of the log read, or some skipped by -n)
 
     def pump(self) -> None:
         try:
@@ -91,6 +92,7 @@ class _Tail:
             return
         if data:
             self.pos += len(data)
+            self.seen = True
             buf = getattr(self.out, "buffer", None)
             if buf is not None:
                 buf.write(data)
@@ -125,6 +127,8 @@ def follow(
             if info is None or info.finished:
                 for t in tails:
                     t.pump()
+                if info is not None and not any(t.seen for t in tails):
+                    _ended_silent(job_id, info)
                 return exit_status(info)
     except KeyboardInterrupt:
         if detach_hint:
@@ -172,11 +176,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ended_silent(job: str, info: JobInfo) -> None:
+    """`logs -f` of a job that ended without a byte of output: say so, and how it ended."""
+    code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
+    sys.stderr.write(f"job {job} ended {info.state}{code} without output; `berth show {job}` "
+                     "says how it ended\n")  # fmt: skip
+
+
 def _nothing_yet(backend: Backend, job: str, path: str) -> None:
-    """Why a job's log is not there yet: it has not started, or has written nothing."""
+    """Why a job's log is not there: it has not started, it ended without ever running (its
+    state says how: cancelled while pending, its setup or command failed at once), or it has
+    written nothing yet."""
     info = backend.status([job]).get(job)
     if info is not None and info.state == "PENDING":
-        why = f"has not started ({info.reason or 'pending'})"
+        why = f"has not started ({shown(info.reason or 'pending')})"
+    elif info is not None and info.finished:
+        code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
+        sys.stderr.write(
+            f"job {job} ended {info.state}{code} and wrote no output: there is no log "
+            f"({shown(path)}); `berth show {job}` says how it ended\n"
+        )
+        return
     else:
-        why = f"has written nothing yet ({path})"
+        why = f"has written nothing yet ({shown(path)})"
     sys.stderr.write(f"job {job} {why}; `berth logs -f {job}` waits for it and follows\n")

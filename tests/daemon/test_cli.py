@@ -259,3 +259,16 @@ def test_pause_help_does_not_offer_resume_all_and_ranges_pause_gpus(daemon, caps
     assert daemon.berth("pause", "--all").returncode == 2
     out = daemon.berth("resume", "1,2")
     assert out.returncode == 0 and out.stdout == "paused GPUs: none\n", out.stderr
+
+
+def test_logs_of_a_job_that_never_ran_say_why(daemon):
+    """Issue 27.11: `berth logs` of a job cancelled while pending printed nothing, rc 0 (and
+    `-f` rc 1, silently): it says the job's state and that there is no output."""
+    daemon.start()
+    job = daemon.submit("true", hold=True)
+    daemon.call("cancel", job_ids=[job])
+    out = daemon.berth("logs", str(job))
+    assert out.stdout == "" and f"job {job} ended CANCELLED" in out.stderr
+    assert "wrote no output" in out.stderr
+    followed = daemon.berth("logs", "-f", str(job))
+    assert followed.returncode == 1 and f"job {job} ended CANCELLED" in followed.stderr
