@@ -255,11 +255,13 @@ class FakeGpus:
         env: Mapping[str, str] | None = None,
         input: str | None = None,
         timeout: float = 30,
+        cwd: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run ``berth ARGS...`` in a subprocess with ``.env`` (plus ``env``)."""
         return subprocess.run(
             [sys.executable, "-m", "berth.cli.main", *args],
             env={**self.env, **(env or {})},
+            cwd=cwd,
             input=input,
             capture_output=True,
             text=True,
