@@ -336,7 +336,10 @@ class Slurm:
                 live.append(i)
                 out[i] = "cancelled" if signal is None else f"sent signal {signal}"
         if live:
-            argv = ["scancel", *(["-s", str(signal)] if signal is not None else []), *live]
+            # --full: a batch job's command runs in no step; without it scancel -s signals
+            # only the job's steps (none), and the job never gets the signal.
+            sig = ["--full", "-s", str(signal)] if signal is not None else []
+            argv = ["scancel", *sig, *live]
             done = self._run(argv, check=False)
             for line in _errors(done.stderr):  # ended meanwhile
                 for i in live:
