@@ -35,25 +35,6 @@ if TYPE_CHECKING:
     from berth.backends.sbatch import Cluster, Plan
     from berth.wire.jobspec import JobSpec
 
-# sbatch's reasons for refusing a job, and what they mean for a berth user.
-HINTS = {
-    "Requested node configuration is not available": "no node{part} has what it asks "
-    "({gres}{time}); ask for less, or see `sinfo -o '%N %G %l'`",
-    "Invalid generic resource (gres) specification": "the cluster has no such GPU resource "
-    "({gres}); see `sinfo -o '%N %G'`",
-    "Requested time limit is invalid (missing or exceeds some limit)": "the time limit"
-    "{time} is more than the partition allows; ask for less (see `sinfo -o '%P %l'`)",
-    "Invalid partition name specified": "there is no partition{part}; `sinfo -s` lists them",
-    "Invalid account or account/partition combination specified": "your Slurm account may "
-    "not use this partition; ask the cluster's admins",
-    "Job dependency problem": "a job named in --dependency cannot be depended on",
-    "Invalid job array specification": "the cluster does not take the array {array} "
-    "({tasks} tasks): its highest index must be below MaxArraySize (see `scontrol show config "
-    "| grep MaxArraySize`); split it, e.g. a sweep into smaller grids",
-    "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
-    "later or ask the cluster's admins",
-}
-
 
 def _env() -> dict[str, str]:
     """Variables sbatch needs for itself even when ``--export`` dropped them from the job."""
@@ -193,7 +174,7 @@ class Slurm:
         reason = reasons[-1].removeprefix("Batch job submission failed: ")
         gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
         limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
-        hint = HINTS.get(reason)
+        hint = q.HINTS.get(reason)
         if hint:
             hint = hint.format(
                 gres=gres,
@@ -346,6 +327,23 @@ class Slurm:
                     if f"job id {i}:" in line or f"job id {i} " in line:
                         out[i] = f"not {out[i]}: {line.rsplit(': ', 1)[-1]}"
         return out
+
+    def hold(self, ids: Sequence[str], release: bool = False) -> Sequence[str]:
+        """``berth hold`` / ``release-job``: ``scontrol uhold`` (a hold its owner may lift,
+        even when root set it) / ``scontrol release`` of pending jobs, all checked first."""
+        found = self.status(ids)
+        for i in ids:
+            jobs = [j for j in found.values() if named(j, i)]
+            if not jobs:
+                raise UsageError(f"no job {i}: see `berth queue --all --backend slurm`")
+            late = [j for j in jobs if j.state != "PENDING"]
+            if late:
+                raise UsageError(
+                    f"job {i} is {late[0].state}: only a pending job can be "
+                    + ("released" if release else "held")
+                )
+        self._run(["scontrol", "release" if release else "uhold", ",".join(ids)])
+        return tuple(ids)
 
 
 _EXITED = ("COMPLETED", "FAILED", "TIMEOUT")  # states that have an exit code

@@ -249,3 +249,23 @@ def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
             "StartTime", "EndTime", "Partition", "NodeList", "TresPerNode", "WorkDir",
             "Command", "StdOut", "StdErr", "Dependency", "Restarts", "Nice")  # fmt: skip
     return {k: rec[k] for k in keys if k in rec}
+
+
+# sbatch's reasons for refusing a job, and what they mean for a berth user.
+HINTS = {
+    "Requested node configuration is not available": "no node{part} has what it asks "
+    "({gres}{time}); ask for less, or see `sinfo -o '%N %G %l'`",
+    "Invalid generic resource (gres) specification": "the cluster has no such GPU resource "
+    "({gres}); see `sinfo -o '%N %G'`",
+    "Requested time limit is invalid (missing or exceeds some limit)": "the time limit"
+    "{time} is more than the partition allows; ask for less (see `sinfo -o '%P %l'`)",
+    "Invalid partition name specified": "there is no partition{part}; `sinfo -s` lists them",
+    "Invalid account or account/partition combination specified": "your Slurm account may "
+    "not use this partition; ask the cluster's admins",
+    "Job dependency problem": "a job named in --dependency cannot be depended on",
+    "Invalid job array specification": "the cluster does not take the array {array} "
+    "({tasks} tasks): its highest index must be below MaxArraySize (see `scontrol show config "
+    "| grep MaxArraySize`); split it, e.g. a sweep into smaller grids",
+    "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
+    "later or ask the cluster's admins",
+}

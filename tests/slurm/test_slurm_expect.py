@@ -44,3 +44,21 @@ def test_cancel_with_a_signal_reaches_the_jobs_handler(berth: Cli) -> None:
     assert (said.returncode, said.stdout) == (0, f"job {job}: sent signal 10\n"), said.stderr
     wait_until(lambda: os.path.exists(mark), timeout=20, message="the handler ran")
     wait_until(lambda: _state(berth, job) == "COMPLETED", timeout=20, message="it ended")
+
+
+def test_hold_and_release_a_pending_job(berth: Cli) -> None:
+    blocker = _submit(berth, "-g", "4", "--", "sleep", "60")
+    job = _submit(berth, "-g", "4", "--", "true")
+    wait_until(lambda: _state(berth, blocker) == "RUNNING", timeout=20, message="it runs")
+    held = berth("hold", job)
+    assert (held.returncode, held.stdout) == (0, f"job {job} held\n"), held.stderr
+    assert "Priority=0 " in _scontrol(berth, job) and "JobHeldUser" in _scontrol(berth, job)
+    running = berth("hold", blocker)
+    assert running.returncode == 2 and f"job {blocker} is RUNNING" in running.stderr
+    assert berth("hold", "99999").returncode == 2
+    berth("cancel", blocker)
+    wait_until(lambda: _state(berth, blocker) == "CANCELLED", timeout=20, message="cancelled")
+    assert _state(berth, job) == "PENDING"  # held: it does not start on free GPUs
+    released = berth("release-job", job)
+    assert (released.returncode, released.stdout) == (0, f"job {job} released\n")
+    wait_until(lambda: _state(berth, job) == "COMPLETED", timeout=20, message="it ran")
