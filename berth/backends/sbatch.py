@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import os
 
-from berth.backends import slurm_script
+from berth.backends import sbatch_args, slurm_script
 from berth.backends.base import Unsupported
 from berth.errors import UsageError
 from berth.wire import inject
@@ -52,7 +52,7 @@ from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from berth.backends.base import ArraySpec
     from berth.wire.jobspec import JobSpec
@@ -172,10 +172,12 @@ def plan(
     partition: str | None = None,
     mem_per_gpu: int | None = None,
     environ: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> Plan:
     """The sbatch call for ``job``. ``log_dir``: where logs go unless -o/-e say otherwise;
     ``environ``: variables sbatch
-    itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them.
+    itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them; ``extra``: sbatch
+    options passed through (:mod:`berth.backends.sbatch_args`).
     Raises :class:`Unsupported` for what Slurm cannot do."""
     _check(job)
     argvs = _sweep(job, array)
@@ -209,6 +211,7 @@ def plan(
     if job.mail_user:
         argv += [f"--mail-user={job.mail_user}", "--mail-type=END,FAIL"]
     argv.append("--export=ALL")
+    argv += sbatch_args.check(extra, argv)
 
     env = dict(job.env)
     for key, value in (environ or {}).items():

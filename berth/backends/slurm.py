@@ -99,8 +99,9 @@ class Slurm:
         job: JobSpec,
         array: ArraySpec | None = None,
         mem_per_gpu: int | None = None,
+        extra: Sequence[str] = (),
     ) -> Submitted:
-        p = self.plan(job, array, mem_per_gpu)
+        p = self.plan(job, array, mem_per_gpu, extra)
         self._check_dependencies(list(job.after_ok))
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
@@ -127,12 +128,17 @@ class Slurm:
         )
 
     def plan(
-        self, job: JobSpec, array: ArraySpec | None = None, mem_per_gpu: int | None = None
+        self,
+        job: JobSpec,
+        array: ArraySpec | None = None,
+        mem_per_gpu: int | None = None,
+        extra: Sequence[str] = (),
     ) -> Plan:
-        """The sbatch call ``submit`` would make (nothing is submitted nor written)."""
+        """The sbatch call ``submit`` would make (nothing is submitted nor written);
+        ``extra``: sbatch options passed through (--sbatch-arg, a script's #SBATCH lines)."""
         return sbatch.plan(
             job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
-            mem_per_gpu=mem_per_gpu, environ=_env(),
+            mem_per_gpu=mem_per_gpu, environ=_env(), extra=extra,
         )  # fmt: skip
 
     def script_path(self, text: str) -> str:

@@ -62,3 +62,41 @@ def test_hold_and_release_a_pending_job(berth: Cli) -> None:
     released = berth("release-job", job)
     assert (released.returncode, released.stdout) == (0, f"job {job} released\n")
     wait_until(lambda: _state(berth, job) == "COMPLETED", timeout=20, message="it ran")
+
+
+def test_sbatch_args_pass_through_and_berths_own_flags_are_refused_by_name(berth: Cli) -> None:
+    job = _submit(berth, "--sbatch-arg=--cpus-per-task=2", "--sbatch-arg", "--comment hello",
+                  "--sbatch-arg=--mem=100M", "--", "sleep", "60")  # fmt: skip
+    record = _scontrol(berth, job)
+    assert "NumCPUs=2 " in record and "Comment=hello " in record and "MinMemoryNode=100M" in record
+    too_big = berth("submit", "--sbatch-arg=--mem=64G", "--", "true")
+    assert too_big.returncode == 1 and "Slurm refused the job" in too_big.stderr
+    no_feature = berth("submit", "--sbatch-arg=--constraint=fast", "--", "true")
+    assert no_feature.returncode == 1 and "Invalid feature" in no_feature.stderr
+    own = berth("submit", "--sbatch-arg=--time=5", "--", "true")
+    assert own.returncode == 2
+    assert "--sbatch-arg --time=5: berth sets --time itself; use berth's -t" in own.stderr
+    short = berth("submit", "--sbatch-arg=-G1", "--", "true")
+    assert short.returncode == 2 and "berth sets --gpus itself; use berth's -g" in short.stderr
+    twice = berth("submit", "--mem-per-gpu", "1G", "--sbatch-arg=--mem-per-gpu=2G", "--", "true")
+    assert twice.returncode == 2 and "berth already sets --mem-per-gpu" in twice.stderr
+    local = berth("submit", "--backend", "local", "--sbatch-arg=-c2", "--", "true")
+    assert local.returncode == 2 and "--sbatch-arg is for Slurm" in local.stderr
+
+
+def test_a_scripts_sbatch_lines_are_honoured_on_slurm(berth: Cli) -> None:
+    script = os.path.join(berth.root, "train.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --job-name=train -t 10\n#SBATCH --cpus-per-task 2\n"
+                "#SBATCH --mem=200M --comment=from-script\n#SBATCH --partition=debug\n"
+                "echo ran $SLURM_CPUS_PER_TASK\n")  # fmt: skip
+    os.chmod(script, 0o755)
+    job = _submit(berth, "-J", "mine", script)  # the command line wins over the script
+    record = _scontrol(berth, job)
+    assert "JobName=mine " in record and "TimeLimit=00:10:00 " in record
+    assert "NumCPUs=2 " in record and "MinMemoryNode=200M" in record
+    assert "Comment=from-script " in record and "Partition=debug " in record
+    assert berth("logs", "-f", job).stdout == "ran 2\n"
+    local = berth("submit", "--backend", "local", script)
+    assert local.returncode == 2
+    assert "train.sh line 3: #SBATCH --cpus-per-task 2: sbatch's --cpus-per-task" in local.stderr
