@@ -17,7 +17,9 @@ berth                       sbatch
 ``-D`` / current dir        ``-D``
 ``--dependency afterok:``   ``--dependency=afterok:ID:ID --kill-on-invalid-dep=yes`` (a job
                             whose dependency failed is CANCELLED, as on the local queue)
-``--requeue`` / ``--hold``  ``--requeue`` / ``--hold``
+``--requeue``               ``--requeue --signal=B:USR1@120 --open-mode=append``: the batch
+                            script requeues the job on USR1 (``--max-requeues`` times)
+``--hold``                  ``--hold``
 ``-p`` priority             ``--nice=-PRIORITY`` (raising it is for Slurm operators only)
 ``--export``                the job's environment is sbatch's, with ``--export=ALL``
 ``--array 0-9%2``           ``--array=0-9%2``
@@ -58,6 +60,9 @@ if TYPE_CHECKING:
     from berth.wire.jobspec import JobSpec
 
 MIB = 1 << 20
+# --requeue: USR1 this many seconds before the time limit (Slurm may send it up to 60 s
+# earlier: its timers tick once a minute); half the limit when that is shorter.
+GRACE = 120
 
 
 class Cluster:
@@ -200,8 +205,9 @@ def plan(
     if job.after_ok:
         argv.append("--dependency=afterok:" + ":".join(str(d) for d in job.after_ok))
         argv.append("--kill-on-invalid-dep=yes")  # a failed one cancels it, as locally
-    if job.requeue:
-        argv.append("--requeue")
+    if job.requeue:  # at the time limit, the script requeues it (slurm_script.REQUEUE)
+        grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
+        argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]
     if job.hold:
         argv.append("--hold")
     if job.priority:
@@ -264,4 +270,6 @@ def _script(
         inject=flag_form,
         placeholders=placeholders,
         machine=machine,
+        requeue=bool(job.requeue),
+        most=job.max_requeues,
     )

@@ -100,3 +100,29 @@ def test_a_scripts_sbatch_lines_are_honoured_on_slurm(berth: Cli) -> None:
     local = berth("submit", "--backend", "local", script)
     assert local.returncode == 2
     assert "train.sh line 3: #SBATCH --cpus-per-task 2: sbatch's --cpus-per-task" in local.stderr
+
+
+def test_requeue_at_the_time_limit_keeps_the_id_counts_attempts_and_stops_at_the_max(
+    berth: Cli,
+) -> None:
+    """Slurm's limits are whole minutes, checked every ~30 s: the USR1 that
+    --signal=B:USR1@GRACE sends before the limit is sent here as Slurm sends it. (A requeued
+    job starts again cred_expire + 1 s later: the rig's cred_expire is 5 s, Slurm's 120.)"""
+    job = _submit(berth, "--requeue", "--max-requeues", "1", "--", "bash", "-c",
+                  "echo attempt $BERTH_ATTEMPT; exec sleep 60")  # fmt: skip
+    record = _scontrol(berth, job)
+    assert "Requeue=1 " in record
+
+    def usr1() -> None:
+        berth.slurm("scancel", "--signal=USR1", "--batch", job)
+
+    wait_until(lambda: "attempt 1" in berth("logs", job).stdout, timeout=20, message="runs")
+    usr1()
+    wait_until(lambda: "attempt 2" in berth("logs", job).stdout, timeout=60, message="again")
+    assert "Restarts=1 " in _scontrol(berth, job) and _state(berth, job) == "RUNNING"
+    usr1()
+    said = "not requeued: --max-requeues 1 reached"
+    wait_until(lambda: said in berth("logs", job).stdout, timeout=20, message="the max")
+    assert "Restarts=1 " in _scontrol(berth, job) and _state(berth, job) == "RUNNING"
+    out = berth("logs", job).stdout
+    assert out.index("attempt 1") < out.index("requeued (attempt 1 ends)") < out.index("attempt 2")
