@@ -47,7 +47,7 @@ import math
 import os
 
 from berth.backends import sbatch_args, slurm_script
-from berth.backends.base import Unsupported
+from berth.backends.base import SubmitRefused, Unsupported
 from berth.errors import UsageError
 from berth.wire import inject
 from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
@@ -93,7 +93,7 @@ class Plan:
     """The sbatch call: ``argv`` (without the script and its arguments), the batch ``script``
     text, the script's arguments (``args``: the command) and sbatch's environment (``env``)."""
 
-    __slots__ = ("args", "argv", "env", "script", "stderr", "stdout")
+    __slots__ = ("args", "argv", "env", "notes", "script", "stderr", "stdout")
 
     def __init__(
         self,
@@ -110,6 +110,7 @@ class Plan:
         self.env = env
         self.stdout = stdout
         self.stderr = stderr
+        self.notes: list[str] = []  # what berth changed to fit Slurm (said on submit)
 
 
 def _refuse(what: str, why: str) -> Unsupported:
@@ -119,6 +120,13 @@ def _refuse(what: str, why: str) -> Unsupported:
 def _gres(job: JobSpec, cluster: Cluster) -> str:
     gpus = job.gpus
     name = job.name_filter
+    if gpus > 1 and cluster.nodes and not name:
+        most = max(sum(g.values()) for g, _ in cluster.nodes.values())
+        if gpus > most:
+            raise SubmitRefused(
+                f"no node has {gpus:g} GPUs (the most on one node is {most}), so Slurm would "
+                "refuse the job: ask for less, or see `sinfo -o '%N %G'`"
+            )
     if gpus >= 1:
         if name:
             types = [t for t in cluster.gpu_types if name.lower() in t.lower()]
@@ -144,7 +152,7 @@ def _gres(job: JobSpec, cluster: Cluster) -> str:
 
 
 def _time(seconds: float) -> str:
-    s = math.ceil(seconds)
+    s = math.ceil(seconds / 60) * 60  # (Slurm's limits are whole minutes)
     days, s = divmod(s, 86400)
     return f"{days}-{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
@@ -193,8 +201,15 @@ def plan(
     if mem_per_gpu is not None:
         mib = f"{max(1, math.ceil(mem_per_gpu / MIB))}M"
         argv.append(f"--mem={mib}" if gres.startswith("shard:") else f"--mem-per-gpu={mib}")
+    notes = []
     if job.time_limit:
         argv += ["-t", _time(job.time_limit)]
+        if job.time_limit % 60:
+            minutes = math.ceil(job.time_limit / 60)
+            notes.append(
+                f"time limit {job.time_limit:g} s is {minutes} minute{'s' * (minutes > 1)} on "
+                "Slurm (its limits are whole minutes)"
+            )
     argv_cmd = job.argv
     name = job.name or (os.path.basename(argv_cmd[0]) if argv_cmd else "wrap")
     argv += ["-J", name]
@@ -230,7 +245,9 @@ def plan(
         setup = CONDA_HOOK + "\n" + setup
     args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
     script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
-    return Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
+    p = Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
+    p.notes = notes
+    return p
 
 
 def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:

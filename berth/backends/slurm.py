@@ -83,6 +83,11 @@ class Slurm:
             if self.partition:
                 argv += ["-p", self.partition]
             self._cluster = q.cluster(self._run(argv).stdout)
+            if self.partition and not self._cluster.nodes:
+                raise SubmitRefused(
+                    f"Slurm has no partition {self.partition!r} (or it has no nodes); "
+                    "`sinfo -s` lists them"
+                )
         return self._cluster
 
     def accounting(self) -> bool:
@@ -124,7 +129,7 @@ class Slurm:
             q.expand(p.stdout, first, user, name, job.cwd),
             q.expand(p.stderr, first, user, name, job.cwd),
             tasks,
-            warnings=_errors(done.stderr),
+            warnings=[*p.notes, *(f"Slurm says: {e}" for e in _errors(done.stderr))],
         )
 
     def plan(
@@ -186,6 +191,7 @@ class Slurm:
                 gres=gres,
                 time=f", time limit {limit}" if limit and "{time}" in hint else "",
                 part=f" in partition {self.partition!r}" if self.partition else "",
+                name=f" {self.partition!r}" if self.partition else "",
                 array=array.text if array is not None else "",
                 tasks=len(array.indices) if array is not None else 1,
             )

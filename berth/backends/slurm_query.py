@@ -259,7 +259,7 @@ HINTS = {
     "({gres}); see `sinfo -o '%N %G'`",
     "Requested time limit is invalid (missing or exceeds some limit)": "the time limit"
     "{time} is more than the partition allows; ask for less (see `sinfo -o '%P %l'`)",
-    "Invalid partition name specified": "there is no partition{part}; `sinfo -s` lists them",
+    "Invalid partition name specified": "there is no partition{name}; `sinfo -s` lists them",
     "Invalid account or account/partition combination specified": "your Slurm account may "
     "not use this partition; ask the cluster's admins",
     "Job dependency problem": "a job named in --dependency cannot be depended on",

@@ -85,7 +85,7 @@ def sweep(args: argparse.Namespace) -> int:
 
 def _say(args: argparse.Namespace, sub: Any, array: Any) -> None:
     for warning in sub.warnings:
-        sys.stderr.write(f"berth: Slurm says: {warning}\n")
+        sys.stderr.write(f"berth: {warning}\n")
     if args.parsable:
         sys.stdout.write(f"{sub.id}\n")
     elif args.json and not (args.wait or args.interactive):

@@ -126,3 +126,20 @@ def test_requeue_at_the_time_limit_keeps_the_id_counts_attempts_and_stops_at_the
     assert "Restarts=1 " in _scontrol(berth, job) and _state(berth, job) == "RUNNING"
     out = berth("logs", job).stdout
     assert out.index("attempt 1") < out.index("requeued (attempt 1 ends)") < out.index("attempt 2")
+
+
+def test_what_slurm_would_refuse_or_round_is_said_before_sbatch(berth: Cli, slurm: Any) -> None:
+    before = berth.slurm("squeue", "-h", "--states=all", "-o", "%i").stdout
+    too_big = berth("submit", "-g", "5", "--", "true")
+    assert too_big.returncode == 1
+    assert "no node has 5 GPUs (the most on one node is 4)" in too_big.stderr
+    nowhere = berth("submit", "--partition", "x", "--", "true")
+    assert nowhere.returncode == 1 and "no partition 'x'" in nowhere.stderr
+    assert "partition in partition" not in nowhere.stderr
+    assert berth.slurm("squeue", "-h", "--states=all", "-o", "%i").stdout == before
+    rounded = berth("submit", "--parsable", "--time-limit", "5", "--", "true")
+    assert rounded.returncode == 0, rounded.stderr
+    assert "time limit 5 s is 1 minute on Slurm (its limits are whole minutes)" in rounded.stderr
+    assert "TimeLimit=00:01:00 " in _scontrol(berth, rounded.stdout.strip())
+    exact = berth("submit", "--time-limit", "120", "--", "true")
+    assert exact.returncode == 0 and exact.stderr == ""
