@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from berth.wire.jobspec import JobSpec
 
 
+# wait (berth wait, logs -f, submit --wait): Slurm is asked every POLL s at first, then less
+# often while the jobs run on, at most every MAX_POLL s.
+POLL, MAX_POLL = 0.5, 5.0
+
+
 def _env() -> dict[str, str]:
     """Variables sbatch needs for itself even when ``--export`` dropped them from the job."""
     return {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "PATH")}
@@ -51,6 +56,9 @@ class Slurm:
         self.partition = partition
         self._accounting: bool | None = None
         self._cluster: Cluster | None = None
+        self._watched: dict[str, JobInfo | None] = {}  # wait's jobs, as last seen
+        self._next_poll = 0.0
+        self._pause = POLL
 
     # -- running Slurm's commands ----------------------------------------------------------
 
@@ -71,7 +79,7 @@ class Slurm:
                 f"{argv[0]} did not answer in 120 s: is Slurm's controller up?"
             ) from None
         if check and done.returncode != 0:
-            why = " ".join(_errors(done.stderr)) or f"exit status {done.returncode}"
+            why = " ".join(q.errors(done.stderr)) or f"exit status {done.returncode}"
             raise BerthError(f"{' '.join(argv[:2])} failed: {why}")
         return done
 
@@ -129,7 +137,7 @@ class Slurm:
             q.expand(p.stdout, first, user, name, job.cwd),
             q.expand(p.stderr, first, user, name, job.cwd),
             tasks,
-            warnings=[*p.notes, *(f"Slurm says: {e}" for e in _errors(done.stderr))],
+            warnings=[*p.notes, *(f"Slurm says: {e}" for e in q.errors(done.stderr))],
         )
 
     def plan(
@@ -181,7 +189,7 @@ class Slurm:
     def _refusal(
         self, stderr: str, argv: Sequence[str], array: ArraySpec | None = None
     ) -> SubmitRefused:
-        reasons = _errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
+        reasons = q.errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
         reason = reasons[-1].removeprefix("Batch job submission failed: ")
         gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
         limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
@@ -203,7 +211,7 @@ class Slurm:
     def _squeue(self, *args: str) -> list[JobInfo]:
         done = self._run(["squeue", "-h", "-o", q.SQUEUE_FORMAT, *args], check=False)
         if done.returncode != 0 and "Invalid job id" not in done.stderr:
-            raise BerthError(f"squeue failed: {' '.join(_errors(done.stderr))}")
+            raise BerthError(f"squeue failed: {' '.join(q.errors(done.stderr))}")
         return self._counted(q.squeue_rows(done.stdout))
 
     def _sacct(self, *args: str) -> list[JobInfo]:
@@ -245,7 +253,7 @@ class Slurm:
     def list(
         self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
     ) -> list[JobInfo]:
-        wanted = _states(states)
+        wanted = q.states(states)
         finished = finished or bool(wanted - {"PENDING", "RUNNING", "COMPLETING"})
         args = ["--states=all"] if finished else []
         if user:
@@ -301,17 +309,38 @@ class Slurm:
         return q.expand(record["stdout"], *args), q.expand(record["stderr"], *args)
 
     def wait(self, job_id: str, timeout: float) -> JobInfo | None:
+        """The job once it has ended, or as last seen after ``timeout`` s. Slurm is asked at
+        most every POLL s, backing off to MAX_POLL s while the jobs run on (across calls:
+        `logs -f` calls this between reads), one squeue for every job waited for."""
         deadline = time.monotonic() + timeout
-        pause = 0.1
+        self._watched.setdefault(job_id, None)
         while True:
-            found = self.status([job_id])
-            if not found:
-                return None
-            info = aggregate(job_id, list(found.values()))
-            if info.finished or time.monotonic() >= deadline:
-                return info
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 1.5, 1.0)
+            known = self._watched.get(job_id)
+            if known is not None and known.finished:
+                return known
+            now = time.monotonic()
+            if now >= self._next_poll:
+                self._poll()
+                if job_id not in self._watched:
+                    return None
+                continue
+            if now >= deadline:
+                return known
+            time.sleep(max(0.0, min(self._next_poll, deadline) - now))
+
+    def _poll(self) -> None:
+        """One status query for every watched job not known to have ended; an unknown one is
+        forgotten (wait returns None for it)."""
+        ids = [i for i, info in self._watched.items() if info is None or not info.finished]
+        found = self.status(ids)
+        for i in ids:
+            jobs = [j for j in found.values() if named(j, i)]
+            if jobs:
+                self._watched[i] = aggregate(i, jobs)
+            else:
+                del self._watched[i]
+        self._next_poll = time.monotonic() + self._pause
+        self._pause = min(self._pause * 1.5, MAX_POLL)
 
     # -- acting ----------------------------------------------------------------------------
 
@@ -334,7 +363,7 @@ class Slurm:
             sig = ["--full", "-s", str(signal)] if signal is not None else []
             argv = ["scancel", *sig, *live]
             done = self._run(argv, check=False)
-            for line in _errors(done.stderr):  # ended meanwhile
+            for line in q.errors(done.stderr):  # ended meanwhile
                 for i in live:
                     if f"job id {i}:" in line or f"job id {i} " in line:
                         out[i] = f"not {out[i]}: {line.rsplit(': ', 1)[-1]}"
@@ -359,33 +388,6 @@ class Slurm:
 
 
 _EXITED = ("COMPLETED", "FAILED", "TIMEOUT")  # states that have an exit code
-
-
-def _states(states: Sequence[str]) -> set[str]:
-    """``PD,R`` / ``pending`` as berth's state names (the local daemon's own check)."""
-    if not states:
-        return set()
-    from berth.core.states import State  # heavy: berth.core (the scheduler); rare: -t
-
-    try:
-        return {State.parse(s).value for s in states if s.strip()}
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _errors(stderr: str) -> list[str]:
-    """sbatch: error: X -> X (and its warnings), one per line."""
-    out = []
-    for line in stderr.splitlines():
-        line = line.strip()
-        for prefix in ("error:", "warning:"):
-            _, found, rest = line.partition(f": {prefix} ")
-            if found:
-                line = rest
-                break
-        if line:
-            out.append(line)
-    return out
 
 
 def _user() -> str:

@@ -14,9 +14,11 @@ import time
 
 from berth.backends.base import JobInfo
 from berth.backends.sbatch import Cluster
+from berth.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 SEP = "|"
@@ -269,3 +271,30 @@ HINTS = {
     "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
     "later or ask the cluster's admins",
 }
+
+
+def states(states: Sequence[str]) -> set[str]:
+    """``PD,R`` / ``pending`` as berth's state names (the local daemon's own check)."""
+    if not states:
+        return set()
+    from berth.core.states import State  # heavy: berth.core (the scheduler); rare: -t
+
+    try:
+        return {State.parse(s).value for s in states if s.strip()}
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def errors(stderr: str) -> list[str]:
+    """sbatch: error: X -> X (and its warnings), one per line."""
+    out = []
+    for line in stderr.splitlines():
+        line = line.strip()
+        for prefix in ("error:", "warning:"):
+            _, found, rest = line.partition(f": {prefix} ")
+            if found:
+                line = rest
+                break
+        if line:
+            out.append(line)
+    return out

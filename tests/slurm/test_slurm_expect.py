@@ -143,3 +143,40 @@ def test_what_slurm_would_refuse_or_round_is_said_before_sbatch(berth: Cli, slur
     assert "TimeLimit=00:01:00 " in _scontrol(berth, rounded.stdout.strip())
     exact = berth("submit", "--time-limit", "120", "--", "true")
     assert exact.returncode == 0 and exact.stderr == ""
+
+
+def _counting(berth: Cli, *commands: str) -> tuple[dict[str, str], str]:
+    """An environment whose Slurm ``commands`` log each call to a file (and run Slurm's)."""
+    import shutil
+
+    bin_dir = os.path.join(berth.root, "counting-bin")
+    calls = os.path.join(berth.root, "calls")
+    os.makedirs(bin_dir, exist_ok=True)
+    path = os.environ["PATH"] + ":/usr/sbin:/sbin"
+    for name in commands:
+        real = shutil.which(name, path=path)
+        wrapper = os.path.join(bin_dir, name)
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\necho {name} >> {calls}\nexec {real} "$@"\n')
+        os.chmod(wrapper, 0o755)
+    return {"PATH": f"{bin_dir}:{path}"}, calls
+
+
+def test_following_a_job_asks_slurm_a_bounded_number_of_times(berth: Cli) -> None:
+    env, calls = _counting(berth, "squeue", "scontrol", "sacct")
+    import time
+
+    started = time.monotonic()
+    follow = berth("submit", "--wait", "-i", "--", "sh", "-c", "sleep 6; echo done", **env)
+    took = time.monotonic() - started
+    assert follow.returncode == 0 and follow.stdout == "done\n", follow.stderr
+    with open(calls) as f:
+        asked = f.read().split()
+    assert took >= 6 and len(asked) <= 2 * took, asked  # at most 2 a second, backing off
+    jobs = [_submit(berth, "--", "sleep", "3") for _ in range(5)]
+    os.remove(calls)
+    waited = berth("wait", *jobs, **env)
+    assert waited.returncode == 0, waited.stderr
+    with open(calls) as f:
+        asked = f.read().split()
+    assert 1 <= asked.count("squeue") <= 12, asked
