@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import subprocess
 import time
 
@@ -122,7 +121,7 @@ class Slurm:
             raise self._refusal(done.stderr, p.argv, array)
         job_id = done.stdout.strip().split(";")[0]
         name = p.argv[p.argv.index("-J") + 1]
-        user = job.env.get("USER") or _user()
+        user = job.env.get("USER") or q.user()
         record = {"id": job_id, "name": name, "user": user, "cwd": job.cwd,
                   "stdout": p.stdout, "stderr": p.stderr, "array": array and array.text,
                   "script": script,
@@ -240,14 +239,7 @@ class Slurm:
                     found[r.id] = r
                 elif found[r.id].exit_code is None:
                     found[r.id].exit_code = r.exit_code
-        unknown = [r for r in found.values() if r.exit_code is None and r.state in _EXITED]
-        if unknown:  # no accounting, or it lags: the controller's records have the codes
-            recs = q.scontrol_records(self._run(["scontrol", "-o", "show", "job"]).stdout)
-            codes = {r.get("JobId"): r.get("ExitCode", "") for r in recs}
-            for r in unknown:
-                code = codes.get(r.extra.get("raw_id"))
-                if code is not None:
-                    r.exit_code = q.exit_code(code)
+        self._codes(list(found.values()))
         return found
 
     def list(
@@ -264,7 +256,24 @@ class Slurm:
             since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 86400))
             extra = ["-u", user] if user else ["--allusers"]
             rows += [r for r in self._sacct("-S", since, *extra) if r.id not in seen]
-        return [r for r in rows if r.state in wanted] if wanted else rows
+        rows = [r for r in rows if r.state in wanted] if wanted else rows
+        self._codes(rows)
+        return rows
+
+    def _codes(self, rows: Sequence[JobInfo]) -> None:
+        """The exit codes still unknown (no accounting, or it lags, or it says 0:0 of a
+        cancelled job) from the controller's records (ExitCode 0:15: ended by SIGTERM), and
+        the one rule for a job a signal ended (:func:`slurm_query.signalled`)."""
+        unknown = [r for r in rows if q.code_unknown(r)]
+        if not unknown:
+            return
+        recs = q.scontrol_records(self._run(["scontrol", "-o", "show", "job"]).stdout)
+        codes = {r.get("JobId"): r.get("ExitCode", "") for r in recs}
+        for r in unknown:
+            code = codes.get(r.extra.get("raw_id"))
+            if code is not None:
+                r.exit_code = q.exit_code(code)
+            q.signalled(r)
 
     def show(self, job_id: str) -> dict[str, Any]:
         """Everything Slurm (and berth's record) says of one job."""
@@ -385,13 +394,3 @@ class Slurm:
                 )
         self._run(["scontrol", "release" if release else "uhold", ",".join(ids)])
         return tuple(ids)
-
-
-_EXITED = ("COMPLETED", "FAILED", "TIMEOUT")  # states that have an exit code
-
-
-def _user() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())

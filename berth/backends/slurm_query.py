@@ -9,10 +9,11 @@ releases, where the ``--json`` outputs change shape with each data_parser versio
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import time
 
-from berth.backends.base import JobInfo
+from berth.backends.base import FINISHED, JobInfo
 from berth.backends.sbatch import Cluster
 from berth.errors import UsageError
 
@@ -85,9 +86,30 @@ def exit_code(text: str) -> int | None:
     return 128 + signal if signal and not code else code
 
 
+SIGNALLED = ("TIMEOUT", "CANCELLED")  # Slurm ends them with SIGTERM (then SIGKILL)
+
+
+def code_unknown(r: JobInfo) -> bool:
+    """Whether a finished job's exit code is yet to be found: none read, or sacct's 0:0 of a
+    job Slurm ended by a signal (its ExitCode is the allocation's; the controller's says
+    0:15)."""
+    if r.state in SIGNALLED:
+        return not r.exit_code
+    return r.exit_code is None and r.state in ("COMPLETED", "FAILED")
+
+
+def signalled(r: JobInfo) -> None:
+    """The one rule of both backends for a job a signal ended: 128 + the signal (143: SIGTERM,
+    137: SIGKILL) when nobody knows which, a job that ran and was cancelled or timed out was
+    ended by Slurm's SIGTERM; one cancelled before it ran has no exit code."""
+    if r.state in SIGNALLED and not r.exit_code:
+        ran = r.state == "TIMEOUT" or bool(r.elapsed) or bool(r.where)
+        r.exit_code = 128 + 15 if ran else None
+
+
 def _opt(text: str) -> str | None:
     text = text.strip()
-    return None if text in ("", "N/A", "(null)", "None") else text
+    return None if text in ("", "N/A", "(null)", "None", "None assigned") else text
 
 
 def squeue_rows(text: str) -> list[JobInfo]:
@@ -181,7 +203,7 @@ def sacct_rows(text: str) -> list[JobInfo]:
         out.append(
             JobInfo(
                 shown, name, user, st, native=native.split()[0] if native else native,
-                exit_code=exit_code(code) if st in ("COMPLETED", "FAILED", "TIMEOUT") else None,
+                exit_code=exit_code(code) if st in FINISHED else None,
                 elapsed=duration(elapsed), where=_opt(nodes) or "", gpus=_tres_gres(tres),
                 submit_time=timestamp(submit),
                 array_job=array_id if us else None,
@@ -298,3 +320,10 @@ def errors(stderr: str) -> list[str]:
         if line:
             out.append(line)
     return out
+
+
+def user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
