@@ -5,6 +5,7 @@ allocation (here through `srun --jobid --overlap`) find that daemon by themselve
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -44,9 +45,13 @@ class Allocation:
         self.job = ""
         self.dir = ""
 
-    def start(self, gpus: int) -> None:
-        spec = {"argv": [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm",
-                         "--foreground"],
+    def start(self, gpus: int, background: bool = False) -> None:
+        """``background``: as a user's script does, `berth daemon --inside-slurm --exit-with
+        $$` (it forks away from the batch job's process tree), then the script's own work."""
+        argv = [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm"]
+        if background:
+            argv = ["bash", "-c", shlex.join(argv) + " --exit-with $$ && exec sleep 300"]
+        spec = {"argv": argv if background else [*argv, "--foreground"],
                 "env": self.env, "cwd": self.root, "gpus": gpus, "name": "alloc"}  # fmt: skip
         self.job = self.backend.submit(JobSpec.from_dict(spec)).id
         self.dir = os.path.join(self.tmp, f"berth-{os.getuid()}", f"slurm-{self.job}")
@@ -199,3 +204,35 @@ def test_outside_an_allocation_it_refuses(fake_gpus: Any) -> None:
         env=no_gpus, capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert out.returncode == 2 and "Slurm job 7 has no GPUs" in out.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_the_allocations_end_ends_its_jobs_whatever_the_proctrack(
+    allocation: Allocation, background: bool
+) -> None:
+    """Slurm ends the allocation with SIGTERM (SIGKILL after KillWait): the daemon ends its
+    jobs then, even on proctrack/linuxproc (the rig's), which does not follow a process that
+    left the batch job's tree; and says so in its log without a traceback."""
+    allocation.start(gpus=1, background=background)
+    pid_file = os.path.join(allocation.root, "job.pid")
+    sub = allocation.berth("submit", "--parsable", "--", "sh", "-c",
+                           f"echo $$ > {pid_file}; exec sleep 300")  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    pid = int(wait_until(lambda: _text(pid_file), timeout=30, message="the job runs"))
+    log = allocation.backend.logs(allocation.job)[0]
+    subprocess.run(["scancel", allocation.job], env=allocation.env, check=True)
+    wait_until(lambda: not _alive(pid), timeout=30, message="the job ended with the allocation")
+    wait_until(lambda: allocation.backend.status([allocation.job])[allocation.job].finished,
+               timeout=30, message="the allocation ended")  # fmt: skip
+    daemon_log = os.path.join(allocation.dir, "state", "daemon.log")  # (in the background)
+    said = open(log).read() + (_text(daemon_log) if background else "")
+    assert "the allocation ends: ending " in said, said  # (Slurm may have been first)
+    assert "Traceback" not in said and "CancelledError" not in said, said
