@@ -84,10 +84,10 @@ def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
     inv.manage = tuple(uuids)
     alloc = allocation_dir()
     assert alloc is not None  # SLURM_JOB_ID is set: allocation_gpus checked
-    if not args.socket and not os.environ.get("BERTH_SOCKET"):
-        args.socket = os.path.join(alloc, "daemon.sock")
-    if not args.state_dir and not os.environ.get("BERTH_STATE_DIR"):
-        args.state_dir = os.path.join(alloc, "state")
+    # The allocation's own, even when $BERTH_SOCKET / $BERTH_STATE_DIR name a daemon outside
+    # it (where berth commands run in the allocation would otherwise send its jobs).
+    args.socket = args.socket or os.path.join(alloc, "daemon.sock")
+    args.state_dir = args.state_dir or os.path.join(alloc, "state")
     os.makedirs(alloc, mode=0o700, exist_ok=True)
     for d in (os.path.dirname(alloc), alloc):  # in a shared /tmp: ours, and only ours
         st = os.lstat(d)

@@ -236,3 +236,18 @@ def test_the_allocations_end_ends_its_jobs_whatever_the_proctrack(
     said = open(log).read() + (_text(daemon_log) if background else "")
     assert "the allocation ends: ending " in said, said  # (Slurm may have been first)
     assert "Traceback" not in said and "CancelledError" not in said, said
+
+
+def test_inside_the_allocation_its_daemon_wins_over_an_exported_berth_socket(
+    allocation: Allocation,
+) -> None:
+    outside = os.path.join(allocation.tmp, "outside.sock")  # a daemon outside the allocation
+    allocation.env["BERTH_SOCKET"] = outside
+    allocation.start(gpus=1)
+    assert os.path.exists(os.path.join(allocation.dir, "daemon.sock")) and not os.path.exists(
+        outside
+    )
+    sub = allocation.berth("submit", "--parsable", "--", "true")
+    assert sub.returncode == 0, sub.stderr
+    with allocation.client() as c:
+        assert int(sub.stdout) in {r["id"] for r in c.call("queue", all=True)["jobs"]}
