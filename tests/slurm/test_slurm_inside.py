@@ -251,3 +251,19 @@ def test_inside_the_allocation_its_daemon_wins_over_an_exported_berth_socket(
     assert sub.returncode == 0, sub.stderr
     with allocation.client() as c:
         assert int(sub.stdout) in {r["id"] for r in c.call("queue", all=True)["jobs"]}
+
+
+def test_the_salloc_recipe_runs_on_the_allocations_gpus(allocation: Allocation) -> None:
+    """`salloc --gres=gpu:2 bash -c 'berth daemon --inside-slurm --exit-with $$ && ...'`: the
+    shell salloc runs is in no step (no CUDA_VISIBLE_DEVICES, no SLURM_JOB_GPUS): the daemon
+    reads the allocation's GPUs from the controller."""
+    berth = shlex.join([sys.executable, "-m", "berth.cli.main"])
+    out = os.path.join(allocation.root, "salloc-%j.txt")
+    script = (f"{berth} daemon --inside-slurm --exit-with $$ && "
+              f"{berth} submit --wait -g 2 -o {out} -- sh -c 'echo $CUDA_VISIBLE_DEVICES'")  # fmt: skip
+    done = subprocess.run(["salloc", "--gres=gpu:2", "bash", "-c", script], env=allocation.env,
+                          cwd=allocation.root, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    gpus = _text(out.replace("%j", "1")).split(",")
+    assert len(gpus) == 2 and set(gpus) <= {"0", "1", "2", "3"}
