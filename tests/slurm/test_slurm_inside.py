@@ -228,10 +228,22 @@ def test_the_allocations_end_ends_its_jobs_whatever_the_proctrack(
     assert sub.returncode == 0, sub.stderr
     pid = int(wait_until(lambda: _text(pid_file), timeout=30, message="the job runs"))
     log = allocation.backend.logs(allocation.job)[0]
+    waiter = subprocess.Popen(  # a client waiting on the daemon when it stops
+        ["srun", f"--jobid={allocation.job}", "--overlap", "-n1", "--gres=none",
+         sys.executable, "-m", "berth.cli.main", "wait", sub.stdout.strip()],
+        env=allocation.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def steps() -> str:
+        return subprocess.run(["squeue", "-h", "-s", "-j", allocation.job, "-o", "%i"],
+                              env=allocation.env, capture_output=True, text=True).stdout  # fmt: skip
+
+    wait_until(lambda: f"{allocation.job}." in steps(), timeout=20, message="the waiter runs")
     subprocess.run(["scancel", allocation.job], env=allocation.env, check=True)
     wait_until(lambda: not _alive(pid), timeout=30, message="the job ended with the allocation")
     wait_until(lambda: allocation.backend.status([allocation.job])[allocation.job].finished,
                timeout=30, message="the allocation ended")  # fmt: skip
+    waiter.wait(timeout=30)
     daemon_log = os.path.join(allocation.dir, "state", "daemon.log")  # (in the background)
     said = open(log).read() + (_text(daemon_log) if background else "")
     assert "the allocation ends: ending " in said, said  # (Slurm may have been first)
