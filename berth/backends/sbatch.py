@@ -25,6 +25,7 @@ berth                       sbatch
 ``--array 0-9%2``           ``--array=0-9%2``
 ``--partition``             ``-p``
 ``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
+``--sbatch-arg OPT``        ``OPT``, after berth's own (:mod:`berth.backends.sbatch_args`)
 ==========================  ===============================================================
 
 The command is never put in a shell string: sbatch runs a batch script berth writes
