@@ -138,4 +138,30 @@ def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
                 f"--inside-slurm: {d} is not a private directory of yours (owner uid "
                 f"{st.st_uid}, mode {st.st_mode & 0o777:o}); remove it, or set TMPDIR"
             )
+    prune(os.path.dirname(alloc), os.path.basename(alloc))
     return uuids
+
+
+def prune(base: str, mine: str) -> list[str]:
+    """Remove the directories ``slurm-JOBID`` in ``base`` (this user's) of allocations that
+    Slurm no longer runs (one squeue for all; nothing is removed when it does not answer):
+    what an ended allocation left, its state and its jobs' default logs. Returns them."""
+    import shutil  # rare: --inside-slurm
+    import subprocess  # heavy (~2 ms): --inside-slurm only
+
+    old = {n.removeprefix("slurm-"): n for n in os.listdir(base)
+           if n != mine and n.startswith("slurm-") and n[6:].isdigit()}  # fmt: skip
+    if not old:
+        return []
+    try:
+        done = subprocess.run(["squeue", "-h", "-o", "%A", "-j", ",".join(old)],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if done.returncode != 0 and "Invalid job id" not in done.stderr:
+        return []
+    live = set(done.stdout.split())
+    gone = [os.path.join(base, n) for job, n in old.items() if job not in live]
+    for path in gone:
+        shutil.rmtree(path, ignore_errors=True)
+    return gone

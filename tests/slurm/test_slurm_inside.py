@@ -279,3 +279,15 @@ def test_the_salloc_recipe_runs_on_the_allocations_gpus(allocation: Allocation) 
     assert done.returncode == 0, done.stderr
     gpus = _text(out.replace("%j", "1")).split(",")
     assert len(gpus) == 2 and set(gpus) <= {"0", "1", "2", "3"}
+
+
+def test_an_ended_allocations_directory_goes_when_the_next_daemon_starts(
+    allocation: Allocation,
+) -> None:
+    base = os.path.join(allocation.tmp, f"berth-{os.getuid()}")
+    left = os.path.join(base, "slurm-9999", "state")  # an allocation Slurm no longer runs
+    os.makedirs(left, mode=0o700)
+    os.chmod(base, 0o700)
+    allocation.start(gpus=1)
+    assert not os.path.exists(os.path.dirname(left))
+    assert os.path.exists(os.path.join(allocation.dir, "daemon.sock"))
