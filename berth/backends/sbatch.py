@@ -17,12 +17,15 @@ berth                       sbatch
 ``-D`` / current dir        ``-D``
 ``--dependency afterok:``   ``--dependency=afterok:ID:ID --kill-on-invalid-dep=yes`` (a job
                             whose dependency failed is CANCELLED, as on the local queue)
-``--requeue`` / ``--hold``  ``--requeue`` / ``--hold``
+``--requeue``               ``--requeue --signal=B:USR1@120 --open-mode=append``: the batch
+                            script requeues the job on USR1 (``--max-requeues`` times)
+``--hold``                  ``--hold``
 ``-p`` priority             ``--nice=-PRIORITY`` (raising it is for Slurm operators only)
 ``--export``                the job's environment is sbatch's, with ``--export=ALL``
 ``--array 0-9%2``           ``--array=0-9%2``
 ``--partition``             ``-p``
 ``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
+``--sbatch-arg OPT``        ``OPT``, after berth's own (:mod:`berth.backends.sbatch_args`)
 ==========================  ===============================================================
 
 The command is never put in a shell string: sbatch runs a batch script berth writes
@@ -44,20 +47,23 @@ from __future__ import annotations
 import math
 import os
 
-from berth.backends import slurm_script
-from berth.backends.base import Unsupported
+from berth.backends import sbatch_args, slurm_script
+from berth.backends.base import SubmitRefused, Unsupported
 from berth.errors import UsageError
 from berth.wire import inject
 from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from berth.backends.base import ArraySpec
     from berth.wire.jobspec import JobSpec
 
 MIB = 1 << 20
+# --requeue: USR1 this many seconds before the time limit (Slurm may send it up to 60 s
+# earlier: its timers tick once a minute); half the limit when that is shorter.
+GRACE = 120
 
 
 class Cluster:
@@ -88,7 +94,7 @@ class Plan:
     """The sbatch call: ``argv`` (without the script and its arguments), the batch ``script``
     text, the script's arguments (``args``: the command) and sbatch's environment (``env``)."""
 
-    __slots__ = ("args", "argv", "env", "script", "stderr", "stdout")
+    __slots__ = ("args", "argv", "env", "notes", "script", "stderr", "stdout")
 
     def __init__(
         self,
@@ -105,6 +111,7 @@ class Plan:
         self.env = env
         self.stdout = stdout
         self.stderr = stderr
+        self.notes: list[str] = []  # what berth changed to fit Slurm (said on submit)
 
 
 def _refuse(what: str, why: str) -> Unsupported:
@@ -114,6 +121,13 @@ def _refuse(what: str, why: str) -> Unsupported:
 def _gres(job: JobSpec, cluster: Cluster) -> str:
     gpus = job.gpus
     name = job.name_filter
+    if gpus > 1 and cluster.nodes and not name:
+        most = max(sum(g.values()) for g, _ in cluster.nodes.values())
+        if gpus > most:
+            raise SubmitRefused(
+                f"no node has {gpus:g} GPUs (the most on one node is {most}), so Slurm would "
+                "refuse the job: ask for less, or see `sinfo -o '%N %G'`"
+            )
     if gpus >= 1:
         if name:
             types = [t for t in cluster.gpu_types if name.lower() in t.lower()]
@@ -139,7 +153,7 @@ def _gres(job: JobSpec, cluster: Cluster) -> str:
 
 
 def _time(seconds: float) -> str:
-    s = math.ceil(seconds)
+    s = math.ceil(seconds / 60) * 60  # (Slurm's limits are whole minutes)
     days, s = divmod(s, 86400)
     return f"{days}-{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
@@ -172,10 +186,12 @@ def plan(
     partition: str | None = None,
     mem_per_gpu: int | None = None,
     environ: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> Plan:
     """The sbatch call for ``job``. ``log_dir``: where logs go unless -o/-e say otherwise;
     ``environ``: variables sbatch
-    itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them.
+    itself needs (``SLURM_CONF``), kept even when ``--export`` dropped them; ``extra``: sbatch
+    options passed through (:mod:`berth.backends.sbatch_args`).
     Raises :class:`Unsupported` for what Slurm cannot do."""
     _check(job)
     argvs = _sweep(job, array)
@@ -186,8 +202,15 @@ def plan(
     if mem_per_gpu is not None:
         mib = f"{max(1, math.ceil(mem_per_gpu / MIB))}M"
         argv.append(f"--mem={mib}" if gres.startswith("shard:") else f"--mem-per-gpu={mib}")
+    notes = []
     if job.time_limit:
         argv += ["-t", _time(job.time_limit)]
+        if job.time_limit % 60:
+            minutes = math.ceil(job.time_limit / 60)
+            notes.append(
+                f"time limit {job.time_limit:g} s is {minutes} minute{'s' * (minutes > 1)} on "
+                "Slurm (its limits are whole minutes)"
+            )
     argv_cmd = job.argv
     name = job.name or (os.path.basename(argv_cmd[0]) if argv_cmd else "wrap")
     argv += ["-J", name]
@@ -198,8 +221,9 @@ def plan(
     if job.after_ok:
         argv.append("--dependency=afterok:" + ":".join(str(d) for d in job.after_ok))
         argv.append("--kill-on-invalid-dep=yes")  # a failed one cancels it, as locally
-    if job.requeue:
-        argv.append("--requeue")
+    if job.requeue:  # at the time limit, the script requeues it (slurm_script.REQUEUE)
+        grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
+        argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]
     if job.hold:
         argv.append("--hold")
     if job.priority:
@@ -209,6 +233,7 @@ def plan(
     if job.mail_user:
         argv += [f"--mail-user={job.mail_user}", "--mail-type=END,FAIL"]
     argv.append("--export=ALL")
+    argv += sbatch_args.check(extra, argv)
 
     env = dict(job.env)
     for key, value in (environ or {}).items():
@@ -221,7 +246,9 @@ def plan(
         setup = CONDA_HOOK + "\n" + setup
     args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
     script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
-    return Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
+    p = Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
+    p.notes = notes
+    return p
 
 
 def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:
@@ -261,4 +288,6 @@ def _script(
         inject=flag_form,
         placeholders=placeholders,
         machine=machine,
+        requeue=bool(job.requeue),
+        most=job.max_requeues,
     )

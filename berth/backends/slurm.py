@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import subprocess
 import time
 
@@ -35,24 +34,10 @@ if TYPE_CHECKING:
     from berth.backends.sbatch import Cluster, Plan
     from berth.wire.jobspec import JobSpec
 
-# sbatch's reasons for refusing a job, and what they mean for a berth user.
-HINTS = {
-    "Requested node configuration is not available": "no node{part} has what it asks "
-    "({gres}{time}); ask for less, or see `sinfo -o '%N %G %l'`",
-    "Invalid generic resource (gres) specification": "the cluster has no such GPU resource "
-    "({gres}); see `sinfo -o '%N %G'`",
-    "Requested time limit is invalid (missing or exceeds some limit)": "the time limit"
-    "{time} is more than the partition allows; ask for less (see `sinfo -o '%P %l'`)",
-    "Invalid partition name specified": "there is no partition{part}; `sinfo -s` lists them",
-    "Invalid account or account/partition combination specified": "your Slurm account may "
-    "not use this partition; ask the cluster's admins",
-    "Job dependency problem": "a job named in --dependency cannot be depended on",
-    "Invalid job array specification": "the cluster does not take the array {array} "
-    "({tasks} tasks): its highest index must be below MaxArraySize (see `scontrol show config "
-    "| grep MaxArraySize`); split it, e.g. a sweep into smaller grids",
-    "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
-    "later or ask the cluster's admins",
-}
+
+# wait (berth wait, logs -f, submit --wait): Slurm is asked every POLL s at first, then less
+# often while the jobs run on, at most every MAX_POLL s.
+POLL, MAX_POLL = 0.5, 5.0
 
 
 def _env() -> dict[str, str]:
@@ -70,6 +55,9 @@ class Slurm:
         self.partition = partition
         self._accounting: bool | None = None
         self._cluster: Cluster | None = None
+        self._watched: dict[str, JobInfo | None] = {}  # wait's jobs, as last seen
+        self._next_poll = 0.0
+        self._pause = POLL
 
     # -- running Slurm's commands ----------------------------------------------------------
 
@@ -90,7 +78,7 @@ class Slurm:
                 f"{argv[0]} did not answer in 120 s: is Slurm's controller up?"
             ) from None
         if check and done.returncode != 0:
-            why = " ".join(_errors(done.stderr)) or f"exit status {done.returncode}"
+            why = " ".join(q.errors(done.stderr)) or f"exit status {done.returncode}"
             raise BerthError(f"{' '.join(argv[:2])} failed: {why}")
         return done
 
@@ -102,6 +90,11 @@ class Slurm:
             if self.partition:
                 argv += ["-p", self.partition]
             self._cluster = q.cluster(self._run(argv).stdout)
+            if self.partition and not self._cluster.nodes:
+                raise SubmitRefused(
+                    f"Slurm has no partition {self.partition!r} (or it has no nodes); "
+                    "`sinfo -s` lists them"
+                )
         return self._cluster
 
     def accounting(self) -> bool:
@@ -118,8 +111,9 @@ class Slurm:
         job: JobSpec,
         array: ArraySpec | None = None,
         mem_per_gpu: int | None = None,
+        extra: Sequence[str] = (),
     ) -> Submitted:
-        p = self.plan(job, array, mem_per_gpu)
+        p = self.plan(job, array, mem_per_gpu, extra)
         self._check_dependencies(list(job.after_ok))
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
@@ -127,7 +121,7 @@ class Slurm:
             raise self._refusal(done.stderr, p.argv, array)
         job_id = done.stdout.strip().split(";")[0]
         name = p.argv[p.argv.index("-J") + 1]
-        user = job.env.get("USER") or _user()
+        user = job.env.get("USER") or q.user()
         record = {"id": job_id, "name": name, "user": user, "cwd": job.cwd,
                   "stdout": p.stdout, "stderr": p.stderr, "array": array and array.text,
                   "script": script,
@@ -142,16 +136,21 @@ class Slurm:
             q.expand(p.stdout, first, user, name, job.cwd),
             q.expand(p.stderr, first, user, name, job.cwd),
             tasks,
-            warnings=_errors(done.stderr),
+            warnings=[*p.notes, *(f"Slurm says: {e}" for e in q.errors(done.stderr))],
         )
 
     def plan(
-        self, job: JobSpec, array: ArraySpec | None = None, mem_per_gpu: int | None = None
+        self,
+        job: JobSpec,
+        array: ArraySpec | None = None,
+        mem_per_gpu: int | None = None,
+        extra: Sequence[str] = (),
     ) -> Plan:
-        """The sbatch call ``submit`` would make (nothing is submitted nor written)."""
+        """The sbatch call ``submit`` would make (nothing is submitted nor written);
+        ``extra``: sbatch options passed through (--sbatch-arg, a script's #SBATCH lines)."""
         return sbatch.plan(
             job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
-            mem_per_gpu=mem_per_gpu, environ=_env(),
+            mem_per_gpu=mem_per_gpu, environ=_env(), extra=extra,
         )  # fmt: skip
 
     def script_path(self, text: str) -> str:
@@ -189,16 +188,17 @@ class Slurm:
     def _refusal(
         self, stderr: str, argv: Sequence[str], array: ArraySpec | None = None
     ) -> SubmitRefused:
-        reasons = _errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
+        reasons = q.errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
         reason = reasons[-1].removeprefix("Batch job submission failed: ")
         gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
         limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
-        hint = HINTS.get(reason)
+        hint = q.HINTS.get(reason)
         if hint:
             hint = hint.format(
                 gres=gres,
                 time=f", time limit {limit}" if limit and "{time}" in hint else "",
                 part=f" in partition {self.partition!r}" if self.partition else "",
+                name=f" {self.partition!r}" if self.partition else "",
                 array=array.text if array is not None else "",
                 tasks=len(array.indices) if array is not None else 1,
             )
@@ -210,7 +210,7 @@ class Slurm:
     def _squeue(self, *args: str) -> list[JobInfo]:
         done = self._run(["squeue", "-h", "-o", q.SQUEUE_FORMAT, *args], check=False)
         if done.returncode != 0 and "Invalid job id" not in done.stderr:
-            raise BerthError(f"squeue failed: {' '.join(_errors(done.stderr))}")
+            raise BerthError(f"squeue failed: {' '.join(q.errors(done.stderr))}")
         return self._counted(q.squeue_rows(done.stdout))
 
     def _sacct(self, *args: str) -> list[JobInfo]:
@@ -239,20 +239,13 @@ class Slurm:
                     found[r.id] = r
                 elif found[r.id].exit_code is None:
                     found[r.id].exit_code = r.exit_code
-        unknown = [r for r in found.values() if r.exit_code is None and r.state in _EXITED]
-        if unknown:  # no accounting, or it lags: the controller's records have the codes
-            recs = q.scontrol_records(self._run(["scontrol", "-o", "show", "job"]).stdout)
-            codes = {r.get("JobId"): r.get("ExitCode", "") for r in recs}
-            for r in unknown:
-                code = codes.get(r.extra.get("raw_id"))
-                if code is not None:
-                    r.exit_code = q.exit_code(code)
+        self._codes(list(found.values()))
         return found
 
     def list(
         self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
     ) -> list[JobInfo]:
-        wanted = _states(states)
+        wanted = q.states(states)
         finished = finished or bool(wanted - {"PENDING", "RUNNING", "COMPLETING"})
         args = ["--states=all"] if finished else []
         if user:
@@ -263,7 +256,24 @@ class Slurm:
             since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 86400))
             extra = ["-u", user] if user else ["--allusers"]
             rows += [r for r in self._sacct("-S", since, *extra) if r.id not in seen]
-        return [r for r in rows if r.state in wanted] if wanted else rows
+        rows = [r for r in rows if r.state in wanted] if wanted else rows
+        self._codes(rows)
+        return rows
+
+    def _codes(self, rows: Sequence[JobInfo]) -> None:
+        """The exit codes still unknown (no accounting, or it lags, or it says 0:0 of a
+        cancelled job) from the controller's records (ExitCode 0:15: ended by SIGTERM), and
+        the one rule for a job a signal ended (:func:`slurm_query.signalled`)."""
+        unknown = [r for r in rows if q.code_unknown(r)]
+        if not unknown:
+            return
+        recs = q.scontrol_records(self._run(["scontrol", "-o", "show", "job"]).stdout)
+        codes = {r.get("JobId"): r.get("ExitCode", "") for r in recs}
+        for r in unknown:
+            code = codes.get(r.extra.get("raw_id"))
+            if code is not None:
+                r.exit_code = q.exit_code(code)
+            q.signalled(r)
 
     def show(self, job_id: str) -> dict[str, Any]:
         """Everything Slurm (and berth's record) says of one job."""
@@ -308,17 +318,38 @@ class Slurm:
         return q.expand(record["stdout"], *args), q.expand(record["stderr"], *args)
 
     def wait(self, job_id: str, timeout: float) -> JobInfo | None:
+        """The job once it has ended, or as last seen after ``timeout`` s. Slurm is asked at
+        most every POLL s, backing off to MAX_POLL s while the jobs run on (across calls:
+        `logs -f` calls this between reads), one squeue for every job waited for."""
         deadline = time.monotonic() + timeout
-        pause = 0.1
+        self._watched.setdefault(job_id, None)
         while True:
-            found = self.status([job_id])
-            if not found:
-                return None
-            info = aggregate(job_id, list(found.values()))
-            if info.finished or time.monotonic() >= deadline:
-                return info
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 1.5, 1.0)
+            known = self._watched.get(job_id)
+            if known is not None and known.finished:
+                return known
+            now = time.monotonic()
+            if now >= self._next_poll:
+                self._poll()
+                if job_id not in self._watched:
+                    return None
+                continue
+            if now >= deadline:
+                return known
+            time.sleep(max(0.0, min(self._next_poll, deadline) - now))
+
+    def _poll(self) -> None:
+        """One status query for every watched job not known to have ended; an unknown one is
+        forgotten (wait returns None for it)."""
+        ids = [i for i, info in self._watched.items() if info is None or not info.finished]
+        found = self.status(ids)
+        for i in ids:
+            jobs = [j for j in found.values() if named(j, i)]
+            if jobs:
+                self._watched[i] = aggregate(i, jobs)
+            else:
+                del self._watched[i]
+        self._next_poll = time.monotonic() + self._pause
+        self._pause = min(self._pause * 1.5, MAX_POLL)
 
     # -- acting ----------------------------------------------------------------------------
 
@@ -336,47 +367,30 @@ class Slurm:
                 live.append(i)
                 out[i] = "cancelled" if signal is None else f"sent signal {signal}"
         if live:
-            argv = ["scancel", *(["-s", str(signal)] if signal is not None else []), *live]
+            # --full: a batch job's command runs in no step; without it scancel -s signals
+            # only the job's steps (none), and the job never gets the signal.
+            sig = ["--full", "-s", str(signal)] if signal is not None else []
+            argv = ["scancel", *sig, *live]
             done = self._run(argv, check=False)
-            for line in _errors(done.stderr):  # ended meanwhile
+            for line in q.errors(done.stderr):  # ended meanwhile
                 for i in live:
                     if f"job id {i}:" in line or f"job id {i} " in line:
                         out[i] = f"not {out[i]}: {line.rsplit(': ', 1)[-1]}"
         return out
 
-
-_EXITED = ("COMPLETED", "FAILED", "TIMEOUT")  # states that have an exit code
-
-
-def _states(states: Sequence[str]) -> set[str]:
-    """``PD,R`` / ``pending`` as berth's state names (the local daemon's own check)."""
-    if not states:
-        return set()
-    from berth.core.states import State  # heavy: berth.core (the scheduler); rare: -t
-
-    try:
-        return {State.parse(s).value for s in states if s.strip()}
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _errors(stderr: str) -> list[str]:
-    """sbatch: error: X -> X (and its warnings), one per line."""
-    out = []
-    for line in stderr.splitlines():
-        line = line.strip()
-        for prefix in ("error:", "warning:"):
-            _, found, rest = line.partition(f": {prefix} ")
-            if found:
-                line = rest
-                break
-        if line:
-            out.append(line)
-    return out
-
-
-def _user() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
+    def hold(self, ids: Sequence[str], release: bool = False) -> Sequence[str]:
+        """``berth hold`` / ``release-job``: ``scontrol uhold`` (a hold its owner may lift,
+        even when root set it) / ``scontrol release`` of pending jobs, all checked first."""
+        found = self.status(ids)
+        for i in ids:
+            jobs = [j for j in found.values() if named(j, i)]
+            if not jobs:
+                raise UsageError(f"no job {i}: see `berth queue --all --backend slurm`")
+            late = [j for j in jobs if j.state != "PENDING"]
+            if late:
+                raise UsageError(
+                    f"job {i} is {late[0].state}: only a pending job can be "
+                    + ("released" if release else "held")
+                )
+        self._run(["scontrol", "release" if release else "uhold", ",".join(ids)])
+        return tuple(ids)

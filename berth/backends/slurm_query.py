@@ -9,14 +9,17 @@ releases, where the ``--json`` outputs change shape with each data_parser versio
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import time
 
-from berth.backends.base import JobInfo
+from berth.backends.base import FINISHED, JobInfo
 from berth.backends.sbatch import Cluster
+from berth.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 SEP = "|"
@@ -83,9 +86,30 @@ def exit_code(text: str) -> int | None:
     return 128 + signal if signal and not code else code
 
 
+SIGNALLED = ("TIMEOUT", "CANCELLED")  # Slurm ends them with SIGTERM (then SIGKILL)
+
+
+def code_unknown(r: JobInfo) -> bool:
+    """Whether a finished job's exit code is yet to be found: none read, or sacct's 0:0 of a
+    job Slurm ended by a signal (its ExitCode is the allocation's; the controller's says
+    0:15)."""
+    if r.state in SIGNALLED:
+        return not r.exit_code
+    return r.exit_code is None and r.state in ("COMPLETED", "FAILED")
+
+
+def signalled(r: JobInfo) -> None:
+    """The one rule of both backends for a job a signal ended: 128 + the signal (143: SIGTERM,
+    137: SIGKILL) when nobody knows which, a job that ran and was cancelled or timed out was
+    ended by Slurm's SIGTERM; one cancelled before it ran has no exit code."""
+    if r.state in SIGNALLED and not r.exit_code:
+        ran = r.state == "TIMEOUT" or bool(r.elapsed) or bool(r.where)
+        r.exit_code = 128 + 15 if ran else None
+
+
 def _opt(text: str) -> str | None:
     text = text.strip()
-    return None if text in ("", "N/A", "(null)", "None") else text
+    return None if text in ("", "N/A", "(null)", "None", "None assigned") else text
 
 
 def squeue_rows(text: str) -> list[JobInfo]:
@@ -179,7 +203,7 @@ def sacct_rows(text: str) -> list[JobInfo]:
         out.append(
             JobInfo(
                 shown, name, user, st, native=native.split()[0] if native else native,
-                exit_code=exit_code(code) if st in ("COMPLETED", "FAILED", "TIMEOUT") else None,
+                exit_code=exit_code(code) if st in FINISHED else None,
                 elapsed=duration(elapsed), where=_opt(nodes) or "", gpus=_tres_gres(tres),
                 submit_time=timestamp(submit),
                 array_job=array_id if us else None,
@@ -249,3 +273,57 @@ def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
             "StartTime", "EndTime", "Partition", "NodeList", "TresPerNode", "WorkDir",
             "Command", "StdOut", "StdErr", "Dependency", "Restarts", "Nice")  # fmt: skip
     return {k: rec[k] for k in keys if k in rec}
+
+
+# sbatch's reasons for refusing a job, and what they mean for a berth user.
+HINTS = {
+    "Requested node configuration is not available": "no node{part} has what it asks "
+    "({gres}{time}); ask for less, or see `sinfo -o '%N %G %l'`",
+    "Invalid generic resource (gres) specification": "the cluster has no such GPU resource "
+    "({gres}); see `sinfo -o '%N %G'`",
+    "Requested time limit is invalid (missing or exceeds some limit)": "the time limit"
+    "{time} is more than the partition allows; ask for less (see `sinfo -o '%P %l'`)",
+    "Invalid partition name specified": "there is no partition{name}; `sinfo -s` lists them",
+    "Invalid account or account/partition combination specified": "your Slurm account may "
+    "not use this partition; ask the cluster's admins",
+    "Job dependency problem": "a job named in --dependency cannot be depended on",
+    "Invalid job array specification": "the cluster does not take the array {array} "
+    "({tasks} tasks): its highest index must be below MaxArraySize (see `scontrol show config "
+    "| grep MaxArraySize`); split it, e.g. a sweep into smaller grids",
+    "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
+    "later or ask the cluster's admins",
+}
+
+
+def states(states: Sequence[str]) -> set[str]:
+    """``PD,R`` / ``pending`` as berth's state names (the local daemon's own check)."""
+    if not states:
+        return set()
+    from berth.core.states import State  # heavy: berth.core (the scheduler); rare: -t
+
+    try:
+        return {State.parse(s).value for s in states if s.strip()}
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def errors(stderr: str) -> list[str]:
+    """sbatch: error: X -> X (and its warnings), one per line."""
+    out = []
+    for line in stderr.splitlines():
+        line = line.strip()
+        for prefix in ("error:", "warning:"):
+            _, found, rest = line.partition(f": {prefix} ")
+            if found:
+                line = rest
+                break
+        if line:
+            out.append(line)
+    return out
+
+
+def user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

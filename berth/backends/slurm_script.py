@@ -21,7 +21,12 @@ What the script does, in order:
    ``{gpus}`` / ``--cuda=machine``) ids that are not indices (UUIDs, MIG devices), fails with
    the reason, exit status 127, its command not run.
 4. Runs the environment setup (``--env-setup`` / ``--conda``: the user's own shell text),
-   then ``exec "$@"``.
+   then ``exec "$@"``; with ``--requeue`` the command runs as the script's child instead, and
+   the USR1 that sbatch's ``--signal=B:USR1@GRACE`` sends the script before the time limit
+   requeues the job (``scontrol requeue``: the same job id, Slurm ends the command with
+   SIGTERM, then SIGKILL after KillWait, and starts it again with ``SLURM_RESTART_COUNT``, so
+   ``BERTH_ATTEMPT``, one more), at most ``--max-requeues`` times; after that the job runs on
+   to its TIMEOUT, as on the local queue. The command's exit status is the job's.
 """
 
 from __future__ import annotations
@@ -113,6 +118,25 @@ done
 set -- "${{_berth_argv[@]}}"
 """
 
+REQUEUE = """\
+_berth_most={most}
+_berth_requeue() {{
+  if [ -n "$_berth_most" ] && [ "$BERTH_ATTEMPT" -gt "$_berth_most" ]; then
+    echo "berth: the time limit is near; not requeued: --max-requeues $_berth_most reached" >&2
+    return
+  fi
+  echo "berth: the time limit is near: requeued (attempt $BERTH_ATTEMPT ends)" >&2
+  scontrol requeue "$BERTH_JOB_ID" || echo "berth: scontrol requeue failed" >&2
+}}
+trap _berth_requeue USR1
+"$@" &
+_berth_child=$!
+while kill -0 "$_berth_child" 2>/dev/null; do
+  wait "$_berth_child"
+done
+wait "$_berth_child"
+"""
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -153,12 +177,15 @@ def script(
     inject: tuple[str, str] | None = None,
     placeholders: bool = False,
     machine: bool = False,
+    requeue: bool = False,
+    most: int | None = None,
 ) -> str:
     """The batch script of job ``name``. ``tail``: what runs the command (``exec "$@"``,
     after the environment setup if any); ``argvs``: a sweep's commands, task i runs
     ``argvs[i]``; ``inject``: ``--inject-arg``'s (flag, form); ``placeholders``: some word
     holds ``{gpus}`` or ``{cuda}``; ``machine``: the machine's ids are wanted (``{gpus}``,
-    ``--cuda=machine``)."""
+    ``--cuda=machine``); ``requeue``: requeue the job on USR1, at most ``most`` times (None:
+    no bound)."""
     text = HEAD.format(name=name.replace("\n", " ").replace("\r", " "))
     if argvs is not None or inject or placeholders:
         text += FAIL
@@ -174,4 +201,7 @@ def script(
         flag, form = inject
         value = "_berth_cuda" if form == "job" else "_berth_gpus"
         text += REWRITE.format(flag=quote(flag), value=value)
+    if requeue:
+        head, _, rest = tail.rpartition('exec "$@"')
+        tail = head + REQUEUE.format(most="" if most is None else most).rstrip("\n") + rest
     return text + tail + "\n"

@@ -30,7 +30,8 @@ ON_EITHER = ("queue", "show", "cancel", "logs", "wait")  # one module, through a
 SLURM_HELP = """
 On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in the config)
 the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
-is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU).
+is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU), --sbatch-arg
+(any sbatch option, passed through; a submitted script's other #SBATCH lines too).
 """
 
 
@@ -53,6 +54,13 @@ class Wrapped(ModuleType):
         if self.name in ("submit", "sweep"):
             p.add_argument("--partition", help="Slurm: the partition (sbatch -p)")
             p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
+            p.add_argument(
+                "--sbatch-arg",
+                action="append",
+                metavar="OPTION",
+                help="Slurm: an sbatch option passed as it is, e.g. --sbatch-arg=--qos=high "
+                "(repeatable; one berth has a flag for is refused, naming the flag)",
+            )
 
     def run(self, args: argparse.Namespace) -> int:
         if self.name in ON_EITHER:  # (the module asks `of(args)` for its backend)
@@ -69,11 +77,18 @@ class Wrapped(ModuleType):
 
 
 def _local(args: argparse.Namespace) -> None:
-    """Refuse what only Slurm takes."""
+    """Refuse what only Slurm takes (a script's #SBATCH line by its line number)."""
+    passed = getattr(args, "sbatch_arg", None) or []
+    lines = getattr(args, "sbatch_lines", None) or {}
+    for arg in passed:
+        if arg in lines:
+            raise UsageError(lines[arg])
+    if passed:
+        raise UsageError("--sbatch-arg is for Slurm (--backend slurm)")
     for opt in ("partition", "mem_per_gpu"):
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
-            raise UsageError(f"{flag} is for Slurm (--backend slurm)")
+            raise UsageError(lines.get(flag) or f"{flag} is for Slurm (--backend slurm)")
 
 
 def wrap(name: str, module: ModuleType) -> ModuleType:

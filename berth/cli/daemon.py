@@ -222,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         apply(args, config.get())
     opts, cfg = _options(args)
     assert isinstance(opts, Options)
+    opts.end_jobs_on_stop = bool(args.inside_slurm)  # the allocation's end ends its jobs
     if (note := hidden_by_declared(cfg)) is not None:  # type: ignore[arg-type]
         sys.stderr.write(f"berth daemon: {note}\n")
     if opts.foreground:

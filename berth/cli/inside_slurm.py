@@ -16,6 +16,7 @@ allocations on one node, or on nodes sharing a home directory, never meet.
 from __future__ import annotations
 
 import os
+import re
 
 from berth.devices import read_gpus
 from berth.devices.visible import restrict_to_visible
@@ -49,11 +50,8 @@ def allocation_gpus(gpus: Sequence[GpuSnapshot], environ: Mapping[str, str]) -> 
             )
         return mine
     listed = environ.get("SLURM_JOB_GPUS") or environ.get("SLURM_STEP_GPUS") or ""
-    if not listed.strip():
-        raise UsageError(
-            f"--inside-slurm: Slurm job {job} has no GPUs (neither CUDA_VISIBLE_DEVICES nor "
-            "SLURM_JOB_GPUS is set); allocate some, e.g. salloc --gres=gpu:4"
-        )
+    if not listed.strip():  # salloc's shell is in no step: the controller knows the GPUs
+        listed = controller_gpus(job, environ)
     by_index = {g.index: g for g in gpus}
     out = []
     for item in listed.split(","):
@@ -64,6 +62,50 @@ def allocation_gpus(gpus: Sequence[GpuSnapshot], environ: Mapping[str, str]) -> 
                 f"does not have (GPUs {', '.join(str(i) for i in sorted(by_index))})"
             )
         out.append(by_index[int(item)])
+    return out
+
+
+def controller_gpus(job: str, environ: Mapping[str, str]) -> str:
+    """The GPU indices Slurm gave job ``job`` on this node (``scontrol -d show job``'s
+    ``GRES=gpu:2(IDX:0-1)``), as ``0,1``: what a shell that salloc runs, in no step, has no
+    variable for. Refused on a node that is not the allocation's (salloc's shell on a login
+    node)."""
+    import socket  # rare: salloc
+    import subprocess  # heavy (~2 ms): salloc only
+
+    try:
+        done = subprocess.run(["scontrol", "-d", "-o", "show", "job", job], capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"--inside-slurm: cannot ask Slurm for job {job}'s GPUs: {e}") from None
+    here = {environ.get("SLURMD_NODENAME") or "", socket.gethostname().split(".")[0], "localhost"}
+    nodes = re.findall(r"\bNodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", done.stdout)
+    for node, gres in nodes:
+        if node in here:
+            idx = re.search(r"gpu(?::[^:(,]+)?:\d+\(IDX:([0-9,-]+)\)", gres)
+            if idx is None:
+                break
+            return ",".join(_expand(idx.group(1)))
+    else:
+        if nodes:
+            names = ", ".join(n for n, _ in nodes)
+            raise UsageError(
+                f"--inside-slurm: this is not a node of Slurm job {job} ({names}): run it there, "
+                "in a step: salloc --gres=gpu:4 srun --overlap --pty bash, then berth daemon "
+                "--inside-slurm --exit-with $$"
+            )
+    raise UsageError(
+        f"--inside-slurm: Slurm job {job} has no GPUs (neither CUDA_VISIBLE_DEVICES nor "
+        "SLURM_JOB_GPUS is set, and Slurm names none); allocate some, e.g. salloc --gres=gpu:4"
+    )
+
+
+def _expand(ranges: str) -> list[str]:
+    """``0-1,3`` -> ``["0", "1", "3"]``."""
+    out = []
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        out += [str(i) for i in range(int(lo), int(hi or lo) + 1)]
     return out
 
 
@@ -84,10 +126,10 @@ def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
     inv.manage = tuple(uuids)
     alloc = allocation_dir()
     assert alloc is not None  # SLURM_JOB_ID is set: allocation_gpus checked
-    if not args.socket and not os.environ.get("BERTH_SOCKET"):
-        args.socket = os.path.join(alloc, "daemon.sock")
-    if not args.state_dir and not os.environ.get("BERTH_STATE_DIR"):
-        args.state_dir = os.path.join(alloc, "state")
+    # The allocation's own, even when $BERTH_SOCKET / $BERTH_STATE_DIR name a daemon outside
+    # it (where berth commands run in the allocation would otherwise send its jobs).
+    args.socket = args.socket or os.path.join(alloc, "daemon.sock")
+    args.state_dir = args.state_dir or os.path.join(alloc, "state")
     os.makedirs(alloc, mode=0o700, exist_ok=True)
     for d in (os.path.dirname(alloc), alloc):  # in a shared /tmp: ours, and only ours
         st = os.lstat(d)
@@ -96,4 +138,30 @@ def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
                 f"--inside-slurm: {d} is not a private directory of yours (owner uid "
                 f"{st.st_uid}, mode {st.st_mode & 0o777:o}); remove it, or set TMPDIR"
             )
+    prune(os.path.dirname(alloc), os.path.basename(alloc))
     return uuids
+
+
+def prune(base: str, mine: str) -> list[str]:
+    """Remove the directories ``slurm-JOBID`` in ``base`` (this user's) of allocations that
+    Slurm no longer runs (one squeue for all; nothing is removed when it does not answer):
+    what an ended allocation left, its state and its jobs' default logs. Returns them."""
+    import shutil  # rare: --inside-slurm
+    import subprocess  # heavy (~2 ms): --inside-slurm only
+
+    old = {n.removeprefix("slurm-"): n for n in os.listdir(base)
+           if n != mine and n.startswith("slurm-") and n[6:].isdigit()}  # fmt: skip
+    if not old:
+        return []
+    try:
+        done = subprocess.run(["squeue", "-h", "-o", "%A", "-j", ",".join(old)],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if done.returncode != 0 and "Invalid job id" not in done.stderr:
+        return []
+    live = set(done.stdout.split())
+    gone = [os.path.join(base, n) for job, n in old.items() if job not in live]
+    for path in gone:
+        shutil.rmtree(path, ignore_errors=True)
+    return gone

@@ -206,8 +206,25 @@ async def _main(
         if web.binding is not None:
             web.binding.close()
         web.close()
+    if opts.end_jobs_on_stop:
+        await _end_jobs(engine, opts.kill_after)
     await _stop(engine, procs, store, watcher)
     return 0
+
+
+async def _end_jobs(engine: Engine, grace: float) -> None:
+    """``--inside-slurm``: the allocation ends, so do its jobs (SIGTERM now, SIGKILL after
+    the grace, by their supervisors even if Slurm kills this daemon first), whatever the
+    cluster's proctrack plugin tracks."""
+    ends = []
+    for job in list(engine.unfinished()):
+        fut = engine.on_end(job.id)
+        engine.cancel(job, None)
+        if fut is not None:
+            ends.append(fut)
+    log.info("the allocation ends: ending %d job(s)", len(ends))
+    if ends:
+        await asyncio.wait(ends, timeout=grace + 5)
 
 
 def _open_store(opts: Options) -> tuple[Store, bool, bool]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 class Options:
     __slots__ = (
         "admin_group",
+        "end_jobs_on_stop",
         "exit_with",
         "foreground",
         "keep_finished",
@@ -56,3 +57,4 @@ class Options:
         self.system = system  # the machine's daemon (`--system`): every local user may connect
         self.private = private  # others' commands and paths are hidden from non-admins
         self.admin_group = admin_group  # besides root, its members are admins
+        self.end_jobs_on_stop = False  # --inside-slurm: stopping ends the jobs (not adopted)

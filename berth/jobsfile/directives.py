@@ -9,9 +9,11 @@
     python train.py
 
 ``#BERTH`` lines hold `berth submit` options, as typed on the command line. ``#SBATCH`` lines
-hold sbatch options; those the local queue has an equal for are taken as it
-(:data:`SBATCH`), the rest are refused by name, with the line number, so one script runs on
-both backends or says at once why not. Options on the command line win over directives
+hold sbatch options; those berth has an equal for are taken as it (:data:`SBATCH`), the rest
+become ``--sbatch-arg`` (passed to sbatch as written on the Slurm backend). The local queue
+refuses those by name, with the line number (``sbatch_lines`` on the parsed options: each
+such value -> its refusal, which :mod:`berth.cli.backend` raises), so one script runs on both
+backends or says at once why not. Options on the command line win over directives
 (they come after them), as with sbatch. Nothing here runs the script.
 """
 
@@ -43,7 +45,10 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--hold": ("--hold", False), "-H": ("--hold", False),
     "--gpus": ("-g", True), "-G": ("-g", True),
     "--gres": ("-g", True),  # gpu:N or gpu:TYPE:N (TYPE -> --gpu-name)
+    "--partition": ("--partition", True), "-p": ("--partition", True),  # (Slurm only)
+    "--mem-per-gpu": ("--mem-per-gpu", True),  # (Slurm only: host RAM)
 }  # fmt: skip
+SLURM_ONLY = ("--partition", "--mem-per-gpu")  # berth options the local queue refuses
 
 # sbatch options whose meaning the local queue does not have, with what to do instead.
 HOST_MEMORY = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
@@ -52,7 +57,9 @@ _VALUED = frozenset(
     {"-p", "--partition", "-A", "--account", "-q", "--qos", "-C", "--constraint", "-N",
      "--nodes", "-n", "--ntasks", "-c", "--cpus-per-task", "--ntasks-per-node", "--signal",
      "--mail-type", "--nice", "--begin", "-w", "--nodelist", "-x", "--exclude", "--licenses",
-     "--gpus-per-node", "--gpus-per-task", "--cpus-per-gpu", *HOST_MEMORY}
+     "--gpus-per-node", "--gpus-per-task", "--cpus-per-gpu", "--reservation", "--tmp",
+     "--comment", "--wckey", "--time-min", "--gpu-bind", "--mem-bind", "--deadline",
+     "--ntasks-per-gpu", "--threads-per-core", "--distribution", "-m", *HOST_MEMORY}
 )  # fmt: skip
 
 
@@ -87,15 +94,31 @@ def lines(path: str) -> Iterator[tuple[int, str, str]]:
                 yield number, prefix, stripped[len(tag) :].strip()
 
 
-def _line_words(prefix: str, text: str, where: str) -> list[str]:
+def _line_words(prefix: str, text: str, where: str, local: dict[str, str]) -> list[str]:
     try:
         parts = shlex.split(text, comments=True)
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
-    return parts if prefix == "BERTH" else _sbatch(parts, where)
+    return parts if prefix == "BERTH" else _sbatch(parts, where, local)
 
 
-def _sbatch(parts: list[str], where: str) -> list[str]:
+def _local_refusal(name: str, where: str) -> str:
+    """What the local queue says of ``#SBATCH name`` (Slurm takes it)."""
+    if name in HOST_MEMORY:
+        return (
+            f"{where}: {name} is host memory, which the local queue does not manage "
+            "(berth's --mem is GPU memory per GPU): remove it, or submit to Slurm"
+        )
+    return (
+        f"{where}: sbatch's {name} has no equal in berth's queue: remove it, or submit to "
+        "Slurm (--backend slurm: it goes to sbatch as written); berth takes #SBATCH "
+        + ", ".join(sorted({o for o in SBATCH if o.startswith("--")}))
+    )
+
+
+def _sbatch(parts: list[str], where: str, local: dict[str, str]) -> list[str]:
+    """The words of one #SBATCH line as berth options; ``local`` gets the local queue's
+    refusal of each option only Slurm takes."""
     out: list[str] = []
     k = 0
     while k < len(parts):
@@ -103,21 +126,20 @@ def _sbatch(parts: list[str], where: str) -> list[str]:
         name, eq, value = word.partition("=")
         if not name.startswith("--") and len(name) > 2 and name.startswith("-"):
             name, value, eq = name[:2], name[2:], "="  # -t10
-        if name in HOST_MEMORY:
-            raise UsageError(
-                f"{where}: {name} is host memory, which the local queue does not manage "
-                "(berth's --mem is GPU memory per GPU): remove it"
-            )
+        if not name.startswith("-"):
+            raise UsageError(f"{where}: {word!r} is not an sbatch option")
         if name not in SBATCH:
-            if not name.startswith("-"):
-                raise UsageError(f"{where}: {word!r} is not an sbatch option")
-            raise UsageError(
-                f"{where}: sbatch's {name} has no equal in berth's queue: remove it (berth "
-                "takes #SBATCH "
-                + ", ".join(sorted({o for o in SBATCH if o.startswith("--")}))
-                + ")"
-            )
+            text = word
+            if name in _VALUED and not eq and k + 1 < len(parts):
+                k += 1
+                text = shlex.join([word, parts[k]])
+            local[text] = _local_refusal(name, where)
+            out.append(f"--sbatch-arg={text}")
+            k += 1
+            continue
         option, valued = SBATCH[name]
+        if option in SLURM_ONLY:
+            local[option] = _local_refusal(name, where)
         if valued and not eq:
             k += 1
             if k == len(parts):
@@ -152,12 +174,14 @@ def apply(
     if path is None:
         return parsed
     found: list[str] = []
+    local: dict[str, str] = {}
     for number, prefix, text in lines(path):
         where = f"{path} line {number}: #{prefix} {text}"
-        one = _line_words(prefix, text, where)
+        one = _line_words(prefix, text, where, local)
         _check(parser, one, where)
         found += one
     again = parser.parse_args([*found, *rest]) if found else parsed
+    again.sbatch_lines = local
     argv = list(again.argv)
     at = 1 if argv[:1] == ["--"] else 0
     argv[at : at + 1] = _runner(path)

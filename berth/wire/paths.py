@@ -3,8 +3,9 @@
 Two kinds of daemon: a user's own (``berth daemon``) and the machine's (``berth daemon
 --system``, run by root, usually under systemd: contrib/systemd, docs/admin.md).
 
-Socket of a user's own daemon (first that applies): ``$BERTH_SOCKET``; inside a Slurm
-allocation whose ``berth daemon --inside-slurm`` runs, that daemon's (:func:`allocation_dir`);
+Socket of a user's own daemon (first that applies): inside a Slurm allocation whose ``berth
+daemon --inside-slurm`` runs, that daemon's (:func:`allocation_dir`: an exported
+``$BERTH_SOCKET`` would send the allocation's jobs outside it); ``$BERTH_SOCKET``;
 ``[daemon] socket`` in the config (the caller passes it); :func:`private_socket`:
 ``$XDG_RUNTIME_DIR/berth/daemon.sock``, else ``/tmp/berth-<uid>/daemon.sock``.
 State: ``$BERTH_STATE_DIR``; ``[daemon] state_dir``; ``$XDG_STATE_HOME/berth``;
@@ -14,7 +15,7 @@ The system daemon: socket ``[daemon] system_socket``, else :data:`SYSTEM_SOCKET`
 ``[daemon] system_state_dir``, else :data:`SYSTEM_STATE_DIR` (``--socket``/``--state-dir``
 override both).
 
-A client (:func:`candidates`) uses ``$BERTH_SOCKET``, the allocation's daemon, or ``[daemon]
+A client (:func:`candidates`) uses the allocation's daemon, ``$BERTH_SOCKET``, or ``[daemon]
 socket`` if one is set, and only that; else the user's own daemon if it answers, else the
 system daemon.
 """
@@ -51,12 +52,12 @@ def private_socket() -> str:
 
 
 def _named(configured: str | None) -> tuple[str, str] | None:
+    alloc = allocation_dir()  # (inside an allocation its own daemon wins, over $BERTH_SOCKET)
+    if alloc and os.path.exists(os.path.join(alloc, "daemon.sock")):
+        return os.path.join(alloc, "daemon.sock"), ALLOCATION
     env = os.environ.get("BERTH_SOCKET")
     if env:
         return env, ENV
-    alloc = allocation_dir()
-    if alloc and os.path.exists(os.path.join(alloc, "daemon.sock")):
-        return os.path.join(alloc, "daemon.sock"), ALLOCATION
     if configured:
         return configured, CONFIG
     return None

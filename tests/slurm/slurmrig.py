@@ -11,6 +11,8 @@ What these machines taught us (Slurm 22.05):
   Slurm hands a GPU's shards out while the GPU itself runs a whole-GPU job.
 - The host name may not resolve: slurmd runs with ``-N localhost``.
 - ``SchedulerParameters=batch_sched_delay=0,sched_min_interval=0``: jobs start at once.
+- ``AuthInfo=cred_expire=5``: a requeued job may start again cred_expire + 1 s after
+  ``scontrol requeue`` (Slurm's default 120 s).
 - Stop by cancelling the jobs and waiting for their step daemons (``slurmstepd``) to go
   before stopping slurmd: else they are orphaned.
 
@@ -76,6 +78,7 @@ SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 AuthType=auth/none
 CredType=cred/none
+AuthInfo=cred_expire=5
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={root}/state

@@ -50,28 +50,31 @@ def test_ended_jobs_exit_codes_before_and_after_the_controller_forgets(
         return b.submit(JobSpec.from_dict({"argv": ["sh", "-c", script], "env": env,
                                            "cwd": str(tmp_path), "gpus": 1})).id  # fmt: skip
 
-    ok, bad = job("echo fine"), job("echo broken; exit 3")
-    for i in (ok, bad):
+    ok, bad, killed = job("echo fine"), job("echo broken; exit 3"), job("sleep 60")
+    wait_until(lambda: b.status([killed])[killed].state == "RUNNING", timeout=20)
+    b.cancel([killed])
+    for i in (ok, bad, killed):
         info = b.wait(i, 30)
         assert info is not None and info.finished
-    before = b.status([ok, bad])
-    assert [(before[i].state, before[i].exit_code) for i in (ok, bad)] == [
-        ("COMPLETED", 0), ("FAILED", 3),
+    before = b.status([ok, bad, killed])
+    assert [(before[i].state, before[i].exit_code) for i in (ok, bad, killed)] == [
+        ("COMPLETED", 0), ("FAILED", 3), ("CANCELLED", 143),
     ]  # fmt: skip
 
     if forgetful.accounting:  # sacct's time-window queries lag the jobs' end by a second
         wait_until(
-            lambda: {ok, bad} <= set(forgetful.run("sacct", "-n", "-X", "-o", "JobID",
+            lambda: {ok, bad, killed} <= set(forgetful.run("sacct", "-n", "-X", "-o", "JobID",
                                                    "--allusers", "-S", "now-1hour").stdout.split()),
             timeout=20, message="accounting has recorded both jobs",
         )  # fmt: skip
     forgetful.forget()
-    after = b.status([ok, bad])
+    after = b.status([ok, bad, killed])
     ended = {j.id for j in b.list(finished=True)}
     if forgetful.accounting:  # sacct still knows them, and what they asked (ReqTRES)
         assert [(after[i].state, after[i].exit_code, after[i].gpus) for i in (ok, bad)] == [
             ("COMPLETED", 0, "1"), ("FAILED", 3, "1"),
         ]  # fmt: skip
+        assert (after[killed].state, after[killed].exit_code) == ("CANCELLED", 143)
         assert {ok, bad} <= ended
         assert b.cancel([ok]) == {ok: "already COMPLETED"}
     else:  # nobody knows them any more

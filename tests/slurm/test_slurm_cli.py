@@ -80,7 +80,7 @@ def test_an_array_with_a_throttle(berth: Cli) -> None:
 def test_refusals_in_berths_words_change_nothing(berth: Cli) -> None:
     too_big = berth("submit", "-g", "9", "--", "true")
     assert too_big.returncode == 1
-    assert too_big.stderr.startswith("berth: Slurm refused the job: no node has what it asks")
+    assert too_big.stderr.startswith("berth: no node has 9 GPUs (the most on one node is 4)")
     mem = berth("submit", "--mem", "12G", "--", "true")
     assert mem.returncode == 2
     assert "--mem: not on Slurm: Slurm does not schedule by GPU memory" in mem.stderr

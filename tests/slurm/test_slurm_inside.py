@@ -5,6 +5,7 @@ allocation (here through `srun --jobid --overlap`) find that daemon by themselve
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -44,9 +45,13 @@ class Allocation:
         self.job = ""
         self.dir = ""
 
-    def start(self, gpus: int) -> None:
-        spec = {"argv": [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm",
-                         "--foreground"],
+    def start(self, gpus: int, background: bool = False) -> None:
+        """``background``: as a user's script does, `berth daemon --inside-slurm --exit-with
+        $$` (it forks away from the batch job's process tree), then the script's own work."""
+        argv = [sys.executable, "-m", "berth.cli.main", "daemon", "--inside-slurm"]
+        if background:
+            argv = ["bash", "-c", shlex.join(argv) + " --exit-with $$ && exec sleep 300"]
+        spec = {"argv": argv if background else [*argv, "--foreground"],
                 "env": self.env, "cwd": self.root, "gpus": gpus, "name": "alloc"}  # fmt: skip
         self.job = self.backend.submit(JobSpec.from_dict(spec)).id
         self.dir = os.path.join(self.tmp, f"berth-{os.getuid()}", f"slurm-{self.job}")
@@ -202,3 +207,90 @@ def test_outside_an_allocation_it_refuses(fake_gpus: Any) -> None:
         env=no_gpus, capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert out.returncode == 2 and "Slurm job 7 has no GPUs" in out.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_the_allocations_end_ends_its_jobs_whatever_the_proctrack(
+    allocation: Allocation, background: bool
+) -> None:
+    """Slurm ends the allocation with SIGTERM (SIGKILL after KillWait): the daemon ends its
+    jobs then, even on proctrack/linuxproc (the rig's), which does not follow a process that
+    left the batch job's tree; and says so in its log without a traceback."""
+    allocation.start(gpus=1, background=background)
+    pid_file = os.path.join(allocation.root, "job.pid")
+    sub = allocation.berth("submit", "--parsable", "--", "sh", "-c",
+                           f"echo $$ > {pid_file}; exec sleep 300")  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    pid = int(wait_until(lambda: _text(pid_file), timeout=30, message="the job runs"))
+    log = allocation.backend.logs(allocation.job)[0]
+    waiter = subprocess.Popen(  # a client waiting on the daemon when it stops
+        ["srun", f"--jobid={allocation.job}", "--overlap", "-n1", "--gres=none",
+         sys.executable, "-m", "berth.cli.main", "wait", sub.stdout.strip()],
+        env=allocation.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def steps() -> str:
+        return subprocess.run(["squeue", "-h", "-s", "-j", allocation.job, "-o", "%i"],
+                              env=allocation.env, capture_output=True, text=True).stdout  # fmt: skip
+
+    wait_until(lambda: f"{allocation.job}." in steps(), timeout=20, message="the waiter runs")
+    subprocess.run(["scancel", allocation.job], env=allocation.env, check=True)
+    wait_until(lambda: not _alive(pid), timeout=30, message="the job ended with the allocation")
+    wait_until(lambda: allocation.backend.status([allocation.job])[allocation.job].finished,
+               timeout=30, message="the allocation ended")  # fmt: skip
+    waiter.wait(timeout=30)
+    daemon_log = os.path.join(allocation.dir, "state", "daemon.log")  # (in the background)
+    said = open(log).read() + (_text(daemon_log) if background else "")
+    assert "the allocation ends: ending " in said, said  # (Slurm may have been first)
+    assert "Traceback" not in said and "CancelledError" not in said, said
+
+
+def test_inside_the_allocation_its_daemon_wins_over_an_exported_berth_socket(
+    allocation: Allocation,
+) -> None:
+    outside = os.path.join(allocation.tmp, "outside.sock")  # a daemon outside the allocation
+    allocation.env["BERTH_SOCKET"] = outside
+    allocation.start(gpus=1)
+    assert os.path.exists(os.path.join(allocation.dir, "daemon.sock")) and not os.path.exists(
+        outside
+    )
+    sub = allocation.berth("submit", "--parsable", "--", "true")
+    assert sub.returncode == 0, sub.stderr
+    with allocation.client() as c:
+        assert int(sub.stdout) in {r["id"] for r in c.call("queue", all=True)["jobs"]}
+
+
+def test_the_salloc_recipe_runs_on_the_allocations_gpus(allocation: Allocation) -> None:
+    """`salloc --gres=gpu:2 bash -c 'berth daemon --inside-slurm --exit-with $$ && ...'`: the
+    shell salloc runs is in no step (no CUDA_VISIBLE_DEVICES, no SLURM_JOB_GPUS): the daemon
+    reads the allocation's GPUs from the controller."""
+    berth = shlex.join([sys.executable, "-m", "berth.cli.main"])
+    out = os.path.join(allocation.root, "salloc-%j.txt")
+    script = (f"{berth} daemon --inside-slurm --exit-with $$ && "
+              f"{berth} submit --wait -g 2 -o {out} -- sh -c 'echo $CUDA_VISIBLE_DEVICES'")  # fmt: skip
+    done = subprocess.run(["salloc", "--gres=gpu:2", "bash", "-c", script], env=allocation.env,
+                          cwd=allocation.root, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    gpus = _text(out.replace("%j", "1")).split(",")
+    assert len(gpus) == 2 and set(gpus) <= {"0", "1", "2", "3"}
+
+
+def test_an_ended_allocations_directory_goes_when_the_next_daemon_starts(
+    allocation: Allocation,
+) -> None:
+    base = os.path.join(allocation.tmp, f"berth-{os.getuid()}")
+    left = os.path.join(base, "slurm-9999", "state")  # an allocation Slurm no longer runs
+    os.makedirs(left, mode=0o700)
+    os.chmod(base, 0o700)
+    allocation.start(gpus=1)
+    assert not os.path.exists(os.path.dirname(left))
+    assert os.path.exists(os.path.join(allocation.dir, "daemon.sock"))

@@ -169,3 +169,21 @@ def test_cancel_by_state_and_the_log_of_a_job_not_started(both: dict[str, Berth]
         assert (out.returncode, out.stdout) == (0, f"job {held}: cancelled\n"), name
         assert _state(berth, running) == "RUNNING", name
         assert berth("cancel", "--all-mine", "--state", "XX").returncode == 2, name
+
+
+def test_a_cancelled_jobs_exit_code_is_the_signals_on_both(both: dict[str, Berth]) -> None:
+    """One rule (issue 22.4): a job a signal ended reports 128 + the signal, as a shell says
+    (Slurm's ExitCode 0:15 -> 143, not sacct's 0:0 of the allocation); one cancelled before it
+    ran has none."""
+    seen = {}
+    for name, berth in both.items():
+        running = _submit(berth, "--", "sleep", "60")
+        pending = _submit(berth, "--hold", "--", "true")
+        _runs(berth, running)
+        assert berth("cancel", running, pending).returncode == 0
+        for job in (running, pending):
+            wait_until(lambda: _state(berth, job) == "CANCELLED", timeout=20,  # noqa: B023
+                       message=f"{name}: {job} cancelled")  # fmt: skip
+        codes = {r["id"]: r["exit_code"] for r in _rows(berth)}
+        seen[name] = (codes[running], codes[pending])
+    assert seen["local"] == seen["slurm"] == (143, None)

@@ -38,7 +38,10 @@ def argv(spec: JobSpec, cluster: Cluster = SHARDED, **kw: Any) -> list[str]:
 def test_whole_gpus_name_time_logs_dir() -> None:
     a = argv(job(gpus=2, time_limit=90061.5, name="big"))
     assert a[:3] == ["sbatch", "--parsable", "--gres=gpu:2"]
-    assert a[a.index("-t") + 1] == "1-01:01:02"  # rounded up to the second
+    assert a[a.index("-t") + 1] == "1-01:02:00"  # rounded up to the minute (as Slurm)
+    p = plan(job(gpus=2, time_limit=90061.5, name="big"), SHARDED, log_dir="/logs")
+    assert p.notes == ["time limit 90061.5 s is 1502 minutes on Slurm (its limits are whole "
+                       "minutes)"]  # fmt: skip
     assert a[a.index("-J") + 1] == "big"
     assert a[a.index("-o") + 1] == a[a.index("-e") + 1] == "/logs/%j.out"
     assert a[a.index("-D") + 1] == "/w"

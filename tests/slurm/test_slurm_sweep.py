@@ -81,8 +81,14 @@ def test_a_sweep_with_dependencies_and_an_array(on_slurm: BackendRig) -> None:
 
 def test_a_spec_slurm_refuses_gets_its_reason_in_berths_words(on_slurm: BackendRig) -> None:
     with pytest.raises(SubmitRefused) as e:
-        on_slurm.backend.submit(on_slurm.sh("true", gpus=9))
+        on_slurm.backend.submit(on_slurm.sh("true", gpus=9))  # refused before sbatch
     assert str(e.value) == (
-        "Slurm refused the job: no node has what it asks (gpu:9); ask for less, or see "
+        "no node has 9 GPUs (the most on one node is 4), so Slurm would refuse the job: ask "
+        "for less, or see `sinfo -o '%N %G'`"
+    )
+    with pytest.raises(SubmitRefused) as e:  # what only sbatch knows: more RAM than a node's
+        on_slurm.backend.submit(on_slurm.sh("true", gpus=1), extra=["--mem=64G"])
+    assert str(e.value) == (
+        "Slurm refused the job: no node has what it asks (gpu:1); ask for less, or see "
         "`sinfo -o '%N %G %l'` (sbatch: Requested node configuration is not available)"
     )
