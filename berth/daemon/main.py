@@ -11,18 +11,16 @@ running jobs running under their supervisors; the next daemon adopts them.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import grp
 import logging
 import os
 import resource
 import signal
 import socket
-import stat
 
 from berth.claims.ledger import Ledger
-from berth.claims.paths import RUN_DIR
 from berth.claims.wake import Watcher
+from berth.daemon import sockets
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.recovery import recover
@@ -49,88 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("berth.daemon")
 
 
-def _lock(path: str, what: str) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise BerthError(
-            f"another berth daemon already uses {what}; stop it first (`berth daemon --stop`)"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
-def _check_socket_dir(path: str, system: bool) -> None:
-    """The socket's directory must be one nobody else can change our socket in: ours or
-    root's, and not writable by others unless sticky (as ``/run/berth``, where only root can
-    remove root's socket). Made if missing: 0700 for a user's daemon; 0755 for the system one,
-    except ``/run/berth``, the claim ledger's directory, made as the claims make it (1777)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        if system and path == RUN_DIR:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            os.mkdir(path, 0o700)
-            os.chmod(path, 0o1777)
-        else:
-            os.makedirs(path, mode=0o755 if system else 0o700, exist_ok=True)
-        st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        st = os.stat(path)
-    me = os.geteuid()
-    sticky = st.st_mode & stat.S_ISVTX
-    if not stat.S_ISDIR(st.st_mode):
-        raise BerthError(f"socket directory {path} is not a directory")
-    if st.st_uid not in (0, me) or (st.st_mode & 0o022 and not sticky):
-        raise BerthError(
-            f"socket directory {path} (owner uid {st.st_uid}, mode "
-            f"{stat.S_IMODE(st.st_mode):o}) may be changed by others, who could replace "
-            "the daemon's socket: remove it, or choose another with --socket / BERTH_SOCKET"
-        )
-
-
-def _shared_dir(path: str) -> bool:
-    """Is the directory writable by others (sticky, as /run/berth)?"""
-    return bool(os.stat(path).st_mode & 0o022)
-
-
-def _bind(path: str, system: bool) -> socket.socket:
-    """Listen on ``path``: mode 0600 (its user only), or 0666 for the system daemon (every
-    local user; SO_PEERCRED says who each is). A socket file left by a dead daemon is
-    removed; so is one another user put where the system daemon's goes (a squatter: in a
-    sticky directory anyone may create that name while the daemon is down)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and st.st_uid not in (0, os.geteuid()):
-        log.warning("removing %s: it belongs to uid %d, not to this daemon", path, st.st_uid)
-        os.unlink(path)
-    elif st is not None:
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except OSError:
-            os.unlink(path)  # nobody answers: a leftover of a dead daemon
-        else:
-            raise BerthError(f"a berth daemon already answers on {path}")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
-    try:
-        sock.bind(path)
-    finally:
-        os.umask(old)
-    os.chmod(path, 0o666 if system else 0o600)
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
 def setup_logging(opts: Options) -> None:
     handler: logging.Handler = logging.StreamHandler()  # background: stderr is daemon.log
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -143,21 +59,21 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     os.umask(0o077)  # what the daemon makes is root's (its user's) alone, unless said otherwise
     os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
     setup_logging(opts)
-    state_lock = _lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
+    state_lock = sockets.lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
     userdir.prepare(opts.state_dir)
     if os.geteuid() == 0:  # a job's supervisor, as its user, reads its attempt's signal file
         run_dir = os.path.join(opts.state_dir, "run")
         os.makedirs(run_dir, mode=0o711, exist_ok=True)
         os.chmod(run_dir, 0o711)
     sock_dir = os.path.dirname(opts.socket) or "."
-    _check_socket_dir(sock_dir, opts.system)
+    sockets.check_socket_dir(sock_dir, opts.system)
     # The lock beside the socket, unless others may create files there (a sticky shared
     # directory): then in the state directory, where nobody can take it first.
     lock_path = opts.socket + ".lock"
-    if _shared_dir(sock_dir):
+    if sockets.shared_dir(sock_dir):
         lock_path = os.path.join(opts.state_dir, "socket.lock")
-    socket_lock = _lock(lock_path, f"socket {opts.socket}")
-    sock = _bind(opts.socket, opts.system)
+    socket_lock = sockets.lock(lock_path, f"socket {opts.socket}")
+    sock = sockets.bind(opts.socket, opts.system)
     web_sock: tuple[str, int, socket.socket | BerthError] | None = None
     if cfg.http:  # the dashboard's port, bound now: in use, tried again later (web.bind)
         host, port = parse_bind(cfg.http, cfg.http_allow_remote, default_http_port(opts.system))
