@@ -92,12 +92,15 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
     submit_options.add_arguments(p, command)
 
 
-def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
+def job_spec(
+    args: argparse.Namespace, environ: dict[str, str] | None = None, **more: Any
+) -> JobSpec:
     """The job to send, checked as the daemon will check it (:meth:`JobSpec.from_dict`, the
     one validator of a job): bad input is refused here, before anything is sent, with the
-    daemon's message (as a usage error). ``more``: fields the command adds (``array``, a
-    sweep's ``array_argvs``)."""
-    raw = _fields(args)
+    daemon's message (as a usage error). ``environ``: the environment to export from (this
+    process's, read once for a jobs file's lines); ``more``: fields the command adds
+    (``array``, a sweep's ``array_argvs``)."""
+    raw = _fields(args, dict(os.environ) if environ is None else environ)
     raw.update(more)
     try:
         return JobSpec.from_dict(raw)
@@ -105,7 +108,7 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
         raise UsageError(e.message) from None
 
 
-def _fields(args: argparse.Namespace) -> dict[str, Any]:
+def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]:
     """The job's fields from submit's options; what only the command line can check (an
     option's syntax, a directory, a conda environment) is checked here."""
     command = words(args.argv, args.wrap, prog="berth submit")
@@ -128,7 +131,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         )
     job: dict[str, Any] = {
         "gpus": int(gpus) if gpus.is_integer() else gpus,
-        "env": export_env(args.export, dict(os.environ)),
+        "env": export_env(args.export, environ),
         "cwd": os.path.abspath(args.chdir or os.getcwd()),
         "priority": args.priority,
     }

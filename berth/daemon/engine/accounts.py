@@ -89,10 +89,12 @@ class Accounts:
 
     def check_submit(
         self, user: str, uid: int, request: Request, time_limit: float | None,
-        jobs: Iterable[Job], count: int = 1,
+        jobs: Iterable[Job] | int, count: int = 1,
     ) -> float | None:  # fmt: skip
         """Refuse ``count`` jobs (an array's tasks) their user's limits forbid, before
-        anything is stored; the time limit they get (``max_time`` for jobs without one)."""
+        anything is stored; the time limit they get (``max_time`` for jobs without one).
+        ``jobs``: the unfinished jobs, or how many of them are the user's (counted once for
+        a request of many jobs, not once a job)."""
         most = self.limit(user, "max_time")
         if most is not None:
             if time_limit is not None and time_limit > most:
@@ -112,7 +114,7 @@ class Accounts:
             )
         cap = self.limit(user, "max_jobs")
         if cap is not None:
-            n = sum(1 for j in jobs if j.uid == uid)
+            n = jobs if isinstance(jobs, int) else sum(1 for j in jobs if j.uid == uid)
             if n + count > cap:
                 more = f" and this would add {count}" if count > 1 else ""
                 raise ProtocolError(

@@ -66,8 +66,12 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
 
 async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
-    they are queued in one commit. A refusal names the job by its place (``job 3 of 5``)."""
+    they are queued in one commit. A refusal names the job by its place (``job 3 of 5``).
+    ``env``: the environment of each job that names none (sent once, not per job)."""
     raws = req["jobs"]
+    env = req.get("env")
+    if env is not None:
+        raws = [{**r, "env": env} if type(r) is dict and "env" not in r else r for r in raws]
     if not raws or len(raws) > MAX_BATCH:
         raise ProtocolError(
             protocol.BAD_REQUEST, f"jobs: from 1 to {MAX_BATCH} jobs, not {len(raws)}"
@@ -79,9 +83,12 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     prepared: list[_Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
+    mine = None  # the user's unfinished jobs: counted once for the batch, not once a job
+    if len(raws) > 1 and engine.accounts.limit(peer.user, "max_jobs") is not None:
+        mine = sum(1 for j in engine.unfinished() if j.uid == peer.uid)
     for k, raw in enumerate(raws):
         try:
-            p = await _prepare(engine, peer, raw, queued)
+            p = await _prepare(engine, peer, raw, queued, mine)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -111,7 +118,9 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     return replies
 
 
-async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Prepared:
+async def _prepare(
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, mine: int | None = None
+) -> _Prepared:
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -155,8 +164,8 @@ async def _prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0) -> _Pr
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         count = len(arrays.indices(p.array)[0]) if p.array else 1
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.time_limit, engine.unfinished(),
-            queued + count,
+            peer.user, peer.uid, p.request, spec.time_limit,
+            engine.unfinished() if mine is None else mine, queued + count,
         )  # fmt: skip
         if limit is not None:
             own["time_limit"] = limit
