@@ -161,9 +161,9 @@ class Lifecycle(Launching):
         holding = job.state in ACTIVE
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
         if job.state is State.PENDING:
-            self.order.joined()  # requeued or retried
+            self.order.joined(job)  # requeued or retried
         elif was_pending:
-            self.order.left()
+            self.order.left(job)
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
         if holding:

@@ -34,7 +34,7 @@ from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import ValuesView
+    from collections.abc import Sequence, ValuesView
     from typing import Any
 
     from berth.claims.claim import Claim
@@ -214,7 +214,7 @@ class Engine(Lifecycle):
                 held[g] = held.get(g, 0.0) + a.share
         return all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory)
 
-    def _pending(self) -> list[Job]:
+    def _pending(self) -> Sequence[Job]:
         """Pending jobs in the policy's order (:mod:`berth.daemon.engine.queue_order`)."""
         policy = self.opts.policy or DEFAULT_POLICY
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
@@ -364,7 +364,7 @@ class Engine(Lifecycle):
     def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
-        self.order.joined()
+        self.order.joined(job)
         fut = self.journal.insert(job, spec)
         self.kick()
         return fut
