@@ -85,6 +85,7 @@ class Engine(Lifecycle):
         self._decide_seconds = 0.0
         self._reasons_valid = False
         self._deps_dirty = False  # a job ended unsuccessfully: dependents may be doomed
+        self.depended: set[int] = set()  # jobs some job depends on (and may be doomed by)
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
         procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
@@ -365,6 +366,7 @@ class Engine(Lifecycle):
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
         self.order.joined(job)
+        self.depended.update(d.job_id for d in job.dependencies)
         fut = self.journal.insert(job, spec)
         self.kick()
         return fut
