@@ -25,6 +25,7 @@ PLAIN = [
     "[a]\nkey-name_2 = 1\n[b]\nkey-name_2 = 2\n",
     '[a]\ntab = "a\tb"\n',
     "top = 1\n[a]\nb = 2",
+    "[a]\nx = -0\ny = 1E5\nz = 2.5e-3\nw = \"\"\nv = 'back\\slash'\n[b] # c\n",
 ]
 OTHER = [
     '[a]\ns = "esc\\"ape"\n',  # an escape
@@ -44,6 +45,14 @@ OTHER = [
     '[a]\n"quoted" = 1\n',
     "[a]\nx = { y = 1 }\n",
     "[a]\nx = 'unterminated\n",
+    '[a]\nx = """multi"""\n',
+    "[a]x = 1\n",
+    "[]\n",
+    "[a]\nx = 1 2\n",
+    "[a]\nx = .5\n",
+    '[a]\nx = "a" "b"\n',
+    "[[a]]\n",
+    "[a]\nx = 1 # \x01\n",
 ]
 
 
