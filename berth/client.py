@@ -1,6 +1,6 @@
 """The client side of the daemon protocol: what every queue command talks through.
 
-Deliberately tiny: imports only ``socket``, ``json`` and ``os`` (through
+Deliberately tiny: imports only ``_socket`` (the C module, not socket.py), ``json`` and ``os`` (through
 :mod:`berth.wire.protocol` and :mod:`berth.wire.paths`), so ``berth submit`` starts about
 as fast as any Python client can.
 
@@ -10,8 +10,8 @@ as fast as any Python client can.
 
 from __future__ import annotations
 
+import _socket  # not socket.py: its enums and selectors cost every CLI start ~2 ms
 import os
-import socket
 import sys
 
 from berth import config
@@ -100,9 +100,9 @@ def _advice(tried: list[tuple[str, str, OSError]]) -> DaemonUnreachable:
     )
 
 
-def _server_uid(sock: socket.socket) -> int:
+def _server_uid(sock: _socket.socket) -> int:
     """The uid of the process serving ``sock`` (SO_PEERCRED: pid, uid, gid; no `struct`)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     return int.from_bytes(raw[4:8], sys.byteorder, signed=True)
 
 
@@ -158,7 +158,7 @@ class Client:
             tried = paths.candidates(configured, system)
         failed: list[tuple[str, str, OSError]] = []
         for where, how in tried:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             sock.settimeout(timeout)
             try:
                 sock.connect(where)

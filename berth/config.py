@@ -308,14 +308,23 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
+    from berth import config_toml  # rare: a config file exists
+
+    plain = config_toml.loads(text)  # most config files: without tomllib's cost
+    if plain is not None:
+        return plain
     if sys.version_info >= (3, 11):
         import tomllib  # rare: a config file exists
     else:
         import tomli as tomllib  # rare: a config file exists (Python 3.10)
     try:
-        result: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+        result: dict[str, Any] = tomllib.loads(text)
         return result
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
 
 

@@ -14,7 +14,9 @@ Options on berth's own command line apply to every line (a line's own options wi
 line is checked before anything is submitted (its syntax, its conda environment, that its
 script or program exists; every job as the daemon will check it: berth/wire/jobspec.py),
 then the daemon checks them all again and queues all or none
-(``submit_all``): a bad line, named as ``FILE:LINE:COLUMN``, queues nothing. With ``--unique``,
+(``submit_all``): a bad line, named as ``FILE:LINE:COLUMN``, queues nothing. A file of more
+than 10,000 jobs goes in several requests (:mod:`berth.cli.submit_bulk`: in bounded memory,
+with a progress line), each all or none: a refusal names its line and says which were queued. With ``--unique``,
 submitting the file again after appending lines queues only the new ones (and the ones whose
 last run failed); ``berth watch FILE`` does that as lines are appended.
 """
@@ -28,6 +30,7 @@ import re
 import shlex
 import sys
 
+from berth.cli import submit_bulk
 from berth.cli.submit_options import add_arguments
 from berth.cli.submit_spec import check_mail, job_spec
 from berth.client import Client, DaemonError
@@ -37,6 +40,7 @@ from berth.jobsfile.detect import column
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
     from berth.wire.jobspec import JobSpec
@@ -83,6 +87,13 @@ def jobs(
 ) -> list[tuple[int, JobSpec]]:
     """(line number, job spec) of every job line of the file (or of ``path``); ``notes``
     gets what the user should be told once they are queued (how the GPU Job Scheduler's lines map)."""
+    return list(each_job(args, path, notes))
+
+
+def each_job(
+    args: argparse.Namespace, path: str | None = None, notes: list[str] | None = None
+) -> Iterator[tuple[int, JobSpec]]:
+    """:func:`jobs`, one at a time (a file of any length in bounded memory)."""
     path = path or args.file
     lines = read_lines(path)
     kind, job_lines = detect.detect(path, lines)
@@ -95,25 +106,38 @@ def jobs(
                 "(lower first, as the GPU Job Scheduler); --cuda is set to each job's GPUs (the machine's "
                 "numbers)"
             )
-        return gjs_jobs(args, path, job_lines)
-    return berth_jobs(args, path, job_lines)
+        return _gjs_jobs(args, path, job_lines)
+    return _berth_jobs(args, path, job_lines)
 
 
 def berth_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
 ) -> list[tuple[int, JobSpec]]:
+    return list(_berth_jobs(args, path, job_lines))
+
+
+_SPECIAL = re.compile(r"['\"\\#]|[^\S \t]")  # what shlex reads unlike str.split
+
+
+def _berth_jobs(
+    args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
+) -> Iterator[tuple[int, JobSpec]]:
     parser = _parser()
     defaults, given = _given(args, parser)
-    out = []
+    environ = dict(os.environ)  # read once for the file, not once a line
+    found: set[tuple[Any, ...]] = set()  # programs found (the same command on many lines)
+    options: dict[tuple[str, ...], argparse.Namespace] = {}  # lines' options, read once
     for n, text in job_lines:
         where = f"{path}:{n}"
         try:
-            words = shlex.split(text, comments=True)
+            words = (
+                text.split() if _SPECIAL.search(text) is None else shlex.split(text, comments=True)
+            )
         except ValueError as e:
             raise UsageError(f"{where}:{column(text, None)}: {e} in {text.strip()!r}") from None
         parser.where = where
         try:
-            line = parser.parse_args(words)
+            line = _parse(parser, words, options)
         except UsageError as e:
             raise UsageError(
                 f"{where}:{column(text, str(e))}: {str(e)[len(where) + 2 :]}"
@@ -124,18 +148,50 @@ def berth_jobs(
         if line.file or line.wait or line.interactive:
             raise UsageError(f"{where}:1: --file, --wait and -i are not for a line of a file")
         try:
-            spec = job_spec(line)
+            spec = job_spec(line, environ=environ)
         except UsageError as e:
             raise UsageError(f"{where}:{column(text, str(e))}: {e}") from None
-        _check_command(spec, f"{where}:{column(text, (spec.argv or [''])[0])}")
-        out.append((n, spec))
-    return out
+        _check_command(spec, f"{where}:{column(text, (spec.argv or [''])[0])}", found)
+        yield n, spec
 
 
-def _check_command(spec: JobSpec, where: str) -> None:
-    """The command's program exists for the job (unless a setup script may bring it)."""
+def _parse(
+    parser: Any, words: list[str], options: dict[tuple[str, ...], argparse.Namespace]
+) -> argparse.Namespace:
+    """A line's words read by submit's parser; the options before its command (up to
+    ``--``, or none) are read once for all the lines that give the same ones."""
+    if not words or not words[0].startswith("-"):
+        i = 0  # no options: the command from the first word
+    elif "--" in words:
+        i = words.index("--")
+    else:  # options, but no `--` to say where they end
+        return _parse_all(parser, words)
+    key = tuple(words[:i])
+    ns = options.get(key)
+    if ns is None:
+        ns = _parse_all(parser, [*key, "--", "."])
+        if ns.argv != ["--", "."]:  # `--` was an option's value: no shortcut
+            return _parse_all(parser, words)
+        if len(options) < 64:  # (lines that each give their own options: not kept)
+            options[key] = ns
+    line = argparse.Namespace(**{k: list(v) if type(v) is list else v for k, v in vars(ns).items()})
+    line.argv = words[i:]
+    return line
+
+
+def _parse_all(parser: Any, words: list[str]) -> argparse.Namespace:
+    line: argparse.Namespace = parser.parse_args(words)
+    return line
+
+
+def _check_command(spec: JobSpec, where: str, found: set[tuple[Any, ...]]) -> None:
+    """The command's program exists for the job (unless a setup script may bring it);
+    ``found``: what was found already, for the same program, PATH and directory."""
     argv = spec.argv
     if not argv or spec.env_setup:
+        return
+    key = (argv[0], spec.env.get("PATH"), spec.cwd, spec.conda, spec.env.get("CONDA_EXE"))
+    if key in found:
         return
     conda = checks.conda_dir(spec.conda, spec.env) if spec.conda else None
     try:
@@ -147,15 +203,21 @@ def _check_command(spec: JobSpec, where: str) -> None:
             f"{e}; nor is the line in the GPU Job Scheduler's format ({gjs_line.HEADER}: the first field "
             "is an integer priority)"
         ) from None
+    found.add(key)
 
 
 def gjs_jobs(
     args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
 ) -> list[tuple[int, JobSpec]]:
     """The GPU Job Scheduler's lines as job specs (see the module's docstring)."""
+    return list(_gjs_jobs(args, path, job_lines))
+
+
+def _gjs_jobs(
+    args: argparse.Namespace, path: str, job_lines: list[tuple[int, str]]
+) -> Iterator[tuple[int, JobSpec]]:
     parser = _parser()
     given = _given(args, parser)[1]
-    out = []
     env = dict(os.environ)
     for n, text in job_lines:
         where = f"{path}:{n}"
@@ -183,11 +245,10 @@ def gjs_jobs(
         python = _python(env, cwd, conda, f"{where}:{col[1]}")
         ns.argv = ["--", python, "-u", line.script, *line.args]
         try:
-            spec = job_spec(ns)
+            spec = job_spec(ns, environ=env)
         except UsageError as e:
             raise UsageError(f"{where}:{col[4] if len(col) > 4 else 1}: {e}") from None
-        out.append((n, spec))
-    return out
+        yield n, spec
 
 
 def _python(env: dict[str, str], cwd: str, conda: str | None, where: str) -> str:
@@ -207,13 +268,24 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "array", None):
         raise UsageError("--file: one job per line; not with --array")
     notes: list[str] = []
-    specs = jobs(args, notes=notes)  # all checked before any is sent
-    for _, spec in specs:
-        check_mail(spec)
-    with Client() as c:
-        replies = submit_all(c, args.file, specs)
+    spool = submit_bulk.Spool()
+    try:
+        for n, spec in each_job(args, notes=notes):  # all checked before any is sent
+            check_mail(spec)
+            spool.add(n, spec.to_dict())
+        with Client(timeout=600.0) as c:  # (a request of 10,000 jobs may take a while)
+            new = _report(args, submit_bulk.send(c, spool, _failed(args.file, spool)))
+    finally:
+        spool.close()
     for note in notes:
         sys.stderr.write(note + "\n")
+    if not (args.json or args.parsable) and new != len(spool):
+        sys.stdout.write(f"{new} of {len(spool)} submitted\n")
+    return 0
+
+
+def _report(args: argparse.Namespace, replies: Iterator[dict[str, Any]]) -> int:
+    """Say what became of each job, as its reply comes; how many were new."""
     new = 0
     for reply in replies:
         job_id = reply["job_id"]
@@ -226,21 +298,25 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(f"Submitted job {job_id}\n")
         new += not reply.get("duplicate")
-    if not (args.json or args.parsable) and new != len(specs):
-        sys.stdout.write(f"{new} of {len(specs)} submitted\n")
-    return 0
+    return new
 
 
-def submit_all(c: Any, path: str, specs: list[tuple[int, JobSpec]]) -> list[Any]:
-    """Queue every spec, all or none; a refusal names its line."""
-    try:
-        jobs = [s.to_dict() for _, s in specs]
-        replies: list[Any] = c.call("submit_all", jobs=jobs)["replies"]
-    except DaemonError as e:
+def _failed(path: str, spool: submit_bulk.Spool) -> Any:
+    """The error for a refused request (whose first job is job ``start`` of the file): it
+    names the line; the requests before it stay queued, and it says so."""
+
+    def failed(start: int, e: DaemonError) -> DaemonError:
         m = re.match(r"job (\d+) of \d+: (.*)", str(e), re.S)
         k, why = (int(m.group(1)), m.group(2)) if m else (1, str(e))
-        if m is None and len(specs) != 1:
-            raise
-        n = specs[k - 1][0]
-        raise type(e)(e.code, f"{path}:{n}: {why}; nothing was queued") from None
-    return replies
+        if m is None and len(spool) != 1:
+            return e
+        if start == 0:
+            after = "nothing was queued"
+        else:
+            after = (
+                f"the first {start} jobs were queued, nothing from line {spool.lines[start]} "
+                "on (submit the file again with --unique to queue only the rest)"
+            )
+        return type(e)(e.code, f"{path}:{spool.lines[start + k - 1]}: {why}; {after}")
+
+    return failed

@@ -23,12 +23,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
+def job_spec(
+    args: argparse.Namespace, environ: dict[str, str] | None = None, **more: Any
+) -> JobSpec:
     """The job to send, checked as the daemon will check it (:meth:`JobSpec.from_dict`, the
     one validator of a job): bad input is refused here, before anything is sent, with the
-    daemon's message (as a usage error). ``more``: fields the command adds (``array``, a
-    sweep's ``array_argvs``)."""
-    raw = _fields(args)
+    daemon's message (as a usage error). ``environ``: the environment to export from (this
+    process's, read once for a jobs file's lines); ``more``: fields the command adds
+    (``array``, a sweep's ``array_argvs``)."""
+    raw = _fields(args, dict(os.environ) if environ is None else environ)
     raw.update(more)
     try:
         return JobSpec.from_dict(raw)
@@ -36,7 +39,7 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
         raise UsageError(e.message) from None
 
 
-def _fields(args: argparse.Namespace) -> dict[str, Any]:
+def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]:
     """The job's fields from submit's options; what only the command line can check (an
     option's syntax, a directory, a conda environment) is checked here."""
     command = words(args.argv, args.wrap, prog="berth submit")
@@ -69,7 +72,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
     job: dict[str, Any] = {
         "gpus": int(gpus) if gpus.is_integer() else gpus,
         **({"by_memory": True} if by_memory else {}),
-        "env": export_env(args.export, dict(os.environ)),
+        "env": export_env(args.export, environ),
         "cwd": os.path.abspath(args.chdir or os.getcwd()),
         "priority": args.priority,
     }

@@ -61,7 +61,10 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
     "submit": {"job": (_D, True)},
-    "submit_all": {"jobs": (_L, True)},  # a jobs file: all or none (berth.daemon.requests.intake)
+    "submit_all": {
+        "jobs": (_L, True),
+        "env": (_D, False),
+    },  # a jobs file: all or none; env: of each job naming none
     "queue": {
         "uid": (_I + _N, False),
         "states": (_L, False),

@@ -1,42 +1,85 @@
-"""`berth queue` lists pending jobs in the order a pass considers them, with why (issue 27,
-point 3): with fair share on, a `-p 10` job of a user with usage may come after a `-p 0` job of
-a user without; the listing says so (its place, priority, share factor, wait) instead of
-showing them in the opposite order."""
+"""The daemon's queue order kept between passes (berth/daemon/engine/queue_order.py, issue 21):
+under ``balanced`` a pass after a change walks a ranking kept incrementally, in exactly the
+order a full sort at the pass's time gives, through jobs joining, leaving, rejoining
+(requeued) and failed commits; a change does not re-rank the queue."""
 
 from __future__ import annotations
 
-import os
-import time
+import random
 
-import pytest
-from test_system_mode import System
-from userkit import A, B
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
+from berth.core import Job, Request, State, transition
+from berth.core.order import order_key
+from berth.daemon.engine import queue_order
+from berth.daemon.engine.queue_order import QueueOrder
 
 
-def test_queue_lists_in_the_order_jobs_are_considered(daemon):
-    system = System(daemon)
-    from berth.daemon.store.store import Store, open_store
+def _sorted(jobs: dict[int, Job], now: float) -> list[int]:
+    pending = [j for j in jobs.values() if j.state is State.PENDING]
+    return [j.id for j in sorted(pending, key=lambda j: order_key(j, "balanced", now))]
 
-    os.makedirs(system.state, exist_ok=True)
-    store = open_store(system.state)
-    with store.tx():  # A used a lot lately: fair share puts B first
-        store.db.execute(Store.USAGE_SQL, (A, 3600.0 * 100, time.time()))
-    store.close()
-    system.start("--max-job-time", "1h")
-    blocker = system.submit(B, "-g", "4", "--", "sleep", "30")  # every GPU taken
-    high = system.submit(A, "-g", "4", "-p", "10", "--", "true")
-    low = system.submit(B, "-g", "4", "-p", "0", "--", "true")
-    out = system.berth(B, "queue")
-    assert out.returncode == 0, out.stderr
-    lines = [ln for ln in out.stdout.splitlines() if " PD " in ln]
-    order = [int(ln.split()[0]) for ln in lines]
-    assert order == [low, high]  # as considered: B's job first, whatever the priorities
-    assert "#1 prio 0, share" in lines[0] and "#2 prio 10, share" in lines[1]
-    assert "waited" in lines[0]
-    system.rig.call("cancel", job_ids=[blocker])  # then they run, one at a time, as listed
-    done = system.rig.wait_done([low, high], timeout=30)
-    assert done[low]["state"] == done[high]["state"] == "COMPLETED"
-    started = {i: system.rig.job(i)["attempts"][0]["start"] for i in (low, high)}
-    assert started[low] < started[high]
+
+def test_the_kept_order_is_a_full_sort_through_every_kind_of_change() -> None:
+    rng = random.Random(21)
+    jobs: dict[int, Job] = {}
+    order = QueueOrder()
+    now = 0.0
+    next_id = 1
+    for step in range(300):
+        now += rng.random() * 3
+        kind = rng.random()
+        pending = [j for j in jobs.values() if j.state is State.PENDING]
+        if kind < 0.5 or not pending:  # a new job
+            j = Job(
+                id=next_id, submit_time=now, request=Request(gpus=rng.choice([0.5, 1, 2])),
+                priority=rng.choice([0, 0, 5]), time_limit=rng.choice([None, 60.0, 3600.0]),
+                user=rng.choice(["ann", "bob"]),
+            )  # fmt: skip
+            next_id += 1
+            jobs[j.id] = j
+            order.joined(j)
+        elif kind < 0.8:  # one starts (or is cancelled)
+            j = rng.choice(pending)
+            if rng.random() < 0.5:
+                transition(j, State.RUNNING, now=now, gpus=tuple(range(j.request.count)))
+            else:
+                transition(j, State.CANCELLED, now=now)
+            order.left(j)
+        elif kind < 0.9:  # a running one is requeued: it rejoins the queue
+            running = [j for j in jobs.values() if j.state is State.RUNNING]
+            if running:
+                j = rng.choice(running)
+                transition(j, State.PREEMPTED, now=now)
+                if j.state is State.PENDING:
+                    order.joined(j)
+        else:  # a commit failed: its job was never accepted
+            j = rng.choice(pending)
+            del jobs[j.id]
+            order.joined()
+        if step % 3 == 0:  # (passes come between some changes, not all)
+            got = [j.id for j in order.pending(jobs.values(), "balanced", now)]
+            assert got == _sorted(jobs, now), step
+            assert order.tenants == len(
+                {j.tenant for j in jobs.values() if j.state is State.PENDING}
+            )
+
+
+def test_a_change_in_a_long_queue_neither_re_ranks_it_nor_rebuilds_its_profile(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    jobs = {
+        i: Job(id=i, submit_time=i / 10, request=Request(gpus=1), time_limit=600.0)
+        for i in range(1, queue_order.SHORT * 2)
+    }
+    order = QueueOrder()
+    list(order.pending(jobs.values(), "balanced", 500.0))
+    profile = order.profile
+    added: list[int] = []
+    real_add = queue_order.Ranking.add
+    monkeypatch.setattr(
+        queue_order.Ranking, "add", lambda self, j: (added.append(j.id), real_add(self, j))
+    )
+    new = Job(id=10**6, submit_time=501.0, request=Request(gpus=1), time_limit=600.0)
+    jobs[new.id] = new
+    order.joined(new)
+    first = next(iter(order.pending(jobs.values(), "balanced", 502.0)))
+    assert added == [new.id]  # only the newcomer was ranked
+    assert order.profile is profile  # one job more in thousands: the same demand
+    assert first.id == _sorted(jobs, 502.0)[0]

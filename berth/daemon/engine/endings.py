@@ -43,6 +43,7 @@ class Lifecycle(Launching):
     accounts: Accounts
     next_id: int
     _deps_dirty: bool
+    depended: set[int]
 
     if TYPE_CHECKING:
 
@@ -161,9 +162,9 @@ class Lifecycle(Launching):
         holding = job.state in ACTIVE
         transition(job, to, now=now, reason=reason, exit_code=exit_code)
         if job.state is State.PENDING:
-            self.order.joined()  # requeued or retried
+            self.order.joined(job)  # requeued or retried
         elif was_pending:
-            self.order.left()
+            self.order.left(job)
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
         if holding:
@@ -171,8 +172,9 @@ class Lifecycle(Launching):
             if row is not None:
                 self.journal.execute(Store.USAGE_SQL, [row])
         if finished:
-            if job.state is not State.COMPLETED:
-                self._deps_dirty = True
+            if job.state is not State.COMPLETED and job.id in self.depended:
+                self._deps_dirty = True  # (only if a job waits on it: else no full pass)
+            self.depended.discard(job.id)
             del self.jobs[job.id]
             self.settling[job.id] = job
             self.finished_states[job.id] = job.state

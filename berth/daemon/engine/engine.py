@@ -34,7 +34,7 @@ from berth.daemon.store.store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, ValuesView
+    from collections.abc import Callable, Sequence, ValuesView
     from typing import Any
 
     from berth.claims.claim import Claim
@@ -88,6 +88,7 @@ class Engine(Lifecycle):
         self._decide_seconds = 0.0
         self._reasons_valid = False
         self._deps_dirty = False  # a job ended unsuccessfully: dependents may be doomed
+        self.depended: set[int] = set()  # jobs some job depends on (and may be doomed by)
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
         procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
@@ -218,7 +219,7 @@ class Engine(Lifecycle):
                 held[g] = held.get(g, 0.0) + a.share
         return all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory)
 
-    def _pending(self) -> list[Job]:
+    def _pending(self) -> Sequence[Job]:
         """Pending jobs in the policy's order (:mod:`berth.daemon.engine.queue_order`)."""
         policy = self.opts.policy or DEFAULT_POLICY
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
@@ -324,14 +325,9 @@ class Engine(Lifecycle):
         return job
 
     def state_of(self, job_id: int) -> State | None:
-        """The job's state from memory (an ended job's outcome is kept for dependencies until
-        it is purged), without reading the store; None if not in memory."""
+        """The job's state from memory (an ended job's kept for dependencies), or None."""
         job = self.live(job_id)
         return job.state if job is not None else self.finished_states.get(job_id)
-
-    def ending(self, job_id: int) -> bool:
-        """The job has ended, but its end is not durable yet."""
-        return job_id in self.settling
 
     def settling_jobs(self) -> list[Job]:
         """The jobs that have ended whose end is not durable yet."""
@@ -346,7 +342,8 @@ class Engine(Lifecycle):
         return fut
 
     def unique_job(self, key: str) -> int | None:
-        """The newest job submitted with ``--unique`` identity ``key`` since the start."""
+        """The newest job with identity ``key`` (unique.key, or a watched line's) since the
+        start."""
         return self.unique.get(key)
 
     def note_unique(self, key: str, job_id: int) -> None:
@@ -370,7 +367,8 @@ class Engine(Lifecycle):
     def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
-        self.order.joined()
+        self.order.joined(job)
+        self.depended.update(d.job_id for d in job.dependencies)
         fut = self.journal.insert(job, spec)
         self.kick()
         return fut

@@ -1,49 +1,84 @@
 """The queue in the policy's order, kept between scheduling passes.
 
-A pass over a long queue must not sort it every time: the pending jobs are re-sorted only
-when jobs joined the queue (new, requeued, retried: the order of the others does not
-change), or, for ``balanced`` (whose order ages), at most once a second. Jobs that leave the
-queue (started, cancelled) are dropped from the sorted list as they are met: those that
-started are nearly always at its head, so the engine counts them (:meth:`QueueOrder.left`)
-and a full filter runs only if some left from elsewhere.
+A pass over a long queue must not sort it every time, nor after every change.
+
+- ``balanced`` (the default; its order ages with the clock): the pending jobs are kept in a
+  :class:`berth.core.ranking.Ranking` (groups of one priority and similar limits, each by
+  queue time), which ``core.schedule`` walks lazily and exactly at the pass's ``now``: a job
+  that joins is added to its group, one that leaves is dropped from it, and a pass pays for
+  the jobs it looks at, not for the queue. A job that rejoins the queue (requeued, retried)
+  or a commit that failed rebuilds the ranking (rare: its old entry would still be there).
+- the other orders (which do not age): re-sorted only when jobs joined the queue (new,
+  requeued, retried: the order of the others does not change). Jobs that leave the queue
+  (started, cancelled) are dropped from the sorted list as they are met: those that started
+  are nearly always at its head, so the engine counts them and a full filter runs only if
+  some left from elsewhere.
+
+The packer's demand profile (``Profile.of`` the pending requests: as costly as a sort) is
+rebuilt when the queue is short, or when it grew or shrank by an eighth since the last
+profile (or a minute passed): a job more or less in a long queue does not change the demand
+distribution it describes.
 """
 
 from __future__ import annotations
 
 from berth.core.placement import Profile
 from berth.core.policy import order_key
+from berth.core.ranking import Ranking
 from berth.core.states import State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from berth.core.job import Job
+
+SHORT = 2048  # a queue this short: its profile is rebuilt at every change
+PROFILE_AGE = 60.0  # seconds: a long queue's profile is rebuilt at least this often
 
 
 class QueueOrder:
     def __init__(self) -> None:
-        self.dirty = True  # a job joined (or rejoined) the queue: re-sort
+        self.dirty = True  # a job joined (or rejoined) the queue: re-sort (or rebuild)
         self._left = 0  # jobs of the sorted list that left PENDING since it was filtered
         self._sorted: list[Job] = []
-        self._sorted_at = 0.0
         self.presorted = False  # (what the pass may tell core.schedule)
-        self.profile: Profile | None = None  # the demand waiting at the last sort
-        self.tenants = 0  # users with pending jobs at the last sort
+        self.profile: Profile | None = None  # the demand waiting (see the module)
+        self.tenants = 0  # users with pending jobs
+        self._ranking: Ranking | None = None  # balanced: the pending jobs
+        self._policy = ""
+        self._ever: set[int] = set()  # balanced: job ids added since the ranking was built
+        self._live: dict[int, Job] = {}  # balanced: the pending jobs in the ranking
+        self._tenants: dict[str, int] = {}  # balanced: pending jobs per tenant
+        self._profile_n = -1  # pending jobs when the profile was built
+        self._profile_at = 0.0
+        self._changed = True  # balanced: the queue changed since the profile
 
-    def joined(self) -> None:
-        self.dirty = True
+    def joined(self, job: Job | None = None) -> None:
+        """``job`` joined (or rejoined) the queue; None: the queue changed otherwise."""
+        if job is None or self._ranking is None or job.id in self._ever:
+            self.dirty = True
+            return
+        self._add(self._ranking, job)
 
-    def left(self) -> None:
-        """A pending job left the queue."""
+    def left(self, job: Job | None = None) -> None:
+        """A pending job (``job``) left the queue."""
         self._left += 1
+        if self._ranking is not None and job is not None and job.id in self._live:
+            self._ranking.prune([job])
+            del self._live[job.id]
+            self._tenant(job, -1)
+            self._changed = True
 
-    def pending(self, jobs: Iterable[Job], policy: str, now: float) -> list[Job]:
+    def pending(self, jobs: Iterable[Job], policy: str, now: float) -> Sequence[Job]:
         """The pending jobs of ``jobs`` in ``policy``'s order at ``now``."""
-        if self.dirty or (policy == "balanced" and now - self._sorted_at > 1.0):
+        if policy == "balanced":
+            return self._balanced(jobs, now)
+        self._ranking = None
+        if self.dirty or policy != self._policy:
+            self._policy = policy
             self.dirty = False
             self._left = 0
-            self._sorted_at = now
             self._sorted = sorted(
                 (j for j in jobs if j.state is State.PENDING),
                 key=lambda j: order_key(j, policy, now),
@@ -63,3 +98,42 @@ class QueueOrder:
             order[:] = [j for j in order if j.state is State.PENDING]
         self._left = 0
         return list(order)
+
+    def _balanced(self, jobs: Iterable[Job], now: float) -> Sequence[Job]:
+        ranking = self._ranking
+        if ranking is None or self.dirty or self._policy != "balanced" or not self._live:
+            self._policy = "balanced"
+            self.dirty = False
+            ranking = self._ranking = Ranking("balanced")
+            self._ever.clear()
+            self._live.clear()
+            self._tenants.clear()
+            for j in jobs:
+                if j.state is State.PENDING:
+                    self._add(ranking, j)
+        self._left = 0
+        self.presorted = True
+        self.tenants = len(self._tenants)
+        n = len(ranking)
+        if self._changed and (
+            n < SHORT
+            or abs(n - self._profile_n) * 8 > max(self._profile_n, 1)
+            or now - self._profile_at > PROFILE_AGE
+        ):
+            self.profile = Profile.of(j.request for j in self._live.values())
+            self._profile_n, self._profile_at, self._changed = n, now, False
+        return ranking.at(now)
+
+    def _add(self, ranking: Ranking, job: Job) -> None:
+        ranking.add(job)
+        self._ever.add(job.id)
+        self._live[job.id] = job
+        self._tenant(job, 1)
+        self._changed = True
+
+    def _tenant(self, job: Job, d: int) -> None:
+        n = self._tenants.get(job.tenant, 0) + d
+        if n > 0:
+            self._tenants[job.tenant] = n
+        else:
+            self._tenants.pop(job.tenant, None)

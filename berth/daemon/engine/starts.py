@@ -88,7 +88,7 @@ class Launching:
                 mem=start.mem,
             )  # fmt: skip
             job.extra["lease"] = claim.lease_id
-            self.order.left()
+            self.order.left(job)
             self.save(job, launched=len(job.attempts))
             self.committing[job.id] = claim
             ln = Launch(job, start, claim)

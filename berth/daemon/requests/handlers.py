@@ -198,7 +198,7 @@ async def wait(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any
 
 
 async def _wait_one(engine: Engine, job: Job, limit: float | None) -> Job:
-    if engine.ending(job.id):  # it has ended: wait until that is durable
+    if job in engine.settling_jobs():  # it has ended: wait until that is durable
         await engine.durable()
     elif (fut := engine.on_end(job.id)) is not None:
         try:

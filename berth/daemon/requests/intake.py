@@ -75,8 +75,12 @@ async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
 
 async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
-    they are queued in one commit. A refusal names the job by its place (``job 3 of 5``)."""
+    they are queued in one commit. A refusal names the job by its place (``job 3 of 5``).
+    ``env``: the environment of each job that names none (sent once, not per job)."""
     raws = req["jobs"]
+    env = req.get("env")  # (the environment of every job that names none: sent once)
+    if env is not None:
+        raws = [{**r, "env": env} if type(r) is dict and "env" not in r else r for r in raws]
     most = engine.accounts.max_request_jobs
     if not raws or len(raws) > most:
         raise ProtocolError(
