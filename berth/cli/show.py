@@ -14,6 +14,7 @@ import json
 import sys
 import time
 
+from berth.cli import starts
 from berth.cli.queue import shown
 from berth.client import call
 from berth.units import format_duration, format_size
@@ -70,6 +71,8 @@ def format_job(j: dict[str, Any]) -> str:
         f"  stdout:     {shown(j['stdout'])}",
         f"  stderr:     {shown(j['stderr'])}",
     ]
+    if j.get("state") == "PENDING":  # (the daemon's estimate, as `berth queue --start`)
+        lines.insert(7, f"  starts:     {starts.text(j.get('start_estimate'), time.time())}")
     if j.get("request_source"):  # (a requirement table gave -g / --mem)
         lines.insert(4, f"              GPUs from {shown(j['request_source'])}")
     if j.get("array_job") is not None:

@@ -25,6 +25,7 @@ from berth.core.policy import DEFAULT_POLICY, schedule
 from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
+from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
@@ -93,6 +94,7 @@ class Engine(Lifecycle):
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
+        self.estimates = Estimates(self)  # when each pending job should start
 
     # -- scheduling ---------------------------------------------------------------------------
 

@@ -84,6 +84,10 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     jobs = [j for j in engine.unfinished() if uid is None or j.uid == uid]
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
     rows = [views.row(j, engine.reason(j.id)) for j in jobs]
+    starts = engine.estimates.get()
+    for r in rows:
+        if r["state"] == "PENDING":
+            r["start_estimate"] = starts.get(r["id"])
     if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
         for r, j in zip(rows, jobs, strict=True):
             model = {k: v for k, v in j.to_dict().items() if k != "extra"}
@@ -124,6 +128,8 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
     out = views.detail(job, engine.reason(job.id), spec, engine.opts.max_job_time)
+    if job.state is State.PENDING:
+        out["start_estimate"] = engine.estimates.get().get(job.id)
     run = engine.run_of(job.id)
     out["attach"] = (
         pty_path(spec, job.id, run.attempt) or run.path + ".pty"
