@@ -73,7 +73,7 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                      "command": None if private else w.want}
                 )  # fmt: skip
     leaders = _leaders(engine)
-    holder_pids = {p for c in ledger.claims for p in c.pids}
+    holder_pids = {p for c in ledger.claims if c.lease not in own for p in c.pids}
     drained = engine.pauses.notes
     out = []
     for s in engine.res.snapshots:
@@ -123,6 +123,10 @@ def _leaders(engine: Engine) -> dict[int, int]:
     """pid -> job id: each running job's leader and the supervisor running it."""
     out: dict[int, int] = {}
     for job_id, run in engine.runs.items():
+        if run.job_pid is None or run.sup_pid is None:  # (as the engine learns them)
+            info = engine.procs.record(run.path)
+            run.job_pid = run.job_pid or info.get("job")
+            run.sup_pid = run.sup_pid or info.get("sup")
         for pid in (run.job_pid, run.sup_pid):
             if pid is not None:
                 out[pid] = job_id
