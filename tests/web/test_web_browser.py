@@ -95,7 +95,9 @@ def test_actions_need_the_owners_token(web: Any, browser: Any) -> None:
     js(browser, f'document.querySelector("{sel.format(running, "cancel")}").click()')
     # A running job's cancel asks first; keeping it leaves it running.
     assert js(browser, "return document.getElementById('confirm').open")
-    assert f"Cancel job {running}" in js(browser, "return document.getElementById('confirm-text').innerText")
+    assert f"Cancel job {running}" in js(
+        browser, "return document.getElementById('confirm-text').innerText"
+    )
     js(browser, "document.getElementById('confirm-no').click()")
     assert web.daemon.job(running)["state"] == "RUNNING"
     js(browser, f'document.querySelector("{sel.format(running, "cancel")}").click()')

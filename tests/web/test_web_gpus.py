@@ -46,9 +46,13 @@ def test_cards_say_who_uses_each_gpu(web: Any, browser: Any, tmp_path: Any) -> N
     other = 1 - on if on in (0, 1) else 0
     wait_until(lambda: f"{array}_" in card_text(browser, other), timeout=10,
                message="an array task named as the CLI names it")  # fmt: skip
-    ids = js(browser, "return [...document.querySelectorAll('#queue td.id')].map(c => c.textContent)")
+    ids = js(
+        browser, "return [...document.querySelectorAll('#queue td.id')].map(c => c.textContent)"
+    )
     assert f"{array}_0" in ids and f"{array}_2" in ids, ids
-    name = js(browser, "return document.querySelector('#queue td.name[title^=\"a-very-long\"]').title")
+    name = js(
+        browser, "return document.querySelector('#queue td.name[title^=\"a-very-long\"]').title"
+    )
     assert name == long_name  # cut in its cell, whole on hover/focus
     shot(browser, "dashboard.png", tmp_path)
     browser.set_window_size(400, 800)
