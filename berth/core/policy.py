@@ -273,10 +273,9 @@ def schedule(
             rkey = _req_key(req)
             if rkey not in fits.details:
                 fits.details[rkey] = resources_detail(cap, req)
-            detail = fits.details[rkey]
-            if job is head and shadow < INF:
-                detail += f"; expected to start in {format_duration(shadow - now)}"
-            wait(job, Reason.RESOURCES, detail)
+            # (when it should start is not part of the reason: the daemon's one estimate,
+            # berth.daemon.engine.estimates, says it, and stays true as time passes)
+            wait(job, Reason.RESOURCES, fits.details[rkey])
     return out
 
 

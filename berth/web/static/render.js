@@ -194,7 +194,7 @@ function queueRow(r) {
   el('td', { class: 'name', 'data-label': 'Name', title: r.name }, el('span', { class: 'cut', text: r.name })),
   el('td', { class: 'user', 'data-label': 'User', text: r.user }),
   el('td', { class: 'state', 'data-label': 'State' }, el('span', { class: 'pill ' + (held ? 'held' : r.state), text: held ? 'HELD' : r.state })),
-  el('td', { class: 'num gpus', 'data-label': 'GPUs', text: fmtGpus(r.gpus) }), el('td', { class: 'num time', 'data-label': 'Time', text: rowTime(r) }),
+  el('td', { class: 'num ngpus', 'data-label': 'GPUs', text: fmtGpus(r.gpus) }), el('td', { class: 'num time', 'data-label': 'Time', text: rowTime(r) }),
   el('td', { class: 'why', 'data-label': r.state === 'PENDING' ? 'Waits for' : 'On', text: why }),
   el('td', { class: 'starts', 'data-label': 'Starts', text: starts }),
   el('td', { class: 'act' }, acts));
