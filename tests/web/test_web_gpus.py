@@ -54,9 +54,11 @@ def test_cards_say_who_uses_each_gpu(web: Any, browser: Any, tmp_path: Any) -> N
         browser, "return document.querySelector('#queue td.name[title^=\"a-very-long\"]').title"
     )
     assert name == long_name  # cut in its cell, whole on hover/focus
+    browser.set_window_size(1400, 900)
     shot(browser, "dashboard.png", tmp_path)
-    browser.set_window_size(400, 800)
+    browser.set_window_size(400, 800)  # (the phone layout: tests/web/test_web_phone.py)
     try:
+        js(browser, "document.querySelector('table.queue').scrollIntoView()")
         shot(browser, "dashboard-phone.png", tmp_path)
     finally:
         browser.set_window_size(1400, 1000)
