@@ -4,7 +4,7 @@
   berth queue -u alice        # only alice's
   berth queue -t PD           # only pending (states: PD R CG CD F CA TO PR LO, or full names)
   berth queue --all           # also jobs that ended in the last day
-  berth queue --start         # when will pending jobs start? (= berth simulate --what-if)
+  berth queue --start         # when will pending jobs start? (as berth show and the dashboard)
   berth queue --users         # each user: running, pending, decayed usage, fair-share factor
   berth queue --json          # {"daemon": {...}, "jobs": [...], "users": [...]}
   berth queue --noheader      # no header lines (as squeue)
@@ -65,7 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--states", help="only these states, comma-separated (PD,R)")
     p.add_argument("--all", action="store_true", help="include jobs that ended in the last day")
     p.add_argument(
-        "--start", action="store_true", help="predicted start times (berth simulate --what-if)"
+        "--start",
+        action="store_true",
+        help="when each pending job is expected to start (as berth show and the dashboard)",
     )
     p.add_argument(
         "--noheader", action="store_true", help="no header lines (which daemon, columns)"
@@ -185,15 +187,12 @@ def run(args: argparse.Namespace) -> int:
         for opt, why in LOCAL_ONLY.items():
             if getattr(args, opt):
                 raise UsageError(why)
-    if args.start:  # as squeue --start
-        from berth.cli import simulate  # rare: --start (heavy: the simulator)
+    if args.start:  # as squeue --start: the daemon's estimates
+        from berth.cli import starts  # rare: --start
 
         if args.user or args.states or args.all:
             raise UsageError("--start predicts every pending job: not with -u, -t or --all")
-        what_if = argparse.ArgumentParser(add_help=False)
-        simulate.add_arguments(what_if)
-        opts = what_if.parse_args(["--what-if", *(["--json"] if args.json else [])])
-        return simulate.run(opts)
+        return starts.run(args.json)
     states = [s for s in (args.states or "").split(",") if s.strip()]
     if args.json:
         _json(backend, args, states)

@@ -299,10 +299,9 @@ class Pass:
             details, rkey = self.fits.details, req_key(req)
             if rkey not in details:
                 details[rkey] = resources_detail(self.cap, req)
-            detail = details[rkey]
-            if job is self.head and self.shadow < INF:
-                detail += f"; expected to start in {format_duration(self.shadow - inp.now)}"
-            self.wait(job, Reason.RESOURCES, detail)
+            # (when it should start is not part of the reason: the daemon's one estimate,
+            # berth.daemon.engine.estimates, says it, and stays true as time passes)
+            self.wait(job, Reason.RESOURCES, details[rkey])
 
 
 def _no_share_left(cap: Capacity) -> bool:

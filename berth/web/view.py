@@ -15,6 +15,7 @@ import time
 from berth.claims.ledger import user_name
 from berth.core.states import State
 from berth.daemon.requests.handlers import HANDLERS
+from berth.web import gpuprocs
 from berth.wire import protocol
 
 TYPE_CHECKING = False
@@ -71,19 +72,29 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                     {"kind": "reserved", "user": user_name(w.uid), "pid": w.pid, "share": share,
                      "command": None if private else w.want}
                 )  # fmt: skip
+    leaders = _leaders(engine)
+    holder_pids = {p for c in ledger.claims if c.lease not in own for p in c.pids}
+    drained = engine.pauses.notes
     out = []
     for s in engine.res.snapshots:
         entry = status["gpus"].get(str(s.index), {})
+        job_mem, outside = gpuprocs.split(s, leaders, holder_pids, private)
+        jobs = entry.get("jobs", [])
         holders: list[dict[str, Any]] = [
-            {"kind": "job", "id": j["id"], "name": j["name"], "user": j["user"],
-             "share": j["share"]}
-            for j in entry.get("jobs", [])
+            {"kind": "job", "id": j["id"], "label": _label(engine, j["id"]), "name": j["name"],
+             "user": j["user"], "share": j["share"], "mem": job_mem.get(j["id"]),
+             "util": s.utilization if len(jobs) == 1 and not outside else None}
+            for j in jobs
         ]  # fmt: skip
         holders += claims.get(s.index, [])
+        holders += [{"kind": "outside", **p} for p in outside]
         others = entry.get("others") or {}
-        if others.get("busy"):
+        if others.get("busy") and not outside:  # (NVML named none we could place)
             label = "; ".join(p for p in str(others.get("label", "")).split("; ") if "outside" in p)
             holders.append({"kind": "outside", "label": label or "processes outside berth"})
+        taken = sum(float(h.get("share") or 0) for h in holders if h["kind"] != "outside")
+        paused = bool(entry.get("paused"))
+        note = drained.get(s.uuid) if paused else None
         out.append(
             {
                 "index": s.index,
@@ -99,11 +110,41 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 "power": s.power_draw,
                 "power_limit": s.power_limit,
                 "temp": s.temperature,
-                "paused": bool(entry.get("paused")),
+                "paused": paused,
+                "pause_note": _pause_note(note) if paused else None,
+                "free_share": round(max(0.0, 1.0 - taken), 3) if 0 < taken < 1 else None,
                 "holders": holders,
             }
         )
     return out
+
+
+def _leaders(engine: Engine) -> dict[int, int]:
+    """pid -> job id: each running job's leader and the supervisor running it."""
+    out: dict[int, int] = {}
+    for job_id, run in engine.runs.items():
+        if run.job_pid is None or run.sup_pid is None:  # (as the engine learns them)
+            info = engine.procs.record(run.path)
+            run.job_pid = run.job_pid or info.get("job")
+            run.sup_pid = run.sup_pid or info.get("sup")
+        for pid in (run.job_pid, run.sup_pid):
+            if pid is not None:
+                out[pid] = job_id
+    return out
+
+
+def _label(engine: Engine, job_id: int) -> str:
+    """A job's id as the CLI writes it (17_1 for task 1 of array 17)."""
+    job = engine.jobs.get(job_id)
+    array = job.extra.get("array") if job is not None else None
+    return f"{array[0]}_{array[1]}" if array else str(job_id)
+
+
+def _pause_note(note: Any) -> str:
+    if not note:
+        return "paused"
+    by, why, _since = note
+    return f"drained by {by}" + (f": {why}" if why else "")
 
 
 def held_by_user(gpu_list: list[dict[str, Any]]) -> dict[str, float]:

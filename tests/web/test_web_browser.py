@@ -90,11 +90,21 @@ def test_actions_need_the_owners_token(web: Any, browser: Any) -> None:
     assert js(browser, "return localStorage.getItem('berth.token')") is None
     assert js(browser, "return sessionStorage.getItem('berth.token')") == web.token
     sel = "#queue tr[data-job='{}'] button[data-act='{}']"
-    wait_until(lambda: js(browser, f"return !!document.querySelector(\"{sel.format(running, 'cancel')}\")"),
-               timeout=10, message="a cancel button")  # fmt: skip
+    enabled = "const b = document.querySelector(arguments[0]); return !!b && !b.disabled"
+    wait_until(lambda: js(browser, enabled, sel.format(running, "cancel")), timeout=10,
+               message="a cancel button")  # fmt: skip
     js(browser, f'document.querySelector("{sel.format(held, "release")}").click()')
     wait_until(lambda: web.daemon.job(held)["state"] == "RUNNING", timeout=10, message="released")
     js(browser, f'document.querySelector("{sel.format(running, "cancel")}").click()')
+    # A running job's cancel asks first; keeping it leaves it running.
+    assert js(browser, "return document.getElementById('confirm').open")
+    assert f"Cancel job {running}" in js(
+        browser, "return document.getElementById('confirm-text').innerText"
+    )
+    js(browser, "document.getElementById('confirm-no').click()")
+    assert web.daemon.job(running)["state"] == "RUNNING"
+    js(browser, f'document.querySelector("{sel.format(running, "cancel")}").click()')
+    js(browser, "document.getElementById('confirm-ok').click()")
     wait_until(lambda: row_state(browser, running) == "CANCELLED", timeout=10, message="cancelled")
 
 

@@ -25,6 +25,7 @@ from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
+from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
@@ -98,6 +99,7 @@ class Engine(Lifecycle):
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
         self.enforcer: Enforcer | None = None  # [enforce] (enforcer.py), set at start-up
+        self.estimates = Estimates(self)  # when each pending job should start
 
     # -- scheduling ---------------------------------------------------------------------------
 

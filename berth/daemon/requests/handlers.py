@@ -90,6 +90,10 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     acc = engine.accounts
     users = acc.summary(engine.unfinished(), engine.clock.time())
     _why_this_order(engine, jobs, rows, {u["user"]: u["factor"] for u in users})
+    starts = engine.estimates.get()
+    for r in rows:
+        if r["state"] == "PENDING":
+            r["start_estimate"] = starts.get(r["id"])
     if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
         for r, j in zip(rows, jobs, strict=True):
             model = {k: v for k, v in j.to_dict().items() if k != "extra"}
@@ -143,6 +147,8 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
     out = views.detail(job, engine.reason(job.id), spec, engine.opts.max_job_time)
+    if job.state is State.PENDING:
+        out["start_estimate"] = engine.estimates.get().get(job.id)
     run = engine.run_of(job.id)
     out["attach"] = (
         pty_path(spec, job.id, run.attempt) or run.path + ".pty"

@@ -1,10 +1,10 @@
-// berth dashboard. Plain script, no build step, no library. Every value from the daemon goes
+// berth dashboard: the state, live updates, signing in, acting, the log and the charts (render.js
+// draws the state). Plain scripts, no build step, no library. Every value from the daemon goes
 // into the page as text (textContent), never as HTML.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = 'berth.token';
-const FINISHED = new Set(['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'LOST', 'PREEMPTED']);
 const GPU_COLORS = ['#58a6ff', '#3fb950', '#d29922', '#a371f7', '#39c5bb', '#f778ba', '#ffa657', '#79c0ff',
   '#56d364', '#e3b341', '#bc8cff', '#ff7b72'];
 
@@ -21,47 +21,14 @@ let logStream = 'out';
 let logOffset = null;
 let logTimer = null;
 let streamAbort = null;
-
-function el(tag, props, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props || {})) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else if (k === 'style') e.style.cssText = v;
-    else e.setAttribute(k, v);
-  }
-  for (const kid of kids.flat()) if (kid !== null && kid !== undefined && kid !== false)
-    e.append(kid instanceof Node ? kid : String(kid));
-  return e;
-}
+let offline = true;       // no live stream: the page shows the state as of its last update
 
 function authHeaders() { return token ? { Authorization: 'Bearer ' + token } : {}; }
 
-function fmtBytes(b) {
-  if (b === null || b === undefined) return 'n/a';
-  const g = b / 1073741824;
-  return g >= 100 ? g.toFixed(0) + ' GiB' : g >= 1 ? g.toFixed(1) + ' GiB' : (b / 1048576).toFixed(0) + ' MiB';
-}
-function fmtDur(s) {
-  if (s === null || s === undefined || !isFinite(s)) return '';
-  s = Math.max(0, Math.round(s));
-  if (s < 60) return s + 's';
-  if (s < 3600) return Math.floor(s / 60) + 'm ' + String(s % 60).padStart(2, '0') + 's';
-  if (s < 86400) return Math.floor(s / 3600) + 'h ' + String(Math.floor(s / 60) % 60).padStart(2, '0') + 'm';
-  return Math.floor(s / 86400) + 'd ' + Math.floor(s / 3600) % 24 + 'h';
-}
-function fmtGpus(n) { return n >= 1 ? String(n) : '×' + n; }
-function clock(t, secs) {
-  const d = new Date(t * 1000), p = (v) => String(v).padStart(2, '0');
-  return p(d.getHours()) + ':' + p(d.getMinutes()) + (secs ? ':' + p(d.getSeconds()) : '');
-}
-
-function toast(msg, bad) {
+function toast(msg, bad) {  // (#toast is a live region: what it says is read out)
   const t = $('toast');
-  t.textContent = msg; t.className = 'toast' + (bad ? ' bad' : ''); t.hidden = false;
-  clearTimeout(toast.timer); toast.timer = setTimeout(() => { t.hidden = true; }, 4000);
+  t.textContent = msg; t.className = 'toast show' + (bad ? ' bad' : '');
+  clearTimeout(toast.timer); toast.timer = setTimeout(() => { t.className = 'toast'; t.textContent = ''; }, bad ? 8000 : 4000);
 }
 
 // -- sign in ------------------------------------------------------------------------------
@@ -94,6 +61,7 @@ function bindSignIn() {
   const dlg = $('signin');
   $('signin-btn').addEventListener('click', () => { $('signin-err').textContent = ''; $('token-input').value = ''; dlg.showModal(); });
   $('signin-cancel').addEventListener('click', () => dlg.close());
+  $('confirm-no').addEventListener('click', () => $('confirm').close());
   $('signout-btn').addEventListener('click', () => setToken(null));
   $('signin-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -107,8 +75,13 @@ function bindSignIn() {
 // -- live updates (server-sent events over fetch, so the token can go in a header) ----------
 
 function setLive(on, text) {
+  const was = offline;
+  offline = !on;
   $('live').className = 'live' + (on ? ' on' : '');
-  $('live-text').textContent = text || (on ? 'live' : 'offline');
+  const asOf = !on && state ? ' · as of ' + clock(state.received) : '';
+  $('live-text').textContent = (text || (on ? 'live' : 'offline')) + asOf;
+  document.body.classList.toggle('stale', !on && !!state);
+  if (was !== offline && state) render();  // (actions enabled or disabled)
 }
 
 function restartStream() { if (streamAbort) streamAbort.abort(); }
@@ -133,7 +106,7 @@ async function stream() {
         }
       }
     } catch (e) { /* aborted or dropped: reconnect */ }
-    setLive(false);
+    if (!streamAbort.signal.aborted) setLive(false);  // (a new token restarts it: still live)
     await new Promise((res) => setTimeout(res, streamAbort.signal.aborted ? 50 : 2000));
     if (!hist) loadHistory();
   }
@@ -168,130 +141,40 @@ function showBanner(text) { const b = $('banner'); b.textContent = text || ''; b
 
 // -- rendering ----------------------------------------------------------------------------
 
-function render() {
-  const s = state;
-  const c = s.queue.counts;
-  const running = (c.RUNNING || 0) + (c.COMPLETING || 0);
-  $('summary').replaceChildren(
-    el('b', { text: s.host }), ' · ', el('b', { text: String(s.gpus.length) }), ' GPUs · ',
-    el('b', { text: String(running) }), ' running · ', el('b', { text: String(c.PENDING || 0) }), ' waiting',
-    c.HELD ? ` (${c.HELD} held)` : '', ' · policy ', s.daemon.policy);
-  const warn = [];
-  if (s.daemon.queue_paused) warn.push('The queue is paused after an unclean stop: nothing starts until `berth resume --all`.');
-  if (s.daemon.gpu_error) warn.push('Cannot read the GPUs: ' + s.daemon.gpu_error);
-  showBanner(warn.join(' '));
-  renderGpus(s.gpus);
-  renderQueue(s.queue);
-  renderUsers(s.users);
-}
+// -- acting (render.js draws the page) ------------------------------------------------------
 
-function meter(label, frac, text, kind) {
-  const pct = Math.max(0, Math.min(100, (frac || 0) * 100));
-  let cls = 'bar ' + kind;
-  if (kind === 'util') cls += pct >= 90 ? ' hot' : pct >= 60 ? ' warm' : '';
-  return el('div', { class: 'meter' }, el('span', { class: 'lbl', text: label }),
-    el('div', { class: cls }, el('i', { style: `width:${pct.toFixed(1)}%` })),
-    el('span', { class: 'val', text }));
+// Cancelling a running job asks first (its work so far is lost); the rest act at once.
+function ask(kind, row) {
+  if (offline) { toast(`${kind}: the daemon does not answer (as of ${clock(state.received)}): try again when the page is live`, true); return; }
+  if (kind !== 'cancel' || row.state === 'PENDING') { act(kind, row); return; }
+  const dlg = $('confirm');
+  $('confirm-text').textContent = `Cancel job ${jobLabel(row)} (${row.name})? It is ${row.state.toLowerCase()}: it is stopped and its work so far is lost.`;
+  $('confirm-ok').onclick = () => { dlg.close(); act(kind, row); };
+  dlg.showModal();
+  $('confirm-no').focus();
 }
-
-function holderItem(h) {
-  if (h.kind === 'job') {
-    const share = h.share < 1 ? ` (${h.share} of it)` : '';
-    return el('li', {}, el('span', { class: 'tag job', text: 'job' }),
-      el('a', { class: 'what', onclick: () => select(h.id), text: `${h.id} ${h.name}${share}` }),
-      el('span', { class: 'user', text: h.user }));
-  }
-  if (h.kind === 'outside') return el('li', {}, el('span', { class: 'tag outside', text: 'other' }), el('span', { class: 'what', text: h.label }));
-  const share = h.share < 1 ? ` (${h.share} of it)` : '';
-  return el('li', { title: h.command || '' }, el('span', { class: 'tag ' + h.kind, text: h.kind === 'claim' ? 'run' : 'wait' }),
-    el('span', { class: 'user', text: h.user }),
-    el('span', { class: 'what', text: (h.command || (h.pid ? 'pid ' + h.pid : '')) + share }));
-}
-
-function renderGpus(gpus) {
-  const cards = gpus.map((g) => {
-    let pill = ['idle', 'idle'];
-    if (!g.healthy) pill = ['sick', 'unhealthy'];
-    else if (g.paused) pill = ['paused', 'paused'];
-    else if (g.holders.length) pill = ['busy', 'in use'];
-    const memFrac = g.memory_total ? g.memory_used / g.memory_total : 0;
-    const tele = [];
-    if (g.power !== null) tele.push(Math.round(g.power) + ' W' + (g.power_limit ? ' / ' + Math.round(g.power_limit) + ' W' : ''));
-    if (g.temp !== null) tele.push(g.temp + ' °C');
-    if (g.mem_util !== null) tele.push('mem bw ' + g.mem_util + '%');
-    return el('div', { class: 'gpu' + (g.paused ? ' paused' : '') + (g.healthy ? '' : ' sick'), 'data-gpu': g.index },
-      el('div', { class: 'head' }, el('span', { class: 'idx', text: 'GPU ' + g.index }),
-        el('span', { class: 'name', text: g.name, title: g.uuid }), el('span', { class: 'pill ' + pill[0], text: pill[1] })),
-      g.logical ? el('div', { class: 'tele', text: 'declared GPU: no telemetry' }) : [
-        meter('util', (g.util || 0) / 100, g.util === null ? 'n/a' : g.util + '%', 'util'),
-        meter('mem', memFrac, fmtBytes(g.memory_used) + ' / ' + fmtBytes(g.memory_total), 'mem'),
-        el('div', { class: 'tele', text: tele.join(' · ') || (g.error || '') })],
-      el('ul', { class: 'holders' }, g.holders.length ? g.holders.map(holderItem) : el('li', { class: 'free', text: 'free' })));
-  });
-  $('gpus').replaceChildren(...cards);
-  const held = gpus.filter((g) => g.holders.length).length;
-  $('gpu-note').textContent = `${held} of ${gpus.length} in use`;
-}
-
-function mayAct(row) { return viewer && (viewer.admin || viewer.uid === row.uid); }
 
 async function act(kind, row) {
-  const r = await fetch(`/api/jobs/${row.id}/${kind}`, { method: 'POST', headers: authHeaders(), cache: 'no-store' });
+  let r;
+  try {
+    r = await fetch(`/api/jobs/${row.id}/${kind}`, { method: 'POST', headers: authHeaders(), cache: 'no-store' });
+  } catch (e) {
+    toast(`${kind} failed: the daemon does not answer (job ${jobLabel(row)} is unchanged as far as the page knows)`, true);
+    return;
+  }
   let body = {}; try { body = await r.json(); } catch (e) { /* empty */ }
-  if (r.ok) toast(`${kind}: job ${row.id} (${row.name})`);
+  if (r.ok) toast(`${kind}: job ${jobLabel(row)} (${row.name})`);
   else toast(`${kind} refused: ${(body.error && body.error.message) || r.status}`, true);
-}
-
-function rowTime(r) {
-  if (r.state === 'PENDING') return 'waiting ' + fmtDur(state.now - r.submit_time);
-  return fmtDur(r.time);
-}
-
-function renderQueue(q) {
-  let rows = q.rows.concat(q.recent.filter((r) => !q.rows.some((x) => x.id === r.id)));
-  if (filter === 'RUNNING') rows = rows.filter((r) => r.state === 'RUNNING' || r.state === 'COMPLETING');
-  else if (filter === 'PENDING') rows = rows.filter((r) => r.state === 'PENDING');
-  else if (filter === 'done') rows = rows.filter((r) => FINISHED.has(r.state));
-  else if (filter === 'mine') rows = rows.filter((r) => viewer && r.uid === viewer.uid);
-  const trs = rows.map((r) => {
-    const held = r.state === 'PENDING' && r.reason === 'Held';
-    const where = r.state === 'PENDING' ? (r.reason_detail || r.reason || '') :
-      FINISHED.has(r.state) ? (r.exit_code !== null && r.exit_code !== undefined ? 'exit ' + r.exit_code : '') :
-        (r.nodelist.length ? 'GPU ' + r.nodelist.join(',') : '');
-    const acts = [];
-    if (mayAct(r) && !FINISHED.has(r.state)) {
-      if (r.state === 'PENDING') acts.push(held ? el('button', { type: 'button', 'data-act': 'release', text: 'release', onclick: (e) => { e.stopPropagation(); act('release', r); } })
-        : el('button', { type: 'button', 'data-act': 'hold', text: 'hold', onclick: (e) => { e.stopPropagation(); act('hold', r); } }));
-      acts.push(el('button', { type: 'button', class: 'danger', 'data-act': 'cancel', text: 'cancel', onclick: (e) => { e.stopPropagation(); act('cancel', r); } }));
-    }
-    return el('tr', { 'data-job': r.id, 'data-state': r.state, class: (FINISHED.has(r.state) ? 'done' : '') + (r.id === selected ? ' sel' : ''), onclick: () => select(r.id) },
-      el('td', { text: String(r.id) }), el('td', { text: r.name }), el('td', { text: r.user }),
-      el('td', {}, el('span', { class: 'pill ' + (held ? 'held' : r.state), text: held ? 'HELD' : r.state })),
-      el('td', { class: 'num', text: fmtGpus(r.gpus) }), el('td', { class: 'num', text: rowTime(r) }),
-      el('td', { class: 'why', text: where, title: where }), el('td', { class: 'act' }, acts));
-  });
-  if (q.total > q.rows.length && filter !== 'done') trs.push(el('tr', { class: 'more' }, el('td', { colspan: 8, text: `… and ${q.total - q.rows.length} more (berth queue lists them all)` })));
-  if (!trs.length) trs.push(el('tr', { class: 'more' }, el('td', { colspan: 8, text: 'no jobs' })));
-  $('queue').replaceChildren(...trs);
-  $('queue-note').textContent = `${q.total} unfinished`;
-}
-
-function renderUsers(users) {
-  const max = Math.max(1, ...users.map((u) => u.gpus));
-  const trs = users.map((u) => el('tr', {},
-    el('td', { text: u.user }),
-    el('td', { class: 'gpus' }, el('div', { class: 'held' }, el('div', { class: 'bar users' }, el('i', { style: `width:${(100 * u.gpus / max).toFixed(1)}%` })),
-      el('span', { text: String(+u.gpus.toFixed(2)) }))),
-    el('td', { class: 'num', text: String(u.running) }), el('td', { class: 'num', text: String(u.pending) }),
-    el('td', { class: 'num', text: u.gpu_hours.toFixed(2) })));
-  $('users').replaceChildren(...(trs.length ? trs : [el('tr', { class: 'more' }, el('td', { colspan: 5, text: 'nobody holds a GPU' }))]));
 }
 
 // -- the log panel ------------------------------------------------------------------------
 
 function select(id) {
   selected = id;
-  document.querySelectorAll('#queue tr').forEach((tr) => tr.classList.toggle('sel', tr.dataset.job === String(id)));
+  document.querySelectorAll('#queue tr[data-job]').forEach((tr) => {
+    const on = tr.dataset.job === String(id);
+    tr.classList.toggle('sel', on); tr.setAttribute('aria-selected', String(on));
+  });
   followLog(id);
 }
 
@@ -390,6 +273,18 @@ function drawCharts() {
   f = frame(c.g, c.w, c.h, t0, now, ymax, (v) => String(Math.round(v)));
   drawLine(c.g, pts, f, (p) => p[2] + p[3], '#d29922', 1.5, 'rgba(210,153,34,0.25)');
   drawLine(c.g, pts, f, (p) => p[2], '#3fb950', 1.5, 'rgba(63,185,80,0.35)');
+  describeCharts(pts, span);
+}
+
+// The charts in words, for those who cannot see them.
+function describeCharts(pts, span) {
+  const last = pts.length ? pts[pts.length - 1] : null;
+  const vals = pts.map((p) => p[1]).filter((v) => v !== null && v !== undefined);
+  const mean = vals.length ? vals.reduce((a, b) => a + b, 0) / vals.length : null;
+  $('util-chart').setAttribute('aria-label', last === null ? 'GPU utilisation: no samples yet' :
+    `Mean GPU utilisation over the last ${span}: ${Math.round(last[1] || 0)}% now, ${Math.round(mean || 0)}% on average, highest ${Math.round(Math.max(0, ...vals))}%`);
+  $('queue-chart').setAttribute('aria-label', last === null ? 'Queue length: no samples yet' :
+    `Queue length over the last ${span}: ${last[2]} running and ${last[3]} waiting now, at most ${Math.max(0, ...pts.map((p) => p[2] + p[3]))} jobs`);
 }
 
 // -- start --------------------------------------------------------------------------------
@@ -411,13 +306,13 @@ function init() {
   $('filters').addEventListener('click', (e) => {
     const b = e.target.closest('button'); if (!b) return;
     filter = b.dataset.f;
-    for (const x of $('filters').children) x.classList.toggle('on', x === b);
+    for (const x of $('filters').children) { x.classList.toggle('on', x === b); x.setAttribute('aria-pressed', String(x === b)); }
     if (state) renderQueue(state.queue);
   });
   $('log-streams').addEventListener('click', (e) => {
     const b = e.target.closest('button'); if (!b) return;
     logStream = b.dataset.s;
-    for (const x of $('log-streams').children) x.classList.toggle('on', x === b);
+    for (const x of $('log-streams').children) { x.classList.toggle('on', x === b); x.setAttribute('aria-pressed', String(x === b)); }
     if (selected !== null) followLog(selected);
   });
   window.addEventListener('resize', drawCharts);

@@ -1,0 +1,74 @@
+"""Issue 23.1: one start estimate, computed by the daemon, the same in `berth queue --start`,
+`berth show`, `berth queue --json` and the page's queue; "unknown" while a job ahead has no
+time limit, and computed again as the queue changes. The full pending reason stays readable."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from helpers import wait_until
+from pagekit import cell, gate_job, js, open_page, row_state
+
+
+def _cli_start(web: Any, job: int) -> dict[str, Any]:
+    out = web.daemon.berth("queue", "--start", "--json")
+    assert out.returncode == 0, out.stderr
+    return next(p for p in json.loads(out.stdout)["jobs"] if p["id"] == job)
+
+
+def _at(t: float) -> str:
+    return "(at " + time.strftime("%H:%M", time.localtime(t)) + ")"
+
+
+def test_one_estimate_everywhere_and_unknown_behind_a_job_without_a_limit(
+    web: Any, browser: Any
+) -> None:
+    web.start(gpus=2)
+    limited, _ = gate_job(web, "limited", gpus=1, time_limit=5400.0)
+    unlimited, _ = gate_job(web, "unlimited", gpus=1)
+    wait_until(lambda: web.daemon.job(unlimited)["state"] == "RUNNING", timeout=10,
+               message="both run")  # fmt: skip
+    waiting, _ = gate_job(web, "needs-both", gpus=2, time_limit=60.0)
+    open_page(browser, web.url)
+    wait_until(lambda: row_state(browser, waiting) == "PENDING", timeout=10, message="pending")
+    # A job ahead has no time limit: nobody can say, and every screen says so.
+    wait_until(lambda: cell(browser, waiting, "starts").startswith("unknown"), timeout=10,
+               message="the page says unknown")  # fmt: skip
+    est = _cli_start(web, waiting)
+    assert est["start"] is None and not est["exact"] and "no time limit" in est["note"]
+    table = web.daemon.berth("queue", "--start").stdout
+    assert "unknown: a job ahead has no time limit" in table
+    assert "starts:     unknown" in web.daemon.berth("show", str(waiting)).stdout
+    # Without it, the job waits for the limited one's limit: the same time on every screen.
+    web.daemon.call("cancel", job_ids=[unlimited])
+    wait_until(lambda: "(at " in cell(browser, waiting, "starts"), timeout=10,
+               message="the page's estimate follows the queue")  # fmt: skip
+    est = _cli_start(web, waiting)
+    began = web.daemon.job(limited)["attempts"][0]["start"]
+    assert est["exact"] and abs(est["start"] - (began + 5400.0)) < 2
+    assert _at(est["start"]) in cell(browser, waiting, "starts")
+    assert cell(browser, waiting, "starts").startswith("in 1h ")
+    assert _at(est["start"]) in web.daemon.berth("queue", "--start").stdout
+    assert _at(est["start"]) in web.daemon.berth("show", str(waiting)).stdout
+    rows = json.loads(web.daemon.berth("queue", "--json").stdout)["jobs"]
+    [row] = [r for r in rows if r["id"] == waiting]
+    assert row["start_estimate"]["start"] == est["start"]
+
+
+def test_the_whole_reason_is_readable(web: Any, browser: Any) -> None:
+    web.start(gpus=1)
+    web.daemon.call(
+        "drain", gpus=[0], note="driver upgrade to 550.54 on this machine; back at noon"
+    )
+    job, _ = gate_job(web, "drained-out", gpus=1, time_limit=60.0)
+    open_page(browser, web.url)
+    wait_until(lambda: "back at noon" in cell(browser, job, "why"), timeout=10,
+               message="the reason names the drain")  # fmt: skip
+    for width in (1400, 900):
+        browser.set_window_size(width, 900)
+        cut = js(browser, "const c = document.querySelector(`#queue tr[data-job='${arguments[0]}'] td.why`);"
+                 "return c.scrollWidth > c.clientWidth + 1;", job)  # fmt: skip
+        assert not cut, f"the reason is cut at {width}px"
+    browser.set_window_size(1400, 1000)
