@@ -62,6 +62,11 @@ class Held:
             return f"needs {_n(need)} GPUs, more than {who} may hold at once ({_n(most)})"
         return f"{who} holds {_n(held)} of {_n(most)} GPUs allowed at once"
 
+    def full(self, user: str) -> bool:
+        """``user`` holds all the GPUs their limit allows: none of their jobs can start."""
+        most = self.limits.of(user)
+        return most is not None and self.held.get(user, 0.0) >= most - EPS
+
     def started(self, job: Job) -> None:
         self.held[job.user] = self.held.get(job.user, 0.0) + job.request.gpu_amount
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from berth.core.capacity import INF
 from berth.core.fairshare import FairShare, interleave
@@ -52,10 +52,12 @@ def ordered(
     tenant_gpus: Mapping[str, float], usage: Mapping[str, float] | None,
     walk: Iterable[Job] | None = None,
     fair: FairShare | None = None, charged: Mapping[str, float] | None = None,
+    done: Collection[str] = (),
 ) -> Iterator[Job]:  # fmt: skip
     """``pending`` in the order a pass considers them (``presorted``: already in
     :func:`order_key` order; ``walk``: that order, walked lazily). For fairshare,
-    ``tenant_gpus`` may grow while this is consumed (jobs started in the pass)."""
+    ``tenant_gpus`` may grow while this is consumed (jobs started in the pass); with fair
+    share by usage, the tenants in ``done`` (filled while this is consumed) give no more."""
     jobs: Iterable[Job]
     if walk is not None:
         jobs = walk
@@ -64,7 +66,7 @@ def ordered(
     else:
         jobs = sorted(pending, key=lambda j: order_key(j, policy, now))
     if fair is not None:  # fair share by decayed usage, over any policy
-        jobs = interleave(jobs, fair, charged if charged is not None else {})
+        jobs = interleave(jobs, fair, charged if charged is not None else {}, done)
     elif policy == "fairshare":
         jobs = _fairshare(jobs, tenant_gpus, usage)
     if walk is not None and not getattr(walk, "requeued", True):

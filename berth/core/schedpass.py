@@ -47,7 +47,7 @@ class Pass:
     """One pass over ``inputs``: :meth:`run` once (see the module docstring)."""
 
     __slots__ = (
-        "blocked_all", "cap", "charged", "dep_states", "ends", "fits", "free_out", "groups",
+        "blocked_all", "cap", "charged", "dep_states", "done", "ends", "fits", "free_out", "groups",
         "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
         "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
     )  # fmt: skip
@@ -81,6 +81,7 @@ class Pass:
         self.profile = inputs.profile
         self.walk: Walk | None = None
         self.queue: Iterable[Job] = ()
+        self.done: set[str] = set()  # tenants none of whose jobs can start in this pass
         self.cap: Capacity  # set by charge()
         self.static: dict[tuple[object, ...], tuple[Reason, str] | None]
         self.fits: Fits
@@ -152,7 +153,8 @@ class Pass:
         if inp.presorted and isinstance(pending, View):
             self.walk = pending.walk()
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
-                             inp.usage, self.walk, fair=inp.fair, charged=self.charged)  # fmt: skip
+                             inp.usage, self.walk, fair=inp.fair, charged=self.charged,
+                             done=self.done)  # fmt: skip
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -189,6 +191,8 @@ class Pass:
         user_gpus = self.user_gpus
         if user_gpus is not None and (over := user_gpus.blocked(job)) is not None:
             self.wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs)
+            if not self.inp.explain and job.tenant == job.user and user_gpus.full(job.user):
+                self.done.add(job.tenant)  # (none of its jobs can start: skip the rest)
             return True
         return False
 

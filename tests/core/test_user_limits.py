@@ -71,3 +71,40 @@ def test_fair_share_passes_over_a_user_at_the_limit(make_job: MakeJob) -> None:
     fair = FairShare({"alice": 0.0, "bob": 1000.0})  # alice first in line...
     d = schedule(Inputs([a, b], [mine], gpus(4), fair=fair, limits=UserLimits({"alice": 1.0})))
     assert [s.job_id for s in d.starts] == [b.id]  # ... but at her limit
+
+
+def test_a_user_at_their_limit_costs_the_pass_nothing_per_queued_job(monkeypatch) -> None:
+    """Issue 20.10: a user at their GPU limit with a long queue, another user's job behind
+    them in fair share's order: the dispatch pass looks at the first job of the full user only,
+    not at each of their queued jobs (it looked at all 2,000), and starts the other's job."""
+    from berth.core.fairshare import FairShare, interleave
+    from berth.core.inventory import uniform
+    from berth.core.job import Job, Request
+    from berth.core.limits import Held, UserLimits
+    from berth.core.policy import Inputs, schedule
+    from berth.core.states import State
+    from berth.core.transition import transition
+
+    gpus, _ = uniform(4)
+    holding = Job(id=99_999, submit_time=0.0, user="a", request=Request(gpus=2))
+    transition(holding, State.RUNNING, now=1.0, gpus=(0, 1))
+    queued = [Job(id=i + 1, submit_time=2.0 + i, user="a") for i in range(2000)]
+    victim = Job(id=5000, submit_time=9000.0, user="b")
+    looked: list[int] = []
+    real = Held.blocked
+
+    def counting(self: Held, job: Job) -> str | None:
+        looked.append(job.id)
+        return real(self, job)
+
+    monkeypatch.setattr(Held, "blocked", counting)
+    fair = FairShare({"a": 0.0, "b": 1e6}, {"a": 1.0, "b": 1.0})  # a first in line
+    d = schedule(Inputs([*queued, victim], [holding], gpus, now=10_000.0, policy="priority",
+                        fair=fair, limits=UserLimits(max_gpus={"a": 2.0}), explain=False))  # fmt: skip
+    assert [s.job_id for s in d.starts] == [victim.id]
+    assert sum(1 for i in looked if i != victim.id) == 1
+    done: set[str] = set()
+    order = interleave(iter([*queued[:3], victim]), fair, {}, done)
+    assert next(order).user == "a"
+    done.add("a")
+    assert [j.id for j in order] == [victim.id]  # (a's other jobs are not given)
