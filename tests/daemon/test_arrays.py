@@ -106,3 +106,25 @@ def test_percent_a_outside_an_array_is_empty(daemon):
     daemon.start()
     job_id = daemon.submit("true", hold=True, stdout="run_%A_%a.out")
     assert daemon.job(job_id)["stdout"].endswith(f"/run_{job_id}_.out")
+
+
+def test_pending_reasons_name_array_tasks_as_the_cli_does(daemon):
+    """Issue 23.2: a reason the scheduler wrote named a task by its internal id ("held by job
+    2"); queue, show and the page name it as the CLI does ("2_0")."""
+    import json as _json
+
+    daemon.start(gpus=1)
+    out = daemon.berth("submit", "--parsable", "--array", "0-1", "--",
+                       *daemon.workload("--seconds", "60"))  # fmt: skip
+    array = int(out.stdout.split(";")[0].split("_")[0])
+    waiting = daemon.submit("true")
+    from helpers import wait_until
+
+    def reason() -> str:
+        row = next(r for r in daemon.call("queue")["jobs"] if r["id"] == waiting)
+        return str(row.get("reason_detail") or "")
+
+    wait_until(lambda: f"job {array}_0" in reason(), timeout=15, message="the task's CLI id")
+    shown = _json.loads(daemon.berth("show", "--json", str(waiting)).stdout)
+    assert f"job {array}_0" in (shown.get("reason") or "")
+    daemon.call("cancel", job_ids=[array])

@@ -86,7 +86,8 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     last = len(place)
     jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), place.get(j.id, last), -j.priority,
                              j.queue_time, j.id))  # fmt: skip
-    rows = [views.row(j, engine.reason(j.id)) for j in jobs]
+    tasks = views.task_ids(engine.unfinished())  # (reasons name array tasks as 17_1)
+    rows = [views.row(j, views.with_task_ids(engine.reason(j.id), tasks)) for j in jobs]
     acc = engine.accounts
     users = acc.summary(engine.unfinished(), engine.clock.time())
     _why_this_order(engine, jobs, rows, {u["user"]: u["factor"] for u in users})
@@ -146,7 +147,8 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             protocol.INTERNAL,
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
-    out = views.detail(job, engine.reason(job.id), spec, engine.opts.max_job_time)
+    reason = views.with_task_ids(engine.reason(job.id), views.task_ids(engine.unfinished()))
+    out = views.detail(job, reason, spec, engine.opts.max_job_time)
     if job.state is State.PENDING:
         out["start_estimate"] = engine.estimates.get().get(job.id)
     run = engine.run_of(job.id)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from berth.core.states import CODES, State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from berth.core.job import Job
@@ -105,3 +107,24 @@ def redact(job: dict[str, Any]) -> dict[str, Any]:
         for e in out.get("history") or ()
     ]
     return out
+
+
+_JOB = re.compile(r"\bjob (\d+)\b")
+
+
+def task_ids(jobs: Iterable[Job]) -> dict[int, str]:
+    """Array tasks' ids as the CLI writes them (``12_3``), by their internal job id."""
+    out = {}
+    for job in jobs:
+        array = job.extra.get("array")
+        if array:
+            out[job.id] = f"{array[0]}_{array[1]}"
+    return out
+
+
+def with_task_ids(text: str | None, ids: Mapping[int, str]) -> str | None:
+    """``text`` (a pending reason the scheduler wrote: "held by job 18") naming array tasks
+    as the CLI does ("held by job 17_1")."""
+    if not text or not ids:
+        return text
+    return _JOB.sub(lambda m: f"job {ids.get(int(m[1]), m[1])}", text)
