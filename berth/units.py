@@ -302,3 +302,46 @@ def parse_bind(
             "proxy, allow it with --http-allow-remote ([daemon] http_allow_remote = true)"
         )
     return str(addr), int(port_text)
+
+
+def parse_begin(text: str, now: float, *, what: str = "--begin") -> float:
+    """When a job may begin, as sbatch's ``--begin`` reads it, into Unix time: ``now+2h``
+    (``now+90``: seconds, or a unit: ``s``, ``m``/``min``, ``h``/``hour``, ``d``/``day``),
+    ``14:00`` or ``14:00:30`` (today, or tomorrow once that time has passed), ``2026-12-01``,
+    ``2026-12-01T09:00[:SS]``; ``now``. In local time."""
+    import datetime as dt  # rare: --begin
+
+    raw = text.strip().lower()
+    bad = UsageError(
+        f"invalid {what} {text!r}: expected now+2h, 14:00, 2026-12-01 or 2026-12-01T09:00"
+    )
+    if raw == "now":
+        return now
+    if raw.startswith("now+"):
+        amount = raw[4:]
+        for long, short in (("minutes", "m"), ("minute", "m"), ("min", "m"), ("hours", "h"),
+                            ("hour", "h"), ("days", "d"), ("day", "d"), ("seconds", "s"),
+                            ("second", "s"), ("sec", "s")):  # fmt: skip
+            if amount.endswith(long):
+                amount = amount[: -len(long)] + short
+                break
+        if amount.isdigit():
+            amount += "s"  # (sbatch: a bare number after now+ is seconds)
+        try:
+            return now + parse_duration(amount, what=what)
+        except UsageError:
+            raise bad from None
+    local = dt.datetime.fromtimestamp(now).astimezone()
+    try:
+        if "t" in raw or "-" in raw:
+            when = dt.datetime.fromisoformat(raw.upper() if "t" in raw else raw)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=local.tzinfo)
+            return when.timestamp()
+        clock = dt.time.fromisoformat(raw)
+    except ValueError:
+        raise bad from None
+    when = local.replace(hour=clock.hour, minute=clock.minute, second=clock.second, microsecond=0)
+    if when.timestamp() <= now:
+        when += dt.timedelta(days=1)
+    return when.timestamp()

@@ -20,6 +20,7 @@ berth                       sbatch
 ``--requeue``               ``--requeue --signal=B:USR1@120 --open-mode=append``: the batch
                             script requeues the job on USR1 (``--max-requeues`` times)
 ``--hold``                  ``--hold``
+``--begin TIME``            ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
 ``-p`` priority             ``--nice=-PRIORITY`` (raising it is for Slurm operators only)
 ``--export``                the job's environment is sbatch's, with ``--export=ALL``
 ``--array 0-9%2``           ``--array=0-9%2``
@@ -226,6 +227,10 @@ def plan(
         argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]
     if job.hold:
         argv.append("--hold")
+    if job.begin is not None:  # (sbatch reads local time, to the second)
+        import time  # rare: --begin
+
+        argv.append("--begin=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(job.begin)))
     if job.priority:
         argv.append(f"--nice={-job.priority}")
     if array is not None:

@@ -99,6 +99,12 @@ def _behaviour(a: Any, command: bool) -> None:
         help="requeue at the time limit at most N times, then TIMEOUT (implies --requeue)",
     )
     a("--hold", action="store_true", help="queue it held (`berth release-job ID` to start)")
+    a(
+        "--begin",
+        metavar="TIME",
+        help="not before TIME (as sbatch): now+2h, 14:00 (today, else tomorrow), "
+        "2026-12-01T09:00",
+    )
     a("--pty", action="store_true", help="run under a pseudo-terminal (for `berth attach`)")
     a("--keep-idle", action="store_true",
       help="never released for idle GPUs (where the admin allows: docs/admin.md)")  # fmt: skip

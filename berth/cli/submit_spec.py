@@ -12,7 +12,7 @@ from berth import config
 from berth.cli.command import words
 from berth.cli.submit_options import parse_dependency, time_limit
 from berth.errors import UsageError
-from berth.units import gpu_count, parse_gpu_indices, parse_size
+from berth.units import gpu_count, parse_begin, parse_gpu_indices, parse_size
 from berth.wire.env import export_env, sendmail
 from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
@@ -111,6 +111,10 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         if getattr(args, key):
             job[key] = True
     _requeue(args, job)
+    if getattr(args, "begin", None):
+        import time  # rare: --begin
+
+        job["begin"] = parse_begin(args.begin, time.time())
     _extras(args, job)
     return job
 

@@ -219,7 +219,7 @@ class Job:
     """A job and everything the store keeps of it.
 
     ``queue_time`` orders jobs of equal priority (submit time at first; a requeue moves the job
-    to the end of the queue). ``not_before`` is the retry backoff. ``retries`` is how many times
+    to the end of the queue). ``not_before``: not before then (``--begin``, a retry backoff). ``retries`` is how many times
     a FAILED attempt is retried; ``requeue`` turns a TIMEOUT into PREEMPTED + requeue, at most
     ``max_requeues`` times (None: with no end), after which the time limit ends it TIMEOUT.
     ``tenant`` groups jobs for fair share (defaults to ``user``). ``group`` / ``group_limit``:

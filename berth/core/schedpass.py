@@ -183,7 +183,8 @@ class Pass:
         if job.not_before is not None and job.not_before > now:
             _wake(self.out, job.not_before)
             left = format_duration(job.not_before - now)
-            self.wait(job, Reason.BEGIN_TIME, f"retry backoff, {left} left")
+            wait_for = "retry backoff" if job.attempts else "its begin time (--begin)"
+            self.wait(job, Reason.BEGIN_TIME, f"{wait_for}, {left} left")
             return True
         if job.group_limit and (why := self._groups().blocked(job)) is not None:
             self.wait(job, Reason.ARRAY_TASK_LIMIT, why)  # (no reservation: its group holds it)

@@ -43,6 +43,7 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--mail-user": ("--mail-user", True),
     "--requeue": ("--requeue", False),
     "--hold": ("--hold", False), "-H": ("--hold", False),
+    "--begin": ("--begin", True), "-b": ("--begin", True),
     "--gpus": ("-g", True), "-G": ("-g", True),
     "--gres": ("-g", True),  # gpu:N or gpu:TYPE:N (TYPE -> --gpu-name)
     "--partition": ("--partition", True), "-p": ("--partition", True),  # (Slurm only)
@@ -56,7 +57,7 @@ HOST_MEMORY = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
 _VALUED = frozenset(
     {"-p", "--partition", "-A", "--account", "-q", "--qos", "-C", "--constraint", "-N",
      "--nodes", "-n", "--ntasks", "-c", "--cpus-per-task", "--ntasks-per-node", "--signal",
-     "--mail-type", "--nice", "--begin", "-w", "--nodelist", "-x", "--exclude", "--licenses",
+     "--mail-type", "--nice", "-w", "--nodelist", "-x", "--exclude", "--licenses",
      "--gpus-per-node", "--gpus-per-task", "--cpus-per-gpu", "--reservation", "--tmp",
      "--comment", "--wckey", "--time-min", "--gpu-bind", "--mem-bind", "--deadline",
      "--ntasks-per-gpu", "--threads-per-core", "--distribution", "-m", *HOST_MEMORY}

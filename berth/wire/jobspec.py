@@ -181,6 +181,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "by_memory": (_bool, False),  # --mem without -g: a share of one GPU sized by memory
     "requeue": (_opt(_bool), None),  # None: as the daemon's --on-time-limit says
     "max_requeues": (_opt(lambda f, v: integer(f, v, 0, MAX_RETRIES)), None),
+    "begin": (_opt(lambda f, v: number(f, v, 0, 1e11)), None),  # Unix time (--begin)
     "hold": (_bool, False),
     "pty": (_bool, False),
     "unique": (_bool, False),
@@ -232,6 +233,7 @@ class JobSpec:
     by_memory: bool  # the daemon sizes the share: mem / the GPU's memory (mgpu_srun's habit)
     requeue: bool | None  # at the time limit: requeue (True), end (False), the daemon's (None)
     max_requeues: int | None  # with requeue: at most this many times (None: the daemon's)
+    begin: float | None  # not before this Unix time (--begin)
     hold: bool
     pty: bool
     unique: bool

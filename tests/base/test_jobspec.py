@@ -40,6 +40,7 @@ EVERY: list[tuple[dict[str, Any], bool]] = [
             "retries": 3,
             "requeue": True,
             "max_requeues": 2,
+            "begin": 1_800_000_000.5,
             "hold": True,
             "pty": True,
             "keep_idle": True,

@@ -260,3 +260,12 @@ def test_a_sweep_is_one_array_of_its_commands() -> None:
 def test_a_plain_job_runs_its_arguments_untouched() -> None:
     script = plan(job(argv=["python", "{x}", "--cuda", "1"]), SHARDED, log_dir="/l").script
     assert "_berth" not in script and script.endswith('exec "$@"\n')
+
+
+def test_begin_is_sbatchs_begin_in_local_time() -> None:
+    """Issue 24.2: a job's --begin reaches sbatch as its own --begin (local time)."""
+    import time
+
+    when = time.mktime((2026, 12, 1, 9, 0, 0, 0, 0, -1))
+    p = plan(job(begin=when), SHARDED, log_dir="/logs")
+    assert "--begin=2026-12-01T09:00:00" in p.argv

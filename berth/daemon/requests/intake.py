@@ -239,6 +239,7 @@ def _insert(
             requeue=p.requeue[0],
             max_requeues=p.requeue[1],
             held=spec.hold,
+            not_before=spec.begin if spec.begin and spec.begin > now else None,
             extra=job_extra,
             group=arrays.group(base) if throttle else "",
             group_limit=throttle or 0,
