@@ -83,7 +83,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "states": (_L, False),
     },
     "hold": {"job_ids": (_L, True)},
-    "release": {"job_ids": (_L, True)},
+    "release": {"job_ids": (_L, True), "at": (_F, False)},
     "pause": {"gpus": (_L, True)},
     "resume": {"gpus": (_L, False), "all": (_B, False)},
     "status": {},

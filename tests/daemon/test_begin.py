@@ -52,3 +52,16 @@ def test_begin_survives_a_restart(daemon):
     assert after["state"] == "PENDING" and after["not_before"] == before
     wait_until(lambda: daemon.call("queue")["jobs"][0].get("reason") == "BeginTime",
                timeout=10, message="BeginTime after the restart")  # fmt: skip
+
+
+def test_release_job_at_a_time(daemon):
+    """`berth release-job --at TIME`: a held job released, to start only from TIME."""
+    daemon.start("--poll-interval", "60")
+    held = daemon.submit("true", hold=True)
+    out = daemon.berth("release-job", "--at", "now+2", str(held))
+    assert out.returncode == 0, out.stderr
+    row = next(r for r in daemon.call("queue")["jobs"] if r["id"] == held)
+    assert row["reason"] == "BeginTime"
+    assert daemon.wait_done([held], timeout=20)[held]["state"] == "COMPLETED"
+    bad = daemon.berth("hold", "--at", "now+2", str(held))
+    assert bad.returncode == 2 and "--at is for `berth release-job`" in bad.stderr

@@ -257,8 +257,11 @@ async def _hold_release(
                 f"job {job.id} is {job.state.value}: only a pending job can be {verb}",
             )
     now = engine.clock.time()
+    at = None if holding else validate.unix_time("at", req.get("at"))
     for job in jobs:
         (hold if holding else release)(job, now=now)
+        if at is not None and at > now:  # `release-job --at TIME`: released, not before then
+            job.not_before = at
         engine.save(job)  # committed with this turn's group, by the engine's journal
     engine.kick()
     await engine.durable()  # durable before we answer

@@ -49,6 +49,11 @@ def timeout(v: Any) -> float | None:
     return None if v is None else number("timeout", v, 0, MAX_TIMEOUT, low_open=False)
 
 
+def unix_time(field: str, v: Any) -> float | None:
+    """A moment (Unix time), e.g. `release-job --at`'s; None stays None."""
+    return None if v is None else number(field, v, 0, 1e11)
+
+
 def uid(v: Any) -> int | None:
     return None if v is None else integer("uid", v, 0, MAX_UID)
 
