@@ -208,15 +208,19 @@ def claim(
     def bans(snaps: Sequence[GpuSnapshot]) -> dict[int, str]:
         return {**banned_reasons(cfg, snaps), **(banned or {})}
 
-    now = fresh()
-    never = never_fits(filters, now, bans(now))
+    first = [fresh()]  # (read once: the check below and the first attempt share it)
+    never = never_fits(filters, first[0], bans(first[0]))
     if never is not None:
         raise NotEnoughGpus(
             f"this machine can never give {filters.describe()}, so berth will not "
             f"wait for it: {never}"
         )
+
+    def snapshots() -> list[GpuSnapshot]:
+        return first.pop() if first else fresh()
+
     held = wait_claim(
-        ledger, fresh, filters, bans=bans, timeout=timeout, poll=poll, label=label,
+        ledger, snapshots, filters, bans=bans, timeout=timeout, poll=poll, label=label,
         command=command, on_wait=on_wait,
     )  # fmt: skip
     return held, last

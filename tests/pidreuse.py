@@ -63,6 +63,15 @@ def alive(pid: int) -> bool:
     return got == 0
 
 
+def gone(pid: int) -> bool:
+    """Has process ``pid`` (anyone's, not only our child) ended: absent, or a zombie?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def end(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)

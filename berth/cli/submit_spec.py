@@ -12,9 +12,9 @@ from berth import config
 from berth.cli.command import words
 from berth.cli.submit_options import parse_dependency, time_limit
 from berth.errors import UsageError
-from berth.units import gpu_count, parse_begin, parse_gpu_indices, parse_size
+from berth.units import parse_begin, parse_gpu_indices, parse_size
 from berth.wire.env import export_env, sendmail
-from berth.wire.jobspec import JobSpec
+from berth.wire.jobspec import JobSpec, check_field
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -50,15 +50,10 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         text = getattr(args, "default_gpus", None) or str(len(gpu_ids) if gpu_ids else 1)
     if choice is not None:
         text = f"{choice.gpus:g}"
-    value = _number(text)
-    try:
-        gpus = float(gpu_count(value))
-    except UsageError:  # the job spec's own refusal, as the daemon words it, whatever -g was
-        try:
-            JobSpec.from_dict({"argv": ["true"], "env": {}, "cwd": "/", "gpus": value})
-        except ProtocolError as e:
-            raise UsageError(e.message) from None
-        raise  # (not reached: the spec refuses what gpu_count does)
+    try:  # (the job spec's check and refusal, as the daemon words it, whatever -g was)
+        gpus = float(check_field("gpus", _number(text)))
+    except ProtocolError as e:
+        raise UsageError(e.message) from None
     if gpu_ids and gpus > len(gpu_ids):
         raise UsageError(
             f"-g {text} --gpu-ids {args.gpu_ids}: asks for more GPUs than --gpu-ids names "

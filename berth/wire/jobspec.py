@@ -206,6 +206,11 @@ DAEMON_FIELDS: dict[str, tuple[Check, Any]] = {
 _ALL = {**FIELDS, **DAEMON_FIELDS}
 
 
+def check_field(key: str, value: Any) -> Any:
+    """One field checked alone, as :meth:`JobSpec.from_dict` checks it (its message too)."""
+    return _ALL[key][0](f"job field {key!r}", value)
+
+
 class JobSpec:
     """One job as submitted (and, once accepted, as the daemon keeps it). Frozen: change a
     copy with :meth:`replace`. ``env`` is a dict that must not be changed either."""

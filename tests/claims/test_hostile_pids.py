@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_until
-from pidreuse import alive, end, process_at
+from pidreuse import alive, end, gone, process_at
 
 A, MALLORY = "berth-test-a", "berth-test-b"
 
@@ -49,13 +49,6 @@ def _claim_and_hand_the_lock_on() -> Any:
     return [child, grandchild]
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
 
 def test_release_does_not_kill_whoever_got_a_pid_proc_locks_names(
     shared: Any, capsys: pytest.CaptureFixture[str]
@@ -73,7 +66,7 @@ def test_release_does_not_kill_whoever_got_a_pid_proc_locks_names(
         assert main(["release", "0", "--yes", "--grace", "5"]) == 0  # the admin (root)
         assert "ended 1 claim" in capsys.readouterr().out
         assert alive(victim), "berth release killed A's process: its pid was in /proc/locks"
-        wait_until(lambda: _gone(grandchild), message="mallory's real holder to end")
+        wait_until(lambda: gone(grandchild), message="mallory's real holder to end")
         assert Ledger().scan().claims == []
     finally:
         end(victim)

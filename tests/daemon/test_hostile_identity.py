@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_until
-from pidreuse import alive, end, process_at
+from pidreuse import alive, end, gone, process_at
 from test_system_mode import System
 from userkit import ADMINS, A, B, call_as, ensure_users
 
@@ -93,13 +93,6 @@ def _mallorys_job(system: System) -> tuple[int, list[str]]:
 
     return job, wait_until(said, timeout=20, message="mallory's job to set up")
 
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _forked_as(user: str, groups: list[int], fn: Any) -> Any:
@@ -181,12 +174,12 @@ def test_the_daemon_does_not_kill_whoever_got_a_pid_proc_locks_names(system: Sys
         assert victim in files.lock_owners(os.stat(c.path))
         assert call_as(B, lambda: os.kill(int(supervisor), signal.SIGKILL)) is None
         assert system.rig.wait_done([job])[job]["state"] == "LOST"
-        wait_until(lambda: _gone(int(grandchild)), timeout=10, message="her grandchild ends")
+        wait_until(lambda: gone(int(grandchild)), timeout=10, message="her grandchild ends")
         assert alive(victim), "the daemon killed A's process: its pid was in /proc/locks"
         assert Ledger(system.run).scan().claims == []
     finally:
         end(victim)
-        if not _gone(int(grandchild)):
+        if not gone(int(grandchild)):
             os.kill(int(grandchild), signal.SIGKILL)
 
 

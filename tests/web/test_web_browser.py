@@ -5,39 +5,10 @@ offers no action (the server refusing one) until the viewer signs in as the job'
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from helpers import wait_until
-
-
-def js(driver: Any, code: str, *args: Any) -> Any:
-    return driver.execute_script(code, *args)
-
-
-def row_state(driver: Any, job: int) -> str | None:
-    found = js(driver, "const r = document.querySelector(`#queue tr[data-job='${arguments[0]}']`);"
-               "return r ? r.dataset.state : null;", job)  # fmt: skip
-    return str(found) if found else None
-
-
-def card_text(driver: Any, gpu: int) -> str:
-    return str(js(driver, "const c = document.querySelector(`.gpu[data-gpu='${arguments[0]}']`);"
-                  "return c ? c.innerText : '';", gpu))  # fmt: skip
-
-
-def gate_job(web: Any, name: str, **job: Any) -> tuple[int, str]:
-    """A job that prints a line, then runs until its gate file appears."""
-    gate = os.path.join(str(web.daemon.fake.root), f"{name}.go")
-    wrap = f"echo started {name}; while [ ! -e {gate} ]; do sleep 0.05; done; echo done {name}"
-    return web.daemon.submit(wrap=wrap, name=name, **job), gate
-
-
-def open_page(browser: Any, url: str) -> None:
-    browser.get(url)
-    wait_until(lambda: js(browser, "return document.querySelectorAll('.gpu').length") > 0 and
-               js(browser, "return document.getElementById('live').classList.contains('on')"),
-               timeout=10, message="the page shows GPUs and is live")  # fmt: skip
+from pagekit import card_text, gate_job, js, open_page, row_state
 
 
 def test_page_shows_gpus_and_follows_a_job_start_and_end_live(web: Any, browser: Any) -> None:
