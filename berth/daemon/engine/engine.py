@@ -25,6 +25,7 @@ from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
+from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
@@ -70,7 +71,7 @@ class Engine(Lifecycle):
         if procs is None:
             procs = Supervisors(loop, f"{opts.state_dir}/run", res.ledger.path)
         self.procs: Processes = procs
-        self.jobs: dict[int, Job] = {}  # unfinished jobs
+        self.jobs = JobTable()  # unfinished jobs (and how many each user has)
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.considered: dict[int, int] = {}  # pending job -> its place in the last pass

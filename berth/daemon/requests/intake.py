@@ -94,7 +94,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     prepared: list[_Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
-    held = engine.accounts.held(peer.uid, engine.unfinished())  # once, not once per job
+    held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
@@ -112,7 +112,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             queued += p.count
         prepared.append(p)
     if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
-        engine.accounts.check_count(peer.user, peer.uid, engine.unfinished(), queued)
+        engine.accounts.check_count(peer.user, peer.uid, engine.jobs.count_of(peer.uid), queued)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
