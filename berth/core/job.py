@@ -167,11 +167,12 @@ class Dependency:
                 job, _, array = raw.partition("/")
                 job, _, minutes = job.partition("+")
                 try:
-                    out.append(cls(kind, int(job), int(minutes or 0), int(array or 0)))
+                    numbers = int(job), int(minutes or 0), int(array or 0)
                 except ValueError:
                     raise UsageError(
                         f"invalid job id {raw!r} in dependency {part!r}: expected an integer"
                     ) from None
+                out.append(cls(kind, *numbers))
         return tuple(out)
 
 
