@@ -1,12 +1,10 @@
-"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O
-shell around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.engine.starts`) and recording
-how they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; commits go
-through its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and
-reaches the processes that run its jobs only through its process port, both given to it
-(:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without a
-fork. (How long a pass itself takes is measured with the process's performance counter: it
-paces the passes, see :meth:`Engine.kick`.)
-
+"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O shell
+around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.engine.starts`) and recording how
+they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; commits go through
+its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and reaches the
+processes that run its jobs only through its process port, both given to it
+(:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without
+a fork. (A pass's own time, by the performance counter, paces the passes: :meth:`Engine.kick`.)
 Every state change goes through :func:`berth.core.transition.transition` and is committed to
 the store before anything acts on it (write-ahead: a job's command runs only once the job is
 RUNNING with ``launched`` set in the database; its attempt waits for that at its start gate,
@@ -89,7 +87,7 @@ class Engine(Lifecycle):
         self._next_pass = 0.0
         self._decide_seconds = 0.0
         self._reasons_valid = False
-        self._deps_dirty = False  # a job ended unsuccessfully: dependents may be doomed
+        self._deps_dirty = False  # a job depended on ended, or one depends: one may be doomed
         self.depended: set[int] = set()  # jobs some job depends on (and may be doomed by)
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
@@ -371,7 +369,9 @@ class Engine(Lifecycle):
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
         self.order.joined(job)
-        self.depended.update(d.job_id for d in job.dependencies)
+        if job.dependencies:  # (one already never met: cancelled by the next pass)
+            self.depended.update(d.job_id for d in job.dependencies)
+            self._deps_dirty = True
         fut = self.journal.insert(job, spec)
         self.kick()
         return fut
