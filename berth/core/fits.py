@@ -19,7 +19,7 @@ End = tuple[float, float, int, Job]
 
 def req_key(r: Request) -> tuple[object, ...]:
     """What placing a request depends on: requests with the same key fit the same way."""
-    return (r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram)
+    return (r.gpus, r.each, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram)
 
 
 class Fits:
@@ -48,7 +48,10 @@ class Fits:
 
     def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
         slot = 1 if exclude else 0
-        simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+        simple = (
+            req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+            and not req.shares  # (shares of several GPUs: neither kind of size below)
+        )  # fmt: skip
         if simple and not req.ram:
             if req.whole and req.gpus >= self.fail_whole[slot][req.gpus > self.node_max]:
                 return None
