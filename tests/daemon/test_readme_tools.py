@@ -46,7 +46,7 @@ def test_mgpu_sruns_table_runs_as_written(daemon):
         seen[" ".join(argv)] = job
     both = next(j for c, j in seen.items() if "--gpu-ids 0,1" in c)
     assert both["gpu_ids"] == [0, 1] and both["gpus"] == 2 and both["time_limit"] == 600
-    assert both["mem"] == 8000 << 20
+    assert both["mem"] == 8000 << 20 and both["by_memory"]  # 8000 MiB of each (issue 27.1)
     assert any(j.get("conda") == "myenv" for j in seen.values())
     assert any(j.get("priority") == 10 for j in seen.values())
     assert daemon.call("queue", all=True)["jobs"] == []  # dry runs queue nothing

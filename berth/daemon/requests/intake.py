@@ -160,12 +160,14 @@ async def _prepare(
         if engine.state_of(d) is None:
             raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
         p.deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
+    each = _memory_share(engine.res.inventory, spec) if spec.by_memory else 1.0
     p.request = Request(
-        gpus=_memory_share(engine.res.inventory, spec) if spec.by_memory else spec.gpus,
+        gpus=spec.gpus,
         mem=spec.mem,
         gpu_ids=spec.gpu_ids,
         prefer=spec.prefer,
         name=spec.name_filter,
+        each=each,  # (of one GPU: Request makes it the share gpus=each)
     )
     _check_fits(engine.res.inventory, p.request)
     p.requeue = _requeue(spec, engine.opts)
@@ -330,18 +332,20 @@ def _log_dir(engine: Engine, peer: Peer) -> str:
 
 
 def _memory_share(inventory: list[Gpu], spec: JobSpec) -> float:
-    """``--mem X`` without ``-g`` (mgpu_srun's habit: GPUs placed by memory): a share of its
-    GPU, ``X / its memory``, as ``-g`` with a share would ask, so jobs whose memory fits
-    share a GPU. Sized by the smallest GPU the job may get (never more memory than declared
-    fits on it); a whole GPU where no GPU's memory is known (a declared inventory without
-    ``memory``) or ``X`` is most of one."""
+    """``--mem X`` without ``-g`` (mgpu_srun's habit: GPUs placed by memory): the share of
+    each of its GPUs, ``X / its memory``, as ``-g`` with a share would ask of one GPU, so jobs
+    whose memory fits share GPUs (``--gpu-ids 0,1 --mem 8000``: 8000 MiB of each of GPUs 0 and
+    1, as mgpu_srun started a job only with that much free on each). Sized by the smallest GPU
+    the job may get (never more memory than declared fits on it); whole GPUs (1.0) where not
+    every such GPU's memory is known (a declared inventory without ``memory``) or ``X`` is most
+    of one."""
     assert spec.mem is not None  # (JobSpec's rule: by_memory goes with mem)
     sizes = [g.memory_total for g in inventory if spec.gpu_ids is None or g.index in spec.gpu_ids]
     known = [t for t in sizes if t]
     if not known or len(known) < len(sizes):
-        return 1
+        return 1.0
     share = math.ceil(spec.mem / min(known) * 1000) / 1000  # (to 0.1 %, rounded up)
-    return share if share < 1 else 1
+    return share if share < 1 else 1.0
 
 
 def _check_fits(inventory: list[Gpu], request: Request) -> None:
