@@ -91,16 +91,18 @@ def held_by_berth(cfg: Config) -> Mapping[str, Claimed]:
 
 
 def choose(filters: Filters, *, all: bool = False, telemetry: bool = True) -> Selection:
-    """Read the GPUs, the config bans and berth's claims, and choose against ``filters``:
-    the whole :class:`berth.choose.Selection` (chosen, rejected with reasons), never raising
-    for a shortfall. ``telemetry=False`` leaves out readings no filter here needs (power is
-    still read when ``max_power`` is given)."""
+    """Read the GPUs, the config's bans and outside-use rule and berth's claims, and choose
+    against ``filters``: the whole :class:`berth.choose.Selection` (chosen, rejected with
+    reasons), never raising for a shortfall. ``telemetry=False`` leaves out readings no
+    filter here needs (power is still read when ``max_power`` is given)."""
     from berth.choose import select as _select  # not for status (~1.5 ms)
+    from berth.outside import OutsideRule  # not for status (imports dataclasses)
 
     cfg = _config()
     telemetry = telemetry or filters.max_power is not None
     snaps = not_mine(read(cfg, all=all, process_details=False, telemetry=telemetry))
-    return _select(snaps, filters, held_by_berth(cfg), banned_reasons(cfg, snaps))
+    claimed, banned = held_by_berth(cfg), banned_reasons(cfg, snaps)
+    return _select(snaps, filters, claimed, banned, OutsideRule.of(cfg))
 
 
 def selection(

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from berth.devices.model import GpuSnapshot
     from berth.filters import Filters
+    from berth.outside import OutsideRule
 
 
 @record
@@ -160,9 +161,11 @@ def select(
     filters: Filters,
     claimed: Mapping[str, Claimed] | None = None,
     banned: Mapping[int, str] | None = None,
+    outside: OutsideRule | None = None,
 ) -> Selection:
     """Filter ``gpus`` against ``filters`` and rank those that qualify. ``claimed``: GPU uuid
-    -> what berth claims hold there; ``banned``: GPU index -> why the config keeps berth off.
+    -> what berth claims hold there; ``banned``: GPU index -> why the config keeps berth off;
+    ``outside``: the host's outside-use rule (:mod:`berth.outside`), as the daemon applies it.
 
     Raises UsageError if ``only``/``exclude``/``prefer`` name a GPU that is not in ``gpus``.
     """
@@ -177,7 +180,7 @@ def select(
     for pos, gpu in enumerate(gpus):
         why = reasons(
             gpu, filters, claimed.get(gpu.uuid), banned.get(gpu.index),
-            listed=only is None or pos in only, excluded=pos in exclude,
+            listed=only is None or pos in only, excluded=pos in exclude, outside=outside,
         )  # fmt: skip
         if why:
             rejected[gpu.index] = why

@@ -38,10 +38,18 @@ claims on it, and the pids of the processes that belong to claim holders). The r
    co-tenant's, and sharing was asked for. Outside processes are judged as usual.
 4. ``filters.mem`` must also fit in the free memory reading of a GPU that carries no berth
    shares (on a shared GPU the declared memory of rule 1 is the measure instead).
+
+The host's outside-use rule (``outside``: :class:`berth.outside.OutsideRule`, the admin's
+``[scheduling] outside_max_memory / outside_max_util``), when the admin set one, applies as
+the daemon applies it: a GPU whose outside processes break it is unavailable for whole GPUs,
+in the daemon's words, naming the rule (:func:`berth.outside.unavailable`, the one function
+both use). The filters still apply as asked: gpuselect's idle default (no processes) is
+stricter than any rule; ``--max-procs N`` leaves the judgement of outside use to the rule.
 """
 
 from __future__ import annotations
 
+from berth.outside import unavailable
 from berth.units import format_size
 
 TYPE_CHECKING = False
@@ -49,6 +57,7 @@ if TYPE_CHECKING:
     from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
     from berth.filters import Filters
+    from berth.outside import OutsideRule
 
 _EPS = 1e-9
 
@@ -69,10 +78,11 @@ def reasons(
     *,
     listed: bool,
     excluded: bool,
+    outside: OutsideRule | None = None,
 ) -> list[str]:
     """Every reason this GPU does not qualify (empty: it qualifies). ``banned``: why the
     config keeps berth off it; ``listed``: in ``--only`` (or none given); ``excluded``: in
-    ``--exclude``."""
+    ``--exclude``; ``outside``: the host's outside-use rule (applied when configured)."""
     if not gpu.healthy:
         return [f"unhealthy: {gpu.error or 'unknown error'}"]
     why: list[str] = []
@@ -109,6 +119,13 @@ def reasons(
 
     if not gpu.logical:
         why.extend(_telemetry(gpu, req, held, shared))
+        if outside is not None and outside.configured and req.share >= 1 and gpu.processes:
+            own = held.pids if held is not None else frozenset()
+            procs = [p for p in gpu.processes if p.pid not in own]
+            used = sum(p.used_memory or 0 for p in procs)
+            said = unavailable(outside, len(procs), used, gpu.memory_total, gpu.utilization)
+            if said is not None:
+                why.append(said)
     if req.predicate is not None and not why and not req.predicate(gpu):
         why.append("rejected by predicate")
     return why

@@ -31,6 +31,7 @@ from berth.claims.ledger import Ledger
 from berth.claims.waiting import wait_claim
 from berth.errors import NotEnoughGpus, UsageError
 from berth.filters import Filters
+from berth.outside import OutsideRule
 from berth.units import gpu_count
 
 TYPE_CHECKING = False
@@ -221,7 +222,7 @@ def claim(
 
     held = wait_claim(
         ledger, snapshots, filters, bans=bans, timeout=timeout, poll=poll, label=label,
-        command=command, on_wait=on_wait,
+        command=command, on_wait=on_wait, outside=OutsideRule.of(cfg),
     )  # fmt: skip
     return held, last
 

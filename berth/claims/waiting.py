@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from berth.claims.wake import Watcher
     from berth.devices.model import GpuSnapshot
     from berth.filters import Filters
+    from berth.outside import OutsideRule
 
     OnWait = Callable[[int, Selection, LedgerScan], None]
 
@@ -112,16 +113,18 @@ def claim_or_enqueue(
     label: str | None = None,
     command: str | None = None,
     register: bool = True,
+    outside: OutsideRule | None = None,
 ) -> tuple[Claim | None, Selection, LedgerScan, Waiter | None, int]:
     """One try: claim if what ``filters`` ask can be had now, else register (or update) this
-    process's waiter. ``banned``: why the config keeps berth off a GPU (by index). Returns
+    process's waiter. ``banned``: why the config keeps berth off a GPU (by index);
+    ``outside``: the host's outside-use rule, as the daemon applies it. Returns
     (claim, selection, state, waiter, position). A selection that is ``ok`` without a claim
     lost a race with a claim made at the same moment: try again."""
     state = ledger.scan(clean=True)
     inherited = state.inherited()
     claims = state.held(gpus, skip=inherited)
     older = state.reserved(waiter.ticket if waiter else None, skip=waiter.lease if waiter else None)
-    sel = select(gpus, filters, merge(claims, older), banned)
+    sel = select(gpus, filters, merge(claims, older), banned, outside)
     _name_reservations(sel, gpus, claims, older)
     if sel.ok:
         claim = ledger.claim(
@@ -172,6 +175,7 @@ def wait_claim(
     label: str | None = None,
     command: str | None = None,
     on_wait: OnWait | None = None,
+    outside: OutsideRule | None = None,
 ) -> Claim:
     """Claim what ``filters`` ask for, waiting up to ``timeout`` seconds (None: for ever).
 
@@ -190,7 +194,7 @@ def wait_claim(
             gpus = read()
             claim, sel, state, waiter, position = claim_or_enqueue(
                 ledger, gpus, filters, waiter, banned=bans(gpus) if bans else None, label=label,
-                command=command,
+                command=command, outside=outside,
             )  # fmt: skip
             if claim is not None:
                 return claim

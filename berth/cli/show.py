@@ -55,8 +55,19 @@ def _limit(j: dict[str, Any]) -> str:
     return shown(own) + (f" (the daemon allows up to {shown(most)})" if most else "")
 
 
-def _gpus(n: float) -> str:
+def _gpus(n: float, each: float = 1.0) -> str:
+    if each < 1:
+        return f"{each:g} of each of {n:g} GPUs"
     return f"{n:g} of a GPU" if n < 1 else f"{n:g} GPU{'s' if n != 1 else ''}"
+
+
+def _by_memory(req: dict[str, Any]) -> str:
+    """How --mem sized the request (mgpu_srun's habit), or nothing."""
+    if req.get("each", 1.0) >= 1 or not req.get("mem"):
+        return " (a share sized by --mem, as mgpu_srun placed jobs)"
+    mib = req["mem"] / (1 << 20)
+    return (f" ({mib:g} MiB of each of {req['gpus']:g} GPUs: shares sized by --mem, as "
+            "mgpu_srun placed jobs)")  # fmt: skip
 
 
 def _at_limit(j: dict[str, Any]) -> str:
@@ -79,11 +90,11 @@ def format_job(j: dict[str, Any]) -> str:
         + (" [held]" if j.get("held") else ""),
         f"  command:    {shown(cmd if isinstance(cmd, str) else ' '.join(cmd))}",
         f"  directory:  {shown(j['cwd'])}",
-        f"  request:    {_gpus(req['gpus'])}"
+        f"  request:    {_gpus(req['gpus'], req.get('each', 1.0))}"
         + (f", {format_size(req['mem'])} each" if req.get("mem") else "")
         + (f", only {req['gpu_ids']}" if req.get("gpu_ids") else "")
         + (f", prefer {req['prefer']}" if req.get("prefer") else "")
-        + (" (a share sized by --mem, as mgpu_srun placed jobs)" if j.get("by_memory") else ""),
+        + (_by_memory(req) if j.get("by_memory") else ""),
         f"  priority:   {j['priority']}",
         f"  time limit: {_limit(j)}{_at_limit(j)}",
         f"  submitted:  {_when(j['submit_time'])}",

@@ -323,7 +323,8 @@ def _live_gpus(
 def _your_job(args: argparse.Namespace, jobs: list[Job], now: float) -> Job | None:
     """The job about to be submitted (-g/--gpu-ids given), as the daemon would queue it now;
     None without one."""
-    from berth.core.job import Job, Request  # heavy: the simulator
+    from berth.core.job import Job  # heavy: the simulator
+    from berth.core.request import Request  # heavy: the simulator
 
     if args.gpus is None and args.gpu_ids is None:
         return None

@@ -268,6 +268,16 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "array", None):
         raise UsageError("--file: one job per line; not with --array")
     notes: list[str] = []
+    if getattr(args, "dry_run", False):  # every line checked, each printed; nothing queued
+        checked = []
+        for n, spec in each_job(args, notes=notes):
+            check_mail(spec)
+            checked.append({"dry_run": True, "line": n, "job": spec.to_dict()})
+        for one in checked:
+            sys.stdout.write(json.dumps(one) + "\n")
+        for note in notes:
+            sys.stderr.write(note + "\n")
+        return 0
     spool = submit_bulk.Spool()
     try:
         for n, spec in each_job(args, notes=notes):  # all checked before any is sent

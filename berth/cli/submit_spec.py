@@ -60,9 +60,9 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
             f"({len(gpu_ids)}); leave out -g to take all of them"
             + (f" (-g {text} from {choice.source})" if choice is not None else "")
         )
-    by_memory = (  # mgpu_srun's --mem alone: a share of one GPU, sized by the daemon
+    by_memory = (  # mgpu_srun's --mem alone: a share of each GPU, sized by the daemon
         args.mem is not None and args.gpus is None and choice is None
-        and not getattr(args, "default_gpus", None) and (gpu_ids is None or len(gpu_ids) == 1)
+        and not getattr(args, "default_gpus", None)
     )  # fmt: skip
     job: dict[str, Any] = {
         "gpus": int(gpus) if gpus.is_integer() else gpus,

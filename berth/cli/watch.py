@@ -62,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
             "berth watch FILE takes the commands from FILE: no command, --wrap, --file, "
             "--wait or -i"
         )
+    if getattr(args, "dry_run", False):  # (it would queue what it reads: refused, not ignored)
+        raise UsageError(
+            f"berth watch --dry-run: a watcher queues each line it reads; check the file with "
+            f"`berth submit --file {args.jobs_file} --dry-run`"
+        )
     if not args.interval > 0:
         raise UsageError(f"--interval {args.interval}: must be a positive number of seconds")
     if not os.path.isfile(args.jobs_file):

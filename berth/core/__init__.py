@@ -14,7 +14,8 @@ Stable API (import from ``berth.core``)::
     ACTIVE, FINISHED, OUTCOMES   groupings (PREEMPTED is an attempt outcome: the job requeues)
 
     # the job model (berth.core.job); to_dict()/from_dict() are JSON-ready for the store
-    Request(gpus=1 | 0.5, mem=bytes|None, gpu_ids=(0, 2)|None, prefer=(1,), name="A100"|None)
+    Request(gpus=1 | 0.5, mem=bytes|None, gpu_ids=(0, 2)|None, prefer=(1,), name="A100"|None,
+            each=1.0 | 0.1)   # each: the share of each of several GPUs (gpus=2, each=0.1)
     Job(id, submit_time, request, name, user, uid, gid, tenant, priority, time_limit,
         dependencies=Dependency.parse_list("afterok:3:4"), retries, retry_delay, requeue,
         held, extra={...daemon's own: argv, cwd, env, log paths...})
@@ -59,7 +60,7 @@ from __future__ import annotations
 
 from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
 from berth.core.inventory import GIB, Gpu, Node, Usage, uniform
-from berth.core.job import Attempt, Dependency, Event, Job, Request
+from berth.core.job import Attempt, Dependency, Event, Job
 from berth.core.placement import PLACEMENTS, Profile
 from berth.core.policy import (
     DEFAULT_PLACEMENT,
@@ -70,6 +71,7 @@ from berth.core.policy import (
     order_key,
     schedule,
 )
+from berth.core.request import Request
 from berth.core.states import ACTIVE, CODES, FINISHED, OUTCOMES, Reason, State
 from berth.core.transition import IllegalTransition, hold, release, transition
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from berth.core.capacity import EPS, Capacity
-from berth.core.job import Request
+from berth.core.request import Request
 from berth.core.states import Reason
 from berth.units import format_size
 
@@ -85,6 +85,8 @@ def _enough(cap: Capacity, positions: list[int], k: int) -> bool:
 def _what(req: Request) -> str:
     if req.whole:
         what = f"needs {req.count} GPU" + ("s" if req.count > 1 else "")
+    elif req.shares:
+        what = f"needs {req.each:g} of each of {req.count} GPUs"
     else:
         what = f"needs {req.gpus:g} of a GPU"
     if req.mem is not None:

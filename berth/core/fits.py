@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from berth.core.capacity import INF, Capacity
-from berth.core.job import Job, Request
+from berth.core.job import Job
 from berth.core.placement import Placement, Profile, could_fit, place
+from berth.core.request import Request
 
 #: (expected end, start, job id, job) of a running job or one started in the pass.
 End = tuple[float, float, int, Job]
@@ -19,7 +20,7 @@ End = tuple[float, float, int, Job]
 
 def req_key(r: Request) -> tuple[object, ...]:
     """What placing a request depends on: requests with the same key fit the same way."""
-    return (r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram)
+    return (r.gpus, r.each, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram)
 
 
 class Fits:
@@ -48,7 +49,10 @@ class Fits:
 
     def get(self, req: Request, exclude: Collection[int]) -> Placement | None:
         slot = 1 if exclude else 0
-        simple = req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+        simple = (
+            req.gpu_ids is None and req.name is None and req.mem is None and not req.cpu
+            and not req.shares  # (shares of several GPUs: neither kind of size below)
+        )  # fmt: skip
         if simple and not req.ram:
             if req.whole and req.gpus >= self.fail_whole[slot][req.gpus > self.node_max]:
                 return None

@@ -5,7 +5,8 @@ handles (pids, file descriptors, timers) belong to the daemon and never live on 
 daemon may keep what it needs to re-create them (argv, cwd, env, log paths) in ``Job.extra``,
 which the core never reads.
 
-Jobs change state only through :func:`berth.core.transition.transition`.
+Jobs change state only through :func:`berth.core.transition.transition`. ``Request`` lives
+in :mod:`berth.core.request` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -13,97 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.core.request import Request
 from berth.core.states import State
 from berth.errors import UsageError
-from berth.units import gpu_count
 
 SINGLETON = "singleton"
 DEPENDENCY_KINDS = ("after", "afterok", "afternotok", "afterany", SINGLETON)
-
-
-def _tuple_or_none(value: Any) -> tuple[int, ...] | None:
-    return None if value is None else tuple(int(v) for v in value)
-
-
-@dataclass(slots=True)
-class Request:
-    """What a job needs, per attempt.
-
-    - ``gpus``: an integer >= 1 (whole, exclusive GPUs) or a fraction in (0, 1) (a share of one
-      GPU, shared with other fractional holders); 0 means no GPU (simulated CPU-only pods).
-      The one rule of a GPU count, :func:`berth.units.gpu_count`.
-    - ``mem``: GPU memory per GPU in bytes, or None. A fractional job without ``mem`` is charged
-      ``gpus x memory_total`` of its GPU, so shares never overcommit memory.
-    - ``gpu_ids``: the only GPUs allowed (NVML indices), or None for any.
-    - ``prefer``: GPUs to take first when several qualify.
-    - ``name``: case-insensitive substring the GPU's name must contain (``"A100"``).
-    - ``cpu`` / ``ram``: node resources (millicores, bytes); only the simulator's multi-node
-      inventories declare node capacity, so on a plain host these are not checked.
-    """
-
-    gpus: float = 1
-    mem: int | None = None
-    gpu_ids: tuple[int, ...] | None = None
-    prefer: tuple[int, ...] = ()
-    name: str | None = None
-    cpu: float | None = None
-    ram: int | None = None
-
-    def __post_init__(self) -> None:
-        self.gpus = gpu_count(self.gpus, "gpus", none=True)
-        if self.mem is not None and self.mem < 0:
-            raise UsageError(f"invalid GPU memory {self.mem!r}: must not be negative")
-        if self.gpu_ids is not None:
-            self.gpu_ids = tuple(sorted(set(self.gpu_ids)))
-            if self.whole and len(self.gpu_ids) < self.gpus:
-                raise UsageError(
-                    f"asked for {self.gpus} GPUs but allowed only {list(self.gpu_ids)}: "
-                    "allow more GPUs or ask for fewer"
-                )
-        self.prefer = tuple(self.prefer)
-
-    @property
-    def whole(self) -> bool:
-        """True for whole, exclusive GPUs (gpus >= 1)."""
-        return self.gpus >= 1
-
-    @property
-    def count(self) -> int:
-        """How many GPUs the job holds: gpus for whole jobs, 1 for a share, 0 for none."""
-        return int(self.gpus) if self.gpus >= 1 else (1 if self.gpus > 0 else 0)
-
-    @property
-    def share(self) -> float:
-        """Share of each held GPU: 1.0 for whole GPUs, the fraction otherwise."""
-        return 1.0 if self.gpus >= 1 else float(self.gpus)
-
-    @property
-    def gpu_amount(self) -> float:
-        """GPUs in use, counting fractions: 2 for two GPUs, 0.5 for half of one."""
-        return float(self.gpus)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpus": self.gpus,
-            "mem": self.mem,
-            "gpu_ids": None if self.gpu_ids is None else list(self.gpu_ids),
-            "prefer": list(self.prefer),
-            "name": self.name,
-            "cpu": self.cpu,
-            "ram": self.ram,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Request:
-        return cls(
-            gpus=d.get("gpus", 1),
-            mem=d.get("mem"),
-            gpu_ids=_tuple_or_none(d.get("gpu_ids")),
-            prefer=tuple(int(v) for v in d.get("prefer") or ()),
-            name=d.get("name"),
-            cpu=d.get("cpu"),
-            ram=d.get("ram"),
-        )
 
 
 @dataclass(frozen=True, slots=True)

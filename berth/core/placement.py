@@ -26,8 +26,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from berth.core.capacity import EPS, INF, Capacity
-from berth.core.job import Request
 from berth.core.profile import Profile
+from berth.core.request import Request
 
 PLACEMENTS = ("first-fit", "best-fit", "packer")
 __all__ = ["PLACEMENTS", "Placement", "Profile", "could_fit", "place"]
@@ -57,6 +57,8 @@ def place(
     prefer = {cap.pos[i] for i in req.prefer if i in cap.pos}
     if req.whole:
         return _place_whole(cap, req, k, how, profile, exclude, allowed, name, prefer)
+    if req.shares:
+        return _place_shares(cap, req, k, how, profile, exclude, allowed, name, prefer)
     return _place_share(cap, req, how, profile, exclude, allowed, name, prefer)
 
 
@@ -144,11 +146,30 @@ def _place_share(
     cap: Capacity, req: Request, how: str, profile: Profile | None,
     exclude: Collection[int], allowed: set[int] | None, name: str | None, prefer: set[int],
 ) -> Placement | None:  # fmt: skip
-    s = req.share
     best: tuple[float, ...] | None = None
     best_p = -1
     best_mem = 0.0
     node_free: dict[int, float] = {}
+    for p, key, charge in _share_keys(cap, req, how, profile, exclude, allowed, name, prefer,
+                                      node_free):  # fmt: skip
+        if best is None or key < best:
+            best, best_p, best_mem = key, p, charge
+            if how == "first-fit" and key[0] == 0.0:
+                break
+    if best is None:
+        return None
+    mem = req.mem if req.mem is not None or cap.mem_total[best_p] is None else int(best_mem)
+    return Placement((best_p,), cap.node_of[best_p], mem)
+
+
+def _share_keys(
+    cap: Capacity, req: Request, how: str, profile: Profile | None, exclude: Collection[int],
+    allowed: set[int] | None, name: str | None, prefer: set[int], node_free: dict[int, float],
+) -> Iterable[tuple[int, tuple[float, ...], float]]:  # fmt: skip
+    """(position, key, memory charged) of every GPU where a share ``req.share`` fits, lowest
+    key best: the preferred GPUs first, then by ``how`` (the packer: the rise of expected
+    fragmentation; best-fit: the least left free; first-fit: the lowest index)."""
+    s = req.share
     positions: Iterable[int] = range(len(cap.index)) if allowed is None else sorted(allowed)
     for p in positions:
         f = cap.free[p]
@@ -180,14 +201,38 @@ def _place_share(
             key = (pref, round(d, 9), f - s, p)
         else:
             key = (pref, f - s, p)
-        if best is None or key < best:
-            best, best_p, best_mem = key, p, charge
-            if how == "first-fit" and pref == 0.0:
-                break
+        yield p, key, charge
+
+
+def _place_shares(
+    cap: Capacity, req: Request, k: int, how: str, profile: Profile | None,
+    exclude: Collection[int], allowed: set[int] | None, name: str | None, prefer: set[int],
+) -> Placement | None:  # fmt: skip
+    """``req.each`` of each of ``k`` GPUs, on one node (unless ``k`` is more than any node
+    has): each GPU judged as a share of one would be, the node whose ``k`` best GPUs add up
+    to the lowest keys chosen (fewer preferred GPUs left out first)."""
+    by_node: dict[int, list[tuple[tuple[float, ...], int]]] = {}
+    for p, key, _ in _share_keys(cap, req, how, profile, exclude, allowed, name, prefer, {}):
+        by_node.setdefault(cap.node_of[p], []).append((key, p))
+    if all(len(ps) < k for ps in cap.node_pos):  # bigger than any node: spread over nodes
+        every = sorted(c for cands in by_node.values() for c in cands)
+        if len(every) < k:
+            return None
+        chosen = tuple(sorted(p for _, p in every[:k]))
+        return Placement(chosen, cap.node_of[chosen[0]], req.mem)
+    best: tuple[tuple[float, ...], int, list[int]] | None = None
+    for n, cands in by_node.items():
+        if len(cands) < k:
+            continue
+        cands.sort()
+        top = cands[:k]
+        width = len(top[0][0])
+        score = tuple(sum(key[i] for key, _ in top) for i in range(width - 1))
+        if best is None or (score, n) < best[:2]:
+            best = (score, n, [p for _, p in top])
     if best is None:
         return None
-    mem = req.mem if req.mem is not None or cap.mem_total[best_p] is None else int(best_mem)
-    return Placement((best_p,), cap.node_of[best_p], mem)
+    return Placement(tuple(sorted(best[2])), best[1], req.mem)
 
 
 def _pick_node(

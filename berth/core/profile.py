@@ -9,7 +9,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 
 from berth.core.capacity import EPS, INF, Capacity
-from berth.core.job import Request
+from berth.core.request import Request
 
 SUPPLY_WEIGHTED = True  # False: FGD's plain NoAccess share (for comparison)
 
@@ -92,7 +92,7 @@ class Profile:
 
     @classmethod
     def of(cls, requests: Iterable[Request]) -> Profile:
-        return cls((r.gpu_amount, r.cpu or 0.0, float(r.ram or 0), _access(r)) for r in requests)
+        return cls(row for r in requests for row in _rows(r))
 
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
@@ -170,6 +170,16 @@ def _reach(a: Access, cap: Capacity) -> float:
         cap.free[p] for p in ps
         if cap.usable[p] and cap.free[p] > 0 and (name is None or name in cap.names[p])
     )  # fmt: skip
+
+
+def _rows(r: Request) -> Iterable[tuple[float, float, float, Access | None]]:
+    """A request's demand: one row; shares of several GPUs are that many shares of one (a
+    share is what each of its GPUs must offer)."""
+    cpu, ram, acc = r.cpu or 0.0, float(r.ram or 0), _access(r)
+    if not r.shares:
+        return ((r.gpu_amount, cpu, ram, acc),)
+    k = r.count
+    return ((r.each, cpu / k, ram / k, acc),) * k
 
 
 def _access(r: Request) -> Access | None:

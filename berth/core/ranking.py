@@ -100,21 +100,21 @@ class Ranking:
         # never left out by narrow(): CPU-only jobs, and jobs whose pass has more to do than
         # start them (a hold, dependencies, a backoff: wait reasons, cancels, wake-ups)
         free = (
-            job.request.gpus < 1e-5 or job.held or bool(job.dependencies)
+            job.request.size < 1e-5 or job.held or bool(job.dependencies)
             or job.not_before is not None
         )  # fmt: skip
         gk = (-job.priority, int(math.log2(root) * 16.0), free)
         g = self.groups.get(gk)
         if g is None:
             g = self.groups[gk] = _Group(gk, -job.priority, free)
-        item = (job.queue_time, job.id, root, job, job.request.gpus, job.time_limit)
+        item = (job.queue_time, job.id, root, job, job.request.size, job.time_limit)
         if not g.items or g.items[-1][:2] < item[:2]:
             g.items.append(item)  # the usual case: the newest job
         else:
             insort(g.items, item, key=lambda it: it[:2])
         g.root = min(g.root, root)
         g.limit = min(g.limit, job.time_limit if job.time_limit is not None else INF)
-        gpus = job.request.gpus
+        gpus = job.request.size
         g.sizes[gpus] = g.sizes.get(gpus, 0) + 1
         if gpus >= 1:
             g.whole = min(g.whole, gpus)
@@ -138,7 +138,7 @@ class Ranking:
                 continue
             g.dead += 1
             self.dirty.add(g)
-            gpus = job.request.gpus
+            gpus = job.request.size
             left = g.sizes[gpus] - 1
             if left:
                 g.sizes[gpus] = left
@@ -232,7 +232,7 @@ class Walk(Iterator[Job]):
         self.whole_all, self.share_all = whole_all, share_all
         self.shadow, self.reach = shadow, reserved and shadow < INF
         may = self._may
-        cands = [c for c in self.cands if c[5].free or may(c[4].request.gpus, c[4].time_limit)]
+        cands = [c for c in self.cands if c[5].free or may(c[4].request.size, c[4].time_limit)]
         heapq.heapify(cands)
         self.cands = cands
         now, reach = self.now, self.reach

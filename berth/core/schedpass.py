@@ -251,7 +251,7 @@ class Pass:
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
         whole_out, share_out, whole_all, share_all = self.free_out
-        g = job.request.gpus
+        g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
         shadow, limit = self.shadow, job.time_limit
         return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
             self.reserved and limit is not None and self.inp.now + limit <= shadow < INF

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 
 from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, usage_at
-from berth.core.job import Job, Request
+from berth.core.job import Job
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, check_policy, schedule
 from berth.core.ranking import Ranking
+from berth.core.request import Request
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.errors import UsageError

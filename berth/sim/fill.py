@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 
 from berth.core.capacity import Capacity
-from berth.core.job import Request
 from berth.core.placement import Profile, place
+from berth.core.request import Request
 from berth.errors import UsageError
 from berth.sim.gpuspec import ModelIndex, job_count
 from berth.sim.traces import SimJob

@@ -204,7 +204,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "conda": (_text(1024), None),
     "dependency": (_opt(_dependency), None),  # --dependency, normalised (wire.dependency)
     "retries": (lambda f, v: integer(f, v, 0, MAX_RETRIES), 0),
-    "by_memory": (_bool, False),  # --mem without -g: a share of one GPU sized by memory
+    "by_memory": (_bool, False),  # --mem without -g: a share of each GPU sized by memory
     "requeue": (_opt(_bool), None),  # None: as the daemon's --on-time-limit says
     "max_requeues": (_opt(lambda f, v: integer(f, v, 0, MAX_RETRIES)), None),
     "begin": (_opt(lambda f, v: number(f, v, 0, 1e11)), None),  # Unix time (--begin)
@@ -261,7 +261,7 @@ class JobSpec:
     conda: str | None
     dependency: str | None  # ``afterok:12:13``, ``singleton``... (berth.wire.dependency)
     retries: int
-    by_memory: bool  # the daemon sizes the share: mem / the GPU's memory (mgpu_srun's habit)
+    by_memory: bool  # the daemon sizes the share of each GPU: mem / its memory (mgpu_srun's)
     requeue: bool | None  # at the time limit: requeue (True), end (False), the daemon's (None)
     max_requeues: int | None  # with requeue: at most this many times (None: the daemon's)
     begin: float | None  # not before this Unix time (--begin)
@@ -336,8 +336,9 @@ class JobSpec:
                           f"needs an argv and an array of as many tasks (it has {n})")  # fmt: skip
         if self.array is not None and (self.unique or self.once is not None):
             raise ProtocolError(BAD_REQUEST, "--unique is for one job, not an --array")
-        if self.by_memory and (self.mem is None or self.gpus != 1):
-            raise bad("job field 'by_memory'", True, "goes with 'mem' and one GPU ('gpus' 1)")
+        if self.by_memory and (self.mem is None or self.gpus < 1 or self.gpus != int(self.gpus)):
+            raise bad("job field 'by_memory'", True,
+                      "goes with 'mem' and a whole number of GPUs ('gpus' 1 or more)")  # fmt: skip
         ids = self.gpu_ids
         if ids is not None and len(set(ids)) != len(ids):
             raise bad("job field 'gpu_ids'", list(ids), "names a GPU twice")

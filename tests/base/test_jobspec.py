@@ -165,6 +165,10 @@ def test_the_rules_between_fields() -> None:
     )
     many = {**BASE, "argv": ["a"], "gpus": 3, "gpu_ids": [0, 1]}
     assert "asks for more GPUs than gpu_ids allows ([0, 1])" in _refusal(many)
+    by_mem = {**BASE, "argv": ["a"], "mem": 8 << 30, "by_memory": True}
+    assert JobSpec.from_dict({**by_mem, "gpus": 2, "gpu_ids": [0, 1]}).by_memory  # each of 2
+    for bad in ({**by_mem, "gpus": 0.5}, {**by_mem, "mem": None}):
+        assert "'by_memory' = True: goes with 'mem' and a whole number of GPUs" in _refusal(bad)
     assert _refusal({"argv": ["a"], "env": {}}) == "job: missing field 'cwd'"
     assert "must be an object" in _refusal([BASE])
 

@@ -37,3 +37,29 @@ def test_a_share_no_gpu_can_hold_is_refused(daemon):
     daemon.start()
     out = daemon.berth("submit", "--mem", "100G", "--", "true")
     assert out.returncode != 0 and "100" in out.stderr
+
+
+def test_memory_jobs_on_two_gpus_share_both(daemon):
+    """mgpu_srun's `--gpu-ids 0,1 --mem 8000`: 8000 MiB of each of GPUs 0 and 1 (mgpu_srun
+    started a job once that much was free on each requested GPU). Two such jobs run side by
+    side on both GPUs; `show` says what each holds; `-g 2 --mem 8000` is two whole GPUs."""
+    daemon.start()  # (4 fake 80G GPUs)
+    work = daemon.workload("--seconds", "60")
+    a = _submit(daemon, "--gpu-ids", "0,1", "--mem", "8000", "--", *work)
+    b = _submit(daemon, "--gpu-ids", "0,1", "--mem", "8000", "--", *work)
+    wait_until(lambda: all(daemon.job(i)["state"] == "RUNNING" for i in (a, b)), timeout=15,
+               message="both two-GPU memory jobs running on GPUs 0 and 1")  # fmt: skip
+    for i in (a, b):
+        job = daemon.job(i)
+        assert job["attempts"][-1]["gpus"] == [0, 1]
+        assert job["request"]["gpus"] == 2
+        assert job["request"]["each"] == pytest.approx(8000 / (80 * 1024), abs=0.001)
+        assert job["attempts"][-1]["share"] == job["request"]["each"]
+    shown = daemon.berth("show", str(a)).stdout
+    assert "0.098 of each of 2 GPUs" in shown and "8000 MiB of each of 2 GPUs" in shown
+    whole = _submit(daemon, "--gpu-ids", "0,1", "-g", "2", "--mem", "8000", "--", "true")
+    job = daemon.job(whole)
+    assert job["request"]["gpus"] == 2 and "each" not in job["request"]
+    assert job["state"] == "PENDING"  # two whole GPUs: it waits for the shares to end
+    for i in (a, b, whole):
+        daemon.call("cancel", job_ids=[i])

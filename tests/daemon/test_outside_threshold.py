@@ -5,6 +5,7 @@ berth's jobs, and the pending reason names the rule when it does not."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import wait_until
 
 
@@ -50,3 +51,61 @@ def test_by_default_any_outside_process_keeps_the_gpu_busy(daemon):
     outside.kill()
     outside.wait()
     assert daemon.wait_done([job], timeout=20)[job]["state"] == "COMPLETED"
+
+
+STRICT = "[scheduling]\noutside_max_memory = 0.05\noutside_max_util = 30\n"
+LIGHT = "[scheduling]\noutside_max_memory = 0.25\noutside_max_util = 30\n"
+
+
+def _select(daemon, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    out = daemon.berth("select", "--explain", *args)
+    return out.returncode, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("rule", ["", STRICT], ids=["default", "strict"])
+def test_select_and_the_daemon_judge_outside_use_alike(daemon, rule):
+    """An outside process using 8 GB of an 80 GB GPU at 20% (issue 27, point 5): with the
+    default rule `berth select --explain` and the daemon both keep off the GPU; with a stricter
+    rule both say so in the same words, naming the rule, also where select's own filters let
+    processes through (--max-procs 1)."""
+    if rule:
+        _config(daemon, rule)
+    daemon.fake.setup(n=1, memory="80G")
+    outside = daemon.fake.spawn_workload(visible="0", mem="8G", util=20)
+    daemon.start("--poll-interval", "0.2")
+    job = daemon.submit("true")
+
+    def reason() -> str:
+        return str(daemon.job(job).get("reason") or "")
+
+    wait_until(lambda: "outside berth" in reason(), timeout=20, message="pending on outside use")
+    said = reason().split("held by ", 1)[-1]  # the daemon's words for GPU 0
+    rc, explained = _select(daemon)
+    assert rc == 1 and "GPU 0:" in explained and "1 process" in explained  # both: not GPU 0
+    rc, relaxed = _select(daemon, "--max-procs", "1")
+    if rule:
+        assert said == (
+            "1 process outside berth (10% of its memory > 5%: "
+            "[scheduling] outside_max_memory/outside_max_util)"
+        )
+        assert said in explained and said in relaxed and rc == 1
+        ran = daemon.berth("run", "--max-procs", "1", "--timeout", "0", "--", "true")
+        assert ran.returncode != 0 and said in ran.stderr, ran.stderr  # berth run: the same
+    else:
+        assert said == "1 process outside berth" and "outside_max" not in explained
+    outside.kill()
+    outside.wait()
+    assert daemon.wait_done([job], timeout=20)[job]["state"] == "COMPLETED"
+
+
+def test_light_outside_use_leaves_the_gpu_to_select_too(daemon):
+    """Within the rule the daemon runs its job there, and select, with its filters letting a
+    process through, qualifies the GPU: the rule does not keep it off."""
+    _config(daemon, LIGHT)
+    daemon.fake.setup(n=1, memory="80G")
+    daemon.fake.spawn_workload(visible="0", mem="8G", util=20)
+    daemon.start("--poll-interval", "0.2")
+    job = daemon.submit("true")
+    assert daemon.wait_done([job], timeout=20)[job]["state"] == "COMPLETED"
+    rc, explained = _select(daemon, "--max-procs", "1")
+    assert rc == 0 and "outside" not in explained, explained

@@ -46,7 +46,7 @@ def test_mgpu_sruns_table_runs_as_written(daemon):
         seen[" ".join(argv)] = job
     both = next(j for c, j in seen.items() if "--gpu-ids 0,1" in c)
     assert both["gpu_ids"] == [0, 1] and both["gpus"] == 2 and both["time_limit"] == 600
-    assert both["mem"] == 8000 << 20
+    assert both["mem"] == 8000 << 20 and both["by_memory"]  # 8000 MiB of each (issue 27.1)
     assert any(j.get("conda") == "myenv" for j in seen.values())
     assert any(j.get("priority") == 10 for j in seen.values())
     assert daemon.call("queue", all=True)["jobs"] == []  # dry runs queue nothing
@@ -92,3 +92,68 @@ def test_scheduler_pys_table_runs_as_written(fake_gpus, tmp_path):
         assert out.returncode == 0, (argv, out.stderr)
         if argv[1] == "run":
             assert "ran" in out.stdout or (tmp_path / "out.txt").exists(), (argv, out.stdout)
+
+
+def test_the_gpu_job_schedulers_table_runs_as_written(daemon):
+    """The GPU Job Scheduler's rows: its CSV jobs file and llm_config.json (its README's, with
+    /path/to/ scripts) in the directory, every `berth submit` checked as written
+    (`--dry-run`: `--file` too, each line printed, nothing queued), `berth watch` once
+    (`--scan`: it queues the file's three lines), `status`, `queue`, `pause`, `resume` and
+    `select` run. (`berth daemon` is the fixture's; `berth attach` needs a terminal.)"""
+    from gjskit import JOBS_TXT, LLM_CONFIG, SCRIPT, berth_inside, start_with_path_to
+
+    daemon.env.update(fake_conda(daemon.fake.root, envs=("pytorch_env", "myenv")))
+    where = str(daemon.fake.root)
+    (daemon.fake.root / "jobs.txt").write_text(JOBS_TXT)
+    (daemon.fake.root / "llm_config.json").write_text(LLM_CONFIG)
+    scripts = dict.fromkeys(("train.py", "eval.py", "inference.py", "script.py"), SCRIPT)
+    start_with_path_to(daemon, scripts)
+    section = _section("### GPU Job Scheduler")
+    assert "0,/path/to/train.py,pytorch_env,--llm qwen2.5-7b-inst --epochs 100,0-3" in section
+    commands = _berth_commands(section, 1)
+    assert {c[1] for c in commands} >= {"daemon", "submit", "watch", "status", "queue", "pause",
+                                        "resume", "select", "attach"}, commands  # fmt: skip
+    jobs = []
+    for argv in commands:
+        if argv[1] in ("daemon", "attach"):
+            continue
+        words = argv[1:]
+        if argv[1] == "submit":
+            words = ["submit", "--dry-run", *argv[2:]]
+        elif argv[1] == "watch":
+            words = [*argv[1:], "--scan", "--state", str(daemon.fake.root / "watch.state")]
+        out = berth_inside(daemon, *words, cwd=where)
+        assert out.returncode in ((0, 1) if argv[1] == "select" else (0,)), (argv, out.stderr)
+        assert "usage:" not in out.stderr, (argv, out.stderr)
+        if argv[1] == "submit":
+            jobs.append(out.stdout)
+    assert len(jobs) >= 3 and '"--cuda=machine"' in "".join(jobs)
+    file_dry = next(j for j in jobs if '"line"' in j)  # --file --dry-run: one per line
+    assert len(file_dry.splitlines()) == 3 and "/path/to/inference.py" in file_dry
+    queued = daemon.call("queue", all=True)["jobs"]
+    assert len(queued) == 3  # the watcher's three lines; dry runs queued nothing
+    refused = berth_inside(daemon, "watch", "--dry-run", "jobs.txt", cwd=where)
+    assert refused.returncode == 2 and "berth submit --file jobs.txt --dry-run" in refused.stderr
+    assert len(daemon.call("queue", all=True)["jobs"]) == 3  # (a watcher would have queued)
+
+
+def test_gpu_schedulers_table_runs_as_written(fake_gpus, tmp_path):
+    """GPU Scheduler's rows: each `berth run`, `select` and `status` as the README writes it,
+    on idle GPUs drawing 40 W (under the README's 50 W threshold)."""
+    import os
+    import sys
+
+    fake_gpus.setup(n=4, power_mw=40000)
+    (tmp_path / "train.py").write_text("import os\nprint('ran on', os.environ['CUDA_VISIBLE_DEVICES'])\n")
+    os.symlink(sys.executable, tmp_path / "python")
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    commands = _berth_commands(_section("### GPU Scheduler"), 1)
+    assert {c[1] for c in commands} == {"run", "select", "status"}, commands
+    for argv in commands:
+        out = fake_gpus.berth(*argv[1:], env=env, cwd=str(tmp_path))
+        assert out.returncode == 0, (argv, out.stderr)
+        if argv[1] == "run":
+            assert "ran on" in out.stdout, (argv, out.stdout)
+    two = next(c for c in commands if "-g" in c)
+    out = fake_gpus.berth(*two[1:], env=env, cwd=str(tmp_path))
+    assert out.stdout.split("ran on ")[1].count(",") == 1  # two GPUs

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
     from berth.claims.state import ClaimInfo
     from berth.config import Config
-    from berth.core.job import Job, Request
+    from berth.core.job import Job
+    from berth.core.request import Request
     from berth.daemon.store.store import Store
 
 KEYS = ("max_gpus", "max_jobs", "max_time", "shares")

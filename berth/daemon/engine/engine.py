@@ -4,12 +4,11 @@ they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; c
 its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and reaches the
 processes that run its jobs only through its process port, both given to it
 (:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without
-a fork. (A pass's own time, by the performance counter, paces the passes: :meth:`Engine.kick`.)
+a fork. (A pass's own time, by the performance counter, paces the passes: :meth:`kick`.)
 Every state change goes through :func:`berth.core.transition.transition` and is committed to
 the store before anything acts on it (write-ahead: a job's command runs only once the job is
 RUNNING with ``launched`` set in the database; its attempt waits for that at its start gate,
-:mod:`berth.daemon.supervisor.gate`). Scheduling is event-driven: :meth:`kick`
-schedules one pass at the next turn of the loop, however many events asked for it.
+:mod:`berth.daemon.supervisor.gate`). Event-driven: :meth:`kick` schedules one pass at the next turn.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
-from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.estimates import Estimates
+from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder

@@ -30,6 +30,7 @@ import os
 from berth.core.inventory import Gpu, Usage
 from berth.devices import read_gpus
 from berth.errors import BerthError
+from berth.outside import OutsideRule, unavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,22 +80,9 @@ class Resources:
 
     def _outside_use(self, s: GpuSnapshot, count: int, used: int) -> str | None:
         """Why ``count`` processes outside berth, using ``used`` bytes of GPU ``s``, make it
-        busy (a pending reason's words), or None when the admin's rule lets berth use it
-        ([scheduling] outside_max_memory / outside_max_util: both must hold; unset, any
-        outside process makes it busy, as before)."""
-        words = f"{count} process{'es' if count != 1 else ''} outside berth"
-        most_mem, most_util = self.cfg.outside_max_memory, self.cfg.outside_max_util
-        if most_mem is None and most_util is None:
-            return words
-        over = []
-        if most_mem is not None and s.memory_total:
-            if used > most_mem * s.memory_total:
-                over.append(f"{used / s.memory_total:.0%} of its memory > {most_mem:.0%}")
-        if most_util is not None and s.utilization is not None and s.utilization > most_util:
-            over.append(f"{s.utilization}% busy > {most_util:g}%")
-        if not over:
-            return None
-        return f"{words} ({', '.join(over)}: [scheduling] outside_max_memory/outside_max_util)"
+        busy (a pending reason's words), or None when the admin's rule lets berth use it: the
+        one rule ``berth select`` applies too (:func:`berth.outside.unavailable`)."""
+        return unavailable(OutsideRule.of(self.cfg), count, used, s.memory_total, s.utilization)
 
     def bodies_needed(self) -> bool:
         """Whether a ledger scan must read the claims' bodies: only their holders' pids are

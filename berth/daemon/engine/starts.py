@@ -17,6 +17,7 @@ import logging
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.daemon.engine.command import launch_spec
+from berth.daemon.engine.jobtable import JobTable
 from berth.wire.jobspec import JobSpec
 
 TYPE_CHECKING = False
@@ -61,7 +62,7 @@ class Launching:
     res: Resources
     clock: Clock
     procs: Processes
-    jobs: dict[int, Job]
+    jobs: JobTable
     runs: dict[int, Run]
     journal: Journal
     committing: dict[int, Claim]  # started, the start not yet durable

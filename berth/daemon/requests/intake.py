@@ -7,13 +7,11 @@ the watcher dies between sending it and noting it), fix its log paths, and add i
 queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.requests.arrays`) in one commit; the
 answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: every one is
 checked before any is queued, then all go in one commit. A time limit above the daemon's
-``max_job_time`` is refused here (not silently cut: the user learns the limit before the job
-is queued).
+``max_job_time`` is refused here (not cut: the user learns the limit before the job is queued).
 
 What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
-a job's environment, an array's tasks, the jobs of one request; and the user's jobs queued
-or running (``max_jobs``, counted once per request). An array's tasks share one stored spec
-(:meth:`~berth.daemon.store.store.Store.insert_row`): its environment is stored once.
+a job's environment, an array's tasks, the jobs of one request; and the user's jobs queued or
+running (``max_jobs``, kept by the engine's :class:`~berth.daemon.engine.jobtable.JobTable`).
 """
 
 from __future__ import annotations
@@ -24,7 +22,8 @@ import math
 import os
 
 from berth.claims.procs import user_name
-from berth.core.job import Job, Request
+from berth.core.job import Job
+from berth.core.request import Request
 from berth.daemon.engine.command import expand_pattern
 from berth.daemon.requests import arrays, depends, unique, userdir
 from berth.units import format_duration, format_size
@@ -161,12 +160,14 @@ async def _prepare(
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
         p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
+    each = _memory_share(engine.res.inventory, spec) if spec.by_memory else 1.0
     p.request = Request(
-        gpus=_memory_share(engine.res.inventory, spec) if spec.by_memory else spec.gpus,
+        gpus=spec.gpus,
         mem=spec.mem,
         gpu_ids=spec.gpu_ids,
         prefer=spec.prefer,
         name=spec.name_filter,
+        each=each,  # (of one GPU: Request makes it the share gpus=each)
     )
     _check_fits(engine.res.inventory, p.request)
     p.requeue = _requeue(spec, engine.opts)
@@ -333,18 +334,20 @@ def _log_dir(engine: Engine, peer: Peer) -> str:
 
 
 def _memory_share(inventory: list[Gpu], spec: JobSpec) -> float:
-    """``--mem X`` without ``-g`` (mgpu_srun's habit: GPUs placed by memory): a share of its
-    GPU, ``X / its memory``, as ``-g`` with a share would ask, so jobs whose memory fits
-    share a GPU. Sized by the smallest GPU the job may get (never more memory than declared
-    fits on it); a whole GPU where no GPU's memory is known (a declared inventory without
-    ``memory``) or ``X`` is most of one."""
+    """``--mem X`` without ``-g`` (mgpu_srun's habit: GPUs placed by memory): the share of
+    each of its GPUs, ``X / its memory``, as ``-g`` with a share would ask of one GPU, so jobs
+    whose memory fits share GPUs (``--gpu-ids 0,1 --mem 8000``: 8000 MiB of each of GPUs 0 and
+    1, as mgpu_srun started a job only with that much free on each). Sized by the smallest GPU
+    the job may get (never more memory than declared fits on it); whole GPUs (1.0) where not
+    every such GPU's memory is known (a declared inventory without ``memory``) or ``X`` is most
+    of one."""
     assert spec.mem is not None  # (JobSpec's rule: by_memory goes with mem)
     sizes = [g.memory_total for g in inventory if spec.gpu_ids is None or g.index in spec.gpu_ids]
     known = [t for t in sizes if t]
     if not known or len(known) < len(sizes):
-        return 1
+        return 1.0
     share = math.ceil(spec.mem / min(known) * 1000) / 1000  # (to 0.1 %, rounded up)
-    return share if share < 1 else 1
+    return share if share < 1 else 1.0
 
 
 def _check_fits(inventory: list[Gpu], request: Request) -> None:

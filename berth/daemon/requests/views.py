@@ -86,7 +86,7 @@ def detail(
     out["array_job"], out["array_task"] = (array[0], array[1]) if array else (None, None)
     out["array_spec"] = job.extra.get("array_spec")
     out["request_source"] = spec.request_source  # where -g/--mem came from
-    out["by_memory"] = spec.by_memory  # --mem without -g: a share sized by memory
+    out["by_memory"] = spec.by_memory  # --mem without -g: shares sized by memory
     out["inject_arg"] = spec.inject_arg
     out["notify"] = spec.notify
     out["mail_user"] = spec.mail_user
