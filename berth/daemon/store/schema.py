@@ -4,7 +4,7 @@ database is brought to :data:`SCHEMA_VERSION` when the daemon opens it,
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
 # statements (a trigger's body has ";" of its own).
@@ -80,4 +80,14 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
         END
         """,
     ),
+    # 7: admin reservations (berth.daemon.engine.reservations): GPUs kept for users, a group
+    # or a project over a time window; ids never reused (AUTOINCREMENT).
+    """
+    CREATE TABLE reservations(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        start REAL NOT NULL,
+        end REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    """,
 ]
