@@ -95,12 +95,17 @@ class Reservations:
                 continue
             by_uuid = self._res.by_uuid
             gpus = tuple(sorted(s.index for u in e["uuids"] if (s := by_uuid.get(u))))
-            users = set(e["users"])
-            for g in e["groups"]:
-                users |= self.members(g, now)
-            out.append(Window(e["id"], gpus, e["start"], e["end"], frozenset(users),
+            users = self.holding_users(e, now)
+            out.append(Window(e["id"], gpus, e["start"], e["end"], users,
                               frozenset(e["projects"]), holders(e), e["unlimited"]))  # fmt: skip
         return out
+
+    def holding_users(self, e: dict[str, Any], now: float) -> frozenset[str]:
+        """The users a reservation holds for: those it names and its groups' members."""
+        users = set(e["users"])
+        for g in e["groups"]:
+            users |= self.members(g, now)
+        return frozenset(users)
 
     def members(self, group: str, now: float) -> frozenset[str]:
         """The users of ``group`` in the user database (read again every GROUP_TTL s)."""
@@ -120,7 +125,8 @@ class Reservations:
 
     def view(self, now: float) -> list[dict[str, Any]]:
         """Every reservation not over, for `berth admin reservations`, status, queue and the
-        dashboard: its GPUs (indices), window, holders, and whether it is open."""
+        dashboard: its GPUs (indices), window, holders (``members``: the users it holds for,
+        groups expanded, as `simulate --what-if` replays it), and whether it is open."""
         out = []
         for e in sorted(self.entries.values(), key=lambda e: (e["start"], e["id"])):
             if e["end"] <= now:
@@ -131,6 +137,7 @@ class Reservations:
                 "groups": e["groups"], "projects": e["projects"], "holders": holders(e),
                 "unlimited": e["unlimited"], "by": e["by"], "note": e["note"],
                 "open": e["start"] <= now, "made": e["made"],
+                "members": sorted(self.holding_users(e, now)),
             })  # fmt: skip
         return out
 
