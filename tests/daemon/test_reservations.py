@@ -6,9 +6,11 @@ overlaps refused by name; bad input refused with nothing kept."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from helpers import wait_until
+from userkit import NOBODY, request_as
 
 OTHER = "nobody"  # a user other than the test's (root): a holder who submits nothing
 
@@ -123,3 +125,24 @@ def test_overlaps_and_bad_input_are_refused_and_change_nothing(daemon):
     kept = daemon.call("reservations")["reservations"]
     assert [r["id"] for r in kept] == [first["id"], later["id"]]
     assert time.time() < kept[0]["start"]
+
+
+def test_only_admins_reserve_and_the_holders_own_jobs_start(daemon):
+    daemon.start()
+    os.chmod(daemon.sockdir, 0o755)
+    os.chmod(daemon.socket, 0o666)  # let nobody reach the socket
+    now = time.time()
+    refused = request_as(NOBODY, daemon.socket, "reserve", users=[OTHER], count=1, start=now,
+                         end=now + 3600)  # fmt: skip
+    assert refused.get("code") == "NOT_OWNER" and "may not reserve GPUs" in refused["message"]
+    assert request_as(NOBODY, daemon.socket, "reservations")["ok"]["reservations"] == []
+    r = _reserve(daemon, "--user", OTHER, "-g", "4", "--start", "now", "--duration", "1h")
+    assert request_as(NOBODY, daemon.socket, "unreserve", id=r["id"]).get("code") == "NOT_OWNER"
+    mine = daemon.submit("true", time_limit=60.0)
+    wait_until(lambda: _row(daemon, mine)["reason"] == "Reservation", timeout=10,
+               message="root's job kept off nobody's GPUs")  # fmt: skip
+    spec = {"argv": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
+            "stdout": "/dev/null", "stderr": "/dev/null"}  # fmt: skip
+    theirs = request_as(NOBODY, daemon.socket, "submit", job=spec)["ok"]["job_id"]
+    assert daemon.wait_done([theirs], timeout=20)[theirs]["state"] == "COMPLETED"
+    assert _row(daemon, mine)["reason"] == "Reservation"
