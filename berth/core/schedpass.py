@@ -231,25 +231,46 @@ class Pass:
                       f"behind job {head.id if head else '?'} (strict FIFO)")  # fmt: skip
             self.stop = not self.inp.explain
             return True
-        off: frozenset[int] = frozenset()
-        first = None
         if self.windows:  # admin reservations (berth.core.reservations)
-            now, pos = self.inp.now, self.cap.pos
-            mine = holding(self.windows, job, now, pos)
-            if mine:  # a holder's job: its reserved GPUs first
-                rest = frozenset(range(len(self.cap.index))) - mine
-                pl = self._get(req, self.reserved, rest)
-                if pl is not None:
-                    self._start(job, pl)
-                    return True
-            off, first = kept_off(self.windows, job, now, pos)
+            return self._around(job)
+        reserved = self.reserved
+        pl = self.fits.get(req, reserved)
+        if pl is None and reserved:
+            fits_all = self.fits.get(req, ())
+            limit = job.time_limit
+            ends_by = self.inp.now + limit if limit is not None else INF
+            if fits_all is not None and ends_by <= self.shadow < INF:
+                pl = fits_all
+            elif fits_all is not None:
+                self.wait(job, Reason.PRIORITY,
+                          f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
+                return True
+        if pl is None:
+            return False
+        self._start(job, pl)
+        return True
+
+    def _around(self, job: Job) -> bool:
+        """:meth:`place` where admin reservations are kept: a holder's job tries its reserved
+        GPUs first; a job kept off some GPUs that would fit but for them waits as
+        ``Reservation``."""
+        req, now, pos = job.request, self.inp.now, self.cap.pos
+        mine = holding(self.windows, job, now, pos)
+        if mine:
+            rest = frozenset(range(len(self.cap.index))) - mine
+            pl = self._get(req, self.reserved, rest)
+            if pl is not None:
+                self._start(job, pl)
+                return True
+        off, first = kept_off(self.windows, job, now, pos)
         pl, behind = self._fit(req, job.time_limit, off)
         if pl is None and not behind and first is not None:
             free, free_behind = self._fit(req, job.time_limit, frozenset())
             if free is not None or free_behind:  # it would fit, but for the reservations
-                self.wait(job, Reason.RESERVATION, why(first, job, self.inp.now))
+                self.wait(job, Reason.RESERVATION, why(first, job, now))
                 return True
         if behind:
+            head = self.head
             self.wait(job, Reason.PRIORITY,
                       f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
             return True
