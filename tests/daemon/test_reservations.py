@@ -42,6 +42,9 @@ def test_others_wait_as_reservation_across_a_restart_until_unreserved(daemon):
     assert "paper deadline" in plain
     status = daemon.berth("status").stdout
     assert f"reserved for {OTHER} until" in status
+    shown = json.loads(daemon.berth("status", "--json").stdout)["queue"]["reservations"]
+    assert [x["id"] for x in shown] == [r["id"]] and shown[0]["note"] == "paper deadline"
+    assert daemon.call("queue")["reservations"][0]["holders"] == OTHER
     daemon.stop()  # a restart in the middle of the window: the reservation is kept
     daemon.start()
     listed = json.loads(daemon.berth("admin", "reservations", "--json").stdout)
