@@ -74,13 +74,7 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 )  # fmt: skip
     leaders = _leaders(engine)
     holder_pids = {p for c in ledger.claims if c.lease not in own for p in c.pids}
-    drained = engine.pauses.notes
-    reserved: dict[int, list[dict[str, Any]]] = {}  # admin reservations of each GPU
-    for r in status.get("reservations") or ():
-        for g in r["gpus"]:
-            reserved.setdefault(g, []).append(
-                {k: r[k] for k in ("id", "holders", "start", "end", "open", "note")}
-            )
+    drained, reserved = engine.pauses.notes, _reserved(status)
     out = []
     for s in engine.res.snapshots:
         entry = status["gpus"].get(str(s.index), {})
@@ -123,6 +117,17 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 "reserved": reserved.get(s.index, []),
             }
         )
+    return out
+
+
+def _reserved(status: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """GPU index -> the admin reservations that keep it (for its card)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in status.get("reservations") or ():
+        for g in r["gpus"]:
+            out.setdefault(g, []).append(
+                {k: r[k] for k in ("id", "holders", "start", "end", "open", "note")}
+            )
     return out
 
 

@@ -149,3 +149,30 @@ def test_only_admins_reserve_and_the_holders_own_jobs_start(daemon):
     theirs = request_as(NOBODY, daemon.socket, "submit", job=spec)["ok"]["job_id"]
     assert daemon.wait_done([theirs], timeout=20)[theirs]["state"] == "COMPLETED"
     assert _row(daemon, mine)["reason"] == "Reservation"
+
+
+def test_the_window_from_the_options() -> None:
+    import argparse
+
+    import pytest
+
+    from berth.cli.admin_reserve import request
+    from berth.errors import UsageError
+
+    def args(**kw: object) -> argparse.Namespace:
+        base = {"user": ["alice"], "group": [], "project": [], "gpus": 2, "gpu_ids": None,
+                "start": "2026-12-01 22:00", "duration": None, "end": None,
+                "allow_unlimited": False, "reason": None}  # fmt: skip
+        return argparse.Namespace(**{**base, **kw})
+
+    start = time.mktime((2026, 12, 1, 22, 0, 0, 0, 0, -1))
+    night = request(args(end="06:00"))  # a clock time alone: the start's day, or the next
+    assert night["start"] == start and night["end"] == time.mktime((2026, 12, 2, 6, 0, 0, 0, 0, -1))
+    assert request(args(duration="2h"))["end"] == start + 7200
+    assert request(args(gpus=None, gpu_ids="0-1", duration="1h"))["gpus"] == [0, 1]
+    with pytest.raises(UsageError, match="--duration 2h, or --end TIME"):
+        request(args())
+    with pytest.raises(UsageError, match="must be after --start"):
+        request(args(end="2026-12-01T21:00"))
+    with pytest.raises(UsageError, match="say which GPUs"):
+        request(args(gpus=None, duration="1h"))
