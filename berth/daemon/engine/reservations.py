@@ -6,7 +6,8 @@ holders (users, groups, projects), who made it and why. It is written to the sto
 own transaction) and kicks a pass; it is read back at start-up, so a restart in the middle of
 a window keeps it. A group's members come from the user database (grp and pwd: its listed
 members and the users whose primary group it is), read again at most every
-:data:`GROUP_TTL` seconds, never from a client. Reservations that have ended are dropped.
+:data:`GROUP_TTL` seconds, never from a client. Reservations that have ended are no longer
+applied or shown, and are deleted when the next one is made.
 
 GPUs named by count (``-g 2``) are chosen when the reservation is made, once: the lowest
 indices that no other reservation overlapping the window holds; a reservation overlapping
