@@ -43,7 +43,7 @@ class Daemon:
         cfg = os.path.join(self.dir, "config.toml")
         with open(cfg, "w") as f:
             if nvml_env is None:
-                f.write(f'[inventory]\ngpus = {gpus}\nmemory = "80G"\n')
+                f.write(f'[inventory]\ngpus = {gpus}\nmemory = "80G"\n[limits]\nmax_jobs = 1000000\n')
             elif os.environ.get("BENCH_POLL"):  # NVML poll interval (default 5 s)
                 f.write(f"[daemon]\npoll_interval = {float(os.environ['BENCH_POLL'])}\n")
         self.socket = os.path.join(self.dir, "d.sock")

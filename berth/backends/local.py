@@ -51,12 +51,13 @@ def info(row: dict[str, Any]) -> JobInfo:
         array_job=None if array is None else str(array),
         array_task=task, array_limit=row.get("group_limit") if array is not None else None,
         extra={"raw_id": str(row["id"]), "pty": bool(row.get("pty")),
-               **{k: row[k] for k in _ORDER_FIELDS if row.get(k) is not None}},
+               **{k: row[k] for k in _EXTRA_FIELDS if row.get(k) is not None}},
     )  # fmt: skip
 
 
 # What puts a pending job where it is in line (the daemon's queue rows, issue 27.3).
 _ORDER_FIELDS = ("order", "priority", "share_factor", "queued_at")
+_EXTRA_FIELDS = (*_ORDER_FIELDS, "dependency", "depends_on")  # (and `berth queue --tree`'s)
 
 
 def _queue_fields(user: str | None, finished: bool, states: Sequence[str]) -> dict[str, Any]:

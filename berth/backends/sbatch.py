@@ -15,8 +15,9 @@ berth                       sbatch
 ``-o`` / ``-e``             ``-o`` / ``-e`` (``%j`` and the other patterns as sbatch reads
                             them); default ``<log dir>/%j.out`` (``%A_%a.out`` for arrays)
 ``-D`` / current dir        ``-D``
-``--dependency afterok:``   ``--dependency=afterok:ID:ID --kill-on-invalid-dep=yes`` (a job
-                            whose dependency failed is CANCELLED, as on the local queue)
+``--dependency EXPR``       ``--dependency=EXPR --kill-on-invalid-dep=yes`` (every form:
+                            afterok, afterany, afternotok, after, ``?``, singleton; a job
+                            whose dependency can never be met is CANCELLED, as locally)
 ``--requeue``               ``--requeue --signal=B:USR1@120 --open-mode=append``: the batch
                             script requeues the job on USR1 (``--max-requeues`` times)
 ``--hold``                  ``--hold``
@@ -219,9 +220,9 @@ def plan(
     stdout = job.stdout or os.path.join(log_dir, default)
     stderr = job.stderr or stdout
     argv += ["-o", stdout, "-e", stderr, "-D", job.cwd]
-    if job.after_ok:
-        argv.append("--dependency=afterok:" + ":".join(str(d) for d in job.after_ok))
-        argv.append("--kill-on-invalid-dep=yes")  # a failed one cancels it, as locally
+    if job.dependency:  # (Slurm's own ids, its syntax: berth.backends.slurm_deps)
+        argv.append(f"--dependency={job.dependency}")
+        argv.append("--kill-on-invalid-dep=yes")  # one never met cancels it, as locally
     if job.requeue:  # at the time limit, the script requeues it (slurm_script.REQUEUE)
         grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
         argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]

@@ -19,7 +19,7 @@ import os
 import subprocess
 import time
 
-from berth.backends import sbatch
+from berth.backends import sbatch, slurm_deps
 from berth.backends import slurm_query as q
 from berth.backends.base import JobInfo, SubmitRefused, Submitted, aggregate, named
 from berth.errors import BerthError, UsageError
@@ -113,8 +113,9 @@ class Slurm:
         mem_per_gpu: int | None = None,
         extra: Sequence[str] = (),
     ) -> Submitted:
+        job = slurm_deps.resolved(job, self.log_dir)  # (@: the last job submitted here)
         p = self.plan(job, array, mem_per_gpu, extra)
-        self._check_dependencies(list(job.after_ok))
+        self._check_dependencies(slurm_deps.named(job))
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
         if done.returncode != 0 or not done.stdout.strip():
@@ -148,6 +149,7 @@ class Slurm:
     ) -> Plan:
         """The sbatch call ``submit`` would make (nothing is submitted nor written);
         ``extra``: sbatch options passed through (--sbatch-arg, a script's #SBATCH lines)."""
+        job = slurm_deps.resolved(job, self.log_dir)
         return sbatch.plan(
             job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
             mem_per_gpu=mem_per_gpu, environ=_env(), extra=extra,
@@ -173,17 +175,17 @@ class Slurm:
             os.replace(tmp, path)
         return path
 
-    def _check_dependencies(self, deps: Sequence[int]) -> None:
+    def _check_dependencies(self, deps: Sequence[str]) -> None:
         """As the local queue: a dependency on a job Slurm does not know is refused (Slurm
         itself would ignore it and start the job at once)."""
         if not deps:
             return
-        known = self.status([str(d) for d in deps])
+        known = self.status(list(deps))
         ids = {i.extra.get("raw_id") for i in known.values()} | set(known)
         ids |= {i.array_job for i in known.values() if i.array_job}
         for d in deps:
-            if str(d) not in ids:
-                raise UsageError(f"dependency afterok:{d}: Slurm knows no job {d}")
+            if d not in ids:
+                raise UsageError(f"dependency on job {d}: Slurm knows no job {d}")
 
     def _refusal(
         self, stderr: str, argv: Sequence[str], array: ArraySpec | None = None

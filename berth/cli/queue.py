@@ -10,6 +10,7 @@
   berth queue --noheader      # no header lines (as squeue)
   berth queue -r              # an array's pending tasks one per line (default: 12_[3-9%2])
   berth queue --pty           # jobs with a terminal (--pty): `berth attach ID` shows its screen
+  berth queue --tree          # jobs under the jobs they depend on (--dependency), with states
 
 The first line says which daemon answered: the system one (every user's, docs/admin.md) or
 a user's own (see `berth help daemon`). Everyone sees every job (user, name, state, GPUs);
@@ -24,14 +25,17 @@ start but for GPUs an admin reserved for others (a line under the table says whi
 and when; `berth show ID` says why in words: the window is open, or its time limit would run
 into it). An array's tasks show as ID_TASK,
 its pending ones folded into one line (12_[3-9%2]: tasks 3 to 9 wait, at most 2 run at once)
-unless -r/--expand. Unprintable characters in names are shown escaped (\\xff); --json is the daemon's JSON as
-it sent it: "daemon" (pid, socket, system, user, private, admins), "jobs", "users" and
+unless -r/--expand. --tree draws each job under the first listed job it depends on, with its
+dependency as written (`afterok:12:13`) and the states of the ended jobs it names.
+Unprintable characters in names are shown escaped (\\xff); --json is the daemon's JSON as it
+sent it: "daemon" (pid, socket, system, user, private, admins), "jobs" (each with its
+"dependency" as written and the ids it "depends_on"), "dependency_states", "users" and
 "fairshare".
 
 On Slurm (--backend slurm) the same table, -u, -t, --all, -r and --noheader, from squeue (and
 sacct, where the cluster keeps accounting, for --all); the GPUs column is what each job asked
 (a fraction for Slurm's shards). --json is then the jobs as the backend reports them;
---start, --users and --pty are the local daemon's.
+--start, --users, --pty and --tree are the local daemon's.
 
 When more than one user has jobs, a block under the table gives each user's running jobs and
 GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of everyone's
@@ -82,6 +86,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-r", "--expand", action="store_true", help="one line per array task (as squeue -r)"
     )
     p.add_argument("--pty", action="store_true", help="only jobs with a terminal to attach to")
+    p.add_argument(
+        "--tree", action="store_true", help="jobs as a tree of their dependencies, with states"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -181,6 +188,7 @@ LOCAL_ONLY = {
     "start": "--start: not on Slurm; `squeue --start` gives Slurm's own estimate",
     "users": "--users: not on Slurm; `sshare` gives Slurm's fair share",
     "pty": "--pty: not on Slurm (its jobs have no terminal to attach to)",
+    "tree": "--tree: not on Slurm; `squeue -o '%i %j %T %E'` lists each job's dependency",
 }
 
 
@@ -211,6 +219,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.pty:
         return _ptys(rows, header)
+    if args.tree:
+        from berth.cli.queue_tree import format_tree  # rare: --tree
+
+        sys.stdout.write(format_tree(rows, about.get("dependency_states") or {}, header))
+        return 0
     sys.stdout.write(format_rows(fold(rows, args.expand), header))
     if about.get("reservations") and header:
         sys.stdout.write(format_reservations(about["reservations"]))

@@ -77,7 +77,9 @@ def _where(a: Any) -> None:
     )
     a("--conda", help="conda environment to activate")
     a("--export", default="ALL", help="environment to pass: ALL (default), NONE, or VAR,VAR")
-    a("--dependency", help="afterok:ID[:ID...]: start after these jobs completed")
+    a("-d", "--dependency", metavar="EXPR",
+      help="start after other jobs, as sbatch: afterok:ID[:ID...], afterany:, afternotok:, "
+      "after:ID[+MIN], singleton; ',' all of, '?' any of; ID 12, 12_3 or @ (your last job)")  # fmt: skip
 
 
 
@@ -191,18 +193,3 @@ def time_limit(args: argparse.Namespace) -> float | None:
     if limit <= 0:
         raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
     return None if limit == float("inf") else limit
-
-
-def parse_dependency(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        kind, _, ids = part.strip().partition(":")
-        if kind != "afterok" or not ids:
-            raise UsageError(
-                f"invalid --dependency {text!r}: expected afterok:ID[:ID...] (e.g. afterok:12)"
-            )
-        try:
-            out += [int(i) for i in ids.split(":")]
-        except ValueError:
-            raise UsageError(f"invalid --dependency {text!r}: job ids are integers") from None
-    return out

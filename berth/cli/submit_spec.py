@@ -10,7 +10,7 @@ import os
 
 from berth import config
 from berth.cli.command import words
-from berth.cli.submit_options import parse_dependency, time_limit
+from berth.cli.submit_options import time_limit
 from berth.errors import UsageError
 from berth.units import parse_begin, parse_gpu_indices, parse_size
 from berth.wire.env import export_env, sendmail
@@ -97,7 +97,9 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
     if args.prefer:
         job["prefer"] = parse_gpu_indices(args.prefer, what="--prefer")
     if args.dependency:
-        job["after_ok"] = parse_dependency(args.dependency)
+        from berth.wire.dependency import parse_dependency  # rare: --dependency
+
+        job["dependency"] = str(parse_dependency(args.dependency))
     if args.retries < 0:
         raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
     if args.retries:

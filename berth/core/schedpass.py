@@ -21,7 +21,7 @@ caller handed it for that purpose).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable
 
 from berth.core import deps
 from berth.core.capacity import EPS, INF, Capacity
@@ -48,10 +48,9 @@ class Pass:
     """One pass over ``inputs``: :meth:`run` once (see the module docstring)."""
 
     __slots__ = (
-        "blocked_all", "cap", "charged", "dep_states", "done", "ends", "fits", "free_out", "groups",
+        "blocked_all", "cap", "charged", "known", "done", "ends", "fits", "free_out", "groups",
         "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
-        "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
-        "windows",
+        "skim", "started", "static", "stop", "tenant_gpus", "user_gpus", "walk", "windows",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
@@ -61,8 +60,7 @@ class Pass:
         self.ends: list[End] = []  # running jobs and jobs started in this pass
         self.placed: dict[int, Placement] = {}  # jobs started in this pass
         self.charged: dict[str, float] = {}  # fair share: what jobs started here count for
-        self.dep_states: dict[int, State] | None = None  # dependencies: built at first need
-        self.starts_seen: dict[int, bool] = {}  # dependencies: has the job ever started
+        self.known: deps.Known | None = None  # what dependencies see: built at first need
         self.head: Job | None = None  # the first job that did not fit
         self.shadow = INF  # when the head job is expected to start
         self.reserved: set[int] = set()  # the positions kept for it
@@ -171,13 +169,12 @@ class Pass:
             self.wait(job, Reason.HELD, "released by `berth release-job`")
             return True
         if job.dependencies:
-            states = self.dep_states
-            if states is None:
-                inp = self.inp
-                states = self.dep_states = _dep_states(
-                    inp.pending, inp.running, inp.done, self.starts_seen
-                )
-            verdict, detail = deps.check(job, states, self.starts_seen)
+            known = self.known
+            if known is None:
+                known = self.known = deps.Known(self.inp.pending, self.inp.running, self.inp.done)
+            verdict, detail, wake = deps.check(job, known, self.inp.now)
+            if wake is not None:
+                _wake(self.out, wake)  # (after:ID+MINUTES)
             if verdict == deps.NEVER:
                 self.out.cancels.append(Cancel(job.id, f"dependency never satisfied: {detail}"))
                 self.wait(job, Reason.DEPENDENCY_NEVER, detail)
@@ -377,18 +374,3 @@ def _no_share_left(cap: Capacity) -> bool:
 def _wake(out: Decisions, t: float) -> None:
     if out.wakeup is None or t < out.wakeup:
         out.wakeup = t
-
-
-def _dep_states(
-    pending: Sequence[Job], running: Sequence[Job], done: Mapping[int, State] | None,
-    started: dict[int, bool],
-) -> dict[int, State]:  # fmt: skip
-    """Every job's state a dependency may name; fills ``started`` (has a pending job ever
-    run)."""
-    states: dict[int, State] = dict(done or {})
-    for j in pending:
-        states[j.id] = j.state
-        started[j.id] = bool(j.attempts)
-    for j in running:
-        states[j.id] = j.state
-    return states

@@ -8,7 +8,7 @@ again from what arrived (it never trusts the client), adds what only it knows (l
 
 :meth:`JobSpec.from_dict` is the only validator of a job. Every field is checked by exact
 type and range (:mod:`berth.wire.checks`): a bool that passed an int check once made the daemon
-accept ``after_ok: [true]`` and then fail at every start; an out-of-range value or an infinite
+accept a dependency on job ``true`` and then fail at every start; an out-of-range value or an infinite
 limit would fail far from the request, in a supervisor, with nobody to tell. Then the rules
 between fields (a command or a shell string, one of them; ``gpus`` within ``gpu_ids``...). A
 refusal is ``ProtocolError(BAD_REQUEST)`` naming the field and the value; the CLI shows the
@@ -129,6 +129,32 @@ def _inject(field: str, v: Any) -> str:
     return str(v)
 
 
+def _dependency(field: str, v: Any) -> str:
+    """``--dependency``, read by :func:`berth.wire.dependency.parse_dependency` and kept as it
+    writes it back (``afterok:12:13``)."""
+    from berth.wire.dependency import parse_dependency  # rare: --dependency
+
+    try:
+        return str(parse_dependency(text(field, v, limit=4096)))
+    except UsageError as e:
+        raise bad(field, v, str(e)) from None
+
+
+def _legacy(raw: dict[str, Any]) -> dict[str, Any]:
+    """``after_ok: [12, 13]`` (the only dependency of earlier berths' clients and rows) is
+    ``dependency: "afterok:12:13"``."""
+    from berth.wire.dependency import from_after_ok  # rare: an earlier berth's job
+
+    raw = dict(raw)
+    ids = raw.pop("after_ok")
+    if "dependency" in raw:
+        raise bad("job field 'after_ok'", ids, "is the old form of 'dependency': give one")
+    ids = int_list("job field 'after_ok'", ids, 1, MAX_ID, empty=True)
+    if ids:
+        raw["dependency"] = str(from_after_ok(ids))
+    return raw
+
+
 def _mail(field: str, v: Any) -> str:
     addr = text(field, v, limit=256)
     if addr.startswith("-") or any(c.isspace() or c in "<>,;\"'()" for c in addr):
@@ -176,7 +202,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "stderr": (_opt(_log_path), None),
     "env_setup": (_text(1 << 20), None),
     "conda": (_text(1024), None),
-    "after_ok": (lambda f, v: tuple(int_list(f, v, 1, MAX_ID, empty=True)), ()),
+    "dependency": (_opt(_dependency), None),  # --dependency, normalised (wire.dependency)
     "retries": (lambda f, v: integer(f, v, 0, MAX_RETRIES), 0),
     "by_memory": (_bool, False),  # --mem without -g: a share of one GPU sized by memory
     "requeue": (_opt(_bool), None),  # None: as the daemon's --on-time-limit says
@@ -233,7 +259,7 @@ class JobSpec:
     stderr: str | None
     env_setup: str | None  # shell text run before the command
     conda: str | None
-    after_ok: tuple[int, ...]  # job ids
+    dependency: str | None  # ``afterok:12:13``, ``singleton``... (berth.wire.dependency)
     retries: int
     by_memory: bool  # the daemon sizes the share: mem / the GPU's memory (mgpu_srun's habit)
     requeue: bool | None  # at the time limit: requeue (True), end (False), the daemon's (None)
@@ -266,6 +292,8 @@ class JobSpec:
         if type(raw) is not dict:
             raise bad("job", raw, "must be an object")
         known = _ALL if stored else FIELDS
+        if "after_ok" in raw:
+            raw = _legacy(raw)
         values: dict[str, Any] = {}
         for key, value in raw.items():
             entry = known.get(key)

@@ -36,7 +36,7 @@ EVERY: list[tuple[dict[str, Any], bool]] = [
             "stderr": "/l/e-%A_%a",
             "env_setup": "source venv/bin/activate",
             "conda": "my env",
-            "after_ok": [4, 7],
+            "dependency": "afterok:4:7?afterany:9_2",
             "retries": 3,
             "requeue": True,
             "max_requeues": 2,
@@ -94,7 +94,7 @@ def test_the_examples_give_every_field_a_value_of_its_own() -> None:
 def test_values_come_out_typed_and_normalised() -> None:
     spec = JobSpec.from_dict(EVERY[0][0])
     assert spec.argv == ("python", "train.py", "", "--lr") and spec.gpu_ids == (3, 1, 2)
-    assert spec.array_argvs == (("a",), ("b", "1"), ("c",)) and spec.after_ok == (4, 7)
+    assert spec.array_argvs == (("a",), ("b", "1"), ("c",)) and spec.dependency == "afterok:4:7?afterany:9_2"
     assert spec.command == "python train.py  --lr"
     assert JobSpec.from_dict({**BASE, "argv": ["x"], "gpus": 2.0}).gpus == 2
     assert type(JobSpec.from_dict({**BASE, "argv": ["x"], "gpus": 2.0}).gpus) is int
@@ -123,6 +123,9 @@ def _refusal(raw: Any, stored: bool = False) -> str:
     ("field", "value", "message"),
     [
         ("after_ok", [True], "job field 'after_ok' = [True]: must be a list of integers from 1"),
+        ("dependency", "afterok:x", "job field 'dependency' = 'afterok:x': invalid job 'x'"),
+        ("dependency", "afterok:1,afterany:2?after:3", "job field 'dependency' = 'afterok:1,afterany:2?after:3': invalid dependency"),
+        ("dependency", ["afterok:1"], "job field 'dependency' = ['afterok:1']: must be"),
         ("priority", 1.0, "job field 'priority' = 1.0: must be an integer from -2147483647"),
         (
             "time_limit",
@@ -194,3 +197,13 @@ def test_one_rule_and_one_message_for_a_gpu_count(value: Any) -> None:
 def test_a_gpu_count_comes_out_as_the_count() -> None:
     assert [gpu_count(v) for v in (1, 2.0, 0.5, 1024)] == [1, 2, 0.5, 1024]
     assert type(gpu_count(2.0)) is int and gpu_count(0, none=True) == 0
+
+
+def test_an_earlier_berths_after_ok_is_afterok() -> None:
+    """Clients and stored rows of earlier berths sent ``after_ok: [ids]``: it reads as the
+    dependency ``afterok:ID:ID`` (schema 7 rewrites stored rows the same way)."""
+    spec = JobSpec.from_dict({**BASE, "argv": ["x"], "after_ok": [4, 7]})
+    assert spec.dependency == "afterok:4:7" and "after_ok" not in spec.to_dict()
+    assert JobSpec.from_dict({**BASE, "argv": ["x"], "after_ok": []}).dependency is None
+    both = {**BASE, "argv": ["x"], "after_ok": [4], "dependency": "afterok:4"}
+    assert "old form of 'dependency'" in _refusal(both)

@@ -126,6 +126,26 @@ def test_a_dependency_on_an_unknown_job_is_refused(backend: BackendRig) -> None:
     assert backend.backend.list() == []  # nothing was queued
 
 
+def test_dependency_forms_and_a_never_met_one_are_the_same_on_both(backend: BackendRig) -> None:
+    """Issue 24.4: `?` (any of), `@` (the last job submitted), several ids, singleton; a
+    dependency that can never be met cancels the job on both backends (Slurm: berth's
+    --kill-on-invalid-dep=yes); on Slurm the expression reaches sbatch with Slurm's ids."""
+    b = backend
+    ok = b.backend.submit(b.sh("true"))
+    bad = b.backend.submit(b.sh("exit 3"))
+    any_of = b.sh("true", dependency=f"afterok:@?afterany:{ok.id}")  # @: `bad`
+    if b.kind == "slurm":
+        sbatch = b.backend.plan(any_of).argv
+        assert f"--dependency=afterok:{bad.id}?afterany:{ok.id}" in sbatch
+        assert "--kill-on-invalid-dep=yes" in sbatch
+    first = b.backend.submit(any_of)
+    never = b.backend.submit(b.sh("true", dependency=f"afterok:{ok.id}:{bad.id}"))
+    single = b.backend.submit(b.sh("true", name="one", dependency="singleton"))
+    assert _end(b, first.id).state == "COMPLETED"  # type: ignore[attr-defined]
+    assert _end(b, never.id).state == "CANCELLED"  # type: ignore[attr-defined]
+    assert _end(b, single.id).state == "COMPLETED"  # type: ignore[attr-defined]
+
+
 def test_arrays_run_on_both_backends_with_the_same_ids(backend: BackendRig) -> None:
     b = backend
     job = b.sh('echo "task=$BERTH_ARRAY_TASK_ID of $BERTH_ARRAY_JOB_ID id=$BERTH_JOB_ID"')

@@ -107,6 +107,13 @@ def test_dependencies_requeue_hold_priority_partition_memory() -> None:
     assert "--mem=512M" in argv(job(gpus=0.5), mem_per_gpu=512 << 20)  # shards: the job's RAM
 
 
+def test_every_dependency_form_goes_to_sbatch_as_written() -> None:
+    for text in ("afterok:4:7?afterany:9_2", "singleton", "after:4+10,afternotok:5"):
+        a = argv(job(dependency=text))
+        assert f"--dependency={text}" in a and "--kill-on-invalid-dep=yes" in a
+    assert not any(w.startswith("--dependency") for w in argv(job()))
+
+
 def test_the_command_is_the_scripts_arguments_never_shell_text() -> None:
     hostile = ["python", "-c", "$(rm -rf ~)", "'; echo pwned #", "a\nb"]
     p = plan(job(argv=hostile, env_setup="source venv/bin/activate"), SHARDED, log_dir="/l")

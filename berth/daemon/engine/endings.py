@@ -172,7 +172,7 @@ class Lifecycle(Launching):
             if row is not None:
                 self.journal.execute(Store.USAGE_SQL, [row])
         if finished:
-            if job.state is not State.COMPLETED and job.id in self.depended:
+            if job.id in self.depended:  # (afterok, afternotok: it may doom another)
                 self._deps_dirty = True  # (only if a job waits on it: else no full pass)
             self.depended.discard(job.id)
             del self.jobs[job.id]

@@ -1,12 +1,10 @@
-"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O
-shell around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.engine.starts`) and recording
-how they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; commits go
-through its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and
-reaches the processes that run its jobs only through its process port, both given to it
-(:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without a
-fork. (How long a pass itself takes is measured with the process's performance counter: it
-paces the passes, see :meth:`Engine.kick`.)
-
+"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O shell
+around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.engine.starts`) and recording how
+they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; commits go through
+its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and reaches the
+processes that run its jobs only through its process port, both given to it
+(:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without
+a fork. (A pass's own time, by the performance counter, paces the passes: :meth:`Engine.kick`.)
 Every state change goes through :func:`berth.core.transition.transition` and is committed to
 the store before anything acts on it (write-ahead: a job's command runs only once the job is
 RUNNING with ``launched`` set in the database; its attempt waits for that at its start gate,
@@ -26,6 +24,7 @@ from berth.core.states import State
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
 from berth.daemon.engine.estimates import Estimates
+from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
@@ -71,7 +70,7 @@ class Engine(Lifecycle):
         if procs is None:
             procs = Supervisors(loop, f"{opts.state_dir}/run", res.ledger.path)
         self.procs: Processes = procs
-        self.jobs: dict[int, Job] = {}  # unfinished jobs
+        self.jobs = JobTable()  # unfinished jobs (and how many each user has)
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.considered: dict[int, int] = {}  # pending job -> its place in the last pass
@@ -90,7 +89,7 @@ class Engine(Lifecycle):
         self._next_pass = 0.0
         self._decide_seconds = 0.0
         self._reasons_valid = False
-        self._deps_dirty = False  # a job ended unsuccessfully: dependents may be doomed
+        self._deps_dirty = False  # a job depended on ended, or one depends: one may be doomed
         self.depended: set[int] = set()  # jobs some job depends on (and may be doomed by)
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
@@ -364,7 +363,9 @@ class Engine(Lifecycle):
         """Add a new job; the future completes once it is durable."""
         self.jobs[job.id] = job
         self.order.joined(job)
-        self.depended.update(d.job_id for d in job.dependencies)
+        if job.dependencies:  # (one already never met: cancelled by the next pass)
+            self.depended.update(d.job_id for d in job.dependencies)
+            self._deps_dirty = True
         fut = self.journal.insert(job, spec)
         self.kick()
         return fut

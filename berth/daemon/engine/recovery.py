@@ -65,7 +65,7 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
             bad.append((job_id, f"cannot load the job: {type(e).__name__}: {e}"))
             continue
         engine.jobs[job.id] = job
-        engine.depended.update(d.job_id for d in job.dependencies)
+        engine.depended.update(d.job_id for d in job.dependencies if d.job_id)
         if job.state is State.PENDING:
             counts["pending"] += 1
         else:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.job import Job
+    from berth.daemon.engine.jobtable import JobTable
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.queue_order import QueueOrder
     from berth.daemon.engine.resources import Resources
@@ -61,7 +62,7 @@ class Launching:
     res: Resources
     clock: Clock
     procs: Processes
-    jobs: dict[int, Job]
+    jobs: JobTable
     runs: dict[int, Run]
     journal: Journal
     committing: dict[int, Claim]  # started, the start not yet durable

@@ -112,9 +112,11 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     if states:
         names = {s.value for s in states}
         rows = [r for r in rows if r["state"] in names]
+    named = {i for r in rows for i in r["depends_on"]}  # (queue --tree: the jobs waited for)
     return {
         "daemon": daemon_info(engine),
         "jobs": rows,
+        "dependency_states": {str(i): getattr(engine.state_of(i), "value", None) for i in named},
         "users": users,
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
         "reservations": engine.reservations.view(engine.clock.time()),

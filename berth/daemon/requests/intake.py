@@ -24,9 +24,9 @@ import math
 import os
 
 from berth.claims.procs import user_name
-from berth.core.job import Dependency, Job, Request
+from berth.core.job import Job, Request
 from berth.daemon.engine.command import expand_pattern
-from berth.daemon.requests import arrays, unique, userdir
+from berth.daemon.requests import arrays, depends, unique, userdir
 from berth.units import format_duration, format_size
 from berth.wire import protocol
 from berth.wire.jobspec import JobSpec
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.inventory import Gpu
+    from berth.core.job import Dependency
     from berth.daemon.engine.engine import Engine
     from berth.daemon.options import Options
     from berth.daemon.requests.authority import Peer
@@ -52,7 +53,7 @@ class _Prepared:
     are taken out of it, into ``array`` and ``argvs``)."""
 
     __slots__ = (
-        "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
+        "any_of", "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
         "spec",
     )  # fmt: skip
 
@@ -62,7 +63,8 @@ class _Prepared:
         self.array = spec.array
         self.argvs = spec.array_argvs  # (`berth sweep`: each task its own command)
         self.count = len(arrays.indices(spec.array)[0]) if spec.array else 1  # jobs it adds
-        self.deps: list[Dependency] = []
+        self.deps: tuple[Dependency, ...] = ()
+        self.any_of = False  # (sbatch's '?')
         self.request = Request()
         self.out = self.err = ""
         self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
@@ -94,7 +96,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     prepared: list[_Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
-    held = engine.accounts.held(peer.uid, engine.unfinished())  # once, not once per job
+    held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
@@ -112,7 +114,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             queued += p.count
         prepared.append(p)
     if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
-        engine.accounts.check_count(peer.user, peer.uid, engine.unfinished(), queued)
+        engine.accounts.check_count(peer.user, peer.uid, engine.jobs.count_of(peer.uid), queued)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
@@ -156,10 +158,9 @@ async def _prepare(
         if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
             raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {i!r} here (GPUs: {known})")
-    for d in spec.after_ok:
-        if engine.state_of(d) is None:
-            raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency afterok:{d}: no job {d}")
-        p.deps += [Dependency("afterok", t) for t in arrays.expand(engine, [d])]
+    own: dict[str, Any] = {"array": None, "array_argvs": None}
+    if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
+        p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
     p.request = Request(
         gpus=_memory_share(engine.res.inventory, spec) if spec.by_memory else spec.gpus,
         mem=spec.mem,
@@ -171,8 +172,7 @@ async def _prepare(
     p.requeue = _requeue(spec, engine.opts)
     if not p.requeue[0]:  # (requeued at the daemon's limit, a longer -t is switched, not refused)
         _check_limit(spec.time_limit, engine.opts.max_job_time)
-    # What the daemon adds to the spec it stores:
-    own: dict[str, Any] = {"array": None, "array_argvs": None}
+    # What the daemon adds to the spec it stores (above: the dependency, resolved)
     if spec.umask is None:
         own["umask"] = DEFAULT_UMASK
     await _identities(engine, peer, spec, p, own)
@@ -207,6 +207,8 @@ def _insert(
         extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
     if spec.notify or spec.mail_user:
         extra["notify"] = True
+    if spec.dependency is not None:
+        extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
     futures = []
     task = spec
     for k, index in enumerate(order):
@@ -234,7 +236,8 @@ def _insert(
             gid=peer.gid,
             priority=spec.priority,
             time_limit=spec.time_limit,
-            dependencies=tuple(p.deps),
+            dependencies=p.deps,
+            dependency_any=p.any_of,
             retries=spec.retries,
             requeue=p.requeue[0],
             max_requeues=p.requeue[1],

@@ -47,7 +47,18 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         "array_task": array[1] if array else None,
         "group_limit": job.group_limit or None,
         "pty": bool(job.extra.get("pty")),
+        "dependency": dependency(job),
+        "depends_on": sorted({d.job_id for d in job.dependencies if d.job_id}),
     }
+
+
+def dependency(job: Job) -> str | None:
+    """The job's dependency as written (``afterok:12:13``, ``@`` made the id), or None; a
+    job of an earlier daemon: its terms, ``,``-joined."""
+    text = job.extra.get("dependency")
+    if text is None and job.dependencies:
+        text = ",".join(str(d) for d in job.dependencies)
+    return None if text is None else str(text)
 
 
 def detail(
@@ -60,6 +71,7 @@ def detail(
     out["max_job_time"] = max_job_time
     out["limit_in_force"] = min(limits) if limits else None
     out.pop("extra", None)
+    out["dependency"] = dependency(job)
     out["reason"] = reason if job.state is State.PENDING else None
     out["st"] = CODES[job.state]
     out["exit_code"] = job.exit_code

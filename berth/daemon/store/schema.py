@@ -4,10 +4,20 @@ database is brought to :data:`SCHEMA_VERSION` when the daemon opens it,
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
 # statements (a trigger's body has ";" of its own).
+# A stored spec's after_ok list -> its dependency text (an empty list: none).
+_AFTER_OK = """
+    UPDATE {table} SET spec = CASE
+        WHEN json_array_length(spec, '$.after_ok') > 0 THEN json_set(
+            json_remove(spec, '$.after_ok'), '$.dependency',
+            'afterok:' || (SELECT group_concat(value, ':') FROM json_each(spec, '$.after_ok')))
+        ELSE json_remove(spec, '$.after_ok') END
+    WHERE json_valid(spec) AND json_type(spec, '$.after_ok') = 'array'
+"""
+
 MIGRATIONS: list[str | tuple[str, ...]] = [
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -80,7 +90,15 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
         END
         """,
     ),
-    # 7: admin reservations (berth.daemon.engine.reservations): GPUs kept for users, a group
+    # 7: dependencies as people write them (berth.wire.dependency): a spec's ``after_ok: [12,
+    # 13]`` becomes ``dependency: "afterok:12:13"``; each user's jobs by id, for ``@`` (your
+    # last submitted job: berth.daemon.requests.depends).
+    (
+        _AFTER_OK.format(table="jobs"),
+        _AFTER_OK.format(table="shared_specs"),
+        "CREATE INDEX jobs_uid ON jobs(uid, id)",
+    ),
+    # 8: admin reservations (berth.daemon.engine.reservations): GPUs kept for users, a group
     # or a project over a time window; ids never reused (AUTOINCREMENT).
     """
     CREATE TABLE reservations(

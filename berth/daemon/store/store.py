@@ -226,6 +226,11 @@ class Store:
         row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
+    def last_job(self, uid: int) -> int | None:
+        """The newest job of user ``uid`` on record (an index's last entry), or None."""
+        row = self.db.execute("SELECT MAX(id) FROM jobs WHERE uid = ?", (uid,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def spec(self, job_id: int) -> JobSpec:
         """The job's spec as it was stored (``JobSpec.to_dict()``, today's shape or an earlier
         daemon's), read back through the one validator of a job."""

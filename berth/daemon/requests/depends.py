@@ -1,0 +1,68 @@
+"""A submitted job's ``dependency`` (:mod:`berth.wire.dependency`) made into the scheduler's
+terms (:class:`berth.core.job.Dependency`): ``@`` is the caller's last submitted job, found
+from who is calling (the socket's uid, never the message); ``12_3`` is that task's job; an
+array's id stands for all its tasks (one alternative under ``?``); every job named must be
+on record, else the job is refused (as Slurm refuses an unknown id) and nothing is queued.
+"""
+
+from __future__ import annotations
+
+from berth.core.job import SINGLETON, Dependency
+from berth.daemon.requests import arrays
+from berth.errors import UsageError
+from berth.wire import protocol
+from berth.wire.dependency import LAST, parse_dependency
+from berth.wire.protocol import ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.authority import Peer
+
+
+def last_job(engine: Engine, uid: int) -> int | None:
+    """The newest job of user ``uid``: in memory (accepted, maybe not yet committed) or on
+    record."""
+    ids = [j.id for j in engine.unfinished() if j.uid == uid]
+    ids += [j.id for j in engine.settling_jobs() if j.uid == uid]
+    stored = engine.store.last_job(uid)
+    if stored is not None:
+        ids.append(stored)
+    return max(ids) if ids else None
+
+
+def resolve(
+    engine: Engine, peer: Peer, text: str
+) -> tuple[tuple[Dependency, ...], bool, str]:
+    """(terms, any of them, the text with ``@`` replaced) of the dependency ``text``."""
+    try:
+        dep = parse_dependency(text)
+    except UsageError as e:  # (JobSpec checked it already)
+        raise ProtocolError(protocol.BAD_REQUEST, f"{e}; nothing was queued") from None
+    if LAST in dep.jobs():
+        last = last_job(engine, peer.uid)
+        if last is None:
+            raise ProtocolError(
+                protocol.NO_SUCH_JOB,
+                f"dependency {text}: @ is your last submitted job, and {peer.user} has none "
+                "on record here; name the job by its id",
+            )
+        dep = dep.with_jobs(lambda j: str(last) if j == LAST else j)
+    terms: list[Dependency] = []
+    for t in dep.terms:
+        if t.kind == SINGLETON:
+            terms.append(Dependency(SINGLETON))
+            continue
+        if "_" in t.job:  # one task of an array
+            terms.append(Dependency(t.kind, arrays.resolve(engine, t.job, "dependency"),
+                                    t.minutes))  # fmt: skip
+            continue
+        job_id = int(t.job)
+        if engine.state_of(job_id) is None:
+            raise ProtocolError(protocol.NO_SUCH_JOB, f"dependency {t}: no job {job_id}")
+        tasks = arrays.members(engine, job_id)
+        if tasks:
+            terms += [Dependency(t.kind, i, t.minutes, array=job_id) for i in tasks]
+        else:
+            terms.append(Dependency(t.kind, job_id, t.minutes))
+    return tuple(dict.fromkeys(terms)), dep.any_of, str(dep)
