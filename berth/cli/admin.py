@@ -11,6 +11,10 @@
   berth admin drain 2 3 --reason "fan noise"    # only GPUs 2 and 3
   berth admin undrain --all               # every GPU again (= berth resume --all)
   berth admin log                         # what enforcement did ([enforce], docs/admin.md)
+  berth admin reserve --user alice -g 2 --start '2026-12-01 14:00' --duration 2h
+  berth admin reserve --group ml --gpu-ids 0,1 --start 09:00 --end 18:00 --reason "demo"
+  berth admin reservations                # each one, and a timeline of the GPUs
+  berth admin unreserve 3                 # remove reservation 3
 
 Limits (defaults in the config's [limits]; set here at runtime, kept across restarts):
   --max-gpus N   GPUs a user may hold at once; more waits as (UserGpuLimit)
@@ -21,6 +25,13 @@ A value may be `none` (no limit, whatever the default) or `default` (the default
 Everyone may read the limits; only admins (root, [claims] admin_group) may set them, drain
 and undrain. Pending jobs on drained GPUs say who drained them and why (`berth queue`).
 Fair share: `berth queue --users` shows each user's decayed usage and share.
+
+Reservations (docs/admin.md "Reservations"): during the window only the holders' jobs start on
+the reserved GPUs (--user, --group: its members in the user database, --project); before it
+others' jobs may use them if their time limit (-t) ends by its start, and a job without one
+never does unless --allow-unlimited. Others wait as (Reservation). -g N picks N GPUs now (the
+reply says which); a reservation overlapping another on a GPU is refused. Everyone may list
+them; only admins make and remove them. They are kept across restarts.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import json
 import sys
 
+from berth.cli import admin_reserve
 from berth.cli.escape import shown
 from berth.client import call
 from berth.errors import UsageError
@@ -64,6 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     log = sub.add_parser("log", help="the enforcement audit log (admins)")
     log.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="the last N")
     log.add_argument("--json", action="store_true", help="machine-readable output")
+    admin_reserve.add_parsers(sub)
 
 
 def _value(key: str, text: str) -> float | str:
@@ -107,6 +120,15 @@ def run(args: argparse.Namespace) -> int:
         if not 1 <= args.lines <= 10000:
             raise UsageError(f"--lines {args.lines}: give 1 to 10000")
         _out(args, call("enforce_log", limit=args.lines), _log_text)
+        return 0
+    if args.action == "reserve":
+        _out(args, call("reserve", **admin_reserve.request(args)), admin_reserve.made)
+        return 0
+    if args.action == "reservations":
+        _out(args, call("reservations"), admin_reserve.listing)
+        return 0
+    if args.action == "unreserve":
+        _out(args, call("unreserve", id=args.id), admin_reserve.removed)
         return 0
     if args.action == "drain":
         reply = call("drain", gpus=parse_gpu_words(args.gpus, what="GPU"), note=args.reason)

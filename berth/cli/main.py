@@ -69,7 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "berth.cli.pause",
         "let queued jobs use paused GPUs again (--all: and a paused queue)",
     ),
-    "admin": ("berth.cli.admin", "admin: per-user limits, drain and undrain GPUs"),
+    "admin": ("berth.cli.admin", "admin: per-user limits, drain and undrain GPUs, reservations"),
     "simulate": (
         "berth.cli.simulate",
         "replay GPU-cluster traces through berth's scheduler; predict start times (--what-if)",
@@ -93,7 +93,7 @@ See GPUs:     status, select
 Claim GPUs:   run, release
 Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, wait, hold, release-job,
               pause, resume, watch (a jobs file), sweep (a grid, as one array)
-Admin:        admin limits, admin drain, admin undrain
+Admin:        admin limits, admin drain, admin undrain, admin reserve
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)
 Agents:       mcp (berth's commands as MCP tools for a coding agent)

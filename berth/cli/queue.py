@@ -20,7 +20,10 @@ Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELI
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
 (Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
 attempt, (UserGpuLimit) when its user holds all the GPUs they may (`berth admin limits`),
-(JobArrayTaskLimit) for an array's task held back by its %K. An array's tasks show as ID_TASK,
+(JobArrayTaskLimit) for an array's task held back by its %K, (Reservation) when it would
+start but for GPUs an admin reserved for others (a line under the table says which, for whom
+and when; `berth show ID` says why in words: the window is open, or its time limit would run
+into it). An array's tasks show as ID_TASK,
 its pending ones folded into one line (12_[3-9%2]: tasks 3 to 9 wait, at most 2 run at once)
 unless -r/--expand. --tree draws each job under the first listed job it depends on, with its
 dependency as written (`afterok:12:13`) and the states of the ended jobs it names.
@@ -222,9 +225,22 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_tree(rows, about.get("dependency_states") or {}, header))
         return 0
     sys.stdout.write(format_rows(fold(rows, args.expand), header))
+    if about.get("reservations") and header:
+        sys.stdout.write(format_reservations(about["reservations"]))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
         sys.stdout.write("\n" + format_users(users, about.get("fairshare") or {}, header))
     return 0
+
+
+def format_reservations(rows: list[dict[str, Any]]) -> str:
+    """The admin reservations, under the table: the jobs that wait as (Reservation) wait for
+    these (`berth admin reservations` has a timeline)."""
+    from berth.cli.admin_reserve import line  # rare: reservations
+
+    now = time.time()
+    return "\nreserved GPUs (others' jobs wait as (Reservation)):\n" + "".join(
+        "  reservation " + line(r, now) + "\n" for r in rows
+    )
 
 
 def _ptys(rows: list[JobInfo], header: bool) -> int:

@@ -15,6 +15,8 @@
   # when will my queued jobs start? and a job I am about to submit?
   berth simulate --what-if
   berth simulate --what-if -g 2 -t 4:00:00
+  # what would reserving 2 GPUs for 2 h from this time tomorrow cost the queue?
+  berth simulate --what-if --reserve-gpus 2 --reserve-start 'now+1d' --reserve-duration 2h
 
 Trace formats: philly (philly.csv), itp (ITP clusterNN.csv), openb (pod lists), berth (the
 daemon's berth.db, or JSON lines of jobs); --format auto guesses from the header.
@@ -39,6 +41,7 @@ import sys
 import time
 
 from berth import config
+from berth.cli import simulate_reserve
 from berth.errors import UsageError
 from berth.units import format_duration, parse_duration, parse_gpu_indices, parse_size
 
@@ -93,6 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("-p", "--priority", type=int, default=0, help="... its priority")
     w.add_argument("--gpu-ids", default=None, help="... its GPUs (0,1 or 0-3; -g N: N of them)")
     w.add_argument("--assume", default="1h", help="run time assumed for jobs without a limit")
+    simulate_reserve.add_arguments(w)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -286,14 +290,22 @@ def _what_if(args: argparse.Namespace) -> int:
     fair, users = reply.get("fairshare") or {}, reply.get("users") or []
     usage = {u["user"]: float(u["usage_gpu_hours"]) * 3600 for u in users}
     caps = {u["user"]: u.get("max_gpus") for u in users}
-    preds = predict(
-        pending, running, inventory, now, paused=paused, policy=policy,
-        assume=parse_duration(args.assume), others=others,
+    kept = simulate_reserve.live(status)  # the daemon's reservations
+    kw: dict[str, Any] = dict(
+        paused=paused, policy=policy, assume=parse_duration(args.assume), others=others,
         usage=usage if fair.get("enabled") else None,
         shares={u["user"]: float(u.get("shares") or 1.0) for u in users},
         half_life=float(fair.get("half_life") or "inf"),
         limits=UserLimits(caps) if any(v is not None for v in caps.values()) else None,
     )  # fmt: skip
+    if simulate_reserve.asked(args):  # what would one more reservation cost the queue?
+        from berth.sim.reservecost import cost  # heavy: the simulator
+
+        win = simulate_reserve.window(args, inventory, kept, now)
+        delays = cost(pending, running, inventory, now, win, reservations=kept, **kw)
+        simulate_reserve.show(args, win, pending, delays, now, policy)
+        return 0
+    preds = predict(pending, running, inventory, now, reservations=kept, **kw)
     _show(args, preds, pending, None if mine is None else mine.id, now, policy)
     return 0
 

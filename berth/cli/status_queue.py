@@ -35,12 +35,27 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
         if lines:
             notes[int(index)] = lines
     _enforcement(reply.get("enforce") or {}, notes)
+    _reserved(reply.get("reservations") or [], notes)
     waiting = int(reply.get("pending", 0))
     title = f"queue: {reply.get('running', 0)} running, {waiting} waiting"
     if reply.get("queue_paused"):
         title += " (queue paused after a crash: `berth resume --all`)"
     lines = [title] + [str(n) for n in reply.get("notes") or ()]  # (the dashboard's port...)
     return Section("queue", "", lines, notes, reply)
+
+
+def _reserved(rows: list[dict[str, Any]], notes: dict[int, list[str]]) -> None:
+    """Admin reservations (`berth admin reservations`) as GPU notes: for whom, when."""
+    now = time.time()
+    for r in rows:
+        when = (f"until {time.strftime('%Y-%m-%d %H:%M', time.localtime(r['end']))}"
+                if r["start"] <= now else
+                f"from {time.strftime('%Y-%m-%d %H:%M', time.localtime(r['start']))} for "
+                f"{format_duration(r['end'] - r['start'])}")  # fmt: skip
+        for g in r.get("gpus", []):
+            notes.setdefault(int(g), []).append(
+                f"reserved for {r['holders']} {when} (reservation {r['id']})"
+            )
 
 
 _SAYS = {"outside": "outside berth", "intrusion": "INTRUDES", "overrun": "OVER ITS MEMORY"}

@@ -10,7 +10,7 @@ Stable API (import from ``berth.core``)::
     State            PENDING RUNNING COMPLETING COMPLETED FAILED CANCELLED TIMEOUT PREEMPTED LOST
                      .code -> "PD" "R" "CG" "CD" "F" "CA" "TO" "PR" "LO"; State.parse("PD")
     Reason           Resources Priority Dependency DependencyNeverSatisfied Held GpuPaused
-                     GpuUnhealthy BeginTime BadConstraints None
+                     GpuUnhealthy BeginTime BadConstraints Reservation None
     ACTIVE, FINISHED, OUTCOMES   groupings (PREEMPTED is an attempt outcome: the job requeues)
 
     # the job model (berth.core.job); to_dict()/from_dict() are JSON-ready for the store
@@ -38,7 +38,8 @@ Stable API (import from ``berth.core``)::
 
     # the policy (berth.core.policy; the pass in steps: berth.core.schedpass)
     schedule(Inputs(pending, running, inventory, others, paused, now, policy="priority",
-                    placement="packer", done={job_id: State})) -> Decisions
+                    placement="packer", done={job_id: State},
+                    reservations=[Window(id, gpus, start, end, users, projects)])) -> Decisions
     Decisions.starts [Start(job_id, gpus, share, mem, node)]   -> transition(..., RUNNING)
              .stops  [Stop(job_id, reason, state=TIMEOUT)]       running past its time limit
              .cancels [Cancel(job_id, reason)]                   afterok on a failed job
@@ -72,6 +73,7 @@ from berth.core.policy import (
     schedule,
 )
 from berth.core.request import Request
+from berth.core.reservations import Window
 from berth.core.states import ACTIVE, CODES, FINISHED, OUTCOMES, Reason, State
 from berth.core.transition import IllegalTransition, hold, release, transition
 
@@ -103,6 +105,7 @@ __all__ = [
     "State",
     "Stop",
     "Usage",
+    "Window",
     "check_policy",
     "hold",
     "order_key",

@@ -74,11 +74,12 @@ class Fits:
 
 def reservation(
     cap: Capacity, ends: list[End], placed: dict[int, Placement], req: Request, how: str,
-    profile: Profile | None,
+    profile: Profile | None, exclude: Collection[int] = (),
 ) -> tuple[float, set[int]]:  # fmt: skip
     """(shadow time, positions) of the blocked head job's reservation: release the running
     jobs (and those ``placed`` in this pass) in order of their expected end until ``req``
-    fits; (INF, no positions) if it never does."""
+    fits; (INF, no positions) if it never does. ``exclude``: positions admin reservations
+    keep the job off now (taken as kept off for the whole search)."""
     trial = cap.copy()
     for end, _, jid, job in sorted(ends):  # (ids are unique: jobs are never compared)
         a = job.attempt
@@ -90,7 +91,7 @@ def reservation(
             trial.take_gpus(a.gpus, a.share, a.mem, a.node, r.cpu, r.ram, sign=-1.0)
         if not could_fit(trial, req):
             continue  # (what place() would find at once, without building its arguments)
-        fit = place(trial, req, how, profile)
+        fit = place(trial, req, how, profile, exclude)
         if fit is not None:
             return end, set(fit.positions)
     return INF, set()

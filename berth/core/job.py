@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.core.request import Request
+from berth.core.request import Request as Request  # (re-exported)
 from berth.core.states import State
 from berth.errors import UsageError
 

@@ -37,6 +37,12 @@ without a time limit have an unknown end: then the reservation has no expected t
 GPUs are simply kept for the blocked job, while jobs that fit elsewhere go ahead. So no job
 starves, and no GPU idles that the blocked job could not use anyway.
 
+Admin reservations (``reservations=``, :mod:`berth.core.reservations`): GPUs kept for a
+user, group or project over a time window; only the holders' jobs start there during it,
+others' before it only if their time limit ends by its start (a job without one: never,
+unless the admin allows it). Such a job waits with ``Reservation``, and takes no EASY
+reservation.
+
 Time limits: a running job past its limit gets a ``Stop`` decision (a safety net; the daemon
 should also arm a timer at ``Decisions.wakeup``, which includes every deadline).
 """
@@ -54,6 +60,7 @@ from berth.core.job import Job
 from berth.core.limits import UserLimits
 from berth.core.order import order_key as order_key
 from berth.core.placement import PLACEMENTS, Profile
+from berth.core.reservations import Window
 from berth.core.schedpass import Pass
 from berth.core.states import State
 from berth.errors import UsageError
@@ -97,6 +104,10 @@ class Inputs(NamedTuple):
       for their backoff: run an explaining pass when dependencies may have failed).
     - ``presorted``: ``pending`` is already in :func:`order_key` order (the simulator keeps it so,
       :class:`~berth.core.order.Ranking`).
+    - ``reservations``: admin reservations (:class:`~berth.core.reservations.Window`): GPUs
+      kept for their holders over a time window; others' jobs start there only if their time
+      limit ends before it opens (``Reservation`` otherwise); a window's start and end are
+      ``Decisions.wakeup`` times.
     - ``capacity``: what the running jobs leave, kept by the caller across passes
       (:class:`~berth.core.occupancy.Occupancy`; the pass changes it): then ``inventory``,
       ``nodes``, ``others`` and ``paused`` are not read and ``running`` is not charged again.
@@ -120,6 +131,7 @@ class Inputs(NamedTuple):
     explain: bool = True
     presorted: bool = False
     capacity: Capacity | None = None
+    reservations: Sequence[Window] = ()
 
 
 def schedule(inputs: Inputs) -> Decisions:

@@ -21,7 +21,7 @@ caller handed it for that purpose).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from berth.core import deps
 from berth.core.capacity import EPS, INF, Capacity
@@ -30,11 +30,12 @@ from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
 from berth.core.fits import End, Fits, req_key, reservation
 from berth.core.groups import GroupLimits
-from berth.core.job import Job
+from berth.core.job import Job, Request
 from berth.core.limits import Held
 from berth.core.order import ordered
-from berth.core.placement import Placement, Profile
+from berth.core.placement import Placement, Profile, place
 from berth.core.ranking import View, Walk
+from berth.core.reservations import holding, kept_off, live, next_change, why
 from berth.core.states import Reason, State
 from berth.units import format_duration
 
@@ -49,7 +50,7 @@ class Pass:
     __slots__ = (
         "blocked_all", "cap", "charged", "known", "done", "ends", "fits", "free_out", "groups",
         "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
-        "skim", "started", "static", "stop", "tenant_gpus", "user_gpus", "walk",
+        "skim", "started", "static", "stop", "tenant_gpus", "user_gpus", "walk", "windows",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
@@ -78,6 +79,8 @@ class Pass:
         limits = inputs.limits
         self.user_gpus = Held(limits, inputs.running) if limits is not None else None
         self.profile = inputs.profile
+        # admin reservations not over yet (berth.core.reservations)
+        self.windows = live(inputs.reservations, inputs.now) if inputs.reservations else []
         self.walk: Walk | None = None
         self.queue: Iterable[Job] = ()
         self.done: set[str] = set()  # tenants none of whose jobs can start in this pass
@@ -136,6 +139,8 @@ class Pass:
                     soonest = deadline
         if soonest < INF:
             _wake(out, soonest)
+        if self.windows and (change := next_change(self.windows, now)) is not None:
+            _wake(out, change)  # (a window opens or closes: what may start changes)
         if inp.placement == "packer" and self.profile is None:
             self.profile = Profile.of(j.request for j in inp.pending)
         self.static = cap.static  # requests that can never run here: the same for every copy
@@ -223,6 +228,8 @@ class Pass:
                       f"behind job {head.id if head else '?'} (strict FIFO)")  # fmt: skip
             self.stop = not self.inp.explain
             return True
+        if self.windows:  # admin reservations (berth.core.reservations)
+            return self._around(job)
         reserved = self.reserved
         pl = self.fits.get(req, reserved)
         if pl is None and reserved:
@@ -239,6 +246,58 @@ class Pass:
             return False
         self._start(job, pl)
         return True
+
+    def _around(self, job: Job) -> bool:
+        """:meth:`place` where admin reservations are kept: a holder's job tries its reserved
+        GPUs first; a job kept off some GPUs that would fit but for them waits as
+        ``Reservation``."""
+        req, now, pos = job.request, self.inp.now, self.cap.pos
+        mine = holding(self.windows, job, now, pos)
+        if mine:
+            rest = frozenset(range(len(self.cap.index))) - mine
+            pl = self._get(req, self.reserved, rest)
+            if pl is not None:
+                self._start(job, pl)
+                return True
+        off, first = kept_off(self.windows, job, now, pos)
+        pl, behind = self._fit(req, job.time_limit, off)
+        if pl is None and not behind and first is not None:
+            free, free_behind = self._fit(req, job.time_limit, frozenset())
+            if free is not None or free_behind:  # it would fit, but for the reservations
+                self.wait(job, Reason.RESERVATION, why(first, job, now))
+                return True
+        if behind:
+            head = self.head
+            self.wait(job, Reason.PRIORITY,
+                      f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
+            return True
+        if pl is None:
+            return False
+        self._start(job, pl)
+        return True
+
+    def _fit(
+        self, req: Request, limit: float | None, off: frozenset[int]
+    ) -> tuple[Placement | None, bool]:
+        """(where it starts: outside the head's reservation, or anywhere free if it ends
+        before the shadow time; True if it fits only where the head job's reservation is).
+        ``off``: positions admin reservations keep it off."""
+        reserved = self.reserved
+        pl = self._get(req, reserved, off)
+        if pl is None and reserved:
+            fits_all = self._get(req, (), off)
+            if fits_all is not None:
+                ends_by = self.inp.now + limit if limit is not None else INF
+                if ends_by <= self.shadow < INF:
+                    return fits_all, False
+                return None, True
+        return pl, False
+
+    def _get(self, req: Request, exclude: Collection[int], off: frozenset[int]) -> Placement | None:
+        if not off:
+            return self.fits.get(req, exclude)
+        inp = self.inp  # (rare: admin reservations; not remembered in Fits)
+        return place(self.cap, req, inp.placement, self.profile, off.union(exclude))
 
     def _passed_over(self, job: Job) -> bool:
         """After a reservation, without explanations: the job can neither fit outside the
@@ -292,8 +351,9 @@ class Pass:
             if inp.policy == "fifo":
                 self.blocked_all = True
             else:
+                off = kept_off(self.windows, job, inp.now, self.cap.pos)[0] if self.windows else ()
                 self.shadow, self.reserved = reservation(
-                    self.cap, self.ends, self.placed, req, inp.placement, self.profile
+                    self.cap, self.ends, self.placed, req, inp.placement, self.profile, off
                 )
                 if self.shadow < INF:
                     self.out.expected[job.id] = self.shadow

@@ -22,6 +22,7 @@ from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job
 from berth.core.limits import UserLimits
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, schedule
+from berth.core.reservations import Window
 from berth.core.states import State
 from berth.core.transition import transition
 
@@ -59,16 +60,19 @@ def predict(
     shares: Mapping[str, float] | None = None,
     half_life: float = DEFAULT_HALF_LIFE,
     limits: UserLimits | None = None,
+    reservations: Sequence[Window] = (),
 ) -> dict[int, Prediction]:
     """A prediction for every pending job (the jobs given are not changed). ``usage``: each
-    tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share)."""
+    tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share).
+    ``reservations``: admin reservations, kept as the daemon keeps them."""
     if not pending:
         return {}
     run = {j.id: Job.from_dict(j.to_dict()) for j in running}
     book = None if usage is None else _ended_usage(usage, run.values(), now, half_life)
     fwd = _Forward([Job.from_dict(j.to_dict()) for j in pending], run, now, assume, book, done)
     base = Inputs([], [], inventory, others, paused, now, policy=policy, placement=placement,
-                  nodes=nodes, done=fwd.finished, explain=False, limits=limits)  # fmt: skip
+                  nodes=nodes, done=fwd.finished, explain=False, limits=limits,
+                  reservations=reservations)  # fmt: skip
     while fwd.pend and fwd.t <= now + HORIZON:
         d = fwd.decide(base, shares or {})
         fwd.start(d)

@@ -3,7 +3,7 @@
 GPUs come with their latest NVML reading (the daemon's poll) and everyone holding them:
 queue jobs (the ``status`` handler), daemonless ``berth run`` / ``acquire()`` claims and the
 waiters reserving GPUs (the claim ledger, as ``berth status`` reads it), and processes
-outside berth. The queue is the ``queue`` handler's rows (running first, then pending in
+outside berth, and the admin reservations that keep it (``reserved``). The queue is the ``queue`` handler's rows (running first, then pending in
 order, with their reasons), cut to :data:`MAX_ROWS`, plus the last jobs that finished.
 """
 
@@ -74,7 +74,7 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 )  # fmt: skip
     leaders = _leaders(engine)
     holder_pids = {p for c in ledger.claims if c.lease not in own for p in c.pids}
-    drained = engine.pauses.notes
+    drained, reserved = engine.pauses.notes, _reserved(status)
     out = []
     for s in engine.res.snapshots:
         entry = status["gpus"].get(str(s.index), {})
@@ -114,8 +114,20 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                 "pause_note": _pause_note(note) if paused else None,
                 "free_share": round(max(0.0, 1.0 - taken), 3) if 0 < taken < 1 else None,
                 "holders": holders,
+                "reserved": reserved.get(s.index, []),
             }
         )
+    return out
+
+
+def _reserved(status: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """GPU index -> the admin reservations that keep it (for its card)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in status.get("reservations") or ():
+        for g in r["gpus"]:
+            out.setdefault(g, []).append(
+                {k: r[k] for k in ("id", "holders", "start", "end", "open", "note")}
+            )
     return out
 
 
@@ -212,4 +224,6 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
         "users": users(engine, gpu_list, history, now),
         # issue 25: findings (outside/intrusion/overrun) and idle holders, as `status` has them
         "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
+        # admin reservations (`berth admin reservations`): each GPU's are on its card
+        "reservations": engine.reservations.view(now),
     }

@@ -92,6 +92,20 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
     "undrain": {"gpus": (_L, False), "all": (_B, False)},
     "enforce_log": {"limit": (_I, False)},  # `berth admin log` (daemon/engine/enforcer.py)
+    # admin reservations (berth.daemon.requests.reserve): read by anyone, made by admins
+    "reserve": {
+        "users": (_L, False),
+        "groups": (_L, False),
+        "projects": (_L, False),
+        "gpus": (_L, False),
+        "count": (_I, False),
+        "start": (_F, True),
+        "end": (_F, True),
+        "unlimited": (_B, False),
+        "note": (_S + _N, False),
+    },
+    "unreserve": {"id": (_I, True)},
+    "reservations": {},
     "shutdown": {},
     # The caller's token for the web dashboard (berth.web.auth); revoke: all of theirs.
     "web_token": {"revoke": (_B, False)},

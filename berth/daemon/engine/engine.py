@@ -27,6 +27,7 @@ from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
+from berth.daemon.engine.reservations import Reservations
 from berth.daemon.procs.port import Supervisors
 from berth.daemon.store.journal import Journal
 from berth.daemon.store.store import Store
@@ -75,6 +76,7 @@ class Engine(Lifecycle):
         self.finished_states: dict[int, State] = {}  # for dependencies
         self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
+        self.reservations = Reservations(store, res, self.kick)  # `berth admin reserve`
         self.notes: list[Callable[[], str | None]] = []  # lines for `berth status`, if any
         self.waiters: dict[int, list[asyncio.Future[None]]] = {}
         self.next_id = 1
@@ -151,12 +153,7 @@ class Engine(Lifecycle):
         launches: list[tuple[Job, Any]] = []
         others = self.outside_usage(clean=True)
         decisions = schedule(Inputs(
-            pending,
-            running,
-            self.res.inventory,
-            others,
-            paused,
-            now,
+            pending, running, self.res.inventory, others, paused, now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
             fair=self.accounts.fair(running, now) if self.order.tenants > 1 else None,
@@ -164,6 +161,7 @@ class Engine(Lifecycle):
             explain=explain,
             presorted=self.order.presorted,
             profile=self.order.profile,
+            reservations=self.reservations.windows(now),
         ))
         self._decide_seconds = time.perf_counter() - t0
         for start in decisions.starts:
@@ -251,17 +249,13 @@ class Engine(Lifecycle):
         now = self.clock.time()
         multi = len({j.tenant for j in pending}) > 1
         decisions = schedule(Inputs(
-            pending,
-            running,
-            self.res.inventory,
-            self.outside_usage(),
-            paused,
-            now,
+            pending, running, self.res.inventory, self.outside_usage(), paused, now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
             fair=self.accounts.fair(running, now) if multi else None,
             limits=self.accounts.user_limits(),
             explain=True,
+            reservations=self.reservations.windows(now),
         ))
         self._set_reasons(decisions)
         self.considered = {job_id: k for k, job_id in enumerate(decisions.order)}

@@ -62,6 +62,7 @@ class Estimates:
             ),
             tuple(sorted(eng.pauses.indexes())),
             eng.pauses.queue,
+            tuple(eng.reservations.entries),
             tuple(sorted((i, u.share, u.mem, u.busy) for i, u in others.items())),
         )
         age = now - self._at
@@ -95,6 +96,7 @@ class Estimates:
             usage=None if fair is None else dict(fair.usage),
             shares=None if fair is None else dict(fair.shares),
             half_life=eng.accounts.book.half_life, limits=eng.accounts.user_limits(),
+            reservations=eng.reservations.windows(now),
         )  # fmt: skip
         out: dict[int, dict[str, Any]] = {}
         for j in pending:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.job import Job
+    from berth.daemon.engine.jobtable import JobTable
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.queue_order import QueueOrder
     from berth.daemon.engine.resources import Resources

@@ -17,7 +17,7 @@ from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon.engine.command import pty_path
-from berth.daemon.requests import admin, arrays, validate, views
+from berth.daemon.requests import admin, arrays, reserve, validate, views
 from berth.daemon.requests.authority import Peer, admins, admins_only, may_see, owned
 from berth.daemon.requests.intake import submit, submit_all
 from berth.daemon.store.store import UnreadableSpec
@@ -119,6 +119,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "dependency_states": {str(i): getattr(engine.state_of(i), "value", None) for i in named},
         "users": users,
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
+        "reservations": engine.reservations.view(engine.clock.time()),
     }
 
 
@@ -307,6 +308,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "queue_paused": engine.pauses.queue,
         "notes": [line for note in engine.notes if (line := note())],
         "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
+        "reservations": engine.reservations.view(engine.clock.time()),
     }
 
 
@@ -355,5 +357,8 @@ HANDLERS: dict[str, Handler] = {
     "drain": admin.drain,
     "undrain": admin.undrain,
     "enforce_log": admin.enforce_log,
+    "reserve": reserve.reserve,
+    "unreserve": reserve.unreserve,
+    "reservations": reserve.reservations,
     "shutdown": shutdown,
 }

@@ -4,7 +4,7 @@ database is brought to :data:`SCHEMA_VERSION` when the daemon opens it,
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
 # statements (a trigger's body has ";" of its own).
@@ -98,4 +98,14 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
         _AFTER_OK.format(table="shared_specs"),
         "CREATE INDEX jobs_uid ON jobs(uid, id)",
     ),
+    # 8: admin reservations (berth.daemon.engine.reservations): GPUs kept for users, a group
+    # or a project over a time window; ids never reused (AUTOINCREMENT).
+    """
+    CREATE TABLE reservations(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        start REAL NOT NULL,
+        end REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    """,
 ]

@@ -305,6 +305,22 @@ class Store:
         rows = self.db.execute("SELECT gpu, by_user, note, since FROM paused")
         return {str(r[0]): (r[1], r[2], float(r[3])) for r in rows}
 
+    # -- admin reservations (berth.daemon.engine.reservations) -------------------------------
+
+    def reservations(self) -> list[tuple[int, float, float, str]]:
+        """(id, start, end, data) of every reservation kept."""
+        rows = self.db.execute("SELECT id, start, end, data FROM reservations ORDER BY id")
+        return [(int(r[0]), float(r[1]), float(r[2]), str(r[3])) for r in rows]
+
+    def add_reservation(self, start: float, end: float, data: str) -> int:
+        cur = self.db.execute(
+            "INSERT INTO reservations(start, end, data) VALUES (?, ?, ?)", (start, end, data)
+        )
+        return int(cur.lastrowid or 0)
+
+    def remove_reservation(self, rid: int) -> None:
+        self.db.execute("DELETE FROM reservations WHERE id = ?", (rid,))
+
     # -- fair share and limits (berth.daemon.engine.accounts) ----------------------------------------
 
     USAGE_SQL = "INSERT OR REPLACE INTO usage(tenant, value, as_of) VALUES (?, ?, ?)"

@@ -147,12 +147,21 @@ function gpuCard(g) {
     el('div', { class: 'head' }, el('h3', { class: 'idx', text: 'GPU ' + g.index }),
       el('span', { class: 'name', text: g.name, title: g.uuid }), el('span', { class: 'pill ' + pill[0], text: pill[1] })),
     g.paused ? el('div', { class: 'note', text: g.pause_note || 'paused' }) : null,
+    (g.reserved || []).map((r) => el('div', { class: 'note reserved', text: reservedText(r, state.now) })),
     !g.healthy ? el('div', { class: 'note bad', text: 'lost: ' + (g.error || 'NVML cannot read it') }) : null,
     g.logical ? el('div', { class: 'tele', text: 'declared GPU: no telemetry' }) : [
       meter('util', (g.util || 0) / 100, g.util === null ? 'n/a' : g.util + '%', 'util'),
       meter('mem', memFrac, fmtBytes(g.memory_used) + ' / ' + fmtBytes(g.memory_total), 'mem'),
       el('div', { class: 'tele', text: tele.join(' · ') })],
     el('ul', { class: 'holders' }, items.length ? items : el('li', { class: 'free', text: 'free' })));
+}
+
+// An admin reservation on a GPU's card (as `berth status` says it).
+function reservedText(r, now) {
+  const far = (t) => (t - now > 86400 ? ' (in ' + fmtDur(t - now) + ')' : '');
+  const when = r.open ? 'until ' + clock(r.end) + far(r.end)
+    : 'from ' + clock(r.start) + far(r.start) + ' for ' + fmtDur(r.end - r.start);
+  return `reserved for ${r.holders} ${when} (reservation ${r.id})` + (r.note ? ': ' + r.note : '');
 }
 
 function renderGpus(gpus) {

@@ -1,0 +1,128 @@
+"""`berth simulate --what-if` and admin reservations: the daemon's reservations are replayed
+with the queue, and ``--reserve-gpus N --reserve-start TIME --reserve-duration T`` asks what
+one more would cost the queue (:mod:`berth.sim.reservecost`): each pending job's start without
+and with it, and the delay in all.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from berth.cli.escape import shown
+from berth.errors import UsageError
+from berth.units import format_duration, parse_begin, parse_duration, parse_gpu_indices
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+    from berth.core.inventory import Gpu
+    from berth.core.job import Job
+    from berth.core.reservations import Window
+
+WHO = "(the reservation)"  # the holder of a reservation asked about: submits nothing
+
+
+def add_arguments(w: Any) -> None:
+    w.add_argument("--reserve-gpus", type=int, metavar="N",
+                   help="what a reservation of any N GPUs would cost the queue")  # fmt: skip
+    w.add_argument("--reserve-gpu-ids", metavar="IDS", help="... or of these GPUs (0,1)")
+    w.add_argument("--reserve-start", metavar="TIME",
+                   help="... from TIME (as `berth admin reserve --start`: '2026-12-01 14:00', "
+                   "now+1d)")  # fmt: skip
+    w.add_argument("--reserve-duration", metavar="T", help="... for T (2h)")
+    w.add_argument("--reserve-user", action="append", default=[], metavar="USER",
+                   help="... held for USER (whose queued jobs may use it; default: nobody's)")  # fmt: skip
+
+
+def asked(args: argparse.Namespace) -> bool:
+    return args.reserve_gpus is not None or args.reserve_gpu_ids is not None
+
+
+def live(status: dict[str, Any]) -> list[Window]:
+    """The daemon's reservations (its `status`) as the core's windows."""
+    from berth.core.reservations import Window  # heavy: the simulator
+
+    out = []
+    for r in status.get("reservations") or ():
+        users = frozenset(r.get("members") or r.get("users") or ())
+        projects = frozenset(r.get("projects") or ())
+        out.append(Window(int(r["id"]), tuple(r["gpus"]), float(r["start"]), float(r["end"]),
+                          users, projects, str(r.get("holders") or ""), bool(r.get("unlimited"))))
+    return out
+
+
+def window(
+    args: argparse.Namespace, inventory: list[Gpu], kept: list[Window], now: float
+) -> Window:
+    """The reservation asked about, checked as `berth admin reserve` checks one."""
+    from berth.core.reservations import Window  # heavy: the simulator
+    from berth.sim.reservecost import choose  # heavy: the simulator
+
+    if args.reserve_gpus is not None and args.reserve_gpu_ids is not None:
+        raise UsageError("give --reserve-gpus N or --reserve-gpu-ids, not both")
+    if not args.reserve_start or not args.reserve_duration:
+        raise UsageError("a reservation to weigh needs --reserve-start and --reserve-duration")
+    start = parse_begin(args.reserve_start, now, what="--reserve-start")
+    span = parse_duration(args.reserve_duration, what="--reserve-duration")
+    if not 0 < span < float("inf"):
+        raise UsageError(f"--reserve-duration {args.reserve_duration!r}: must be positive")
+    end = start + span
+    if args.reserve_gpu_ids is not None:
+        gpus = tuple(parse_gpu_indices(args.reserve_gpu_ids, what="--reserve-gpu-ids"))
+        known = {g.index for g in inventory}
+        if not set(gpus) <= known:
+            raise UsageError(f"--reserve-gpu-ids {args.reserve_gpu_ids!r}: GPUs here are "
+                             f"{','.join(str(i) for i in sorted(known))}")  # fmt: skip
+    else:
+        if args.reserve_gpus < 1:
+            raise UsageError(f"--reserve-gpus {args.reserve_gpus}: at least 1")
+        gpus = choose(inventory, args.reserve_gpus, start, end, kept)
+        if len(gpus) < args.reserve_gpus:
+            raise UsageError(f"--reserve-gpus {args.reserve_gpus}: only {len(gpus)} GPUs are "
+                             "free of other reservations then")  # fmt: skip
+    users = args.reserve_user
+    return Window(0, gpus, start, end, frozenset(users), label=", ".join(users) or WHO)
+
+
+def show(args: argparse.Namespace, win: Window, pending: list[Job], delays: Any, now: float,
+         policy: str) -> None:  # fmt: skip
+    """The cost: JSON (--json) or each pending job's start without and with, and a summary."""
+    from berth.sim.reservecost import summary  # heavy: the simulator
+
+    total = summary(delays)
+    about = {"gpus": list(win.gpus), "start": win.start, "end": win.end,
+             "users": sorted(win.users)}  # fmt: skip
+    if args.json:
+        jobs = [{"id": d.job_id, "without": d.before, "with": d.after, "delay": d.delay}
+                for d in delays]  # fmt: skip
+        sys.stdout.write(json.dumps({"now": now, "policy": policy, "reservation": about,
+                                     "jobs": jobs, **total}) + "\n")  # fmt: skip
+        return
+    by_id = {j.id: j for j in pending}
+    lines = [("JOBID", "NAME", "USER", "GPUS", "START_WITHOUT", "START_WITH", "LATER_BY")]
+    for d in delays:
+        j = by_id[d.job_id]
+        later = "never" if d.delay is None else format_duration(d.delay) if d.delay > 1 else "-"
+        lines.append((str(j.id), shown(j.name)[:20], shown(j.user), f"{d.gpus:g}",
+                      _at(d.before), _at(d.after), later))  # fmt: skip
+    widths = [max(len(r[k]) for r in lines) for k in range(len(lines[0]))]
+    for r in lines:
+        sys.stdout.write("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
+                         + "\n")  # fmt: skip
+    gpus = ("GPU " if len(win.gpus) == 1 else "GPUs ") + ",".join(map(str, win.gpus))
+    sys.stdout.write(
+        f"# a reservation of {gpus} for {shown(win.label)} from {_at(win.start)} for "
+        f"{format_duration(win.end - win.start)}: {total['delayed']} of {total['pending']} pending "
+        f"jobs start later, {format_duration(total['total_delay'])} in all "
+        f"({total['gpu_hours']:.1f} GPU-hours), at most {format_duration(total['max_delay'])}"
+        + (f"; {len(total['never'])} would not start within a year" if total["never"] else "")
+        + f" (policy {policy}; jobs run until their time limit)\n"
+    )
+
+
+def _at(t: float | None) -> str:
+    return "never" if t is None else time.strftime("%Y-%m-%dT%H:%M", time.localtime(t))
