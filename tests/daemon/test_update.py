@@ -46,6 +46,9 @@ def test_each_field_changes_and_show_prints_the_journal(daemon: Any) -> None:
     assert again.stdout == f"job {job}: nothing to change (it already has those values)\n"
     cleared = daemon.berth("update", str(job), "--dependency", "")
     assert cleared.returncode == 0 and daemon.job(job)["dependencies"] == []
+    later = _submit(daemon, "--begin", "now+1h", "--", "true")  # (PENDING BeginTime: may change)
+    assert daemon.berth("update", str(later), "-t", "5").returncode == 0
+    assert daemon.job(later)["time_limit"] == 300 and daemon.job(later)["not_before"]
     # The change is durable: a restarted daemon has it.
     daemon.stop()
     daemon.start()
