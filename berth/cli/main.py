@@ -61,6 +61,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "berth.cli.hold",
         "let held jobs start (they were held by berth hold or submit --hold)",
     ),
+    "update": (
+        "berth.cli.update",
+        "change a pending job: -g, -t, -p, -J, --dependency (like scontrol update)",
+    ),
+    "resubmit": (
+        "berth.cli.resubmit",
+        "queue an ended job again, same spec (--cascade: and its failed dependents)",
+    ),
     "pause": (
         "berth.cli.pause",
         "drain GPUs: no queued job starts there; running ones go on (survives restarts)",
@@ -92,7 +100,8 @@ usage: berth [--version] COMMAND [ARGS...]
 See GPUs:     status, select
 Claim GPUs:   run, release
 Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, wait, hold, release-job,
-              pause, resume, watch (a jobs file), sweep (a grid, as one array)
+              update, resubmit, pause, resume, watch (a jobs file), sweep (a grid, as one
+              array)
 Admin:        admin limits, admin drain, admin undrain, admin reserve
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)

@@ -115,6 +115,8 @@ def format_job(j: dict[str, Any]) -> str:
     for key, what in (("inject_arg", "GPU ids in"), ("notify", "notify"), ("mail_user", "mail")):
         if j.get(key):
             lines.append(f"  {what + ':':<11} {shown(j[key])}")
+    if j.get("resubmitted_from") is not None:
+        lines.append(f"  resubmitted from job {j['resubmitted_from']}")
     if j.get("dependency") or j.get("dependencies"):
         lines.append(f"  depends on: {j.get('dependency') or ','.join(j['dependencies'])}")
     if j.get("retries"):

@@ -51,7 +51,7 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
     if choice is not None:
         text = f"{choice.gpus:g}"
     try:  # (the job spec's check and refusal, as the daemon words it, whatever -g was)
-        gpus = float(check_field("gpus", _number(text)))
+        gpus = float(check_field("gpus", gpu_number(text)))
     except ProtocolError as e:
         raise UsageError(e.message) from None
     if gpu_ids and gpus > len(gpu_ids):
@@ -144,7 +144,7 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
         job["mail_user"] = args.mail_user
 
 
-def _number(text: str) -> object:
+def gpu_number(text: str) -> object:
     """``-g``'s text as the number it is (``2``, ``0.5``), or the text itself when it is none:
     the job spec words its refusal the same for both."""
     try:

@@ -49,6 +49,15 @@ class Lifecycle(Launching):
 
         def kick(self) -> None: ...
 
+    def changed(self, job: Job, dependencies: bool = False) -> None:
+        """A pending job was changed in place (`berth update`): its place in line is worked
+        out again, and with ``dependencies``, every dependency is checked again (one may
+        never be met). The caller saves the job and kicks a pass."""
+        self.order.joined()  # (its priority or limit may have moved it: re-sorted)
+        if dependencies:
+            self.depended.update(d.job_id for d in job.dependencies)
+            self._deps_dirty = True
+
     # -- endings ------------------------------------------------------------------------------
 
     def _on_done(self, job_id: int, attempt: int, result: dict[str, Any]) -> None:

@@ -66,3 +66,16 @@ def resolve(
         else:
             terms.append(Dependency(t.kind, job_id, t.minutes))
     return tuple(dict.fromkeys(terms)), dep.any_of, str(dep)
+
+
+def text_of(terms: tuple[Dependency, ...], any_of: bool) -> str | None:
+    """The dependency ``terms`` written back as sbatch writes them (an array's tasks as the
+    array's id), or None for none: what ``queue --tree``, ``--json`` and ``show`` print."""
+    words: dict[str, None] = {}
+    for d in terms:
+        if d.kind == SINGLETON:
+            words[SINGLETON] = None
+            continue
+        plus = f"+{d.minutes}" if d.minutes else ""
+        words[f"{d.kind}:{d.array or d.job_id}{plus}"] = None
+    return ("?" if any_of else ",").join(words) or None

@@ -20,6 +20,8 @@ from berth.daemon.engine.command import pty_path
 from berth.daemon.requests import admin, arrays, reserve, validate, views
 from berth.daemon.requests.authority import Peer, admins, admins_only, may_see, owned
 from berth.daemon.requests.intake import submit, submit_all
+from berth.daemon.requests.resubmit import resubmit
+from berth.daemon.requests.update import update
 from berth.daemon.store.store import UnreadableSpec
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     Handler = Callable[
         [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
     ]
+
 
 def _find(engine: Engine, job_id: int) -> Job:
     job = engine.find(job_id)
@@ -350,6 +353,8 @@ HANDLERS: dict[str, Handler] = {
     "cancel": cancel,
     "hold": hold_jobs,
     "release": release_jobs,
+    "update": update,
+    "resubmit": resubmit,
     "pause": admin.pause,
     "resume": admin.resume,
     "status": status,

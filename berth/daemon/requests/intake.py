@@ -46,7 +46,7 @@ DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): p
 YIELD_EVERY = 256  # jobs of a batch checked between two turns of the loop
 
 
-class _Prepared:
+class Prepared:
     """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead).
     ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
     are taken out of it, into ``array`` and ``argvs``)."""
@@ -92,7 +92,7 @@ async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[st
 
 
 async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str, Any]]:
-    prepared: list[_Prepared] = []
+    prepared: list[Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
@@ -100,7 +100,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await _prepare(engine, peer, raw, queued, held)
+            p = await prepare(engine, peer, raw, queued, held)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -119,7 +119,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     futures: list[asyncio.Future[None]] = []
     for p in prepared:
         if p.dup is None:
-            reply, futs = _insert(engine, peer, p)
+            reply, futs = insert(engine, peer, p)
             replies.append(reply)
             futures += futs
         elif "twin_of" in p.dup:
@@ -131,16 +131,14 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     return replies
 
 
-def _batch_keys(p: _Prepared) -> list[str]:
+def _batch_keys(p: Prepared) -> list[str]:
     """What makes two jobs of one request the same: a `berth watch` line's key; with
     ``--unique``, the job's identity."""
     out = [p.spec.unique_key] if p.spec.once is not None and p.spec.unique_key else []
     return out + ([p.ident] if p.spec.unique else [])
 
 
-async def _prepare(
-    engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0
-) -> _Prepared:
+async def prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0) -> Prepared:
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -151,7 +149,7 @@ async def _prepare(
             "submit to the system daemon (unset BERTH_SOCKET) or start your own with "
             "`berth daemon`",
         )
-    p = _Prepared(spec)
+    p = Prepared(spec)
     engine.accounts.check_request(_env_size(spec), p.count, queued + p.count)
     for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
@@ -169,10 +167,10 @@ async def _prepare(
         name=spec.name_filter,
         each=each,  # (of one GPU: Request makes it the share gpus=each)
     )
-    _check_fits(engine.res.inventory, p.request)
+    check_fits(engine.res.inventory, p.request)
     p.requeue = _requeue(spec, engine.opts)
     if not p.requeue[0]:  # (requeued at the daemon's limit, a longer -t is switched, not refused)
-        _check_limit(spec.time_limit, engine.opts.max_job_time)
+        check_limit(spec.time_limit, engine.opts.max_job_time)
     # What the daemon adds to the spec it stores (above: the dependency, resolved)
     if spec.umask is None:
         own["umask"] = DEFAULT_UMASK
@@ -194,8 +192,8 @@ async def _prepare(
     return p
 
 
-def _insert(
-    engine: Engine, peer: Peer, p: _Prepared
+def insert(
+    engine: Engine, peer: Peer, p: Prepared
 ) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:
     """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
     spec, out, err, array, argvs = p.spec, p.out, p.err, p.array, p.argvs
@@ -276,7 +274,7 @@ def _limit_in_force(own: float | None, cap: float | None) -> dict[str, Any]:
 
 
 async def _identities(
-    engine: Engine, peer: Peer, spec: JobSpec, p: _Prepared, own: dict[str, Any]
+    engine: Engine, peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]
 ) -> None:
     """Every job keeps its identity (:func:`unique.key`) as its ``unique_key``, so that
     ``--unique`` finds a twin submitted without it; a line of `berth watch` keeps its
@@ -350,7 +348,7 @@ def _memory_share(inventory: list[Gpu], spec: JobSpec) -> float:
     return share if share < 1 else 1.0
 
 
-def _check_fits(inventory: list[Gpu], request: Request) -> None:
+def check_fits(inventory: list[Gpu], request: Request) -> None:
     """Refuse, before anything is stored, a request no GPU set here could ever satisfy (more
     GPUs than there are, more memory than any card has): it would wait for ever."""
     if not inventory:
@@ -382,7 +380,7 @@ def _requeue(spec: JobSpec, opts: Options) -> tuple[bool, int | None]:
     return requeue, most if requeue else None
 
 
-def _check_limit(limit: float | None, most: float | None) -> None:
+def check_limit(limit: float | None, most: float | None) -> None:
     """Refuse a time limit the daemon would never let the job reach (``--max-job-time``)."""
     if limit is not None and not limit > 0:
         raise ProtocolError(protocol.BAD_REQUEST, f"time limit {limit!r}: must be positive")

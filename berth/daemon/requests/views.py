@@ -90,6 +90,7 @@ def detail(
     out["inject_arg"] = spec.inject_arg
     out["notify"] = spec.notify
     out["mail_user"] = spec.mail_user
+    out["resubmitted_from"] = job.extra.get("resubmitted_from")  # (`berth resubmit`)
     return out
 
 

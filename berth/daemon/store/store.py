@@ -262,6 +262,18 @@ class Store:
             args.append(uid)
         return [json.loads(r[0]) for r in self.db.execute(sql + " ORDER BY id", args)]
 
+    def ended_with_dependencies(self, since_job: int, limit: int) -> list[dict[str, Any]]:
+        """Jobs that ended FAILED or CANCELLED, with dependencies, no earlier than job
+        ``since_job`` ended (those its end may have doomed: `berth resubmit --cascade`), at
+        most ``limit`` of them, oldest first."""
+        rows = self.db.execute(
+            "SELECT data FROM jobs WHERE state IN ('FAILED', 'CANCELLED') "
+            "AND ended_at >= (SELECT ended_at FROM jobs WHERE id = ?) "
+            "AND data NOT LIKE '%\"dependencies\":[]%' ORDER BY ended_at, id LIMIT ?",
+            (since_job, limit),
+        )
+        return [json.loads(r[0]) for r in rows]
+
     def finished_recent(self, n: int) -> list[dict[str, Any]]:
         """The ``n`` jobs that finished last, newest first."""
         sql = (

@@ -1,0 +1,90 @@
+"""`berth update` on Slurm: ``scontrol update JobId=ID`` of a pending job, with berth's
+options mapped as ``berth submit`` maps them to sbatch (:mod:`berth.backends.sbatch`):
+
+==========================  ===============================================================
+berth update                scontrol update
+==========================  ===============================================================
+``-g N`` (whole GPUs)       ``Gres=gpu:N``
+``-g 0.5`` (a fraction)     ``Gres=shard:K`` (K = ceil(fraction x shards per GPU)), when the
+                            cluster defines shards; else refused
+``-t``                      ``TimeLimit=D-HH:MM:SS`` (whole minutes)
+``-p P``                    ``Nice=-P`` (as submit's ``--nice=-P``: raising a job's priority
+                            is for Slurm operators, and Slurm says so)
+``-J NAME``                 ``Name=NAME``
+``--dependency EXPR``       ``Dependency=EXPR`` (``''``: ``Dependency=``, none)
+==========================  ===============================================================
+
+Only a pending job (held too): every job the id names is checked first, as ``berth hold``
+checks them; an array's id updates its pending tasks (named one by one when some have
+started, as scontrol would refuse the running ones).
+"""
+
+from __future__ import annotations
+
+import math
+
+from berth.backends import slurm_deps
+from berth.backends.base import named
+from berth.backends.sbatch import _time as slurm_time
+from berth.errors import UsageError
+from berth.wire.jobspec import JobSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.backends.slurm import Slurm
+
+
+def _gres(backend: Slurm, gpus: float) -> str:
+    if gpus >= 1:
+        return f"gpu:{int(gpus)}"
+    spg = backend.cluster().shards_per_gpu
+    if not spg:
+        raise UsageError(
+            f"-g {gpus:g}: this cluster defines no shards, so Slurm cannot give part of a GPU; "
+            "ask for -g 1"
+        )
+    return f"shard:{max(1, math.ceil(gpus * spg - 1e-9))}"
+
+
+def settings(backend: Slurm, fields: dict[str, Any]) -> list[str]:
+    """scontrol update's ``Key=value`` words for berth's checked ``fields``."""
+    out = []
+    if "gpus" in fields:
+        out.append(f"Gres={_gres(backend, float(fields['gpus']))}")
+    if "time_limit" in fields:
+        out.append(f"TimeLimit={slurm_time(fields['time_limit'])}")
+    if "priority" in fields:
+        out.append(f"Nice={-int(fields['priority'])}")
+    if "name" in fields:
+        out.append(f"Name={fields['name']}")
+    if "dependency" in fields:
+        text = fields["dependency"] or ""
+        if text:  # (@ made the last job berth submitted; as submit, an unknown id refused)
+            probe = JobSpec.from_dict({"argv": ["true"], "dependency": text})
+            spec = slurm_deps.resolved(probe, backend.log_dir)
+            text = spec.dependency or ""
+            backend._check_dependencies(slurm_deps.named(spec))
+        out.append("Dependency=" + text)
+    return out
+
+
+def update(backend: Slurm, job_id: str, fields: dict[str, Any]) -> dict[str, list[str]]:
+    """Change the pending job (or the pending tasks of the array) ``job_id``: id -> what
+    was set."""
+    found = backend.status([job_id])
+    jobs = [j for j in found.values() if named(j, job_id)]
+    if not jobs:
+        raise UsageError(f"no job {job_id}: see `berth queue --all --backend slurm`")
+    pending = [j for j in jobs if j.state == "PENDING"]
+    if not pending:
+        state = jobs[0].state
+        raise UsageError(
+            f"job {job_id} is {state}: only a pending job can be updated (a running job "
+            f"keeps what it started with); cancel it and submit it again with the new values"
+        )
+    ids = [job_id] if len(pending) == len(jobs) else [j.id for j in pending]
+    words = settings(backend, fields)
+    backend._run(["scontrol", "update", f"JobId={','.join(ids)}", *words])
+    return {i: [f"updated: {w}" for w in words] for i in ids}
