@@ -45,6 +45,13 @@ def _fraction(value: float, at: At, cfg: Config) -> float:
     return float(value)
 
 
+def isolate_mode(value: bool | str, at: At, cfg: Config) -> bool | str:
+    """[daemon] isolate_devices: false, true (where the host allows it), or "required"."""
+    if value not in (True, False, "required"):
+        raise at.fail(f'[{at.section}] {at.key} = {value!r} must be true, false or "required"')
+    return value
+
+
 def _names(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 

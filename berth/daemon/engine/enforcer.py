@@ -66,6 +66,7 @@ class Enforcer:
         self._claim_pids: dict[str, list[int]] = {}
         self._exempt: dict[str, bool] = {}
         self.actions: dict[str, int] = {}  # action -> how many since the start (metrics)
+        self.devices = ""  # [daemon] isolate_devices: enforced, or why not ("": not asked)
 
     # -- each poll ----------------------------------------------------------------------------
 
@@ -375,4 +376,5 @@ class Enforcer:
             ],
             "policy": {**policy, "grace": cfg.grace, "idle_after": cfg.idle_after},
             "actions": dict(self.actions),
+            "devices": self.devices,
         }
