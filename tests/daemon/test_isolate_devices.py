@@ -9,6 +9,7 @@ job then opens both: the test asserts that instead, never skips."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -147,3 +148,68 @@ def test_the_device_program_allows_only_its_own_minors_of_major_195():
     assert [imm(7), imm(8)] == [1, 3]
     assert (insns[-4][0], imm(len(insns) - 4), insns[-1][0]) == (0xB7, 0, 0x95)
     assert (insns[-2][0], imm(allow)) == (0xB7, 1)
+
+
+def _opened_in(joins: list[str], nodes: list[str]) -> dict[str, str]:
+    """What a child that joined ``joins`` (as a supervisor does) can open of ``nodes``."""
+    from berth.daemon.supervisor import ingroup
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            for i, path in enumerate(joins):
+                ingroup.enter(path, main=i == 0)
+            out = {}
+            for node in nodes:
+                try:
+                    os.close(os.open(node, os.O_RDWR))
+                    out[os.path.basename(node)] = "open"
+                except OSError as e:
+                    out[os.path.basename(node)] = "denied" if e.errno == errno.EPERM else "open"
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r) as f:
+        return dict(json.loads(f.read()))
+
+
+def test_on_cgroup_v1_the_devices_controller_denies_the_other_gpu(tmp_path):
+    """Jobs in the v1 freezer hierarchy (a host without cgroup v2): the supervisor joins a
+    cgroup of the v1 devices hierarchy too, whose devices.deny lists the other GPUs. Where
+    this machine has no such hierarchy (or is not root), find says why instead."""
+    from berth.daemon.procs import cgroup, devfilter
+
+    nodes = _nodes(str(tmp_path))
+    freezer = cgroup.mine(cgroup.FREEZER) if os.geteuid() == 0 else None
+    if freezer is None:
+        groups = None if os.geteuid() else cgroup.Cgroups(cgroup.FREEZER, "/nonexistent")
+        _, why = devfilter.find(groups, {0: 0, 1: 1})
+        assert why.startswith(CANNOT) and ("not root" in why or "not mounted" in why), why
+        return
+    root = os.path.join(freezer, f"berth-test-dev-{os.getpid()}")
+    os.mkdir(root)
+    groups = cgroup.Cgroups(cgroup.FREEZER, root)
+    try:
+        filt, why = devfilter.find(groups, {0: 0, 1: 1})
+        if filt is None:
+            assert why.startswith(CANNOT) and "v1" in why, why
+            return
+        assert isinstance(filt, devfilter.V1Filter) and why.startswith(ENFORCED), why
+        slot = groups.make(1)
+        assert slot is not None
+        extra = filt.make(slot)
+        assert extra is not None and extra != slot
+        filt.apply(slot, [0])
+        assert _opened_in([slot, extra], nodes) == {"nvidia0": "open", "nvidia1": "denied"}
+        filt.apply(slot, [1])  # (the next attempt of the same supervisor)
+        assert _opened_in([slot, extra], nodes) == {"nvidia0": "denied", "nvidia1": "open"}
+        groups.remove(slot)
+        filt.remove(slot)
+        assert not os.path.exists(extra)
+        filt.sweep()
+        assert not os.path.exists(filt.root)
+    finally:
+        os.rmdir(root)

@@ -26,7 +26,12 @@ and a program an ancestor holds (systemd's ``DevicePolicy=``) is still asked too
 attached after the daemon exits, for as long as the cgroup lives: an adopted attempt keeps
 its filter. The daemon is root; a job that is root too could detach it (as with Slurm).
 
-Where it cannot be enforced (not root, no cgroup, cgroup v1 only, a kernel or a security
+On cgroup v1 (jobs in the ``freezer`` or ``pids`` hierarchy: :mod:`.cgroup`), the
+``devices`` controller does it (:class:`V1Filter`): each supervisor joins a cgroup of the
+same name in the ``devices`` hierarchy too, which allows all (``a``) but the other GPUs that
+NVML lists (``c 195:N rwm`` in ``devices.deny``), rewritten before each attempt.
+
+Where it cannot be enforced (not root, no cgroup, no devices hierarchy, a kernel or a security
 policy that refuses BPF, GPUs whose minor numbers NVML does not give), :func:`find` says why
 in one line, which the daemon logs at start and shows (``berth admin log``).
 """
@@ -38,7 +43,8 @@ import os
 import platform
 import struct
 
-from berth.daemon.procs.cgroup import V2
+from berth.daemon.procs.cgroup import V2, mine
+from berth.daemon.supervisor.ingroup import members
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,25 +95,96 @@ def program(allowed: Iterable[int]) -> bytes:
 
 
 class DeviceFilter:
-    """How the daemon confines its attempts' devices: ``minors`` is each GPU's minor number
-    by NVML index."""
+    """How the daemon confines its attempts' devices (:class:`BpfFilter` on cgroup v2,
+    :class:`V1Filter` on v1): ``minors`` is each GPU's minor number by NVML index."""
+
+    how = ""
 
     def __init__(self, minors: dict[int, int]) -> None:
         self.minors = minors
 
     def apply(self, cgroup: str, gpus: Iterable[int]) -> None:
-        """Let the processes of ``cgroup`` open the device files of ``gpus`` (NVML indices)
-        and of no other GPU. Raises OSError if it cannot."""
-        own = []
+        """Let the processes of ``cgroup`` (a supervisor's) open the device files of ``gpus``
+        (NVML indices) and of no other GPU. Raises OSError if it cannot."""
+        raise NotImplementedError
+
+    def make(self, cgroup: str) -> str | None:
+        """A cgroup more that the supervisor of ``cgroup`` joins, if one is needed (made)."""
+        return None
+
+    def remove(self, cgroup: str) -> None:
+        """``cgroup`` is gone: so is what :meth:`make` made for it."""
+
+    def sweep(self) -> None:
+        """Remove what :meth:`make` made that is empty (the daemon stops, or starts)."""
+
+    def own(self, gpus: Iterable[int]) -> list[int]:
+        """The minor numbers of ``gpus``; OSError for one NVML gave none."""
+        out = []
         for i in gpus:
             if i not in self.minors:
                 raise OSError(f"GPU {i} has no known device file to allow (NVML gave none)")
-            own.append(self.minors[i])
-        prog = _load(program(own))
+            out.append(self.minors[i])
+        return out
+
+
+class BpfFilter(DeviceFilter):
+    """Cgroup v2: a device program (see the module) on the supervisor's own cgroup."""
+
+    how = "a cgroup v2 device program"
+
+    def apply(self, cgroup: str, gpus: Iterable[int]) -> None:
+        prog = _load(program(self.own(gpus)))
         try:
             _attach(prog, cgroup)
         finally:
             os.close(prog)
+
+
+class V1Filter(DeviceFilter):
+    """Cgroup v1: the ``devices`` controller, in a hierarchy of its own (the jobs are in the
+    ``freezer`` or ``pids`` one): each supervisor joins a cgroup of the same name under
+    ``root`` too, whose ``devices.deny`` lists the other GPUs' files (those NVML knows)."""
+
+    how = "the cgroup v1 devices controller"
+
+    def __init__(self, minors: dict[int, int], root: str) -> None:
+        super().__init__(minors)
+        self.root = root
+
+    def path(self, cgroup: str) -> str:
+        return os.path.join(self.root, os.path.basename(cgroup))
+
+    def make(self, cgroup: str) -> str | None:
+        path = self.path(cgroup)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def apply(self, cgroup: str, gpus: Iterable[int]) -> None:
+        own = set(self.own(gpus))
+        path = self.path(cgroup)
+        _write(os.path.join(path, "devices.allow"), "a")  # (all again, then the others out)
+        for minor in sorted(set(self.minors.values()) - own):
+            _write(os.path.join(path, "devices.deny"), f"c {GPU_MAJOR}:{minor} rwm")
+
+    def remove(self, cgroup: str) -> None:
+        try:
+            os.rmdir(self.path(cgroup))
+        except OSError:
+            pass  # (busy: the sweep at the next start)
+
+    def sweep(self) -> None:
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return
+        for name in names:
+            if name.startswith("s") and not members(os.path.join(self.root, name)):
+                self.remove(name)
+        try:
+            os.rmdir(self.root)  # (if empty: make() makes it again)
+        except OSError:
+            pass
 
 
 def find(cgroups: Cgroups | None, minors: dict[int, int | None]) -> tuple[DeviceFilter | None, str]:
@@ -119,11 +196,6 @@ def find(cgroups: Cgroups | None, minors: dict[int, int | None]) -> tuple[Device
         return None, head + "cannot be enforced: the daemon is not root"
     if cgroups is None:
         return None, head + "cannot be enforced: the jobs have no cgroup of their own"
-    if cgroups.kind != V2:
-        return None, head + (
-            f"cannot be enforced: jobs are in cgroup v1 ({cgroups.kind}), and berth filters "
-            "devices on cgroup v2 only (mount cgroup2, or run a system with it)"
-        )
     unknown = sorted(i for i, m in minors.items() if m is None)
     if unknown or not minors:
         which = ",".join(map(str, unknown))
@@ -132,22 +204,39 @@ def find(cgroups: Cgroups | None, minors: dict[int, int | None]) -> tuple[Device
             if unknown
             else "cannot be enforced: no GPU read from NVML (none, or a declared [inventory])"
         )
+    known = {i: m for i, m in minors.items() if m is not None}
+    filt: DeviceFilter
+    if cgroups.kind == V2:
+        filt = BpfFilter(known)
+    else:
+        devices = mine("devices")
+        if devices is None:
+            return None, head + (
+                f"cannot be enforced: jobs are in cgroup v1 ({cgroups.kind}) and the v1 devices "
+                "hierarchy is not mounted"
+            )
+        filt = V1Filter(known, os.path.join(devices, os.path.basename(cgroups.root)))
     probe = os.path.join(cgroups.root, f"probe-dev-{os.getpid()}")
     try:
         os.mkdir(probe)
         try:
-            DeviceFilter({}).apply(probe, [])
+            filt.make(probe)
+            filt.apply(probe, [])
         finally:
             os.rmdir(probe)
+            filt.remove(probe)
     except OSError as e:
-        return None, head + (
-            f"cannot be enforced: the kernel refuses a cgroup device program ({e.strerror or e})"
-        )
-    known = {i: m for i, m in minors.items() if m is not None}
-    return DeviceFilter(known), head + (
-        f"enforced: a job may open /dev/nvidiaN only for its own GPUs (cgroup v2 device "
-        f"program on {cgroups.root}; other devices, nvidiactl and nvidia-uvm stay open)"
+        return None, head + f"cannot be enforced: {filt.how} is refused ({e.strerror or e})"
+    filt.sweep()
+    return filt, head + (
+        f"enforced: a job may open /dev/nvidiaN only for its own GPUs ({filt.how} on each "
+        "job's cgroup; other devices, nvidiactl and nvidia-uvm stay open)"
     )
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
 
 
 def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:

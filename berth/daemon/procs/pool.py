@@ -201,9 +201,11 @@ class Pool:
         if self.cgroups is not None:
             slot.cgroup = self.cgroups.make(slot.id)
         spec = {"uid": uid, "gid": gid, "user": user, "cgroup": slot.cgroup}
-        if self.devices is not None:
-            spec["confined"] = True  # (it may not go on outside its cgroup)
         try:
+            if self.devices is not None:
+                spec["confined"] = True  # (it may not go on outside its cgroup)
+                if slot.cgroup is not None:  # (v1: the devices hierarchy's cgroup too)
+                    spec["devices"] = self.devices.make(slot.cgroup)
             self._confine(slot, gpus)
             if self.spawner is not None and self.spawner.alive:
                 self.spawner.request(slot.id, spec, theirs.fileno())
@@ -331,6 +333,8 @@ class Pool:
             for path, tries in list(self._emptying.items()):
                 if self.cgroups.remove(path) or tries <= 1:
                     del self._emptying[path]  # (or left to the sweep at the next start)
+                    if self.devices is not None:
+                        self.devices.remove(path)
                 else:
                     self._emptying[path] = tries - 1
 
@@ -341,3 +345,5 @@ class Pool:
             self._close(slot)
         if self.cgroups is not None:
             self.cgroups.close(idle)
+        if self.devices is not None:
+            self.devices.sweep()

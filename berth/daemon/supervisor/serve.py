@@ -62,7 +62,8 @@ _CONTROL_CHLD = _CONTROL | {signal.SIGCHLD}
 def start(chan: int, owner: dict[str, Any]) -> int:
     """Fork a supervisor serving the channel ``chan`` (a SOCK_SEQPACKET end) for ``owner``
     (``uid``, ``gid``, ``user``, ``cgroup``: the one to make and join, or None; ``confined``:
-    its cgroup confines its devices, so not joining it is fatal); return its
+    its cgroup confines its devices, so not joining it is fatal; ``devices``: on cgroup v1, the
+    devices hierarchy's cgroup to join too); return its
     pid. The caller closes its copy of ``chan``."""
     # Control signals stay blocked until the child has its handlers: an order sent the moment
     # it is born is kept pending, not fatal.
@@ -103,6 +104,8 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         if owner.get("cgroup"):  # (as root still; without it, tracked as without cgroups)
             try:
                 ingroup.enter(str(owner["cgroup"]))
+                if owner.get("devices"):  # (cgroup v1: its devices are another hierarchy's)
+                    ingroup.enter(str(owner["devices"]), main=False)
             except OSError as e:
                 if owner.get("confined"):  # (its cgroup is what keeps it off others' GPUs)
                     raise OSError(
