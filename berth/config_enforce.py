@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from berth.config_key import At, Check
 
 POLICIES = ("observe", "notify", "kill")
-IDLE_POLICIES = ("observe", "notify", "release")
+IDLE_POLICIES = ("observe", "notify", "release", "requeue")
 
 
 def _one_of(words: tuple[str, ...]) -> Check[str]:
@@ -78,9 +78,9 @@ class Enforce:
     idle_after = Key("enforce", (str, int, float), 7200.0, _seconds, '"2h"',
         "a holder whose GPUs show no utilisation this long is idle")
     idle = Key("enforce", (str,), "observe", _one_of(IDLE_POLICIES), '"notify"',
-        "idle holders: observe, notify, or release (after idle_grace)")
+        "idle holders: observe, notify, release (a job cancelled) or requeue (a job back to the queue) after idle_grace")
     idle_grace = Key("enforce", (str, int, float), 1800.0, _seconds, '"30m"',
-        "from the notice to the release of an idle holder")
+        "from the notice to the release (or requeue) of an idle holder")
     idle_opt_out = Key("enforce", (bool,), False, None, "false",
         "true: jobs submitted with --keep-idle are flagged, never released")
     # fmt: on
