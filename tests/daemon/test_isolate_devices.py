@@ -85,6 +85,21 @@ def test_a_job_opens_its_own_gpu_and_is_denied_the_other(daemon, tmp_path):
         assert first == second == {"nvidia0": "open", "nvidia1": "open"}
 
 
+def test_the_device_file_is_the_one_nvml_names_not_the_index(daemon, tmp_path):
+    nodes = _nodes(str(tmp_path))
+    _configure(daemon, "[daemon]\nisolate_devices = true\n")
+    daemon.fake.setup(n=2)
+    daemon.fake.update(0, minor=1)  # GPU 0 is /dev/nvidia1, GPU 1 is /dev/nvidia0
+    daemon.fake.update(1, minor=0)
+    daemon.start(gpus=None)
+    note = daemon.call("status")["enforce"]["devices"]
+    opened = _opens(daemon, 0, nodes)
+    if note.startswith(ENFORCED):
+        assert opened == {"nvidia0": "denied", "nvidia1": "open"}
+    else:
+        assert note.startswith(CANNOT), note
+
+
 def test_without_the_setting_nothing_is_filtered_and_nothing_is_said(daemon, tmp_path):
     nodes = _nodes(str(tmp_path))
     daemon.fake.setup(n=2)
