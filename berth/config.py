@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from berth.config_enforce import Enforce
+from berth.config_enforce import Enforce, isolate_mode
 from berth.config_key import At, Key, example, keys_of, set_defaults
 from berth.errors import ConfigError, UsageError
 from berth.units import parse_bind, parse_duration, parse_size
@@ -230,6 +230,8 @@ class Config:
         'what a time limit does to a job that gave no --requeue/--no-requeue: "end" it (TIMEOUT), or "requeue" it at the end of the queue (mgpu_srun\'s context switch)')
     max_requeues = Key[int | None]("daemon", (int,), None, _bounded(lambda n: n >= 0, ">= 0", int), "3",
         "how many times a time limit requeues a job at most (default: no end)")
+    isolate_devices = Key[bool | str]("daemon", (bool, str), False, isolate_mode, "true",
+        'a job may open only its own GPUs\' /dev/nvidiaN (Slurm\'s ConstrainDevices; "required": refuse to start where it cannot be enforced; docs/admin.md)')
     kill_after = Key("daemon", _DURATION, 30.0, _duration, '"30s"',
         "grace between SIGTERM and SIGKILL at a time limit or cancel")
     keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from berth.config_key import At, Check
 
 POLICIES = ("observe", "notify", "kill")
-IDLE_POLICIES = ("observe", "notify", "release")
+IDLE_POLICIES = ("observe", "notify", "release", "requeue")
 
 
 def _one_of(words: tuple[str, ...]) -> Check[str]:
@@ -43,6 +43,13 @@ def _fraction(value: float, at: At, cfg: Config) -> float:
     if not 0 <= value <= 10:
         raise at.fail(f"[{at.section}] {at.key} = {value} must be in [0, 10] (0.1: 10%)")
     return float(value)
+
+
+def isolate_mode(value: bool | str, at: At, cfg: Config) -> bool | str:
+    """[daemon] isolate_devices: false, true (where the host allows it), or "required"."""
+    if value not in (True, False, "required"):
+        raise at.fail(f'[{at.section}] {at.key} = {value!r} must be true, false or "required"')
+    return value
 
 
 def _names(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
@@ -71,9 +78,9 @@ class Enforce:
     idle_after = Key("enforce", (str, int, float), 7200.0, _seconds, '"2h"',
         "a holder whose GPUs show no utilisation this long is idle")
     idle = Key("enforce", (str,), "observe", _one_of(IDLE_POLICIES), '"notify"',
-        "idle holders: observe, notify, or release (after idle_grace)")
+        "idle holders: observe, notify, release (a job cancelled) or requeue (a job back to the queue) after idle_grace")
     idle_grace = Key("enforce", (str, int, float), 1800.0, _seconds, '"30m"',
-        "from the notice to the release of an idle holder")
+        "from the notice to the release (or requeue) of an idle holder")
     idle_opt_out = Key("enforce", (bool,), False, None, "false",
         "true: jobs submitted with --keep-idle are flagged, never released")
     # fmt: on

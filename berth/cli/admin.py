@@ -201,9 +201,11 @@ def _log_text(reply: dict[str, Any]) -> str:
     import time  # rare: `berth admin log`
 
     entries = reply.get("entries") or []
+    head = [shown(str(reply["devices"]))] if reply.get("devices") else []
     if not entries:
-        return f"no enforcement action recorded ({reply.get('path') or 'no audit log'})\n"
-    lines = []
+        nothing = f"no enforcement action recorded ({reply.get('path') or 'no audit log'})"
+        return "".join(line + "\n" for line in [*head, nothing])
+    lines = head
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("time", 0)))
         what = f"{e.get('action')} {e.get('class')}"

@@ -32,7 +32,8 @@ from berth.daemon.requests import userdir
 from berth.daemon.requests.server import Server
 from berth.daemon.store.store import Store, open_store
 from berth.daemon.store.writer import Writer
-from berth.errors import BerthError
+from berth.devices import nvml
+from berth.errors import BerthError, ConfigError
 from berth.units import default_http_port, parse_bind
 from berth.web.auth import token_handler
 from berth.web.bind import Binding, listen
@@ -179,10 +180,13 @@ def _start_engine(
         log.warning("cannot read GPUs: %s", res.error)
     procs = Supervisors(loop, os.path.join(opts.state_dir, "run"), ledger.path)  # (its port)
     procs.pool.spawner = spawner
+    if cfg.isolate_devices:
+        _isolate(cfg, res, procs)
     loop.add_reader(spawner.sock.fileno(), procs.pool.on_spawner_reply)
     engine = Engine(opts, store, res, loop, procs=procs)
     engine.pauses.queue = store.meta("queue_paused") == "1"
     engine.enforcer = Enforcer(engine, os.path.join(opts.state_dir, AUDIT_NAME))
+    engine.enforcer.devices = procs.devices_note
     counts = recover(engine, rebooted)
     engine.journal.writer = Writer(store.path, loop)  # from now on commits leave the loop's thread
     log.info(
@@ -198,6 +202,22 @@ def _start_engine(
         ),
     )
     return engine, procs
+
+
+def _isolate(cfg: Config, res: Resources, procs: Supervisors) -> None:
+    """[daemon] isolate_devices: each job may open only its own GPUs' device files, where
+    this host allows it (else the log says why; "required": the daemon does not start)."""
+    minors: dict[int, int | None] = {}
+    if res.by_index and not any(s.logical for s in res.by_index.values()):
+        try:
+            minors = nvml.minor_numbers()
+        except BerthError as e:
+            log.warning("cannot read the GPUs' device minor numbers: %s", e)
+    if not procs.isolate(minors) and cfg.isolate_devices == "required":
+        raise ConfigError(
+            f'{procs.devices_note}; with isolate_devices = "required" the daemon does not '
+            "start (set it to true to run without it, or make it enforceable: docs/admin.md)"
+        )
 
 
 def _admin_gid(cfg: Config) -> int | None:

@@ -173,6 +173,19 @@ def count() -> int:
     return n
 
 
+def minor_numbers() -> dict[int, int | None]:
+    """The minor number of each GPU's device file (``/dev/nvidiaN``: N), by NVML index; None
+    where NVML cannot say. Read by the daemon that confines its jobs' devices, not by
+    selection (a minor number does not change while the driver is loaded)."""
+    nvml = session()
+    out: dict[int, int | None] = {}
+    for index in range(count()):
+        read = _Reader(nvml)
+        handle = read(nvml.nvmlDeviceGetHandleByIndex, index)
+        out[index] = None if handle is None else read(nvml.nvmlDeviceGetMinorNumber, handle)
+    return out
+
+
 def read_all(process_details: bool = True, telemetry: bool = True) -> list[GpuSnapshot]:
     """A snapshot of every GPU NVML sees, in NVML (PCI bus) order.
 

@@ -91,6 +91,7 @@ class FakeProcesses:
         spec: dict[str, Any],
         fds: list[int],
         lease_id: str | None,
+        gpus: list[int],
     ) -> Run:
         if self.refuse is not None:
             raise OSError(self.refuse)

@@ -82,7 +82,7 @@ class _PoolRig:
         }  # fmt: skip
         try:
             msg = {"job": job, "attempt": 1, "path": path, "spec": spec}
-            return self.pool.run(owner, msg, [fd])
+            return self.pool.run(owner, msg, [fd], [])
         finally:
             os.close(fd)
 

@@ -200,3 +200,10 @@ def test_light_read_for_selection_skips_only_telemetry(fake_gpus) -> None:
         assert a.power_draw is a.temperature is a.pci_bus_id is None
         assert b.power_draw is not None and b.pci_bus_id is not None
     assert light[1].utilization == 40 and light[1].process_count == 1
+
+
+def test_minor_numbers_are_nvmls_or_none_where_it_cannot_say(fake_gpus) -> None:
+    fake_gpus.setup(3)
+    fake_gpus.update(1, minor=7)  # (/dev/nvidia7: minors need not follow the indices)
+    fake_gpus.inject(2, "nvmlDeviceGetMinorNumber", "NOT_SUPPORTED")
+    assert nvml.minor_numbers() == {0: 0, 1: 7, 2: None}

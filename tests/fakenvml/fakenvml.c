@@ -11,7 +11,7 @@
  *   {"driver": "550.54.15", "cuda": 12040,
  *    "errors": {"nvmlInitWithFlags": "NO_PERMISSION"},          system-level injection
  *    "gpus": [{"uuid": "GPU-...", "name": "NVIDIA A100-SXM4-80GB",
- *              "pci_bus_id": "00000000:07:00.0", "pci_device_id": 548540638,
+ *              "pci_bus_id": "00000000:07:00.0", "pci_device_id": 548540638, "minor": 0,
  *              "memory_total": 85899345920, "memory_used": 0,
  *              "util": 0, "mem_util": 0, "power_mw": 60000, "power_limit_mw": 400000,
  *              "temp": 35, "pstate": 0, "fan": 30, "clocks_event_reasons": 1,
@@ -23,7 +23,8 @@
  *              "processes": [{"pid": 42, "used_memory": 1024, "type": "compute"}],
  *              "errors": {"nvmlDeviceGetPowerUsage": "NOT_SUPPORTED", "*": "GPU_IS_LOST"}}]}
  *
- * The GPUs' order in "gpus" is the NVML index order. Errors are keyed by C function name, with
+ * The GPUs' order in "gpus" is the NVML index order; "minor" (the N of /dev/nvidiaN) defaults
+ * to the GPU's index. Errors are keyed by C function name, with
  * or without its _vN suffix; "*" applies to every function of that GPU (or, at top level, to
  * every system function). Values are NVML error names without the NVML_ERROR_ prefix, or
  * numbers. "processes" in the state are listed as written and do not change memory_used.
@@ -235,7 +236,7 @@ typedef struct { char fn[80]; int code; } Err;
 typedef struct { int n; Err e[MAXERR]; } Errs;
 typedef struct {
 	char uuid[96], name[96], bus[32];
-	long long pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
+	long long minor, pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
 		temp, pstate, fan, clocks_event_reasons, sm_clock, mem_clock, energy_mj, memory_temp,
 		pcie_tx_bytes, pcie_rx_bytes, pcie_replay, enc_util, dec_util, nvlink_tx_kib, nvlink_rx_kib;
 	long long xid[MAXXID];
@@ -415,6 +416,7 @@ static nvmlReturn_t load(void)
 		snprintf(d->bus, sizeof d->bus, "00000000:%02X:00.0", st.ngpu + 1);
 		str(g, "pci_bus_id", d->bus, sizeof d->bus);
 		d->pci_device_id = num(g, "pci_device_id", 0x20B210DE);
+		d->minor = num(g, "minor", st.ngpu);
 		d->mem_total = num(g, "memory_total", NA);
 		d->mem_used = d->mem_total == NA ? NA : num(g, "memory_used", 0);
 		d->util = num(g, "util", NA);
@@ -612,6 +614,14 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *index)
 	Gpu *g;
 	nvmlReturn_t rc = dev_begin(__func__, h, &g);
 	if (!rc) *index = (unsigned)(g - st.gpu);
+	return end(rc);
+}
+
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *minor)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (!rc) *minor = (unsigned)g->minor;
 	return end(rc);
 }
 

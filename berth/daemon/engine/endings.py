@@ -135,6 +135,7 @@ class Lifecycle(Launching):
         ``lost`` says why). ``leftovers``: it may have left a ``.sig`` or ``.pty`` file.
         The attempt's claim files go now, whoever still holds them (issue 20.6)."""
         self.res.ledger.withdraw(job.extra.get("lease"))
+        requeue = job.extra.pop("requeue", None)  # (ended by :meth:`requeue`)
         end = self.clock.time()
         if result is None:
             self._change(job, State.LOST, end, reason=lost)
@@ -145,6 +146,8 @@ class Lifecycle(Launching):
                 self._change(job, State.FAILED, end, reason=result["error"], exit_code=rc)
             elif result.get("timeout"):
                 self._change(job, State.TIMEOUT, end, reason="time limit", exit_code=rc)
+            elif result.get("cancelled") and requeue:
+                self._change(job, State.PREEMPTED, end, reason=str(requeue), exit_code=rc)
             elif result.get("cancelled"):
                 self._change(job, State.CANCELLED, end, reason="cancelled", exit_code=rc)
             elif rc == 0:
@@ -197,9 +200,24 @@ class Lifecycle(Launching):
 
     # -- control ------------------------------------------------------------------------------
 
+    def requeue(self, job: Job, why: str) -> str:
+        """End a running job's attempt as a cancel does and put the job back at the end of
+        the queue (PREEMPTED, then PENDING, as a time limit does with --requeue), the
+        attempt's reason ``why``; returns what happened."""
+        run = self.runs.get(job.id)
+        if job.state is not State.RUNNING or run is None or job.id in self.committing:
+            return f"not requeued: {job.state.value.lower()}"
+        job.extra["requeue"] = why
+        transition(job, State.COMPLETING, now=self.clock.time(), reason=f"requeue: {why}")
+        self.save(job)
+        self.procs.order(run, job.id, "term")
+        return "requeuing"
+
     def cancel(self, job: Job, sig: int | None) -> str:
         """Cancel a job (or send it a signal); returns what happened."""
         now = self.clock.time()
+        if sig is None:
+            job.extra.pop("requeue", None)  # (a cancel during a requeue: cancelled)
         if job.state is State.PENDING:
             if sig is not None:
                 return "pending: no process to signal"
@@ -224,9 +242,7 @@ class Lifecycle(Launching):
 
     # -- restart ------------------------------------------------------------------------------
 
-    def adopt(
-        self, job_id: int, pid: int, path: str, attempt: int, lease_id: str | None
-    ) -> None:
+    def adopt(self, job_id: int, pid: int, path: str, attempt: int, lease_id: str | None) -> None:
         """Watch a supervisor left running by a previous daemon (ProcessLookupError if it
         has gone)."""
         self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease_id)

@@ -4,8 +4,8 @@ GPUs stay idle are flagged; the config's ``[enforce]`` policy (:mod:`berth.confi
 says what follows: ``observe`` (shown in `berth status`, ``/metrics``, the dashboard),
 ``notify`` (the process's owner and the holder it intrudes on are told on their terminals),
 ``kill`` after ``grace`` (SIGTERM, then SIGKILL ``kill_after`` later). Idle holders:
-``notify``, then ``release`` after ``idle_grace`` (a claim's holder gets SIGTERM, a job is
-cancelled). Every action is a line of the audit log (``<state dir>/enforce.log``, JSON
+``notify``, then ``release`` or ``requeue`` after ``idle_grace``
+(:mod:`berth.daemon.engine.idle_holders`). Every action is a line of the audit log (``<state dir>/enforce.log``, JSON
 lines), which `berth admin log` reads.
 
 A pid is never an identity (DESIGN.md 7): a process is classed with the start time and uid
@@ -26,8 +26,8 @@ import signal
 from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
+from berth.daemon.engine.idle_holders import IdleHolders
 from berth.daemon.engine.resources import _stat
-from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ log = logging.getLogger("berth.daemon")
 AUDIT_NAME = "enforce.log"
 
 
-class Enforcer:
+class Enforcer(IdleHolders):
     def __init__(
         self,
         engine: Engine,
@@ -62,10 +62,12 @@ class Enforcer:
         self._termed: dict[tuple[str, int, int, int], float] = {}
         self._killed: set[tuple[str, int, int, int]] = set()
         self._idle_noticed: dict[str, float] = {}
+        self._idle_saved: dict[str, list[float | None]] | None = None  # (None: not read yet)
         self._released: set[str] = set()
         self._claim_pids: dict[str, list[int]] = {}
         self._exempt: dict[str, bool] = {}
         self.actions: dict[str, int] = {}  # action -> how many since the start (metrics)
+        self.devices = ""  # [daemon] isolate_devices: enforced, or why not ("": not asked)
 
     # -- each poll ----------------------------------------------------------------------------
 
@@ -80,6 +82,7 @@ class Enforcer:
         found = classify(procs, holders, totals, self.cfg.tolerance)
         self.findings, self._seen = track([f for f in found if f.kind != OWN], self._seen, now)
         util = {s.index: s.utilization for s in res.snapshots}
+        self._seed_idle(holders, now)
         self.idle, self._active = idle(holders, util, self._active, now, self.cfg.idle_after)
         for f in self.findings:
             try:
@@ -93,6 +96,7 @@ class Enforcer:
                 log.exception("idle release of %s failed", i.holder)
         flagged = {i.holder for i in self.idle}
         self._idle_noticed = {k: t for k, t in self._idle_noticed.items() if k in flagged}
+        self._save_idle()
         current = {f.ident for f in self.findings}  # (what has gone is forgotten: bounded)
         self._notified &= current
         self._killed &= current
@@ -283,62 +287,6 @@ class Enforcer:
             self.audit("signal", f, signal=name)
         return True
 
-    def _act_idle(self, i: Idle, now: float) -> None:
-        holder = self.holders.get(i.holder)
-        if holder is None or self.cfg.idle == "observe" or self.exempt(holder.user):
-            return
-        noticed = self._idle_noticed.get(i.holder)
-        hours = (now - i.since) / 3600
-        kept = holder.kind == "job" and self.cfg.idle_opt_out and self._keeps_idle(holder)
-        if noticed is None:
-            self._idle_noticed[i.holder] = now
-            then = (
-                f" It will be released in {self.cfg.idle_grace:.0f} s unless its GPUs work."
-                if self.cfg.idle == "release" and not kept
-                else ""
-            )
-            told = self._tell_holder(
-                holder,
-                f"berth: your {i.holder} has held GPU(s) "
-                f"{','.join(map(str, sorted(holder.gpus)))} idle for {hours:.1f} h.{then}",
-            )
-            self.audit_idle("notify", holder, terminals=told, idle_since=i.since)
-            return
-        if self.cfg.idle != "release" or now < noticed + self.cfg.idle_grace:
-            return
-        if i.holder in self._released:
-            return
-        self._released.add(i.holder)
-        why = f"idle for {hours:.1f} h"
-        if holder.kind == "job":
-            if kept:
-                self.audit_idle("skip", holder, reason="--keep-idle (idle_opt_out = true)")
-                return
-            self._cancel(holder, why)
-            return
-        self._release_claim(holder, why)
-
-    def _keeps_idle(self, holder: Holder) -> bool:
-        try:
-            return bool(self.engine.store.spec(int(holder.key.split()[1])).keep_idle)
-        except (OSError, ValueError, TypeError, ProtocolError):
-            return False
-
-    def _release_claim(self, holder: Holder, why: str) -> None:
-        """SIGTERM to a claim's holders (a `berth run` ends its command and releases) whose
-        uid is the claim's owner's and whose start time is what it was at the notice."""
-        for pid in self._claim_pids.get(holder.key, []):
-            ident = identity(pid)
-            if ident is None or ident[0] != holder.uid:
-                self.audit_idle("skip", holder, pid=pid, reason="not the claim's holder")
-                continue
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError as e:
-                self.audit_idle("skip", holder, pid=pid, reason=str(e))
-                continue
-            self.audit_idle("release", holder, pid=pid, signal="SIGTERM", reason=why)
-
     # -- audit and views ----------------------------------------------------------------------
 
     def audit(self, action: str, f: Finding, **more: Any) -> None:
@@ -375,4 +323,5 @@ class Enforcer:
             ],
             "policy": {**policy, "grace": cfg.grace, "idle_after": cfg.idle_after},
             "actions": dict(self.actions),
+            "devices": self.devices,
         }

@@ -95,10 +95,12 @@ class Processes(Protocol):
         spec: dict[str, Any],
         fds: list[int],
         lease_id: str | None,
+        gpus: list[int],
     ) -> Run:
-        """Hand an attempt (its launch spec; ``fds``: its gate's read end, then its claims)
-        to a supervisor of ``owner``, which prepares it and waits at the gate. The caller
-        closes its copies of ``fds``. Raises OSError if it cannot."""
+        """Hand an attempt (its launch spec; ``fds``: its gate's read end, then its claims;
+        ``gpus``: the NVML indices of its GPUs) to a supervisor of ``owner``, which prepares it
+        and waits at the gate. The caller closes its copies of ``fds``. Raises OSError if it
+        cannot."""
         ...
 
     def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:

@@ -123,8 +123,9 @@ class Launching:
                     spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
                 )
                 run = self.procs.start(
-                    owner, job.id, attempt, ls, [ln.wait, *claim.fds], claim.lease_id
-                )
+                    owner, job.id, attempt, ls, [ln.wait, *claim.fds], claim.lease_id,
+                    list(ln.start.gpus),
+                )  # fmt: skip
             except OSError as e:
                 # (No supervisor has its gate. The write end stays open until the commit is
                 # done: the journal holds its number until then.)

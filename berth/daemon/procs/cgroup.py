@@ -208,6 +208,13 @@ def remove_all(state_dir: str) -> None:
         groups.remove(root)
 
 
+def mine(kind: str) -> str | None:
+    """This process's cgroup in the hierarchy of ``kind`` (a v1 controller's name, or
+    :data:`V2`), as a path; None where that hierarchy is not mounted."""
+    mount = _mount(kind)
+    return None if mount is None else mount + _own(kind)
+
+
 def _name(state_dir: str) -> str:
     """The name of the directory of cgroups of the daemon of ``state_dir``."""
     return "berth-" + hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:12]

@@ -22,7 +22,10 @@ a supervisor that would not carry out a time limit or a cancel, see
 has waited :data:`IDLE_SECONDS` for work.
 
 Each supervisor joins a cgroup of its own (:mod:`berth.daemon.procs.cgroup`) where the daemon
-can make them; the pool names it, and removes it once it is empty.
+can make them; the pool names it, and removes it once it is empty. With ``[daemon]
+isolate_devices``, that cgroup lets the processes in it open the device files of the GPUs of
+the attempt they run and of no other GPU (:mod:`berth.daemon.procs.devfilter`), set before
+each attempt reaches the supervisor; a supervisor that cannot be confined runs nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.procs.cgroup import Cgroups
+    from berth.daemon.procs.devfilter import DeviceFilter
     from berth.daemon.procs.spawner import Spawner
 
     Owner = tuple[int | None, int | None, str | None]
@@ -52,6 +56,10 @@ log = logging.getLogger("berth.daemon")
 IDLE_SECONDS = 30.0
 CGROUP_TRIES = 20  # sweeps (poll intervals) a supervisor's cgroup waits to be empty
 _REPLY_MAX = 65536  # a `done` message is a few hundred bytes
+
+
+class Unconfined(OSError):
+    """An attempt's supervisor cannot be confined to the attempt's GPUs' device files."""
 
 
 class Slot:
@@ -95,6 +103,7 @@ class Pool:
         self._seq = 0
         self._zombies: list[int] = []  # supervisors the daemon forked and has let go
         self.cgroups: Cgroups | None = None  # where its supervisors' cgroups are, if anywhere
+        self.devices: DeviceFilter | None = None  # [daemon] isolate_devices, where enforced
         # (job, attempt) -> the result to record when its supervisor's death is heard (the
         # daemon killed it: it would not carry out a time limit or a cancel).
         self.verdicts: dict[tuple[int, int], dict[str, Any]] = {}
@@ -102,10 +111,11 @@ class Pool:
 
     # -- sending ------------------------------------------------------------------------------
 
-    def run(self, owner: Owner, msg: dict[str, Any], fds: list[int]) -> Slot:
+    def run(self, owner: Owner, msg: dict[str, Any], fds: list[int], gpus: list[int]) -> Slot:
         """Hand an attempt (``msg`` without its op) and its descriptors (run file first, then
         its gate if ``msg`` says so, then the claims) to a supervisor of ``owner``; the caller
-        closes its copies afterwards."""
+        closes its copies afterwards. With :attr:`devices`, the supervisor's cgroup lets it
+        open the device files of ``gpus`` only, before the attempt reaches it."""
         data = json.dumps({"op": "run", **msg}).encode()
         if len(data) > MAX_MESSAGE:
             raise OSError(f"its launch spec is too large ({len(data)} bytes)")
@@ -114,13 +124,15 @@ class Pool:
             fresh = not idle
             slot = idle.pop() if idle else self._new(owner)  # the most recently busy: warm
             try:
+                if not fresh:
+                    self._confine(slot, gpus)
                 socket.send_fds(slot.chan, [data], fds)
                 if fresh:  # forked once its first attempt waits for it: it never misses it
-                    self._start(slot)
+                    self._start(slot, gpus)
                 break
-            except OSError:
+            except OSError as e:
                 self._close(slot)  # an idle one that has just died: try the next
-                if fresh:
+                if fresh or isinstance(e, Unconfined):
                     raise
         slot.job, slot.attempt = int(msg["job"]), int(msg["attempt"])
         return slot
@@ -136,13 +148,15 @@ class Pool:
             fresh = not idle
             slot = idle.pop() if idle else self._new(owner)
             try:
+                if not fresh:
+                    self._confine(slot, [])  # (the owner's own commands: no GPU of theirs)
                 slot.chan.send(data)
                 if fresh:
-                    self._start(slot)
+                    self._start(slot, [])
                 break
-            except OSError:
+            except OSError as e:
                 self._close(slot)
-                if fresh:
+                if fresh or isinstance(e, Unconfined):
                     raise
         slot.job = None
 
@@ -166,8 +180,21 @@ class Pool:
         self.loop.add_reader(ours.fileno(), self._on_readable, slot)
         return slot
 
-    def _start(self, slot: Slot) -> None:
-        """Have the slot's supervisor forked: by the fork server, or by the daemon itself."""
+    def _confine(self, slot: Slot, gpus: list[int]) -> None:
+        """With :attr:`devices`: the slot's cgroup lets its processes open the device files
+        of ``gpus`` and no other GPU's (Unconfined if it cannot: the attempt does not run)."""
+        if self.devices is None:
+            return
+        if slot.cgroup is None:
+            raise Unconfined("cannot confine it to its GPUs' devices: its supervisor has no cgroup")
+        try:
+            self.devices.apply(slot.cgroup, gpus)
+        except OSError as e:
+            raise Unconfined(f"cannot confine it to its GPUs' devices: {e.strerror or e}") from None
+
+    def _start(self, slot: Slot, gpus: list[int]) -> None:
+        """Have the slot's supervisor forked: by the fork server, or by the daemon itself;
+        its cgroup confined to the devices of ``gpus`` first (see :meth:`_confine`)."""
         theirs, slot.theirs = slot.theirs, None
         assert theirs is not None
         uid, gid, user = slot.owner
@@ -175,6 +202,11 @@ class Pool:
             slot.cgroup = self.cgroups.make(slot.id)
         spec = {"uid": uid, "gid": gid, "user": user, "cgroup": slot.cgroup}
         try:
+            if self.devices is not None:
+                spec["confined"] = True  # (it may not go on outside its cgroup)
+                if slot.cgroup is not None:  # (v1: the devices hierarchy's cgroup too)
+                    spec["devices"] = self.devices.make(slot.cgroup)
+            self._confine(slot, gpus)
             if self.spawner is not None and self.spawner.alive:
                 self.spawner.request(slot.id, spec, theirs.fileno())
             else:
@@ -301,6 +333,8 @@ class Pool:
             for path, tries in list(self._emptying.items()):
                 if self.cgroups.remove(path) or tries <= 1:
                     del self._emptying[path]  # (or left to the sweep at the next start)
+                    if self.devices is not None:
+                        self.devices.remove(path)
                 else:
                     self._emptying[path] = tries - 1
 
@@ -311,3 +345,5 @@ class Pool:
             self._close(slot)
         if self.cgroups is not None:
             self.cgroups.close(idle)
+        if self.devices is not None:
+            self.devices.sweep()

@@ -22,7 +22,7 @@ import signal
 import time
 
 from berth.daemon.engine.ports import Run
-from berth.daemon.procs import cgroup, overdue, reap
+from berth.daemon.procs import cgroup, devfilter, overdue, reap
 from berth.daemon.procs.pool import Pool
 from berth.daemon.supervisor import gate, ingroup, runfile
 
@@ -57,8 +57,17 @@ class Supervisors:
         self.cgroups, why = cgroup.find(os.path.dirname(os.path.abspath(run_dir)))
         log.log(logging.INFO if self.cgroups or os.geteuid() else logging.WARNING, "%s", why)
         self.pool.cgroups = self.cgroups
+        self.devices_note = ""  # [daemon] isolate_devices: enforced, or why not (see isolate)
         self.cgroup_of: dict[str, str] = {}  # run file -> the cgroup of its supervisor
         self.overdue = overdue.Overdue(self)
+
+    def isolate(self, minors: dict[int, int | None]) -> bool:
+        """Confine each attempt to its GPUs' device files (``minors``: each GPU's, by NVML
+        index) where this host allows it; whether it does. :attr:`devices_note` says so, or
+        why not, and the log too."""
+        self.pool.devices, self.devices_note = devfilter.find(self.cgroups, minors)
+        log.log(logging.INFO if self.pool.devices else logging.WARNING, "%s", self.devices_note)
+        return self.pool.devices is not None
 
     def listen(self, on_done: OnDone, on_gone: OnGone, on_exit: OnExit) -> None:
         watch = self.overdue
@@ -94,6 +103,7 @@ class Supervisors:
         spec: dict[str, Any],
         fds: list[int],
         lease_id: str | None,
+        gpus: list[int],
     ) -> Run:
         """The run file is made and locked here, and goes to the supervisor with the attempt
         (its lock is then held exactly as long as the supervisor works on it)."""
@@ -101,7 +111,7 @@ class Supervisors:
         run_fd = runfile.open_run_file(path, self.spares.pop() if self.spares else None)
         try:
             msg = {"job": job_id, "attempt": attempt, "path": path, "spec": spec, "gate": 1}
-            slot = self.pool.run(owner, msg, [run_fd, *fds])
+            slot = self.pool.run(owner, msg, [run_fd, *fds], gpus)
         except OSError:
             _unlink(path)
             raise

@@ -152,4 +152,5 @@ def enforce_log(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, An
         raise ProtocolError(protocol.BAD_REQUEST, f"limit {limit} must be in 1..10000")
     enforcer = engine.enforcer
     path = enforcer.audit_path if enforcer is not None else ""
-    return {"path": path, "entries": read_log(path, limit) if path else []}
+    devices = enforcer.devices if enforcer is not None else ""
+    return {"path": path, "entries": read_log(path, limit) if path else [], "devices": devices}

@@ -20,12 +20,14 @@ def members(path: str) -> list[int]:
         return []
 
 
-def enter(path: str) -> None:
-    """Move this process into the cgroup ``path`` (the daemon made it). Raises OSError if
-    it cannot."""
+def enter(path: str, main: bool = True) -> None:
+    """Move this process into the cgroup ``path`` (the daemon made it): the one that holds
+    its attempts (``main``), or one more of another v1 hierarchy (``devices``). Raises
+    OSError if it cannot."""
     with open(os.path.join(path, "cgroup.procs"), "w") as f:
         f.write(str(os.getpid()))
-    JOINED[:] = [path]
+    if main:
+        JOINED[:] = [path]
 
 
 def kill_others() -> int:

@@ -61,7 +61,9 @@ _CONTROL_CHLD = _CONTROL | {signal.SIGCHLD}
 
 def start(chan: int, owner: dict[str, Any]) -> int:
     """Fork a supervisor serving the channel ``chan`` (a SOCK_SEQPACKET end) for ``owner``
-    (``uid``, ``gid``, ``user``, ``cgroup``: the one to make and join, or None); return its
+    (``uid``, ``gid``, ``user``, ``cgroup``: the one to make and join, or None; ``confined``:
+    its cgroup confines its devices, so not joining it is fatal; ``devices``: on cgroup v1, the
+    devices hierarchy's cgroup to join too); return its
     pid. The caller closes its copy of ``chan``."""
     # Control signals stay blocked until the child has its handlers: an order sent the moment
     # it is born is kept pending, not fatal.
@@ -102,8 +104,13 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
         if owner.get("cgroup"):  # (as root still; without it, tracked as without cgroups)
             try:
                 ingroup.enter(str(owner["cgroup"]))
-            except OSError:
-                pass
+                if owner.get("devices"):  # (cgroup v1: its devices are another hierarchy's)
+                    ingroup.enter(str(owner["devices"]), main=False)
+            except OSError as e:
+                if owner.get("confined"):  # (its cgroup is what keeps it off others' GPUs)
+                    raise OSError(
+                        f"cannot join its cgroup {owner['cgroup']}: {e.strerror}"
+                    ) from None
         _become_subreaper()
         _drop_privileges(owner)
     except Exception as e:  # say why, so the jobs given to us fail with a reason
