@@ -23,6 +23,7 @@ from types import ModuleType
 
 from berth.cli.backend_choice import chosen
 from berth.errors import UsageError
+from berth.wire.jobspec import one_machine
 
 COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
 ON_EITHER = ("queue", "show", "cancel", "logs", "wait")  # one module, through a Backend
@@ -89,6 +90,9 @@ def _local(args: argparse.Namespace) -> None:
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
             raise UsageError(lines.get(flag) or f"{flag} is for Slurm (--backend slurm)")
+    why = one_machine(getattr(args, "nodes", 1) or 1, getattr(args, "ntasks_per_node", None))
+    if why is not None:  # (the daemon refuses the same, in the same words)
+        raise UsageError(why)
 
 
 def wrap(name: str, module: ModuleType) -> ModuleType:

@@ -44,6 +44,8 @@ MAX_RETRIES = 100
 MAX_TIME_LIMIT = 366 * 86400.0  # a year: leave -t out for no limit
 MAX_ARRAY_TASKS = 10_000  # tasks of one array (Slurm's MaxArraySize is 1001 by default)
 MAX_PATH = 4096
+MAX_NODES = 65536  # nodes of one job (Slurm: -N)
+MAX_TASKS_PER_NODE = 1024
 
 
 # -- one check per kind of field: (field as named in messages, value) -> the attribute's value
@@ -165,7 +167,9 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "env": (_env, _REQUIRED),
     "cwd": (_abs_path, _REQUIRED),
     "name": (_text(1024, empty=True), None),
-    "gpus": (_gpus, 1),
+    "gpus": (_gpus, 1),  # (per node, with nodes)
+    "nodes": (lambda f, v: integer(f, v, 1, MAX_NODES), 1),
+    "ntasks_per_node": (_opt(lambda f, v: integer(f, v, 1, MAX_TASKS_PER_NODE)), None),
     "mem": (_opt(lambda f, v: integer(f, v, 1, MAX_MEM)), None),
     "gpu_ids": (_ints(empty=False), None),
     "prefer": (_ints(empty=True), ()),
@@ -206,6 +210,18 @@ DAEMON_FIELDS: dict[str, tuple[Check, Any]] = {
 _ALL = {**FIELDS, **DAEMON_FIELDS}
 
 
+def one_machine(nodes: int, ntasks_per_node: int | None) -> str | None:
+    """Why the local queue (one machine, the command run once) cannot run a job of ``nodes``
+    nodes and ``ntasks_per_node`` tasks on each, or None when it can: those are for Slurm."""
+    if nodes > 1:
+        return (f"-N {nodes}: the local queue runs on one machine; use --backend slurm to "
+                "run a job across nodes")  # fmt: skip
+    if (ntasks_per_node or 1) > 1:
+        return (f"--ntasks-per-node {ntasks_per_node}: the local queue runs the command once "
+                "(one task); use --backend slurm, where srun starts the tasks")  # fmt: skip
+    return None
+
+
 def check_field(key: str, value: Any) -> Any:
     """One field checked alone, as :meth:`JobSpec.from_dict` checks it (its message too)."""
     return _ALL[key][0](f"job field {key!r}", value)
@@ -222,7 +238,9 @@ class JobSpec:
     env: dict[str, str]  # the environment captured at submit (``--export``)
     cwd: str  # absolute
     name: str | None
-    gpus: float  # an integer >= 1, or a share below 1 (units.gpu_count)
+    gpus: float  # an integer >= 1, or a share below 1 (units.gpu_count); per node
+    nodes: int  # nodes the job spans (Slurm's -N; the local queue runs on one)
+    ntasks_per_node: int | None  # tasks (srun) per node (Slurm's --ntasks-per-node)
     mem: int | None  # GPU memory per GPU, bytes
     gpu_ids: tuple[int, ...] | None  # only these GPUs (``--gpu-ids``)
     prefer: tuple[int, ...]

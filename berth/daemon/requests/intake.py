@@ -29,7 +29,7 @@ from berth.daemon.engine.command import expand_pattern
 from berth.daemon.requests import arrays, unique, userdir
 from berth.units import format_duration, format_size
 from berth.wire import protocol
-from berth.wire.jobspec import JobSpec
+from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -150,6 +150,9 @@ async def _prepare(
             "submit to the system daemon (unset BERTH_SOCKET) or start your own with "
             "`berth daemon`",
         )
+    why = one_machine(spec.nodes, spec.ntasks_per_node)
+    if why is not None:
+        raise ProtocolError(protocol.BAD_REQUEST, f"{why}; nothing was queued")
     p = _Prepared(spec)
     engine.accounts.check_request(_env_size(spec), p.count, queued + p.count)
     for i in (spec.gpu_ids or ()) + spec.prefer:
