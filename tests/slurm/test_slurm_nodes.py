@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import wait_until
 from slurmkit import Cli, start_cluster
 from slurmrig import SlurmRig
-
-from helpers import wait_until
 
 
 @pytest.fixture(scope="module")

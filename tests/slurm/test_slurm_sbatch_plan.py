@@ -284,13 +284,13 @@ def test_nodes_and_tasks_per_node_run_the_command_under_srun() -> None:
     assert "srun" in plan(job(ntasks_per_node=2), SHARDED, log_dir="/logs").script
     own = plan(job(nodes=2, argv=["/usr/bin/srun", "python", "t.py"]), SHARDED, log_dir="/l")
     assert "srun --kill-on-bad-exit" not in own.script  # the user's own srun fans out
-    with pytest.raises(UsageError, match="with a command that is srun: .* leave srun out"):
+    with pytest.raises(UsageError, match=r"with a command that is srun: .* leave srun out"):
         plan(job(nodes=2, argv=["srun", "python", "--gpu", "{gpus}"]), SHARDED, log_dir="/l")
 
 
 def test_nodes_are_berths_own_options_and_the_cluster_must_have_them() -> None:
     for word in ("-N2", "--nodes=2", "--ntasks-per-node=2"):
-        with pytest.raises(UsageError, match="berth sets --n.* itself; use berth's"):
+        with pytest.raises(UsageError, match=r"berth sets --n.* itself; use berth's"):
             argv(job(), extra=[word])
     with pytest.raises(SubmitRefused, match=r"-N 2 -g 3: only 1 node of the cluster has 3 GPUs"):
         argv(job(gpus=3, nodes=2), Cluster({"n1": ({"": 4}, 0), "n2": ({"": 2}, 0)}))
