@@ -32,7 +32,8 @@ SLURM_HELP = """
 On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in the config)
 the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
 is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU), --sbatch-arg
-(any sbatch option, passed through; a submitted script's other #SBATCH lines too).
+(any sbatch option, passed through; a submitted script's other #SBATCH lines too), -N 2 and
+--ntasks-per-node 4 (the command runs under srun on every node, -g GPUs on each).
 """
 
 
