@@ -294,3 +294,10 @@ def test_nodes_are_berths_own_options_and_the_cluster_must_have_them() -> None:
             argv(job(), extra=[word])
     with pytest.raises(SubmitRefused, match=r"-N 2 -g 3: only 1 node of the cluster has 3 GPUs"):
         argv(job(gpus=3, nodes=2), Cluster({"n1": ({"": 4}, 0), "n2": ({"": 2}, 0)}))
+
+
+def test_a_sweep_or_a_requeue_across_nodes_picks_the_command_then_runs_srun() -> None:
+    spec = job(nodes=2, array="0-1", array_argvs=[["a", "{cuda}"], ["b"]], requeue=True)
+    text = plan(spec, SHARDED, log_dir="/l", array=ArraySpec.parse("0-1")).script
+    case, srun, requeued = text.index("case "), text.index("set -- srun"), text.index('"$@" &')
+    assert case < srun < requeued  # task i's command, under srun, as the script's child
