@@ -6,7 +6,9 @@ What maps to what (docs/slurm.md says the same for users):
 ==========================  ===============================================================
 berth                       sbatch
 ==========================  ===============================================================
-``-g N`` (whole GPUs)       ``--gres=gpu:N`` (``gpu:TYPE:N`` with ``--gpu-name``)
+``-g N`` (whole GPUs)       ``--gres=gpu:N`` (``gpu:TYPE:N`` with ``--gpu-name``), per node
+``-N 2``                    ``-N 2``; the batch script runs the command under ``srun``
+``--ntasks-per-node 4``     ``--ntasks-per-node=4`` (and ``srun``, as for ``-N``)
 ``-g 0.5`` (a fraction)     ``--gres=shard:K``, K = ceil(fraction x shards per GPU), when the
                             cluster defines shards; else refused
 ``--mem-per-gpu 16G``       ``--mem-per-gpu=16384M`` (host RAM; ``--mem`` for a fraction)
@@ -130,6 +132,14 @@ def _gres(job: JobSpec, cluster: Cluster) -> str:
                 f"no node has {gpus:g} GPUs (the most on one node is {most}), so Slurm would "
                 "refuse the job: ask for less, or see `sinfo -o '%N %G'`"
             )
+    if job.nodes > 1 and cluster.nodes and not name:
+        fit = sum(sum(g.values()) >= gpus for g, _ in cluster.nodes.values())
+        if job.nodes > fit:
+            raise SubmitRefused(
+                f"-N {job.nodes} -g {gpus:g}: only {fit} node{'s' * (fit != 1)} of the cluster "
+                f"{'have' if fit != 1 else 'has'} {gpus:g} GPUs (-g is per node), so Slurm "
+                "would refuse the job: ask for fewer nodes, or see `sinfo -o '%N %G'`"
+            )
     if gpus >= 1:
         if name:
             types = [t for t in cluster.gpu_types if name.lower() in t.lower()]
@@ -199,6 +209,10 @@ def plan(
     argvs = _sweep(job, array)
     gres = _gres(job, cluster)
     argv = ["sbatch", "--parsable", f"--gres={gres}"]
+    if job.nodes > 1:
+        argv += ["-N", str(job.nodes)]
+    if job.ntasks_per_node is not None:
+        argv.append(f"--ntasks-per-node={job.ntasks_per_node}")
     if partition:
         argv += ["-p", partition]
     if mem_per_gpu is not None:
@@ -287,6 +301,16 @@ def _script(
     machine = any("{gpus}" in w for w in words) or (
         flag_form is not None and flag_form[1] == "machine"
     )
+    tasks = job.nodes > 1 or (job.ntasks_per_node or 1) > 1
+    if tasks and _own_srun(argvs if argvs is not None else [args]):
+        tasks = False  # (the user's own srun starts the tasks)
+        if placeholders or flag_form:
+            raise UsageError(
+                f"{'--inject-arg' if flag_form else '{gpus}/{cuda}'} with a command that is "
+                "srun: berth would put the first node's GPU ids in it, for every node; leave "
+                "srun out (berth runs the command under srun itself when -N or "
+                "--ntasks-per-node asks for several tasks, and each task gets its node's ids)"
+            )
     return slurm_script.script(
         name,
         tail=setup or 'exec "$@"',
@@ -296,4 +320,14 @@ def _script(
         machine=machine,
         requeue=bool(job.requeue),
         most=job.max_requeues,
+        tasks=tasks,
     )
+
+
+def _own_srun(commands: list[list[str]]) -> bool:
+    """Every command is ``srun ...`` (a --wrap string too: its first word)."""
+    firsts = []
+    for c in commands:
+        word = c[2].split(None, 1)[0] if c[:2] == ["/bin/sh", "-c"] and c[2].strip() else c[0]
+        firsts.append(os.path.basename(word))
+    return bool(firsts) and all(w == "srun" for w in firsts)

@@ -40,6 +40,7 @@ OWN = {
     "--mail-user": "--mail-user", "--partition": "--partition", "--export": "--export",
     "--parsable": "nothing (berth reads the job id itself)", "--wrap": "--wrap",
     "--wait": "--wait", "--test-only": "berth sweep --dry-run",
+    "--nodes": "-N", "--ntasks-per-node": "--ntasks-per-node",
 }  # fmt: skip
 
 

@@ -27,6 +27,13 @@ What the script does, in order:
    SIGTERM, then SIGKILL after KillWait, and starts it again with ``SLURM_RESTART_COUNT``, so
    ``BERTH_ATTEMPT``, one more), at most ``--max-requeues`` times; after that the job runs on
    to its TIMEOUT, as on the local queue. The command's exit status is the job's.
+
+A job of several tasks (``-N 2``, ``--ntasks-per-node 4``) runs its batch script on its first
+node, as Slurm does; step 4 there runs ``srun --kill-on-bad-exit=1 /bin/bash -c TASK
+berth-task "$@"``: srun starts the tasks on every node, and each task does step 3 itself,
+with its own node's GPUs (``BERTH_GPUS``, ``{gpus}``, ``--inject-arg``), then ``exec "$@"``.
+The job's exit status is srun's: the highest of its tasks' (a task that fails ends the
+others). A command that is itself ``srun ...`` is left alone (run once, on the first node).
 """
 
 from __future__ import annotations
@@ -137,6 +144,17 @@ done
 wait "$_berth_child"
 """
 
+# A job of several tasks: what each task runs (the text of TASK below), then srun for all.
+SRUN = """\
+IFS= read -r -d '' _berth_task <<'_BERTH_TASK_END'
+{task}_BERTH_TASK_END
+set -- srun --kill-on-bad-exit=1 /bin/bash -c "$_berth_task" berth-task "$@"
+"""
+TASK = """\
+# (each task, on its node) berth's variables of this node, then the command
+export BERTH_GPUS="${CUDA_VISIBLE_DEVICES:-}"
+"""
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -155,6 +173,18 @@ def quote(word: str) -> str:
         else:
             out.append(ch)
     return "$'" + "".join(out) + "'"
+
+
+def _ids(inject: tuple[str, str] | None, placeholders: bool, machine: bool) -> str:
+    """What puts the GPU ids in the command (step 3), or nothing when none is wanted."""
+    if not (inject or placeholders):
+        return ""
+    text = IDS + (MACHINE if machine else "") + (FILL if placeholders else "")
+    if inject:
+        flag, form = inject
+        value = "_berth_cuda" if form == "job" else "_berth_gpus"
+        text += REWRITE.format(flag=quote(flag), value=value)
+    return text
 
 
 def _tasks(argvs: Sequence[Sequence[str]]) -> str:
@@ -179,28 +209,22 @@ def script(
     machine: bool = False,
     requeue: bool = False,
     most: int | None = None,
+    tasks: bool = False,
 ) -> str:
     """The batch script of job ``name``. ``tail``: what runs the command (``exec "$@"``,
     after the environment setup if any); ``argvs``: a sweep's commands, task i runs
     ``argvs[i]``; ``inject``: ``--inject-arg``'s (flag, form); ``placeholders``: some word
     holds ``{gpus}`` or ``{cuda}``; ``machine``: the machine's ids are wanted (``{gpus}``,
     ``--cuda=machine``); ``requeue``: requeue the job on USR1, at most ``most`` times (None:
-    no bound)."""
+    no bound); ``tasks``: run the command under srun, the ids put in by each task."""
     text = HEAD.format(name=name.replace("\n", " ").replace("\r", " "))
-    if argvs is not None or inject or placeholders:
-        text += FAIL
     if argvs is not None:
-        text += _tasks(argvs)
-    if inject or placeholders:
-        text += IDS
-        if machine:
-            text += MACHINE
-    if placeholders:
-        text += FILL
-    if inject:
-        flag, form = inject
-        value = "_berth_cuda" if form == "job" else "_berth_gpus"
-        text += REWRITE.format(flag=quote(flag), value=value)
+        text += FAIL + _tasks(argvs)
+    ids = _ids(inject, placeholders, machine)
+    if tasks:
+        text += SRUN.format(task=TASK + (FAIL if ids else "") + ids + 'exec "$@"\n')
+    elif ids:
+        text += ("" if argvs is not None else FAIL) + ids
     if requeue:
         head, _, rest = tail.rpartition('exec "$@"')
         tail = head + REQUEUE.format(most="" if most is None else most).rstrip("\n") + rest

@@ -23,6 +23,7 @@ from types import ModuleType
 
 from berth.cli.backend_choice import chosen
 from berth.errors import UsageError
+from berth.wire.jobspec import one_machine
 
 COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
 ON_EITHER = ("queue", "show", "cancel", "logs", "wait")  # one module, through a Backend
@@ -31,7 +32,8 @@ SLURM_HELP = """
 On Slurm (--backend slurm, $BERTH_BACKEND=slurm, or [queue] backend = "slurm" in the config)
 the same command drives sbatch/squeue/scancel; docs/slurm.md says what maps to what and what
 is refused. Slurm only: --partition, --mem-per-gpu (host RAM per GPU), --sbatch-arg
-(any sbatch option, passed through; a submitted script's other #SBATCH lines too).
+(any sbatch option, passed through; a submitted script's other #SBATCH lines too), -N 2 and
+--ntasks-per-node 4 (the command runs under srun on every node, -g GPUs on each).
 """
 
 
@@ -89,6 +91,9 @@ def _local(args: argparse.Namespace) -> None:
         if getattr(args, opt, None):
             flag = "--" + opt.replace("_", "-")
             raise UsageError(lines.get(flag) or f"{flag} is for Slurm (--backend slurm)")
+    why = one_machine(getattr(args, "nodes", 1) or 1, getattr(args, "ntasks_per_node", None))
+    if why is not None:  # (the daemon refuses the same, in the same words)
+        raise UsageError(why)
 
 
 def wrap(name: str, module: ModuleType) -> ModuleType:

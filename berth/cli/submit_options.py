@@ -37,6 +37,11 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
         help="GPUs: an integer, or a fraction below 1 (0.5); default 1, or every GPU of --gpu-ids",
     )
     a("--mem", help="GPU memory per GPU the job needs, e.g. 12G or 8000 (MiB)")
+    a("-N", "--nodes", type=int, default=1, metavar="N",
+      help="Slurm: run across N nodes, -g GPUs on each; the command runs under srun, once "
+      "per task (docs/slurm.md)")  # fmt: skip
+    a("--ntasks-per-node", type=int, metavar="N",
+      help="Slurm: srun tasks per node (default 1)")  # fmt: skip
     a(
         "-t",
         "--time",

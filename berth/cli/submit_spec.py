@@ -108,6 +108,7 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         if getattr(args, key):
             job[key] = True
     _requeue(args, job)
+    _tasks(args, job)
     if getattr(args, "begin", None):
         import time  # rare: --begin
 
@@ -142,6 +143,16 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
         if args.mail_user.startswith("-") or any(c.isspace() for c in args.mail_user):
             raise UsageError(f"--mail-user {args.mail_user!r}: give one address (user@host)")
         job["mail_user"] = args.mail_user
+
+
+def _tasks(args: argparse.Namespace, job: dict[str, Any]) -> None:
+    """-N / --ntasks-per-node (checked by the job spec; the local queue refuses them)."""
+    nodes = getattr(args, "nodes", 1)
+    if nodes != 1:
+        job["nodes"] = nodes
+    per_node = getattr(args, "ntasks_per_node", None)
+    if per_node is not None:
+        job["ntasks_per_node"] = per_node
 
 
 def gpu_number(text: str) -> object:

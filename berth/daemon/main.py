@@ -112,7 +112,7 @@ async def _main(
     store, unclean, rebooted = _open_store(opts)
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
     admin_gid = _admin_gid(cfg)
-    srv, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
+    srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
     watcher = _watch(engine, procs, opts, loop)
     engine.kick()
     if ready is not None:
@@ -125,6 +125,7 @@ async def _main(
         web.close()
     if opts.end_jobs_on_stop:
         await _end_jobs(engine, opts.kill_after)
+    await server.close(grace=CLOSE_GRACE)  # (no request may run on over the closed store)
     await _stop(engine, procs, store, watcher)
     return 0
 
@@ -235,7 +236,7 @@ async def _serve(
     sock: socket.socket,
     web_sock: tuple[str, int, socket.socket | BerthError] | None,
     admin_gid: int | None,
-) -> tuple[asyncio.AbstractServer, WebServer | None]:
+) -> tuple[asyncio.AbstractServer, Server, WebServer | None]:
     """Serve the socket, and with ``--http`` the dashboard and /metrics (:mod:`berth.web`),
     which registers its own request (``web_token``) with the socket's server."""
     server = Server(engine, admin_gid)
@@ -257,7 +258,7 @@ async def _serve(
         binding = web.binding = Binding(asyncio.get_running_loop(), host, port, web.start)
         engine.notes.append(lambda: binding.unavailable)
         await binding.start(first)
-    return srv, web
+    return srv, server, web
 
 
 def _watch(
@@ -314,6 +315,7 @@ async def _stop(engine: Engine, procs: Supervisors, store: Store, watcher: Watch
 
 
 PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)
+CLOSE_GRACE = 1.0  # seconds the requests in hand get to be answered when the daemon stops
 
 
 def _raise_fd_limit() -> None:

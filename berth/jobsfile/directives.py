@@ -48,6 +48,8 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--gres": ("-g", True),  # gpu:N or gpu:TYPE:N (TYPE -> --gpu-name)
     "--partition": ("--partition", True), "-p": ("--partition", True),  # (Slurm only)
     "--mem-per-gpu": ("--mem-per-gpu", True),  # (Slurm only: host RAM)
+    "--nodes": ("-N", True), "-N": ("-N", True),  # (more than 1: Slurm only)
+    "--ntasks-per-node": ("--ntasks-per-node", True),
 }  # fmt: skip
 SLURM_ONLY = ("--partition", "--mem-per-gpu")  # berth options the local queue refuses
 

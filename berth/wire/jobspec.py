@@ -25,9 +25,8 @@ only.
 
 from __future__ import annotations
 
-from berth.errors import UsageError
-from berth.units import MAX_GPU_INDEX, gpu_count
-from berth.wire.checks import MAX_ID, MAX_TEXT, bad, int_list, integer, number, text
+from berth.wire import fieldkinds as k
+from berth.wire.checks import MAX_ID, MAX_TEXT, bad, int_list, integer, number
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
 
 TYPE_CHECKING = False
@@ -37,107 +36,12 @@ if TYPE_CHECKING:
 
     Check = Callable[[str, Any], Any]
 
-MAX_GPUS = 1024
 MAX_MEM = 1 << 50  # 1 PiB of GPU memory per GPU
 MAX_PRIORITY = 2**31 - 1  # as Slurm's nice range
 MAX_RETRIES = 100
 MAX_TIME_LIMIT = 366 * 86400.0  # a year: leave -t out for no limit
-MAX_ARRAY_TASKS = 10_000  # tasks of one array (Slurm's MaxArraySize is 1001 by default)
-MAX_PATH = 4096
-
-
-# -- one check per kind of field: (field as named in messages, value) -> the attribute's value
-
-
-def _gpus(field: str, v: Any) -> float:
-    try:
-        g = gpu_count(v, field)
-    except UsageError as e:
-        raise ProtocolError(BAD_REQUEST, f"{e}; nothing was changed") from None
-    if g > MAX_GPUS:
-        raise bad(field, v, f"must be at most {MAX_GPUS}")
-    return g
-
-
-def _log_path(field: str, v: Any) -> str:
-    path = text(field, v, limit=MAX_PATH)
-    if ".." in path.split("/"):
-        raise bad(field, v, "must not have a '..' component: name the file by its real path")
-    return path
-
-
-def _abs_path(field: str, v: Any, limit: int = MAX_PATH) -> str:
-    path = text(field, v, limit=limit)
-    if not path.startswith("/"):
-        raise bad(field, v, "must be an absolute path")
-    return path
-
-
-def _env(field: str, v: Any) -> dict[str, str]:
-    if type(v) is not dict:
-        raise bad(field, v, "must be an object of strings")
-    for k, val in v.items():
-        if type(k) is not str or not k or "=" in k or "\0" in k:
-            raise bad(field, k, "a variable name must be a non-empty string without '=' or NUL")
-        if type(val) is not str or "\0" in val:
-            raise bad(f"{field} {k!r}", val, "must be a string without NUL")
-    return dict(v)
-
-
-def _argv(field: str, v: Any) -> tuple[str, ...]:
-    if type(v) is not list or not v:
-        raise bad(field, v, "must be a non-empty list of strings")
-    for i, a in enumerate(v):  # (named as "job field 'argv[2]'")
-        text(field.removesuffix("'") + f"[{i}]'", a, empty=i > 0, limit=1 << 24)
-    return tuple(v)
-
-
-def _bool(field: str, v: Any) -> bool:
-    if type(v) is not bool:
-        raise bad(field, v, "must be true or false")
-    return bool(v)
-
-
-def _array(field: str, v: Any) -> str:
-    """``--array 0-9%2``, read by the same parser as the Slurm backend's."""
-    from berth.wire.arrays import ArraySpec  # rare: --array
-
-    spec = text(field, v, limit=4096)
-    try:
-        parsed = ArraySpec.parse(spec)
-    except UsageError as e:
-        raise bad(field, v, str(e)) from None
-    if len(parsed.indices) > MAX_ARRAY_TASKS:
-        raise bad(field, v, f"has {len(parsed.indices)} tasks; at most {MAX_ARRAY_TASKS}")
-    return parsed.text
-
-
-def _argvs(field: str, v: Any) -> tuple[tuple[str, ...], ...]:
-    """Each task's own command (`berth sweep`): a list of argv lists."""
-    if type(v) is not list or not v or len(v) > MAX_ARRAY_TASKS:
-        raise bad(field, v, f"must be a list of 1 to {MAX_ARRAY_TASKS} commands")
-    return tuple(_argv("job field 'argv'", a) for a in v)
-
-
-def _inject(field: str, v: Any) -> str:
-    from berth.wire.inject import parse  # rare: --inject-arg
-
-    try:
-        parse(text(field, v, limit=256))
-    except ValueError as e:
-        raise bad(field, v, str(e)) from None
-    return str(v)
-
-
-def _dependency(field: str, v: Any) -> str:
-    """``--dependency``, read by :func:`berth.wire.dependency.parse_dependency` and kept as it
-    writes it back (``afterok:12:13``)."""
-    from berth.wire.dependency import parse_dependency  # rare: --dependency
-
-    try:
-        return str(parse_dependency(text(field, v, limit=4096)))
-    except UsageError as e:
-        raise bad(field, v, str(e)) from None
+MAX_NODES = 65536  # nodes of one job (Slurm: -N)
+MAX_TASKS_PER_NODE = 1024
 
 
 def _legacy(raw: dict[str, Any]) -> dict[str, Any]:
@@ -155,81 +59,69 @@ def _legacy(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def _mail(field: str, v: Any) -> str:
-    addr = text(field, v, limit=256)
-    if addr.startswith("-") or any(c.isspace() or c in "<>,;\"'()" for c in addr):
-        raise bad(field, v, "must be one mail address (user or user@host)")
-    return addr
-
-
-def _array_task(field: str, v: Any) -> tuple[int, ...]:
-    if type(v) is not list or len(v) != 5:
-        raise bad(field, v, "must be [array id, task index, count, lowest, highest]")
-    return tuple(int_list(field, v, 0, MAX_ID))
-
-
-def _opt(check: Check) -> Check:
-    """``check``, or None passes (and the field takes its default)."""
-    return lambda field, v: None if v is None else check(field, v)
-
-
-def _text(limit: int, empty: bool = False) -> Check:
-    return _opt(lambda f, v: text(f, v, limit=limit, empty=empty))
-
-
-def _ints(empty: bool) -> Check:
-    return _opt(lambda f, v: tuple(int_list(f, v, 0, MAX_GPU_INDEX, empty=empty)))
-
-
 _REQUIRED: Any = object()
 
 # What a client may send: field -> (check, default); a field at its default is left out of
 # to_dict(). The order is the wire's (and the one listed in an unknown field's refusal).
 FIELDS: dict[str, tuple[Check, Any]] = {
-    "argv": (_argv, None),
-    "wrap": (_text(1 << 24), None),
-    "env": (_env, _REQUIRED),
-    "cwd": (_abs_path, _REQUIRED),
-    "name": (_text(1024, empty=True), None),
-    "gpus": (_gpus, 1),
-    "mem": (_opt(lambda f, v: integer(f, v, 1, MAX_MEM)), None),
-    "gpu_ids": (_ints(empty=False), None),
-    "prefer": (_ints(empty=True), ()),
-    "name_filter": (_text(256), None),
-    "time_limit": (_opt(lambda f, v: number(f, v, 0, MAX_TIME_LIMIT)), None),
+    "argv": (k.argv, None),
+    "wrap": (k.text_of(1 << 24), None),
+    "env": (k.env, _REQUIRED),
+    "cwd": (k.abs_path, _REQUIRED),
+    "name": (k.text_of(1024, empty=True), None),
+    "gpus": (k.gpus, 1),  # (per node, with nodes)
+    "nodes": (lambda f, v: integer(f, v, 1, MAX_NODES), 1),
+    "ntasks_per_node": (k.optional(lambda f, v: integer(f, v, 1, MAX_TASKS_PER_NODE)), None),
+    "mem": (k.optional(lambda f, v: integer(f, v, 1, MAX_MEM)), None),
+    "gpu_ids": (k.gpu_list(empty=False), None),
+    "prefer": (k.gpu_list(empty=True), ()),
+    "name_filter": (k.text_of(256), None),
+    "time_limit": (k.optional(lambda f, v: number(f, v, 0, MAX_TIME_LIMIT)), None),
     "priority": (lambda f, v: integer(f, v, -MAX_PRIORITY, MAX_PRIORITY), 0),
-    "stdout": (_opt(_log_path), None),
-    "stderr": (_opt(_log_path), None),
-    "env_setup": (_text(1 << 20), None),
-    "conda": (_text(1024), None),
-    "dependency": (_opt(_dependency), None),  # --dependency, normalised (wire.dependency)
+    "stdout": (k.optional(k.log_path), None),
+    "stderr": (k.optional(k.log_path), None),
+    "env_setup": (k.text_of(1 << 20), None),
+    "conda": (k.text_of(1024), None),
+    "dependency": (k.optional(k.dependency), None),  # --dependency, normalised (wire.dependency)
     "retries": (lambda f, v: integer(f, v, 0, MAX_RETRIES), 0),
-    "by_memory": (_bool, False),  # --mem without -g: a share of each GPU sized by memory
-    "requeue": (_opt(_bool), None),  # None: as the daemon's --on-time-limit says
-    "max_requeues": (_opt(lambda f, v: integer(f, v, 0, MAX_RETRIES)), None),
-    "begin": (_opt(lambda f, v: number(f, v, 0, 1e11)), None),  # Unix time (--begin)
-    "hold": (_bool, False),
-    "pty": (_bool, False),
-    "unique": (_bool, False),
-    "keep_idle": (_bool, False),
+    "by_memory": (k.boolean, False),  # --mem without -g: a share of each GPU sized by memory
+    "requeue": (k.optional(k.boolean), None),  # None: as the daemon's --on-time-limit says
+    "max_requeues": (k.optional(lambda f, v: integer(f, v, 0, MAX_RETRIES)), None),
+    "begin": (k.optional(lambda f, v: number(f, v, 0, 1e11)), None),  # Unix time (--begin)
+    "hold": (k.boolean, False),
+    "pty": (k.boolean, False),
+    "unique": (k.boolean, False),
+    "keep_idle": (k.boolean, False),
     "umask": (lambda f, v: integer(f, v, 0, 0o777), None),
-    "array": (_opt(_array), None),
-    "array_argvs": (_opt(_argvs), None),
-    "inject_arg": (_opt(_inject), None),
-    "notify": (_text(MAX_TEXT), None),
-    "mail_user": (_opt(_mail), None),
-    "request_source": (_text(1024), None),
-    "once": (_text(256), None),
+    "array": (k.optional(k.array), None),
+    "array_argvs": (k.optional(k.argvs), None),
+    "inject_arg": (k.optional(k.inject), None),
+    "notify": (k.text_of(MAX_TEXT), None),
+    "mail_user": (k.optional(k.mail), None),
+    "request_source": (k.text_of(1024), None),
+    "once": (k.text_of(256), None),
 }
 # What the daemon adds when it accepts a job (never sent by a client; stored with the job).
 DAEMON_FIELDS: dict[str, tuple[Check, Any]] = {
-    "stdout_path": (_opt(lambda f, v: _abs_path(f, v, 1 << 16)), None),
-    "stderr_path": (_opt(lambda f, v: _abs_path(f, v, 1 << 16)), None),
-    "pty_dir": (_opt(_abs_path), None),
-    "unique_key": (_text(256), None),
-    "array_task": (_opt(_array_task), None),  # [array id, index, count, lowest, highest]
+    "stdout_path": (k.optional(lambda f, v: k.abs_path(f, v, 1 << 16)), None),
+    "stderr_path": (k.optional(lambda f, v: k.abs_path(f, v, 1 << 16)), None),
+    "pty_dir": (k.optional(k.abs_path), None),
+    "unique_key": (k.text_of(256), None),
+    "array_task": (k.optional(k.array_task), None),  # [array id, index, count, lowest, highest]
 }
 _ALL = {**FIELDS, **DAEMON_FIELDS}
+
+
+def one_machine(nodes: int, ntasks_per_node: int | None) -> str | None:
+    """Why the local queue (one machine, the command run once) cannot run a job of ``nodes``
+    nodes and ``ntasks_per_node`` tasks on each, or None when it can: those are for Slurm."""
+    if nodes > 1:
+        return (f"-N {nodes}: the local queue runs on one machine; use --backend slurm to "
+                "run a job across nodes")  # fmt: skip
+    if (ntasks_per_node or 1) > 1:
+        return (f"--ntasks-per-node {ntasks_per_node}: the local queue runs the command once "
+                "(one task); use --backend slurm, where srun starts the tasks")  # fmt: skip
+    return None
 
 
 def check_field(key: str, value: Any) -> Any:
@@ -248,7 +140,9 @@ class JobSpec:
     env: dict[str, str]  # the environment captured at submit (``--export``)
     cwd: str  # absolute
     name: str | None
-    gpus: float  # an integer >= 1, or a share below 1 (units.gpu_count)
+    gpus: float  # an integer >= 1, or a share below 1 (units.gpu_count); per node
+    nodes: int  # nodes the job spans (Slurm's -N; the local queue runs on one)
+    ntasks_per_node: int | None  # tasks (srun) per node (Slurm's --ntasks-per-node)
     mem: int | None  # GPU memory per GPU, bytes
     gpu_ids: tuple[int, ...] | None  # only these GPUs (``--gpu-ids``)
     prefer: tuple[int, ...]

@@ -12,7 +12,7 @@ import pytest
 from berth.core.job import Request
 from berth.errors import UsageError
 from berth.units import GPU_COUNT_RULE, gpu_count
-from berth.wire.jobspec import DAEMON_FIELDS, FIELDS, JobSpec
+from berth.wire.jobspec import DAEMON_FIELDS, FIELDS, JobSpec, one_machine
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
 
 BASE = {"env": {"PATH": "/usr/bin:/bin"}, "cwd": "/w"}
@@ -26,6 +26,8 @@ EVERY: list[tuple[dict[str, Any], bool]] = [
             "argv": ["python", "train.py", "", "--lr"],
             "name": "",
             "gpus": 2,
+            "nodes": 2,
+            "ntasks_per_node": 4,
             "mem": 8 << 30,
             "gpu_ids": [3, 1, 2],
             "prefer": [2],
@@ -142,6 +144,8 @@ def _refusal(raw: Any, stored: bool = False) -> str:
         ("gpus", 2000, "job field 'gpus' = 2000: must be at most 1024"),
         ("array", "0-20000", "job field 'array' = '0-20000': has 20001 tasks; at most 10000"),
         ("mail_user", "a b", "job field 'mail_user' = 'a b': must be one mail address"),
+        ("nodes", 0, "job field 'nodes' = 0: must be an integer from 1 to 65536"),
+        ("ntasks_per_node", True, "job field 'ntasks_per_node' = True: must be an integer"),
     ],
 )
 def test_a_bad_field_is_named_with_its_value_and_nothing_changes(
@@ -171,6 +175,16 @@ def test_the_rules_between_fields() -> None:
         assert "'by_memory' = True: goes with 'mem' and a whole number of GPUs" in _refusal(bad)
     assert _refusal({"argv": ["a"], "env": {}}) == "job: missing field 'cwd'"
     assert "must be an object" in _refusal([BASE])
+
+
+def test_several_nodes_or_tasks_are_valid_jobs_that_only_slurm_runs() -> None:
+    spec = JobSpec.from_dict({**BASE, "argv": ["a"], "nodes": 2, "ntasks_per_node": 4})
+    assert (spec.nodes, spec.ntasks_per_node) == (2, 4)
+    assert JobSpec.from_dict({**BASE, "argv": ["a"]}).nodes == 1
+    assert one_machine(1, None) is None and one_machine(1, 1) is None
+    assert one_machine(2, None) == ("-N 2: the local queue runs on one machine; use "
+                                    "--backend slurm to run a job across nodes")  # fmt: skip
+    assert "--ntasks-per-node 4: the local queue runs the command once" in str(one_machine(1, 4))
 
 
 def test_a_client_may_not_send_what_only_the_daemon_sets() -> None:

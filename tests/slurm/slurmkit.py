@@ -16,10 +16,11 @@ from slurmrig import SlurmRig, missing_binaries
 from berth.wire.jobspec import JobSpec
 
 
-def start_cluster(accounting: bool = False) -> Iterator[SlurmRig]:
-    """A test cluster for the length of a fixture; skipped when Slurm (or, for accounting,
-    slurmdbd and MariaDB) is not installed, but failed in CI, which installs them."""
-    missing = missing_binaries(accounting)
+def start_cluster(accounting: bool = False, nodes: int = 1) -> Iterator[SlurmRig]:
+    """A test cluster of ``nodes`` nodes for the length of a fixture; skipped when Slurm (or,
+    for accounting, slurmdbd and MariaDB) is not installed, but failed in CI, which installs
+    them."""
+    missing = missing_binaries(accounting, nodes)
     if missing:
         pkgs = "slurmctld slurmd slurm-client" + (" slurmdbd mariadb-server" if accounting else "")
         why = (
@@ -30,7 +31,7 @@ def start_cluster(accounting: bool = False) -> Iterator[SlurmRig]:
         pytest.skip(why)
     if os.geteuid() != 0:
         pytest.fail("the test Slurm needs root (slurmd, mknod of its fake GPU devices)")
-    rig = SlurmRig(accounting=accounting)
+    rig = SlurmRig(accounting=accounting, nodes=nodes)
     try:
         rig.start()
         yield rig

@@ -1,5 +1,6 @@
-"""A real single-node Slurm (slurmctld + slurmd from Debian's packages) in a temporary
-directory, with 4 fake GPUs, for the Slurm backend's tests.
+"""A real Slurm (slurmctld + slurmd from Debian's packages) in a temporary directory, one
+node with 4 fake GPUs, for the Slurm backend's tests; ``SlurmRig(nodes=2)``: two nodes (n1,
+n2) of 4 fake GPUs each, for jobs across nodes.
 
 What these machines taught us (Slurm 22.05):
 
@@ -10,6 +11,10 @@ What these machines taught us (Slurm 22.05):
 - Shards need ``File=`` naming their GPU's device, one gres.conf line per GPU: without it
   Slurm hands a GPU's shards out while the GPU itself runs a whole-GPU job.
 - The host name may not resolve: slurmd runs with ``-N localhost``.
+- Two nodes on this one host: ``NodeName=n1 NodeHostname=localhost Port=P1`` (a port each),
+  ``slurmd -N n1`` and ``-N n2``, each with its own spool dir, pid and log file (``%n`` in
+  SlurmdSpoolDir...: the node's name) and its own device files in gres.conf. Debian's slurmd
+  needs nothing more (no --enable-multiple-slurmd build).
 - ``SchedulerParameters=batch_sched_delay=0,sched_min_interval=0``: jobs start at once.
 - ``AuthInfo=cred_expire=5``: a requeued job may start again cred_expire + 1 s after
   ``scontrol requeue`` (Slurm's default 120 s).
@@ -52,9 +57,10 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
 
-def missing_binaries(accounting: bool = False) -> list[str]:
-    """The Slurm programs this rig needs that are not installed."""
-    need = BINARIES + (ACCOUNTING_BINARIES if accounting else ())
+def missing_binaries(accounting: bool = False, nodes: int = 1) -> list[str]:
+    """The Slurm programs this rig needs that are not installed (srun: for jobs of several
+    nodes)."""
+    need = BINARIES + (ACCOUNTING_BINARIES if accounting else ()) + ("srun",) * (nodes > 1)
     return [b for b in need if _which(b) is None]
 
 
@@ -82,11 +88,11 @@ AuthInfo=cred_expire=5
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool{node_dir}
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd{node_suffix}.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd{node_suffix}.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -101,15 +107,15 @@ ReturnToService=2
 MinJobAge=600
 KillWait=2
 FirstJobId={first_job}
-NodeName=localhost CPUs=2 RealMemory=4000 Gres=gpu:{gpus},shard:{shards} State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
+{node_lines}PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 """
+NODE_LINE = (
+    "NodeName={name}{where} CPUs=2 RealMemory=4000 Gres=gpu:{gpus},shard:{shards} State=UNKNOWN\n"
+)
 
-GRES_CONF = """\
-NodeName=localhost Name=gpu File={root}/dev/nvidia[0-{last}]
-"""
+GRES_LINE = "NodeName={node} Name=gpu File={dev}/nvidia[0-{last}]\n"
 # Shards belong to a GPU by its device file, SHARDS_PER_GPU each.
-SHARD_LINE = "NodeName=localhost Name=shard Count={n} File={root}/dev/nvidia{i}\n"
+SHARD_LINE = "NodeName={node} Name=shard Count={n} File={dev}/nvidia{i}\n"
 
 
 SLURMDBD_CONF = """\
@@ -130,7 +136,7 @@ LogFile={root}/log/slurmdbd.log
 class SlurmRig:
     """One running test cluster. ``env``: the variables its commands need (SLURM_CONF)."""
 
-    def __init__(self, accounting: bool = False) -> None:
+    def __init__(self, accounting: bool = False, nodes: int = 1) -> None:
         # Short: slurmstepd's socket paths (under the spool dir) are limited to 108 bytes.
         self.root = tempfile.mkdtemp(prefix="bsl-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -139,16 +145,22 @@ class SlurmRig:
         self.accounting = accounting
         self.procs: dict[str, subprocess.Popen[bytes]] = {}  # in start order
         self.first_job = 1
+        # One node is the host itself; more are n1, n2... (each its own slurmd on its port)
+        self.nodes = ["localhost"] if nodes == 1 else [f"n{i}" for i in range(1, nodes + 1)]
 
     # -- start ------------------------------------------------------------------------------
 
     def write_config(self) -> None:
-        for sub in ("state", "spool", "log", "dev"):
+        for sub in ("state", "spool", "log"):
             os.makedirs(os.path.join(self.root, sub))
-        for i in range(GPUS):
-            os.mknod(os.path.join(self.root, "dev", f"nvidia{i}"), 0o666 | stat.S_IFCHR,
-                     os.makedev(1, 3))  # fmt: skip
-        ctld_port, slurmd_port, self.dbd_port, self.db_port = _free_ports(4)
+        for node in self.nodes:
+            os.makedirs(self._dev(node))
+            for i in range(GPUS):
+                os.mknod(os.path.join(self._dev(node), f"nvidia{i}"), 0o666 | stat.S_IFCHR,
+                         os.makedev(1, 3))  # fmt: skip
+        ctld_port, slurmd_port, self.dbd_port, self.db_port, *node_ports = _free_ports(
+            4 + len(self.nodes)
+        )
         accounting = "AccountingStorageType=accounting_storage/none"
         if self.accounting:
             accounting = (
@@ -166,20 +178,46 @@ class SlurmRig:
             "accounting": accounting,
             "dbd_port": self.dbd_port,
             "db_port": self.db_port,
+            **self._node_values(node_ports),
         }
         self._write_slurm_conf()
         with open(os.path.join(self.root, "gres.conf"), "w") as f:
-            f.write(GRES_CONF.format(**self.values))
-            for i in range(GPUS):
-                f.write(SHARD_LINE.format(n=SHARDS_PER_GPU, root=self.root, i=i))
+            for node in self.nodes:
+                dev = self._dev(node)
+                f.write(GRES_LINE.format(node=node, dev=dev, last=GPUS - 1))
+                for i in range(GPUS):
+                    f.write(SHARD_LINE.format(node=node, n=SHARDS_PER_GPU, dev=dev, i=i))
+
+    def _dev(self, node: str) -> str:
+        """The node's fake GPU device files (one set per node)."""
+        return os.path.join(self.root, "dev") + ("" if node == "localhost" else f"-{node}")
+
+    def _node_values(self, ports: list[int]) -> dict[str, str]:
+        """slurm.conf's node lines; several nodes on this one host each have their own port
+        (``NodeHostname=localhost Port=``), spool dir, pid and log file (``%n``: the node)."""
+        several = len(self.nodes) > 1
+        lines = "".join(
+            NODE_LINE.format(
+                name=node, gpus=GPUS, shards=GPUS * SHARDS_PER_GPU,
+                where=f" NodeHostname=localhost Port={port}" if several else "",
+            )
+            for node, port in zip(self.nodes, ports, strict=True)
+        )  # fmt: skip
+        return {
+            "node_lines": lines,
+            "node_list": ",".join(self.nodes),
+            "node_dir": "/%n" if several else "",
+            "node_suffix": "-%n" if several else "",
+        }
 
     def _write_slurm_conf(self) -> None:
         with open(self.conf, "w") as f:
             f.write(SLURM_CONF.format(first_job=self.first_job, **self.values))
 
-    def _spawn(self, *argv: str) -> None:
-        with open(os.path.join(self.root, "log", f"{argv[0]}.stderr"), "ab") as log:
-            self.procs[argv[0]] = subprocess.Popen(
+    def _spawn(self, *argv: str, key: str = "") -> None:
+        key = key or argv[0]
+        with open(os.path.join(self.root, "log", f"{key}.stderr"), "ab") as log:
+            self.procs[key] = subprocess.Popen(
                 [_which(argv[0]) or argv[0], *argv[1:]],
                 env={**os.environ, **self.env},
                 stdout=log,
@@ -192,8 +230,9 @@ class SlurmRig:
         if self.accounting:
             self._start_accounting()
         self._spawn("slurmctld", "-D", "-i", "-f", self.conf)
-        self._spawn("slurmd", "-D", "-N", "localhost", "-f", self.conf)
-        wait_until(self._idle, timeout=30, interval=0.05, message="the test Slurm node is idle")
+        for node, key in zip(self.nodes, self._slurmds(), strict=True):
+            self._spawn("slurmd", "-D", "-N", node, "-f", self.conf, key=key)
+        wait_until(self._idle, timeout=30, interval=0.05, message="the test Slurm nodes are idle")
 
     def _start_accounting(self) -> None:
         db = os.path.join(self.root, "db")
@@ -235,8 +274,8 @@ class SlurmRig:
         for p in self.procs.values():
             if p.poll() is not None:
                 raise AssertionError(f"{p.args[0]} exited {p.returncode}:\n{self.logs()}")
-        out = self.run("sinfo", "-h", "-o", "%t", check=False).stdout
-        return out.strip() == "idle"
+        out = self.run("sinfo", "-h", "-N", "-o", "%t", check=False).stdout
+        return out.split() == ["idle"] * len(self.nodes)
 
     # -- use --------------------------------------------------------------------------------
 
@@ -260,10 +299,14 @@ class SlurmRig:
 
     def steps_alive(self) -> list[str]:
         """The step daemons still running (each keeps a socket in the spool dir)."""
-        try:
-            names = os.listdir(os.path.join(self.root, "spool"))
-        except FileNotFoundError:
-            return []
+        spool = os.path.join(self.root, "spool")
+        dirs = [spool] + [os.path.join(spool, n) for n in self.nodes if n != "localhost"]
+        names = []
+        for d in dirs:
+            try:
+                names += os.listdir(d)
+            except FileNotFoundError:
+                pass
         return [n for n in names if _STEP_SOCKET.match(n)]
 
     def clear(self, timeout: float = 20) -> None:
@@ -291,12 +334,12 @@ class SlurmRig:
     def stop(self) -> None:
         """Jobs first (so no slurmstepd is orphaned), then slurmd, then slurmctld."""
         try:
-            daemons = [self.procs.get(n) for n in ("slurmctld", "slurmd")]
+            daemons = [self.procs.get(n) for n in ("slurmctld", *self._slurmds())]
             if all(p is not None and p.poll() is None for p in daemons):
                 self.clear()
         finally:
-            # slurmd, slurmctld, then slurmdbd and its database
-            for name in ("slurmd", "slurmctld", "slurmdbd", "mariadbd"):
+            # the slurmds, slurmctld, then slurmdbd and its database
+            for name in (*self._slurmds(), "slurmctld", "slurmdbd", "mariadbd"):
                 p = self.procs.get(name)
                 if p is None:
                     continue
@@ -309,6 +352,9 @@ class SlurmRig:
                         p.wait()
             self._reap_steps()
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def _slurmds(self) -> list[str]:
+        return ["slurmd" if n == "localhost" else f"slurmd-{n}" for n in self.nodes]
 
     def _reap_steps(self) -> None:
         """Last resort after a failure: kill step daemons of this cluster still alive (found

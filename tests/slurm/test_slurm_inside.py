@@ -253,6 +253,44 @@ def test_the_allocations_end_ends_its_jobs_whatever_the_proctrack(
     assert "Traceback" not in said and "CancelledError" not in said, said
 
 
+def test_the_allocations_end_with_jobs_queued_and_clients_attached_says_no_traceback(
+    allocation: Allocation,
+) -> None:
+    """Issue 22.2 again, harder: scancel of an allocation whose daemon (in the background,
+    its own log) runs 4 jobs and has 4 more waiting, a `wait` and a `logs -f` attached: its
+    jobs end, and its log says so without a traceback (nor an unhandled CancelledError)."""
+    allocation.start(gpus=1, background=True)
+    ids = []
+    for _ in range(8):  # a quarter of the GPU each: 4 run, 4 wait
+        sub = allocation.berth("submit", "--parsable", "-g", "0.25", "--",
+                               "sh", "-c", "echo ready; exec sleep 300")  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        ids.append(sub.stdout.strip())
+
+    def running() -> int:
+        with allocation.client() as c:
+            return sum(j["state"] == "RUNNING" for j in c.call("queue", all=True)["jobs"])
+
+    wait_until(lambda: running() == 4, timeout=30, message="4 jobs run")
+    followed = os.path.join(allocation.root, "followed.txt")
+    with open(followed, "w") as out:
+        step = ["srun", f"--jobid={allocation.job}", "--overlap", "-n1", "--gres=none",
+                sys.executable, "-m", "berth.cli.main"]  # fmt: skip
+        attached = [
+            subprocess.Popen([*step, *args], env=allocation.env, stdout=out, stderr=out)
+            for args in (["wait", ids[0]], ["logs", "-f", ids[1]])
+        ]
+    wait_until(lambda: "ready" in _text(followed), timeout=30, message="logs -f follows")
+    allocation.slurm.run("scancel", allocation.job)
+    wait_until(lambda: allocation.backend.status([allocation.job])[allocation.job].finished,
+               timeout=30, message="the allocation ended")  # fmt: skip
+    for p in attached:
+        p.wait(timeout=30)
+    said = _text(os.path.join(allocation.dir, "state", "daemon.log"))
+    assert "the allocation ends: ending 8 job(s)" in said, said
+    assert "Traceback" not in said and "CancelledError" not in said, said
+
+
 def test_inside_the_allocation_its_daemon_wins_over_an_exported_berth_socket(
     allocation: Allocation,
 ) -> None:

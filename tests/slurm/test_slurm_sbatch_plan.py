@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from slurmkit import local_argv
 
-from berth.backends.base import ArraySpec, Unsupported
+from berth.backends.base import ArraySpec, SubmitRefused, Unsupported
 from berth.backends.sbatch import Cluster, plan
 from berth.errors import UsageError
 from berth.wire.jobspec import JobSpec
@@ -276,3 +276,35 @@ def test_begin_is_sbatchs_begin_in_local_time() -> None:
     when = time.mktime((2026, 12, 1, 9, 0, 0, 0, 0, -1))
     p = plan(job(begin=when), SHARDED, log_dir="/logs")
     assert "--begin=2026-12-01T09:00:00" in p.argv
+
+
+def test_nodes_and_tasks_per_node_run_the_command_under_srun() -> None:
+    spec = job(gpus=2, nodes=2, ntasks_per_node=4, inject_arg="--cuda")
+    p = plan(spec, SHARDED, log_dir="/logs")
+    assert p.argv[2:6] == ["--gres=gpu:2", "-N", "2", "--ntasks-per-node=4"]  # gres per node
+    before, _, rest = p.script.partition("<<'_BERTH_TASK_END'\n")
+    task, _, after = rest.partition("_BERTH_TASK_END\n")
+    assert after.startswith('set -- srun --kill-on-bad-exit=1 /bin/bash -c "$_berth_task"')
+    assert "_berth_flag=--cuda" in task and "_berth_flag" not in before + after  # per task
+    one = plan(job(gpus=2, inject_arg="--cuda"), SHARDED, log_dir="/logs")
+    assert "srun" not in one.script and "-N" not in one.argv  # one node, one task: as before
+    assert "srun" in plan(job(ntasks_per_node=2), SHARDED, log_dir="/logs").script
+    own = plan(job(nodes=2, argv=["/usr/bin/srun", "python", "t.py"]), SHARDED, log_dir="/l")
+    assert "srun --kill-on-bad-exit" not in own.script  # the user's own srun fans out
+    with pytest.raises(UsageError, match=r"with a command that is srun: .* leave srun out"):
+        plan(job(nodes=2, argv=["srun", "python", "--gpu", "{gpus}"]), SHARDED, log_dir="/l")
+
+
+def test_nodes_are_berths_own_options_and_the_cluster_must_have_them() -> None:
+    for word in ("-N2", "--nodes=2", "--ntasks-per-node=2"):
+        with pytest.raises(UsageError, match=r"berth sets --n.* itself; use berth's"):
+            argv(job(), extra=[word])
+    with pytest.raises(SubmitRefused, match=r"-N 2 -g 3: only 1 node of the cluster has 3 GPUs"):
+        argv(job(gpus=3, nodes=2), Cluster({"n1": ({"": 4}, 0), "n2": ({"": 2}, 0)}))
+
+
+def test_a_sweep_or_a_requeue_across_nodes_picks_the_command_then_runs_srun() -> None:
+    spec = job(nodes=2, array="0-1", array_argvs=[["a", "{cuda}"], ["b"]], requeue=True)
+    text = plan(spec, SHARDED, log_dir="/l", array=ArraySpec.parse("0-1")).script
+    case, srun, requeued = text.index("case "), text.index("set -- srun"), text.index('"$@" &')
+    assert case < srun < requeued  # task i's command, under srun, as the script's child

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import os
 
 from berth.claims.procs import user_name
@@ -26,19 +25,17 @@ from berth.core.job import Job
 from berth.core.request import Request
 from berth.daemon.engine.command import expand_pattern
 from berth.daemon.requests import arrays, depends, unique, userdir
-from berth.units import format_duration, format_size
+from berth.daemon.requests.fitness import check_fits, check_limit, memory_share, requeue
 from berth.wire import protocol
-from berth.wire.jobspec import JobSpec
+from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.core.inventory import Gpu
     from berth.core.job import Dependency
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.options import Options
     from berth.daemon.requests.authority import Peer
 
 
@@ -149,6 +146,9 @@ async def prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: i
             "submit to the system daemon (unset BERTH_SOCKET) or start your own with "
             "`berth daemon`",
         )
+    why = one_machine(spec.nodes, spec.ntasks_per_node)
+    if why is not None:
+        raise ProtocolError(protocol.BAD_REQUEST, f"{why}; nothing was queued")
     p = Prepared(spec)
     engine.accounts.check_request(_env_size(spec), p.count, queued + p.count)
     for i in (spec.gpu_ids or ()) + spec.prefer:
@@ -158,7 +158,7 @@ async def prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: i
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
         p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
-    each = _memory_share(engine.res.inventory, spec) if spec.by_memory else 1.0
+    each = memory_share(engine.res.inventory, spec) if spec.by_memory else 1.0
     p.request = Request(
         gpus=spec.gpus,
         mem=spec.mem,
@@ -168,7 +168,7 @@ async def prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: i
         each=each,  # (of one GPU: Request makes it the share gpus=each)
     )
     check_fits(engine.res.inventory, p.request)
-    p.requeue = _requeue(spec, engine.opts)
+    p.requeue = requeue(spec, engine.opts)
     if not p.requeue[0]:  # (requeued at the daemon's limit, a longer -t is switched, not refused)
         check_limit(spec.time_limit, engine.opts.max_job_time)
     # What the daemon adds to the spec it stores (above: the dependency, resolved)
@@ -329,70 +329,3 @@ def _log_dir(engine: Engine, peer: Peer) -> str:
             f"cannot make the log directory of {peer.user} under {userdir.logs_root(state)}: "
             f"{e.strerror or e}; ask the admin, or give your own log file with -o",
         ) from None
-
-
-def _memory_share(inventory: list[Gpu], spec: JobSpec) -> float:
-    """``--mem X`` without ``-g`` (mgpu_srun's habit: GPUs placed by memory): the share of
-    each of its GPUs, ``X / its memory``, as ``-g`` with a share would ask of one GPU, so jobs
-    whose memory fits share GPUs (``--gpu-ids 0,1 --mem 8000``: 8000 MiB of each of GPUs 0 and
-    1, as mgpu_srun started a job only with that much free on each). Sized by the smallest GPU
-    the job may get (never more memory than declared fits on it); whole GPUs (1.0) where not
-    every such GPU's memory is known (a declared inventory without ``memory``) or ``X`` is most
-    of one."""
-    assert spec.mem is not None  # (JobSpec's rule: by_memory goes with mem)
-    sizes = [g.memory_total for g in inventory if spec.gpu_ids is None or g.index in spec.gpu_ids]
-    known = [t for t in sizes if t]
-    if not known or len(known) < len(sizes):
-        return 1.0
-    share = math.ceil(spec.mem / min(known) * 1000) / 1000  # (to 0.1 %, rounded up)
-    return share if share < 1 else 1.0
-
-
-def check_fits(inventory: list[Gpu], request: Request) -> None:
-    """Refuse, before anything is stored, a request no GPU set here could ever satisfy (more
-    GPUs than there are, more memory than any card has): it would wait for ever."""
-    if not inventory:
-        return
-    gpus = [g for g in inventory if request.gpu_ids is None or g.index in request.gpu_ids]
-    if request.name:
-        gpus = [g for g in gpus if request.name.lower() in g.name.lower()]
-    if request.mem is not None:
-        known = [g.memory_total for g in gpus if g.memory_total is not None]
-        if known and max(known) < request.mem:
-            raise ProtocolError(
-                protocol.BAD_REQUEST,
-                f"--mem {format_size(request.mem)}: no GPU here has that much memory "
-                f"(largest {format_size(max(known))})",
-            )
-    if request.count > len(gpus):
-        which = " matching --gpu-ids/--gpu-name" if len(gpus) < len(inventory) else ""
-        raise ProtocolError(
-            protocol.BAD_REQUEST,
-            f"-g {request.count}: this machine has {len(gpus)} GPU(s){which}; ask for fewer",
-        )
-
-
-def _requeue(spec: JobSpec, opts: Options) -> tuple[bool, int | None]:
-    """Whether the time limit requeues the job, and at most how many times: as it asked
-    (--requeue, --no-requeue, --max-requeues), else as the daemon says (--on-time-limit)."""
-    requeue = spec.requeue if spec.requeue is not None else opts.on_time_limit == "requeue"
-    most = spec.max_requeues if spec.max_requeues is not None else opts.max_requeues
-    return requeue, most if requeue else None
-
-
-def check_limit(limit: float | None, most: float | None) -> None:
-    """Refuse a time limit the daemon would never let the job reach (``--max-job-time``)."""
-    if limit is not None and not limit > 0:
-        raise ProtocolError(protocol.BAD_REQUEST, f"time limit {limit!r}: must be positive")
-    if limit is not None and most is not None and limit > most:
-        cap = _duration(most)
-        raise ProtocolError(
-            protocol.BAD_REQUEST,
-            f"-t {_duration(limit)} is more than this daemon allows: every job stops at "
-            f"{cap} (berth daemon --max-job-time, or [daemon] max_job_time in the config); "
-            f"ask for -t {cap} or less, or leave -t out to get {cap}",
-        )
-
-
-def _duration(seconds: float) -> str:
-    return format_duration(seconds) if seconds >= 60 or seconds == int(seconds) else f"{seconds:g}s"

@@ -88,6 +88,8 @@ class Server:
         self.connections = 0
         self.per_uid: dict[int, int] = {}
         self.handlers: dict[str, Handler] = dict(HANDLERS)  # (+ what others register)
+        self.tasks: set[asyncio.Task[None]] = set()  # one per open connection
+        self.requests: set[asyncio.Future[dict[str, Any]]] = set()  # awaited ones in hand
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
@@ -120,9 +122,25 @@ class Server:
         else:
             self.bytes_per_uid.pop(uid, None)
 
+    async def close(self, grace: float) -> None:
+        """The daemon stops (before its store closes): the requests in hand (a ``wait`` whose
+        job has just ended) get ``grace`` s to be answered, then the rest are cancelled and
+        every connection closed, so that no request runs on over a closed store."""
+        if self.requests:
+            await asyncio.wait(list(self.requests), timeout=grace)
+        for fut in list(self.requests):
+            fut.cancel()
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         uid: int | None = None
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
         try:
             peer = peer_of(writer.get_extra_info("socket"), self.admin_gid)
             open_now = self.per_uid.get(peer.uid, 0)
@@ -143,9 +161,15 @@ class Server:
             await self._serve(peer, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, asyncio.TimeoutError):
             pass
+        except asyncio.CancelledError:
+            # close(): the connection ends here, not as a cancelled task (Python 3.11's
+            # streams then log "Exception in callback ...: CancelledError" with a traceback)
+            pass
         except Exception:
             log.exception("connection failed")
         finally:
+            if task is not None:
+                self.tasks.discard(task)
             self.connections -= 1
             if uid is not None:
                 left = self.per_uid[uid] - 1
@@ -247,7 +271,10 @@ class Server:
                 continue
             if inspect.isawaitable(result):
                 conn.unanswered += 1
-                replies.put_nowait((asyncio.ensure_future(_guard(result)), n))
+                fut = asyncio.ensure_future(_guard(result))
+                self.requests.add(fut)
+                fut.add_done_callback(self.requests.discard)
+                replies.put_nowait((fut, n))
             else:
                 answer({"ok": True, **result}, n)
 
