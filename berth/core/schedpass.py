@@ -7,7 +7,7 @@ A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides 
    (for reservations), and a ``Stop`` for each past its time limit.
 2. :meth:`Pass.gate`: in the order of :func:`berth.core.order.ordered`, each pending job's
    reason to wait that no free GPU would lift: held, a dependency (or a ``Cancel`` when it can
-   never be met), a retry backoff, its array's ``%K``, its user's GPU limit.
+   never be met), a retry backoff, its array's ``%K``, its user's GPU limit, its project's.
 3. :meth:`Pass.place`: a job that may start starts where it fits, outside the reservation, or
    anywhere if it ends before the shadow time; or it waits behind the blocked job.
 4. :meth:`Pass.reserve`: a job that does not fit waits for resources; the first such job gets
@@ -31,7 +31,7 @@ from berth.core.fairshare import fair_charge
 from berth.core.fits import End, Fits, req_key, reservation
 from berth.core.groups import GroupLimits
 from berth.core.job import Job
-from berth.core.limits import Held
+from berth.core.limits import Held, ProjectHeld
 from berth.core.order import ordered
 from berth.core.placement import Placement, Profile
 from berth.core.ranking import View, Walk
@@ -47,9 +47,10 @@ class Pass:
     """One pass over ``inputs``: :meth:`run` once (see the module docstring)."""
 
     __slots__ = (
-        "blocked_all", "cap", "charged", "dep_states", "done", "ends", "fits", "free_out", "groups",
-        "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
-        "skim", "started", "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
+        "blocked_all", "cap", "charged", "charged_projects", "dep_states", "done",
+        "done_projects", "ends", "fits", "free_out", "groups", "head", "inp", "out", "out_stale",
+        "placed", "profile", "project_gpus", "queue", "reserved", "shadow", "skim", "started",
+        "starts_seen", "static", "stop", "tenant_gpus", "user_gpus", "walk",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
@@ -59,6 +60,7 @@ class Pass:
         self.ends: list[End] = []  # running jobs and jobs started in this pass
         self.placed: dict[int, Placement] = {}  # jobs started in this pass
         self.charged: dict[str, float] = {}  # fair share: what jobs started here count for
+        self.charged_projects: dict[str, float] = {}  # ... per project
         self.dep_states: dict[int, State] | None = None  # dependencies: built at first need
         self.starts_seen: dict[int, bool] = {}  # dependencies: has the job ever started
         self.head: Job | None = None  # the first job that did not fit
@@ -78,10 +80,13 @@ class Pass:
         self.started: list[Job] = []  # jobs started in this pass
         limits = inputs.limits
         self.user_gpus = Held(limits, inputs.running) if limits is not None else None
+        plimits = inputs.project_limits
+        self.project_gpus = ProjectHeld(plimits, inputs.running) if plimits else None
         self.profile = inputs.profile
         self.walk: Walk | None = None
         self.queue: Iterable[Job] = ()
         self.done: set[str] = set()  # tenants none of whose jobs can start in this pass
+        self.done_projects: set[str] = set()  # ... projects
         self.cap: Capacity  # set by charge()
         self.static: dict[tuple[object, ...], tuple[Reason, str] | None]
         self.fits: Fits
@@ -154,7 +159,8 @@ class Pass:
             self.walk = pending.walk()
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
-                             done=self.done)  # fmt: skip
+                             done=self.done, charged_projects=self.charged_projects,
+                             done_projects=self.done_projects)  # fmt: skip
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -194,6 +200,12 @@ class Pass:
             self.wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs)
             if not self.inp.explain and job.tenant == job.user and user_gpus.full(job.user):
                 self.done.add(job.tenant)  # (none of its jobs can start: skip the rest)
+            return True
+        project_gpus = self.project_gpus
+        if project_gpus is not None and (over := project_gpus.blocked(job)) is not None:
+            self.wait(job, Reason.PROJECT_GPU_LIMIT, over)  # (no reservation: its project's)
+            if not self.inp.explain and project_gpus.full(job.project):
+                self.done_projects.add(job.project)
             return True
         return False
 
@@ -277,9 +289,14 @@ class Pass:
         tenant_gpus = self.tenant_gpus
         tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
         if inp.fair is not None:
-            self.charged[job.tenant] = self.charged.get(job.tenant, 0.0) + fair_charge(job)
+            charge = fair_charge(job)
+            self.charged[job.tenant] = self.charged.get(job.tenant, 0.0) + charge
+            cp = self.charged_projects
+            cp[job.project] = cp.get(job.project, 0.0) + charge
         if self.user_gpus is not None:
             self.user_gpus.started(job)
+        if self.project_gpus is not None:
+            self.project_gpus.started(job)
         limit = job.time_limit
         self.ends.append((inp.now + limit if limit is not None else INF, inp.now, job.id, job))
 

@@ -93,6 +93,7 @@ class Reason(str, Enum):
     BAD_CONSTRAINTS = "BadConstraints"  # no GPU of this machine can ever satisfy the request
     ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its group (an array's %K) runs all it may at once
     USER_GPU_LIMIT = "UserGpuLimit"  # its user holds all the GPUs they may at once
+    PROJECT_GPU_LIMIT = "ProjectGpuLimit"  # its project holds all the GPUs it may at once
 
     def __str__(self) -> str:
         return self.value
