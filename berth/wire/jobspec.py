@@ -136,6 +136,21 @@ def _mail(field: str, v: Any) -> str:
     return addr
 
 
+PROJECT_RULE = (
+    "a project name: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+)
+
+
+def _project(field: str, v: Any) -> str:
+    """``--project`` (Slurm's account): a plain name; the daemon checks it is one of its
+    projects and that the user may charge it."""
+    name = text(field, v, limit=64)
+    ok = name[0].isascii() and name[0].isalnum()
+    if not ok or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+        raise bad(field, v, f"must be {PROJECT_RULE}")
+    return name
+
+
 def _array_task(field: str, v: Any) -> tuple[int, ...]:
     if type(v) is not list or len(v) != 5:
         raise bad(field, v, "must be [array id, task index, count, lowest, highest]")
@@ -194,6 +209,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "mail_user": (_opt(_mail), None),
     "request_source": (_text(1024), None),
     "once": (_text(256), None),
+    "project": (_opt(_project), None),
 }
 # What the daemon adds when it accepts a job (never sent by a client; stored with the job).
 DAEMON_FIELDS: dict[str, tuple[Check, Any]] = {
@@ -251,6 +267,7 @@ class JobSpec:
     mail_user: str | None
     request_source: str | None  # where -g/--mem came from (the requirement table)
     once: str | None  # `berth watch`'s key of the line
+    project: str | None  # --project (Slurm's account); the daemon may give its default_project
     # set by the daemon:
     stdout_path: str | None  # the log files, patterns expanded
     stderr_path: str | None
