@@ -16,11 +16,11 @@ unknown key, a wrong type or a bad value is refused naming the file, the key and
 
 from __future__ import annotations
 
+from berth.errors import ConfigError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-from berth.errors import ConfigError
 
 KEYS = {
     "max_gpus": "GPUs the project's jobs may hold at once (more wait: ProjectGpuLimit)",
@@ -66,7 +66,7 @@ def read(path: str, raw: Any) -> dict[str, Project]:
 
 def _project(path: str, name: str, table: Any) -> Project:
     from berth.wire.jobspec import PROJECT_RULE, check_field  # rare: projects configured
-    from berth.wire.protocol import ProtocolError
+    from berth.wire.protocol import ProtocolError  # rare: projects configured
 
     where = f"config file {path!r}: [projects.{name}]"
     try:
@@ -111,7 +111,7 @@ def member(project: Project, user: str) -> bool:
     if project.open or user in project.users:
         return True
     import grp  # rare: a project with groups
-    import pwd
+    import pwd  # rare: a project with groups
 
     try:
         gid = pwd.getpwnam(user).pw_gid
