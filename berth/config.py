@@ -21,7 +21,6 @@ Environment variables (they override the file):
 from __future__ import annotations
 
 import os
-import sys
 
 from berth import config_projects
 from berth.config_enforce import Enforce
@@ -162,16 +161,6 @@ def _names(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def _default_project(value: str, at: At, cfg: Config) -> str | None:
-    if value not in cfg.projects:  # (a late key: the projects are read)
-        known = ", ".join(sorted(cfg.projects)) or "none"
-        raise at.fail(
-            f"[scheduling] default_project = {value!r} is not a configured project "
-            f"(projects: {known}); add a [projects.{value}] table or name another"
-        )
-    return value
-
-
 # -- the keys -----------------------------------------------------------------------------------
 
 
@@ -259,7 +248,7 @@ class Config:
         'a GPU-hour counts half as much a half-life later ("inf": never)')
     require_project = Key("scheduling", (bool,), False, None, "false",
         "true: a job must name a project (--project; docs/admin.md \"Projects\")")
-    default_project = Key[str | None]("scheduling", (str,), None, _default_project, '"general"',
+    default_project = Key[str | None]("scheduling", (str,), None, config_projects.default_project, '"general"',
         "the project of a job that names none", late=True)
     outside_max_memory = Key[float | None]("scheduling", (int, float), None, _bounded(lambda v: 0 <= v <= 1, "a fraction in [0, 1]", float), "0.25",
         "outside use (processes outside berth) up to this fraction of a GPU's memory leaves it to berth's jobs (default: any outside process makes the GPU busy; the GPU Job Scheduler's --mem-threshold)")
@@ -324,24 +313,9 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
     from berth import config_toml  # rare: a config file exists
 
-    plain = config_toml.loads(text)  # most config files: without tomllib's cost
-    if plain is not None:
-        return plain
-    if sys.version_info >= (3, 11):
-        import tomllib  # rare: a config file exists
-    else:
-        import tomli as tomllib  # rare: a config file exists (Python 3.10)
-    try:
-        result: dict[str, Any] = tomllib.loads(text)
-        return result
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
+    return config_toml.parse(path, data)
 
 
 def _check(path: str, raw: dict[str, Any]) -> None:

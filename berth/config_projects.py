@@ -22,6 +22,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.config import Config
+    from berth.config_key import At
+
 KEYS = {
     "max_gpus": "GPUs the project's jobs may hold at once (more wait: ProjectGpuLimit)",
     "max_queued": "the project's jobs queued or running (more are refused at submit)",
@@ -102,6 +105,17 @@ def _names(where: str, key: str, table: dict[str, Any]) -> tuple[str, ...]:
     if type(value) is not list or not all(type(v) is str and v for v in value):
         raise ConfigError(f"{where} {key} = {value!r} must be a list of names")
     return tuple(value)
+
+
+def default_project(value: str, at: At, cfg: Config) -> str | None:
+    """``[scheduling] default_project``'s check (a late key: the projects are read)."""
+    if value not in cfg.projects:
+        known = ", ".join(sorted(cfg.projects)) or "none"
+        raise at.fail(
+            f"[scheduling] default_project = {value!r} is not a configured project "
+            f"(projects: {known}); add a [projects.{value}] table or name another"
+        )
+    return value
 
 
 def member(project: Project, user: str) -> bool:
