@@ -26,6 +26,7 @@ berth                       sbatch
 ``--array 0-9%2``           ``--array=0-9%2``
 ``--partition``             ``-p``
 ``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
+``--project NAME`` (``-A``) ``--account=NAME`` (Slurm's own limits and fair share apply)
 ``--sbatch-arg OPT``        ``OPT``, after berth's own (:mod:`berth.backends.sbatch_args`)
 ==========================  ===============================================================
 
@@ -237,6 +238,8 @@ def plan(
         argv.append(f"--array={array.text}")
     if job.mail_user:
         argv += [f"--mail-user={job.mail_user}", "--mail-type=END,FAIL"]
+    if job.project:
+        argv.append(f"--account={job.project}")
     argv.append("--export=ALL")
     argv += sbatch_args.check(extra, argv)
 

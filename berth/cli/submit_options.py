@@ -78,6 +78,8 @@ def _where(a: Any) -> None:
     a("--conda", help="conda environment to activate")
     a("--export", default="ALL", help="environment to pass: ALL (default), NONE, or VAR,VAR")
     a("--dependency", help="afterok:ID[:ID...]: start after these jobs completed")
+    a("-A", "--project", "--account", dest="project", metavar="NAME",
+      help="charge the job to project NAME (Slurm's account; docs/admin.md \"Projects\")")  # fmt: skip
 
 
 

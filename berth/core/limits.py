@@ -26,11 +26,14 @@ EPS = 1e-9
 class UserLimits:
     """The most GPUs each user may hold at once: ``max_gpus`` (user -> N, or None for no
     limit), else ``default`` (None: no limit). ``outside``: GPUs each user holds in claims
-    made outside the queue (`berth run`), counted with their running jobs."""
+    made outside the queue (`berth run`), counted with their running jobs. ``projects``: the
+    most GPUs each project's jobs may hold at once (project -> N; a project not listed, and
+    jobs of no project, have no limit: :class:`ProjectHeld`)."""
 
     max_gpus: Mapping[str, float | None] = field(default_factory=dict)
     default: float | None = None
     outside: Mapping[str, float] = field(default_factory=dict)
+    projects: Mapping[str, float] = field(default_factory=dict)
 
     def of(self, user: str) -> float | None:
         return self.max_gpus.get(user, self.default) if self.max_gpus else self.default
@@ -51,6 +54,8 @@ class Held:
     def blocked(self, job: Job) -> str | None:
         """Why ``job`` may not start now for its user's limit (the detail of its pending
         reason), or None."""
+        if not self.limits.max_gpus and self.limits.default is None:
+            return None  # (only projects have limits)
         most = self.limits.of(job.user)
         if most is None:
             return None

@@ -25,7 +25,7 @@ Fair share (``fair=``, :mod:`berth.core.fairshare`), over any policy: between us
 lowest decayed usage per share first; within a user, the policy's order. Per-user limits
 (``limits=``, :mod:`berth.core.limits`): a job that would take its user above their GPU
 limit waits (``UserGpuLimit``), with no reservation; so does one that would take its project
-above the project's (``project_limits=``: ``ProjectGpuLimit``).
+above its project's (``limits.projects``: ``ProjectGpuLimit``).
 
 In every policy a requeued job (``--requeue`` at its time limit, or preempted) comes after every
 job that was waiting when it was preempted (:mod:`berth.core.order`).
@@ -91,9 +91,8 @@ class Inputs(NamedTuple):
     - ``usage``: fairshare's extra per-tenant usage, in GPUs (e.g. a decayed average held).
     - ``fair``: fair share between users by decayed usage (:mod:`berth.core.fairshare`): users
       ordered by usage per share, each user's jobs in the policy's order.
-    - ``limits``: the most GPUs each user may hold at once (:mod:`berth.core.limits`).
-    - ``project_limits``: the most GPUs each project's jobs may hold at once (project -> N;
-      a project not listed, and jobs of no project, have no limit).
+    - ``limits``: the most GPUs each user, and each project's jobs, may hold at once
+      (:mod:`berth.core.limits`).
     - ``explain``: fill ``Decisions.pending`` with a reason for every job not started (the
       simulator turns it off for speed, which also lets the pass stop once nothing fits; the
       jobs after that point then get no ``Cancel`` for a failed dependency and no ``wakeup``
@@ -120,7 +119,6 @@ class Inputs(NamedTuple):
     usage: Mapping[str, float] | None = None
     fair: FairShare | None = None
     limits: UserLimits | None = None
-    project_limits: Mapping[str, float] | None = None
     explain: bool = True
     presorted: bool = False
     capacity: Capacity | None = None

@@ -80,8 +80,10 @@ class Pass:
         self.started: list[Job] = []  # jobs started in this pass
         limits = inputs.limits
         self.user_gpus = Held(limits, inputs.running) if limits is not None else None
-        plimits = inputs.project_limits
-        self.project_gpus = ProjectHeld(plimits, inputs.running) if plimits else None
+        self.project_gpus = (
+            ProjectHeld(limits.projects, inputs.running)
+            if limits is not None and limits.projects else None
+        )  # fmt: skip
         self.profile = inputs.profile
         self.walk: Walk | None = None
         self.queue: Iterable[Job] = ()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from berth.core import Inputs, Job, Reason, State, schedule, transition
 from berth.core.fairshare import FairShare, factors, interleave
+from berth.core.limits import UserLimits
 
 from .conftest import gpus
 
@@ -66,7 +67,7 @@ def test_a_project_at_its_quota_waits_with_a_plain_reason(make_job: MakeJob) -> 
     other = make_job(1, user="carol", project="nlp")
     free = make_job(1, user="dave")  # no project: no quota
     d = schedule(Inputs([more, other, free], held, gpus(8),
-                        project_limits={"vision": 2.0, "nlp": 1.0}))  # fmt: skip
+                        limits=UserLimits(projects={"vision": 2.0, "nlp": 1.0})))  # fmt: skip
     assert sorted(s.job_id for s in d.starts) == sorted([other.id, free.id])
     p = d.pending[more.id]
     assert p.reason is Reason.PROJECT_GPU_LIMIT
@@ -77,12 +78,12 @@ def test_a_project_at_its_quota_waits_with_a_plain_reason(make_job: MakeJob) -> 
 def test_the_quota_counts_jobs_started_in_the_same_pass(make_job: MakeJob) -> None:
     jobs = [make_job(1, user=u, project="vision") for u in ("a", "b", "a", "b")]
     jobs.append(make_job(2, user="c", project="vision"))
-    d = schedule(Inputs(jobs, [], gpus(8), project_limits={"vision": 3.0}))
+    d = schedule(Inputs(jobs, [], gpus(8), limits=UserLimits(projects={"vision": 3.0})))
     assert len(d.starts) == 3
     assert d.pending[jobs[4].id].detail == "project vision holds 3 of 3 GPUs allowed at once"
     # too big for the quota at all: says so
     big = make_job(4, user="a", project="vision")
-    d = schedule(Inputs([big], [], gpus(8), project_limits={"vision": 3.0}))
+    d = schedule(Inputs([big], [], gpus(8), limits=UserLimits(projects={"vision": 3.0})))
     assert d.pending[big.id].detail == "needs 4 GPUs, more than project vision may hold at once (3)"
 
 
@@ -91,7 +92,7 @@ def test_without_explanations_a_full_project_gives_no_more_jobs(make_job: MakeJo
     jobs += [make_job(1, user="b", project="nlp") for _ in range(2)]
     fair = FairShare({}, {}, {"nlp": 100 * HOUR})  # vision's turn first, every time
     d = schedule(Inputs(jobs, [], gpus(8), fair=fair, explain=False,
-                        project_limits={"vision": 2.0}))  # fmt: skip
+                        limits=UserLimits(projects={"vision": 2.0})))  # fmt: skip
     by_id = {j.id: j for j in jobs}
     started = [by_id[s.job_id].project for s in d.starts]
     assert started.count("vision") == 2 and started.count("nlp") == 2

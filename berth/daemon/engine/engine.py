@@ -161,7 +161,7 @@ class Engine(Lifecycle):
             now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
-            fair=self.accounts.fair(running, now) if self.order.tenants > 1 else None,
+            fair=self.accounts.fair(running, now) if self.order.tenants > 1 or self.accounts.projects.any else None,
             limits=self.accounts.user_limits(),
             explain=explain,
             presorted=self.order.presorted,
@@ -251,7 +251,7 @@ class Engine(Lifecycle):
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = self.pauses.indexes()
         now = self.clock.time()
-        multi = len({j.tenant for j in pending}) > 1
+        multi = len({j.tenant for j in pending}) > 1 or self.accounts.projects.any
         decisions = schedule(Inputs(
             pending,
             running,

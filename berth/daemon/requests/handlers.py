@@ -116,6 +116,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "daemon": daemon_info(engine),
         "jobs": rows,
         "users": users,
+        "projects": acc.projects.summary(engine.unfinished(), engine.clock.time()),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
     }
 
@@ -350,6 +351,7 @@ HANDLERS: dict[str, Handler] = {
     "resume": admin.resume,
     "status": status,
     "limits": admin.limits,
+    "projects": admin.projects,
     "drain": admin.drain,
     "undrain": admin.undrain,
     "enforce_log": admin.enforce_log,

@@ -95,11 +95,12 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     held = engine.accounts.held(peer.uid, engine.unfinished())  # once, not once per job
+    projects = engine.accounts.projects.counts(engine.unfinished())  # (each project's jobs)
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await _prepare(engine, peer, raw, queued, held)
+            p = await _prepare(engine, peer, raw, queued, held, projects)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -138,8 +139,9 @@ def _batch_keys(p: _Prepared) -> list[str]:
 
 
 async def _prepare(
-    engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0
-) -> _Prepared:
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0,
+    projects: dict[str, int] | None = None,
+) -> _Prepared:  # fmt: skip
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -182,6 +184,8 @@ async def _prepare(
         )
         if limit is not None:
             own["time_limit"] = limit
+        own["project"] = engine.accounts.projects.check(
+            peer.user, spec.project, projects if projects is not None else {}, p.count)  # fmt: skip
     out, err = spec.stdout, spec.stderr
     if out is None or (spec.pty and me == 0):
         log_dir = _log_dir(engine, peer)
@@ -233,6 +237,7 @@ def _insert(
             uid=peer.uid,
             gid=peer.gid,
             priority=spec.priority,
+            project=spec.project or "",
             time_limit=spec.time_limit,
             dependencies=tuple(p.deps),
             retries=spec.retries,
