@@ -37,7 +37,8 @@ GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of 
 usage, and the fair-share factor (Slurm's 2^(-usage/share): 1 = has used nothing, 0.5 = its
 share, lower = more; the highest goes first), and the most GPUs they may hold. With
 projects (docs/admin.md "Projects"), --users also gives each project's line (as `berth admin
-projects`): projects come first in fair share, then users within one.
+projects`): projects come first in fair share, then users within one; so does the block
+under the table when more than one project has jobs.
 """
 
 from __future__ import annotations
@@ -222,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(format_rows(fold(rows, args.expand), header))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
         sys.stdout.write("\n" + format_users(users, about.get("fairshare") or {}, header))
+    projects = about.get("projects") or []
+    if sum(1 for p in projects if p["running"] or p["pending"]) > 1 and not args.project:
+        sys.stdout.write("\n" + format_projects(projects, header))
     return 0
 
 

@@ -63,6 +63,7 @@ def test_a_job_must_name_a_project_of_its_user(system: System) -> None:
     ok = system.submit(A, "--project", "vision", "--", "true")
     assert system.rig.wait_done([ok])[ok]["state"] == "COMPLETED"
     assert system.rig.job(ok)["project"] == "vision"
+    assert "  project:    vision" in system.berth(A, "show", str(ok)).stdout
 
 
 def test_the_quota_holds_jobs_and_max_queued_refuses_more(system: System) -> None:
@@ -72,8 +73,10 @@ def test_the_quota_holds_jobs_and_max_queued_refuses_more(system: System) -> Non
     second = system.submit(B, "--project", "vision", "-J", "second", "--", "sleep", "60")
     elsewhere = system.submit(C, "--account", "nlp", "-J", "elsewhere", "--", "sleep", "60")
     wait_until(lambda: system.rig.job(elsewhere)["state"] == "RUNNING", timeout=15)
-    line = next(x for x in system.berth(B, "queue").stdout.splitlines() if " second " in x)
+    queue = system.berth(B, "queue").stdout
+    line = next(x for x in queue.splitlines() if " second " in x)
     assert "(ProjectGpuLimit)" in line
+    assert "PROJECT " in queue  # (two projects have jobs: their lines under the table)
     assert system.rig.job(second)["reason"] == (
         "ProjectGpuLimit: project vision holds 1 of 1 GPUs allowed at once"
     )
