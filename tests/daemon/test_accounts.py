@@ -148,7 +148,10 @@ def test_projects_checks_at_submit(tmp_path: Path) -> None:
     assert p.check("alice", "vision", counts, 1) == "vision" and counts["vision"] == 2
     with pytest.raises(ProtocolError, match="project vision has 2 jobs queued or running"):
         p.check("alice", "vision", counts, 1)
-    with pytest.raises(ProtocolError, match="bob is not a member of it"):
+    with pytest.raises(ProtocolError, match="--project 'vision': bob is not a member of it"):
         p.check("bob", "vision", {}, 1)
+    p.default = "vision"  # (a default the user may not charge says where it came from)
+    with pytest.raises(ProtocolError, match="default_project 'vision': bob is not a member"):
+        p.check("bob", None, {}, 1)
     with pytest.raises(ProtocolError, match=r"no such project here \(projects: open, vision\)"):
         p.check("alice", "nope", {}, 1)

@@ -76,16 +76,17 @@ class Projects:
                 )
             return None
         project = self.config.get(name)
+        what = f"--project {name!r}" if asked else f"[scheduling] default_project {name!r}"
         if project is None:
             raise ProtocolError(
                 protocol.BAD_REQUEST,
-                f"--project {name!r}: no such project here (projects: {self._names(user)}); "
+                f"{what}: no such project here (projects: {self._names(user)}); "
                 "name one of them, or ask an admin to add it; nothing was queued",
             )
         if not member(project, user):
             raise ProtocolError(
                 protocol.NOT_OWNER,
-                f"--project {name!r}: {user} is not a member of it (its users and groups: "
+                f"{what}: {user} is not a member of it (its users and groups: "
                 f"{_members(project)}); name a project of yours ({self._names(user)}), or "
                 "ask an admin to add you; nothing was queued",
             )
