@@ -21,8 +21,8 @@ Environment variables (they override the file):
 from __future__ import annotations
 
 import os
-import sys
 
+from berth import config_projects
 from berth.config_enforce import Enforce, isolate_mode
 from berth.config_key import At, Key, example, keys_of, set_defaults
 from berth.errors import ConfigError, UsageError
@@ -248,6 +248,10 @@ class Config:
         "order users by their decayed GPU usage (docs/scheduling.md)")
     fairshare_half_life = Key("scheduling", _DURATION, 7 * 86400.0, _positive, '"7d"',
         'a GPU-hour counts half as much a half-life later ("inf": never)')
+    require_project = Key("scheduling", (bool,), False, None, "false",
+        "true: a job must name a project (--project; docs/admin.md \"Projects\")")
+    default_project = Key[str | None]("scheduling", (str,), None, config_projects.default_project, '"general"',
+        "the project of a job that names none", late=True)
     outside_max_memory = Key[float | None]("scheduling", (int, float), None, _bounded(lambda v: 0 <= v <= 1, "a fraction in [0, 1]", float), "0.25",
         "outside use (processes outside berth) up to this fraction of a GPU's memory leaves it to berth's jobs (default: any outside process makes the GPU busy; the GPU Job Scheduler's --mem-threshold)")
     outside_max_util = Key[float | None]("scheduling", (int, float), None, _bounded(lambda v: 0 <= v <= 100, "a percentage in [0, 100]", float), "20",
@@ -279,13 +283,14 @@ class Config:
         self.files: tuple[str, ...] = ()
         self.inventory = Inventory()
         self.enforce = Enforce()  # [enforce] (berth.config_enforce)
+        self.projects: dict[str, config_projects.Project] = {}  # [projects.NAME] tables
 
 
 KEYS: list[Key[Any]] = [*keys_of(Inventory), *keys_of(Config), *keys_of(Enforce)]
 SECTIONS: dict[str, dict[str, Key[Any]]] = {}
 for _key in KEYS:
     SECTIONS.setdefault(_key.section, {})[_key.name] = _key
-__doc__ = f"{__doc__}\n{example(SECTIONS)}"
+__doc__ = f"{__doc__}\n{example(SECTIONS, config_projects.EXAMPLE)}"
 
 
 def config_files() -> list[str]:
@@ -310,32 +315,20 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
     from berth import config_toml  # rare: a config file exists
 
-    plain = config_toml.loads(text)  # most config files: without tomllib's cost
-    if plain is not None:
-        return plain
-    if sys.version_info >= (3, 11):
-        import tomllib  # rare: a config file exists
-    else:
-        import tomli as tomllib  # rare: a config file exists (Python 3.10)
-    try:
-        result: dict[str, Any] = tomllib.loads(text)
-        return result
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
+    return config_toml.parse(path, data)
 
 
 def _check(path: str, raw: dict[str, Any]) -> None:
     """Every section and key known, every value of a type its key takes."""
     for section, values in raw.items():
+        if section == "projects":  # (its own tables: berth.config_projects)
+            config_projects.read(path, values)
+            continue
         keys = SECTIONS.get(section)
         if keys is None or not isinstance(values, dict):
-            known = ", ".join(f"[{s}]" for s in SECTIONS)
+            known = ", ".join(f"[{s}]" for s in [*SECTIONS, "projects"])
             raise ConfigError(
                 f"config file {path!r}: unknown section [{section}]; known sections: {known}"
             )
@@ -366,6 +359,9 @@ def load() -> Config:
         _check(path, raw)
         read.append(path)
         for section, values in raw.items():
+            if section == "projects":  # (a later file's table replaces an earlier one's)
+                cfg.projects.update(config_projects.read(path, values))
+                continue
             merged.update({(section, k): (path, v) for k, v in values.items()})
     cfg.files = tuple(read)
     for key in sorted(KEYS, key=lambda k: k.late):  # (a late key's check reads the others)

@@ -101,8 +101,9 @@ def set_defaults(obj: object, values: dict[str, Any]) -> None:
 _SECTION_NOTES = {"limits": "for every user; `berth admin limits` sets them at runtime"}
 
 
-def example(sections: dict[str, dict[str, Key[Any]]]) -> str:
-    """The example of the config module's docstring (`berth help config`), from the keys."""
+def example(sections: dict[str, dict[str, Key[Any]]], tables: str = "") -> str:
+    """The example of the config module's docstring (`berth help config`), from the keys
+    (``tables``: the example of the sections of named tables, ``[projects.NAME]``)."""
     lines = ["Example::"]
     for section, keys in sections.items():
         note = _SECTION_NOTES.get(section)
@@ -112,6 +113,8 @@ def example(sections: dict[str, dict[str, Key[Any]]]) -> str:
                 lines.append(f"    # {key.before}")
             text = f"{key.name} = {key.example}"
             lines.append(f"    {text.ljust(25)}  # {key.help}" if key.help else f"    {text}")
+    if tables:
+        lines += ["", *tables.rstrip("\n").split("\n")]
     lines += ["", "The flags of `berth daemon` (--max-job-time, --kill-after, --poll-interval,",
               "--keep-finished, --policy, --http) override these keys for one run; the keys",
               "hold across restarts."]  # fmt: skip

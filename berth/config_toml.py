@@ -11,12 +11,37 @@ escape, a dotted key, a key given twice, a date...) gives None: the caller reads
 
 from __future__ import annotations
 
+import sys
+
+from berth.errors import ConfigError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _DIGITS = frozenset("0123456789")
+
+
+def parse(path: str, data: bytes) -> dict[str, Any]:
+    """The document in ``data`` (the bytes of the config file ``path``): with :func:`loads`
+    when it is plain, else with :mod:`tomllib`; ConfigError when it is malformed."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
+    plain = loads(text)  # most config files: without tomllib's cost
+    if plain is not None:
+        return plain
+    if sys.version_info >= (3, 11):
+        import tomllib  # rare: a config file exists
+    else:
+        import tomli as tomllib  # rare: a config file exists (Python 3.10)
+    try:
+        result: dict[str, Any] = tomllib.loads(text)
+        return result
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"malformed config file {path!r}: {e}; fix or remove it") from None
 
 
 def loads(text: str) -> dict[str, Any] | None:

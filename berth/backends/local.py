@@ -56,7 +56,7 @@ def info(row: dict[str, Any]) -> JobInfo:
 
 
 # What puts a pending job where it is in line (the daemon's queue rows, issue 27.3).
-_ORDER_FIELDS = ("order", "priority", "share_factor", "queued_at")
+_ORDER_FIELDS = ("order", "priority", "share_factor", "queued_at", "project")
 _EXTRA_FIELDS = (*_ORDER_FIELDS, "dependency", "depends_on")  # (and `berth queue --tree`'s)
 
 

@@ -29,6 +29,7 @@ berth                       sbatch
 ``--array 0-9%2``           ``--array=0-9%2``
 ``--partition``             ``-p``
 ``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
+``--project NAME`` (``-A``) ``--account=NAME`` (Slurm's own limits and fair share apply)
 ``--sbatch-arg OPT``        ``OPT``, after berth's own (:mod:`berth.backends.sbatch_args`)
 ==========================  ===============================================================
 
@@ -252,9 +253,23 @@ def plan(
         argv.append(f"--array={array.text}")
     if job.mail_user:
         argv += [f"--mail-user={job.mail_user}", "--mail-type=END,FAIL"]
+    if job.project:
+        argv.append(f"--account={job.project}")
     argv.append("--export=ALL")
     argv += sbatch_args.check(extra, argv)
+    env, setup = _environment(job, environ)
+    args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
+    script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
+    p = Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
+    p.notes = notes
+    return p
 
+
+def _environment(
+    job: JobSpec, environ: Mapping[str, str] | None
+) -> tuple[dict[str, str], str | None]:
+    """The job's environment (with what sbatch itself needs from ``environ``) and its setup
+    text (a conda environment activated first)."""
     env = dict(job.env)
     for key, value in (environ or {}).items():
         env.setdefault(key, value)
@@ -264,11 +279,7 @@ def plan(
         setup = CONDA_SETUP + ("\n" + setup if setup else "")
     elif setup and "conda" in setup:
         setup = CONDA_HOOK + "\n" + setup
-    args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
-    script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
-    p = Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
-    p.notes = notes
-    return p
+    return env, setup
 
 
 def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:

@@ -39,7 +39,7 @@ OWN = {
     "--nice": "-p/--priority", "--array": "--array (or berth sweep)",
     "--mail-user": "--mail-user", "--partition": "--partition", "--export": "--export",
     "--parsable": "nothing (berth reads the job id itself)", "--wrap": "--wrap",
-    "--wait": "--wait", "--test-only": "berth sweep --dry-run",
+    "--wait": "--wait", "--test-only": "berth sweep --dry-run", "--account": "--project",
     "--nodes": "-N", "--ntasks-per-node": "--ntasks-per-node",
 }  # fmt: skip
 

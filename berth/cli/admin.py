@@ -15,6 +15,7 @@
   berth admin reserve --group ml --gpu-ids 0,1 --start 09:00 --end 18:00 --reason "demo"
   berth admin reservations                # each one, and a timeline of the GPUs
   berth admin unreserve 3                 # remove reservation 3
+  berth admin projects                    # each project: jobs, GPUs, usage, quotas, members
 
 Limits (defaults in the config's [limits]; set here at runtime, kept across restarts):
   --max-gpus N   GPUs a user may hold at once; more waits as (UserGpuLimit)
@@ -32,6 +33,11 @@ others' jobs may use them if their time limit (-t) ends by its start, and a job 
 never does unless --allow-unlimited. Others wait as (Reservation). -g N picks N GPUs now (the
 reply says which); a reservation overlapping another on a GPU is refused. Everyone may list
 them; only admins make and remove them. They are kept across restarts.
+
+Projects (Slurm's accounts: `berth submit --project NAME`) are the admin's [projects.NAME]
+tables in the config (docs/admin.md "Projects"); `berth admin projects` shows each one's
+running jobs and GPUs (against max_gpus), jobs queued (against max_queued), decayed usage,
+shares and fair-share factor between projects, and who may charge it.
 """
 
 from __future__ import annotations
@@ -73,6 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     undrain.add_argument("gpus", nargs="*", help="GPU indices or UUIDs")
     undrain.add_argument("--all", action="store_true", help="every drained or paused GPU")
     undrain.add_argument("--json", action="store_true", help="machine-readable output")
+    proj = sub.add_parser("projects", help="each project's usage, quotas and members")
+    proj.add_argument("--json", action="store_true", help="machine-readable output")
     log = sub.add_parser("log", help="the enforcement audit log (admins)")
     log.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="the last N")
     log.add_argument("--json", action="store_true", help="machine-readable output")
@@ -115,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
             fields["set"] = changes
         reply = call("limits", **fields)
         _out(args, reply, _limits_text)
+        return 0
+    if args.action == "projects":
+        _out(args, call("projects"), _projects_text)
         return 0
     if args.action == "log":
         if not 1 <= args.lines <= 10000:
@@ -176,6 +187,22 @@ def _limits_text(reply: dict[str, Any]) -> str:
         "-: no limit"
     )
     return "".join(line + "\n" for line in lines)
+
+
+def _projects_text(reply: dict[str, Any]) -> str:
+    from berth.cli.queue import format_projects  # rare: `berth admin projects`
+
+    rows = reply.get("projects") or []
+    if not rows:
+        return "no projects configured ([projects.NAME] in the config: docs/admin.md)\n"
+    out = format_projects(rows)
+    if reply.get("require_project"):
+        out += "every job must name a project ([scheduling] require_project)"
+        default = reply.get("default_project")
+        out += f"; without --project: {shown(default)}\n" if default else "\n"
+    elif reply.get("default_project"):
+        out += f"a job without --project is charged to {shown(reply['default_project'])}\n"
+    return out
 
 
 def _drained_text(reply: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@
   berth queue --all           # also jobs that ended in the last day
   berth queue --start         # when will pending jobs start? (as berth show and the dashboard)
   berth queue --users         # each user: running, pending, decayed usage, fair-share factor
+  berth queue --project vision  # only the jobs of project vision (--project, Slurm's -A)
   berth queue --json          # {"daemon": {...}, "jobs": [...], "users": [...]}
   berth queue --noheader      # no header lines (as squeue)
   berth queue -r              # an array's pending tasks one per line (default: 12_[3-9%2])
@@ -20,6 +21,7 @@ Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELI
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
 (Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
 attempt, (UserGpuLimit) when its user holds all the GPUs they may (`berth admin limits`),
+(ProjectGpuLimit) when its project's jobs hold all the GPUs the project may (max_gpus),
 (JobArrayTaskLimit) for an array's task held back by its %K, (Reservation) when it would
 start but for GPUs an admin reserved for others (a line under the table says which, for whom
 and when; `berth show ID` says why in words: the window is open, or its time limit would run
@@ -40,7 +42,10 @@ sacct, where the cluster keeps accounting, for --all); the GPUs column is what e
 When more than one user has jobs, a block under the table gives each user's running jobs and
 GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of everyone's
 usage, and the fair-share factor (Slurm's 2^(-usage/share): 1 = has used nothing, 0.5 = its
-share, lower = more; the highest goes first), and the most GPUs they may hold.
+share, lower = more; the highest goes first), and the most GPUs they may hold. With
+projects (docs/admin.md "Projects"), --users also gives each project's line (as `berth admin
+projects`): projects come first in fair share, then users within one; so does the block
+under the table when more than one project has jobs.
 """
 
 from __future__ import annotations
@@ -89,6 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tree", action="store_true", help="jobs as a tree of their dependencies, with states"
     )
+    p.add_argument("-A", "--project", "--account", dest="project", metavar="NAME",
+                   help="only the jobs of this project (`berth admin projects` lists them)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -189,6 +196,7 @@ LOCAL_ONLY = {
     "users": "--users: not on Slurm; `sshare` gives Slurm's fair share",
     "pty": "--pty: not on Slurm (its jobs have no terminal to attach to)",
     "tree": "--tree: not on Slurm; `squeue -o '%i %j %T %E'` lists each job's dependency",
+    "project": "--project: not on Slurm here; `squeue -A NAME` lists an account's jobs",
 }
 
 
@@ -209,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
         _json(backend, args, states)
         return 0
     rows = backend.list(user=args.user, finished=args.all, states=states)
+    if args.project:
+        rows = [r for r in rows if r.extra.get("project") == args.project]
     about: dict[str, Any] = getattr(backend, "about", {})  # the local daemon's: who, users
     header = not args.noheader
     if header and about.get("daemon"):
@@ -216,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
     users = about.get("users") or []
     if args.users:
         sys.stdout.write(format_users(users, about.get("fairshare") or {}, header))
+        if about.get("projects"):
+            sys.stdout.write("\n" + format_projects(about["projects"], header))
         return 0
     if args.pty:
         return _ptys(rows, header)
@@ -229,6 +241,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_reservations(about["reservations"]))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
         sys.stdout.write("\n" + format_users(users, about.get("fairshare") or {}, header))
+    projects = about.get("projects") or []
+    if sum(1 for p in projects if p["running"] or p["pending"]) > 1 and not args.project:
+        sys.stdout.write("\n" + format_projects(projects, header))
     return 0
 
 
@@ -299,12 +314,49 @@ def format_users(users: list[dict[str, Any]], fair: dict[str, Any], header: bool
     return "".join(line + "\n" for line in out)
 
 
+def format_projects(rows: list[dict[str, Any]], header: bool = True) -> str:
+    """Each project's line: running jobs, GPUs held (of its max_gpus), jobs queued or running
+    (of its max_queued), decayed usage, its part of all, the fair-share factor between
+    projects (its shares), who may charge it."""
+
+    def of(n: Any, most: Any) -> str:
+        return f"{n:g}" + ("" if most is None else f"/{most:g}")
+
+    lines = [("PROJECT", "RUNNING", "GPUS", "QUEUED", "USAGE(GPU-h)", "USE%", "FAIRSHARE",
+              "MEMBERS")]  # fmt: skip
+    for p in rows:
+        members = [*p.get("users", []), *(f"@{g}" for g in p.get("groups", []))]
+        lines.append((
+            shown(p["project"])[:20], str(p["running"]), of(p["gpus"], p.get("max_gpus")),
+            of(p["queued"], p.get("max_queued")), f"{p['usage_gpu_hours']:.2f}",
+            f"{100 * p['usage_fraction']:.0f}%",
+            f"{p['factor']:.2f}" + ("" if p.get("shares", 1.0) == 1.0 else f" (x{p['shares']:g})"),
+            shown(",".join(members))[:40] if members else "everyone",
+        ))  # fmt: skip
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = [
+        " ".join(c.ljust(w) if i in (0, 7) else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
+        for line in lines
+    ]  # fmt: skip
+    if not header:
+        out.pop(0)
+    else:
+        out.append("GPUS and QUEUED: held / the project's max_gpus, max_queued (docs/admin.md)")
+    return "".join(line + "\n" for line in out)
+
+
 def _json(backend: Backend, args: argparse.Namespace, states: list[str]) -> None:
     """The local daemon's answer as it sent it, without its ``"ok":true``: ``{"daemon":
     {...}, "jobs": [...]}``, written out without being decoded and encoded again (a long
     queue costs the client a copy, not a parse); on Slurm, the jobs as it reports them."""
     raw = getattr(backend, "queue_json", None)
     sys.stdout.flush()
+    if raw is not None and args.project:  # (only this project's jobs: decoded, filtered)
+        about = json.loads(raw(user=args.user, finished=args.all, states=states))
+        about["jobs"] = [j for j in about.get("jobs", []) if j.get("project") == args.project]
+        sys.stdout.write(json.dumps(about) + "\n")
+        return
     if raw is not None:
         sys.stdout.buffer.write(raw(user=args.user, finished=args.all, states=states) + b"\n")
         return

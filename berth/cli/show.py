@@ -112,7 +112,8 @@ def format_job(j: dict[str, Any]) -> str:
             + (f" ({spec})" if spec else "")
             + f"; it is {j['array_job']}_{j['array_task']}"
         )
-    for key, what in (("inject_arg", "GPU ids in"), ("notify", "notify"), ("mail_user", "mail")):
+    for key, what in (("project", "project"), ("inject_arg", "GPU ids in"), ("notify", "notify"),
+                      ("mail_user", "mail")):  # fmt: skip
         if j.get(key):
             lines.append(f"  {what + ':':<11} {shown(j[key])}")
     if j.get("resubmitted_from") is not None:

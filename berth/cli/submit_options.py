@@ -85,6 +85,8 @@ def _where(a: Any) -> None:
     a("-d", "--dependency", metavar="EXPR",
       help="start after other jobs, as sbatch: afterok:ID[:ID...], afterany:, afternotok:, "
       "after:ID[+MIN], singleton; ',' all of, '?' any of; ID 12, 12_3 or @ (your last job)")  # fmt: skip
+    a("-A", "--project", "--account", dest="project", metavar="NAME",
+      help="charge the job to project NAME (Slurm's account; docs/admin.md \"Projects\")")  # fmt: skip
 
 
 

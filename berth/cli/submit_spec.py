@@ -89,6 +89,7 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
     for key, value in (
         ("name", args.job_name), ("stdout", args.output), ("stderr", args.error),
         ("env_setup", args.env_setup), ("conda", args.conda), ("name_filter", args.gpu_name),
+        ("project", getattr(args, "project", None)),
     ):  # fmt: skip
         if value:
             job[key] = value

@@ -10,13 +10,14 @@ Stable API (import from ``berth.core``)::
     State            PENDING RUNNING COMPLETING COMPLETED FAILED CANCELLED TIMEOUT PREEMPTED LOST
                      .code -> "PD" "R" "CG" "CD" "F" "CA" "TO" "PR" "LO"; State.parse("PD")
     Reason           Resources Priority Dependency DependencyNeverSatisfied Held GpuPaused
-                     GpuUnhealthy BeginTime BadConstraints Reservation None
+                     GpuUnhealthy BeginTime BadConstraints JobArrayTaskLimit UserGpuLimit
+                     ProjectGpuLimit Reservation None
     ACTIVE, FINISHED, OUTCOMES   groupings (PREEMPTED is an attempt outcome: the job requeues)
 
     # the job model (berth.core.job); to_dict()/from_dict() are JSON-ready for the store
     Request(gpus=1 | 0.5, mem=bytes|None, gpu_ids=(0, 2)|None, prefer=(1,), name="A100"|None,
             each=1.0 | 0.1)   # each: the share of each of several GPUs (gpus=2, each=0.1)
-    Job(id, submit_time, request, name, user, uid, gid, tenant, priority, time_limit,
+    Job(id, submit_time, request, name, user, uid, gid, tenant, project, priority, time_limit,
         dependencies=Dependency.parse_list("afterok:3:4"), retries, retry_delay, requeue,
         held, extra={...daemon's own: argv, cwd, env, log paths...})
         .state .attempts[-1] (.gpus .share .mem .start .end .outcome .exit_code) .history

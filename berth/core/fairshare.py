@@ -14,6 +14,12 @@ the user's fraction of all usage, S their fraction of all shares): F is higher e
 U/S is lower. Within a user: their own jobs in the policy's order (their priority first, then
 the policy's key); a user's priority never jumps over another user.
 
+Projects (Slurm's accounts; ``Job.project``, "" for none) come first, as in Slurm's *fair
+tree*: the project with the lowest usage per share (``project_usage / project_shares``) gives
+the next job, and within it the user with the lowest usage per share; so a project whose
+users ran a lot yields to one that ran little, however many users each has. A user's usage
+is theirs in all projects. With one project (or none) the order is the one above.
+
 Within one pass usage does not move with time; a job started in the pass is charged at once
 with what it may use (its GPUs times its time limit, or times a day without one, as
 ``balanced`` assumes), so GPUs freed at the same moment are shared out between users rather
@@ -89,25 +95,32 @@ class Book:
         return value
 
 
-def usage_at(book: Book, running: Iterable[Job], now: float) -> dict[str, float]:
-    """Every tenant's usage at ``now``: the book, plus what running jobs used so far."""
+def usage_at(
+    book: Book, running: Iterable[Job], now: float, by: str = "tenant"
+) -> dict[str, float]:
+    """Every tenant's usage at ``now``: the book, plus what running jobs used so far.
+    ``by="project"``: every project's (a book kept per project)."""
     out = book.values(now)
     for job in running:
         a = job.attempt
         if a is None or a.end is not None:
             continue
         used = accrued(job.request.gpu_amount, a.start, now, now, book.half_life)
-        out[job.tenant] = out.get(job.tenant, 0.0) + used
+        key = job.project if by == "project" else job.tenant
+        out[key] = out.get(key, 0.0) + used
     return out
 
 
 @dataclass(frozen=True, slots=True)
 class FairShare:
     """What a pass needs for fair share: ``usage`` (decayed GPU-seconds per tenant, running
-    jobs included: :func:`usage_at`) and ``shares`` (weights; 1 for a tenant not listed)."""
+    jobs included: :func:`usage_at`) and ``shares`` (weights; 1 for a tenant not listed);
+    ``project_usage`` and ``project_shares``: the same per project (the upper level)."""
 
     usage: Mapping[str, float] = field(default_factory=dict)
     shares: Mapping[str, float] = field(default_factory=dict)
+    project_usage: Mapping[str, float] = field(default_factory=dict)
+    project_shares: Mapping[str, float] = field(default_factory=dict)
 
     def share(self, tenant: str) -> float:
         s = self.shares.get(tenant, 1.0)
@@ -116,6 +129,15 @@ class FairShare:
     def key(self, tenant: str, charged: float = 0.0) -> float:
         """Usage per share (lower goes first)."""
         return (self.usage.get(tenant, 0.0) + charged) / self.share(tenant)
+
+    def project_key(self, project: str, charged: float = 0.0) -> float:
+        """A project's usage per share (lower goes first)."""
+        s = self.project_shares.get(project, 1.0)
+        return (self.project_usage.get(project, 0.0) + charged) / (s if s > 0 else 1e-9)
+
+    def projects(self) -> FairShare:
+        """The upper level as a one-level FairShare (for :func:`factors`)."""
+        return FairShare(self.project_usage, self.project_shares)
 
 
 def fair_charge(job: Job) -> float:
@@ -126,23 +148,56 @@ def fair_charge(job: Job) -> float:
 
 def interleave(
     jobs: Iterable[Job], fair: FairShare, charged: Mapping[str, float],
-    done: Collection[str] = (),
+    done: Collection[str] = (), charged_projects: Mapping[str, float] | None = None,
+    done_projects: Collection[str] = (),
 ) -> Iterator[Job]:  # fmt: skip
-    """``jobs`` (in the policy's order) regrouped by tenant: the next job is always the first
-    not yet given of the tenant with the lowest ``fair.key`` (``charged``: what jobs started
-    in this pass added; the caller adds to it as jobs start). Ties go to the tenant's name.
-    ``done``: tenants none of whose jobs can start in this pass (the caller adds to it, e.g. a
-    user at their GPU limit): their other jobs are not given, so a tenant with a long queue
-    it cannot use costs the pass nothing per job (issue 20.10)."""
-    queues: dict[str, list[Job]] = {}
+    """``jobs`` (in the policy's order) regrouped by project, then tenant: the next job is
+    always the first not yet given of the tenant with the lowest ``fair.key`` in the project
+    with the lowest ``fair.project_key`` (``charged`` / ``charged_projects``: what jobs
+    started in this pass added; the caller adds to them as jobs start). Ties go to the name.
+    ``done`` / ``done_projects``: tenants / projects none of whose jobs can start in this pass
+    (the caller adds to them, e.g. a user at their GPU limit): their other jobs are not given,
+    so a tenant with a long queue it cannot use costs the pass nothing per job (issue 20.10)."""
+    projects: dict[str, dict[str, list[Job]]] = {}
     for job in jobs:
+        queues = projects.get(job.project)
+        if queues is None:
+            queues = projects[job.project] = {}
         q = queues.get(job.tenant)
         if q is None:
             queues[job.tenant] = [job]
         else:
             q.append(job)
+    if len(projects) == 1:
+        yield from _tenants(next(iter(projects.values())), fair, charged, done)
+        return
+    pcharged = charged_projects if charged_projects is not None else {}
+    heap = [(fair.project_key(p, pcharged.get(p, 0.0)), p) for p in projects]
+    heapq.heapify(heap)
+    within = {p: _tenants(q, fair, charged, done) for p, q in projects.items()}
+    while heap:
+        _, p = heapq.heappop(heap)
+        if p in done_projects:
+            continue
+        given = next(within[p], None)
+        if given is None:
+            continue
+        yield given  # (the caller may start it: only this project's key can change)
+        heapq.heappush(heap, (fair.project_key(p, pcharged.get(p, 0.0)), p))
+
+
+def _tenants(
+    queues: dict[str, list[Job]], fair: FairShare, charged: Mapping[str, float],
+    done: Collection[str],
+) -> Iterator[Job]:  # fmt: skip
+    """One project's jobs (``queues``: per tenant, each in the policy's order), the tenant
+    with the lowest ``fair.key`` first, as :func:`interleave` says."""
     if len(queues) == 1:
-        yield from next(iter(queues.values()))
+        t, q = next(iter(queues.items()))
+        for job in q:
+            if t in done:
+                return
+            yield job
         return
     heap = [(fair.key(t, charged.get(t, 0.0)), t) for t in queues]
     heapq.heapify(heap)

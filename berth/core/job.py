@@ -170,7 +170,9 @@ class Job:
     to the end of the queue). ``not_before``: not before then (``--begin``, a retry backoff). ``retries`` is how many times
     a FAILED attempt is retried; ``requeue`` turns a TIMEOUT into PREEMPTED + requeue, at most
     ``max_requeues`` times (None: with no end), after which the time limit ends it TIMEOUT.
-    ``tenant`` groups jobs for fair share (defaults to ``user``). ``group`` / ``group_limit``:
+    ``tenant`` groups jobs for fair share (defaults to ``user``); ``project``: the project
+    (Slurm's account) the job is charged to, "" for none: fair share compares projects first,
+    then tenants within one (:mod:`berth.core.fairshare`). ``group`` / ``group_limit``:
     at most that many jobs of the group run at once (an array's ``%K``; 0 = no limit,
     :mod:`berth.core.groups`).
     """
@@ -183,6 +185,7 @@ class Job:
     uid: int = -1
     gid: int = -1
     tenant: str = ""
+    project: str = ""
     priority: int = 0
     time_limit: float | None = None  # seconds; None = no limit
     dependencies: tuple[Dependency, ...] = ()
@@ -249,6 +252,7 @@ class Job:
             "uid": self.uid,
             "gid": self.gid,
             "tenant": self.tenant,
+            "project": self.project,
             "submit_time": self.submit_time,
             "priority": self.priority,
             "request": self.request.to_dict(),
@@ -284,6 +288,7 @@ class Job:
             uid=int(d.get("uid", -1)),
             gid=int(d.get("gid", -1)),
             tenant=d.get("tenant") or "",
+            project=d.get("project") or "",
             priority=int(d.get("priority", 0)),
             time_limit=d.get("time_limit"),
             dependencies=tuple(deps),

@@ -52,7 +52,8 @@ def ordered(
     tenant_gpus: Mapping[str, float], usage: Mapping[str, float] | None,
     walk: Iterable[Job] | None = None,
     fair: FairShare | None = None, charged: Mapping[str, float] | None = None,
-    done: Collection[str] = (),
+    done: Collection[str] = (), charged_projects: Mapping[str, float] | None = None,
+    done_projects: Collection[str] = (),
 ) -> Iterator[Job]:  # fmt: skip
     """``pending`` in the order a pass considers them (``presorted``: already in
     :func:`order_key` order; ``walk``: that order, walked lazily). For fairshare,
@@ -66,7 +67,8 @@ def ordered(
     else:
         jobs = sorted(pending, key=lambda j: order_key(j, policy, now))
     if fair is not None:  # fair share by decayed usage, over any policy
-        jobs = interleave(jobs, fair, charged if charged is not None else {}, done)
+        jobs = interleave(jobs, fair, charged if charged is not None else {}, done,
+                          charged_projects, done_projects)  # fmt: skip
     elif policy == "fairshare":
         jobs = _fairshare(jobs, tenant_gpus, usage)
     if walk is not None and not getattr(walk, "requeued", True):

@@ -24,7 +24,8 @@ balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs
 Fair share (``fair=``, :mod:`berth.core.fairshare`), over any policy: between users, the
 lowest decayed usage per share first; within a user, the policy's order. Per-user limits
 (``limits=``, :mod:`berth.core.limits`): a job that would take its user above their GPU
-limit waits (``UserGpuLimit``), with no reservation.
+limit waits (``UserGpuLimit``), with no reservation; so does one that would take its project
+above its project's (``limits.projects``: ``ProjectGpuLimit``).
 
 In every policy a requeued job (``--requeue`` at its time limit, or preempted) comes after every
 job that was waiting when it was preempted (:mod:`berth.core.order`).
@@ -97,7 +98,8 @@ class Inputs(NamedTuple):
     - ``usage``: fairshare's extra per-tenant usage, in GPUs (e.g. a decayed average held).
     - ``fair``: fair share between users by decayed usage (:mod:`berth.core.fairshare`): users
       ordered by usage per share, each user's jobs in the policy's order.
-    - ``limits``: the most GPUs each user may hold at once (:mod:`berth.core.limits`).
+    - ``limits``: the most GPUs each user, and each project's jobs, may hold at once
+      (:mod:`berth.core.limits`).
     - ``explain``: fill ``Decisions.pending`` with a reason for every job not started (the
       simulator turns it off for speed, which also lets the pass stop once nothing fits; the
       jobs after that point then get no ``Cancel`` for a failed dependency and no ``wakeup``

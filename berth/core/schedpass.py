@@ -7,7 +7,7 @@ A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides 
    (for reservations), and a ``Stop`` for each past its time limit.
 2. :meth:`Pass.gate`: in the order of :func:`berth.core.order.ordered`, each pending job's
    reason to wait that no free GPU would lift: held, a dependency (or a ``Cancel`` when it can
-   never be met), a retry backoff, its array's ``%K``, its user's GPU limit.
+   never be met), a retry backoff, its array's ``%K``, its user's GPU limit, its project's.
 3. :meth:`Pass.place`: a job that may start starts where it fits, outside the reservation, or
    anywhere if it ends before the shadow time; or it waits behind the blocked job.
 4. :meth:`Pass.reserve`: a job that does not fit waits for resources; the first such job gets
@@ -30,11 +30,12 @@ from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
 from berth.core.fits import End, Fits, req_key, reservation
 from berth.core.groups import GroupLimits
-from berth.core.job import Job, Request
-from berth.core.limits import Held
+from berth.core.job import Job
+from berth.core.limits import Held, ProjectHeld
 from berth.core.order import ordered
 from berth.core.placement import Placement, Profile, place
 from berth.core.ranking import View, Walk
+from berth.core.request import Request
 from berth.core.reservations import holding, kept_off, live, next_change, why
 from berth.core.states import Reason, State
 from berth.units import format_duration
@@ -48,9 +49,10 @@ class Pass:
     """One pass over ``inputs``: :meth:`run` once (see the module docstring)."""
 
     __slots__ = (
-        "blocked_all", "cap", "charged", "known", "done", "ends", "fits", "free_out", "groups",
-        "head", "inp", "out", "out_stale", "placed", "profile", "queue", "reserved", "shadow",
-        "skim", "started", "static", "stop", "tenant_gpus", "user_gpus", "walk", "windows",
+        "blocked_all", "cap", "charged", "charged_projects", "known", "done", "done_projects",
+        "ends", "fits", "free_out", "groups", "head", "inp", "out", "out_stale", "placed",
+        "profile", "project_gpus", "queue", "reserved", "shadow", "skim", "started", "static",
+        "stop", "tenant_gpus", "user_gpus", "walk", "windows",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
@@ -61,6 +63,7 @@ class Pass:
         self.placed: dict[int, Placement] = {}  # jobs started in this pass
         self.charged: dict[str, float] = {}  # fair share: what jobs started here count for
         self.known: deps.Known | None = None  # what dependencies see: built at first need
+        self.charged_projects: dict[str, float] = {}  # ... per project
         self.head: Job | None = None  # the first job that did not fit
         self.shadow = INF  # when the head job is expected to start
         self.reserved: set[int] = set()  # the positions kept for it
@@ -78,12 +81,17 @@ class Pass:
         self.started: list[Job] = []  # jobs started in this pass
         limits = inputs.limits
         self.user_gpus = Held(limits, inputs.running) if limits is not None else None
+        self.project_gpus = (
+            ProjectHeld(limits.projects, inputs.running)
+            if limits is not None and limits.projects else None
+        )  # fmt: skip
         self.profile = inputs.profile
         # admin reservations not over yet (berth.core.reservations)
         self.windows = live(inputs.reservations, inputs.now) if inputs.reservations else []
         self.walk: Walk | None = None
         self.queue: Iterable[Job] = ()
         self.done: set[str] = set()  # tenants none of whose jobs can start in this pass
+        self.done_projects: set[str] = set()  # ... projects
         self.cap: Capacity  # set by charge()
         self.static: dict[tuple[object, ...], tuple[Reason, str] | None]
         self.fits: Fits
@@ -158,7 +166,8 @@ class Pass:
             self.walk = pending.walk()
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
-                             done=self.done)  # fmt: skip
+                             done=self.done, charged_projects=self.charged_projects,
+                             done_projects=self.done_projects)  # fmt: skip
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -197,6 +206,12 @@ class Pass:
             self.wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs)
             if not self.inp.explain and job.tenant == job.user and user_gpus.full(job.user):
                 self.done.add(job.tenant)  # (none of its jobs can start: skip the rest)
+            return True
+        project_gpus = self.project_gpus
+        if project_gpus is not None and (over := project_gpus.blocked(job)) is not None:
+            self.wait(job, Reason.PROJECT_GPU_LIMIT, over)  # (no reservation: its project's)
+            if not self.inp.explain and project_gpus.full(job.project):
+                self.done_projects.add(job.project)
             return True
         return False
 
@@ -334,9 +349,14 @@ class Pass:
         tenant_gpus = self.tenant_gpus
         tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
         if inp.fair is not None:
-            self.charged[job.tenant] = self.charged.get(job.tenant, 0.0) + fair_charge(job)
+            charge = fair_charge(job)
+            self.charged[job.tenant] = self.charged.get(job.tenant, 0.0) + charge
+            cp = self.charged_projects
+            cp[job.project] = cp.get(job.project, 0.0) + charge
         if self.user_gpus is not None:
             self.user_gpus.started(job)
+        if self.project_gpus is not None:
+            self.project_gpus.started(job)
         limit = job.time_limit
         self.ends.append((inp.now + limit if limit is not None else INF, inp.now, job.id, job))
 

@@ -94,6 +94,7 @@ class Reason(str, Enum):
     ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its group (an array's %K) runs all it may at once
     USER_GPU_LIMIT = "UserGpuLimit"  # its user holds all the GPUs they may at once
     RESERVATION = "Reservation"  # it would fit but for GPUs an admin reserved for others
+    PROJECT_GPU_LIMIT = "ProjectGpuLimit"  # its project holds all the GPUs it may at once
 
     def __str__(self) -> str:
         return self.value

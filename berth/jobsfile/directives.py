@@ -44,6 +44,7 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--requeue": ("--requeue", False),
     "--hold": ("--hold", False), "-H": ("--hold", False),
     "--begin": ("--begin", True), "-b": ("--begin", True),
+    "--account": ("--project", True), "-A": ("--project", True),
     "--gpus": ("-g", True), "-G": ("-g", True),
     "--gres": ("-g", True),  # gpu:N or gpu:TYPE:N (TYPE -> --gpu-name)
     "--partition": ("--partition", True), "-p": ("--partition", True),  # (Slurm only)
@@ -57,7 +58,7 @@ SLURM_ONLY = ("--partition", "--mem-per-gpu")  # berth options the local queue r
 HOST_MEMORY = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
 # sbatch options that take a value (so `--partition gpu` is one option, not two words).
 _VALUED = frozenset(
-    {"-p", "--partition", "-A", "--account", "-q", "--qos", "-C", "--constraint", "-N",
+    {"-p", "--partition", "-q", "--qos", "-C", "--constraint", "-N",
      "--nodes", "-n", "--ntasks", "-c", "--cpus-per-task", "--ntasks-per-node", "--signal",
      "--mail-type", "--nice", "-w", "--nodelist", "-x", "--exclude", "--licenses",
      "--gpus-per-node", "--gpus-per-task", "--cpus-per-gpu", "--reservation", "--tmp",

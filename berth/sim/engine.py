@@ -99,8 +99,8 @@ class _Replay:
 
     __slots__ = (
         "allocated", "arrived", "book", "core", "ends", "free", "gpus", "held", "index", "jobs",
-        "nodes", "placement", "policy", "pos", "profile", "queue", "recent", "res", "running",
-        "stranded", "waiting",
+        "nodes", "pbook", "placement", "policy", "pos", "profile", "queue", "recent", "res",
+        "running", "stranded", "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -113,6 +113,8 @@ class _Replay:
         self.res = RunResult(policy, placement, len(gpus), jobs, [-1.0] * n, [-1.0] * n, [()] * n)
         self.res.fairshare = book is not None
         self.book = book  # each tenant's usage of ended jobs (fair share)
+        has_projects = book is not None and any(j.project for j in jobs)
+        self.pbook = Book(book.half_life) if book is not None and has_projects else None
         self.pos = {j.id: i for i, j in enumerate(jobs)}
         self.core: dict[int, Job] = {}
         self.queue = Ranking(policy)  # the pending jobs, in the policy's order
@@ -152,6 +154,8 @@ class _Replay:
             a = job.attempts[-1]
             if book is not None:
                 book.add(job.tenant, job.request.gpu_amount, a.start, now, now)
+            if self.pbook is not None:  # (fair share's upper level: the project's usage)
+                self.pbook.add(job.project, job.request.gpu_amount, a.start, now, now)
             for g in a.gpus:
                 self.free[self.index[g]] += a.share
             self.allocated -= job.request.gpu_amount
@@ -165,7 +169,7 @@ class _Replay:
             self.arrived += 1
             job = Job(
                 id=sj.id, submit_time=sj.submit, name=sj.name, tenant=sj.tenant or "-",
-                priority=sj.priority, time_limit=sj.time_limit,
+                project=sj.project, priority=sj.priority, time_limit=sj.time_limit,
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             self.core[sj.id] = job
@@ -186,7 +190,10 @@ class _Replay:
         full = max(self.free, default=0.0) <= 1e-9
         fair = None
         if self.book is not None and not full:
-            fair = FairShare(usage_at(self.book, self.running.values(), now))
+            running = self.running.values()
+            fair = FairShare(usage_at(self.book, running, now))
+            if self.pbook is not None:  # two levels: projects, then tenants within one
+                fair = FairShare(fair.usage, {}, usage_at(self.pbook, running, now, "project"))
         self.res.passes += 1
         return schedule(Inputs(
             [] if full else self.queue.at(now), list(self.running.values()), self.gpus, None,

@@ -3,7 +3,8 @@
 Formats (``read(path, fmt)``; ``fmt="auto"`` guesses from the header):
 
 - ``philly``: Microsoft Philly, one row per job (``timestamp,duration,num_gpus,gpu_time,
-  cluster``); the VC (``cluster``) is the tenant. Rows are sorted by time here.
+  cluster``); the VC (``cluster``) is the tenant (the trace names no users, so a VC is not
+  made a project: it would hold one tenant). Rows are sorted by time here.
 - ``itp``: Microsoft ITP 2021 (``job_id,submission_time,duration,num_gpu`` and the
   ElasticFlow-generated variant); the tenant is the file's name (``cluster05``).
 - ``openb``: Alibaba openb pod lists (``num_gpu``, ``gpu_milli``, ``cpu_milli``,
@@ -17,7 +18,8 @@ Formats (``read(path, fmt)``; ``fmt="auto"`` guesses from the header):
   (``need_times=True``) refuses them.
 - ``berth``: JSON lines of ``Job.to_dict()``, or the daemon's SQLite store itself
   (``berth.db`` in its state directory, opened read-only); a job's duration is what its
-  attempts ran, so an admin can replay last month's real queue.
+  attempts ran, so an admin can replay last month's real queue (with its projects: fair
+  share then compares projects first, then users within one, as the daemon does).
 
 Malformed input (a missing column, a truncated row, a value that is not a number, a NaN, a
 negative duration or submit time, a pod deleted before it was created) is an error naming the
@@ -60,6 +62,7 @@ class SimJob:
     name: str = ""
     gpu_ids: tuple[int, ...] | None = None
     gpu_models: tuple[str, ...] = ()  # GPU models allowed (exact names); () = any
+    project: str = ""  # the job's project (berth's records: --project), "" for none
 
     @property
     def gpu_seconds(self) -> float:
@@ -261,7 +264,7 @@ def _berth(f: Iterable[str], path: str, unit: str = "line") -> list[SimJob]:
         out.append(SimJob(
             job.id, job.submit_time, sum(a.end - a.start for a in ran if a.end is not None),
             float(r.gpus), job.tenant, job.priority, job.time_limit, r.mem, r.cpu, r.ram,
-            job.name,
+            job.name, project=job.project,
         ))  # fmt: skip
     return out
 

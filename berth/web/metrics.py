@@ -16,7 +16,9 @@ has one series without them. A reading the driver does not give is left out, not
 
 Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and
 healthy GPUs, the queue by state, wait-time and dispatch-gap histograms, finished jobs by
-outcome, and GPU time (seconds) and GPUs held per user.
+outcome, GPU time (seconds) and GPUs held per user, and per project (Slurm's accounts,
+docs/admin.md "Projects"): GPUs held, jobs by state, decayed usage, quotas and the fair-share
+factor (``berth_project_*``).
 """
 
 from __future__ import annotations
@@ -106,6 +108,32 @@ def _holders(g: dict[str, Any]) -> list[tuple[list[tuple[str, object]], str, flo
     return list(out.values())
 
 
+_PROJECT = (  # (name, help, key in the project's summary row)
+    ("berth_project_gpus_held", "GPUs each project's jobs hold now.", "gpus"),
+    ("berth_project_usage_gpu_hours", "Each project's decayed GPU usage (fair share), in "
+     "GPU-hours.", "usage_gpu_hours"),
+    ("berth_project_fairshare_factor", "Each project's fair-share factor between projects "
+     "(2^(-usage/shares): 1 unused, 0.5 its share).", "factor"),
+    ("berth_project_shares", "Each project's fair-share weight.", "shares"),
+    ("berth_project_max_gpus", "The GPUs each project's jobs may hold at once (projects with "
+     "a limit).", "max_gpus"),
+    ("berth_project_max_queued", "The jobs each project may have queued or running (projects "
+     "with a limit).", "max_queued"),
+)  # fmt: skip
+
+
+def _projects(out: _Out, projects: Sequence[dict[str, Any]]) -> None:
+    out.family("berth_project_jobs", "gauge", "Each project's unfinished jobs by state.")
+    for p in projects:
+        for state, key in (("RUNNING", "running"), ("PENDING", "pending")):
+            out.sample("berth_project_jobs", [("project", p["project"]), ("state", state)], p[key])
+    for name, text, key in _PROJECT:
+        out.family(name, "gauge", text)
+        for p in projects:
+            if p.get(key) is not None:
+                out.sample(name, [("project", p["project"])], round(float(p[key]), 6))
+
+
 def render(
     gpus: list[dict[str, Any]],
     observer: Observer,
@@ -114,6 +142,7 @@ def render(
     enforce: dict[str, Any] | None = None,
     port_waited: float = 0.0,
     snapshots: Sequence[GpuSnapshot] = (),
+    projects: Sequence[dict[str, Any]] = (),
 ) -> str:
     gpus = _dcgm_telemetry.with_readings(gpus, snapshots)
     out = _Out()
@@ -146,6 +175,8 @@ def render(
     out.family("berth_user_gpus_held", "gauge", "GPUs each user holds now (shares as fractions).")
     for user, amount in sorted(held.items()):
         out.sample("berth_user_gpus_held", [("user", user)], round(amount, 4))
+    if projects:
+        _projects(out, projects)
     if enforce is not None:
         _enforcement(out, enforce)
     out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")

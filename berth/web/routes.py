@@ -169,7 +169,7 @@ class Routes:
             gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
             engine.enforcer.view() if engine.enforcer is not None else None,
             port_waited=binding.waited if binding is not None else 0.0,
-            snapshots=engine.res.snapshots,
+            snapshots=engine.res.snapshots, projects=view.projects(engine),
         )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 

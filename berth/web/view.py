@@ -204,6 +204,11 @@ def users(
     return sorted(table.values(), key=lambda e: (-e["gpus"], -e["running"], e["user"]))
 
 
+def projects(engine: Engine) -> list[dict[str, Any]]:
+    """Each project's line (usage, quotas: `berth admin projects`); none configured: []."""
+    return engine.accounts.projects.summary(engine.unfinished(), time.time())
+
+
 def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -> dict[str, Any]:
     """Everything the page shows (the same for every viewer: who may act is the page's
     business to show, and the server's to enforce)."""
@@ -222,6 +227,7 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
         "gpus": gpu_list,
         "queue": queue(engine, peer, observer),
         "users": users(engine, gpu_list, history, now),
+        "projects": projects(engine),
         # issue 25: findings (outside/intrusion/overrun) and idle holders, as `status` has them
         "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
         # admin reservations (`berth admin reservations`): each GPU's are on its card

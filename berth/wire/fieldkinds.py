@@ -122,6 +122,21 @@ def mail(field: str, v: Any) -> str:
     return addr
 
 
+PROJECT_RULE = (
+    "a project name: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+)
+
+
+def project(field: str, v: Any) -> str:
+    """``--project`` (Slurm's account): a plain name; the daemon checks it is one of its
+    projects and that the user may charge it."""
+    name = text(field, v, limit=64)
+    ok = name[0].isascii() and name[0].isalnum()
+    if not ok or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+        raise bad(field, v, f"must be {PROJECT_RULE}")
+    return name
+
+
 def array_task(field: str, v: Any) -> tuple[int, ...]:
     if type(v) is not list or len(v) != 5:
         raise bad(field, v, "must be [array id, task index, count, lowest, highest]")

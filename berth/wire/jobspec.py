@@ -100,6 +100,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "mail_user": (k.optional(k.mail), None),
     "request_source": (k.text_of(1024), None),
     "once": (k.text_of(256), None),
+    "project": (k.optional(k.project), None),
 }
 # What the daemon adds when it accepts a job (never sent by a client; stored with the job).
 DAEMON_FIELDS: dict[str, tuple[Check, Any]] = {
@@ -171,6 +172,7 @@ class JobSpec:
     mail_user: str | None
     request_source: str | None  # where -g/--mem came from (the requirement table)
     once: str | None  # `berth watch`'s key of the line
+    project: str | None  # --project (Slurm's account); the daemon may give its default_project
     # set by the daemon:
     stdout_path: str | None  # the log files, patterns expanded
     stderr_path: str | None

@@ -93,6 +93,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "status": {},
     # `berth admin` (berth.daemon.requests.admin): limits read by anyone, set by admins; drain/undrain
     "limits": {"user": (_S + _N, False), "set": (_D, False)},
+    "projects": {},  # each project's usage, quotas, members (berth.daemon.engine.projects)
     "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
     "undrain": {"gpus": (_L, False), "all": (_B, False)},
     "enforce_log": {"limit": (_I, False)},  # `berth admin log` (daemon/engine/enforcer.py)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,38 @@ def test_each_key_is_declared_once_with_its_help_in_the_example() -> None:
     assert config.Inventory(declared=2).declared == 2
     with pytest.raises(TypeError, match="gpus"):
         config.Inventory(gpus=2)  # (the attribute's name, not the file's)
+
+
+def test_projects_are_tables_of_their_own(cfg_file: Path) -> None:
+    cfg_file.write_text(
+        "[projects.vision]\nmax_gpus = 8\nmax_queued = 100\nshares = 2\n"
+        'users = ["alice"]\ngroups = ["vision-lab"]\n'
+        "[projects.nlp]\n"
+        '[scheduling]\nrequire_project = true\ndefault_project = "nlp"\n'
+    )
+    cfg = config.load()
+    vision, nlp = cfg.projects["vision"], cfg.projects["nlp"]
+    assert (vision.max_gpus, vision.max_queued, vision.shares) == (8.0, 100, 2.0)
+    assert vision.users == ("alice",) and vision.groups == ("vision-lab",)
+    assert not vision.open and nlp.open and nlp.max_gpus is None and nlp.shares == 1.0
+    assert cfg.require_project and cfg.default_project == "nlp"
+    assert "[projects.vision]" in (config.__doc__ or "")  # (in `berth help config`)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[projects.vision]\nmax_gpus = 0\n", "[projects.vision] max_gpus = 0 must be"),
+        ("[projects.vision]\nmax_queued = 1.5\n", "max_queued = 1.5 must be an integer"),
+        ('[projects.vision]\nusers = "alice"\n', "users = 'alice' must be a list of names"),
+        ("[projects.vision]\nmax_gpu = 2\n", "unknown key 'max_gpu'; known: max_gpus"),
+        ('[projects."a b"]\n', "'a b' is not a project name"),
+        ('[scheduling]\ndefault_project = "x"\n', "default_project = 'x' is not a configured"),
+    ],
+)
+def test_a_bad_project_table_is_refused_naming_the_value(
+    cfg_file: Path, text: str, says: str
+) -> None:
+    cfg_file.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        config.load()

@@ -98,10 +98,10 @@ def test_usage_is_kept_and_running_jobs_count(tmp_path: Path) -> None:
     live = acc.fair([job], 150.0)
     assert live is not None and live.usage == {"alice": 100.0}
     transition(job, State.COMPLETED, now=200.0, exit_code=0)
-    row = acc.ended(job, 200.0)
-    assert row == ("alice", 200.0, 200.0)
+    rows = acc.ended(job, 200.0)
+    assert rows == [("alice", 200.0, 200.0)]
     with store.tx():
-        store.db.execute(Store.USAGE_SQL, row)
+        store.db.executemany(Store.USAGE_SQL, rows)
     cfg = config.Config()
     cfg.fairshare_half_life = math.inf
     again = Accounts(store, cfg)  # (the daemon restarted)
@@ -113,3 +113,45 @@ def test_usage_is_kept_and_running_jobs_count(tmp_path: Path) -> None:
 def test_fair_share_off_gives_the_pass_nothing(tmp_path: Path) -> None:
     acc, _ = _accounts(tmp_path, "[scheduling]\nfairshare = false\n")
     assert acc.fair([], 0.0) is None and acc.user_limits() is None
+
+
+def test_a_projects_usage_is_its_own_row_and_never_a_users(tmp_path: Path) -> None:
+    acc, store = _accounts(
+        tmp_path, '[scheduling]\nfairshare_half_life = "inf"\n[projects.vision]\nshares = 2\n'
+    )
+    job = Job(id=1, submit_time=0.0, user="alice", project="vision", request=Request(gpus=2))
+    transition(job, State.RUNNING, now=100.0, gpus=(0, 1))
+    live = acc.fair([job], 150.0)
+    assert live is not None and live.project_usage == {"vision": 100.0}
+    assert live.project_shares == {"vision": 2.0}
+    transition(job, State.COMPLETED, now=200.0, exit_code=0)
+    rows = acc.ended(job, 200.0)
+    assert rows == [("alice", 200.0, 200.0), ("project:vision", 200.0, 200.0)]
+    with store.tx():
+        store.db.executemany(Store.USAGE_SQL, rows)
+    again = Accounts(store, config.Config())  # (the daemon restarted)
+    assert again.book.entries == {"alice": (200.0, 200.0)}  # (no user "project:vision")
+    assert again.projects.book.value("vision", 200.0) == 200.0
+    (row,) = acc.projects.summary([], 300.0)
+    assert row["project"] == "vision" and row["usage_gpu_hours"] == 200.0 / 3600
+
+
+def test_projects_checks_at_submit(tmp_path: Path) -> None:
+    acc, _ = _accounts(
+        tmp_path,
+        '[projects.vision]\nmax_queued = 2\nusers = ["alice"]\n[projects.open]\n'
+        '[scheduling]\ndefault_project = "open"\n',
+    )
+    p = acc.projects
+    counts = p.counts([Job(id=1, submit_time=0.0, user="alice", project="vision")])
+    assert p.check("bob", None, counts, 1) == "open"  # (the default)
+    assert p.check("alice", "vision", counts, 1) == "vision" and counts["vision"] == 2
+    with pytest.raises(ProtocolError, match="project vision has 2 jobs queued or running"):
+        p.check("alice", "vision", counts, 1)
+    with pytest.raises(ProtocolError, match="--project 'vision': bob is not a member of it"):
+        p.check("bob", "vision", {}, 1)
+    p.default = "vision"  # (a default the user may not charge says where it came from)
+    with pytest.raises(ProtocolError, match="default_project 'vision': bob is not a member"):
+        p.check("bob", None, {}, 1)
+    with pytest.raises(ProtocolError, match=r"no such project here \(projects: open, vision\)"):
+        p.check("alice", "nope", {}, 1)

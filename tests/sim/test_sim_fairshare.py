@@ -62,3 +62,34 @@ def test_cli_prints_each_tenant(capsys: pytest.CaptureFixture[str]) -> None:
     assert "fifo-backfill+fairshare" in out and "wait mean h" in out and "service" in out
     assert main(["simulate", str(DATA / "philly_head300.csv"), "--half-life", "0"]) == 2
     assert "--half-life '0': must be positive" in capsys.readouterr().err
+
+
+def test_projects_share_first_then_their_users() -> None:
+    """Project vision's four users and project nlp's one user flood 8 GPUs at once: with
+    projects (berth's records carry them), the projects get the same GPU-hours while both
+    wait; without, each of the five users gets a fifth, so vision about four times nlp's
+    (less in the first hour, when the GPUs went to the first arrivals)."""
+
+    def flood(projects: bool) -> list[SimJob]:
+        jobs = []
+        for k in range(200):
+            user = f"v{(k // 2) % 4}" if k % 2 else "n0"
+            project = ("vision" if k % 2 else "nlp") if projects else ""
+            jobs.append(SimJob(k + 1, float(k), 3600.0, 1, user, time_limit=3600.0,
+                               project=project))  # fmt: skip
+        return jobs
+
+    def hours(projects: bool) -> dict[str, float]:
+        res = simulate(flood(projects), inventory("8"), policy="fifo-backfill", fairshare=True)
+        busy = 10 * 3600.0  # (both still wait then: 100 jobs each, 8 GPUs)
+        out: dict[str, float] = {}
+        for s, j in zip(res.start, res.jobs, strict=True):
+            if s < busy:
+                side = "nlp" if j.tenant == "n0" else "vision"
+                out[side] = out.get(side, 0.0) + j.gpus * (min(s + j.duration, busy) - s)
+        return out
+
+    two = hours(True)
+    assert two["vision"] == pytest.approx(two["nlp"], rel=0.1)
+    flat = hours(False)
+    assert flat["vision"] > 2.5 * flat["nlp"]  # (a fifth each after the first hour: 4x)

@@ -164,6 +164,12 @@ def test_mail_user_is_slurms_own() -> None:
     assert "--mail-user=me@example.org" in a and "--mail-type=END,FAIL" in a
 
 
+def test_a_project_is_slurms_account_and_not_a_pass_through() -> None:
+    assert "--account=vision" in argv(job(project="vision"))
+    with pytest.raises(UsageError, match="berth sets --account itself; use berth's --project"):
+        argv(job(), extra=["-A vision"])
+
+
 # -- the batch script, run by bash here as slurmd runs it (the real Slurm: test_slurm_inject.py)
 
 PRINT = [sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]

@@ -1,6 +1,7 @@
 """The dashboard in a real headless Chromium, against a daemon over 8 fake GPUs: it shows the
 GPUs and jobs, follows a job's start and end without reloading, follows a job's log, and
-offers no action (the server refusing one) until the viewer signs in as the job's owner."""
+offers no action (the server refusing one) until the viewer signs in as the job's owner; with
+projects configured, a usage line per project."""
 
 from __future__ import annotations
 
@@ -93,3 +94,28 @@ def test_log_panel_follows_the_output(web: Any, browser: Any) -> None:
     open(gate, "w").close()
     wait_until(lambda: "done talker" in log(), timeout=10, message="the line written later")
     assert log().index("started talker") < log().index("done talker")
+
+
+def test_projects_have_a_usage_line_each(web: Any, browser: Any) -> None:
+    path = web.daemon.fake.root / "config.toml"
+    path.write_text("[projects.vision]\nmax_gpus = 2\n[projects.nlp]\n")
+    web.daemon.env["BERTH_CONFIG"] = str(path)
+    web.start(gpus=4)
+    open_page(browser, web.url)
+    job, gate = gate_job(web, "charged", gpus=1, project="vision")
+
+    def line() -> str:
+        return str(js(browser, "const t = document.getElementById('projects-table');"
+                      "return t.hidden ? '' : t.innerText;"))  # fmt: skip
+
+    wait_until(lambda: "vision\t1 of 2\t1\t0" in line(), timeout=10,
+               message="vision's line: 1 GPU of its 2, 1 running")  # fmt: skip
+    assert "nlp\t0\t0\t0" in line()
+    open(gate, "w").close()
+    web.daemon.wait_done([job])
+
+
+def test_no_projects_table_without_projects(web: Any, browser: Any) -> None:
+    web.start(gpus=2)
+    open_page(browser, web.url)
+    assert js(browser, "return document.getElementById('projects-table').hidden") is True

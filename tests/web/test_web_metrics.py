@@ -181,3 +181,35 @@ def test_enforcement_shows_in_metrics_and_the_pages_state(web: Any) -> None:
     found = state["enforce"]["findings"]
     assert [(f["class"], f["pid"], f["gpu"]) for f in found] == [("intrusion", intruder.pid, 0)]
     assert state["enforce"]["policy"]["intrusion"] == "observe"
+
+
+def test_projects_usage_and_quotas_in_metrics_and_the_page_state(web: Any) -> None:
+    path = web.daemon.fake.root / "config.toml"
+    path.write_text("[projects.vision]\nmax_gpus = 1\nmax_queued = 10\nshares = 2\n[projects.nlp]\n")
+    web.daemon.env["BERTH_CONFIG"] = str(path)
+    web.start(gpus=2)
+    a = web.daemon.submit("sleep", "60", project="vision")
+    b = web.daemon.submit("sleep", "60", project="vision")
+    wait_until(lambda: web.daemon.job(a)["state"] == "RUNNING", timeout=15)
+    assert web.daemon.job(b)["reason"].startswith("ProjectGpuLimit")
+
+    def seen() -> list[Any] | None:
+        samples = metrics(web)  # (made at most once a second: wait for one made since)
+        held = [v for n, lab, v in samples
+                if n == "berth_project_gpus_held" and lab.get("project") == "vision"]  # fmt: skip
+        return samples if held == [1.0] else None
+
+    samples = wait_until(seen, timeout=10, message="vision's GPU in /metrics")
+    assert one(samples, "berth_project_jobs", project="vision", state="PENDING") == 1
+    assert one(samples, "berth_project_jobs", project="nlp", state="RUNNING") == 0
+    assert one(samples, "berth_project_max_gpus", project="vision") == 1
+    assert one(samples, "berth_project_max_queued", project="vision") == 10
+    assert one(samples, "berth_project_shares", project="vision") == 2
+    assert not [v for n, lab, v in samples if n == "berth_project_max_gpus" and
+                lab.get("project") == "nlp"]  # (no limit: no sample)  # fmt: skip
+    usage = one(samples, "berth_project_usage_gpu_hours", project="vision")
+    assert 0 < usage < 0.1  # (the running job's seconds so far)
+    rows = {p["project"]: p for p in web.json("/api/state")["projects"]}
+    assert (rows["vision"]["gpus"], rows["vision"]["pending"], rows["vision"]["max_gpus"]) == (
+        1.0, 1, 1.0)  # fmt: skip
+    assert rows["nlp"]["running"] == 0

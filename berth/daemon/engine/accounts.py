@@ -15,6 +15,8 @@
   max_array_tasks, max_request_jobs; the config's only), so that no user's request costs the
   daemon unbounded memory, disk or time (docs/admin.md, "Limits per user").
 - :meth:`Accounts.summary`: each user's line under `berth queue`.
+- Projects (Slurm's accounts): :attr:`Accounts.projects` (:mod:`berth.daemon.engine.projects`):
+  their checks at submit, their usage (the upper level of fair share) and quotas.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from berth.core.fairshare import Book, FairShare, factors, usage_at
 from berth.core.limits import UserLimits
 from berth.core.states import ACTIVE, State
 from berth.daemon.engine.claimers import Claimers
+from berth.daemon.engine.projects import PREFIX, Projects
 from berth.units import format_duration, format_size
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -54,7 +57,11 @@ class Accounts:
 
     def __init__(self, store: Store, cfg: Config) -> None:
         self.enabled = cfg.fairshare
-        self.book = Book(cfg.fairshare_half_life, store.usage())
+        usage = store.usage()
+        self.book = Book(cfg.fairshare_half_life, {
+            k: v for k, v in usage.items() if not k.startswith(PREFIX)
+        })  # fmt: skip
+        self.projects = Projects(cfg, usage)
         self.outside = Claimers()  # claims made outside the queue, charged like jobs
         self.config: dict[str, float | None] = {
             "max_gpus": cfg.limit_max_gpus,
@@ -83,16 +90,17 @@ class Accounts:
         return self.config[key]
 
     def user_limits(self) -> UserLimits | None:
-        """The GPU limits for ``schedule(...)`` (None: nobody has one)."""
+        """The GPU limits for ``schedule(...)``, users' and projects' (None: none has one)."""
         per_user = {
             u: self.limit(u, "max_gpus")
             for u, row in self.rows.items()
             if u != EVERYONE and row.get("max_gpus") is not None
         }
         default = self.limit(EVERYONE, "max_gpus")
-        if default is None and all(v is None for v in per_user.values()):
+        projects = self.projects.limits()
+        if default is None and all(v is None for v in per_user.values()) and not projects:
             return None
-        return UserLimits(per_user, default, self.outside.held())
+        return UserLimits(per_user, default, self.outside.held(), projects)
 
     def check_request(self, env_size: int, tasks: int, total: int) -> None:
         """Refuse a job whose environment and setup text take ``env_size`` bytes, of
@@ -194,13 +202,15 @@ class Accounts:
 
     # -- fair share ---------------------------------------------------------------------------
 
-    def ended(self, job: Job, now: float) -> tuple[str, float, float] | None:
-        """Add the attempt ``job`` just ended to its tenant's usage; the store row."""
+    def ended(self, job: Job, now: float) -> list[tuple[str, float, float]]:
+        """Add the attempt ``job`` just ended to its tenant's usage, and its project's; the
+        store rows."""
         a = job.attempt
         if a is None or a.end is None:
-            return None
+            return []
         value = self.book.add(job.tenant, job.request.gpu_amount, a.start, a.end, now)
-        return (job.tenant, value, now)
+        project = self.projects.ended(job, now)
+        return [(job.tenant, value, now), *([project] if project else [])]
 
     def fair(self, running: Iterable[Job], now: float) -> FairShare | None:
         """What a pass needs (None when fair share is off)."""
@@ -210,7 +220,7 @@ class Accounts:
         usage = usage_at(self.book, running, now)
         for user, used in self.outside.usage(now, self.book.half_life).items():
             usage[user] = usage.get(user, 0.0) + used
-        return FairShare(usage, shares)
+        return self.projects.fair(FairShare(usage, shares), running, now)
 
     def claims_seen(
         self, claims: Iterable[ClaimInfo], own: Collection[str], now: float

@@ -180,9 +180,9 @@ class Lifecycle(Launching):
         finished = job.state in FINISHED
         self.save(job, ended_at=now if finished else None, launched=0)
         if holding:
-            row = self.accounts.ended(job, max(now, self.clock.time()))
-            if row is not None:
-                self.journal.execute(Store.USAGE_SQL, [row])
+            rows = self.accounts.ended(job, max(now, self.clock.time()))
+            if rows:
+                self.journal.execute(Store.USAGE_SQL, rows)
         if finished:
             if job.id in self.depended:  # (afterok, afternotok: it may doom another)
                 self._deps_dirty = True  # (only if a job waits on it: else no full pass)

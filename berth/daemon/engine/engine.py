@@ -156,7 +156,7 @@ class Engine(Lifecycle):
             pending, running, self.res.inventory, others, paused, now,
             policy=self.opts.policy or DEFAULT_POLICY,
             done=self.finished_states,
-            fair=self.accounts.fair(running, now) if self.order.tenants > 1 else None,
+            fair=self.accounts.fair(running, now) if self.order.tenants > 1 or self.accounts.projects.any else None,
             limits=self.accounts.user_limits(),
             explain=explain,
             presorted=self.order.presorted,
@@ -247,7 +247,7 @@ class Engine(Lifecycle):
         running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
         paused = self.pauses.indexes()
         now = self.clock.time()
-        multi = len({j.tenant for j in pending}) > 1
+        multi = len({j.tenant for j in pending}) > 1 or self.accounts.projects.any
         decisions = schedule(Inputs(
             pending, running, self.res.inventory, self.outside_usage(), paused, now,
             policy=self.opts.policy or DEFAULT_POLICY,

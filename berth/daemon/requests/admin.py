@@ -86,6 +86,16 @@ def limits(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return accounts.table(None if user == EVERYONE else user)
 
 
+def projects(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """`berth admin projects` (anyone reads): each project's usage, quotas and members."""
+    p = engine.accounts.projects
+    return {
+        "projects": p.summary(engine.unfinished(), engine.clock.time()),
+        "require_project": p.require,
+        "default_project": p.default,
+    }
+
+
 def gpu_uuids(engine: Engine, names: list[Any]) -> list[str]:
     """The uuids of the GPUs a request names (index, uuid...); an unknown one is refused."""
     out = []

@@ -121,6 +121,7 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "jobs": rows,
         "dependency_states": {str(i): getattr(engine.state_of(i), "value", None) for i in named},
         "users": users,
+        "projects": acc.projects.summary(engine.unfinished(), engine.clock.time()),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
         "reservations": engine.reservations.view(engine.clock.time()),
     }
@@ -359,6 +360,7 @@ HANDLERS: dict[str, Handler] = {
     "resume": admin.resume,
     "status": status,
     "limits": admin.limits,
+    "projects": admin.projects,
     "drain": admin.drain,
     "undrain": admin.undrain,
     "enforce_log": admin.enforce_log,

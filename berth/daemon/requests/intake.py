@@ -93,11 +93,12 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
+    projects = engine.accounts.projects.counts(engine.unfinished())  # (each project's jobs)
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await prepare(engine, peer, raw, queued, held)
+            p = await prepare(engine, peer, raw, queued, held, projects)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -135,7 +136,10 @@ def _batch_keys(p: Prepared) -> list[str]:
     return out + ([p.ident] if p.spec.unique else [])
 
 
-async def prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0) -> Prepared:
+async def prepare(
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0,
+    projects: dict[str, int] | None = None,
+) -> Prepared:  # fmt: skip
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -181,6 +185,8 @@ async def prepare(engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: i
         )
         if limit is not None:
             own["time_limit"] = limit
+        own["project"] = engine.accounts.projects.check(
+            peer.user, spec.project, projects if projects is not None else {}, p.count)  # fmt: skip
     out, err = spec.stdout, spec.stderr
     if out is None or (spec.pty and me == 0):
         log_dir = _log_dir(engine, peer)
@@ -234,6 +240,7 @@ def insert(
             uid=peer.uid,
             gid=peer.gid,
             priority=spec.priority,
+            project=spec.project or "",
             time_limit=spec.time_limit,
             dependencies=p.deps,
             dependency_any=p.any_of,

@@ -32,6 +32,7 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         "name": job.name,
         "user": job.user,
         "uid": job.uid,
+        "project": job.project or None,
         "state": job.state.value,
         "st": CODES[job.state],
         "time": elapsed,

@@ -94,7 +94,7 @@ function render() {
   if (s.daemon.gpu_error) warn.push('Cannot read the GPUs: ' + s.daemon.gpu_error);
   for (const g of lost) warn.push(`GPU ${g.index} is lost${g.error ? ' (' + g.error + ')' : ''}: nothing starts on it.`);
   showBanner(warn.join(' '));
-  keepFocus(() => { renderGpus(s.gpus); renderQueue(s.queue); renderUsers(s.users); });
+  keepFocus(() => { renderGpus(s.gpus); renderQueue(s.queue); renderUsers(s.users); renderProjects(s.projects || []); });
 }
 
 function meter(label, frac, text, kind) {
@@ -230,6 +230,16 @@ function renderQueue(q) {
     if (sc.textContent !== s) sc.textContent = s;
   }
   $('queue-note').textContent = `${q.total} unfinished`;
+}
+
+function renderProjects(projects) {
+  // one line per project: GPUs held (of its max_gpus), running, waiting, decayed usage
+  $('projects-table').hidden = !projects.length;
+  $('projects').replaceChildren(...projects.map((p) => el('tr', {},
+    el('td', { text: p.project }),
+    el('td', { text: String(+p.gpus.toFixed(2)) + (p.max_gpus == null ? '' : ` of ${p.max_gpus}`) }),
+    el('td', { class: 'num', text: String(p.running) }), el('td', { class: 'num', text: String(p.pending) }),
+    el('td', { class: 'num', text: p.usage_gpu_hours.toFixed(2) }))));
 }
 
 function renderUsers(users) {
