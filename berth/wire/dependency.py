@@ -198,7 +198,13 @@ def format_dependency(dep: Dependency) -> str:
         else:
             items.append(f"{t.kind}:{word}")
             last = t.kind
+    if dep.any_of and len(items) == 1:  # afterok:4?afterok:5, not afterok:4:5 (both)
+        items = [SINGLETON if t.kind == SINGLETON else _term_text(t) for t in dep.terms]
     return ("?" if dep.any_of else ",").join(items)
+
+
+def _term_text(t: Term) -> str:
+    return f"{t.kind}:{t.job}" + (f"+{t.minutes}" if t.minutes else "")
 
 
 def from_after_ok(ids: Iterable[int]) -> Dependency:

@@ -19,6 +19,8 @@ from berth.wire.dependency import Dependency, Term, format_dependency, parse_dep
         "singleton",
         "afterok:12,singleton",
         "afterok:12?afternotok:12",
+        "afterok:4?afterok:5",  # (any of two of one kind: never afterok:4:5, which is both)
+        "after:4+10?after:5",
         "afterok:@",
         "afterany:12_3:@",
     ],
