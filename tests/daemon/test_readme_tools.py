@@ -157,3 +157,61 @@ def test_gpu_schedulers_table_runs_as_written(fake_gpus, tmp_path):
     two = next(c for c in commands if "-g" in c)
     out = fake_gpus.berth(*two[1:], env=env, cwd=str(tmp_path))
     assert out.stdout.split("ran on ")[1].count(",") == 1  # two GPUs
+
+
+def test_gflows_table_runs_as_written(daemon):
+    """gflow's rows: every berth command of the README's table run against a daemon as
+    written (`submit` and `sweep` with `--dry-run`: every check, nothing queued), in a
+    directory with a `train.sh` of `#BERTH` lines; `alice` is the user running the test,
+    `<job_id>` a pending job (an ended one for `logs` and `resubmit`), `<reservation_id>` the
+    reservation the table's `admin reserve` made. (`berth daemon` is the fixture's, `berth
+    attach` needs a terminal, `berth mcp` an agent on its stdin: tests/daemon/test_mcp.py.)"""
+    import getpass
+
+    daemon.env.update(fake_conda(daemon.fake.root, envs=("myenv",)))
+    daemon.start()
+    where = str(daemon.fake.root)
+    (daemon.fake.root / "train.sh").write_text("#!/bin/sh\n#BERTH --gpus=2 -t 2:00:00\ntrue\n")
+    section = _section("### Coming from gflow")
+    assert "gflow 0.4.18" in section and "docs/scheduling.md#coming-from-gflow" in section
+    commands = _berth_commands(section, 1)
+    assert {c[1] for c in commands} >= {
+        "daemon", "submit", "sweep", "queue", "status", "cancel", "show", "logs", "hold",
+        "release-job", "update", "resubmit", "attach", "pause", "resume", "admin", "mcp",
+    }, commands  # fmt: skip
+    for _ in range(5):  # jobs 1 to 5, which the table's dependencies name
+        daemon.submit("true", hold=True)
+    ended = daemon.submit("true", gpus=0.5)
+    daemon.wait_done([ended])
+    held = daemon.submit("true", hold=True)  # pending: -g 2 still fits (4 GPUs)
+    pending = daemon.submit("true", dependency=f"afterok:{held}")  # stays pending when released
+    me = getpass.getuser()
+    dry = {}
+    for argv in commands:
+        if argv[1] in ("daemon", "attach", "mcp"):
+            continue
+        job = str(ended if argv[1] in ("logs", "resubmit") else pending)
+        words = [w.replace("<job_id>", job) if w != "alice" else me for w in argv[1:]]
+        if words[0] in ("submit", "sweep"):
+            words.insert(1, "--dry-run")
+        if "<reservation_id>" in words:
+            listed = daemon.berth("admin", "reservations", "--json").stdout
+            (r,) = json.loads(listed)["reservations"]
+            words[words.index("<reservation_id>")] = str(r["id"])
+        out = daemon.berth(*words, cwd=where)
+        assert out.returncode == 0, (argv, out.stderr)
+        assert "usage:" not in out.stderr, (argv, out.stderr)
+        if words[0] == "submit":
+            dry[" ".join(argv)] = json.loads(out.stdout)["job"]
+    assert len(dry) >= 9, sorted(dry)
+    jobs = list(dry.values())
+    assert any(j.get("by_memory") and j.get("mem") == 20 << 30 for j in jobs)  # --gpu-memory
+    assert any(j.get("dependency") == "afterok:4?afterok:5" for j in jobs)  # any of, not both
+    assert any(j.get("conda") == "myenv" and j.get("project") == "ml-research" for j in jobs)
+    script = next(j for c, j in dry.items() if "train.sh" in c)
+    assert script["gpus"] == 2 and script["time_limit"] == 2 * 3600
+    rows = {j["id"]: j for j in daemon.call("queue", all=True)["jobs"]}
+    assert len(rows) == 9 and rows[pending]["state"] == "CANCELLED"  # + the resubmitted one
+    shown = daemon.berth("show", str(pending)).stdout
+    assert "updated: gpus 1 -> 2 by" in shown  # (update -g 2, before the cancel)
+    assert daemon.call("reservations")["reservations"] == []  # reserved, then unreserved
