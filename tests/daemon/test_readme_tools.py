@@ -215,3 +215,48 @@ def test_gflows_table_runs_as_written(daemon):
     shown = daemon.berth("show", str(pending)).stdout
     assert "updated: gpus 1 -> 2 by" in shown  # (update -g 2, before the cancel)
     assert daemon.call("reservations")["reservations"] == []  # reserved, then unreserved
+
+
+def test_gflows_full_table_names_only_options_berth_has():
+    """docs/scheduling.md's full gflow table: every option in its berth column is one that
+    `berth COMMAND --help` lists (a bare option in the gbatch part is `berth submit`'s), so
+    the doc cannot name an option berth does not have."""
+    import subprocess
+    import sys
+
+    doc = (README.parent / "docs" / "scheduling.md").read_text()
+    start = doc.index("## Coming from gflow")
+    section = doc[start : doc.index("\n## ", start + 1)]
+    assert "902a74efff31c32d8e2e13d578aa2a3717e344bf" in section  # the gflow it is based on
+    helps: dict[tuple[str, ...], str] = {}
+    checked = 0
+    for part in section.split("\n### ")[1:]:
+        default = ("submit",) if part.startswith("Submitting") else None
+        rows = [r for r in part.splitlines() if r.startswith("| ") and "---" not in r][1:]
+        for row in rows:
+            cells = row.strip("| ").split(" | ")
+            for span in re.findall(r"`([^`]+)`", cells[1] if len(cells) > 1 else ""):
+                words = shlex.split(span)
+                if words[:2] == ["berth", "help"]:  # (berth help config: it runs)
+                    cmd = [sys.executable, "-m", "berth.cli.main", *words[1:]]
+                    assert subprocess.run(cmd, capture_output=True, check=False).returncode == 0
+                    continue
+                if words[0] == "berth":
+                    n = 3 if words[1] == "admin" and len(words) > 2 else 2
+                    command, rest = tuple(words[1:n]), words[n:]
+                elif words[0].startswith("-") and default:
+                    command, rest = default, words
+                else:
+                    continue  # (a config key, a variable)
+                if command not in helps:
+                    helps[command] = subprocess.run(
+                        [sys.executable, "-m", "berth.cli.main", *command, "--help"],
+                        capture_output=True, text=True, check=True,
+                    ).stdout  # fmt: skip
+                for word in rest:
+                    if word.startswith("-") and word not in ("-", "--"):
+                        option = re.escape(word.split("=")[0])
+                        listed = re.search(rf"(^|[\s\[,(]){option}(?![\w-])", helps[command])
+                        assert listed, (span, word)
+                        checked += 1
+    assert checked >= 50, checked
