@@ -9,7 +9,7 @@ The public API is imported lazily so that ``import berth`` (and the CLI) start f
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: keep `typing` out of CLI start-up
 
@@ -30,4 +30,5 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'berth' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    __import__(module)  # (not importlib: it imports warnings, on every CLI start)
+    return getattr(sys.modules[module], name)

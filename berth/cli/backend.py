@@ -18,12 +18,20 @@ either backend: the local daemon has arrays too (:mod:`berth.daemon.requests.arr
 
 from __future__ import annotations
 
-import argparse
-from types import ModuleType
+import sys
 
 from berth.cli.backend_choice import chosen
 from berth.errors import UsageError
 from berth.wire.jobspec import one_machine
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from types import ModuleType
+
+    from berth.cli.submit_options import Option
+else:
+    ModuleType = type(sys)  # (types.ModuleType, without importing types)
 
 COMMANDS = ("submit", "sweep", "queue", "show", "cancel", "logs", "wait")
 ON_EITHER = ("queue", "show", "cancel", "logs", "wait")  # one module, through a Backend
@@ -50,19 +58,17 @@ class Wrapped(ModuleType):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         self.module.add_arguments(p)  # (job ids parse as `job_id` does: 12, 12_3)
-        p.add_argument("--backend", help="local (the berth daemon) or slurm")
-        if self.name == "submit":
-            p.add_argument("--array", help="an array of tasks, e.g. 0-9%%2 (2 at once)")
-        if self.name in ("submit", "sweep"):
-            p.add_argument("--partition", help="Slurm: the partition (sbatch -p)")
-            p.add_argument("--mem-per-gpu", help="Slurm: host RAM per GPU, e.g. 32G")
-            p.add_argument(
-                "--sbatch-arg",
-                action="append",
-                metavar="OPTION",
-                help="Slurm: an sbatch option passed as it is, e.g. --sbatch-arg=--qos=high "
-                "(repeatable; one berth has a flag for is refused, naming the flag)",
-            )
+        for flags, kw in options(self.name):
+            p.add_argument(*flags, **kw)  # type: ignore[arg-type]
+
+    def quick_args(self, words: list[str]) -> argparse.Namespace | None:
+        """submit's common form read without argparse (:mod:`berth.cli.quickargs`), from the
+        same declarations the parser is built from; None: build the parser."""
+        if self.name != "submit":
+            return None
+        from berth.cli import quickargs, submit_options  # submit only, not queue, show...
+
+        return quickargs.read([*submit_options.declared(), *options(self.name)], words)
 
     def run(self, args: argparse.Namespace) -> int:
         if self.name in ON_EITHER:  # (the module asks `of(args)` for its backend)
@@ -76,6 +82,23 @@ class Wrapped(ModuleType):
         _local(args)
         code = self.module.run(args)
         return code
+
+
+def options(name: str) -> list[Option]:
+    """The options this module adds to command ``name``, as ``(flags, add_argument's
+    keywords)``."""
+    out: list[Option] = [(("--backend",), {"help": "local (the berth daemon) or slurm"})]
+    if name == "submit":
+        out.append((("--array",), {"help": "an array of tasks, e.g. 0-9%%2 (2 at once)"}))
+    if name in ("submit", "sweep"):
+        out.append((("--partition",), {"help": "Slurm: the partition (sbatch -p)"}))
+        out.append((("--mem-per-gpu",), {"help": "Slurm: host RAM per GPU, e.g. 32G"}))
+        out.append((("--sbatch-arg",), {
+            "action": "append", "metavar": "OPTION",
+            "help": "Slurm: an sbatch option passed as it is, e.g. --sbatch-arg=--qos=high "
+            "(repeatable; one berth has a flag for is refused, naming the flag)",
+        }))  # fmt: skip
+    return out
 
 
 def _local(args: argparse.Namespace) -> None:

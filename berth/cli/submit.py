@@ -56,8 +56,6 @@ the words apart after --, or --wrap "python train.py --x 5" to run it through /b
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 from berth.cli import submit_options
@@ -70,6 +68,7 @@ from berth.units import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
 # Nothing is held once the daemon has answered (the job is durable there): main() may skip
@@ -106,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     job = job_spec(args, array=array)
     check_mail(job)
     if args.dry_run:
+        import json  # rare: --dry-run (json imports `re`: not on the common path)
+
         sys.stdout.write(json.dumps({"dry_run": True, "job": job.to_dict()}) + "\n")
         return 0
     with Client() as c:
@@ -118,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if args.parsable:
             sys.stdout.write(f"{job_id}\n")
         elif args.json and not (args.wait or args.interactive):
+            import json  # rare: --json
+
             sys.stdout.write(json.dumps(reply) + "\n")
         elif not reply.get("duplicate"):
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout

@@ -1,10 +1,14 @@
 """The options of `berth submit` (shared by `berth watch`, `sweep` and jobs files' lines), and
 the readings only options need: the time limit (``-t`` as sbatch, ``--time-limit`` as
-mgpu_srun) and ``--dependency``."""
+mgpu_srun) and ``--dependency``.
+
+The options are declared once, as data (:func:`declared`: each option's flags and
+``add_argument``'s keywords): :func:`add_arguments` gives them to argparse, and
+:mod:`berth.cli.quickargs` reads submit's common form from the same list without importing
+argparse (issue 21: argparse, gettext and ``re`` are most of submit's start-up)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -13,22 +17,39 @@ from berth.units import parse_duration, parse_slurm_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
+
+# One option: its flags (or a positional's name) and add_argument's keywords.
+Option = tuple[tuple[str, ...], dict[str, object]]
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
     """argparse's formatter without ``shutil`` (it imports bz2, lzma... to read the terminal
     width when a parser is merely built); help uses $COLUMNS or 100 columns."""
+    import argparse  # (only to build a parser: --help, errors, the unusual forms)
+
     width = int(os.environ.get("COLUMNS", "0") or 0) or 100
     return argparse.RawDescriptionHelpFormatter(prog, width=width - 2)
 
 
 def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
     """submit's options (``command``: and the command after them; `berth watch` takes its
-    commands from a file)."""
+    commands from a file), as :func:`declared` says."""
     p.formatter_class = _formatter
     _glue(p)
-    a = p.add_argument
+    for flags, kw in declared(command, dry_run="--dry-run" not in p._option_string_actions):
+        p.add_argument(*flags, **kw)  # type: ignore[arg-type]
+
+
+def declared(command: bool = True, dry_run: bool = True) -> list[Option]:
+    """submit's options, in order, as ``(flags, add_argument's keywords)`` (``dry_run``:
+    with --dry-run; `berth sweep` has its own)."""
+    out: list[Option] = []
+
+    def a(*flags: str, **kw: object) -> None:
+        out.append((flags, kw))
+
     a(
         "-g",
         "--gpus",
@@ -57,7 +78,8 @@ def add_arguments(p: argparse.ArgumentParser, command: bool = True) -> None:
         help="time limit in SECONDS, as mgpu_srun's --time-limit (90 = 1:30); not with -t",
     )
     _where(a)
-    _behaviour(a, command)
+    _behaviour(a, command, dry_run)
+    return out
 
 
 def _where(a: Any) -> None:
@@ -90,7 +112,7 @@ def _where(a: Any) -> None:
 
 
 
-def _behaviour(a: Any, command: bool) -> None:
+def _behaviour(a: Any, command: bool, dry_run: bool) -> None:
     """What happens around the job, and how submit answers."""
     a("--retries", type=int, default=0, help="retry a failed job N times (backoff doubles)")
     a(
@@ -140,7 +162,7 @@ def _behaviour(a: Any, command: bool) -> None:
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")
     a("--file", metavar="FILE", help="one job per line of FILE: [options] [--] command")
     a("--parsable", action="store_true", help="print only the job id")
-    if "--dry-run" not in a.__self__._option_string_actions:  # (`berth sweep` has its own)
+    if dry_run:  # (`berth sweep` has its own)
         a(
             "--dry-run",
             action="store_true",

@@ -8,6 +8,12 @@ and `--help` load no scheduling core, no daemon, and none of the standard module
 cost a CLI start several milliseconds each (``dataclasses`` pulls in ``inspect``: ~6 ms;
 ``typing`` ~2 ms; ``asyncio``, ``sqlite3`` more), so `berth submit` in a loop of a thousand
 stays a matter of seconds. bench/startup.py measures the times themselves.
+
+`berth submit`'s common form goes further (issue 21): no ``re`` nor what it needs (enum,
+functools...), hence no argparse (read by berth/cli/quickargs.py instead), no gettext or
+locale (argparse's messages), no json (the wire uses json's C accelerator,
+berth/wire/cjson.py). The probe reports the modules a command loads beyond those the
+interpreter had at its start (an editable install's import hook loads ``re`` at start-up).
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ LAYERS = ("berth.core", "berth.daemon", "berth.sim", "berth.web")
 # Commands may leave by os._exit (FAST_EXIT): the probe writes what is loaded on every way out.
 PROBE = """
 import os, sys
+had = set(sys.modules)
 out, sys.argv = sys.argv[1], ["berth", *sys.argv[2:]]
 def report(code):
     with open(out, "w") as f:
-        f.write(f"{code}\\n" + "\\n".join(sorted(sys.modules)))
+        f.write(f"{code}\\n" + "\\n".join(sorted(set(sys.modules) - had)))
 real_exit = os._exit
 def _exit(code):
     report(code)
@@ -92,4 +99,34 @@ def test_a_frequent_command_loads_no_core_daemon_or_costly_stdlib(
         f"`berth {' '.join(args)}` now loads {_heavy(names)}: keep these off the start path "
         "(import in the function that needs them; a typed record without dataclasses: "
         "__slots__ as berth/devices/model.py)"
+    )
+
+
+# What `berth submit`'s common form must not load (each costs its start a millisecond or more,
+# together ~9 ms: argparse, gettext and locale for its messages, json, and re with what it
+# needs). A command line the quick reader leaves to argparse (--help, an error) may load them.
+NOT_FOR_SUBMIT = (
+    "re", "enum", "functools", "collections", "operator", "types", "argparse", "gettext",
+    "locale", "json", "json.decoder", "json.encoder", "json.scanner", "importlib", "warnings",
+    "math",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("submit", "--hold", "--", "true"),
+     ("submit", "-g", "2", "-t", "1h", "-J", "x", "--", "python", "train.py", "--epochs", "3"),
+     ("submit", "-g0.5", "--mem=2G", "--priority=3", "--export", "NONE", "true"),
+     ("submit", "--hold", "--wrap", "echo a && echo b")],
+    ids=" ".join,
+)  # fmt: skip
+def test_submits_common_form_loads_no_re_argparse_or_json(
+    daemon: FakeGpus, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    code, names = _loaded(daemon, tmp_path, *args)
+    assert code in ("0", "None"), f"berth {' '.join(args)} exited {code}"
+    assert {"berth.client", "berth.cli.quickargs"} <= names  # it submitted, read quickly
+    assert sorted(names & set(NOT_FOR_SUBMIT)) == [], (
+        f"`berth {' '.join(args)}` now loads {sorted(names & set(NOT_FOR_SUBMIT))}: keep "
+        "them off submit's path (import them where they are needed: --help, errors, --json)"
     )
