@@ -62,7 +62,7 @@ def settings(backend: Slurm, fields: dict[str, Any]) -> list[str]:
     if "dependency" in fields:
         text = fields["dependency"] or ""
         if text:  # (@ made the last job berth submitted; as submit, an unknown id refused)
-            probe = JobSpec.from_dict({"argv": ["true"], "dependency": text})
+            probe = JobSpec.from_dict({"argv": ["true"], "env": {}, "cwd": "/", "dependency": text})
             spec = slurm_deps.resolved(probe, backend.log_dir)
             text = spec.dependency or ""
             backend._check_dependencies(slurm_deps.named(spec))
