@@ -37,7 +37,7 @@ import struct
 
 from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.handlers import HANDLERS
-from berth.daemon.requests.stream import Stream
+from berth.daemon.requests.stream import Stream, write_stream
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -214,7 +214,7 @@ class Server:
             answer = await fut
             del item, fut
             if isinstance(answer, Stream):
-                await _stream(answer, writer)
+                await write_stream(answer, writer, _error_reply)
             else:
                 writer.write(protocol.encode(answer))
                 del answer
@@ -366,23 +366,6 @@ def _disk_full(e: BaseException) -> bool:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
-
-
-async def _stream(answer: Stream, writer: asyncio.StreamWriter) -> None:
-    """Write ``answer``'s frames one at a time, each once the client has taken most of the
-    one before (``drain``): the daemon holds one frame of it at a time."""
-    while True:
-        try:
-            frame = next(answer.frames, None)
-        except Exception as e:
-            writer.write(protocol.encode(_error_reply(e)))
-            await writer.drain()
-            return
-        if frame is None:
-            return
-        writer.write(protocol.encode({"ok": True, **frame}))
-        del frame
-        await writer.drain()
 
 
 async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any] | Stream:

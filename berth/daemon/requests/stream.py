@@ -10,9 +10,12 @@ already holds) per connection; a client that stops reading stops the iterator. A
 
 from __future__ import annotations
 
+from berth.wire import protocol
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    import asyncio
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 
@@ -24,3 +27,22 @@ class Stream:
 
     def __init__(self, frames: Iterator[dict[str, Any]]) -> None:
         self.frames = frames
+
+
+async def write_stream(
+    answer: Stream, writer: asyncio.StreamWriter, error: Callable[[Exception], dict[str, Any]]
+) -> None:
+    """Write ``answer``'s frames one at a time, each once the client has taken most of the
+    one before (``drain``); an exception while a frame is made: ``error(e)``'s frame ends it."""
+    while True:
+        try:
+            frame = next(answer.frames, None)
+        except Exception as e:
+            writer.write(protocol.encode(error(e)))
+            await writer.drain()
+            return
+        if frame is None:
+            return
+        writer.write(protocol.encode({"ok": True, **frame}))
+        del frame
+        await writer.drain()
