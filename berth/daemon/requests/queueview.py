@@ -147,12 +147,15 @@ def _frames(engine: Engine, peer: Peer, sel: Select) -> Iterator[dict[str, Any]]
     named: set[int] = set()
     shown: Counter[str] = Counter()
     ids = views.TaskIds(engine.jobs)  # (reasons name array tasks as 17_1)
+    seen: dict[str, str] = {}  # reasons as rewritten so
     it = iter(lines)
+    starts: dict[int, Any] | None = None  # (one look at the estimates: its key is O(queue))
     while chunk := list(itertools.islice(it, CHUNK)):
-        starts = engine.estimates.get() if any(j.state is State.PENDING for j, _ in chunk) else {}
+        if starts is None and any(j.state is State.PENDING for j, _ in chunk):
+            starts = engine.estimates.get()
         rows = []
         for job, tasks in chunk:
-            r = _row(engine, peer, sel, job, ids, factors, starts)
+            r = _row(engine, peer, sel, job, ids, factors, starts or {}, seen)
             if tasks is not None:
                 r["array_tasks"] = sorted(tasks)
             shown[job.state.value] += 1 if tasks is None else len(tasks)
@@ -169,10 +172,16 @@ def _frames(engine: Engine, peer: Peer, sel: Select) -> Iterator[dict[str, Any]]
 
 def _row(
     engine: Engine, peer: Peer, sel: Select, job: Job, ids: views.TaskIds,
-    factors: dict[str, float], starts: dict[int, Any],
+    factors: dict[str, float], starts: dict[int, Any], seen: dict[str, str],
 ) -> dict[str, Any]:  # fmt: skip
     pending = job.state is State.PENDING
-    r = views.row(job, views.with_task_ids(engine.reason(job.id), ids) if pending else None)
+    reason = engine.reason(job.id) if pending else None
+    if reason is not None:  # (many rows share one reason: rewritten once)
+        said = seen.get(reason)
+        if said is None:
+            said = seen[reason] = views.with_task_ids(reason, ids) or reason
+        reason = said
+    r = views.row(job, reason)
     if pending:  # its place in line and what puts it there (priority, fair share, wait)
         place = engine.considered.get(job.id)
         r["order"] = None if place is None else place + 1

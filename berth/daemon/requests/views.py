@@ -142,6 +142,11 @@ class TaskIds(Mapping[int, str]):
             raise KeyError(job_id)
         return f"{array[0]}_{array[1]}"
 
+    def get(self, job_id: int, default: Any = None) -> Any:
+        job = self._jobs.get(job_id)
+        array = None if job is None else job.extra.get("array")
+        return f"{array[0]}_{array[1]}" if array else default
+
     def __iter__(self) -> Iterator[int]:
         return (i for i, j in self._jobs.items() if j.extra.get("array"))
 
