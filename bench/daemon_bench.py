@@ -272,10 +272,17 @@ def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
         d.submit_many(jobs)
         submit_s = time.perf_counter() - t0
         berth = os.path.join(os.path.dirname(sys.executable), "berth")
-        t0 = time.perf_counter()
-        subprocess.run([berth, "queue"], env=d.env, check=True, stdout=subprocess.DEVNULL)
-        queue_s = time.perf_counter() - t0
-        explain_s = d.call("ping")["last_explain_seconds"]  # `berth queue` explained n jobs
+        # `berth queue` on a 50-line terminal asks for 46 lines (-n 46: the same request),
+        # then the whole queue to a pipe; three runs each: (seconds, client peak RSS in MB,
+        # seconds to the first byte of output)
+        views: dict[str, list[tuple[float, float, float]]] = {}
+        for name, args in (("screen", ["-n", "46"]), ("screen_r", ["-r", "-n", "46"]),
+                           ("piped", []), ("piped_r", ["-r"]), ("json", ["--json"])):  # fmt: skip
+            views[name] = [_time_one([berth, "queue", *args], d.env) for _ in range(3)]
+            if name == "screen":  # its explaining pass: the head of the queue only
+                explain_screen = d.call("ping")["last_explain_seconds"]
+        explain_s = d.call("ping")["last_explain_seconds"]  # piped: it explained n jobs
+        queue_s = statistics.median(t for t, _, _ in views["piped"])
         # A GPU frees: one dispatch pass over the n pending jobs (sort included: the queue
         # changed) starts the next one.
         d.submit_many([d.job(["true"], gpus=1)])
@@ -293,7 +300,28 @@ def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
         "daemon_rss_mb": round(ping["rss"] / 2**20, 1),
         "dispatch_pass_seconds": round(ping["last_pass_seconds"], 3),
         "explain_pass_seconds": round(explain_s, 3),
+        **{f"queue_{k}": [[round(t, 3), round(rss, 1), round(first, 3)] for t, rss, first in v]
+           for k, v in views.items()},
+        "explain_screen_seconds": round(explain_screen, 4),
     }
+
+
+def _time_one(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """One run of ``argv``, its output read and dropped: (wall seconds, peak RSS in MB, seconds
+    to its first byte of output)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    first = proc.stdout.read(1)
+    t_first = time.perf_counter() - t0
+    while proc.stdout.read(1 << 20):
+        pass
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0 or not first:
+        raise RuntimeError(f"{argv} exited {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024, t_first
 
 
 def bench_conditions(n: int = 200) -> dict[str, Any]:

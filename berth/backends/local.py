@@ -18,13 +18,26 @@ from berth.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
     from berth.backends.base import ArraySpec
     from berth.wire.jobspec import JobSpec
 
 LONGEST_WAIT = 3600.0  # the most one `wait` request asks the daemon for
+_ROWS = b'{"ok":true,"jobs":['  # a streamed `queue` answer's frame of rows, as it starts
+_END = b'{"ok":true,"end":true'  # ... its last frame
+
+
+def _object(raw: bytes) -> dict[str, Any]:
+    msg = json.loads(raw)
+    assert isinstance(msg, dict)
+    return msg
+
+
+def _dump(value: Any) -> bytes:
+    """``value`` encoded as the daemon encodes its answers (berth.wire.protocol.encode)."""
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _int(job_id: str) -> int | str:
@@ -57,7 +70,7 @@ def info(row: dict[str, Any]) -> JobInfo:
 
 # What puts a pending job where it is in line (the daemon's queue rows, issue 27.3).
 _ORDER_FIELDS = ("order", "priority", "share_factor", "queued_at", "project")
-_EXTRA_FIELDS = (*_ORDER_FIELDS, "dependency", "depends_on")  # (and `berth queue --tree`'s)
+_EXTRA_FIELDS = (*_ORDER_FIELDS, "dependency", "depends_on", "array_tasks")  # (--tree, fold)
 
 
 def _queue_fields(user: str | None, finished: bool, states: Sequence[str]) -> dict[str, Any]:
@@ -145,28 +158,76 @@ class Local:
             out[key] = j
         return out
 
+    def lines(
+        self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = (),
+        limit: int | None = None, project: str | None = None, fold: bool = False,
+    ) -> list[JobInfo]:  # fmt: skip
+        """`berth queue`'s lines (:mod:`berth.daemon.requests.queueview`): the first
+        ``limit`` (None: all), only ``project``'s jobs, an array's pending tasks as one line
+        (``fold``: its row's ``extra["array_tasks"]``); the answer's other fields, and
+        ``left`` (by state, the jobs no line shows), go to :attr:`about`."""
+        fields = {**_queue_fields(user, finished, states), "limit": limit, "fold": fold}
+        if project is not None:
+            fields["project"] = project
+        frames = self._frames(fields)
+        self.about = _object(next(frames))
+        rows: list[JobInfo] = []
+        for raw in frames:
+            msg = _object(raw)
+            if msg.get("end"):
+                self.about.update(dependency_states=msg.get("dependency_states") or {},
+                                  left=msg.get("left") or {})  # fmt: skip
+            else:
+                rows += [info(r) for r in msg.get("jobs") or ()]
+        return rows
+
+    def _frames(self, fields: dict[str, Any]) -> Iterator[bytes]:
+        """A streamed `queue` answer's frames as they come: its head, its rows' frames
+        (``{"ok":true,"jobs":[...]}``), its end."""
+        c = self._conn()
+        c.send("queue", stream=True, **fields)
+        while True:
+            raw = c.receive_raw()
+            yield raw
+            if raw.startswith(_END):
+                return
+
+    def queue_json(
+        self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = (),
+        project: str | None = None,
+    ) -> Iterator[bytes]:  # fmt: skip
+        """`berth queue --json`: ``{"daemon": {...}, "jobs": [...], "dependency_states":
+        {...}, "users": [...], "projects": [...], "fairshare": {...}, "reservations": [...]}``,
+        the document one unstreamed answer gives (without its ``"ok":true``), in pieces as
+        the daemon's frames come: each frame's rows are passed on as the daemon encoded them,
+        not decoded and encoded again, and no more than a frame is held."""
+        fields = _queue_fields(user, finished, states)
+        if project is not None:
+            fields["project"] = project
+        frames = self._frames(fields)
+        head = _object(next(frames))
+        yield b'{"daemon":' + _dump(head.get("daemon")) + b',"jobs":['
+        sep = b""
+        end: dict[str, Any] = {}
+        for raw in frames:
+            if raw.startswith(_ROWS) and raw.endswith(b"]}"):
+                body = raw[len(_ROWS) : -2]
+            elif raw.startswith(_END):
+                end = _object(raw)
+                continue
+            else:  # some other layout: decode it after all
+                body = b",".join(_dump(r) for r in _object(raw).get("jobs") or ())
+            if body:
+                yield sep + body
+                sep = b","
+        tail = {"dependency_states": end.get("dependency_states") or {},
+                **{k: head.get(k) for k in ("users", "projects", "fairshare", "reservations")}}  # fmt: skip
+        yield b"]," + _dump(tail)[1:]
+
     def list(
         self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
     ) -> list[JobInfo]:
-        reply = self._call("queue", **_queue_fields(user, finished, states))
-        self.about = {k: v for k, v in reply.items() if k not in ("jobs", "ok")}
-        return [info(r) for r in reply["jobs"]]
-
-    def queue_json(
-        self, *, user: str | None = None, finished: bool = False, states: Sequence[str] = ()
-    ) -> bytes:
-        """The daemon's `queue` answer as it sent it, without its ``"ok":true``: ``{"daemon":
-        {...}, "jobs": [...], "users": [...], "fairshare": {...}}`` (`berth queue --json`),
-        passed on without being decoded and encoded again."""
-        c = self._conn()
-        c.send("queue", **_queue_fields(user, finished, states))
-        raw = c.receive_raw()
-        head = b'{"ok":true,'
-        if raw.startswith(head) and raw.endswith(b"}"):
-            return b"{" + raw[len(head) :]
-        reply = json.loads(raw)  # some other layout: decode it after all
-        reply.pop("ok", None)
-        return json.dumps(reply, separators=(",", ":")).encode()
+        return self.lines(user=user, finished=finished, states=states)
 
     def show(self, job_id: str) -> dict[str, Any]:
         job: dict[str, Any] = self._call("show", job_id=_int(job_id))["job"]

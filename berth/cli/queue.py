@@ -8,10 +8,15 @@
   berth queue --users         # each user: running, pending, decayed usage, fair-share factor
   berth queue --project vision  # only the jobs of project vision (--project, Slurm's -A)
   berth queue --json          # {"daemon": {...}, "jobs": [...], "users": [...]}
+  berth queue -n 50           # the first 50 lines (-n 0 / --limit 0: all)
   berth queue --noheader      # no header lines (as squeue)
   berth queue -r              # an array's pending tasks one per line (default: 12_[3-9%2])
   berth queue --pty           # jobs with a terminal (--pty): `berth attach ID` shows its screen
   berth queue --tree          # jobs under the jobs they depend on (--dependency), with states
+
+On a terminal, berth queue shows a screenful and then a line that counts the rest (`99,950
+more pending (berth queue --limit 0 or | less for all)`); to a pipe or a file, and with
+--all, --json, --tree, --pty or -n/--limit, it lists every job, as squeue does.
 
 The first line says which daemon answered: the system one (every user's, docs/admin.md) or
 a user's own (see `berth help daemon`). Everyone sees every job (user, name, state, GPUs);
@@ -51,13 +56,13 @@ under the table when more than one project has jobs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pwd
 import sys
 import time
 
 from berth.backends.base import CODES
+from berth.cli import queue_limit
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
 from berth.errors import UsageError
@@ -67,7 +72,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.backends.base import Backend, JobInfo
+    from berth.backends.base import JobInfo
 
     Row = list[Any]  # [the id as shown, its JobInfo]
 
@@ -97,6 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-A", "--project", "--account", dest="project", metavar="NAME",
                    help="only the jobs of this project (`berth admin projects` lists them)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    queue_limit.add_argument(p)
 
 
 
@@ -141,6 +147,10 @@ def fold(rows: list[JobInfo], expand: bool = False) -> list[Row]:
         if array not in pending:
             pending[array] = ([r.id, r], [])
             out.append(pending[array][0])
+            folded = r.extra.get("array_tasks")  # (the daemon folded them: all here)
+            if folded:
+                pending[array][1].extend(folded)
+                continue
         pending[array][1].append(r.array_task)
     for array, (first, tasks) in pending.items():
         limit = first[1].array_limit
@@ -214,11 +224,16 @@ def run(args: argparse.Namespace) -> int:
         return starts.run(args.json)
     states = [s for s in (args.states or "").split(",") if s.strip()]
     if args.json:
-        _json(backend, args, states)
+        queue_limit.write_json(backend, args, states)
         return 0
-    rows = backend.list(user=args.user, finished=args.all, states=states)
-    if args.project:
-        rows = [r for r in rows if r.extra.get("project") == args.project]
+    limit = queue_limit.limit(args)
+    lines = getattr(backend, "lines", None)  # the local daemon's: the head, folded
+    if lines is not None:
+        folds = not (args.expand or args.tree or args.pty)
+        rows = lines(user=args.user, finished=args.all, states=states, limit=limit,
+                     project=args.project, fold=folds)  # fmt: skip
+    else:
+        rows = backend.list(user=args.user, finished=args.all, states=states)[:limit]
     about: dict[str, Any] = getattr(backend, "about", {})  # the local daemon's: who, users
     header = not args.noheader
     if header and about.get("daemon"):
@@ -237,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_tree(rows, about.get("dependency_states") or {}, header))
         return 0
     sys.stdout.write(format_rows(fold(rows, args.expand), header))
+    sys.stdout.write(queue_limit.more(about.get("left") or {}))
     if about.get("reservations") and header:
         sys.stdout.write(format_reservations(about["reservations"]))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
@@ -344,21 +360,3 @@ def format_projects(rows: list[dict[str, Any]], header: bool = True) -> str:
     else:
         out.append("GPUS and QUEUED: held / the project's max_gpus, max_queued (docs/admin.md)")
     return "".join(line + "\n" for line in out)
-
-
-def _json(backend: Backend, args: argparse.Namespace, states: list[str]) -> None:
-    """The local daemon's answer as it sent it, without its ``"ok":true``: ``{"daemon":
-    {...}, "jobs": [...]}``, written out without being decoded and encoded again (a long
-    queue costs the client a copy, not a parse); on Slurm, the jobs as it reports them."""
-    raw = getattr(backend, "queue_json", None)
-    sys.stdout.flush()
-    if raw is not None and args.project:  # (only this project's jobs: decoded, filtered)
-        about = json.loads(raw(user=args.user, finished=args.all, states=states))
-        about["jobs"] = [j for j in about.get("jobs", []) if j.get("project") == args.project]
-        sys.stdout.write(json.dumps(about) + "\n")
-        return
-    if raw is not None:
-        sys.stdout.buffer.write(raw(user=args.user, finished=args.all, states=states) + b"\n")
-        return
-    rows = backend.list(user=args.user, finished=args.all, states=states)
-    sys.stdout.write(json.dumps([r.to_dict() for r in rows]) + "\n")

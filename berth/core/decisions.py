@@ -62,3 +62,4 @@ class Decisions:
     expected: dict[int, float] = field(default_factory=dict)
     wakeup: float | None = None
     order: list[int] = field(default_factory=list)  # explain: pending jobs as considered
+    partial: bool = False  # the pass ended early (``Inputs.explain_stop``): ``order`` is a prefix

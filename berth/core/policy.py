@@ -50,7 +50,7 @@ should also arm a timer at ``Decisions.wakeup``, which includes every deadline).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import NamedTuple
 
 from berth.core.capacity import Capacity
@@ -114,6 +114,12 @@ class Inputs(NamedTuple):
       (:class:`~berth.core.occupancy.Occupancy`; the pass changes it): then ``inventory``,
       ``nodes``, ``others`` and ``paused`` are not read and ``running`` is not charged again.
       Only without ``explain`` (explanations name the holders, which it does not record).
+    - ``explain_stop``: with ``explain``, a pass may end early: after the first job it
+      considers for which this returns True (a caller that shows only the head of the queue:
+      `berth queue` on a terminal). The jobs considered until then are decided and explained
+      exactly as in a whole pass (a job's fate depends only on the jobs before it); the rest
+      get no reason, start, ``Cancel`` or ``wakeup``, and ``Decisions.partial`` is True.
+      It must be a pure function of the jobs it is shown (it may count them).
     """
 
     pending: Sequence[Job]
@@ -134,6 +140,7 @@ class Inputs(NamedTuple):
     presorted: bool = False
     capacity: Capacity | None = None
     reservations: Sequence[Window] = ()
+    explain_stop: Callable[[Job], bool] | None = None
 
 
 def schedule(inputs: Inputs) -> Decisions:

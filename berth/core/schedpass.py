@@ -101,14 +101,18 @@ class Pass:
         self.charge()
         gate, place, reserve = self.gate, self.place, self.reserve
         considered = self.out.order if self.inp.explain else None
+        enough = self.inp.explain_stop if self.inp.explain else None
         for job in self.queue:
             if considered is not None:
                 considered.append(job.id)
             if gate(job) or place(job):
                 if self.stop:
                     break
-                continue
-            reserve(job)
+            else:
+                reserve(job)
+            if enough is not None and enough(job):
+                self.out.partial = True  # (Inputs.explain_stop: the caller has what it needs)
+                break
         return self.out
 
     def wait(self, job: Job, reason: Reason, detail: str = "") -> None:

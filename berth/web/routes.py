@@ -237,6 +237,7 @@ class Routes:
             result = HANDLERS[kind](self.server.engine, peer, req)
             if inspect.isawaitable(result):
                 result = await result
+            assert isinstance(result, dict)  # (cancel, hold, release: one answer)
         except ProtocolError as e:
             raise httpio.HttpError(STATUS.get(e.code, 400), e.message) from None
         except (BerthError, OSError) as e:

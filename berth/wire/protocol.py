@@ -6,7 +6,9 @@ accelerator: ``json`` itself imports ``re``, milliseconds of every CLI start).
 Frame: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object). A
 connection starts with a handshake ``{"type": "hello", "version": PROTOCOL_VERSION}``; then
 each request ``{"type": T, ...fields}`` gets exactly one response, ``{"ok": true, ...}`` or
-``{"ok": false, "error": {"code": CODE, "message": "..."}}``. The server checks every request
+``{"ok": false, "error": {"code": CODE, "message": "..."}}`` (but a ``queue`` request with
+``stream``: its answer in several frames, the last ``{"ok": true, "end": true, ...}``, or an
+error frame that ends it: :mod:`berth.daemon.requests.queueview`). The server checks every request
 against :data:`REQUESTS` (field -> accepted types, required?) before any handler sees it;
 the handlers check values strictly (a job: :mod:`berth.wire.jobspec`; the rest:
 :mod:`berth.daemon.requests.validate`).
@@ -71,6 +73,12 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "states": (_L, False),
         "all": (_B, False),
         "model": (_B, False),
+        # (berth.daemon.requests.queueview) the first `limit` lines; one project's jobs; an
+        # array's pending tasks as one line; the answer in frames
+        "limit": (_I + _N, False),
+        "project": (_S + _N, False),
+        "fold": (_B, False),
+        "stream": (_B, False),
     },
     # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.requests.arrays).
     "show": {"job_id": (_I + _S, True)},

@@ -20,6 +20,7 @@ import time
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
+from berth.daemon.engine import explaining
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.endings import Lifecycle
 from berth.daemon.engine.estimates import Estimates
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from berth.claims.claim import Claim
     from berth.core.inventory import Usage
     from berth.daemon.engine.enforcer import Enforcer
+    from berth.daemon.engine.explaining import Until
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
@@ -73,6 +75,7 @@ class Engine(Lifecycle):
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.considered: dict[int, int] = {}  # pending job -> its place in the last pass
+        self.explained_all = False  # the reasons in hand cover every pending job
         self.finished_states: dict[int, State] = {}  # for dependencies
         self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
@@ -178,7 +181,7 @@ class Engine(Lifecycle):
                 continue
             launches.append((job, (start, claim)))
         if explain and not launches:
-            self._set_reasons(decisions)
+            self.set_reasons(decisions)
         self._arm_timer(decisions.wakeup, now)
         if launches:
             self._launch(launches, now)
@@ -222,7 +225,7 @@ class Engine(Lifecycle):
         policy = self.opts.policy or DEFAULT_POLICY
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
-    def _set_reasons(self, decisions: Any) -> None:
+    def set_reasons(self, decisions: Any) -> None:
         drained = self.pauses.drained()
         self.reasons = {
             i: p.reason.value
@@ -230,40 +233,16 @@ class Engine(Lifecycle):
             + (drained if drained and p.reason.value == "GpuPaused" else "")
             for i, p in decisions.pending.items()
         }
+        self.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
+        self.explained_all = not decisions.partial
         self._reasons_valid = True
 
-    def explain(self) -> None:
-        """Bring the pending reasons up to date (for `berth queue`/`show`/`status`): a pass
-        that explains but starts nothing (what it would start is `(None)`: starting now)."""
-        if self._reasons_valid:
-            return
-        t0 = time.perf_counter()
-        pending = [j for j in self.jobs.values() if j.state is State.PENDING]
-        if self.pauses.queue:
-            self.reasons = {j.id: "QueuePaused" for j in pending}
-            self.considered = {}
+    def explain(self, until: Until | None = None) -> None:
+        """Bring the pending reasons up to date (for `berth queue`/`show`/`status`), for the
+        whole queue or, with ``until``, its head (:mod:`berth.daemon.engine.explaining`)."""
+        if not (self._reasons_valid and explaining.covered(self, until)):
+            explaining.explain(self, until)
             self._reasons_valid = True
-            return
-        running = [j for j in self.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
-        paused = self.pauses.indexes()
-        now = self.clock.time()
-        multi = len({j.tenant for j in pending}) > 1 or self.accounts.projects.any
-        decisions = schedule(Inputs(
-            pending, running, self.res.inventory, self.outside_usage(), paused, now,
-            policy=self.opts.policy or DEFAULT_POLICY,
-            done=self.finished_states,
-            fair=self.accounts.fair(running, now) if multi else None,
-            limits=self.accounts.user_limits(),
-            explain=True,
-            reservations=self.reservations.windows(now),
-        ))
-        self._set_reasons(decisions)
-        self.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
-        for start in decisions.starts:
-            self.reasons[start.job_id] = "None: starting"
-        self.last_explain_seconds = time.perf_counter() - t0
-        if decisions.starts or decisions.cancels:
-            self.kick()
 
     def outside_usage(self, clean: bool = False) -> dict[int, Usage]:
         """GPU index -> what holders other than our jobs use (daemonless claims and waiters,

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 
-from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon.engine.command import pty_path
-from berth.daemon.requests import admin, arrays, reserve, validate, views
-from berth.daemon.requests.authority import Peer, admins, admins_only, may_see, owned
+from berth.daemon.requests import admin, arrays, queueview, reserve, validate, views
+from berth.daemon.requests.authority import Peer, admins_only, may_see, owned
 from berth.daemon.requests.intake import submit, submit_all
 from berth.daemon.requests.resubmit import resubmit
 from berth.daemon.requests.update import update
@@ -32,9 +31,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
+    from berth.daemon.requests.stream import Stream
 
     Handler = Callable[
-        [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"
+        [Engine, "Peer", dict[str, Any]], "dict[str, Any] | Stream | Awaitable[dict[str, Any]]"
     ]
 
 
@@ -62,87 +62,7 @@ def _states(req: dict[str, Any]) -> set[State]:
         raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
 
 
-def daemon_info(engine: Engine) -> dict[str, Any]:
-    """Which daemon this is (`berth queue` says which one answered)."""
-    opts = engine.opts
-    return {
-        "pid": os.getpid(),
-        "socket": opts.socket,
-        "system": opts.system,
-        "user": user_name(os.geteuid()),
-        "private": opts.private,
-        "admins": admins(opts),
-    }
-
-
-# -- reading ----------------------------------------------------------------------------------
-
-_ORDER = {State.RUNNING: 0, State.COMPLETING: 1, State.PENDING: 2}
-
-
-def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    uid = validate.uid(req.get("uid"))
-    states = _states(req)
-    engine.explain()
-    jobs = [j for j in engine.unfinished() if uid is None or j.uid == uid]
-    place = engine.considered  # pending jobs: in the order the last pass considered them
-    last = len(place)
-    jobs.sort(key=lambda j: (_ORDER.get(j.state, 3), place.get(j.id, last), -j.priority,
-                             j.queue_time, j.id))  # fmt: skip
-    tasks = views.task_ids(engine.unfinished())  # (reasons name array tasks as 17_1)
-    rows = [views.row(j, views.with_task_ids(engine.reason(j.id), tasks)) for j in jobs]
-    acc = engine.accounts
-    users = acc.summary(engine.unfinished(), engine.clock.time())
-    _why_this_order(engine, jobs, rows, {u["user"]: u["factor"] for u in users})
-    starts = engine.estimates.get()
-    for r in rows:
-        if r["state"] == "PENDING":
-            r["start_estimate"] = starts.get(r["id"])
-    if req.get("model"):  # the scheduling model of each unfinished job (`simulate --what-if`)
-        for r, j in zip(rows, jobs, strict=True):
-            model = {k: v for k, v in j.to_dict().items() if k != "extra"}
-            r["model"] = model if may_see(peer, j, engine.opts) else views.redact(model)
-    if req.get("all") or (states & FINISHED):
-        since = engine.clock.time() - 86400
-        settling = engine.settling_jobs()
-        rows += [views.row(j, None) for j in settling if uid is None or j.uid == uid]
-        ending = {j.id for j in settling}
-        rows += [
-            views.row(Job.from_dict(d), None)
-            for d in engine.store.finished_since(since, uid)
-            if d["id"] not in ending
-        ]
-    if states:
-        names = {s.value for s in states}
-        rows = [r for r in rows if r["state"] in names]
-    named = {i for r in rows for i in r["depends_on"]}  # (queue --tree: the jobs waited for)
-    return {
-        "daemon": daemon_info(engine),
-        "jobs": rows,
-        "dependency_states": {str(i): getattr(engine.state_of(i), "value", None) for i in named},
-        "users": users,
-        "projects": acc.projects.summary(engine.unfinished(), engine.clock.time()),
-        "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
-        "reservations": engine.reservations.view(engine.clock.time()),
-    }
-
-
-def _why_this_order(
-    engine: Engine, jobs: list[Job], rows: list[dict[str, Any]], factors: dict[str, float]
-) -> None:
-    """Each pending row's place in line and what puts it there: its priority, its user's
-    fair-share factor (1.0 = no usage lately; lower goes later), and since when it waits."""
-    for job, row in zip(jobs, rows, strict=True):
-        if job.state is not State.PENDING:
-            continue
-        place = engine.considered.get(job.id)
-        row["order"] = None if place is None else place + 1
-        row["share_factor"] = factors.get(job.tenant)
-        row["queued_at"] = job.queue_time
-
-
-def _finite(x: float) -> float | None:
-    return x if x != float("inf") else None
+# -- reading (`queue`: berth.daemon.requests.queueview) ----------------------------------------
 
 
 def _detail(engine: Engine, job: Job) -> dict[str, Any]:
@@ -154,7 +74,7 @@ def _detail(engine: Engine, job: Job) -> dict[str, Any]:
             protocol.INTERNAL,
             f"{e}; it cannot run: submit it again (`berth queue` shows its state)",
         ) from e
-    reason = views.with_task_ids(engine.reason(job.id), views.task_ids(engine.unfinished()))
+    reason = views.with_task_ids(engine.reason(job.id), views.TaskIds(engine.jobs))
     out = views.detail(job, reason, spec, engine.opts.max_job_time)
     if job.state is State.PENDING:
         out["start_estimate"] = engine.estimates.get().get(job.id)
@@ -332,7 +252,7 @@ def ping(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         "last_pass_seconds": engine.last_pass_seconds,
         "last_explain_seconds": engine.last_explain_seconds,
         "gpu_error": engine.res.error,
-        "daemon": daemon_info(engine),
+        "daemon": queueview.daemon_info(engine),
     }
 
 
@@ -346,7 +266,7 @@ HANDLERS: dict[str, Handler] = {
     "ping": ping,
     "submit": submit,
     "submit_all": submit_all,
-    "queue": queue,
+    "queue": queueview.queue,
     "show": show,
     "logs": logs,
     "attach": attach,

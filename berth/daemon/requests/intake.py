@@ -93,7 +93,8 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
-    projects = engine.accounts.projects.counts(engine.unfinished())  # (each project's jobs)
+    book = engine.accounts.projects  # each project's jobs: a walk of the queue, so only
+    projects = book.counts(engine.unfinished()) if book.any else {}  # where there are projects
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile

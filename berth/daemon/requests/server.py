@@ -37,6 +37,7 @@ import struct
 
 from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.handlers import HANDLERS
+from berth.daemon.requests.stream import Stream, write_stream
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     from berth.daemon.engine.engine import Engine
     from berth.daemon.requests.handlers import Handler
 
-    Reply = tuple[asyncio.Future[dict[str, Any]], int]  # an answer to come, its frame's size
+    # an answer to come (one frame, or a Stream of them), its request frame's size
+    Reply = tuple[asyncio.Future[dict[str, Any] | Stream], int]
 
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
@@ -89,7 +91,7 @@ class Server:
         self.per_uid: dict[int, int] = {}
         self.handlers: dict[str, Handler] = dict(HANDLERS)  # (+ what others register)
         self.tasks: set[asyncio.Task[None]] = set()  # one per open connection
-        self.requests: set[asyncio.Future[dict[str, Any]]] = set()  # awaited ones in hand
+        self.requests: set[asyncio.Future[Any]] = set()  # awaited ones in hand
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
@@ -209,9 +211,14 @@ class Server:
             if item is None:
                 break
             fut, size = item
-            writer.write(protocol.encode(await fut))
+            answer = await fut
             del item, fut
-            await writer.drain()  # returns at once unless the client does not read
+            if isinstance(answer, Stream):
+                await write_stream(answer, writer, _error_reply)
+            else:
+                writer.write(protocol.encode(answer))
+                del answer
+                await writer.drain()  # returns at once unless the client does not read
             conn.unanswered -= 1
             self._release(conn, size)
             in_hand.release()
@@ -227,8 +234,8 @@ class Server:
         peer = conn.peer
         greeted = False
 
-        def answer(response: dict[str, Any], size: int = 0) -> None:
-            fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        def answer(response: dict[str, Any] | Stream, size: int = 0) -> None:
+            fut: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
             fut.set_result(response)
             conn.unanswered += 1
             replies.put_nowait((fut, size))
@@ -275,6 +282,8 @@ class Server:
                 self.requests.add(fut)
                 fut.add_done_callback(self.requests.discard)
                 replies.put_nowait((fut, n))
+            elif isinstance(result, Stream):
+                answer(result, n)  # (its frames are made as the writer takes them)
             else:
                 answer({"ok": True, **result}, n)
 
@@ -359,7 +368,7 @@ def _disk_full(e: BaseException) -> bool:
     return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
 
 
-async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any] | Stream:
     try:
         return {"ok": True, **(await result)}
     except Exception as e:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 
 from berth.core.states import CODES, State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterator
     from typing import Any
 
     from berth.core.job import Job
@@ -126,19 +127,36 @@ def redact(job: dict[str, Any]) -> dict[str, Any]:
 _JOB = re.compile(r"\bjob (\d+)\b")
 
 
-def task_ids(jobs: Iterable[Job]) -> dict[int, str]:
-    """Array tasks' ids as the CLI writes them (``12_3``), by their internal job id."""
-    out = {}
-    for job in jobs:
-        array = job.extra.get("array")
-        if array:
-            out[job.id] = f"{array[0]}_{array[1]}"
-    return out
+class TaskIds(Mapping[int, str]):
+    """Array tasks' ids as the CLI writes them (``12_3``), by their internal job id, looked
+    up in ``jobs`` (the unfinished ones) as asked: a reason names a job or two, and a queue
+    of 100,000 jobs is not walked to find them."""
+
+    def __init__(self, jobs: Mapping[int, Job]) -> None:
+        self._jobs = jobs
+
+    def __getitem__(self, job_id: int) -> str:
+        job = self._jobs.get(job_id)
+        array = None if job is None else job.extra.get("array")
+        if not array:
+            raise KeyError(job_id)
+        return f"{array[0]}_{array[1]}"
+
+    def get(self, job_id: int, default: Any = None) -> Any:
+        job = self._jobs.get(job_id)
+        array = None if job is None else job.extra.get("array")
+        return f"{array[0]}_{array[1]}" if array else default
+
+    def __iter__(self) -> Iterator[int]:
+        return (i for i, j in self._jobs.items() if j.extra.get("array"))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def with_task_ids(text: str | None, ids: Mapping[int, str]) -> str | None:
     """``text`` (a pending reason the scheduler wrote: "held by job 18") naming array tasks
     as the CLI does ("held by job 17_1")."""
-    if not text or not ids:
+    if not text or "job " not in text:
         return text
     return _JOB.sub(lambda m: f"job {ids.get(int(m[1]), m[1])}", text)

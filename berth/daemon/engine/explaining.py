@@ -1,0 +1,79 @@
+"""The engine's explaining pass: why each pending job waits, for `berth queue`, `show`,
+`status` and the dashboard (a pass that decides but starts nothing: what it would start reads
+``None: starting``, and a real pass is kicked).
+
+It considers the pending jobs in the order the dispatch passes keep
+(:mod:`berth.daemon.engine.queue_order`: no sort of a long queue), and may stop early: a
+caller that shows only the head of the queue (`berth queue` on a terminal) gives ``until``, a
+factory of a predicate that says when it has seen enough (``Inputs.explain_stop``), so a
+queue of 100,000 jobs costs it the jobs it shows. The reasons so found are kept until the
+queue changes (:meth:`Engine.kick`); a later caller that needs more (or all: ``until`` None)
+makes the pass run again, further.
+"""
+
+from __future__ import annotations
+
+import time
+
+from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
+from berth.core.states import State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from berth.core.job import Job
+    from berth.daemon.engine.engine import Engine
+
+    Until = Callable[[], Callable[[Job], bool]]
+
+
+def covered(engine: Engine, until: Until | None) -> bool:
+    """Whether the reasons in hand (still valid) are all ``until`` needs."""
+    if engine.explained_all:
+        return True
+    if until is None:
+        return False
+    enough = until()
+    jobs = engine.jobs
+    for job_id in engine.considered:
+        job = jobs.get(job_id)
+        if job is not None and enough(job):
+            return True
+    return False
+
+
+def explain(engine: Engine, until: Until | None = None) -> None:
+    """Bring the pending reasons up to date (:meth:`Engine.explain`)."""
+    t0 = time.perf_counter()
+    now = engine.clock.time()
+    if engine.pauses.queue:
+        engine.reasons = {j.id: "QueuePaused" for j in engine.jobs.values()
+                          if j.state is State.PENDING}  # fmt: skip
+        engine.considered = {}
+        engine.explained_all = True
+        return
+    policy = engine.opts.policy or DEFAULT_POLICY
+    order = engine.order
+    pending = order.pending(engine.jobs.values(), policy, now)
+    running = [j for j in engine.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
+    multi = order.tenants > 1 or engine.accounts.projects.any
+    decisions = schedule(Inputs(
+        pending, running, engine.res.inventory, engine.outside_usage(), engine.pauses.indexes(),
+        now,
+        policy=policy,
+        done=engine.finished_states,
+        fair=engine.accounts.fair(running, now) if multi else None,
+        limits=engine.accounts.user_limits(),
+        explain=True,
+        presorted=order.presorted,
+        profile=order.profile,
+        reservations=engine.reservations.windows(now),
+        explain_stop=None if until is None else until(),
+    ))  # fmt: skip
+    engine.set_reasons(decisions)
+    for start in decisions.starts:
+        engine.reasons[start.job_id] = "None: starting"
+    engine.last_explain_seconds = time.perf_counter() - t0
+    if decisions.starts or decisions.cancels:
+        engine.kick()
