@@ -24,8 +24,8 @@ Three figures, ``--rounds`` rounds each, the peers interleaved within a round, w
 2. throughput: ``--jobs`` trivial one-GPU jobs (``true``) on 8 GPUs, first submit to last
    end: berth pipelined over one connection (bench/daemon_bench.py's), simple-gpu-scheduler
    with the jobs on its stdin, task-spooler with one ``tsp`` process a job (it has no bulk
-   submit) and a last job needing all 8 slots as the barrier; gflow (one ``gbatch --array``)
-   with ``--gflow-jobs`` jobs only (it starts ~1-2 jobs a second: a tmux session each);
+   submit) and a last job needing all 8 slots as the barrier; gflow with ``--gflow-jobs``
+   jobs only, one ``gbatch`` each (it starts ~1 job a second: a tmux session each);
 3. the queue listing with ``--queued`` jobs waiting behind 8 running ones, whole process,
    output to /dev/null: ``berth queue``, ``tsp -l``, ``gqueue``.
 
@@ -78,12 +78,20 @@ class Tsp:
         self.dir = tempfile.mkdtemp(prefix="bp-tsp-")
         self.env = {**os.environ, "TS_SOCKET": os.path.join(self.dir, "ts.sock"),
                     "TS_SLOTS": str(slots), "TMPDIR": self.dir, "TS_MAXFINISHED": "100000"}  # fmt: skip
+        self.blocker = ""
 
     def add(self, *argv: str) -> str:
         out = subprocess.run([self.bin, *argv], env=self.env, capture_output=True, check=True)
         return out.stdout.decode().strip()
 
+    def block(self) -> None:
+        """A job holding every slot (the jobs added after it wait)."""
+        self.blocker = self.add("-N", self.env["TS_SLOTS"], "sleep", "3600")
+
     def stop(self) -> None:
+        if self.blocker:  # (-K leaves a running job and its runner behind)
+            subprocess.run([self.bin, "-k", self.blocker], env=self.env, stdout=NULL,
+                           stderr=NULL, check=False)  # fmt: skip
         subprocess.run([self.bin, "-K"], env=self.env, stdout=NULL, stderr=NULL, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -152,7 +160,7 @@ def submit_round(a: argparse.Namespace, peers: dict[str, Any]) -> dict[str, Any]
         }
         if peers["tsp"]:
             tsp = Tsp(peers["tsp"], GPUS)
-            tsp.add("-N", str(GPUS), "sleep", "3600")  # every slot busy: submits queue
+            tsp.block()  # every slot busy: submits queue
             argvs["tsp"] = ([tsp.bin, "true"], tsp.env)
         if peers["gflow"]:
             gf = GFlow(peers["gflow"])
@@ -214,7 +222,8 @@ def gflow_throughput(bindir: str, n: int) -> float:
     gf = GFlow(bindir)
     try:
         t = time.perf_counter()
-        gf.run("gbatch", "--array", f"1-{n}", "--gpus", "1", "true")
+        for _ in range(n):  # (an --array of them stalls after the first 8 in 0.4.18)
+            gf.run("gbatch", "--gpus", "1", "true")
         deadline = t + 600
         while True:
             states = gf.states()
@@ -222,7 +231,7 @@ def gflow_throughput(bindir: str, n: int) -> float:
                 break
             if time.perf_counter() > deadline:
                 raise SystemExit(f"gflow: jobs not done in 600 s: {states[:5]}")
-            time.sleep(0.1)
+            time.sleep(0.2)
         seconds = time.perf_counter() - t
         assert states.count("Finished") == n, f"gflow: {states.count('Finished')} of {n}"
     finally:
@@ -260,7 +269,7 @@ def listing(a: argparse.Namespace, peers: dict[str, Any]) -> list[dict[str, Any]
         argvs = {"berth": ([a.berth, "queue"], d.env)}
         if peers["tsp"]:
             tsp = Tsp(peers["tsp"], GPUS)
-            tsp.add("-N", str(GPUS), "sleep", "3600")
+            tsp.block()
             for _ in range(n):
                 subprocess.run([tsp.bin, "true"], env=tsp.env, stdout=NULL, check=True)
             argvs["tsp"] = ([tsp.bin, "-l"], tsp.env)
