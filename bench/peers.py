@@ -27,7 +27,8 @@ Three figures, ``--rounds`` rounds each, the peers interleaved within a round, w
    submit) and a last job needing all 8 slots as the barrier; gflow with ``--gflow-jobs``
    jobs only, one ``gbatch`` each (it starts ~1 job a second: a tmux session each);
 3. the queue listing with ``--queued`` jobs waiting behind 8 running ones, whole process,
-   output to /dev/null: ``berth queue``, ``tsp -l``, ``gqueue``.
+   output to /dev/null: ``berth queue``, ``tsp -l`` (900 queued: it cannot hold more),
+   ``gqueue``.
 
 Prints one JSON line per figure and round, then a summary line with the ratios of each figure
 and round: submit, x ``python -c pass``; throughput, berth's jobs/s over the peer's
@@ -56,6 +57,7 @@ from dispatch_nvml import fake_nvml, tsp_binary  # noqa: E402
 
 GPUS = 8
 NULL = subprocess.DEVNULL
+TSP_QUEUED = 900  # the most task-spooler can hold queued (see listing)
 
 
 def load() -> str:
@@ -270,7 +272,9 @@ def listing(a: argparse.Namespace, peers: dict[str, Any]) -> list[dict[str, Any]
         if peers["tsp"]:
             tsp = Tsp(peers["tsp"], GPUS)
             tsp.block()
-            for _ in range(n):
+            # Each queued job is a waiting `tsp` process and the server takes ~1,000 at once
+            # (the 1,000th submit blocks): task-spooler lists TSP_QUEUED.
+            for _ in range(min(n, TSP_QUEUED)):
                 subprocess.run([tsp.bin, "true"], env=tsp.env, stdout=NULL, check=True)
             argvs["tsp"] = ([tsp.bin, "-l"], tsp.env)
         if peers["gflow"]:
