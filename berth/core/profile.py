@@ -63,8 +63,10 @@ class Profile:
         rows: list[tuple[float, float, float]] = []
         self._free_rows: list[tuple[float, float, float]] = []
         self._groups: dict[Access, list[tuple[float, float, float]]] = {}
+        alike: dict[tuple[float, float, float], tuple[float, float, float]] = {}
         for d in demands:
             row = (float(d[0]), float(d[1] or 0.0), float(d[2] or 0.0))
+            row = alike.setdefault(row, row)  # (one tuple for jobs that ask alike)
             rows.append(row)
             acc = d[3] if len(d) > 3 else None
             if acc is None or acc == (None, None) or row[0] <= 0:
@@ -77,6 +79,8 @@ class Profile:
         self._total = total
         self.no_access = 1.0 - gpu / total if gpu else 0.0
         self.constrained = bool(self._groups)
+        if not self.constrained:
+            self._free_rows = []  # (only sub-profiles of a constrained demand read them)
         self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
         self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
         self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
@@ -189,10 +193,19 @@ def _access(r: Request) -> Access | None:
 
 
 def _tail(pairs: list[tuple[float, float]], total: float) -> tuple[list[float], list[float]]:
-    """Sorted (key, weight) -> keys, and the total weight (share) of the keys from each on."""
-    keys = [k for k, _ in pairs]
+    """Sorted (key, weight) -> the distinct keys, and the total weight (share) of the keys
+    from each on. ``tail[bisect_right(keys, x)]`` is the share of keys above ``x``: with each
+    key once (the tail at its first place) that is the same number, to the bit, as with every
+    pair's (a long queue of alike jobs keeps a few keys, not one per job)."""
     tail = [0.0] * (len(pairs) + 1)
     for i in range(len(pairs) - 1, -1, -1):
         w = pairs[i][1]
         tail[i] = tail[i + 1] + w / total
-    return keys, tail
+    keys: list[float] = []
+    shares: list[float] = []
+    for i, (k, _) in enumerate(pairs):
+        if not keys or k != keys[-1]:
+            keys.append(k)
+            shares.append(tail[i])
+    shares.append(0.0)
+    return keys, shares

@@ -25,3 +25,17 @@ def test_counts_follow_inserts_deletes_and_pops() -> None:
         t.pop(99)
     with pytest.raises(TypeError):
         t.update({})
+
+
+def test_jobs_alike_share_one_name_and_request() -> None:
+    t = JobTable()
+    a, b = _job(1, 1000), _job(2, 1000)
+    b.name = "".join(["tr", "ue"])  # equal to a's, another object
+    a.name = "true"
+    assert a.request is not b.request and a.name is not b.name
+    t[1], t[2] = a, b
+    assert b.request is a.request and b.name is a.name
+    c = _job(3, 1000)
+    c.request = Request(gpus=2)
+    t[3] = c
+    assert c.request is not a.request and c.request.gpus == 2

@@ -227,12 +227,13 @@ class Engine(Lifecycle):
 
     def set_reasons(self, decisions: Any) -> None:
         drained = self.pauses.drained()
-        self.reasons = {
-            i: p.reason.value
-            + (f": {p.detail}" if p.detail else "")
-            + (drained if drained and p.reason.value == "GpuPaused" else "")
-            for i, p in decisions.pending.items()
-        }
+        said: dict[str, str] = {}  # (jobs that wait alike share one string: a long queue)
+        self.reasons = {}
+        for i, p in decisions.pending.items():
+            s = p.reason.value + (f": {p.detail}" if p.detail else "")
+            if drained and p.reason.value == "GpuPaused":
+                s += drained
+            self.reasons[i] = said.setdefault(s, s)
         self.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
         self.explained_all = not decisions.partial
         self._reasons_valid = True

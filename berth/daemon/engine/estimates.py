@@ -23,6 +23,8 @@ with the GPUs as they are; the queue is paused.
 
 from __future__ import annotations
 
+import heapq
+
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, order_key
 from berth.core.states import State
@@ -40,22 +42,44 @@ MIN_AGE = 2.0  # seconds between two replays while the queue keeps changing (a n
 UNKNOWN = "unknown: a job ahead has no time limit"
 
 
+class Starts:
+    """The estimates of one replay: each of the first :data:`MOST` pending jobs' own, and one
+    shared entry for every other pending job ("unknown: more than 300 jobs ahead"; "the queue
+    is paused"): a long queue keeps 300 entries, not one per job. Read-only."""
+
+    __slots__ = ("_engine", "_far", "_head")
+
+    def __init__(
+        self, engine: Engine, head: dict[int, dict[str, Any]], far: dict[str, Any]
+    ) -> None:
+        self._engine, self._head, self._far = engine, head, far
+
+    def get(self, job_id: int) -> dict[str, Any] | None:
+        """The job's estimate; None for a job that is not pending."""
+        found = self._head.get(job_id)
+        if found is not None:
+            return found
+        job = self._engine.live(job_id)
+        return self._far if job is not None and job.state is State.PENDING else None
+
+
 class Estimates:
     """The daemon's start estimates, kept until the queue changes."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._key: object = None
+        self._key = 0  # (a hash of what the estimates depend on: not the queue's copy)
         self._at = float("-inf")
-        self._out: dict[int, dict[str, Any]] = {}
+        self._top = 0  # the newest pending job when they were computed
+        self._out = Starts(engine, {}, _entry(None, None, (), UNKNOWN))
         self.computed = 0  # how many times they were computed (for tests)
 
-    def get(self) -> dict[int, dict[str, Any]]:
-        """job id -> its estimate, for every pending job."""
+    def get(self) -> Starts:
+        """The estimate of every pending job (:meth:`Starts.get`)."""
         eng = self.engine
         now = eng.clock.time()
         others = eng.outside_usage()
-        key = (
+        key = hash((
             tuple(
                 (j.id, j.state.value, len(j.attempts), j.held, j.priority, j.time_limit)
                 for j in eng.unfinished()
@@ -64,31 +88,33 @@ class Estimates:
             eng.pauses.queue,
             tuple(eng.reservations.entries),
             tuple(sorted((i, u.share, u.mem, u.busy) for i, u in others.items())),
-        )
+        ))  # fmt: skip
         age = now - self._at
-        new = any(j.id not in self._out for j in eng.unfinished() if j.state is State.PENDING)
+        top = max((j.id for j in eng.unfinished() if j.state is State.PENDING), default=0)
+        new = top > self._top  # (a job submitted since: estimated at once)
         if age > MAX_AGE or (key != self._key and (age >= MIN_AGE or new)):
             self._out = self._compute(now, others)
-            self._key, self._at = key, now
+            self._key, self._at, self._top = key, now, top
             self.computed += 1
         return self._out
 
-    def _compute(self, now: float, others: Any) -> dict[int, dict[str, Any]]:
+    def _compute(self, now: float, others: Any) -> Starts:
         eng = self.engine
+        if eng.pauses.queue:
+            return Starts(eng, {}, _entry(None, None, (), "the queue is paused"))
         policy = eng.opts.policy or DEFAULT_POLICY
-        pending = sorted(
+        pending = heapq.nsmallest(  # (the head only: O(queue), not a sort of it)
+            MOST,
             (j for j in eng.unfinished() if j.state is State.PENDING),
             key=lambda j: order_key(j, policy, now),
         )
-        if eng.pauses.queue:
-            return {j.id: _entry(None, None, (), "the queue is paused") for j in pending}
         most = eng.opts.max_job_time
         running = [
             _limited(j, most)
             for j in eng.unfinished()
             if j.state in (State.RUNNING, State.COMPLETING)
         ]
-        head = [_limited(j, most) for j in pending[:MOST]]
+        head = [_limited(j, most) for j in pending]
         fair = eng.accounts.fair(running, now)
         preds = predict(
             head, running, eng.res.inventory, now, others=others,
@@ -102,12 +128,12 @@ class Estimates:
         for j in pending:
             p = preds.get(j.id)
             if p is None:
-                out[j.id] = _entry(None, None, (), f"unknown: more than {MOST} jobs ahead")
+                continue  # (the shared entry)
             elif p.start is not None and not p.exact and p.start > now + 1:
                 out[j.id] = _entry(None, None, (), UNKNOWN)
             else:
                 out[j.id] = _entry(p.start, p.end, p.gpus, "" if p.start is not None else p.note)
-        return out
+        return Starts(eng, out, _entry(None, None, (), f"unknown: more than {MOST} jobs ahead"))
 
 
 def _entry(start: float | None, end: float | None, gpus: Any, note: str) -> dict[str, Any]:

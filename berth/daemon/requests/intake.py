@@ -235,7 +235,7 @@ def insert(
         job = Job(
             id=job_id,
             submit_time=now,
-            request=p.request if k == 0 else Request.from_dict(p.request.to_dict()),
+            request=p.request,  # (the table shares equal ones: JobTable)
             name=name,
             user=peer.user,
             uid=peer.uid,

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.estimates import Starts
     from berth.daemon.requests.authority import Peer
 
     Line = tuple[Job, "list[int] | None"]  # a job's row; the tasks folded into it
@@ -149,13 +150,13 @@ def _frames(engine: Engine, peer: Peer, sel: Select) -> Iterator[dict[str, Any]]
     ids = views.TaskIds(engine.jobs)  # (reasons name array tasks as 17_1)
     seen: dict[str, str] = {}  # reasons as rewritten so
     it = iter(lines)
-    starts: dict[int, Any] | None = None  # (one look at the estimates: its key is O(queue))
+    starts: Starts | None = None  # (one look at the estimates: its key is O(queue))
     while chunk := list(itertools.islice(it, CHUNK)):
         if starts is None and any(j.state is State.PENDING for j, _ in chunk):
             starts = engine.estimates.get()
         rows = []
         for job, tasks in chunk:
-            r = _row(engine, peer, sel, job, ids, factors, starts or {}, seen)
+            r = _row(engine, peer, sel, job, ids, factors, starts, seen)
             if tasks is not None:
                 r["array_tasks"] = sorted(tasks)
             shown[job.state.value] += 1 if tasks is None else len(tasks)
@@ -172,7 +173,7 @@ def _frames(engine: Engine, peer: Peer, sel: Select) -> Iterator[dict[str, Any]]
 
 def _row(
     engine: Engine, peer: Peer, sel: Select, job: Job, ids: views.TaskIds,
-    factors: dict[str, float], starts: dict[int, Any], seen: dict[str, str],
+    factors: dict[str, float], starts: Starts | None, seen: dict[str, str],
 ) -> dict[str, Any]:  # fmt: skip
     pending = job.state is State.PENDING
     reason = engine.reason(job.id) if pending else None
@@ -187,7 +188,7 @@ def _row(
         r["order"] = None if place is None else place + 1
         r["share_factor"] = factors.get(job.tenant)
         r["queued_at"] = job.queue_time
-        r["start_estimate"] = starts.get(job.id)
+        r["start_estimate"] = starts.get(job.id) if starts is not None else None
     if sel.model and job.state not in FINISHED:  # (`simulate --what-if`)
         model = {k: v for k, v in job.to_dict().items() if k != "extra"}
         r["model"] = model if may_see(peer, job, engine.opts) else views.redact(model)

@@ -1,0 +1,37 @@
+"""The daemon's start estimates keep an entry for each of the first MOST pending jobs only;
+every later pending job reads one shared entry ("unknown: more than MOST jobs ahead"), and a
+job that is not pending has none (issue 21: a 100,000-job queue kept an estimate dict, and a
+copy of the queue as the estimates' key, per job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from enginekit import EngineRig
+
+from berth.daemon.engine import estimates
+
+
+def test_only_the_head_has_its_own_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(estimates, "MOST", 3)
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        running = rig.submit("sleep", "100", time_limit=100)
+        rig.turn()
+        assert rig.state(running) == "RUNNING"
+        waiting = [rig.submit("sleep", "10", time_limit=60) for _ in range(6)]
+        starts = rig.engine.estimates.get()
+        heads = [starts.get(j) for j in waiting[:3]]
+        assert [h["start"] for h in heads] == [rig.t0 + 100, rig.t0 + 160, rig.t0 + 220]
+        far = [starts.get(j) for j in waiting[3:]]
+        assert all(f is far[0] for f in far)  # (one shared entry, not one per job)
+        assert far[0] == {"start": None, "end": None, "gpus": [], "exact": False,
+                          "note": "unknown: more than 3 jobs ahead"}  # fmt: skip
+        assert starts.get(running) is None and starts.get(99999) is None
+        assert rig.engine.estimates.computed == 1
+        late = rig.submit("sleep", "10", time_limit=60)  # a new job: estimated again at once
+        assert rig.engine.estimates.get().get(late) == far[0]
+        assert rig.engine.estimates.computed == 2
+    finally:
+        rig.close()
