@@ -12,6 +12,8 @@ Environment variables (they override the file):
 - ``BERTH_CLAIMS_DIR``: the claim ledger directory shared by all users of the host
 - ``BERTH_STATE_DIR``: the daemon's state directory (database, job logs)
 - ``BERTH_SOCKET``: the daemon's UNIX socket
+- ``BERTH_PTS_DIR``: where the daemon finds users' terminals for its notices (default
+  /dev/pts)
 """
 
 # Each key is declared once, as a Key (berth.config_key) on the class whose attribute it is

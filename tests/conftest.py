@@ -114,6 +114,7 @@ class FakeGpus:
             "BERTH_CLAIMS_DIR": self.claims_dir,
             "BERTH_STATE_DIR": self.state_dir,
             "BERTH_SOCKET": self.socket,
+            "BERTH_PTS_DIR": str(root / "pts"),  # (notices to terminals: not the host's)
         }
         self.env: dict[str, str] = {**os.environ, **self.vars}
         for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):

@@ -92,6 +92,9 @@ def test_an_intruder_is_notified_then_killed_after_grace_and_only_it(daemon):
     daemon.start("--poll-interval", "0.2", "--kill-after", "1", gpus=None)
     told = os.path.join(daemon.fake.root, "told.txt")
     hook = f'[ -n "$BERTH_ENFORCE" ] && echo "$BERTH_ENFORCE" >> {told}; true'
+    terminal = os.path.join(daemon.fake.vars["BERTH_PTS_DIR"], "7")  # (root's "terminal")
+    os.makedirs(os.path.dirname(terminal), exist_ok=True)
+    open(terminal, "w").close()
     job = daemon.submit(*daemon.workload("--mem", "1G"), gpu_ids=[0], notify=hook)
     _running(daemon, job)
     bystander = daemon.fake.spawn_workload(visible="1", mem="1G")  # outside: observed
@@ -113,6 +116,8 @@ def test_an_intruder_is_notified_then_killed_after_grace_and_only_it(daemon):
     # The holder was told through its job's --notify.
     said = wait_until(lambda: _text(told), message="told")
     assert f"process {intruder.pid} of root uses GPU 0" in said
+    # ... and the intruder's owner on their terminals, as `write` does (here: the fake ones)
+    assert f"process {intruder.pid}" in _text(terminal)
 
 
 def test_an_overrun_cancels_the_job_that_overran_not_its_neighbour(daemon):

@@ -26,9 +26,13 @@ def identity(pid: int) -> tuple[int, int] | None:
     return uid, stat[3]
 
 
-def write_ttys(uid: int, text: str, pts_dir: str = "/dev/pts") -> int:
+def write_ttys(uid: int, text: str, pts_dir: str | None = None) -> int:
     """Write ``text`` to every terminal of ``uid`` (the pseudo-terminals it owns, as `write`
-    finds them); returns how many were written to. Never blocks."""
+    finds them, in ``pts_dir``: ``$BERTH_PTS_DIR`` if set, for a container or a test that
+    must not write to the host's terminals, else /dev/pts); returns how many were written
+    to. Never blocks."""
+    if pts_dir is None:
+        pts_dir = os.environ.get("BERTH_PTS_DIR") or "/dev/pts"
     written = 0
     try:
         names = os.listdir(pts_dir)
