@@ -50,8 +50,10 @@ def _int(job_id: str) -> int | str:
 
 def info(row: dict[str, Any]) -> JobInfo:
     """A row of the daemon's `queue` / `wait` answer as a JobInfo."""
-    gpus = row.get("gpus")
+    gpus, each = row.get("gpus"), row.get("each")
     nodelist = row.get("nodelist") or []
+    if isinstance(gpus, (int, float)) and isinstance(each, (int, float)):
+        gpus = f"{gpus:g}x{each:g}"  # (a share of each of several GPUs: 2x0.098)
     array, task = row.get("array_job"), row.get("array_task")
     return JobInfo(
         f"{array}_{task}" if array is not None else str(row["id"]),

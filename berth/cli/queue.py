@@ -22,7 +22,8 @@ The first line says which daemon answered: the system one (every user's, docs/ad
 a user's own (see `berth help daemon`). Everyone sees every job (user, name, state, GPUs);
 a daemon started with --private shows others' commands and paths to admins only.
 
-Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON). NODELIST names the
+Columns as Slurm's squeue: JOBID NAME USER ST TIME GPUS NODELIST(REASON) (GPUS 2x0.098: that
+share of each of 2 GPUs, as `--gpu-ids 0,1 --mem 8000` asks). NODELIST names the
 GPUs a running job holds (gpu:0,1); a pending job shows why it waits: (Resources), (Priority),
 (Dependency), (Held), (GpuPaused), (GpuUnhealthy) for a lost GPU, (BeginTime) after a failed
 attempt, (UserGpuLimit) when its user holds all the GPUs they may (`berth admin limits`),

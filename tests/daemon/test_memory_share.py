@@ -57,6 +57,8 @@ def test_memory_jobs_on_two_gpus_share_both(daemon):
         assert job["attempts"][-1]["share"] == job["request"]["each"]
     shown = daemon.berth("show", str(a)).stdout
     assert "0.098 of each of 2 GPUs" in shown and "8000 MiB of each of 2 GPUs" in shown
+    listed = daemon.berth("queue").stdout  # GPUS: that share of each of 2 GPUs
+    assert any(line.split()[0] == str(a) and " 2x0.098 " in line for line in listed.splitlines())
     whole = _submit(daemon, "--gpu-ids", "0,1", "-g", "2", "--mem", "8000", "--", "true")
     job = daemon.job(whole)
     assert job["request"]["gpus"] == 2 and "each" not in job["request"]

@@ -38,6 +38,7 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         "st": CODES[job.state],
         "time": elapsed,
         "gpus": job.request.gpus,
+        "each": job.request.each if job.request.each != 1 else None,  # (a share of each GPU)
         "mem": job.request.mem,
         "nodelist": list(a.gpus) if a is not None and job.state is not State.PENDING else [],
         "reason": short if job.state is State.PENDING else None,
