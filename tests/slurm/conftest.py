@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from slurmkit import BackendRig, daemon_rig, start_cluster
+from slurmkit import BackendRig, Cli, daemon_rig, start_cluster
 from slurmrig import SlurmRig
 
 
@@ -35,6 +35,12 @@ def slurm(slurm_cluster: SlurmRig, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield slurm_cluster
     finally:
         slurm_cluster.clear()
+
+
+@pytest.fixture
+def berth(fake_gpus: Any, slurm: SlurmRig) -> Cli:
+    """The berth CLI against the test Slurm (``BERTH_BACKEND=slurm``)."""
+    return Cli(fake_gpus, slurm)
 
 
 @pytest.fixture(params=["local", "slurm"])

@@ -4,6 +4,7 @@ berth command as a user types it, against the test Slurm)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,6 +88,17 @@ class Cli:
             timeout=60,
             check=False,
         )
+
+    def submit(self, *args: str) -> str:
+        """`berth submit --parsable ARGS`: the job's id (the submit must succeed)."""
+        out = self("submit", "--parsable", *args)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def state(self, job_id: str) -> str:
+        """The job's state as `berth queue --all --json` gives it ("" if not listed)."""
+        rows = json.loads(self("queue", "--all", "--json").stdout)
+        return next((r["state"] for r in rows if r["id"] == job_id), "")
 
     def slurm(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """A Slurm command (squeue...) against the test cluster."""

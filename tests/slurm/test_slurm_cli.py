@@ -6,21 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pytest
 from helpers import wait_until
 from slurmkit import Cli
-
-
-@pytest.fixture
-def berth(fake_gpus: Any, slurm: Any) -> Cli:
-    return Cli(fake_gpus, slurm)
-
-
-def _state(berth: Cli, job_id: str) -> str:
-    import json
-
-    rows = json.loads(berth("queue", "--all", "--json").stdout)
-    return next((r["state"] for r in rows if r["id"] == job_id), "")
 
 
 def test_submit_queue_show_and_logs(berth: Cli) -> None:
@@ -28,7 +15,7 @@ def test_submit_queue_show_and_logs(berth: Cli) -> None:
                 "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 30")  # fmt: skip
     assert sub.returncode == 0, sub.stderr
     job = sub.stdout.strip()
-    wait_until(lambda: _state(berth, job) == "RUNNING", timeout=20, message="it runs")
+    wait_until(lambda: berth.state(job) == "RUNNING", timeout=20, message="it runs")
     queue = berth("queue").stdout.splitlines()
     assert queue[0].split() == ["JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)"]
     row = next(line.split() for line in queue if line.split()[0] == job)
@@ -42,7 +29,7 @@ def test_submit_queue_show_and_logs(berth: Cli) -> None:
     follower = berth.popen("logs", "-f", job)  # follows a job that gets cancelled
     said = berth("cancel", job)
     assert (said.returncode, said.stdout) == (0, f"job {job}: cancelled\n")
-    wait_until(lambda: _state(berth, job) == "CANCELLED", timeout=20, message="cancelled")
+    wait_until(lambda: berth.state(job) == "CANCELLED", timeout=20, message="cancelled")
     out, _ = follower.communicate(timeout=20)
     assert follower.returncode == 1 and out.startswith("gpus=")
 
@@ -70,7 +57,7 @@ def test_an_array_with_a_throttle(berth: Cli) -> None:
     assert sub.stdout == (
         f"Submitted job {job} to Slurm: an array of 4 tasks ({job}_0..{job}_3, at most 2 at once)\n"
     )
-    wait_until(lambda: _state(berth, f"{job}_3") == "COMPLETED", timeout=30, message="done")
+    wait_until(lambda: berth.state(f"{job}_3") == "COMPLETED", timeout=30, message="done")
     for i in range(4):
         assert berth("logs", f"{job}_{i}").stdout == f"task {i}\n"
     whole = berth("logs", job)

@@ -5,29 +5,11 @@ at its time limit (USR1 sent as Slurm's --signal=B:USR1 would send it)."""
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-import pytest
 from helpers import wait_until
 from slurmkit import Cli
-
-
-@pytest.fixture
-def berth(fake_gpus: Any, slurm: Any) -> Cli:
-    return Cli(fake_gpus, slurm)
-
-
-def _submit(berth: Cli, *args: str) -> str:
-    out = berth("submit", "--parsable", *args)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
-def _state(berth: Cli, job: str) -> str:
-    rows = json.loads(berth("queue", "--all", "--json").stdout)
-    return next((r["state"] for r in rows if r["id"] == job), "")
 
 
 def _scontrol(berth: Cli, job: str) -> str:
@@ -36,20 +18,20 @@ def _scontrol(berth: Cli, job: str) -> str:
 
 def test_cancel_with_a_signal_reaches_the_jobs_handler(berth: Cli) -> None:
     mark = os.path.join(berth.root, "got-usr1")
-    job = _submit(berth, "--", "bash", "-c",
+    job = berth.submit("--", "bash", "-c",
                   f"trap 'echo usr1 > {mark}; exit 0' USR1; echo ready; "
                   "while true; do sleep 0.1; done")  # fmt: skip
     wait_until(lambda: berth("logs", job).stdout == "ready\n", timeout=20, message="it runs")
     said = berth("cancel", "-s", "USR1", job)
     assert (said.returncode, said.stdout) == (0, f"job {job}: sent signal 10\n"), said.stderr
     wait_until(lambda: os.path.exists(mark), timeout=20, message="the handler ran")
-    wait_until(lambda: _state(berth, job) == "COMPLETED", timeout=20, message="it ended")
+    wait_until(lambda: berth.state(job) == "COMPLETED", timeout=20, message="it ended")
 
 
 def test_hold_and_release_a_pending_job(berth: Cli) -> None:
-    blocker = _submit(berth, "-g", "4", "--", "sleep", "60")
-    job = _submit(berth, "-g", "4", "--", "true")
-    wait_until(lambda: _state(berth, blocker) == "RUNNING", timeout=20, message="it runs")
+    blocker = berth.submit("-g", "4", "--", "sleep", "60")
+    job = berth.submit("-g", "4", "--", "true")
+    wait_until(lambda: berth.state(blocker) == "RUNNING", timeout=20, message="it runs")
     held = berth("hold", job)
     assert (held.returncode, held.stdout) == (0, f"job {job} held\n"), held.stderr
     assert "Priority=0 " in _scontrol(berth, job) and "JobHeldUser" in _scontrol(berth, job)
@@ -57,15 +39,15 @@ def test_hold_and_release_a_pending_job(berth: Cli) -> None:
     assert running.returncode == 2 and f"job {blocker} is RUNNING" in running.stderr
     assert berth("hold", "99999").returncode == 2
     berth("cancel", blocker)
-    wait_until(lambda: _state(berth, blocker) == "CANCELLED", timeout=20, message="cancelled")
-    assert _state(berth, job) == "PENDING"  # held: it does not start on free GPUs
+    wait_until(lambda: berth.state(blocker) == "CANCELLED", timeout=20, message="cancelled")
+    assert berth.state(job) == "PENDING"  # held: it does not start on free GPUs
     released = berth("release-job", job)
     assert (released.returncode, released.stdout) == (0, f"job {job} released\n")
-    wait_until(lambda: _state(berth, job) == "COMPLETED", timeout=20, message="it ran")
+    wait_until(lambda: berth.state(job) == "COMPLETED", timeout=20, message="it ran")
 
 
 def test_sbatch_args_pass_through_and_berths_own_flags_are_refused_by_name(berth: Cli) -> None:
-    job = _submit(berth, "--sbatch-arg=--cpus-per-task=2", "--sbatch-arg", "--comment hello",
+    job = berth.submit("--sbatch-arg=--cpus-per-task=2", "--sbatch-arg", "--comment hello",
                   "--sbatch-arg=--mem=100M", "--", "sleep", "60")  # fmt: skip
     record = _scontrol(berth, job)
     assert "NumCPUs=2 " in record and "Comment=hello " in record and "MinMemoryNode=100M" in record
@@ -91,7 +73,7 @@ def test_a_scripts_sbatch_lines_are_honoured_on_slurm(berth: Cli) -> None:
                 "#SBATCH --mem=200M --comment=from-script\n#SBATCH --partition=debug\n"
                 "echo ran $SLURM_CPUS_PER_TASK\n")  # fmt: skip
     os.chmod(script, 0o755)
-    job = _submit(berth, "-J", "mine", script)  # the command line wins over the script
+    job = berth.submit("-J", "mine", script)  # the command line wins over the script
     record = _scontrol(berth, job)
     assert "JobName=mine " in record and "TimeLimit=00:10:00 " in record
     assert "NumCPUs=2 " in record and "MinMemoryNode=200M" in record
@@ -108,7 +90,7 @@ def test_requeue_at_the_time_limit_keeps_the_id_counts_attempts_and_stops_at_the
     """Slurm's limits are whole minutes, checked every ~30 s: the USR1 that
     --signal=B:USR1@GRACE sends before the limit is sent here as Slurm sends it. (A requeued
     job starts again cred_expire + 1 s later: the rig's cred_expire is 5 s, Slurm's 120.)"""
-    job = _submit(berth, "--requeue", "--max-requeues", "1", "--", "bash", "-c",
+    job = berth.submit("--requeue", "--max-requeues", "1", "--", "bash", "-c",
                   "echo attempt $BERTH_ATTEMPT; exec sleep 60")  # fmt: skip
     record = _scontrol(berth, job)
     assert "Requeue=1 " in record
@@ -119,11 +101,11 @@ def test_requeue_at_the_time_limit_keeps_the_id_counts_attempts_and_stops_at_the
     wait_until(lambda: "attempt 1" in berth("logs", job).stdout, timeout=20, message="runs")
     usr1()
     wait_until(lambda: "attempt 2" in berth("logs", job).stdout, timeout=60, message="again")
-    assert "Restarts=1 " in _scontrol(berth, job) and _state(berth, job) == "RUNNING"
+    assert "Restarts=1 " in _scontrol(berth, job) and berth.state(job) == "RUNNING"
     usr1()
     said = "not requeued: --max-requeues 1 reached"
     wait_until(lambda: said in berth("logs", job).stdout, timeout=20, message="the max")
-    assert "Restarts=1 " in _scontrol(berth, job) and _state(berth, job) == "RUNNING"
+    assert "Restarts=1 " in _scontrol(berth, job) and berth.state(job) == "RUNNING"
     out = berth("logs", job).stdout
     assert out.index("attempt 1") < out.index("requeued (attempt 1 ends)") < out.index("attempt 2")
 
@@ -173,7 +155,7 @@ def test_following_a_job_asks_slurm_a_bounded_number_of_times(berth: Cli) -> Non
     with open(calls) as f:
         asked = f.read().split()
     assert took >= 6 and len(asked) <= 2 * took, asked  # at most 2 a second, backing off
-    jobs = [_submit(berth, "--", "sleep", "3") for _ in range(5)]
+    jobs = [berth.submit("--", "sleep", "3") for _ in range(5)]
     os.remove(calls)
     waited = berth("wait", *jobs, **env)
     assert waited.returncode == 0, waited.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 import pytest
 from slurmkit import Cli, local_argv
@@ -15,11 +14,6 @@ from slurmkit import Cli, local_argv
 # prints what it was given, and the GPUs Slurm gave the job (the node's indices)
 PRINT = [sys.executable, "-c", "import json, os, sys; "
          "print(json.dumps([os.environ['SLURM_JOB_GPUS'], *sys.argv[1:]]))"]  # fmt: skip
-
-
-@pytest.fixture
-def berth(fake_gpus: Any, slurm: Any) -> Cli:
-    return Cli(fake_gpus, slurm)
 
 
 def _output(berth: Cli, *submit: str) -> str:

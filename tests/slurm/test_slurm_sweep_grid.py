@@ -11,7 +11,6 @@ import os
 import sys
 from typing import Any
 
-import pytest
 from helpers import wait_until
 from slurmkit import Cli, daemon_rig
 
@@ -40,11 +39,6 @@ with open(os.path.join(out, me + ".json"), "w") as f:
 """
 
 AWKWARD = '{a b,it\'s,$HOME,`id`,x\ny,c\r\nd,\t,"q",back\\slash,*,-n,é,}'
-
-
-@pytest.fixture
-def berth(fake_gpus: Any, slurm: Any) -> Cli:
-    return Cli(fake_gpus, slurm)
 
 
 def _recorder(root: str) -> tuple[str, str]:

@@ -5,28 +5,8 @@ refused by name before scontrol is asked; what submit's checks refuse, refused t
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-import pytest
 from helpers import wait_until
 from slurmkit import Cli
-
-
-@pytest.fixture
-def berth(fake_gpus: Any, slurm: Any) -> Cli:
-    return Cli(fake_gpus, slurm)
-
-
-def _submit(berth: Cli, *args: str) -> str:
-    out = berth("submit", "--parsable", *args)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
-def _state(berth: Cli, job: str) -> str:
-    rows = json.loads(berth("queue", "--all", "--json").stdout)
-    return next((r["state"] for r in rows if r["id"] == job), "")
 
 
 def _record(berth: Cli, job: str) -> str:
@@ -34,10 +14,10 @@ def _record(berth: Cli, job: str) -> str:
 
 
 def test_update_a_pending_job_on_slurm(berth: Cli) -> None:
-    blocker = _submit(berth, "-g", "4", "--", "sleep", "60")
-    first = _submit(berth, "--hold", "--", "true")
-    job = _submit(berth, "--hold", "-g", "1", "-J", "one", "--", "true")
-    wait_until(lambda: _state(berth, blocker) == "RUNNING", timeout=20, message="it runs")
+    blocker = berth.submit("-g", "4", "--", "sleep", "60")
+    first = berth.submit("--hold", "--", "true")
+    job = berth.submit("--hold", "-g", "1", "-J", "one", "--", "true")
+    wait_until(lambda: berth.state(blocker) == "RUNNING", timeout=20, message="it runs")
     said = berth("update", job, "-g", "2", "-t", "90", "-J", "two", "-p", "3",
                  "--dependency", f"afterok:{first}")  # fmt: skip
     assert said.returncode == 0, said.stderr
