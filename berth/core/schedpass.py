@@ -258,9 +258,7 @@ class Pass:
             if fits_all is not None and ends_by <= self.shadow < INF:
                 pl = fits_all
             elif fits_all is not None:
-                self.wait(job, Reason.PRIORITY,
-                          f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
-                return True
+                return self._behind(job)
         if pl is None:
             return False
         self._start(job, pl)
@@ -286,13 +284,17 @@ class Pass:
                 self.wait(job, Reason.RESERVATION, why(first, job, now))
                 return True
         if behind:
-            head = self.head
-            self.wait(job, Reason.PRIORITY,
-                      f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
-            return True
+            return self._behind(job)
         if pl is None:
             return False
         self._start(job, pl)
+        return True
+
+    def _behind(self, job: Job) -> bool:
+        """``job`` waits behind the blocked head, whose GPUs are reserved (EASY backfill)."""
+        head = self.head
+        self.wait(job, Reason.PRIORITY,
+                  f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
         return True
 
     def _fit(
