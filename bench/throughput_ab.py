@@ -1,5 +1,5 @@
 """2,000 trivial one-GPU jobs on 8 GPUs (``daemon_bench.py throughput``), an earlier revision
-of berth and this checkout alternated in each round, with simple-gpu-scheduler after them if
+of berth and this checkout in each round (which goes first alternates), with simple-gpu-scheduler after them if
 given, and where each job's CPU goes. Run from the repository root:
 
     .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
@@ -132,8 +132,10 @@ def main() -> int:
                  "head": export("HEAD", os.path.join(tmp, "head"))}  # fmt: skip
         for r in range(a.rounds):
             row: dict[str, Any] = {"round": r + 1}
-            for name, tree in trees.items():
-                row[name] = {"loadavg": load(), **one(tree, a.logdir)}
+            # Each run leaves the next one a little behind (its thousands of files removed;
+            # the load it raised): the order alternates, base first in odd rounds.
+            for name in ("base", "head") if r % 2 == 0 else ("head", "base"):
+                row[name] = {"loadavg": load(), **one(trees[name], a.logdir)}
             if a.sgs:
                 row["sgs"] = {"loadavg": load(), "jobs_per_second": sgs(a.sgs)}
             row["head_over_base"] = round(
