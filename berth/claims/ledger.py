@@ -135,10 +135,14 @@ class Ledger:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def scan(self, *, bodies: bool = True, clean: bool = False) -> LedgerScan:
+    def scan(
+        self, *, bodies: bool = True, clean: bool = False, skip: Collection[str] = ()
+    ) -> LedgerScan:
         """The living claims and waiters. ``bodies``: read the claims' bodies (who, pids,
         command: capacity is in the names); waiters' are always read (their reservations).
-        ``clean``: remove the dead files we may remove."""
+        ``clean``: remove the dead files we may remove. ``skip``: lease ids whose claims the
+        caller leaves out of what it uses (its own: the daemon's jobs'): their files are
+        neither probed nor returned (nor removed: the caller releases its own)."""
         claims: list[ClaimInfo] = []
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
@@ -163,6 +167,8 @@ class Ledger:
             parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
             parsed_waiter = files.parse_waiter_name(name) if kind == files.WAITER else None
             if kind != files.TEMP and parsed_claim is None and parsed_waiter is None:
+                continue
+            if parsed_claim is not None and parsed_claim[1] in skip:
                 continue
             if kind == files.TEMP and not (clean and _older(path, now, files.TEMP_GRACE)):
                 continue  # perhaps not locked yet: in the making, not dead

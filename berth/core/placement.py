@@ -133,8 +133,9 @@ def _place_whole(
             return (pref, round(d, 9), tight, n)
         return (pref, tight, n)
 
-    n, cands = min(feasible, key=score)
-    if how == "packer" and profile is not None and profile.constrained:
+    # (one node to choose, one GPU to order: no score, so the packer's profile is not read)
+    n, cands = feasible[0] if len(feasible) == 1 else min(feasible, key=score)
+    if len(cands) > 1 and how == "packer" and profile is not None and profile.constrained:
         # within a node, first the GPUs that the least of the demand to come may use
         cands.sort(key=lambda p: (p not in prefer, -profile.at(cap, p).no_access, p))
     else:

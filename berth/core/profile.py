@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
+from typing import Any
 
 from berth.core.capacity import EPS, INF, Capacity
 from berth.core.request import Request
@@ -98,6 +99,12 @@ class Profile:
     def of(cls, requests: Iterable[Request]) -> Profile:
         return cls(row for r in requests for row in _rows(r))
 
+    @staticmethod
+    def later(requests: list[Request]) -> Profile:
+        """``Profile.of(requests)``, built when first asked (the same numbers, to the bit):
+        a pass whose placements have no choice to make never pays for it."""
+        return _Later(requests)
+
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
 
@@ -164,6 +171,28 @@ class Profile:
         return sub
 
 
+class _Later(Profile):
+    """A :class:`Profile` of ``requests`` (the caller's list, not to be changed) whose fields
+    are filled at the first read of one."""
+
+    __slots__ = ("_requests",)
+
+    def __init__(self, requests: list[Request]) -> None:  # (Profile.__init__ runs later)
+        self._requests = requests
+
+    def __getattr__(self, name: str) -> Any:  # (only for a field not filled yet)
+        try:
+            requests = object.__getattribute__(self, "_requests")
+        except AttributeError:
+            raise AttributeError(name) from None
+        if name == "constrained":  # (what a placement asks first: no need to build for it)
+            self.constrained = any(_access(r) is not None and _size(r) > 0 for r in requests)
+            return self.constrained
+        del self._requests
+        Profile.__init__(self, (row for r in requests for row in _rows(r)))
+        return object.__getattribute__(self, name)
+
+
 def _reach(a: Access, cap: Capacity) -> float:
     """The free GPU capacity of ``cap`` that demand restricted by ``a`` may use."""
     ids, name = a
@@ -184,6 +213,13 @@ def _rows(r: Request) -> Iterable[tuple[float, float, float, Access | None]]:
         return ((r.gpu_amount, cpu, ram, acc),)
     k = r.count
     return ((r.each, cpu / k, ram / k, acc),) * k
+
+
+def _size(r: Request) -> float:
+    """The size of a request's rows (:func:`_rows`), 0 if it has none."""
+    if not r.shares:
+        return float(r.gpu_amount)
+    return float(r.each) if r.count else 0.0
 
 
 def _access(r: Request) -> Access | None:

@@ -232,3 +232,27 @@ def test_a_hard_link_cannot_inflate_a_claim(ledger_dir: str, holders: Holders) -
     state = ledger.scan()
     assert [(x.uuid, x.share) for x in state.claims] == [(U[0], 0.25)]
     assert ledger.try_claim([U[1]]) is not None
+
+
+def test_scan_leaves_out_the_leases_it_is_told_to_skip(
+    ledger_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's scans leave its own jobs' claims out (it counts them as its running jobs):
+    their files are not even probed; every other claim is, and is returned."""
+    ledger = Ledger(ledger_dir)
+    own, other = ledger.try_claim([U[0]]), ledger.try_claim([U[1]])
+    assert own is not None and other is not None
+    probed: list[str] = []
+    real = files.probe
+
+    def probe(path: str, **kw: Any) -> files.Probe:
+        probed.append(os.path.basename(path))
+        return real(path, **kw)
+
+    monkeypatch.setattr(files, "probe", probe)
+    state = ledger.scan(bodies=False, clean=True, skip={own.lease_id})
+    assert [c.lease for c in state.claims] == [other.lease_id]
+    assert probed and all(own.lease_id not in name for name in probed)
+    assert {c.lease for c in ledger.scan(bodies=False).claims} == {own.lease_id, other.lease_id}
+    own.release()
+    other.release()

@@ -68,3 +68,32 @@ def test_packer_decision_on_an_8_gpu_node_is_sub_millisecond() -> None:
             n += 1
     per = (time.perf_counter() - t0) / n
     assert per < 1e-3, f"{per * 1e6:.0f} us per placement"
+
+
+def test_a_later_profile_is_built_only_when_a_placement_has_a_choice() -> None:
+    """``Profile.later`` gives Profile.of's numbers to the bit, built at its first read; a
+    whole-GPU job with one node and one GPU to take never reads it."""
+    reqs = [Request(gpus=1, cpu=3.3), Request(gpus=0.3, cpu=1.1), Request(gpus=2, gpu_ids=(1, 2))]
+    eager, lazy = Profile.of(reqs), Profile.later(list(reqs))
+    for x in (0.0, 0.3, 0.5, 1.0, 2.0):
+        assert lazy.p_size_above(x) == eager.p_size_above(x)
+    assert (lazy.cpu_per_gpu, lazy.no_access, lazy.constrained) == (
+        eager.cpu_per_gpu, eager.no_access, eager.constrained,
+    )  # fmt: skip
+    inv = [Gpu(i, f"GPU-{i}", "A100", 80 << 30, True, "n") for i in range(8)]
+    cap = Capacity(inv, {"n": Node("n", cpu=96.0)})
+    cap.take(range(7), 1.0, None, 0, 0.0)  # one GPU free
+    built: list[int] = []
+
+    class Watched(list):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            built.append(1)
+            return super().__iter__()
+
+    demand = Profile.later(Watched([Request(gpus=1, gpu_ids=(7,))] * 3))
+    pl = place(cap, Request(gpus=1), "packer", demand)
+    assert pl is not None and pl.positions == (7,) and not built
+    cap = Capacity(inv, {"n": Node("n", cpu=96.0)})
+    cap.take(range(6), 1.0, None, 0, 0.0)  # two GPUs free: a choice; the profile is read
+    pl = place(cap, Request(gpus=1), "packer", demand)
+    assert pl is not None and built

@@ -60,3 +60,29 @@ def test_own_command_line_is_read_once_per_process() -> None:
     assert ledger.command_line() == expected
     assert ledger.command_line() == expected
     assert ledger.command_line(os.getpid()) == expected
+
+
+def test_receive_reuses_its_buffer_without_mixing_messages() -> None:
+    """A supervisor receives every message into one mapping: each message comes back whole
+    and alone (a long one, then a short one: nothing of the long one's tail), with its
+    descriptors, and the end of the channel reads as (None, [])."""
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    long = {"op": "run", "spec": {"argv": ["x" * 100_000]}}
+    r, w = os.pipe()
+    try:
+        socket.send_fds(ours, [json.dumps(long).encode()], [r])
+        ours.send(b'{"op": "term"}')
+        msg, fds = attempt.receive(theirs)
+        assert msg == long and len(fds) == 1
+        os.write(w, b"y")
+        assert os.read(fds[0], 1) == b"y"  # the descriptor that was sent
+        os.close(fds[0])
+        assert attempt.receive(theirs) == ({"op": "term"}, [])
+        ours.close()
+        assert attempt.receive(theirs) == (None, [])
+    finally:
+        os.close(r)
+        os.close(w)
+        theirs.close()

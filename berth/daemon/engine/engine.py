@@ -249,8 +249,8 @@ class Engine(Lifecycle):
         """GPU index -> what holders other than our jobs use (daemonless claims and waiters,
         processes outside berth): what scheduling passes see. ``clean``: also remove dead
         claim files."""
-        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean)
-        own = self.own_lease_ids()
+        own = self.own_lease_ids()  # (left out: not probed, one look fewer per running job)
+        lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean, skip=own)
         rows = self.accounts.claims_seen(lstate.claims, own, self.clock.time())
         if rows:  # claims outside the queue that ended: their users' usage (issue 20.15)
             self.journal.execute(Store.USAGE_SQL, rows)

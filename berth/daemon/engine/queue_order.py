@@ -15,9 +15,11 @@ A pass over a long queue must not sort it every time, nor after every change.
   some left from elsewhere.
 
 The packer's demand profile (``Profile.of`` the pending requests: as costly as a sort) is
-rebuilt when the queue is short, or when it grew or shrank by an eighth since the last
+renewed when the queue is short, or when it grew or shrank by an eighth since the last
 profile (or a minute passed): a job more or less in a long queue does not change the demand
-distribution it describes.
+distribution it describes. It is built (``Profile.later``, of the queue as it was then) only
+once a placement has a choice to make: a pass that starts a job on the one GPU free never
+builds it.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class QueueOrder:
             )
             # fair share orders users only when several wait (jobs leaving cannot add one)
             self.tenants = len({j.tenant for j in self._sorted})
-            self.profile = Profile.of(j.request for j in self._sorted)
+            self.profile = Profile.later([j.request for j in self._sorted])
             self.presorted = True
             return list(self._sorted)
         order = self._sorted
@@ -120,7 +122,7 @@ class QueueOrder:
             or abs(n - self._profile_n) * 8 > max(self._profile_n, 1)
             or now - self._profile_at > PROFILE_AGE
         ):
-            self.profile = Profile.of(j.request for j in self._live.values())
+            self.profile = Profile.later([j.request for j in self._live.values()])
             self._profile_n, self._profile_at, self._changed = n, now, False
         return ranking.at(now)
 

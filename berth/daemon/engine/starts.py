@@ -145,8 +145,8 @@ class Launching:
     def _spec(self, job_id: int) -> JobSpec:
         """The job's spec as stored (store.UnreadableSpec, an OSError, if it no longer reads:
         its launch fails with that reason, the daemon goes on)."""
-        unsaved = self.journal.unsaved.get(job_id)  # submitted in this very commit
-        return unsaved if unsaved is not None else self.store.spec(job_id)
+        lately = self.journal.spec(job_id)  # submitted lately (or in this very commit)
+        return lately if lately is not None else self.store.spec(job_id)
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""

@@ -44,6 +44,7 @@ log = logging.getLogger("berth.daemon")
 
 RETRY_FIRST = 0.05  # seconds before the first retry of a failed commit; doubles each time
 RETRY_MAX = 5.0
+RECENT = 1024  # specs of committed new jobs kept for their launch (most recent first kept)
 
 
 class Journal:
@@ -67,6 +68,10 @@ class Journal:
         self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
         self._gates: list[int] = []  # start gates to open once the next commit is durable
         self.unsaved: dict[int, JobSpec] = {}  # specs of new jobs not yet committed
+        # Specs of the last RECENT new jobs committed, until their launch takes them (a spec
+        # never changes once stored): under a stream of short jobs, a launch need not read
+        # its spec back from the database and parse it again.
+        self._recent: dict[int, JobSpec] = {}
         self._armed = False
         self._in_flight = False
         self._paired: set[int] = set()  # ids of actions that have an ``otherwise``
@@ -81,6 +86,12 @@ class Journal:
         self.unsaved[job.id] = spec
         self._arm()
         return fut
+
+    def spec(self, job_id: int) -> JobSpec | None:
+        """The spec of a job submitted lately (not yet committed, or one of the last
+        :data:`RECENT` committed), taken for its launch; None: read it from the store."""
+        spec = self.unsaved.get(job_id)
+        return spec if spec is not None else self._recent.pop(job_id, None)
 
     def save(self, job: Job, **cols: Any) -> None:
         """Queue a job's new state for the next commit (``cols``: ended_at, launched)."""
@@ -186,6 +197,11 @@ class Journal:
             self.on_committed(inserted, [], False)
             self._failed(error, inserts, dirty, statements, after, on_fail)
             return
+        recent = self._recent
+        for job, spec, _ in inserts:
+            recent[job.id] = spec
+        while len(recent) > RECENT:
+            del recent[next(iter(recent))]
         self.on_committed(inserted, [job for job, _ in dirty.values()], True)
         if self.failing is not None:
             log.warning("the state database commits again")

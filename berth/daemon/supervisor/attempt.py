@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import array
 import json
+import mmap
 import os
 import select
 import signal
@@ -354,13 +355,24 @@ class AttemptRun:
             self._group(int(msg["sig"]))
 
 
+# Where a supervisor receives its messages: one anonymous mapping of MAX_MESSAGE bytes, made
+# at its first message and reused (only the pages a message touches are ever resident).
+# ``recvmsg(MAX_MESSAGE)`` would allocate (mmap) and shrink (mremap, a TLB shootdown of every
+# CPU) 8 MiB per message.
+_INBOX: list[mmap.mmap] = []
+
+
 def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     """One message and the descriptors it carries (close-on-exec); (None, []) at the end."""
+    if not _INBOX:
+        _INBOX.append(mmap.mmap(-1, MAX_MESSAGE))
+    inbox = _INBOX[0]
     while True:
         try:
-            data, anc, _, _ = chan.recvmsg(
-                MAX_MESSAGE, socket.CMSG_SPACE(64 * 4), socket.MSG_CMSG_CLOEXEC
+            size, anc, _, _ = chan.recvmsg_into(
+                [inbox], socket.CMSG_SPACE(64 * 4), socket.MSG_CMSG_CLOEXEC
             )
+            data = inbox[:size]
             break
         except InterruptedError:  # pragma: no cover - PEP 475 retries already
             continue

@@ -1,0 +1,149 @@
+"""2,000 trivial one-GPU jobs on 8 GPUs (``daemon_bench.py throughput``), an earlier revision
+of berth and this checkout in each round (which goes first alternates), with simple-gpu-scheduler after them if
+given, and where each job's CPU goes. Run from the repository root:
+
+    .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
+
+Each tree (``git archive`` of REV, and of HEAD: commit what you measure) runs in a process of
+its own with PYTHONPATH on it, so the daemon, its fork server and the supervisors are that
+tree's. On a shared machine compare the two in the same round (the load average is printed
+before each run), never absolute figures across runs.
+
+Per run: jobs/s, and CPU ms a job of the daemon (its threads), of the supervisors
+(``berth-sup``, read before the daemon stops), of the jobs (the supervisors' reaped
+children) and of the rest (the fork server). ``--logdir``: the jobs' logs there (``%j.out``)
+instead of the bench's directory, to see what creating a log file costs on each filesystem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One run, in a fresh interpreter whose sys.path starts with the tree to measure.
+CHILD = r"""
+import json, os, sys
+tree, logdir = sys.argv[1], sys.argv[2]
+sys.path[:0] = [os.path.join(tree, "bench"), tree]
+import daemon_bench as db
+
+def breakdown(d):
+    tick = os.sysconf("SC_CLK_TCK")
+    st = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            comm = raw.split(b"(", 1)[1].rsplit(b")", 1)[0]
+            x = raw.rsplit(b")", 1)[1].split()
+            st[int(name)] = (int(x[1]), comm, (int(x[11]) + int(x[12])) / tick,
+                             (int(x[13]) + int(x[14])) / tick)
+    out = {"daemon": st[d.proc.pid][2], "supervisors": 0.0, "jobs": 0.0, "other": 0.0}
+    todo = [p for p, v in st.items() if v[0] == d.proc.pid]
+    while todo:
+        p = todo.pop()
+        _, comm, own, kids = st[p]
+        if comm == b"berth-sup":
+            out["supervisors"] += own
+            out["jobs"] += kids
+        else:
+            out["other"] += own
+        todo += [q for q, v in st.items() if v[0] == p]
+    return out
+
+stop = db.Daemon.stop
+cpu = {}
+def stop_(self):
+    cpu.update(breakdown(self))
+    stop(self)
+db.Daemon.stop = stop_
+if logdir:
+    job = db.Daemon.job
+    def job_(self, argv=None, **extra):
+        return {**job(self, argv, **extra), "stdout": os.path.join(logdir, "%j.out")}
+    db.Daemon.job = job_
+r = db.bench_throughput()
+n = r["jobs"]
+print(json.dumps({"jobs_per_second": r["jobs_per_second"], "completed": r["completed"],
+                  "cpu_ms_per_job": {k: round(v / n * 1000, 3) for k, v in cpu.items()}}))
+"""
+
+
+def export(rev: str, into: str) -> str:
+    os.makedirs(into)
+    archive = subprocess.run(
+        ["git", "-C", ROOT, "archive", rev, "berth", "bench"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    return into
+
+
+def one(tree: str, logdir: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": tree}
+    if logdir:
+        with tempfile.TemporaryDirectory(dir=logdir) as d:
+            return one_run(tree, d, env)
+    return one_run(tree, "", env)
+
+
+def one_run(tree: str, logdir: str, env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, tree, logdir], env=env, check=True, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return row
+
+
+def sgs(path: str, n: int = 2000) -> float:
+    t = time.perf_counter()
+    subprocess.run(
+        [path, "--gpus", ",".join(str(i) for i in range(8))], input=b"true\n" * n, check=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return round(n / (time.perf_counter() - t), 1)
+
+
+def load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--base", required=True, help="the earlier revision (a commit)")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--sgs", help="simple-gpu-scheduler's simple_gpu_scheduler script")
+    p.add_argument("--logdir", default="", help="the jobs' logs in this directory")
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="berth-ab-") as tmp:
+        trees = {"base": export(a.base, os.path.join(tmp, "base")),
+                 "head": export("HEAD", os.path.join(tmp, "head"))}  # fmt: skip
+        for r in range(a.rounds):
+            row: dict[str, Any] = {"round": r + 1}
+            # Each run leaves the next one a little behind (its thousands of files removed;
+            # the load it raised): the order alternates, base first in odd rounds.
+            for name in ("base", "head") if r % 2 == 0 else ("head", "base"):
+                row[name] = {"loadavg": load(), **one(trees[name], a.logdir)}
+            if a.sgs:
+                row["sgs"] = {"loadavg": load(), "jobs_per_second": sgs(a.sgs)}
+            row["head_over_base"] = round(
+                row["head"]["jobs_per_second"] / row["base"]["jobs_per_second"], 2
+            )
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
