@@ -63,3 +63,8 @@ class Decisions:
     wakeup: float | None = None
     order: list[int] = field(default_factory=list)  # explain: pending jobs as considered
     partial: bool = False  # the pass ended early (``Inputs.explain_stop``): ``order`` is a prefix
+
+    def wake_at(self, t: float) -> None:
+        """A pass could decide something new at ``t``: the earliest such time is kept."""
+        if self.wakeup is None or t < self.wakeup:
+            self.wakeup = t

@@ -8,14 +8,13 @@ A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides 
 2. :meth:`Pass.gate`: in the order of :func:`berth.core.order.ordered`, each pending job's
    reason to wait that no free GPU would lift: held, a dependency (or a ``Cancel`` when it can
    never be met), a retry backoff, its array's ``%K``, its user's GPU limit, its project's.
-3. :meth:`Pass.place`: a job that may start starts where it fits, outside the reservation, or
-   anywhere if it ends before the shadow time; or it waits behind the blocked job.
+3. :meth:`Pass.place`: a job starts where it fits outside the reservation, or anywhere if it
+   ends before the shadow time; or it waits behind the blocked job (admin reservations too).
 4. :meth:`Pass.reserve`: a job that does not fit waits for resources; the first such job gets
    the reservation (EASY backfill; under ``fifo`` it blocks every job after it).
 
-The state kept between the steps (capacity, reservation, what started) lives on the pass, one
-object per call: the pass is pure as a whole (it changes no job and only the ``capacity`` the
-caller handed it for that purpose).
+The state between the steps (capacity, reservation, what started) lives on the pass, one
+object per call: pure as a whole (it changes no job, only the ``capacity`` handed to it).
 """
 
 from __future__ import annotations
@@ -150,9 +149,9 @@ class Pass:
                 elif now < deadline < soonest:
                     soonest = deadline
         if soonest < INF:
-            _wake(out, soonest)
+            out.wake_at(soonest)
         if self.windows and (change := next_change(self.windows, now)) is not None:
-            _wake(out, change)  # (a window opens or closes: what may start changes)
+            out.wake_at(change)  # (a window opens or closes: what may start changes)
         if inp.placement == "packer" and self.profile is None:
             self.profile = Profile.of(j.request for j in inp.pending)
         self.static = cap.static  # requests that can never run here: the same for every copy
@@ -187,7 +186,7 @@ class Pass:
                 known = self.known = deps.Known(self.inp.pending, self.inp.running, self.inp.done)
             verdict, detail, wake = deps.check(job, known, self.inp.now)
             if wake is not None:
-                _wake(self.out, wake)  # (after:ID+MINUTES)
+                self.out.wake_at(wake)  # (after:ID+MINUTES)
             if verdict == deps.NEVER:
                 self.out.cancels.append(Cancel(job.id, f"dependency never satisfied: {detail}"))
                 self.wait(job, Reason.DEPENDENCY_NEVER, detail)
@@ -197,7 +196,7 @@ class Pass:
                 return True
         now = self.inp.now
         if job.not_before is not None and job.not_before > now:
-            _wake(self.out, job.not_before)
+            self.out.wake_at(job.not_before)
             left = format_duration(job.not_before - now)
             wait_for = "retry backoff" if job.attempts else "its begin time (--begin)"
             self.wait(job, Reason.BEGIN_TIME, f"{wait_for}, {left} left")
@@ -395,8 +394,3 @@ class Pass:
 
 def _no_share_left(cap: Capacity) -> bool:
     return all(f <= 1e-6 or not u for f, u in zip(cap.free, cap.usable, strict=True))
-
-
-def _wake(out: Decisions, t: float) -> None:
-    if out.wakeup is None or t < out.wakeup:
-        out.wakeup = t
