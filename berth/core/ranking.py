@@ -27,6 +27,7 @@ between passes would need re-ordering as groups overtake each other (bench/RESUL
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,6 +36,7 @@ from typing import overload
 from berth.core.capacity import EPS, INF
 from berth.core.job import Job
 from berth.core.order import UNKNOWN_LIMIT, order_key, requeued
+from berth.core.request import Request
 from berth.core.states import State
 
 # (queue time, id, sqrt of the limit, job, GPUs asked, time limit)
@@ -69,7 +71,8 @@ class Ranking:
     is here (take it out and add it again)."""
 
     __slots__ = (
-        "count", "dirty", "dynamic", "groups", "jobs", "keys", "policy", "requeued", "where",
+        "count", "dirty", "dynamic", "groups", "jobs", "keys", "policy", "requeued", "roots",
+        "where",
     )  # fmt: skip
 
     def __init__(self, policy: str) -> None:
@@ -82,9 +85,22 @@ class Ranking:
         self.dirty: set[_Group] = set()  # balanced: groups some job left since at()
         self.count = 0
         self.requeued = 0  # jobs here that were requeued (order.requeued_last applies)
+        self.roots: dict[float, float] = {}  # balanced: time limit -> its square root
 
     def __len__(self) -> int:
         return self.count
+
+    def requests(self) -> list[Request]:
+        """What the jobs here ask (balanced: read from the groups, the jobs that left skipped)."""
+        if not self.dynamic:
+            return [j.request for j in self.jobs]
+        where = self.where
+        return [
+            it[3].request
+            for g in self.groups.values()
+            for it in itertools.islice(g.items, g.start, None)
+            if where.get(it[1]) is g
+        ]
 
     def add(self, job: Job) -> None:
         self.count += 1
@@ -96,7 +112,11 @@ class Ranking:
             self.jobs.insert(k, job)
             return
         limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
-        root = math.sqrt(max(limit, 1.0))
+        root = self.roots.get(limit)
+        if root is None:  # (one float for the jobs of one limit: a long queue's memory)
+            if len(self.roots) >= 4096:
+                self.roots.clear()
+            root = self.roots[limit] = math.sqrt(max(limit, 1.0))
         # never left out by narrow(): CPU-only jobs, and jobs whose pass has more to do than
         # start them (a hold, dependencies, a backoff: wait reasons, cancels, wake-ups)
         free = (

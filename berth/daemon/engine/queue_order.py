@@ -49,8 +49,10 @@ class QueueOrder:
         self.tenants = 0  # users with pending jobs
         self._ranking: Ranking | None = None  # balanced: the pending jobs
         self._policy = ""
-        self._ever: set[int] = set()  # balanced: job ids added since the ranking was built
-        self._live: dict[int, Job] = {}  # balanced: the pending jobs in the ranking
+        # balanced: ids of jobs that left the ranking since it was built (their entries may
+        # linger in it until it compacts, so one that rejoins rebuilds it); the jobs in it are
+        # its ``where`` (no copy of the queue kept here)
+        self._gone: set[int] = set()
         self._tenants: dict[str, int] = {}  # balanced: pending jobs per tenant
         self._profile_n = -1  # pending jobs when the profile was built
         self._profile_at = 0.0
@@ -58,17 +60,18 @@ class QueueOrder:
 
     def joined(self, job: Job | None = None) -> None:
         """``job`` joined (or rejoined) the queue; None: the queue changed otherwise."""
-        if job is None or self._ranking is None or job.id in self._ever:
+        ranking = self._ranking
+        if job is None or ranking is None or job.id in ranking.where or job.id in self._gone:
             self.dirty = True
             return
-        self._add(self._ranking, job)
+        self._add(ranking, job)
 
     def left(self, job: Job | None = None) -> None:
         """A pending job (``job``) left the queue."""
         self._left += 1
-        if self._ranking is not None and job is not None and job.id in self._live:
+        if self._ranking is not None and job is not None and job.id in self._ranking.where:
             self._ranking.prune([job])
-            del self._live[job.id]
+            self._gone.add(job.id)
             self._tenant(job, -1)
             self._changed = True
 
@@ -103,12 +106,11 @@ class QueueOrder:
 
     def _balanced(self, jobs: Iterable[Job], now: float) -> Sequence[Job]:
         ranking = self._ranking
-        if ranking is None or self.dirty or self._policy != "balanced" or not self._live:
+        if ranking is None or self.dirty or self._policy != "balanced" or not ranking.where:
             self._policy = "balanced"
             self.dirty = False
             ranking = self._ranking = Ranking("balanced")
-            self._ever.clear()
-            self._live.clear()
+            self._gone.clear()
             self._tenants.clear()
             for j in jobs:
                 if j.state is State.PENDING:
@@ -122,14 +124,12 @@ class QueueOrder:
             or abs(n - self._profile_n) * 8 > max(self._profile_n, 1)
             or now - self._profile_at > PROFILE_AGE
         ):
-            self.profile = Profile.later([j.request for j in self._live.values()])
+            self.profile = Profile.later(ranking.requests())
             self._profile_n, self._profile_at, self._changed = n, now, False
         return ranking.at(now)
 
     def _add(self, ranking: Ranking, job: Job) -> None:
         ranking.add(job)
-        self._ever.add(job.id)
-        self._live[job.id] = job
         self._tenant(job, 1)
         self._changed = True
 
