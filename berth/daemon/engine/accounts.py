@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from berth.core.fairshare import Book, FairShare, factors, usage_at
 from berth.core.limits import UserLimits
-from berth.core.states import ACTIVE, State
 from berth.daemon.engine.claimers import Claimers
-from berth.daemon.engine.projects import PREFIX, Projects
+from berth.daemon.engine.projects import PREFIX, Projects, empty_row, tally
 from berth.units import format_duration, format_size
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -236,19 +235,11 @@ class Accounts:
         """One row per user with jobs, or usage: running jobs and GPUs, pending jobs, decayed
         usage (GPU-hours), shares, the share of all usage, Slurm's fair-share factor."""
         per: dict[str, dict[str, Any]] = {}
-        running: list[Job] = []
-        for job in jobs:
-            row = per.setdefault(job.tenant, _row(job.tenant))
-            if job.state in ACTIVE:
-                running.append(job)
-                row["running"] += 1
-                row["gpus"] += job.request.gpu_amount
-            elif job.state is State.PENDING:
-                row["pending"] += 1
+        running = tally(per, jobs, lambda j: j.tenant, "user")
         usage = usage_at(self.book, running, now)
         for tenant, used in usage.items():
             if used >= 1.0 or tenant in per:  # (a GPU-second or more)
-                per.setdefault(tenant, _row(tenant))
+                per.setdefault(tenant, empty_row(tenant, "user"))
         shares = {t: self.limit(t, "shares") or 1.0 for t in per}
         fair = FairShare(usage, shares)
         factor = factors(fair, per)
@@ -262,10 +253,6 @@ class Accounts:
             row["max_gpus"] = self.limit(t, "max_gpus")
             out.append(row)
         return out
-
-
-def _row(user: str) -> dict[str, Any]:
-    return {"user": user, "running": 0, "gpus": 0.0, "pending": 0}
 
 
 def _duration(seconds: float) -> str:

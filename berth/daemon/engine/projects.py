@@ -26,7 +26,7 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any
 
     from berth.config import Config
@@ -129,18 +129,8 @@ class Projects:
         """One row per configured project (and any other a job names): running jobs and GPUs,
         pending jobs, decayed usage (GPU-hours), its part of all usage, shares, the
         fair-share factor between projects, its quotas and members."""
-        per: dict[str, dict[str, Any]] = {p: _row(p) for p in sorted(self.config)}
-        running: list[Job] = []
-        for job in jobs:
-            if not job.project:
-                continue
-            row = per.setdefault(job.project, _row(job.project))
-            if job.state in ACTIVE:
-                running.append(job)
-                row["running"] += 1
-                row["gpus"] += job.request.gpu_amount
-            elif job.state is State.PENDING:
-                row["pending"] += 1
+        per: dict[str, dict[str, Any]] = {p: empty_row(p) for p in sorted(self.config)}
+        running = tally(per, (j for j in jobs if j.project), lambda j: j.project, "project")
         usage = usage_at(self.book, running, now, by="project")
         shares = {p: (c.shares if (c := self.config.get(p)) else 1.0) for p in per}
         factor = factors(FairShare(usage, shares), per)
@@ -159,8 +149,29 @@ class Projects:
         return list(per.values())
 
 
-def _row(project: str) -> dict[str, Any]:
-    return {"project": project, "running": 0, "gpus": 0.0, "pending": 0}
+def empty_row(name: str, what: str = "project") -> dict[str, Any]:
+    """A row of `tally` with nothing counted yet."""
+    return {what: name, "running": 0, "gpus": 0.0, "pending": 0}
+
+
+def tally(
+    per: dict[str, dict[str, Any]], jobs: Iterable[Job], key: Callable[[Job], str], what: str
+) -> list[Job]:
+    """Count ``jobs`` into ``per`` (a row for each ``key(job)``, ``what`` naming it): running
+    jobs and their GPUs, pending jobs. Returns the running ones (for their usage so far)."""
+    running: list[Job] = []
+    for job in jobs:
+        k = key(job)
+        row = per.get(k)
+        if row is None:
+            row = per[k] = empty_row(k, what)
+        if job.state in ACTIVE:
+            running.append(job)
+            row["running"] += 1
+            row["gpus"] += job.request.gpu_amount
+        elif job.state is State.PENDING:
+            row["pending"] += 1
+    return running
 
 
 def _members(project: Project) -> str:
