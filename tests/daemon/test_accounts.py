@@ -13,6 +13,7 @@ import pytest
 from berth import config
 from berth.core import Job, Request, State, transition
 from berth.daemon.engine.accounts import EVERYONE, UNLIMITED, Accounts
+from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.store.store import Store
 from berth.errors import ConfigError
 from berth.wire.protocol import ProtocolError
@@ -143,7 +144,9 @@ def test_projects_checks_at_submit(tmp_path: Path) -> None:
         '[scheduling]\ndefault_project = "open"\n',
     )
     p = acc.projects
-    counts = p.counts([Job(id=1, submit_time=0.0, user="alice", project="vision")])
+    table = JobTable()  # (the engine's unfinished jobs, which count each project's)
+    table[1] = Job(id=1, submit_time=0.0, user="alice", project="vision")
+    counts = table.projects()
     assert p.check("bob", None, counts, 1) == "open"  # (the default)
     assert p.check("alice", "vision", counts, 1) == "vision" and counts["vision"] == 2
     with pytest.raises(ProtocolError, match="project vision has 2 jobs queued or running"):

@@ -39,3 +39,16 @@ def test_jobs_alike_share_one_name_and_request() -> None:
     c.request = Request(gpus=2)
     t[3] = c
     assert c.request is not a.request and c.request.gpus == 2
+
+
+def test_each_projects_jobs_are_counted() -> None:
+    t = JobTable()
+    a, b = _job(1, 1000), _job(2, 1000)
+    a.project = b.project = "vision"
+    t[1], t[2], t[3] = a, b, _job(3, 1001)
+    t[1] = a  # (put again: counted once)
+    assert t.projects() == {"vision": 2}
+    del t[1]
+    assert t.projects() == {"vision": 1}
+    t.projects()["vision"] = 9  # (a copy)
+    assert t.projects() == {"vision": 1}

@@ -15,17 +15,20 @@ from typing import TypeVar
 from berth.core.job import Job
 
 T = TypeVar("T")
+K = TypeVar("K")
 POOL = 4096  # distinct names and requests kept (a hostile mix of them costs nothing more)
 
 
 class JobTable(dict[int, Job]):
-    """A dict of job id -> unfinished job that also counts the jobs of each uid, and gives
+    """A dict of job id -> unfinished job that also counts the jobs of each uid and of each
+    project, and gives
     each job put in it the shared copy of its name and request. Only the mutators the
     engine uses are supported (set, delete, pop); the rest are refused."""
 
     def __init__(self) -> None:
         super().__init__()
         self._per_uid: Counter[int] = Counter()
+        self._per_project: Counter[str] = Counter()
         self._pool: dict[object, object] = {}
 
     def shared(self, key: object, value: T) -> T:
@@ -43,21 +46,27 @@ class JobTable(dict[int, Job]):
         """How many unfinished jobs ``uid`` has."""
         return self._per_uid[uid]
 
+    def projects(self) -> dict[str, int]:
+        """How many unfinished jobs each project has (a copy: ``max_queued``)."""
+        return dict(self._per_project)
+
     def __setitem__(self, job_id: int, job: Job) -> None:
         old = self.get(job_id)
         if old is not None:
-            self._drop(old.uid)
+            self._drop(old)
         r = job.request  # (never changed in place: berth.core.change replaces it)
         key = ("request", r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram, r.each)
         job.request = self.shared(key, r)
         job.name = self.shared(("name", job.name), job.name)
         super().__setitem__(job_id, job)
         self._per_uid[job.uid] += 1
+        if job.project:
+            self._per_project[job.project] += 1
 
     def __delitem__(self, job_id: int) -> None:
         job = self[job_id]
         super().__delitem__(job_id)
-        self._drop(job.uid)
+        self._drop(job)
 
     def pop(self, job_id: int, *default: Job | None) -> Job | None:  # type: ignore[override]
         if job_id not in self:
@@ -68,14 +77,20 @@ class JobTable(dict[int, Job]):
         del self[job_id]
         return job
 
-    def _drop(self, uid: int) -> None:
-        n = self._per_uid[uid] - 1
-        if n > 0:
-            self._per_uid[uid] = n
-        else:
-            del self._per_uid[uid]
+    def _drop(self, job: Job) -> None:
+        _less(self._per_uid, job.uid)
+        if job.project:
+            _less(self._per_project, job.project)
 
     def _refused(self, *_: object, **__: object) -> None:
         raise TypeError("JobTable: use item assignment, del or pop")
 
     update = setdefault = popitem = clear = _refused  # type: ignore[assignment]
+
+
+def _less(counts: Counter[K], key: K) -> None:
+    n = counts[key] - 1
+    if n > 0:
+        counts[key] = n
+    else:
+        del counts[key]

@@ -52,19 +52,12 @@ class Projects:
         """Projects are configured (else jobs have none, and nothing here costs a pass)."""
         return bool(self.config)
 
-    def counts(self, jobs: Iterable[Job]) -> dict[str, int]:
-        """Each project's jobs among ``jobs`` (the unfinished ones: ``max_queued``)."""
-        out: dict[str, int] = {}
-        for j in jobs:
-            if j.project:
-                out[j.project] = out.get(j.project, 0) + 1
-        return out
-
     def check(
         self, user: str, asked: str | None, counts: dict[str, int], count: int
     ) -> str | None:
         """The project ``count`` jobs of ``user`` are charged to (``asked``: --project), or a
-        refusal naming the value and what to do; ``counts`` (:meth:`counts`) grows by
+        refusal naming the value and what to do; ``counts`` (each project's unfinished jobs,
+        ``JobTable.projects``) grows by
         ``count`` (a batch's jobs count against the project's ``max_queued`` together)."""
         name = asked or self.default
         if name is None:

@@ -93,8 +93,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
-    book = engine.accounts.projects  # each project's jobs: a walk of the queue, so only
-    projects = book.counts(engine.unfinished()) if book.any else {}  # where there are projects
+    projects = engine.jobs.projects()  # each project's jobs (kept by the engine's table)
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile

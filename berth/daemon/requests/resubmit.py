@@ -159,14 +159,12 @@ async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str,
     jobs, skipped = _cascade(engine, peer, root, most) if req.get("cascade") else ([root], [])
     prepared = []
     queued: dict[int, int] = {}  # uid -> jobs this request adds (their max_jobs)
-    held: dict[int, int] = {}  # uid -> their unfinished jobs (counted once per user)
     for job in jobs:  # every one checked before any is queued
         owner = Peer(peer.pid, job.uid, job.gid, job.uid == peer.uid and peer.admin)
-        if job.uid not in held:
-            held[job.uid] = engine.accounts.held(job.uid, engine.unfinished())
         n = queued.get(job.uid, 0)
+        held = engine.jobs.count_of(job.uid)  # (the user's unfinished jobs: kept by the table)
         try:
-            p = await intake.prepare(engine, owner, _raw(_spec(engine, job), job), n, held[job.uid])
+            p = await intake.prepare(engine, owner, _raw(_spec(engine, job), job), n, held)
         except ProtocolError as e:
             raise ProtocolError(e.code, f"job {job.id}: {e.message}; nothing was queued") from None
         queued[job.uid] = n + 1
