@@ -80,16 +80,16 @@ def test_limits_levels_user_then_everyone_then_config(tmp_path: Path) -> None:
 
 def test_checks_at_submit(tmp_path: Path) -> None:
     acc, _ = _accounts(tmp_path, '[limits]\nmax_jobs = 2\nmax_time = "1h"\nmax_gpus = 2\n')
-    jobs = [Job(id=1, submit_time=0.0, user="alice", uid=1000)]
-    assert acc.check_submit("alice", 1000, Request(gpus=1), None, jobs) == 3600.0
-    assert acc.check_submit("alice", 1000, Request(gpus=1), 60.0, jobs) == 60.0
+    alice, bob = 1, 0  # (their unfinished jobs: the engine's JobTable.count_of)
+    assert acc.check_submit("alice", Request(gpus=1), None, alice) == 3600.0
+    assert acc.check_submit("alice", Request(gpus=1), 60.0, alice) == 60.0
     with pytest.raises(ProtocolError, match="-t 2:00:00 is more than alice may ask"):
-        acc.check_submit("alice", 1000, Request(gpus=1), 7200.0, jobs)
+        acc.check_submit("alice", Request(gpus=1), 7200.0, alice)
     with pytest.raises(ProtocolError, match="-g 4: alice may hold at most 2 GPUs at once"):
-        acc.check_submit("alice", 1000, Request(gpus=4), None, jobs)
+        acc.check_submit("alice", Request(gpus=4), None, alice)
     with pytest.raises(ProtocolError, match="alice has 1 jobs queued or running and this"):
-        acc.check_submit("alice", 1000, Request(gpus=1), None, jobs, count=2)
-    assert acc.check_submit("bob", 1001, Request(gpus=1), None, jobs, count=2) == 3600.0
+        acc.check_submit("alice", Request(gpus=1), None, alice, count=2)
+    assert acc.check_submit("bob", Request(gpus=1), None, bob, count=2) == 3600.0
 
 
 def test_usage_is_kept_and_running_jobs_count(tmp_path: Path) -> None:

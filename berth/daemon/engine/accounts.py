@@ -120,18 +120,12 @@ class Accounts:
                        else "split it into several submits"),
                 )  # fmt: skip
 
-    def held(self, uid: int, jobs: Iterable[Job]) -> int:
-        """How many of ``jobs`` (the unfinished ones) are ``uid``'s (for ``max_jobs``)."""
-        return sum(1 for j in jobs if j.uid == uid)
-
     def check_submit(
-        self, user: str, uid: int, request: Request, time_limit: float | None,
-        jobs: Iterable[Job] | int, count: int = 1,
+        self, user: str, request: Request, time_limit: float | None, held: int, count: int = 1,
     ) -> float | None:  # fmt: skip
         """Refuse ``count`` jobs (an array's tasks) their user's limits forbid, before
         anything is stored; the time limit they get (``max_time`` for jobs without one).
-        ``jobs``: the unfinished jobs, or how many of them are the user's (:meth:`held`,
-        counted once per request: a batch of many jobs must not count them for each)."""
+        ``held``: the user's unfinished jobs (the engine's ``JobTable.count_of``)."""
         most = self.limit(user, "max_time")
         if most is not None:
             if time_limit is not None and time_limit > most:
@@ -149,15 +143,15 @@ class Accounts:
                 f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once "
                 f"(`berth admin limits {user}`): ask for fewer, or ask an admin",
             )
-        self.check_count(user, uid, jobs, count)
+        self.check_count(user, held, count)
         return time_limit
 
-    def check_count(self, user: str, uid: int, jobs: Iterable[Job] | int, count: int) -> None:
-        """Refuse ``count`` more jobs past ``user``'s ``max_jobs`` (``jobs``: as above)."""
+    def check_count(self, user: str, held: int, count: int) -> None:
+        """Refuse ``count`` more jobs past ``user``'s ``max_jobs`` (``held``: as above)."""
         cap = self.limit(user, "max_jobs")
         if cap is None:
             return
-        n = jobs if isinstance(jobs, int) else self.held(uid, jobs)
+        n = held
         if n + count > cap:
             more = f" and this would add {count}" if count > 1 else ""
             raise ProtocolError(

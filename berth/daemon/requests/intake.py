@@ -111,7 +111,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
             queued += p.count
         prepared.append(p)
     if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
-        engine.accounts.check_count(peer.user, peer.uid, engine.jobs.count_of(peer.uid), queued)
+        engine.accounts.check_count(peer.user, engine.jobs.count_of(peer.uid), queued)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
@@ -181,7 +181,7 @@ async def prepare(
     await _identities(engine, peer, spec, p, own)
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         limit = engine.accounts.check_submit(
-            peer.user, peer.uid, p.request, spec.time_limit, held, queued + p.count
+            peer.user, p.request, spec.time_limit, held, queued + p.count
         )
         if limit is not None:
             own["time_limit"] = limit

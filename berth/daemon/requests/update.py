@@ -161,7 +161,7 @@ def _check(engine: Engine, peer: Peer, job: Job, values: dict[str, Any]) -> None
     if limit is not None and not job.requeue:  # (requeued at the limit: switched, not refused)
         check_limit(limit, engine.opts.max_job_time)
     if "gpus" in values or limit is not None:  # the user's limits (max_gpus, max_time)
-        engine.accounts.check_submit(job.user, job.uid, request, limit, 0, 0)
+        engine.accounts.check_submit(job.user, request, limit, 0, 0)
     new = values.get("priority")
     if new is not None and new > job.priority and not peer.admin:
         top = max(j.priority for j in engine.unfinished() if j.uid == job.uid)
