@@ -41,16 +41,22 @@ def resolved(job: JobSpec, log_dir: str) -> JobSpec:
     """``job`` with the ``@`` of its dependency made the Slurm id it stands for."""
     if job.dependency is None:
         return job
-    dep = parse_dependency(job.dependency)
+    text = resolved_text(job.dependency, log_dir)
+    return job if text == job.dependency else job.replace(dependency=text)
+
+
+def resolved_text(text: str, log_dir: str) -> str:
+    """The dependency ``text`` with its ``@`` made the Slurm id it stands for."""
+    dep = parse_dependency(text)
     if LAST not in dep.jobs():
-        return job
+        return text
     last = last_submitted(log_dir)
     if last is None:
         raise UsageError(
-            f"dependency {job.dependency}: @ is your last job submitted with berth, and "
+            f"dependency {text}: @ is your last job submitted with berth, and "
             f"{log_dir} records none; name the job by its Slurm id"
         )
-    return job.replace(dependency=str(dep.with_jobs(lambda j: last if j == LAST else j)))
+    return str(dep.with_jobs(lambda j: last if j == LAST else j))
 
 
 def named(job: JobSpec) -> list[str]:

@@ -27,7 +27,7 @@ from berth.backends import slurm_deps
 from berth.backends.base import named
 from berth.backends.sbatch import _time as slurm_time
 from berth.errors import UsageError
-from berth.wire.jobspec import JobSpec
+from berth.wire.dependency import parse_dependency
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,10 +62,8 @@ def settings(backend: Slurm, fields: dict[str, Any]) -> list[str]:
     if "dependency" in fields:
         text = fields["dependency"] or ""
         if text:  # (@ made the last job berth submitted; as submit, an unknown id refused)
-            probe = JobSpec.from_dict({"argv": ["true"], "env": {}, "cwd": "/", "dependency": text})
-            spec = slurm_deps.resolved(probe, backend.log_dir)
-            text = spec.dependency or ""
-            backend._check_dependencies(slurm_deps.named(spec))
+            text = slurm_deps.resolved_text(text, backend.log_dir)
+            backend._check_dependencies(parse_dependency(text).jobs())
         out.append("Dependency=" + text)
     return out
 
