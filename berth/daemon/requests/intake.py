@@ -32,6 +32,7 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
     from typing import Any
 
     from berth.core.job import Dependency
@@ -67,8 +68,57 @@ class Prepared:
         self.ident = ""  # the job's identity (unique.key)
 
 
-async def submit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return (await _accept(engine, peer, [req["job"]]))[0]
+def submit(
+    engine: Engine, peer: Peer, req: dict[str, Any]
+) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
+    """One job (or one array), answered once it is durable: a future (no task for it) unless
+    it must first look for a twin (``--unique``, `berth watch`'s ``once``)."""
+    held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
+    p, own = _check(engine, peer, req["job"])
+    if _looks_for_twin(p.spec):
+        return _submit_once(engine, peer, p, own, held)
+    _finish(engine, peer, p, own, 0, held, engine.jobs.projects())
+    reply, futures = insert(engine, peer, p)
+    return _when_all(engine.loop, futures, reply)
+
+
+async def _submit_once(
+    engine: Engine, peer: Peer, p: Prepared, own: dict[str, Any], held: int
+) -> dict[str, Any]:
+    await _twin(engine, p, own)
+    _finish(engine, peer, p, own, 0, held, engine.jobs.projects())
+    if p.dup is not None:
+        return p.dup
+    reply, futures = insert(engine, peer, p)
+    await asyncio.gather(*futures)  # durable before we answer
+    return reply
+
+
+def _when_all(
+    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]], reply: dict[str, Any]
+) -> asyncio.Future[dict[str, Any]]:
+    """``reply`` once every one of ``futures`` is done (the first failure instead)."""
+    out: asyncio.Future[dict[str, Any]] = loop.create_future()
+    left = len(futures)
+
+    def one(f: asyncio.Future[None]) -> None:
+        nonlocal left
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            left -= 1
+            if not left:
+                out.set_result(reply)
+
+    if not futures:
+        out.set_result(reply)
+    for f in futures:
+        f.add_done_callback(one)
+    return out
 
 
 async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +190,22 @@ async def prepare(
     engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0,
     projects: dict[str, int] | None = None,
 ) -> Prepared:  # fmt: skip
+    """A job checked for submission (``queued``: the jobs its request adds before it; ``held``:
+    the user's unfinished jobs; ``projects``: each project's unfinished jobs, the engine's
+    count if not given)."""
+    p, own = _check(engine, peer, raw, queued)
+    if _looks_for_twin(p.spec):
+        await _twin(engine, p, own)
+    _finish(engine, peer, p, own, queued, held,
+            projects if projects is not None else engine.jobs.projects())  # fmt: skip
+    return p
+
+
+def _check(
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0
+) -> tuple[Prepared, dict[str, Any]]:
+    """The checks of one job before its twin is looked for: (the job, what the daemon adds
+    to its spec so far)."""
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -178,16 +244,26 @@ async def prepare(
     # What the daemon adds to the spec it stores (above: the dependency, resolved)
     if spec.umask is None:
         own["umask"] = DEFAULT_UMASK
-    await _identities(engine, peer, spec, p, own)
+    _identities(peer, spec, p, own)
+    return p, own
+
+
+def _finish(
+    engine: Engine, peer: Peer, p: Prepared, own: dict[str, Any], queued: int, held: int,
+    projects: dict[str, int],
+) -> None:  # fmt: skip
+    """The checks of one job once its twin was looked for: the user's and its project's
+    limits, and its logs."""
+    spec = p.spec
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         limit = engine.accounts.check_submit(
             peer.user, p.request, spec.time_limit, held, queued + p.count
         )
         if limit is not None:
             own["time_limit"] = limit
-        own["project"] = engine.accounts.projects.check(
-            peer.user, spec.project, projects if projects is not None else {}, p.count)  # fmt: skip
+        own["project"] = engine.accounts.projects.check(peer.user, spec.project, projects, p.count)
     out, err = spec.stdout, spec.stderr
+    me = os.geteuid()
     if out is None or (spec.pty and me == 0):
         log_dir = _log_dir(engine, peer)
         out = out or os.path.join(log_dir, "%A_%a.out" if p.array else "%j.out")
@@ -195,7 +271,6 @@ async def prepare(
             own["pty_dir"] = log_dir
     p.out, p.err = out, err or out  # as sbatch: one file for both unless -e
     p.spec = spec.replace(**own)
-    return p
 
 
 def insert(
@@ -280,19 +355,26 @@ def _limit_in_force(own: float | None, cap: float | None) -> dict[str, Any]:
     return {"limit_in_force": cap, "limit_from": "daemon" if cap is not None else None}
 
 
-async def _identities(
-    engine: Engine, peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]
-) -> None:
+def _identities(peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]) -> None:
     """Every job keeps its identity (:func:`unique.key`) as its ``unique_key``, so that
     ``--unique`` finds a twin submitted without it; a line of `berth watch` keeps its
-    ``once`` key there instead (the line's own identity), its job identity in memory. With
-    ``once``, a line already queued answers its job; with ``unique``, a live or completed
-    twin answers for it (both may apply: `berth watch --unique`)."""
+    ``once`` key there instead (the line's own identity), its job identity in memory."""
     p.ident = unique.key(peer.uid, spec)
     own["unique_key"] = p.ident
     if spec.once is not None:
-        own["unique_key"] = once = _once_key(peer.uid, spec.once)
-        p.dup = await _once(engine, once)
+        own["unique_key"] = _once_key(peer.uid, spec.once)
+
+
+def _looks_for_twin(spec: JobSpec) -> bool:
+    return spec.once is not None or spec.unique
+
+
+async def _twin(engine: Engine, p: Prepared, own: dict[str, Any]) -> None:
+    """With ``once``, a line already queued answers its job; with ``unique``, a live or
+    completed twin answers for it (both may apply: `berth watch --unique`)."""
+    spec = p.spec
+    if spec.once is not None:
+        p.dup = await _once(engine, own["unique_key"])  # (the line's key: _identities)
     if p.dup is None and spec.unique:
         p.dup = await unique.twin(engine, p.ident)
 

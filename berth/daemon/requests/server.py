@@ -36,6 +36,7 @@ import sqlite3
 import struct
 
 from berth.daemon.requests.authority import Peer, is_admin
+from berth.daemon.requests.frames import Frames
 from berth.daemon.requests.handlers import HANDLERS
 from berth.daemon.requests.stream import Stream, write_stream
 from berth.errors import BerthError, Refused, UsageError
@@ -233,6 +234,7 @@ class Server:
         loop = asyncio.get_running_loop()
         peer = conn.peer
         greeted = False
+        frames = Frames(reader)
 
         def answer(response: dict[str, Any] | Stream, size: int = 0) -> None:
             fut: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
@@ -243,13 +245,13 @@ class Server:
         while True:
             await in_hand.acquire()  # released once its answer is written and taken
             try:
-                header, deadline = await self._header(conn, reader, greeted)
+                deadline = await self._header(conn, frames, greeted)
             except asyncio.IncompleteReadError:
                 return
             except (TimeoutError, asyncio.TimeoutError):
                 return  # silent too long, or a header that never came whole: close
-            n = protocol.frame_length(header)
-            payload = await self._payload(conn, reader, n, deadline, answer)
+            n = protocol.frame_length(frames.take(protocol.HEADER_SIZE))
+            payload = await self._payload(conn, frames, n, deadline, answer)
             if payload is None:
                 return  # (refused, or it did not come whole: the stream is not to be trusted)
             try:
@@ -276,7 +278,13 @@ class Server:
                 if not greeted:
                     return  # a failed handshake ends the connection
                 continue
-            if inspect.isawaitable(result):
+            if isinstance(result, asyncio.Future):  # (an answer to come: no task for it)
+                conn.unanswered += 1
+                fut = _answered(loop, result)
+                self.requests.add(fut)
+                fut.add_done_callback(self.requests.discard)
+                replies.put_nowait((fut, n))
+            elif inspect.isawaitable(result):
                 conn.unanswered += 1
                 fut = asyncio.ensure_future(_guard(result))
                 self.requests.add(fut)
@@ -290,7 +298,7 @@ class Server:
     async def _payload(
         self,
         conn: _Conn,
-        reader: asyncio.StreamReader,
+        frames: Frames,
         n: int,
         deadline: float,
         answer: Callable[[dict[str, Any]], None],
@@ -308,7 +316,7 @@ class Server:
             return None  # (its frame is not read)
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(reader.readexactly(n), max(0.0, deadline - loop.time()))
+            await frames.fill(n, max(0.0, deadline - loop.time()))
         except (TimeoutError, asyncio.TimeoutError):
             self._release(conn, n)
             answer(protocol.error(
@@ -320,26 +328,24 @@ class Server:
         except BaseException:
             self._release(conn, n)
             raise
+        return frames.take(n)
 
-    async def _header(
-        self, conn: _Conn, reader: asyncio.StreamReader, greeted: bool
-    ) -> tuple[bytes, float]:
-        """The next frame's header, and by when its payload must have come: the handshake
-        within HANDSHAKE_TIMEOUT; then the first byte of a request whenever it comes while
-        requests are in hand (a `wait` may last an hour), within IDLE_TIMEOUT otherwise,
-        and the rest of the frame within REQUEST_TIMEOUT of its first byte."""
+    async def _header(self, conn: _Conn, frames: Frames, greeted: bool) -> float:
+        """Until the next frame's header is in hand; by when its payload must have come: the
+        handshake within HANDSHAKE_TIMEOUT; then the first byte of a request whenever it
+        comes while requests are in hand (a `wait` may last an hour), within IDLE_TIMEOUT
+        otherwise, and the rest of the frame within REQUEST_TIMEOUT of its first byte."""
         loop = asyncio.get_running_loop()
         if not greeted:
             deadline = loop.time() + HANDSHAKE_TIMEOUT
-            header = await asyncio.wait_for(
-                reader.readexactly(protocol.HEADER_SIZE), HANDSHAKE_TIMEOUT
-            )
-            return header, deadline
-        first = reader.readexactly(1)
-        byte = await (first if conn.unanswered else asyncio.wait_for(first, IDLE_TIMEOUT))
+            await frames.fill(protocol.HEADER_SIZE, HANDSHAKE_TIMEOUT)
+            return deadline
+        if len(frames) >= protocol.HEADER_SIZE:
+            return loop.time() + REQUEST_TIMEOUT  # (pipelined: it is here already)
+        await frames.fill(1, None if conn.unanswered else IDLE_TIMEOUT)
         deadline = loop.time() + REQUEST_TIMEOUT
-        rest = await asyncio.wait_for(reader.readexactly(protocol.HEADER_SIZE - 1), REQUEST_TIMEOUT)
-        return byte + rest, deadline
+        await frames.fill(protocol.HEADER_SIZE, REQUEST_TIMEOUT)
+        return deadline
 
     def _handshake(self, msg: dict[str, Any]) -> None:
         if msg.get("type") != "hello":
@@ -366,6 +372,32 @@ def _disk_full(e: BaseException) -> bool:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
+
+
+def _answered(
+    loop: asyncio.AbstractEventLoop, result: asyncio.Future[dict[str, Any]]
+) -> asyncio.Future[dict[str, Any] | Stream]:
+    """The answer to a request whose handler gave a future of its result (a submit that
+    waits for its commit): what :func:`_guard` makes of a coroutine, without a task."""
+    out: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
+
+    def settle(f: asyncio.Future[dict[str, Any]]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        e = f.exception()
+        if e is None:
+            out.set_result({"ok": True, **f.result()})
+        elif isinstance(e, Exception):
+            out.set_result(_error_reply(e))
+        else:
+            out.set_exception(e)
+
+    result.add_done_callback(settle)
+    out.add_done_callback(lambda o: result.cancel() if o.cancelled() else None)
+    return out
 
 
 async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any] | Stream:
