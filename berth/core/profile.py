@@ -6,7 +6,7 @@ may use (``gpu_ids``, ``name``).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from berth.core.capacity import EPS, INF, Capacity
@@ -100,10 +100,18 @@ class Profile:
         return cls(row for r in requests for row in _rows(r))
 
     @staticmethod
-    def later(requests: list[Request]) -> Profile:
+    def later(
+        requests: list[Request] | Callable[[], list[Request]], constrained: bool | None = None
+    ) -> Profile:
         """``Profile.of(requests)``, built when first asked (the same numbers, to the bit):
-        a pass whose placements have no choice to make never pays for it."""
-        return _Later(requests)
+        a pass whose placements have no choice to make never pays for it. ``requests`` may
+        be a function that lists them (called then: the caller sees that what it lists has
+        not changed by then), and ``constrained`` known already (:func:`restricts` counted
+        as the requests came and went), so that reading it lists nothing."""
+        out = _Later(requests)
+        if constrained is not None:
+            out.constrained = constrained
+        return out
 
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
@@ -177,7 +185,9 @@ class _Later(Profile):
 
     __slots__ = ("_requests",)
 
-    def __init__(self, requests: list[Request]) -> None:  # (Profile.__init__ runs later)
+    def __init__(
+        self, requests: list[Request] | Callable[[], list[Request]]
+    ) -> None:  # (Profile.__init__ runs later)
         self._requests = requests
 
     def __getattr__(self, name: str) -> Any:  # (only for a field not filled yet)
@@ -185,8 +195,10 @@ class _Later(Profile):
             requests = object.__getattribute__(self, "_requests")
         except AttributeError:
             raise AttributeError(name) from None
+        if callable(requests):
+            requests = self._requests = requests()
         if name == "constrained":  # (what a placement asks first: no need to build for it)
-            self.constrained = any(_access(r) is not None and _size(r) > 0 for r in requests)
+            self.constrained = any(restricts(r) for r in requests)
             return self.constrained
         del self._requests
         Profile.__init__(self, (row for r in requests for row in _rows(r)))
@@ -213,6 +225,12 @@ def _rows(r: Request) -> Iterable[tuple[float, float, float, Access | None]]:
         return ((r.gpu_amount, cpu, ram, acc),)
     k = r.count
     return ((r.each, cpu / k, ram / k, acc),) * k
+
+
+def restricts(r: Request) -> bool:
+    """Whether ``r`` is demand that only some GPUs may serve (a profile with any such is
+    ``constrained``)."""
+    return _access(r) is not None and _size(r) > 0
 
 
 def _size(r: Request) -> float:

@@ -36,6 +36,7 @@ from typing import overload
 from berth.core.capacity import EPS, INF
 from berth.core.job import Job
 from berth.core.order import UNKNOWN_LIMIT, order_key, requeued
+from berth.core.profile import restricts
 from berth.core.request import Request
 from berth.core.states import State
 
@@ -71,7 +72,8 @@ class Ranking:
     is here (take it out and add it again)."""
 
     __slots__ = (
-        "count", "dirty", "dynamic", "groups", "jobs", "keys", "policy", "requeued", "roots",
+        "count", "dirty", "dynamic", "groups", "jobs", "keys", "policy", "requeued", "restricted",
+        "roots",
         "where",
     )  # fmt: skip
 
@@ -86,6 +88,7 @@ class Ranking:
         self.count = 0
         self.requeued = 0  # jobs here that were requeued (order.requeued_last applies)
         self.roots: dict[float, float] = {}  # balanced: time limit -> its square root
+        self.restricted = 0  # balanced: jobs here whose request only some GPUs may serve
 
     def __len__(self) -> int:
         return self.count
@@ -141,6 +144,8 @@ class Ranking:
         else:
             g.share = min(g.share, gpus)
         self.where[job.id] = g
+        if restricts(job.request):
+            self.restricted += 1
 
     def prune(self, gone: Iterable[Job]) -> None:
         """Forget these jobs (they left the queue: started, cancelled)."""
@@ -158,6 +163,8 @@ class Ranking:
                 continue
             g.dead += 1
             self.dirty.add(g)
+            if restricts(job.request):
+                self.restricted -= 1
             gpus = job.request.size
             left = g.sizes[gpus] - 1
             if left:

@@ -25,6 +25,8 @@ only.
 
 from __future__ import annotations
 
+import operator
+
 from berth.wire import fieldkinds as k
 from berth.wire.checks import MAX_ID, MAX_TEXT, bad, int_list, integer, number
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
@@ -209,9 +211,10 @@ class JobSpec:
     @classmethod
     def _make(cls, values: dict[str, Any]) -> JobSpec:
         spec = object.__new__(cls)
-        for key, (_, default) in _ALL.items():
-            value = values.get(key)
-            object.__setattr__(spec, key, default if value is None else value)
+        get = values.get
+        for key, put, default in _PUT:
+            value = get(key)
+            put(spec, default if value is None else value)
         return spec
 
     def _check_together(self) -> None:
@@ -263,8 +266,10 @@ class JobSpec:
         if unknown:
             raise TypeError(f"JobSpec has no field {', '.join(sorted(unknown))}")
         spec = object.__new__(JobSpec)
-        for key in _ALL:
-            object.__setattr__(spec, key, changes[key] if key in changes else getattr(self, key))
+        for (_, put, _), value in zip(_PUT, _VALUES(self), strict=True):  # (3 copies a submit)
+            put(spec, value)
+        for key, value in changes.items():
+            object.__setattr__(spec, key, value)
         return spec
 
     @property
@@ -288,3 +293,11 @@ class JobSpec:
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
         return f"JobSpec({shown})"
+
+
+# Each field's name, the setter of its slot (JobSpec's own __setattr__ refuses), its default;
+# and every field's value at once: copies without a lookup by name per field.
+_PUT: tuple[tuple[str, Callable[[JobSpec, Any], None], Any], ...] = tuple(
+    (key, getattr(JobSpec, key).__set__, default) for key, (_, default) in _ALL.items()
+)
+_VALUES: Callable[[JobSpec], tuple[Any, ...]] = operator.attrgetter(*_ALL)

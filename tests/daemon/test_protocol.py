@@ -142,7 +142,7 @@ def test_a_full_disk_is_refused_as_such():
     import errno
     import sqlite3
 
-    from berth.daemon.requests.server import _error_reply
+    from berth.daemon.requests.replies import error_reply as _error_reply
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE t(x)")

@@ -83,3 +83,42 @@ def test_a_change_in_a_long_queue_neither_re_ranks_it_nor_rebuilds_its_profile(m
     assert added == [new.id]  # only the newcomer was ranked
     assert order.profile is profile  # one job more in thousands: the same demand
     assert first.id == _sorted(jobs, 502.0)[0]
+
+
+def test_the_profile_of_a_short_queue_is_its_pending_demand_and_listed_only_when_read(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The packer's profile describes the queue of the pass that made it, whether some of
+    its demand is restricted to some GPUs is known without listing the queue, and a pass
+    whose placements read no more than that never lists it."""
+    from berth.core.profile import Profile, restricts
+
+    listed: list[int] = []
+    real = queue_order.Ranking.requests
+    monkeypatch.setattr(
+        queue_order.Ranking, "requests", lambda self: (listed.append(1), real(self))[1]
+    )
+    rng = random.Random(7)
+    jobs: dict[int, Job] = {}
+    order = QueueOrder()
+    for step in range(200):
+        pending = [j for j in jobs.values() if j.state is State.PENDING]
+        if rng.random() < 0.6 or not pending:
+            j = Job(
+                id=step + 1, submit_time=float(step),
+                request=Request(gpus=rng.choice([0.5, 1, 2]),
+                                gpu_ids=rng.choice([None, None, None, (0, 1)])),
+            )  # fmt: skip
+            jobs[j.id] = j
+            order.joined(j)
+        else:
+            j = rng.choice(pending)
+            transition(j, State.CANCELLED, now=float(step))
+            order.left(j)
+        list(order.pending(jobs.values(), "balanced", float(step)))
+        requests = [j.request for j in jobs.values() if j.state is State.PENDING]
+        listed.clear()
+        assert order.profile.constrained == any(restricts(r) for r in requests), step
+        assert not listed  # (known from the ranking's count)
+        want = Profile.of(requests)
+        for x in (0.0, 0.25, 0.5, 1.0, 1.5):
+            assert order.profile.p_size_above(x) == want.p_size_above(x), (step, x)
+        assert listed == [1]  # listed once, when the distribution was first read

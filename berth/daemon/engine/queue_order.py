@@ -121,10 +121,17 @@ class QueueOrder:
         n = len(ranking)
         if self._changed and (
             n < SHORT
+            or self._profile_n < SHORT  # (one that lists the ranking when read: not stale)
             or abs(n - self._profile_n) * 8 > max(self._profile_n, 1)
             or now - self._profile_at > PROFILE_AGE
         ):
-            self.profile = Profile.later(ranking.requests())
+            # A short queue's is renewed at every change, so it may list the ranking when it
+            # is first read (a pass whose placements have no choice never lists it); a long
+            # one's may be kept while the queue changes, so it lists the queue of now.
+            self.profile = Profile.later(
+                ranking.requests if n < SHORT else ranking.requests(),
+                constrained=ranking.restricted > 0,
+            )
             self._profile_n, self._profile_at, self._changed = n, now, False
         return ranking.at(now)
 

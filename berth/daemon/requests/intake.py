@@ -26,6 +26,7 @@ from berth.core.request import Request
 from berth.daemon.engine.command import expand_pattern
 from berth.daemon.requests import arrays, depends, unique, userdir
 from berth.daemon.requests.fitness import check_fits, check_limit, memory_share, requeue
+from berth.daemon.requests.replies import when_all
 from berth.wire import protocol
 from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
@@ -79,7 +80,7 @@ def submit(
         return _submit_once(engine, peer, p, own, held)
     _finish(engine, peer, p, own, 0, held, engine.jobs.projects())
     reply, futures = insert(engine, peer, p)
-    return _when_all(engine.loop, futures, reply)
+    return when_all(engine.loop, futures, reply)
 
 
 async def _submit_once(
@@ -92,33 +93,6 @@ async def _submit_once(
     reply, futures = insert(engine, peer, p)
     await asyncio.gather(*futures)  # durable before we answer
     return reply
-
-
-def _when_all(
-    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]], reply: dict[str, Any]
-) -> asyncio.Future[dict[str, Any]]:
-    """``reply`` once every one of ``futures`` is done (the first failure instead)."""
-    out: asyncio.Future[dict[str, Any]] = loop.create_future()
-    left = len(futures)
-
-    def one(f: asyncio.Future[None]) -> None:
-        nonlocal left
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-        elif f.exception() is not None:
-            out.set_exception(f.exception())  # type: ignore[arg-type]
-        else:
-            left -= 1
-            if not left:
-                out.set_result(reply)
-
-    if not futures:
-        out.set_result(reply)
-    for f in futures:
-        f.add_done_callback(one)
-    return out
 
 
 async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:

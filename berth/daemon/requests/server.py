@@ -28,24 +28,22 @@ No client can make the daemon hold unbounded memory or descriptors:
 from __future__ import annotations
 
 import asyncio
-import errno
 import inspect
 import logging
 import socket
-import sqlite3
 import struct
 
 from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.frames import Frames
 from berth.daemon.requests.handlers import HANDLERS
+from berth.daemon.requests.replies import answered, error_reply, guard
 from berth.daemon.requests.stream import Stream, write_stream
-from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
     from typing import Any
 
     from berth.daemon.engine.engine import Engine
@@ -215,7 +213,7 @@ class Server:
             answer = await fut
             del item, fut
             if isinstance(answer, Stream):
-                await write_stream(answer, writer, _error_reply)
+                await write_stream(answer, writer, error_reply)
             else:
                 writer.write(protocol.encode(answer))
                 del answer
@@ -274,19 +272,19 @@ class Server:
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
                 result = self.handlers[kind](self.engine, peer, msg)
             except Exception as e:
-                answer(_error_reply(e), n)
+                answer(error_reply(e), n)
                 if not greeted:
                     return  # a failed handshake ends the connection
                 continue
             if isinstance(result, asyncio.Future):  # (an answer to come: no task for it)
                 conn.unanswered += 1
-                fut = _answered(loop, result)
+                fut = answered(loop, result)
                 self.requests.add(fut)
                 fut.add_done_callback(self.requests.discard)
                 replies.put_nowait((fut, n))
             elif inspect.isawaitable(result):
                 conn.unanswered += 1
-                fut = asyncio.ensure_future(_guard(result))
+                fut = asyncio.ensure_future(guard(result))
                 self.requests.add(fut)
                 fut.add_done_callback(self.requests.discard)
                 replies.put_nowait((fut, n))
@@ -362,67 +360,3 @@ class Server:
                 f"{protocol.PROTOCOL_VERSION}; use the berth of the same release",
             )
         protocol.check_request(msg)
-
-
-def _disk_full(e: BaseException) -> bool:
-    """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT, or the journal's
-    refusal while commits fail for that reason (berth.daemon.store.journal)?"""
-    if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == 13:
-        return True  # SQLITE_FULL
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
-
-
-def _answered(
-    loop: asyncio.AbstractEventLoop, result: asyncio.Future[dict[str, Any]]
-) -> asyncio.Future[dict[str, Any] | Stream]:
-    """The answer to a request whose handler gave a future of its result (a submit that
-    waits for its commit): what :func:`_guard` makes of a coroutine, without a task."""
-    out: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
-
-    def settle(f: asyncio.Future[dict[str, Any]]) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-            return
-        e = f.exception()
-        if e is None:
-            out.set_result({"ok": True, **f.result()})
-        elif isinstance(e, Exception):
-            out.set_result(_error_reply(e))
-        else:
-            out.set_exception(e)
-
-    result.add_done_callback(settle)
-    out.add_done_callback(lambda o: result.cancel() if o.cancelled() else None)
-    return out
-
-
-async def _guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any] | Stream:
-    try:
-        return {"ok": True, **(await result)}
-    except Exception as e:
-        return _error_reply(e)
-
-
-def _error_reply(e: Exception) -> dict[str, Any]:
-    if isinstance(e, ProtocolError):
-        return protocol.error(e.code, e.message)
-    if isinstance(e, Refused):
-        return protocol.error(protocol.NOT_OWNER, str(e))
-    if isinstance(e, UsageError):
-        return protocol.error(protocol.BAD_REQUEST, str(e))
-    if isinstance(e, BerthError):
-        return protocol.error(protocol.INVALID_STATE, str(e))
-    if _disk_full(e):
-        log.error("request refused: the disk of the state database is full (%s)", e)
-        return protocol.error(
-            protocol.INVALID_STATE,
-            "the daemon's disk is full: its state database cannot grow, so nothing was "
-            "queued or changed; ask the admin to free space where the daemon keeps its state "
-            "(the jobs already queued are kept)",
-        )
-    log.exception("request failed", exc_info=e)
-    return protocol.error(protocol.INTERNAL, f"internal error: {e!r}")

@@ -17,6 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 
+_c: Any = None  # json's C accelerator
+try:
+    import _json
+
+    _c = _json
+except ImportError:  # pragma: no cover - a Python without it
+    pass
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -37,8 +45,16 @@ def key(uid: int, spec: JobSpec) -> str:
     ident["gpus"] = float(spec.gpus)
     ids = spec.gpu_ids
     ident["gpu_ids"] = None if ids is None else sorted(ids)
-    data = json.dumps(ident, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(data.encode()).hexdigest()[:32]
+    return hashlib.sha256(_sorted_json(ident).encode()).hexdigest()[:32]
+
+
+def _sorted_json(obj: dict[str, Any]) -> str:
+    """``json.dumps(obj, sort_keys=True, separators=(",", ":"))``, by json's C encoder
+    without building a JSONEncoder per call (a submit computes one key)."""
+    if _c is None:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    encode = _c.make_encoder(None, None, _c.encode_basestring_ascii, None, ":", ",", True, False, True)
+    return "".join(encode(obj, 0))
 
 
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:

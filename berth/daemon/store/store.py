@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from berth.daemon.store.schema import MIGRATIONS as MIGRATIONS
 from berth.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from berth.errors import BerthError
+from berth.wire import cjson
 from berth.wire.jobspec import JobSpec
 from berth.wire.protocol import ProtocolError
 
@@ -202,8 +203,8 @@ class Store:
             job["user"],
             job["state"],
             job["submit_time"],
-            json.dumps(job, separators=(",", ":")),
-            json.dumps(spec, separators=(",", ":")),
+            cjson.dumps(job),
+            cjson.dumps(spec),
             spec.get("unique_key"),
         )
 
@@ -211,8 +212,7 @@ class Store:
     def save_row(
         job: dict[str, Any], ended_at: float | None = None, launched: int | None = None
     ) -> tuple[Any, ...]:
-        data = json.dumps(job, separators=(",", ":"))
-        return (job["state"], ended_at, data, launched, job["id"])
+        return (job["state"], ended_at, cjson.dumps(job), launched, job["id"])
 
     def unfinished(self) -> list[tuple[int, str, int]]:
         """(id, job JSON, launched attempt) of every unfinished job, by id."""

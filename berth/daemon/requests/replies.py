@@ -1,0 +1,114 @@
+"""What a request is answered: a handler's result (``{"ok": true, ...}``), or its failure as the
+error the client maps to a message (:func:`error_reply`: a full disk says so, anything
+unforeseen is logged and answered ``INTERNAL``)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import sqlite3
+
+from berth.errors import BerthError, Refused, UsageError
+from berth.wire import protocol
+from berth.wire.protocol import ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+    from typing import Any
+
+    from berth.daemon.requests.stream import Stream
+
+log = logging.getLogger("berth.daemon")
+
+
+def _disk_full(e: BaseException) -> bool:
+    """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT, or the journal's
+    refusal while commits fail for that reason (berth.daemon.store.journal)?"""
+    if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == 13:
+        return True  # SQLITE_FULL
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
+
+
+def answered(
+    loop: asyncio.AbstractEventLoop, result: asyncio.Future[dict[str, Any]]
+) -> asyncio.Future[dict[str, Any] | Stream]:
+    """The answer to a request whose handler gave a future of its result (a submit that
+    waits for its commit): what :func:`guard` makes of a coroutine, without a task."""
+    out: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
+
+    def settle(f: asyncio.Future[dict[str, Any]]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        e = f.exception()
+        if e is None:
+            out.set_result({"ok": True, **f.result()})
+        elif isinstance(e, Exception):
+            out.set_result(error_reply(e))
+        else:
+            out.set_exception(e)
+
+    result.add_done_callback(settle)
+    out.add_done_callback(lambda o: result.cancel() if o.cancelled() else None)
+    return out
+
+
+async def guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any] | Stream:
+    try:
+        return {"ok": True, **(await result)}
+    except Exception as e:
+        return error_reply(e)
+
+
+def error_reply(e: Exception) -> dict[str, Any]:
+    if isinstance(e, ProtocolError):
+        return protocol.error(e.code, e.message)
+    if isinstance(e, Refused):
+        return protocol.error(protocol.NOT_OWNER, str(e))
+    if isinstance(e, UsageError):
+        return protocol.error(protocol.BAD_REQUEST, str(e))
+    if isinstance(e, BerthError):
+        return protocol.error(protocol.INVALID_STATE, str(e))
+    if _disk_full(e):
+        log.error("request refused: the disk of the state database is full (%s)", e)
+        return protocol.error(
+            protocol.INVALID_STATE,
+            "the daemon's disk is full: its state database cannot grow, so nothing was "
+            "queued or changed; ask the admin to free space where the daemon keeps its state "
+            "(the jobs already queued are kept)",
+        )
+    log.exception("request failed", exc_info=e)
+    return protocol.error(protocol.INTERNAL, f"internal error: {e!r}")
+
+
+def when_all(
+    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]], reply: dict[str, Any]
+) -> asyncio.Future[dict[str, Any]]:
+    """``reply`` once every one of ``futures`` is done (the first failure instead)."""
+    out: asyncio.Future[dict[str, Any]] = loop.create_future()
+    left = len(futures)
+
+    def one(f: asyncio.Future[None]) -> None:
+        nonlocal left
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            left -= 1
+            if not left:
+                out.set_result(reply)
+
+    if not futures:
+        out.set_result(reply)
+    for f in futures:
+        f.add_done_callback(one)
+    return out
