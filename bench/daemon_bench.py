@@ -70,6 +70,7 @@ class Daemon:
             [sys.executable, *prefix, "-m", "berth.cli.main", "daemon", "--foreground"],
             env=self.env,
             stderr=open(os.path.join(self.dir, "daemon.log"), "wb"),
+            cwd=ROOT,  # (`-m` puts its directory first on sys.path: this tree's berth runs)
         )
         deadline = time.monotonic() + 20
         while True:

@@ -98,9 +98,11 @@ def one(tree: str, logdir: str) -> dict[str, Any]:
 
 
 def one_run(tree: str, logdir: str, env: dict[str, str]) -> dict[str, Any]:
+    # In the tree's directory: the daemon runs `python -m berth.cli.main`, whose sys.path
+    # starts with the directory it runs in (so from this checkout, both sides would run it).
     out = subprocess.run(
         [sys.executable, "-c", CHILD, tree, logdir], env=env, check=True, capture_output=True,
-        text=True,
+        text=True, cwd=tree,
     )  # fmt: skip
     row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return row
