@@ -4,6 +4,7 @@
     .venv/bin/python bench/daemon_bench.py throughput   # (b) 2,000 trivial jobs on 8 GPUs
     .venv/bin/python bench/daemon_bench.py submit       # (c) `berth submit` vs a Python floor
     .venv/bin/python bench/daemon_bench.py scale        # (d) 100,000 queued jobs
+    .venv/bin/python bench/daemon_bench.py submits      # (d') 20,000 pipelined submits
     .venv/bin/python bench/daemon_bench.py nvml         # (e) jobs seen through NVML, vs tsp
     .venv/bin/python bench/daemon_bench.py all
 
@@ -143,6 +144,12 @@ class Daemon:
             total += stats.get(pid, (0, 0.0))[1]
             todo += [p for p, (ppid, _) in stats.items() if ppid == pid]
         return total
+
+    def own_cpu(self) -> float:
+        """CPU seconds of the daemon's own process (all its threads)."""
+        with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         try:
@@ -307,6 +314,30 @@ def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
     }
 
 
+def bench_submits(n: int = 20_000, gpus: int = 8) -> dict[str, Any]:
+    """(d') n pipelined submits on one connection behind 8 running jobs (the first part of
+    ``scale``, quicker): submits/s, and the daemon's CPU per submit (its threads: the loop and
+    the committer)."""
+    d = Daemon(gpus=gpus)
+    try:
+        d.submit_many([d.job(["sleep", "600"], gpus=1) for _ in range(gpus)])
+        jobs = [d.job(["true"], gpus=1) for _ in range(n)]
+        cpu0 = d.own_cpu()
+        t0 = time.perf_counter()
+        d.submit_many(jobs)
+        seconds = time.perf_counter() - t0
+        cpu = d.own_cpu() - cpu0
+        d.call("cancel", all_mine=True)
+    finally:
+        d.stop()
+    return {
+        "jobs": n,
+        "submits_per_second": round(n / seconds),
+        "daemon_cpu_ms_per_submit": round(cpu / n * 1000, 3),
+        "loadavg_1min": os.getloadavg()[0],
+    }
+
+
 def _time_one(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     """One run of ``argv``, its output read and dropped: (wall seconds, peak RSS in MB, seconds
     to its first byte of output)."""
@@ -368,6 +399,7 @@ BENCHES: dict[str, Callable[[], Any]] = {
     "throughput": bench_throughput,
     "submit": bench_submit,
     "scale": bench_scale,
+    "submits": bench_submits,
     "nvml": bench_nvml,
 }
 

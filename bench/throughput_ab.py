@@ -1,13 +1,17 @@
-"""2,000 trivial one-GPU jobs on 8 GPUs (``daemon_bench.py throughput``), an earlier revision
-of berth and this checkout in each round (which goes first alternates), with simple-gpu-scheduler after them if
-given, and where each job's CPU goes. Run from the repository root:
+"""2,000 trivial one-GPU jobs on 8 GPUs (``daemon_bench.py throughput``), or 20,000 pipelined
+submits (``--bench submits``: ``daemon_bench.py submits``), an earlier revision of berth and
+this checkout in each round (which goes first alternates), with simple-gpu-scheduler after
+them if given, and where each job's CPU goes. Run from the repository root:
 
     .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
+    .venv/bin/python bench/throughput_ab.py --base REV --bench submits [--rounds 4]
 
 Each tree (``git archive`` of REV, and of HEAD: commit what you measure) runs in a process of
-its own with PYTHONPATH on it, so the daemon, its fork server and the supervisors are that
-tree's. On a shared machine compare the two in the same round (the load average is printed
-before each run), never absolute figures across runs.
+its own, in the tree's directory with PYTHONPATH on it, so the daemon (``python -m``, whose
+sys.path starts with the directory it runs in), its fork server and the supervisors are that
+tree's; the bench code is this checkout's for both. On a shared machine compare the two in
+the same round (the load average is printed before each run), never absolute figures across
+runs.
 
 Per run: jobs/s, and CPU ms a job of the daemon (its threads), of the supervisors
 (``berth-sup``, read before the daemon stops), of the jobs (the supervisors' reaped
@@ -27,13 +31,18 @@ import time
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WHICH = ["throughput"]  # the bench each run runs (--bench)
 
 # One run, in a fresh interpreter whose sys.path starts with the tree to measure.
 CHILD = r"""
 import json, os, sys
-tree, logdir = sys.argv[1], sys.argv[2]
-sys.path[:0] = [os.path.join(tree, "bench"), tree]
+tree, logdir, bench, which = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+sys.path[:0] = [bench, tree]  # this checkout's bench, the tree's berth
 import daemon_bench as db
+db.ROOT = tree  # (the daemon runs in the tree's directory: its berth)
+if which == "submits":
+    print(json.dumps(db.bench_submits()))
+    raise SystemExit(0)
 
 def breakdown(d):
     tick = os.sysconf("SC_CLK_TCK")
@@ -101,8 +110,8 @@ def one_run(tree: str, logdir: str, env: dict[str, str]) -> dict[str, Any]:
     # In the tree's directory: the daemon runs `python -m berth.cli.main`, whose sys.path
     # starts with the directory it runs in (so from this checkout, both sides would run it).
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, tree, logdir], env=env, check=True, capture_output=True,
-        text=True, cwd=tree,
+        [sys.executable, "-c", CHILD, tree, logdir, os.path.join(ROOT, "bench"), WHICH[0]],
+        env=env, check=True, capture_output=True, text=True, cwd=tree,
     )  # fmt: skip
     row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return row
@@ -128,7 +137,10 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--sgs", help="simple-gpu-scheduler's simple_gpu_scheduler script")
     p.add_argument("--logdir", default="", help="the jobs' logs in this directory")
+    p.add_argument("--bench", choices=("throughput", "submits"), default="throughput",
+                   help="submits: 20,000 pipelined submits (daemon_bench.py submits) instead")  # fmt: skip
     a = p.parse_args()
+    WHICH[0] = a.bench
     with tempfile.TemporaryDirectory(prefix="berth-ab-") as tmp:
         trees = {"base": export(a.base, os.path.join(tmp, "base")),
                  "head": export("HEAD", os.path.join(tmp, "head"))}  # fmt: skip
@@ -140,9 +152,8 @@ def main() -> int:
                 row[name] = {"loadavg": load(), **one(trees[name], a.logdir)}
             if a.sgs:
                 row["sgs"] = {"loadavg": load(), "jobs_per_second": sgs(a.sgs)}
-            row["head_over_base"] = round(
-                row["head"]["jobs_per_second"] / row["base"]["jobs_per_second"], 2
-            )
+            rate = "jobs_per_second" if a.bench == "throughput" else "submits_per_second"
+            row["head_over_base"] = round(row["head"][rate] / row["base"][rate], 2)
             print(json.dumps(row), flush=True)
     return 0
 
