@@ -279,6 +279,7 @@ def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
         t0 = time.perf_counter()
         d.submit_many(jobs)
         submit_s = time.perf_counter() - t0
+        rss_queued = d.call("ping")["rss"]  # (the queue itself, before any listing)
         berth = os.path.join(os.path.dirname(sys.executable), "berth")
         # `berth queue` on a 50-line terminal asks for 46 lines (-n 46: the same request),
         # then the whole queue to a pipe; three runs each: (seconds, client peak RSS in MB,
@@ -305,7 +306,8 @@ def bench_scale(n: int = 100_000, gpus: int = 8) -> dict[str, Any]:
         "submit_seconds": round(submit_s, 2),
         "submits_per_second": round(n / submit_s),
         "queue_seconds": round(queue_s, 2),
-        "daemon_rss_mb": round(ping["rss"] / 2**20, 1),
+        "daemon_rss_mb_queued": round(rss_queued / 2**20, 1),
+        "daemon_rss_mb": round(ping["rss"] / 2**20, 1),  # after the 15 listings
         "dispatch_pass_seconds": round(ping["last_pass_seconds"], 3),
         "explain_pass_seconds": round(explain_s, 3),
         **{f"queue_{k}": [[round(t, 3), round(rss, 1), round(first, 3)] for t, rss, first in v]
