@@ -128,3 +128,15 @@ def test_sbatch_account_in_a_script_names_the_project(system: System) -> None:
     os.chmod(script, 0o755)
     job = system.submit(B, script)
     assert system.rig.job(job)["project"] == "vision"
+
+
+def test_resubmit_counts_the_projects_jobs_as_submit_does(system: System) -> None:
+    system.start()
+    done = system.submit(B, "-A", "vision", "--", "true")
+    assert system.rig.wait_done([done])[done]["state"] == "COMPLETED"
+    held = [system.submit(B, "-A", "vision", "--hold", "--", "true") for _ in range(3)]
+    again = system.berth(B, "resubmit", str(done))
+    assert again.returncode != 0
+    assert "project vision has 3 jobs queued or running; the most allowed is 3 " \
+        "([projects.vision] max_queued)" in again.stderr  # fmt: skip
+    assert sorted(r["id"] for r in system.rig.call("queue")["jobs"]) == held  # nothing queued
