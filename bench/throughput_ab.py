@@ -4,7 +4,7 @@ this checkout in each round (which goes first alternates), with simple-gpu-sched
 them if given, and where each job's CPU goes. Run from the repository root:
 
     .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
-    .venv/bin/python bench/throughput_ab.py --base REV --bench submits [--rounds 4]
+    [BENCH_SUBMITS=100000] .venv/bin/python bench/throughput_ab.py --base REV --bench submits [--rounds 4]
 
 Each tree (``git archive`` of REV, and of HEAD: commit what you measure) runs in a process of
 its own, in the tree's directory with PYTHONPATH on it, so the daemon (``python -m``, whose
@@ -41,7 +41,7 @@ sys.path[:0] = [bench, tree]  # this checkout's bench, the tree's berth
 import daemon_bench as db
 db.ROOT = tree  # (the daemon runs in the tree's directory: its berth)
 if which == "submits":
-    print(json.dumps(db.bench_submits()))
+    print(json.dumps(db.bench_submits(int(os.environ.get("BENCH_SUBMITS", "20000")))))
     raise SystemExit(0)
 
 def breakdown(d):

@@ -11,6 +11,7 @@ running jobs running under their supervisors; the next daemon adopts them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import grp
 import logging
 import os
@@ -98,6 +99,18 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
         os.close(state_lock)
 
 
+def _tune_gc() -> None:
+    """The cyclic garbage collector, for a heap of long-lived jobs: what start-up made (the
+    modules, the jobs recovered) is set aside for good (``gc.freeze``: never scanned again,
+    still freed when unreferenced), the young generation is collected every 10,000
+    allocations instead of 700, and a whole-heap collection comes at most every 100 of the
+    middle one's instead of 10. With 100,000 jobs queued, the defaults' whole-heap scans took
+    1.5-2.6 s of 100,000 pipelined submits' ~20 s, a pause of up to 0.3 s each (issue 21)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 100)
+
+
 async def _main(
     opts: Options,
     cfg: Config,
@@ -111,6 +124,7 @@ async def _main(
     loop = asyncio.get_running_loop()
     store, unclean, rebooted = _open_store(opts)
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
+    _tune_gc()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
     watcher = _watch(engine, procs, opts, loop)
