@@ -205,11 +205,8 @@ class Server:
         writer: asyncio.StreamWriter,
         in_hand: asyncio.Semaphore,
     ) -> None:
-        carry: Reply | None = None  # taken from the queue, not answered yet (if carrying)
-        carrying = False
         while True:
-            item = carry if carrying else await replies.get()
-            carrying = False
+            item = await replies.get()
             if item is None:
                 break
             fut, size = item
@@ -217,28 +214,13 @@ class Server:
             del item, fut
             if isinstance(answer, Stream):
                 await write_stream(answer, writer, error_reply)
-                sizes = [size]
             else:
-                # The answers ready behind it go in the same write (a pipelining client's
-                # submits answered by one commit: one send, not one each).
-                frames = [protocol.encode(answer)]
-                sizes = [size]
+                writer.write(protocol.encode(answer))
                 del answer
-                while not replies.empty():
-                    nxt = replies.get_nowait()
-                    ready = nxt[0].result() if nxt is not None and nxt[0].done() else None
-                    if nxt is None or ready is None or isinstance(ready, Stream):
-                        carry, carrying = nxt, True
-                        break
-                    frames.append(protocol.encode(ready))
-                    sizes.append(nxt[1])
-                writer.write(b"".join(frames) if len(frames) > 1 else frames[0])
-                del frames
                 await writer.drain()  # returns at once unless the client does not read
-            for size in sizes:
-                conn.unanswered -= 1
-                self._release(conn, size)
-                in_hand.release()
+            conn.unanswered -= 1
+            self._release(conn, size)
+            in_hand.release()
 
     async def _read(
         self,
