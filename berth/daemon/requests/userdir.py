@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from berth.errors import BerthError
 from berth.wire import protocol
@@ -59,7 +60,26 @@ def prepare(state_dir: str) -> None:
 
 
 def user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
-    """``<state>/logs/<user>``, made for (and owned by) that user if missing."""
+    """``<state>/logs/<user>``, made for (and owned by) that user if missing. Once checked,
+    taken as it was for :data:`CHECKED_FOR` seconds: a stream of submits of one user checks
+    it once a second, not three system calls a submit (only root can change ``<state>/logs``)."""
+    key = (state_dir, user, uid, gid)
+    now = time.monotonic()
+    seen = _CHECKED.get(key)
+    if seen is not None and now - seen[0] < CHECKED_FOR:
+        return seen[1]
+    path = _user_dir(state_dir, user, uid, gid)
+    if len(_CHECKED) >= 4096:
+        _CHECKED.clear()
+    _CHECKED[key] = (now, path)
+    return path
+
+
+CHECKED_FOR = 1.0  # seconds
+_CHECKED: dict[tuple[str, str, int, int], tuple[float, str]] = {}
+
+
+def _user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
     name = user if user and "/" not in user and user not in (".", "..") else str(uid)
     root = logs_root(state_dir)
     path = os.path.join(root, name)
