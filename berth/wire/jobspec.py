@@ -248,10 +248,11 @@ class JobSpec:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object for the wire and the store: fields at their default left out."""
         out: dict[str, Any] = {}
-        for key, (_, default) in _ALL.items():
-            value = getattr(self, key)
-            if default is not _REQUIRED and value == default and type(value) is type(default):
-                continue
+        for (key, _, default), value in zip(_PUT, _VALUES(self), strict=True):
+            if value is default or (
+                default is not _REQUIRED and value == default and type(value) is type(default)
+            ):
+                continue  # (most fields of most jobs: their default, the same object)
             if type(value) is tuple:
                 value = [list(v) if type(v) is tuple else v for v in value]
             elif type(value) is dict:
