@@ -18,9 +18,11 @@ same message as a usage error, before anything is sent. A GPU count follows the 
 The JSON shape (:meth:`JobSpec.to_dict`) is the one the daemon has always stored: a field at
 its default is left out, lists are lists, so rows written by earlier daemons load as they are.
 
-A plain slotted class rather than a dataclass: ``dataclasses`` costs ~6 ms of import time on
-``berth submit``'s path (see :mod:`berth.devices.model`). Standard library and ``berth.units``
-only.
+A tuple of its fields, each read by name through a property, rather than a dataclass:
+``dataclasses`` costs ~6 ms of import time on ``berth submit``'s path (see
+:mod:`berth.devices.model`), and a tuple is made or copied by one call (the daemon makes three
+a submit: slots set one by one cost ~8% of a pipelined submit, issue 21). Standard library
+and ``berth.units`` only.
 """
 
 from __future__ import annotations
@@ -132,11 +134,12 @@ def check_field(key: str, value: Any) -> Any:
     return _ALL[key][0](f"job field {key!r}", value)
 
 
-class JobSpec:
+class JobSpec(tuple):  # type: ignore[type-arg]
     """One job as submitted (and, once accepted, as the daemon keeps it). Frozen: change a
-    copy with :meth:`replace`. ``env`` is a dict that must not be changed either."""
+    copy with :meth:`replace`. ``env`` is a dict that must not be changed either. Its fields
+    are the items of a tuple, in the order of ``_ALL`` (read by name: properties below)."""
 
-    __slots__ = tuple(_ALL)
+    __slots__ = ()
 
     argv: tuple[str, ...] | None  # the command, run without a shell (or ``wrap``)
     wrap: str | None  # a shell string for /bin/sh -c (``--wrap``)
@@ -210,12 +213,8 @@ class JobSpec:
 
     @classmethod
     def _make(cls, values: dict[str, Any]) -> JobSpec:
-        spec = object.__new__(cls)
         get = values.get
-        for key, put, default in _PUT:
-            value = get(key)
-            put(spec, default if value is None else value)
-        return spec
+        return tuple.__new__(cls, [d if (v := get(k)) is None else v for k, d in _DEFAULTS])
 
     def _check_together(self) -> None:
         """The rules between fields."""
@@ -248,7 +247,7 @@ class JobSpec:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object for the wire and the store: fields at their default left out."""
         out: dict[str, Any] = {}
-        for (key, _, default), value in zip(_PUT, _VALUES(self), strict=True):
+        for (key, default), value in zip(_DEFAULTS, self, strict=True):
             if value is default or (
                 default is not _REQUIRED and value == default and type(value) is type(default)
             ):
@@ -266,12 +265,10 @@ class JobSpec:
         unknown = set(changes) - set(_ALL)
         if unknown:
             raise TypeError(f"JobSpec has no field {', '.join(sorted(unknown))}")
-        spec = object.__new__(JobSpec)
-        for (_, put, _), value in zip(_PUT, _VALUES(self), strict=True):  # (3 copies a submit)
-            put(spec, value)
+        values = list(self)
         for key, value in changes.items():
-            object.__setattr__(spec, key, value)
-        return spec
+            values[_INDEX[key]] = value
+        return tuple.__new__(JobSpec, values)
 
     @property
     def command(self) -> str:
@@ -287,7 +284,12 @@ class JobSpec:
     def __eq__(self, other: object) -> bool:
         if type(other) is not JobSpec:
             return NotImplemented
-        return all(getattr(self, k) == getattr(other, k) for k in _ALL)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        if type(other) is not JobSpec:
+            return NotImplemented
+        return tuple.__ne__(self, other)
 
     __hash__ = None  # type: ignore[assignment]  # (env is a dict)
 
@@ -296,9 +298,10 @@ class JobSpec:
         return f"JobSpec({shown})"
 
 
-# Each field's name, the setter of its slot (JobSpec's own __setattr__ refuses), its default;
-# and every field's value at once: copies without a lookup by name per field.
-_PUT: tuple[tuple[str, Callable[[JobSpec, Any], None], Any], ...] = tuple(
-    (key, getattr(JobSpec, key).__set__, default) for key, (_, default) in _ALL.items()
-)
-_VALUES: Callable[[JobSpec], tuple[Any, ...]] = operator.attrgetter(*_ALL)
+# Each field's name and default, in the tuple's order; each field's place in it; and each
+# field read by name (a property of its item).
+_DEFAULTS: tuple[tuple[str, Any], ...] = tuple((key, d) for key, (_, d) in _ALL.items())
+_INDEX: dict[str, int] = {key: i for i, key in enumerate(_ALL)}
+for _key, _i in _INDEX.items():
+    setattr(JobSpec, _key, property(operator.itemgetter(_i), doc=f"the job's {_key}"))
+del _key, _i

@@ -24,6 +24,12 @@ try:
     _c = _json
 except ImportError:  # pragma: no cover - a Python without it
     pass
+# One encoder for every key: it keeps no state between calls (no record of the containers it
+# is in, which only a value that contains itself would need: an identity's never does).
+_ENCODE: Any = (
+    None if _c is None
+    else _c.make_encoder(None, None, _c.encode_basestring_ascii, None, ":", ",", True, False, True)
+)  # fmt: skip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,10 +57,9 @@ def key(uid: int, spec: JobSpec) -> str:
 def _sorted_json(obj: dict[str, Any]) -> str:
     """``json.dumps(obj, sort_keys=True, separators=(",", ":"))``, by json's C encoder
     without building a JSONEncoder per call (a submit computes one key)."""
-    if _c is None:
+    if _ENCODE is None:
         return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    encode = _c.make_encoder(None, None, _c.encode_basestring_ascii, None, ":", ",", True, False, True)
-    return "".join(encode(obj, 0))
+    return "".join(_ENCODE(obj, 0))
 
 
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:
