@@ -28,7 +28,7 @@ Three figures, ``--rounds`` rounds each, the peers interleaved within a round, w
    jobs only, one ``gbatch`` each (it starts ~1 job a second: a tmux session each);
 3. the queue listing with ``--queued`` jobs waiting behind 8 running ones, whole process,
    output to /dev/null: ``berth queue``, ``tsp -l`` (900 queued: it cannot hold more),
-   ``gqueue``.
+   ``gqueue``; and the resident memory of berth's daemon and of ``gflowd`` with that queue.
 
 Prints one JSON line per figure and round, then a summary line with the ratios of each figure
 and round: submit, x ``python -c pass``; throughput, berth's jobs/s over the peer's
@@ -289,6 +289,10 @@ def listing(a: argparse.Namespace, peers: dict[str, Any]) -> list[dict[str, Any]
             before = load()
             seconds = {k: round(timed(argv, env), 3) for k, (argv, env) in argvs.items()}
             row: dict[str, Any] = {"round": r + 1, "loadavg": before, "seconds": seconds}
+            # the daemons' memory with that queue (after this round's listing)
+            row["daemon_rss_mb"] = {"berth": round(d.call("ping")["rss"] / 2**20, 1)}
+            if gf is not None:
+                row["daemon_rss_mb"]["gflow"] = rss_mb("gflow")  # (gflowd runs as `gflow __multicall gflowd`)
             row["berth_time_ratio"] = {k: round(seconds["berth"] / v, 2) for k, v in seconds.items()
                               if k != "berth"}  # fmt: skip
             rows.append(row)
@@ -299,6 +303,25 @@ def listing(a: argparse.Namespace, peers: dict[str, Any]) -> list[dict[str, Any]
             if peer is not None:
                 peer.stop()
     return rows
+
+
+def rss_mb(comm: str) -> float | None:
+    """The resident memory (MB) of the process named ``comm`` (the newest, if several)."""
+    best: tuple[int, float] | None = None
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/comm") as f:
+                if f.read().strip() != comm:
+                    continue
+            with open(f"/proc/{name}/statm") as f:
+                pages = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if best is None or int(name) > best[0]:
+            best = (int(name), pages * os.sysconf("SC_PAGE_SIZE") / 2**20)
+    return None if best is None else round(best[1], 1)
 
 
 def find_peers(a: argparse.Namespace) -> dict[str, Any]:
