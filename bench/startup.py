@@ -13,8 +13,8 @@ Everything runs with this interpreter, in interleaved rounds (so drift hits all 
   interpreter; berth byte-compiled first, as an installed package is).
 
 GPUs come from the fake ``libnvidia-ml.so.1`` of tests/fakenvml (built if needed): 8 GPUs,
-two of them running a process. Prints medians and ratios; targets: select <= 1.2x floor,
-status <= 1.5x floor. Exit code 1 if a target is missed.
+two of them running a process. Prints medians and ratios; targets: select <= 1.1x floor,
+status <= 1.3x floor (issue 21). Exit code 1 if a target is missed.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ for i in range(pynvml.nvmlDeviceGetCount()):
     pynvml.nvmlDeviceGetComputeRunningProcesses(h)
 """
 
-TARGETS = {"berth select": 1.2, "berth status": 1.5}
+TARGETS = {"berth select": 1.1, "berth status": 1.3}  # (issue 21)
 
 
 def fake_state(n: int = 8) -> dict[str, object]:

@@ -31,8 +31,8 @@ def read_gpus(
     logical GPUs and NVML is not touched. Otherwise NVML: all GPUs, including banned ones
     (selection reports bans as reasons) and unhealthy ones (``healthy=False``, ``error``).
 
-    ``process_details=True`` fills each process's user and command line (psutil; None where
-    not visible); ``False`` skips that (and the psutil import) for fast callers.
+    ``process_details=True`` fills each process's user and command line (from /proc; None
+    where not visible); ``False`` skips that for fast callers.
     ``telemetry=False`` reads only what selection needs (identity, memory, utilisation,
     processes, health) and leaves PCI bus id, power, temperature and performance state None:
     `berth select` without a power filter uses it to start fast.

@@ -207,3 +207,29 @@ def test_minor_numbers_are_nvmls_or_none_where_it_cannot_say(fake_gpus) -> None:
     fake_gpus.update(1, minor=7)  # (/dev/nvidia7: minors need not follow the indices)
     fake_gpus.inject(2, "nvmlDeviceGetMinorNumber", "NOT_SUPPORTED")
     assert nvml.minor_numbers() == {0: 0, 1: 7, 2: None}
+
+
+def test_process_details_are_read_from_proc_as_psutil_reads_them(fake_gpus) -> None:
+    """User and command line of a GPU process, without importing psutil (~13 ms of `berth
+    status`'s start): the same as psutil says; a pid that is gone has neither."""
+    import psutil
+
+    fake_gpus.setup(1)
+    proc = fake_gpus.spawn_workload(visible="0")
+    fake_gpus.update(0, processes=[
+        {"pid": proc.pid, "used_memory": 1 << 30, "type": "compute"},
+        {"pid": 4_000_000, "used_memory": 1 << 30, "type": "compute"},  # (no such process)
+    ])  # fmt: skip
+    procs = {p.pid: p for p in read_gpus()[0].processes}
+    ps = psutil.Process(proc.pid)
+    assert procs[proc.pid].user == ps.username()
+    assert procs[proc.pid].command == " ".join(ps.cmdline())
+    assert procs[4_000_000].user is None and procs[4_000_000].command is None
+    code = (
+        "import sys; from berth.devices import read_gpus; g = read_gpus();"
+        "assert g[0].processes[0].command; print('psutil' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=fake_gpus.env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
