@@ -59,6 +59,18 @@ def dumps(obj: object) -> str:
     return "".join(encode(obj, 0))
 
 
+def dumps_sorted(obj: object) -> str:
+    """``json.dumps(obj, sort_keys=True, separators=(",", ":"))``."""
+    if _c is None or isinstance(obj, str):
+        import json  # rare: no C accelerator, or a bare string
+
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    encode = _c.make_encoder(
+        {}, _default, _c.encode_basestring_ascii, None, ":", ",", True, False, True
+    )
+    return "".join(encode(obj, 0))
+
+
 def loads(data: bytes) -> Any:
     """``json.loads(data)``."""
     if _scan is not None and data[:1] == b"{" and data[-1:] == b"}":

@@ -262,7 +262,7 @@ class JobSpec(tuple):  # type: ignore[type-arg]
     def replace(self, **changes: Any) -> JobSpec:
         """A copy with ``changes`` (the daemon's own fields, its defaults); not checked again:
         what comes from a client goes through :meth:`from_dict`."""
-        unknown = set(changes) - set(_ALL)
+        unknown = changes.keys() - _INDEX.keys()
         if unknown:
             raise TypeError(f"JobSpec has no field {', '.join(sorted(unknown))}")
         values = list(self)

@@ -151,12 +151,11 @@ class Accounts:
         cap = self.limit(user, "max_jobs")
         if cap is None:
             return
-        n = held
-        if n + count > cap:
+        if held + count > cap:
             more = f" and this would add {count}" if count > 1 else ""
             raise ProtocolError(
                 protocol.INVALID_STATE,
-                f"{user} has {n} jobs queued or running{more}; the most allowed is "
+                f"{user} has {held} jobs queued or running{more}; the most allowed is "
                 f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
                 "some",
             )

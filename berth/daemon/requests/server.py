@@ -276,15 +276,12 @@ class Server:
                 if not greeted:
                     return  # a failed handshake ends the connection
                 continue
-            if isinstance(result, asyncio.Future):  # (an answer to come: no task for it)
+            if inspect.isawaitable(result):  # an answer to come (a future: no task for it)
                 conn.unanswered += 1
-                fut = answered(loop, result)
-                self.requests.add(fut)
-                fut.add_done_callback(self.requests.discard)
-                replies.put_nowait((fut, n))
-            elif inspect.isawaitable(result):
-                conn.unanswered += 1
-                fut = asyncio.ensure_future(guard(result))
+                fut = (
+                    answered(loop, result) if isinstance(result, asyncio.Future)
+                    else asyncio.ensure_future(guard(result))
+                )  # fmt: skip
                 self.requests.add(fut)
                 fut.add_done_callback(self.requests.discard)
                 replies.put_nowait((fut, n))

@@ -15,21 +15,8 @@ differs from one shell to the next).
 from __future__ import annotations
 
 import hashlib
-import json
 
-_c: Any = None  # json's C accelerator
-try:
-    import _json
-
-    _c = _json
-except ImportError:  # pragma: no cover - a Python without it
-    pass
-# One encoder for every key: it keeps no state between calls (no record of the containers it
-# is in, which only a value that contains itself would need: an identity's never does).
-_ENCODE: Any = (
-    None if _c is None
-    else _c.make_encoder(None, None, _c.encode_basestring_ascii, None, ":", ",", True, False, True)
-)  # fmt: skip
+from berth.wire import cjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,15 +38,7 @@ def key(uid: int, spec: JobSpec) -> str:
     ident["gpus"] = float(spec.gpus)
     ids = spec.gpu_ids
     ident["gpu_ids"] = None if ids is None else sorted(ids)
-    return hashlib.sha256(_sorted_json(ident).encode()).hexdigest()[:32]
-
-
-def _sorted_json(obj: dict[str, Any]) -> str:
-    """``json.dumps(obj, sort_keys=True, separators=(",", ":"))``, by json's C encoder
-    without building a JSONEncoder per call (a submit computes one key)."""
-    if _ENCODE is None:
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return "".join(_ENCODE(obj, 0))
+    return hashlib.sha256(cjson.dumps_sorted(ident).encode()).hexdigest()[:32]
 
 
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:

@@ -59,6 +59,10 @@ def prepare(state_dir: str) -> None:
             os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
 
 
+CHECKED_FOR = 1.0  # seconds
+_CHECKED: dict[tuple[str, str, int, int], tuple[float, str]] = {}
+
+
 def user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
     """``<state>/logs/<user>``, made for (and owned by) that user if missing. Once checked,
     taken as it was for :data:`CHECKED_FOR` seconds: a stream of submits of one user checks
@@ -73,10 +77,6 @@ def user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
         _CHECKED.clear()
     _CHECKED[key] = (now, path)
     return path
-
-
-CHECKED_FOR = 1.0  # seconds
-_CHECKED: dict[tuple[str, str, int, int], tuple[float, str]] = {}
 
 
 def _user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
