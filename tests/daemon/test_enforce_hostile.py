@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 from test_system_mode import System
-from userkit import A, B, AsUser, berth_as, ensure_users
+from userkit import A, AsUser, B, berth_as, ensure_users
 
 from berth.claims import files
 from berth.claims.ledger import Ledger
