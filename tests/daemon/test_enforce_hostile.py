@@ -200,3 +200,49 @@ def test_private_claim_files_carry_no_command_for_others_to_read(
     assert secret in mine["command"]
     theirs = json.loads(berth_as(B, "show", "--json", str(job)).stdout)
     assert theirs["command"] == "(private)"
+
+
+def _claim_gpu(index: int) -> Any:
+    """(Run as B) claim GPU ``index`` as `berth run` and berth.acquire do; the process holds it."""
+
+    def claim() -> int:
+        from berth.lease import build_request, claim
+
+        claim(build_request(1, only=str(index)), timeout=0)  # (its descriptors stay open)
+        return os.getpid()
+
+    return claim
+
+
+def test_a_forged_claim_naming_anothers_claim_holder_gets_it_killed_never(
+    system: System, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B holds GPU 2 through a claim of their own (as `berth run` does); A plants a claim on
+    GPU 3 whose body names B's process. Before: B's process was taken for A's claim's, an
+    intrusion on B's own GPU, and killed."""
+    state = os.path.join(system.base, "nvml.json")  # (B's process reads NVML to claim)
+    system.rig.fake.setup(n=4, memory="80G")
+    shutil.copy(system.rig.fake.state_path, state)
+    os.chmod(state, 0o644)
+    monkeypatch.setenv("FAKE_NVML_STATE", state)
+    system.start("--poll-interval", "0.2")
+    users: AsUser = system.users  # type: ignore[attr-defined]
+    victim, _ = users.start(B, _claim_gpu(2), hold=True)
+    _register(system, victim, 2, 1 * G)
+    users.start(A, _plant(system.rig.fake.uuids[3], [victim], system.run), hold=True)
+    outsider, _ = users.start(A, lambda: os.getpid(), hold=True)
+    _register(system, outsider, 0, 1 * G)  # (observed: a pass after the forgery's shows it)
+    seen = wait_until(
+        lambda: next((f for f in _findings(system) if f["pid"] == outsider), None),
+        timeout=20,
+        message="a pass that saw every process",
+    )
+    assert seen["class"] == "outside" and "judged by NVML alone" in seen["proof"]
+    assert all(f["pid"] != victim for f in _findings(system))  # B's claim's own
+    assert [e for e in _log(system) if e["pid"] == victim] == []
+    assert os.path.exists(f"/proc/{victim}") and alive(victim)
+
+
+def alive(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
