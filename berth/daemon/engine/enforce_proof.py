@@ -8,7 +8,8 @@ open now (its /proc/PID/fd, read through :func:`berth.claims.procs.open_proven`,
 release` proves the holders it signals); the enforcer then counts its descendants of the
 same uid as the claim's too. Everything else is judged by NVML alone.
 
-The candidates proven are the hints (a body's first pids, the lock's owner) and the GPU
+The candidates proven are the hints (a body's first pids, the lock's owners from one read of
+/proc/locks) and the GPU
 processes of users who hold claims; a proof found is kept for that process (pid and start
 time) while its claim lives, so a poll lists the descriptors only of new candidates and of
 those that proved nothing before.
@@ -54,7 +55,7 @@ class ClaimProofs:
         owner: dict[Ident, tuple[str, int, str]] = {}  # file -> (claim key, uid, name)
         wanted: dict[int, set[Ident]] = {}  # uid -> the files of its claims
         hints: set[int] = set()
-        locks: list[str] | None = None
+        lockers = _lockers() if claims else {}
         for key, infos in claims.items():
             for c in infos:
                 if c.uid < 0:
@@ -62,14 +63,7 @@ class ClaimProofs:
                 owner[c.ident] = (key, c.uid, c.name)
                 wanted.setdefault(c.uid, set()).add(c.ident)
                 hints.update(c.pids[:HINTS])
-                try:
-                    st = os.stat(c.path)
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) == c.ident:
-                    if locks is None:
-                        locks = files.read_locks()
-                    hints.update(files.lock_owners(st, locks))
+                hints.update(lockers.get(c.ident[1], ()))
         out: dict[int, Proven] = {}
         held: dict[tuple[int, int], frozenset[Ident]] = {}
         if not wanted:
@@ -120,3 +114,17 @@ class ClaimProofs:
             return frozenset()
         os.close(fd)
         return frozenset(found)
+
+
+def _lockers() -> dict[int, list[int]]:
+    """inode -> the pids that took a flock on it, from one read of /proc/locks (hints: by
+    inode alone, as overlay filesystems report another device there)."""
+    out: dict[int, list[int]] = {}
+    for line in files.read_locks():
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "FLOCK" or "->" in parts or not parts[4].isdigit():
+            continue
+        ino = parts[5].rsplit(":", 1)[-1]
+        if ino.isdigit():
+            out.setdefault(int(ino), []).append(int(parts[4]))
+    return out
