@@ -135,6 +135,8 @@ def test_a_forged_claim_naming_anothers_job_gets_it_killed_never(system: System)
     assert killed["class"] == "intrusion" and f"job {job}" in killed["victim"]
     assert killed["holder"] is None and killed["uid"] == users_uid(A)
     assert "does not hold" in killed["proof"] and f"claim {lease}" in killed["proof"]
+    text = system.rig.berth("admin", "log").stdout
+    assert f"    proof: {killed['proof']}" in text
     wait_until(  # a later pass, which saw A's process gone: every earlier action is logged
         lambda: all(f["pid"] != hog for f in _findings(system)),
         timeout=20,
