@@ -250,4 +250,6 @@ def _log_text(reply: dict[str, Any]) -> str:
                 shown(str(e["reason"])) if e.get("reason") else ""]  # fmt: skip
         tail = "; ".join(r for r in rest if r)
         lines.append(f"{when}  {what}  {where}  {who}" + (f"  ({tail})" if tail else ""))
+        if e.get("proof") and e.get("action") in ("signal", "cancel"):  # (why it was theirs)
+            lines.append(f"    proof: {shown(str(e['proof']))}")
     return "".join(line + "\n" for line in lines)

@@ -52,6 +52,7 @@ class Proc:
     user: str
     memory: int  # bytes used on this GPU
     holder: str | None = None
+    proof: str = ""  # why it is its holder's, or no holder's (the audit log's words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,7 @@ class Finding:
     victim: str | None = None  # intrusion: the GPU's claimant; overrun: its GPU's neighbours
     since: float = 0.0
     declared: int | None = None  # overrun: what its holder declared on this GPU
+    proof: str = ""  # why the process is its holder's (or nobody's), as the daemon proved it
 
     @property
     def ident(self) -> tuple[str, int, int, int]:
@@ -77,6 +79,7 @@ class Finding:
             "class": self.kind, "gpu": self.gpu, "pid": self.pid, "uid": self.uid,
             "user": self.user, "memory": self.memory, "holder": self.holder,
             "victim": self.victim, "since": self.since, "declared": self.declared,
+            "proof": self.proof,
         }  # fmt: skip
 
 
@@ -110,7 +113,9 @@ def classify(
     out: list[Finding] = []
     for p in procs:
         h = by_key.get(p.holder) if p.holder is not None else None
-        base = Finding(OWN, p.gpu, p.pid, p.start, p.uid, p.user, p.memory, p.holder)
+        base = Finding(
+            OWN, p.gpu, p.pid, p.start, p.uid, p.user, p.memory, p.holder, proof=p.proof
+        )
         if h is not None and p.gpu in h.gpus:
             limit = declared(h, totals.get(p.gpu))
             if limit is not None and used[(h.key, p.gpu)] > limit * (1.0 + tolerance):

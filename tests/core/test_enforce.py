@@ -100,3 +100,14 @@ def test_a_holder_is_idle_once_its_gpus_showed_nothing_for_idle_after():
     # A GPU whose utilisation is unknown is never called idle.
     flagged, _ = idle([h], {0: 0, 1: None}, {"job 1": 0.0}, now=900.0, idle_after=200.0)
     assert flagged == []
+
+
+def test_every_finding_carries_the_proof_it_was_classed_on():
+    """The daemon proves whose a process is (a claim's holder by the kernel's word, issue
+    41.1); the finding, and so the audit log, says so in the daemon's words."""
+    claim = Holder("claim L", "claim", "cy", 1002, frozenset({1}), mem=G)
+    held = Proc(1, 20, 1020, 1002, "cy", 2 * G, "claim L", "pid 20 holds claim file c.x")
+    alone = Proc(1, 21, 1021, 1003, "dan", G, None, "judged by NVML alone")
+    found = {f.pid: f for f in classify([held, alone], [claim], TOTALS)}
+    assert (found[20].kind, found[20].proof) == (OVERRUN, "pid 20 holds claim file c.x")
+    assert (found[21].kind, found[21].to_dict()["proof"]) == (INTRUSION, "judged by NVML alone")

@@ -100,6 +100,9 @@ def build_env(
     return env
 
 
+PRIVATE = "(private)"  # what a claim file says of a job's command under --private
+
+
 def launch_spec(
     spec: JobSpec,
     job_id: int,
@@ -107,13 +110,16 @@ def launch_spec(
     time_limit: float | None,
     kill_after: float,
     attempt: int = 1,
+    private: bool = False,
 ) -> dict[str, Any]:
     """What the supervisor needs to run one attempt (whom it runs as is the supervisor's);
     ``umask``: the submitter's, applied to the job and to the logs it opens (a job from a
-    client that did not say gets 077)."""
+    client that did not say gets 077); ``claim_command``: what the job's claim files, which
+    every user reads, say it runs (``private``: nothing, as `berth show` tells others)."""
     return {
         "argv": build_argv(spec, [i for i, _ in gpus]),
         "command": spec.command,  # as the user gave it
+        "claim_command": PRIVATE if private else None,
         "env": build_env(spec, job_id, gpus, attempt),
         "cwd": spec.cwd,
         "stdout": spec.stdout_path,

@@ -26,6 +26,7 @@ import signal
 from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
+from berth.daemon.engine.enforce_proof import ClaimProofs
 from berth.daemon.engine.idle_holders import IdleHolders
 from berth.daemon.engine.resources import _stat
 
@@ -64,7 +65,9 @@ class Enforcer(IdleHolders):
         self._idle_noticed: dict[str, float] = {}
         self._idle_saved: dict[str, list[float | None]] | None = None  # (None: not read yet)
         self._released: set[str] = set()
-        self._claim_pids: dict[str, list[int]] = {}
+        self._claim_pids: dict[str, list[tuple[int, int]]] = {}  # proven: (pid, start)
+        self._named: dict[int, str] = {}  # pid -> the claim whose body names it (a hint)
+        self._proofs = ClaimProofs()
         self._exempt: dict[str, bool] = {}
         self.actions: dict[str, int] = {}  # action -> how many since the start (metrics)
         self.devices = ""  # [daemon] isolate_devices: enforced, or why not ("": not asked)
@@ -103,13 +106,14 @@ class Enforcer(IdleHolders):
         self._termed = {k: t for k, t in self._termed.items() if k in current}
         self._released &= set(self.holders)
 
-    def _holders(self) -> tuple[list[Holder], dict[int, str]]:
-        """The daemon's running jobs and the ledger's other claims; pid -> holder key for
-        the pids that make a process a holder's (a job's leader and supervisor, a claim's
-        holders)."""
+    def _holders(self) -> tuple[list[Holder], dict[int, tuple[list[str], str]]]:
+        """The daemon's running jobs and the ledger's other claims; pid -> (holder keys, why)
+        for the processes that make a process a holder's: a job's leader and supervisor (the
+        daemon's own record), a claim's proven holders (:mod:`.enforce_proof`: never a pid
+        its body names)."""
         engine = self.engine
         out: list[Holder] = []
-        owners: dict[int, str] = {}
+        owners: dict[int, tuple[list[str], str]] = {}
         engine._own_pids()  # (reads the run files of jobs whose pids are not known yet)
         for job_id, run in engine.runs.items():
             job = engine.jobs.get(job_id)
@@ -122,15 +126,14 @@ class Enforcer(IdleHolders):
             )
             for pid in (run.job_pid, run.sup_pid):
                 if pid is not None:
-                    owners[pid] = key
+                    owners[pid] = ([key], f"pid {pid} is {key}'s (its supervisor's record)")
         own = engine.own_lease_ids()
         claims: dict[str, list[Any]] = {}
         for c in engine.res.ledger.scan(bodies=True).claims:
             if c.lease not in own:
-                claims.setdefault(c.lease, []).append(c)
-        self._claim_pids = {}
-        for lease, files in claims.items():
-            key = f"claim {lease}"
+                claims.setdefault(f"claim {c.lease}", []).append(c)
+        self._named = {}
+        for key, files in claims.items():
             first = files[0]
             gpus = frozenset(
                 s.index for c in files if (s := engine.res.by_uuid.get(c.uuid)) is not None
@@ -139,18 +142,25 @@ class Enforcer(IdleHolders):
             user = first.user or str(first.uid)
             since = min((c.since for c in files if c.since), default=0.0)
             out.append(Holder(key, "claim", user, first.uid, gpus, first.share, mem, since))
-            pids = sorted({p for c in files for p in c.pids})
-            self._claim_pids[key] = pids
-            for pid in pids:
-                owners[pid] = key
+            for c in files:
+                for pid in c.pids[:64]:
+                    self._named.setdefault(pid, key)
+        gpu_pids = {p.pid for s in engine.res.snapshots for p in s.processes or ()}
+        proven = self._proofs.prove(claims, gpu_pids)
+        self._claim_pids = {}
+        for pid, p in proven.items():
+            owners[pid] = (p.keys, p.proof)  # (a job's process that holds a claim: the claim's)
+            for key in p.keys:
+                self._claim_pids.setdefault(key, []).append((pid, p.start))
         return out, owners
 
-    def _procs(self, owners: dict[int, str]) -> list[Proc]:
+    def _procs(self, owners: dict[int, tuple[list[str], str]]) -> list[Proc]:
         """The processes of the last NVML read that still live as the same process, each
-        with its holder (by session or ancestry), uid and user."""
+        with its holder (itself, its session's leader or an ancestor: a job's, or proven to
+        hold a claim of its own uid), uid, user and the proof."""
         res = self.engine.res
         out: list[Proc] = []
-        cache: dict[int, tuple[int, int, str | None] | None] = {}
+        cache: dict[int, tuple[int, int, list[str], str] | None] = {}
         for s in res.snapshots:
             for p in s.processes or ():
                 if p.pid not in cache:
@@ -158,13 +168,18 @@ class Enforcer(IdleHolders):
                 seen = cache[p.pid]
                 if seen is None:
                     continue
-                uid, start, holder = seen
+                uid, start, keys, proof = seen
+                on = [k for k in keys if (h := self.holders.get(k)) and s.index in h.gpus]
+                holder = (on or keys)[0] if keys else None
                 out.append(
-                    Proc(s.index, p.pid, start, uid, user_name(uid), p.used_memory or 0, holder)
-                )
+                    Proc(s.index, p.pid, start, uid, user_name(uid), p.used_memory or 0,
+                         holder, proof)
+                )  # fmt: skip
         return out
 
-    def _whose(self, pid: int, owners: dict[int, str]) -> tuple[int, int, str | None] | None:
+    def _whose(
+        self, pid: int, owners: dict[int, tuple[list[str], str]]
+    ) -> tuple[int, int, list[str], str] | None:
         then = self.engine.res.seen.get(pid)
         ident = identity(pid)
         if ident is None or then is None or (then >= 0 and ident[1] != then):
@@ -172,17 +187,34 @@ class Enforcer(IdleHolders):
         stat = _stat(pid)
         if stat is None:
             return None
-        holder = owners.get(pid) or owners.get(stat[2])  # itself, or its session's leader
+        uid = ident[0]
+        found = owners.get(pid) or owners.get(stat[2])  # itself, or its session's leader
         ppid = stat[1]
         for _ in range(64):
-            if holder is not None or ppid <= 1:
+            if found is not None or ppid <= 1:
                 break
-            holder = owners.get(ppid)
+            found = owners.get(ppid)
             parent = _stat(ppid)
             if parent is None:
                 break
             ppid = parent[1]
-        return ident[0], ident[1], holder
+        if found is not None:
+            keys, why = found
+            # A claim's process is of the claim file's owner (a job's may be anyone's:
+            # the daemon itself started it, as its user).
+            mine = [k for k in keys if not k.startswith("claim ") or self._uid(k) == uid]
+            if mine:
+                itself = why.startswith(f"pid {pid} ")
+                return uid, ident[1], mine, why if itself else f"descends from {why}"
+        named = self._named.get(pid)
+        why = "no berth job's, no proven claim holder's: judged by NVML alone"
+        if named is not None:
+            why += f" ({named}'s body names pid {pid}, but it does not hold the claim's file)"
+        return uid, ident[1], [], why
+
+    def _uid(self, key: str) -> int | None:
+        holder = self.holders.get(key)
+        return holder.uid if holder is not None else None
 
     # -- policies -----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.daemon.engine import explaining
 from berth.daemon.engine.accounts import Accounts
+from berth.daemon.engine.command import PRIVATE
 from berth.daemon.engine.endings import Lifecycle
 from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.jobtable import JobTable
@@ -167,13 +168,15 @@ class Engine(Lifecycle):
             reservations=self.reservations.windows(now),
         ))
         self._decide_seconds = time.perf_counter() - t0
+        private = self.opts.private  # (claim files are readable by all: no command then)
         for start in decisions.starts:
             job = self.jobs[start.job_id]
             claim = ledger.claim(
                 [self.res.by_index[i] for i in start.gpus],
                 start.share,
                 start.mem,
-                label=f"berth job {job.id} ({job.name})",
+                label=f"berth job {job.id} {PRIVATE if private else f'({job.name})'}",
+                command=PRIVATE if private else None,
             )
             if claim is None:
                 # Another process claimed at the same moment (the ledger has no lock: see

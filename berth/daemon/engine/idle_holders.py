@@ -47,7 +47,7 @@ class IdleHolders:
     _active: dict[str, float]
     _idle_noticed: dict[str, float]
     _released: set[str]
-    _claim_pids: dict[str, list[int]]
+    _claim_pids: dict[str, list[tuple[int, int]]]
     _idle_saved: dict[str, list[float | None]] | None
 
     if TYPE_CHECKING:
@@ -152,11 +152,12 @@ class IdleHolders:
             return False
 
     def _release_claim(self, holder: Holder, why: str) -> None:
-        """SIGTERM to a claim's holders (a `berth run` ends its command and releases) whose
-        uid is the claim's owner's and whose start time is what it was at the notice."""
-        for pid in self._claim_pids.get(holder.key, []):
+        """SIGTERM to a claim's proven holders (a `berth run` ends its command and releases:
+        :mod:`.enforce_proof`, never the pids its body names) whose uid is the claim's
+        owner's and whose start time is what it was when proven."""
+        for pid, start in self._claim_pids.get(holder.key, []):
             ident = identity(pid)
-            if ident is None or ident[0] != holder.uid:
+            if ident != (holder.uid, start):
                 self.audit_idle("skip", holder, pid=pid, reason="not the claim's holder")
                 continue
             try:

@@ -120,7 +120,8 @@ class Launching:
                 gpus = [(i, self.res.by_index[i].uuid) for i in ln.start.gpus]
                 owner = (job.uid, job.gid, job.user)
                 ls = launch_spec(
-                    spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt
+                    spec, job.id, gpus, self._limit(job), self.opts.kill_after, attempt,
+                    private=self.opts.private,
                 )
                 run = self.procs.start(
                     owner, job.id, attempt, ls, [ln.wait, *claim.fds], claim.lease_id,

@@ -214,7 +214,9 @@ class AttemptRun:
         has none: a reader that catches a body half-written reads it again)."""
         if not self.claims:
             return
-        command = str(self.spec.get("command") or " ".join(self.spec["argv"]))[:500]
+        command = str(
+            self.spec.get("claim_command") or self.spec.get("command") or " ".join(self.spec["argv"])
+        )[:500]  # (claim_command: "(private)" under --private: claim files are read by all)
         try:
             for fd in self.claims:
                 body = claim_files.decode_body(os.pread(fd, 65536, 0))
