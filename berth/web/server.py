@@ -147,15 +147,13 @@ class WebServer:
                 self.caps.read(slot, self.identity(req))
                 self.check_host(req)
                 reply = await self.routes.dispatch(req, reader, writer, slot)
-            except httpio.HttpError as e:
+            except (httpio.HttpError, caps.Refused) as e:
                 reply, refused = httpio.error_response(e.status, e.message), True
-            except caps.Refused as e:
-                reply, refused = httpio.error_response(e.status, e.message), True
+                self.caps.refused(slot)  # (counted only globally while it says why)
             if reply:
                 writer.write(reply)
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
-                if refused and reader.exception() is None:
-                    self.caps.refused(slot)
+                if refused and reader.exception() is None:  # (not if closed for room)
                     await _linger(reader, writer)
         except asyncio.TimeoutError:
             httpio.reset(writer)  # (an answer not taken: dropped, whatever it still holds)
