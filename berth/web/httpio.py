@@ -15,8 +15,12 @@ single event loop cannot host; this module is the part of it the dashboard needs
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import re
+import socket
+import struct
+import termios
 from urllib.parse import parse_qs, unquote
 
 TYPE_CHECKING = False
@@ -27,8 +31,8 @@ MAX_HEAD = 8192  # bytes of request line + headers
 MAX_HEADERS = 64
 MAX_TARGET = 2048
 MAX_BODY = 4096
-HEAD_TIMEOUT = 10.0  # seconds to send the whole head
-BODY_TIMEOUT = 10.0
+HEAD_TIMEOUT = 5.0  # seconds to send the whole head (a client sends it at once)
+BODY_TIMEOUT = 5.0
 
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _TARGET = re.compile(rb"^/[\x21-\x7e]*$")
@@ -185,3 +189,30 @@ def error_response(status: int, message: str, code: str | None = None) -> bytes:
     return json_response(
         status, {"error": {"status": status, "code": code, "message": message}}, extra
     )
+
+
+def unsent(writer: asyncio.StreamWriter) -> int:
+    """Bytes written to this connection that its reader has not taken yet: what the transport
+    still holds and what the kernel has not had acknowledged (``SIOCOUTQ``). On the loopback
+    a reader that reads keeps this near 0; one that stopped makes it grow as soon as its
+    receive window is full, long before any buffer of ours is."""
+    n = writer.transport.get_write_buffer_size()
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            n += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        except OSError:
+            pass
+    return n
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Drop a connection now, whatever it still holds: a reset, not a close that would wait
+    (in the transport or the kernel) for a reader who does not read."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    writer.transport.abort()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.daemon.requests.authority import Peer
+    from berth.web.caps import Slot
     from berth.web.server import WebServer
 
 STATIC = {
@@ -119,7 +120,11 @@ class Routes:
     # -- dispatch -----------------------------------------------------------------------------
 
     async def dispatch(
-        self, req: httpio.Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        req: httpio.Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        slot: Slot,
     ) -> bytes | None:
         path = req.path
         if req.method == "POST":
@@ -143,7 +148,7 @@ class Routes:
             return self.cached(f"history {span}", lambda: self.history(span))
         if path == "/api/events":
             self.reader(req)
-            await self.server.stream(reader, writer)
+            await self.server.stream(reader, writer, slot)
             return None
         if path == "/api/whoami":
             peer = self.signed_in(req)

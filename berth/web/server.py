@@ -2,10 +2,14 @@
 
 It never blocks the loop: requests are read within time and size limits (:mod:`httpio`), the
 state is read from the engine in memory, log files are read on a worker thread, and writes
-(the samples) go through the engine's journal. Limits against a hostile local user:
-at most :data:`MAX_CONNECTIONS` connections at once (one more is answered 503 and closed) and
-:data:`MAX_STREAMS` of them live streams; a stream whose reader stops reading for
-:data:`WRITE_TIMEOUT` seconds is dropped. Bound to the loopback, it also refuses requests
+(the samples) go through the engine's journal. Limits against a hostile local user
+(:mod:`caps`): at most :data:`caps.MAX_CONNECTIONS` connections at once and
+:data:`caps.MAX_STREAMS` live streams, and below those a share for each signed-in user and one
+for anonymous viewers, so that one user who fills theirs leaves the others served; a
+connection whose request is slow to come is closed to make room. A stream whose reader
+stopped reading is dropped (reset) once what it has not taken stays above
+:data:`STREAM_UNSENT` bytes for :data:`STREAM_STALL` seconds, or a write of it blocks that
+long. Bound to the loopback, it also refuses requests
 whose ``Host`` is not a loopback name with its port (a web page elsewhere cannot reach it by
 rebinding its DNS name to 127.0.0.1).
 
@@ -26,7 +30,7 @@ from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
 from berth.devices import telemetry
-from berth.web import auth, httpio, view
+from berth.web import auth, caps, httpio, view
 from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
@@ -36,15 +40,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from berth.daemon.engine.engine import Engine
     from berth.web.bind import Binding
+    from berth.web.caps import Slot
 
 log = logging.getLogger("berth.daemon")
 
-MAX_CONNECTIONS = 64
-MAX_STREAMS = 32
-WRITE_TIMEOUT = 10.0
+WRITE_TIMEOUT = 10.0  # seconds an answer may take to be taken
+STREAM_UNSENT = 4096  # bytes a stream's reader may leave untaken...
+STREAM_STALL = 5.0  # ...for this many seconds (or a write block so long) before it is dropped
 HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
+
 
 class _Stream:
     """One live viewer: the newest state, and the chart points not yet sent."""
@@ -79,7 +85,7 @@ class WebServer:
         self.observer = Observer(engine)
         self.observer.load_recent(_recent_finished(engine))
         self.history = History(self.tick, engine.store.samples_since(time.time() - 86400))
-        self.connections = 0
+        self.caps = caps.Caps()
         self.streams: set[_Stream] = set()
         self._srv: asyncio.Server | None = None
         self._timer: asyncio.Handle | None = None
@@ -120,28 +126,38 @@ class WebServer:
     # -- connections ---------------------------------------------------------------------------
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= MAX_CONNECTIONS:
-            writer.write(httpio.error_response(503, f"more than {MAX_CONNECTIONS} connections open"))
+        writer.transport.set_write_buffer_limits(0)  # drain(): until the kernel has it all
+
+        def evict() -> None:  # (a newer connection needs the room of this slow one)
+            reader.set_exception(httpio.HttpError(408, caps.EVICTED))
+
+        try:
+            slot = self.caps.admit(evict, self.loop.time())
+        except caps.Refused as e:
+            writer.write(httpio.error_response(e.status, e.message))
             await _linger(reader, writer)
             writer.close()
             return
-        self.connections += 1
         refused = False
         try:
             try:
                 req = await httpio.read_request(reader)
                 if req is None:
                     return
+                self.caps.read(slot, self.identity(req))
                 self.check_host(req)
-                reply = await self.routes.dispatch(req, reader, writer)
-            except httpio.HttpError as e:
+                reply = await self.routes.dispatch(req, reader, writer, slot)
+            except (httpio.HttpError, caps.Refused) as e:
                 reply, refused = httpio.error_response(e.status, e.message), True
+                self.caps.refused(slot)  # (counted only globally while it says why)
             if reply:
                 writer.write(reply)
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
-                if refused:
+                if refused and reader.exception() is None:  # (not if closed for room)
                     await _linger(reader, writer)
-        except (ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        except asyncio.TimeoutError:
+            httpio.reset(writer)  # (an answer not taken: dropped, whatever it still holds)
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception:
             log.exception("web: request failed")
@@ -150,8 +166,15 @@ class WebServer:
             except (ConnectionError, RuntimeError):
                 pass
         finally:
-            self.connections -= 1
+            self.caps.close(slot)
             writer.close()
+
+    def identity(self, req: httpio.Request) -> int:
+        """Whose share a request counts against: its valid token's uid, else everyone
+        without one's (:data:`caps.NOBODY`)."""
+        token = auth.bearer(req.headers)
+        uid = None if token is None else self.tokens.check(token)
+        return caps.NOBODY if uid is None else uid
 
     def check_host(self, req: httpio.Request) -> None:
         """Bound to the loopback, a request must name a loopback host and our port."""
@@ -227,15 +250,25 @@ class WebServer:
                 st.samples = [*st.samples[-50:], data.encode()]
                 st.wake.set()
 
-    async def stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Serve one live viewer until it goes (or the server closes)."""
-        if len(self.streams) >= MAX_STREAMS:
-            raise httpio.HttpError(503, f"more than {MAX_STREAMS} live viewers")
+    async def stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slot: Slot
+    ) -> None:
+        """Serve one live viewer until it goes (or the server closes, or it stops reading)."""
+        self.caps.stream(slot)
+        try:
+            await self._serve_stream(reader, writer)
+        finally:
+            self.caps.end_stream(slot)
+
+    async def _serve_stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         writer.write(httpio.response(200, b"", "text/event-stream; charset=utf-8", length=False))
         me = _Stream()
         me.state = self.state()
         self.streams.add(me)
         gone = asyncio.ensure_future(reader.read(1))  # the viewer closes: EOF
+        stalled: float | None = None  # since when its reader leaves too much untaken
         try:
             while not gone.done():
                 chunks = [b"event: sample\ndata: " + d + b"\n\n" for d in me.samples]
@@ -243,12 +276,21 @@ class WebServer:
                     chunks.append(b"event: state\ndata: " + me.state + b"\n\n")
                 me.samples, me.state = [], None
                 writer.write(b"".join(chunks) if chunks else b": ping\n\n")
-                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+                await asyncio.wait_for(writer.drain(), STREAM_STALL)
+                if httpio.unsent(writer) <= STREAM_UNSENT:
+                    stalled = None
+                elif stalled is None:
+                    stalled = self.loop.time()
+                elif self.loop.time() - stalled >= STREAM_STALL:
+                    log.info("web: a live viewer stopped reading: dropped")
+                    httpio.reset(writer)
+                    return
                 me.wake.clear()
                 waker = asyncio.ensure_future(me.wake.wait())
                 await asyncio.wait(
-                    {waker, gone}, timeout=HEARTBEAT, return_when=asyncio.FIRST_COMPLETED
-                )
+                    {waker, gone}, return_when=asyncio.FIRST_COMPLETED,
+                    timeout=HEARTBEAT if stalled is None else STREAM_STALL / 4,
+                )  # fmt: skip
                 waker.cancel()
                 if self._srv is None or not self._srv.is_serving():
                     break
@@ -275,6 +317,8 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 return
     except (ConnectionError, asyncio.TimeoutError, asyncio.LimitOverrunError, ValueError):
         pass
+    except httpio.HttpError:
+        pass  # (the request was refused while being read: evicted)
 
 
 def _recent_finished(engine: Engine) -> list[dict[str, object]]:

@@ -53,26 +53,39 @@ def test_limits_refuse_with_the_status_that_says_why(web: Any) -> None:
     assert headers["x-frame-options"] == "DENY" and headers["connection"] == "close"
 
 
-def test_connection_cap_answers_503_and_the_socket_still_serves(web: Any) -> None:
-    from berth.web.server import MAX_CONNECTIONS
+def test_the_global_stream_cap_answers_503_and_the_socket_still_serves(web: Any) -> None:
+    """Below the global caps each user has a share (tests/web/test_web_caps.py); users who
+    each keep to theirs still meet the global cap, which answers 503 and says why."""
+    from berth.web import caps
 
     web.start(gpus=1)
-    idle = []
+    users = range(caps.MAX_STREAMS // caps.STREAMS_PER_USER)
+    tokens = [web.token_for(5000 + u) for u in users]
+    live = []
     try:
-        for _ in range(MAX_CONNECTIONS):
-            s = socket.create_connection((web.host, web.port), timeout=10)
-            s.sendall(b"GET / HTTP/1.1\r\n")  # a head never finished
-            idle.append(s)
-
-        def refused() -> bool:
-            return status_of(web.raw(b"GET / HTTP/1.1\r\n" + host(web) + b"\r\n")) == 503
-
-        wait_until(refused, timeout=10, message="the connection past the cap refused")
+        for token in tokens:
+            for _ in range(caps.STREAMS_PER_USER):
+                s = socket.create_connection((web.host, web.port), timeout=10)
+                s.sendall(b"GET /api/events HTTP/1.1\r\n" + host(web)
+                          + f"Authorization: Bearer {token}\r\n\r\n".encode())  # fmt: skip
+                live.append(s)
+        for s in live:
+            assert s.recv(12) == b"HTTP/1.1 200"
+        status, _, body = web.get("/api/events", token=web.token_for(6000))
+        assert status == 503, body
+        assert f"more than {caps.MAX_STREAMS} live viewers" in json.loads(body)["error"]["message"]
+        assert web.get("/")[0] == 200  # (connections are not all streams)
         assert web.daemon.call("ping")["pid"]  # the UNIX socket is not slowed
     finally:
-        for s in idle:
+        for s in live:
             s.close()
-    wait_until(lambda: web.get("/")[0] == 200, timeout=10, message="served again")
+
+    def served() -> bool:
+        with socket.create_connection((web.host, web.port), timeout=10) as s:
+            s.sendall(b"GET /api/events HTTP/1.1\r\n" + host(web) + b"\r\n")
+            return s.recv(12) == b"HTTP/1.1 200"
+
+    wait_until(served, timeout=10, message="the streams given back")
 
 
 def test_a_slow_head_times_out(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,171 @@
+"""The dashboard's caps: how many connections and live streams each identity may hold.
+
+The global caps (:data:`MAX_CONNECTIONS`, :data:`MAX_STREAMS`) are the last line of
+defence; below them each identity has a share, so that one local user cannot make the
+dashboard answer 503 to the others (issue 41.8):
+
+- a connection whose request is not read whole yet is *pending*: nobody is known to own it
+  (on a shared host every peer is the loopback). Past :data:`PENDING` of them, a new one
+  closes the oldest pending one (answered 408) if that one has had :data:`GRACE` seconds to
+  send its request: a client that sends it at once is read long before, one that sends it a
+  byte at a time is what gets closed (a burst of new connections does not close each other
+  before their requests are read: they wait, up to the global cap). The request must arrive
+  whole within the head's deadline anyway (``httpio.HEAD_TIMEOUT``).
+- once read, a request with a valid token counts against its uid (at most
+  :data:`PER_USER` connections, :data:`STREAMS_PER_USER` of them streams); one without (or
+  with a token that is not valid) against one bucket all anonymous viewers share
+  (:data:`ANONYMOUS` connections, :data:`STREAMS_ANONYMOUS` streams: fewer streams than
+  connections, so that anonymous streams never keep the page itself from loading).
+
+Pure accounting: the server asks, closes what it is told to and gives back what it took.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_CONNECTIONS = 64
+MAX_STREAMS = 32
+PENDING = 16  # connections whose request is still being read (more only while they are new)
+GRACE = 1.0  # seconds a new connection has to send its request before it may be closed for room
+PER_USER = 16  # connections of one signed-in uid
+STREAMS_PER_USER = 8
+ANONYMOUS = 16  # connections without a (valid) token, all together
+STREAMS_ANONYMOUS = 8
+NOBODY = -1  # the identity of a request without a valid token
+
+EVICTED = (
+    "closed while the request was still not sent whole, to make room for newer "
+    "connections: send the whole request at once"
+)
+
+
+class Refused(Exception):
+    """Over a cap: ``message`` says which and what to do (answered with ``status``)."""
+
+    def __init__(self, message: str, status: int = 503) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class Slot:
+    """One connection's place: ``pending`` until its request is read, then its identity's
+    (``held``) or only the global cap's (``refused``: saying why), ``gone`` once given back."""
+
+    __slots__ = ("evict", "since", "state", "stream", "who")
+
+    def __init__(self, evict: Callable[[], None], since: float) -> None:
+        self.evict = evict
+        self.since = since
+        self.state = "pending"
+        self.who = NOBODY
+        self.stream = False
+
+
+class Caps:
+    def __init__(self) -> None:
+        self.open = 0
+        self.pending: dict[Slot, None] = {}  # oldest first
+        self.held: dict[int, int] = {}  # identity -> connections
+        self.streams: dict[int, int] = {}  # identity -> streams
+        self.live = 0  # streams, all identities
+
+    def admit(self, evict: Callable[[], None], now: float) -> Slot:
+        """A place for a new connection at ``now`` (seconds, any clock): ``evict()`` closes it
+        if it must make room while pending. Past :data:`PENDING` pending connections (or the
+        global cap) the oldest pending one is closed, if it has had :data:`GRACE` seconds to
+        send its request; else the new one waits among them, up to the global cap."""
+        if len(self.pending) >= PENDING or self.open >= MAX_CONNECTIONS:
+            oldest = next(iter(self.pending), None)
+            if oldest is not None and now - oldest.since >= GRACE:
+                self._give_back(oldest)  # (its connection is closing: its place is the new one's)
+                oldest.evict()
+            elif self.open >= MAX_CONNECTIONS:
+                raise Refused(f"more than {MAX_CONNECTIONS} connections open")
+        slot = Slot(evict, now)
+        self.pending[slot] = None
+        self.open += 1
+        return slot
+
+    def read(self, slot: Slot, who: int) -> None:
+        """The connection's request is read: it counts against ``who`` (a uid, or
+        :data:`NOBODY`) from now on, if that identity has room."""
+        if slot.state != "pending":
+            raise Refused(EVICTED, 408)
+        del self.pending[slot]
+        have = self.held.get(who, 0)
+        cap = ANONYMOUS if who == NOBODY else PER_USER
+        if have >= cap:
+            slot.state = "refused"
+            raise Refused(_over(who, cap, "connections open"))
+        self.held[who] = have + 1
+        slot.who, slot.state = who, "held"
+
+    def refused(self, slot: Slot) -> None:
+        """The connection was refused: while it says why and closes it counts only against
+        the global cap, not its identity's share."""
+        self.end_stream(slot)
+        if slot.state == "held":
+            _drop(self.held, slot.who)
+        elif slot.state == "pending":
+            del self.pending[slot]
+        if slot.state != "gone":
+            slot.state = "refused"
+
+    def stream(self, slot: Slot) -> None:
+        """The connection becomes a live stream, if its identity and the server have room."""
+        have = self.streams.get(slot.who, 0)
+        cap = STREAMS_ANONYMOUS if slot.who == NOBODY else STREAMS_PER_USER
+        if have >= cap:
+            raise Refused(_over(slot.who, cap, "live viewers"))
+        if self.live >= MAX_STREAMS:
+            raise Refused(f"more than {MAX_STREAMS} live viewers")
+        self.streams[slot.who] = have + 1
+        self.live += 1
+        slot.stream = True
+
+    def end_stream(self, slot: Slot) -> None:
+        if slot.stream:
+            slot.stream = False
+            self.live -= 1
+            _drop(self.streams, slot.who)
+
+    def close(self, slot: Slot) -> None:
+        """The connection is closed: give back what it held (once, whatever happened)."""
+        self.end_stream(slot)
+        self._give_back(slot)
+
+    def _give_back(self, slot: Slot) -> None:
+        if slot.state == "pending":
+            del self.pending[slot]
+            self.open -= 1
+        elif slot.state == "held":
+            _drop(self.held, slot.who)
+            self.open -= 1
+        elif slot.state == "refused":
+            self.open -= 1
+        slot.state = "gone"
+
+    def count(self, who: int) -> tuple[int, int]:
+        """(connections, streams) ``who`` holds now."""
+        return self.held.get(who, 0), self.streams.get(who, 0)
+
+
+def _drop(counts: dict[int, int], who: int) -> None:
+    left = counts.get(who, 0) - 1
+    if left > 0:
+        counts[who] = left
+    else:
+        counts.pop(who, None)
+
+
+def _over(who: int, cap: int, what: str) -> str:
+    if who == NOBODY:
+        return (
+            f"more than {cap} {what} without a token (anonymous viewers share them): sign in "
+            "with the token `berth web-token` prints to have a share of your own"
+        )
+    return f"more than {cap} {what} of uid {who} (each user's share): close some"
