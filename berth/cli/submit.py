@@ -104,10 +104,10 @@ def run(args: argparse.Namespace) -> int:
         array = ArraySpec.parse(array).text
     job = job_spec(args, array=array)
     check_mail(job)
-    if args.dry_run:
-        import json  # rare: --dry-run (json imports `re`: not on the common path)
+    if args.dry_run:  # every check, the daemon's too; nothing queued
+        from berth.cli import submit_dry  # rare: --dry-run
 
-        sys.stdout.write(json.dumps({"dry_run": True, "job": job.to_dict()}) + "\n")
+        submit_dry.show(submit_dry.ask("submit", job=job.to_dict()), args.json)
         return 0
     with Client() as c:
         reply = c.call("submit", job=job.to_dict())
