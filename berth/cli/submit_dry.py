@@ -46,15 +46,18 @@ def ask(kind: str, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
     return reply
 
 
-def said(reply: dict[str, Any], line: int | None = None) -> str:
-    """One dry-run answer in words (``line``: the jobs file's line it came from)."""
+def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None) -> str:
+    """One dry-run answer in words (``line``: the jobs file's line it came from; ``cmd``: what
+    to call its command, if not its words)."""
     where = f"line {line}: " if line is not None else ""
     if reply.get("duplicate"):
         same = reply.get("job_id", reply.get("would_be"))
         state = reply["state"]
         return f"{where}job {same} is the same job ({state}): not queued again (--unique)\n"
     job = reply["job"]
-    cmd = shlex.join(job["argv"]) if job.get("argv") else f"--wrap {shlex.quote(job['wrap'])}"
+    if cmd is None:
+        argv = job.get("argv")
+        cmd = shlex.join(argv) if argv else f"--wrap {shlex.quote(job['wrap'])}"
     n = reply["would_be"]
     tasks = reply.get("tasks")
     what = f"an array of {len(tasks)} tasks ({tasks[0]}..{tasks[-1]})" if tasks else f"job {n}"
