@@ -62,12 +62,14 @@ class Slurm:
     # -- running Slurm's commands ----------------------------------------------------------
 
     def _run(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:  # fmt: skip
         try:
             done = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=120, env=env, check=False
-            )
+                list(argv), capture_output=True, text=True, timeout=120, env=env, check=False,
+                input=input,
+            )  # fmt: skip
         except FileNotFoundError:
             raise BerthError(
                 f"{argv[0]} is not installed here: run berth on a node of the Slurm cluster "
@@ -139,6 +141,26 @@ class Slurm:
             tasks,
             warnings=[*p.notes, *(f"Slurm says: {e}" for e in q.errors(done.stderr))],
         )
+
+    def test_only(
+        self,
+        job: JobSpec,
+        array: ArraySpec | None = None,
+        mem_per_gpu: int | None = None,
+        extra: Sequence[str] = (),
+    ) -> tuple[Plan, list[str]]:
+        """A dry run of :meth:`submit`: its checks (the plan, the dependencies Slurm must
+        know), then the planned call with ``sbatch --test-only`` (the batch script read from
+        its stdin: nothing is written, nothing submitted); (the plan, what Slurm said: when
+        and where the job would start). Slurm's refusal is submit's."""
+        job = slurm_deps.resolved(job, self.log_dir)
+        p = self.plan(job, array, mem_per_gpu, extra)
+        self._check_dependencies(slurm_deps.named(job))
+        argv = [p.argv[0], "--test-only", *p.argv[1:], "/dev/stdin", *p.args]
+        done = self._run(argv, env=p.env, check=False, input=p.script)
+        if done.returncode != 0:
+            raise self._refusal(done.stderr, p.argv, array)
+        return p, [line.removeprefix("sbatch: ") for line in q.errors(done.stderr)]
 
     def plan(
         self,
