@@ -122,3 +122,18 @@ def test_without_a_daemon_a_dry_run_says_its_checks_were_not_run(daemon, tmp_pat
     assert "the daemon's were not run" in dry.stderr
     bad = daemon.berth("submit", "--dry-run", "-g", "-1", "--", "true")  # berth's own checks
     assert bad.returncode == 2 and "'gpus' = -1" in bad.stderr
+
+
+def test_a_dry_run_checks_the_daemons_time_limit_and_finds_a_unique_twin(daemon):
+    daemon.start("--max-job-time", "1:00:00")
+    real = daemon.berth("submit", "-t", "2:00:00", "--", "true")
+    dry = daemon.berth("submit", "--dry-run", "-t", "2:00:00", "--", "true")
+    assert real.returncode != 0 and "--max-job-time" in real.stderr, real
+    assert (dry.returncode, dry.stderr, dry.stdout) == (real.returncode, real.stderr, "")
+    first = int(daemon.berth("submit", "--parsable", "--unique", "--hold", "--", "true").stdout)
+    twin = daemon.berth("submit", "--dry-run", "--unique", "--hold", "--", "true")
+    assert twin.returncode == 0, twin.stderr
+    assert twin.stdout.startswith(f"job {first} is the same job (PENDING): not queued again")
+    fresh = daemon.berth("submit", "--dry-run", "--", "true")
+    assert "time limit 1:00:00 (the daemon's --max-job-time)" in fresh.stdout
+    assert len(daemon.call("queue", all=True)["jobs"]) == 1
