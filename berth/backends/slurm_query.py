@@ -323,6 +323,7 @@ def errors(stderr: str) -> list[str]:
             out.append(line)
     return out
 
+
 def refusal(
     stderr: str, argv: Sequence[str], partition: str | None, array: ArraySpec | None = None
 ) -> SubmitRefused:

@@ -71,7 +71,9 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     if reply.get("reason"):
         out.append(f"  would wait first: {reply['reason']}")
     err = reply["stderr"]
-    out.append(f"  output {reply['stdout']}" + (f", errors {err}" if err != reply["stdout"] else ""))
+    out.append(
+        f"  output {reply['stdout']}" + (f", errors {err}" if err != reply["stdout"] else "")
+    )
     out.append(f"  environment: {reply['env_vars']} variables exported (not shown)")
     return "\n".join(out) + "\n"
 
