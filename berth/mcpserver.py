@@ -101,8 +101,9 @@ def submit_job(
 ) -> Any:
     """Queue ``command`` (a list of words, never run by a shell) on ``gpus`` GPUs (a whole
     number, or a share below 1 such as "0.5" with ``mem`` such as "12G"). ``time`` as sbatch
-    reads it (a bare number is minutes; "2:00:00"). ``dry_run`` checks everything and queues
-    nothing. Answers the job id (or, dry, the job as it would be queued)."""
+    reads it (a bare number is minutes; "2:00:00"). ``dry_run`` runs every check the daemon
+    runs and queues nothing. Answers the job id (or, dry, what the daemon would queue: the id
+    it would get, GPUs, limits, logs, the number of variables exported, never their values)."""
     if not command:
         raise ToolError("submit_job: give the command as a list of words, e.g. ['python', 'x.py']")
     args = ["submit", "--json", "-g", gpus, "-p", str(priority)]

@@ -62,12 +62,14 @@ class Slurm:
     # -- running Slurm's commands ----------------------------------------------------------
 
     def _run(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:  # fmt: skip
         try:
             done = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=120, env=env, check=False
-            )
+                list(argv), capture_output=True, text=True, timeout=120, env=env, check=False,
+                input=input,
+            )  # fmt: skip
         except FileNotFoundError:
             raise BerthError(
                 f"{argv[0]} is not installed here: run berth on a node of the Slurm cluster "
@@ -119,7 +121,7 @@ class Slurm:
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
         if done.returncode != 0 or not done.stdout.strip():
-            raise self._refusal(done.stderr, p.argv, array)
+            raise q.refusal(done.stderr, p.argv, self.partition, array)
         job_id = done.stdout.strip().split(";")[0]
         name = p.argv[p.argv.index("-J") + 1]
         user = job.env.get("USER") or q.user()
@@ -139,6 +141,25 @@ class Slurm:
             tasks,
             warnings=[*p.notes, *(f"Slurm says: {e}" for e in q.errors(done.stderr))],
         )
+
+    def test_only(
+        self,
+        job: JobSpec,
+        array: ArraySpec | None = None,
+        mem_per_gpu: int | None = None,
+        extra: Sequence[str] = (),
+    ) -> tuple[Plan, list[str]]:
+        """A dry run of :meth:`submit`: its checks, then the planned call as ``sbatch
+        --test-only`` (the script on its stdin: nothing written or submitted); (the plan, what
+        Slurm said: when and where the job would start). Slurm's refusal is submit's."""
+        job = slurm_deps.resolved(job, self.log_dir)
+        p = self.plan(job, array, mem_per_gpu, extra)
+        self._check_dependencies(slurm_deps.named(job))
+        argv = [p.argv[0], "--test-only", *p.argv[1:], "/dev/stdin", *p.args]
+        done = self._run(argv, env=p.env, check=False, input=p.script)
+        if done.returncode != 0:
+            raise q.refusal(done.stderr, p.argv, self.partition, array)
+        return p, [line.removeprefix("sbatch: ") for line in q.errors(done.stderr)]
 
     def plan(
         self,
@@ -186,26 +207,6 @@ class Slurm:
         for d in deps:
             if d not in ids:
                 raise UsageError(f"dependency on job {d}: Slurm knows no job {d}")
-
-    def _refusal(
-        self, stderr: str, argv: Sequence[str], array: ArraySpec | None = None
-    ) -> SubmitRefused:
-        reasons = q.errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
-        reason = reasons[-1].removeprefix("Batch job submission failed: ")
-        gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
-        limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
-        hint = q.HINTS.get(reason)
-        if hint:
-            hint = hint.format(
-                gres=gres,
-                time=f", time limit {limit}" if limit and "{time}" in hint else "",
-                part=f" in partition {self.partition!r}" if self.partition else "",
-                name=f" {self.partition!r}" if self.partition else "",
-                array=array.text if array is not None else "",
-                tasks=len(array.indices) if array is not None else 1,
-            )
-            return SubmitRefused(f"Slurm refused the job: {hint} (sbatch: {reason})")
-        return SubmitRefused(f"Slurm refused the job: {reason}")
 
     # -- reading ---------------------------------------------------------------------------
 

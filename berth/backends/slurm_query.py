@@ -13,7 +13,7 @@ import pwd
 import re
 import time
 
-from berth.backends.base import FINISHED, JobInfo
+from berth.backends.base import FINISHED, JobInfo, SubmitRefused
 from berth.backends.sbatch import Cluster
 from berth.errors import UsageError
 
@@ -21,6 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
+
+    from berth.backends.base import ArraySpec
 
 SEP = "|"
 # squeue -o: the name last (it may hold the separator); %A is the job's own (raw) id, %F and
@@ -320,6 +322,29 @@ def errors(stderr: str) -> list[str]:
         if line:
             out.append(line)
     return out
+
+
+def refusal(
+    stderr: str, argv: Sequence[str], partition: str | None, array: ArraySpec | None = None
+) -> SubmitRefused:
+    """sbatch's refusal (its ``stderr``, of the call ``argv``) in berth's words, with what to
+    do where Slurm's reason is a known one (:data:`HINTS`)."""
+    reasons = errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
+    reason = reasons[-1].removeprefix("Batch job submission failed: ")
+    gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
+    limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
+    hint = HINTS.get(reason)
+    if hint:
+        hint = hint.format(
+            gres=gres,
+            time=f", time limit {limit}" if limit and "{time}" in hint else "",
+            part=f" in partition {partition!r}" if partition else "",
+            name=f" {partition!r}" if partition else "",
+            array=array.text if array is not None else "",
+            tasks=len(array.indices) if array is not None else 1,
+        )
+        return SubmitRefused(f"Slurm refused the job: {hint} (sbatch: {reason})")
+    return SubmitRefused(f"Slurm refused the job: {reason}")
 
 
 def user() -> str:

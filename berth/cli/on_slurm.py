@@ -1,7 +1,10 @@
 """`berth submit` and `berth sweep` on Slurm (``--backend slurm``): the same options and
 output as on the local queue, through :class:`berth.backends.slurm.Slurm`, plus what only Slurm
-takes (--partition, --mem-per-gpu, --sbatch-arg; sweep --dry-run shows the sbatch call). `--wait` and `-i`
-end as `berth wait` and `berth logs -f` do (:mod:`berth.cli.logs`, on any backend).
+takes (--partition, --mem-per-gpu, --sbatch-arg). `--wait` and `-i` end as `berth wait` and
+`berth logs -f` do (:mod:`berth.cli.logs`, on any backend). ``--dry-run`` (submit, ``--file``,
+sweep) runs berth's checks, then the planned call as ``sbatch --test-only`` (Slurm's own
+checks, and when and where it would start the job), and shows the call; nothing is written or
+submitted, and Slurm's refusal is the real submit's.
 queue, show, cancel, logs and wait have no Slurm copy: their modules act through whichever
 backend :func:`berth.cli.backend_choice.of` gives. :mod:`berth.cli.backend` decides which backend a
 command goes to.
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
+    from berth.wire.jobspec import JobSpec
+
 
 def _backend(args: argparse.Namespace) -> Slurm:
     backend = of(args)
@@ -48,9 +53,13 @@ def submit(args: argparse.Namespace) -> int:
         if array is not None or args.wait or args.interactive:
             raise UsageError("--file: one job per line; not with --array, --wait or -i")
         specs = submit_file.jobs(args)  # all checked before any is submitted
+        if args.dry_run:
+            return _dry(args, backend, list(specs), None, mem, extra)
         for _, spec in specs:
             _say(args, backend.submit(spec, mem_per_gpu=mem, extra=extra), None)
         return 0
+    if args.dry_run:
+        return _dry(args, backend, [(None, job_spec(args))], array, mem, extra)
     sub = backend.submit(job_spec(args), array=array, mem_per_gpu=mem, extra=extra)
     _say(args, sub, array)
     if args.interactive:
@@ -73,14 +82,41 @@ def sweep(args: argparse.Namespace) -> int:
     args.argv = ["--", *commands[0]]
     job = job_spec(args, array=array.text, array_argvs=commands)
     if args.dry_run:
-        p = backend.plan(job, array, mem, extra)  # (what Slurm cannot do is refused here too)
-        show_grid(commands, axes)
-        call = shlex.join([*p.argv, backend.script_path(p.script)])
-        sys.stdout.write(f"on Slurm, one job: {call}\n")
-        return 0
+        return _dry(args, backend, [(None, job)], array, mem, extra, (commands, axes))
     sub = backend.submit(job, array=array, mem_per_gpu=mem, extra=extra)
     _say(args, sub, array)
     return wait_end(backend, sub.id, args.json) if args.wait else 0
+
+
+def _dry(
+    args: argparse.Namespace, backend: Slurm, jobs: list[tuple[int | None, JobSpec]],
+    array: ArraySpec | None, mem: int | None, extra: list[str], sweep: Any = None,
+) -> int:  # fmt: skip
+    """--dry-run on Slurm: each job (``(line, spec)``; line None: not from a file) checked by
+    berth and by ``sbatch --test-only``, all before anything is printed; what it would
+    submit. Never the environment: how many variables it exports."""
+    checked = [(line, job, *backend.test_only(job, array, mem, extra)) for line, job in jobs]
+    if sweep is not None and not args.json:
+        show_grid(*sweep)
+    for line, job, p, said in checked:
+        call = [*p.argv, backend.script_path(p.script), *p.args]
+        if args.json:
+            row = {"dry_run": True, "backend": "slurm", "sbatch": call, "script": p.script,
+                   "slurm": said, "notes": p.notes, "env_vars": len(job.env)}  # fmt: skip
+            sys.stdout.write(json.dumps(row if line is None else {**row, "line": line}) + "\n")
+            continue
+        where = f"line {line}: " if line is not None else ""
+        out = [f"{where}would submit to Slurm: {shlex.join(call)}"]
+        out += [f"  Slurm says: {s}" for s in said] + [f"  berth: {n}" for n in p.notes]
+        out.append(f"  environment: {len(job.env)} variables exported (not shown)")
+        sys.stdout.write("\n".join(out) + "\n")
+    if not args.json:
+        n = "1 job" if len(checked) == 1 else f"{len(checked)} jobs"
+        sys.stdout.write(
+            f"dry run: {n} checked by berth and by Slurm (sbatch --test-only); nothing was "
+            "submitted, no script written\n"
+        )
+    return 0
 
 
 def _say(args: argparse.Namespace, sub: Any, array: Any) -> None:

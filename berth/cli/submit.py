@@ -13,6 +13,7 @@
   berth submit --wait -- python test.py              # block; exit with the job's status
   berth submit -i -- python train.py                 # stream its output; Ctrl-C detaches
   ID=$(berth submit --parsable -- python x.py)
+  berth submit --dry-run -g 2 -- python train.py     # every check, the daemon's too; queues nothing
   berth submit --unique --file jobs.txt              # one job per line; again: only new lines
   berth submit --file jobs.txt                       # the GPU Job Scheduler's CSV jobs file, as it is
   berth submit --requirements llm_config.json -- python eval.py --llm qwen2.5-3b-inst  # 0.5 GPU
@@ -29,7 +30,11 @@ CUDA_DEVICE_ORDER=PCI_BUS_ID, BERTH_JOB_ID, BERTH_GPUS, BERTH_GPU_UUIDS, BERTH_A
 up when it runs again after --requeue or --retries).
 
 The job is checked here as the daemon checks it (berth/wire/jobspec.py): a value it would
-refuse is refused before anything is sent, with the daemon's message.
+refuse is refused before anything is sent, with the daemon's message. --dry-run then asks the
+daemon to run its own checks (this machine's GPUs, limits, dependencies, project) and says
+what it would queue (the id it would get, GPUs, time limit, logs), queueing nothing, with the
+real submit's refusal and exit status; it never prints the environment. Without a daemon it
+exits 5 and says the daemon's checks were not run.
 
 --gpu-ids without -g asks for exactly those GPUs (--gpu-ids 0,1: two GPUs, 0 and 1); with -g N
 it is N GPUs out of them. GPU lists take ranges: 0-3, 0-3,6. A time limit above the daemon's
@@ -104,10 +109,10 @@ def run(args: argparse.Namespace) -> int:
         array = ArraySpec.parse(array).text
     job = job_spec(args, array=array)
     check_mail(job)
-    if args.dry_run:
-        import json  # rare: --dry-run (json imports `re`: not on the common path)
+    if args.dry_run:  # every check, the daemon's too; nothing queued
+        from berth.cli import submit_dry  # rare: --dry-run
 
-        sys.stdout.write(json.dumps({"dry_run": True, "job": job.to_dict()}) + "\n")
+        submit_dry.show(submit_dry.ask("submit", job=job.to_dict()), args.json)
         return 0
     with Client() as c:
         reply = c.call("submit", job=job.to_dict())

@@ -66,11 +66,14 @@ class Spool:
         self.file.close()
 
 
-def send(c: Any, spool: Spool, failed: Any) -> Iterator[dict[str, Any]]:
+def send(c: Any, spool: Spool, failed: Any, dry: bool = False) -> Iterator[dict[str, Any]]:
     """Every job's reply, request by request. ``failed(start, error)`` makes the exception to
-    raise when the request whose first job is ``start`` is refused."""
+    raise when the request whose first job is ``start`` is refused. ``dry``: a dry run's
+    (each request's ids are counted from the daemon's next one)."""
     total = len(spool)
-    shared = {"env": spool.env} if spool.env else {}
+    shared: dict[str, Any] = {"env": spool.env} if spool.env else {}
+    if dry:
+        shared["dry_run"] = True
     for start, batch in spool.requests():
         try:
             replies: list[Any] = c.call("submit_all", jobs=batch, **shared)["replies"]
@@ -79,5 +82,5 @@ def send(c: Any, spool: Spool, failed: Any) -> Iterator[dict[str, Any]]:
         yield from replies
         if len(batch) != total:
             done = start + len(batch)
-            sys.stderr.write(f"berth: {done} of {total} jobs queued\n")
+            sys.stderr.write(f"berth: {done} of {total} jobs {'checked' if dry else 'queued'}\n")
             sys.stderr.flush()

@@ -268,27 +268,25 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "array", None):
         raise UsageError("--file: one job per line; not with --array")
     notes: list[str] = []
-    if getattr(args, "dry_run", False):  # every line checked, each printed; nothing queued
-        checked = []
-        for n, spec in each_job(args, notes=notes):
-            check_mail(spec)
-            checked.append({"dry_run": True, "line": n, "job": spec.to_dict()})
-        for one in checked:
-            sys.stdout.write(json.dumps(one) + "\n")
-        for note in notes:
-            sys.stderr.write(note + "\n")
-        return 0
+    dry = bool(getattr(args, "dry_run", False))  # every line checked, the daemon's too
     spool = submit_bulk.Spool()
     try:
         for n, spec in each_job(args, notes=notes):  # all checked before any is sent
             check_mail(spec)
             spool.add(n, spec.to_dict())
-        with Client(timeout=600.0) as c:  # (a request of 10,000 jobs may take a while)
-            new = _report(args, submit_bulk.send(c, spool, _failed(args.file, spool)))
+        if dry:
+            from berth.cli import submit_dry  # rare: --dry-run
+
+            submit_dry.lines(args.json, spool, _failed(args.file, spool, dry))
+        else:
+            with Client(timeout=600.0) as c:  # (a request of 10,000 jobs may take a while)
+                new = _report(args, submit_bulk.send(c, spool, _failed(args.file, spool)))
     finally:
         spool.close()
     for note in notes:
         sys.stderr.write(note + "\n")
+    if dry:
+        return 0
     if not (args.json or args.parsable) and new != len(spool):
         sys.stdout.write(f"{new} of {len(spool)} submitted\n")
     return 0
@@ -311,16 +309,17 @@ def _report(args: argparse.Namespace, replies: Iterator[dict[str, Any]]) -> int:
     return new
 
 
-def _failed(path: str, spool: submit_bulk.Spool) -> Any:
+def _failed(path: str, spool: submit_bulk.Spool, dry: bool = False) -> Any:
     """The error for a refused request (whose first job is job ``start`` of the file): it
-    names the line; the requests before it stay queued, and it says so."""
+    names the line; the requests before it stay queued, and it says so (``dry``: a dry
+    run's, which queued none)."""
 
     def failed(start: int, e: DaemonError) -> DaemonError:
         m = re.match(r"job (\d+) of \d+: (.*)", str(e), re.S)
         k, why = (int(m.group(1)), m.group(2)) if m else (1, str(e))
         if m is None and len(spool) != 1:
             return e
-        if start == 0:
+        if start == 0 or dry:
             after = "nothing was queued"
         else:
             after = (

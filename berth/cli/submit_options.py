@@ -166,7 +166,7 @@ def _behaviour(a: Any, command: bool, dry_run: bool) -> None:
         a(
             "--dry-run",
             action="store_true",
-            help="check the job and print it (JSON) as it would be queued; queue nothing",
+            help="run every check (the daemon's too) and say what would be queued; queue nothing",
         )
     a("--json", action="store_true", help="machine-readable output")
     if command:

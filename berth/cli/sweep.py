@@ -1,6 +1,6 @@
 """Examples:
 
-  berth sweep --dry-run 'python train.py --lr {1e-3,1e-4} --seed {0..4}'   # the 10 commands
+  berth sweep --dry-run 'python train.py --lr {1e-3,1e-4} --seed {0..4}'   # the 10 commands, checked
   berth sweep 'python train.py --lr {1e-3,1e-4} --seed {0..4}'             # one array of 10
   berth sweep --throttle 2 -g 0.5 -t 2h 'python train.py --lr {1e-3,3e-4,1e-4}'
   berth sweep -- python train.py --lr '{1e-3,1e-4}'                        # words apart
@@ -40,7 +40,8 @@ FAST_EXIT = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dry-run", action="store_true", help="print the commands, queue nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the commands and run every check; queue nothing")  # fmt: skip
     p.add_argument("--throttle", type=int, metavar="K", help="at most K tasks running at once")
     submit_arguments(p)
 
@@ -77,13 +78,20 @@ def show(commands: list[list[str]], axes: list[tuple[str, list[str]]]) -> None:
 def run(args: argparse.Namespace) -> int:
     commands, axes = grid(args)
     n = len(commands)
-    if args.dry_run:
-        show(commands, axes)
-        return 0
     args.argv = ["--", *commands[0]]
     array = f"0-{n - 1}" + (f"%{args.throttle}" if args.throttle else "")
     job = job_spec(args, array=array, array_argvs=commands)
     check_mail(job)
+    if args.dry_run:  # the grid, then every check of the array (the daemon's too)
+        from berth.cli import submit_dry  # rare: --dry-run
+
+        reply = submit_dry.ask("submit", job=job.to_dict())
+        if args.json:
+            sys.stdout.write(json.dumps(reply) + "\n")
+            return 0
+        show(commands, axes)
+        sys.stdout.write(submit_dry.said(reply, cmd="task i runs command i") + submit_dry.footer(1))
+        return 0
     with Client() as c:
         reply = c.call("submit", job=job.to_dict())
         if args.parsable:

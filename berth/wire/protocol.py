@@ -63,10 +63,12 @@ _N = (type(None),)
 REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
-    "submit": {"job": (_D, True)},
+    # dry_run: every check, then what would be queued; nothing is (berth.daemon.requests.dryrun)
+    "submit": {"job": (_D, True), "dry_run": (_B, False)},
     "submit_all": {
         "jobs": (_L, True),
         "env": (_D, False),
+        "dry_run": (_B, False),
     },  # a jobs file: all or none; env: of each job naming none
     "queue": {
         "uid": (_I + _N, False),

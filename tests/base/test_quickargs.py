@@ -196,9 +196,14 @@ def test_submit_reads_its_common_form_without_building_the_parser(
 
     monkeypatch.setattr(main, "_parser", no_parser)
     monkeypatch.setenv("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
+    from berth.cli import submit_dry
+
+    sent: list[dict[str, object]] = []  # (what goes to the daemon's dry run)
+    monkeypatch.setattr(submit_dry, "ask", lambda kind, **fields: sent.append(fields["job"]))
+    monkeypatch.setattr(submit_dry, "show", lambda reply, as_json: None)
     assert main.main(["submit", "--hold", "--dry-run", "-g", "0.5", "--", "true"]) == 0
-    out = capsys.readouterr().out
-    assert '"hold": true' in out and '"gpus": 0.5' in out and '"argv": ["true"]' in out
+    (job,) = sent
+    assert job["hold"] is True and job["gpus"] == 0.5 and job["argv"] == ["true"]
 
 
 def test_a_line_it_leaves_gets_argparses_error(

@@ -64,7 +64,8 @@ def _env(daemon: Any) -> dict[str, str]:
 def test_an_agent_sees_submits_follows_and_cancels(daemon):
     daemon.start()
     held = daemon.submit("true", hold=True)
-    names, status, dry, sub, waited, logs, why, cancel, bad = _session(_server(_env(daemon)), [
+    secret = {"AGENT_API_TOKEN": "sk-dry-run-must-not-echo"}  # (the server's environment)
+    names, status, dry, sub, waited, logs, why, cancel, bad = _session(_server(_env(daemon) | secret), [
         ("gpu_status", {}),
         ("submit_job", {"command": ["sh", "-c", "echo from-agent"], "dry_run": True}),
         ("submit_job", {"command": ["sh", "-c", "echo from-agent"], "time": "5"}),
@@ -77,6 +78,8 @@ def test_an_agent_sees_submits_follows_and_cancels(daemon):
     assert TOOLS <= names
     assert not status[0] and "from-agent" not in status[2] and '"gpus"' in status[2]
     assert not dry[0] and '"dry_run": true' in dry[2].replace("True", "true").lower()
+    assert f'"would_be": {held + 1}' in dry[2] and '"env_vars"' in dry[2]  # the daemon's answer
+    assert "sk-dry-run-must-not-echo" not in dry[2] and "AGENT_API_TOKEN" not in dry[2]
     assert not sub[0] and f'"job_id": {held + 1}' in sub[2]
     assert not waited[0] and '"ended": true' in waited[2].lower() and "COMPLETED" in waited[2]
     assert "from-agent" in logs[2]

@@ -40,7 +40,7 @@ def test_mgpu_sruns_table_runs_as_written(daemon):
     assert len(submits) >= 6, commands
     seen = {}
     for argv in submits:
-        out = daemon.berth("submit", "--dry-run", *argv[2:], cwd=str(daemon.fake.root))
+        out = daemon.berth("submit", "--dry-run", "--json", *argv[2:], cwd=str(daemon.fake.root))
         assert out.returncode == 0, (argv, out.stderr)
         job = json.loads(out.stdout)["job"]
         seen[" ".join(argv)] = job
@@ -119,7 +119,7 @@ def test_the_gpu_job_schedulers_table_runs_as_written(daemon):
             continue
         words = argv[1:]
         if argv[1] == "submit":
-            words = ["submit", "--dry-run", *argv[2:]]
+            words = ["submit", "--dry-run", "--json", *argv[2:]]
         elif argv[1] == "watch":
             words = [*argv[1:], "--scan", "--state", str(daemon.fake.root / "watch.state")]
         out = berth_inside(daemon, *words, cwd=where)
@@ -164,11 +164,15 @@ def test_gflows_table_runs_as_written(daemon):
     written (`submit` and `sweep` with `--dry-run`: every check, nothing queued), in a
     directory with a `train.sh` of `#BERTH` lines; `alice` is the user running the test,
     `<job_id>` a pending job (an ended one for `logs` and `resubmit`), `<reservation_id>` the
-    reservation the table's `admin reserve` made. (`berth daemon` is the fixture's, `berth
+    reservation the table's `admin reserve` made, `ml-research` a project of the config.
+    (`berth daemon` is the fixture's, `berth
     attach` needs a terminal, `berth mcp` an agent on its stdin: tests/daemon/test_mcp.py.)"""
     import getpass
 
     daemon.env.update(fake_conda(daemon.fake.root, envs=("myenv",)))
+    config = daemon.fake.root / "berth.toml"  # (the table's --project: a dry run checks it)
+    config.write_text(f'[projects.ml-research]\nusers = ["{getpass.getuser()}"]\n')
+    daemon.env["BERTH_CONFIG"] = str(config)
     daemon.start()
     where = str(daemon.fake.root)
     (daemon.fake.root / "train.sh").write_text("#!/bin/sh\n#BERTH --gpus=2 -t 2:00:00\ntrue\n")
@@ -193,7 +197,7 @@ def test_gflows_table_runs_as_written(daemon):
         job = str(ended if argv[1] in ("logs", "resubmit") else pending)
         words = [w.replace("<job_id>", job) if w != "alice" else me for w in argv[1:]]
         if words[0] in ("submit", "sweep"):
-            words.insert(1, "--dry-run")
+            words[1:1] = ["--dry-run", "--json"]
         if "<reservation_id>" in words:
             listed = daemon.berth("admin", "reservations", "--json").stdout
             (r,) = json.loads(listed)["reservations"]

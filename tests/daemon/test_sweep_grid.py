@@ -17,6 +17,13 @@ def test_dry_run_prints_the_grid_and_queues_nothing(daemon):
     assert lines[0] == "10 commands: 2 ({1e-3,1e-4}) x 5 ({0..4})"
     assert lines[1] == "   0  python train.py --lr 1e-3 --seed 0"
     assert lines[10] == "   9  python train.py --lr 1e-4 --seed 4"
+    assert lines[11] == "would queue an array of 10 tasks (1_0..1_9): task i runs command i"
+    assert daemon.call("queue", all=True)["jobs"] == []
+    # the daemon checks it as it checks the real sweep (issue 40.1): 3 GPUs of 2 is refused
+    dry = daemon.berth("sweep", "--dry-run", "-g", "3", "python t.py {1,2}")
+    real = daemon.berth("sweep", "-g", "3", "python t.py {1,2}")
+    assert real.returncode == 2 and "this machine has 2 GPU(s)" in real.stderr, real
+    assert (dry.returncode, dry.stderr, dry.stdout) == (real.returncode, real.stderr, "")
     assert daemon.call("queue", all=True)["jobs"] == []
     r = daemon.berth("sweep", "python train.py")
     assert r.returncode == 2 and "has no brace group" in r.stderr

@@ -48,3 +48,19 @@ def test_made_for_the_user_refused_when_not_theirs_and_checked_again_after_a_sec
     os.rmdir(path)  # moved away: the next submit makes it again
     assert userdir.user_dir(state, "ann", UID, GID) == path
     assert os.stat(path).st_uid == UID
+
+
+def test_a_dry_run_checks_the_directory_as_a_submit_does_and_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(userdir, "_CHECKED", {})
+    state = str(tmp_path / "state")
+    os.makedirs(state, mode=0o700)
+    userdir.prepare(state)
+    path = userdir.user_dir(state, "ann", UID, GID, make=False)
+    assert path == os.path.join(state, "logs", "ann") and not os.path.exists(path)
+    assert userdir._CHECKED == {}  # (not remembered as checked: the real submit makes it)
+    os.mkdir(path)  # root's, not ann's
+    with pytest.raises(ProtocolError) as e:
+        userdir.user_dir(state, "ann", UID, GID, make=False)
+    assert "is a directory owned by uid 0, not by ann" in e.value.message

@@ -138,9 +138,11 @@ def test_dry_run_shows_the_commands_and_the_sbatch_call_and_queues_nothing(berth
         "   3  python t.py --lr 1e-4 --x c",
         lines[5],
     ]
-    assert lines[5].startswith("on Slurm, one job: sbatch --parsable --gres=gpu:1 ")
-    assert "--array=0-3%2" in lines[5] and lines[5].endswith(".sh") and len(lines) == 6
+    assert lines[5].startswith("would submit to Slurm: sbatch --parsable --gres=gpu:1 ")
+    assert "--array=0-3%2" in lines[5] and lines[5].endswith(".sh")
     assert not os.path.exists(lines[5].rsplit(" ", 1)[1])  # nothing written
+    assert lines[6].startswith("  Slurm says: Job ")  # (sbatch --test-only: issue 34.1)
+    assert lines[-1].startswith("dry run: 1 job checked by berth and by Slurm")
     assert berth.slurm("squeue", "-h").stdout == ""
     refused = berth("sweep", "--dry-run", "--mem", "9G", "python t.py {1,2}")
     assert refused.returncode == 2 and "--mem: not on Slurm" in refused.stderr

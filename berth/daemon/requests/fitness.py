@@ -14,6 +14,8 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from berth.core.inventory import Gpu
     from berth.core.request import Request
     from berth.daemon.options import Options
@@ -81,6 +83,14 @@ def check_limit(limit: float | None, most: float | None) -> None:
             f"{cap} (berth daemon --max-job-time, or [daemon] max_job_time in the config); "
             f"ask for -t {cap} or less, or leave -t out to get {cap}",
         )
+
+
+def limit_in_force(own: float | None, cap: float | None) -> dict[str, Any]:
+    """What stops the job: its own limit or the daemon's ``max_job_time`` (submit's reply
+    says which, so the user learns it at once)."""
+    if own is not None and (cap is None or own <= cap):
+        return {"limit_in_force": own, "limit_from": "job"}
+    return {"limit_in_force": cap, "limit_from": "daemon" if cap is not None else None}
 
 
 def _duration(seconds: float) -> str:

@@ -8,6 +8,9 @@ queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.requests.arrays`) 
 answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: every one is
 checked before any is queued, then all go in one commit. A time limit above the daemon's
 ``max_job_time`` is refused here (not cut: the user learns the limit before the job is queued).
+With ``dry_run``, either runs every one of these checks and answers what it would queue
+(:mod:`berth.daemon.requests.dryrun`), with no side effect: no id given, nothing written, no
+directory made.
 
 What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
 a job's environment, an array's tasks, the jobs of one request; and the user's jobs queued or
@@ -24,8 +27,15 @@ from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
 from berth.daemon.engine.command import expand_pattern
-from berth.daemon.requests import arrays, depends, unique, userdir
-from berth.daemon.requests.fitness import check_fits, check_limit, memory_share, requeue
+from berth.daemon.requests import arrays, depends, dryrun, unique, userdir
+from berth.daemon.requests.fitness import (
+    check_fits,
+    check_limit,
+    limit_in_force,
+    memory_share,
+    requeue,
+)
+from berth.daemon.requests.prepared import Prepared
 from berth.daemon.requests.replies import when_all
 from berth.wire import protocol
 from berth.wire.jobspec import JobSpec, one_machine
@@ -36,7 +46,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
     from typing import Any
 
-    from berth.core.job import Dependency
     from berth.daemon.engine.engine import Engine
     from berth.daemon.requests.authority import Peer
 
@@ -45,36 +54,14 @@ DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): p
 YIELD_EVERY = 256  # jobs of a batch checked between two turns of the loop
 
 
-class Prepared:
-    """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead).
-    ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
-    are taken out of it, into ``array`` and ``argvs``)."""
-
-    __slots__ = (
-        "any_of", "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
-        "spec",
-    )  # fmt: skip
-
-    def __init__(self, spec: JobSpec) -> None:
-        self.spec = spec
-        self.dup: dict[str, Any] | None = None
-        self.array = spec.array
-        self.argvs = spec.array_argvs  # (`berth sweep`: each task its own command)
-        self.count = len(arrays.indices(spec.array)[0]) if spec.array else 1  # jobs it adds
-        self.deps: tuple[Dependency, ...] = ()
-        self.any_of = False  # (sbatch's '?')
-        self.request = Request()
-        self.out = self.err = ""
-        self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
-        self.ident = ""  # the job's identity (unique.key)
-
-
 def submit(
     engine: Engine, peer: Peer, req: dict[str, Any]
 ) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
     """One job (or one array), answered once it is durable: a future (no task for it) unless
     it must first look for a twin (``--unique``, `berth watch`'s ``once``)."""
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
+    if req.get("dry_run"):
+        return _dry(engine, peer, req["job"], held)
     p, own = _check(engine, peer, req["job"])
     if _looks_for_twin(p.spec):
         return _submit_once(engine, peer, p, own, held)
@@ -95,6 +82,12 @@ async def _submit_once(
     return reply
 
 
+async def _dry(engine: Engine, peer: Peer, raw: Any, held: int) -> dict[str, Any]:
+    """``submit``'s dry run: every check, then what it would queue; nothing kept."""
+    p = await prepare(engine, peer, raw, 0, held, dry=True)
+    return dryrun.reply(engine, peer, p, engine.next_id)
+
+
 async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
     they are queued in one commit. A refusal names the job by its place (``job 3 of 5``).
@@ -109,10 +102,12 @@ async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[st
             protocol.BAD_REQUEST,
             f"jobs: from 1 to {most} jobs ([limits] max_request_jobs), not {len(raws)}",
         )
-    return {"replies": await _accept(engine, peer, raws)}
+    return {"replies": await _accept(engine, peer, raws, bool(req.get("dry_run")))}
 
 
-async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str, Any]]:
+async def _accept(
+    engine: Engine, peer: Peer, raws: list[Any], dry: bool = False
+) -> list[dict[str, Any]]:
     prepared: list[Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
@@ -122,7 +117,7 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await prepare(engine, peer, raw, queued, held, projects)
+            p = await prepare(engine, peer, raw, queued, held, projects, dry)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -136,6 +131,8 @@ async def _accept(engine: Engine, peer: Peer, raws: list[Any]) -> list[dict[str,
         prepared.append(p)
     if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
         engine.accounts.check_count(peer.user, engine.jobs.count_of(peer.uid), queued)
+    if dry:
+        return dryrun.replies(engine, peer, prepared)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
@@ -162,16 +159,16 @@ def _batch_keys(p: Prepared) -> list[str]:
 
 async def prepare(
     engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0,
-    projects: dict[str, int] | None = None,
+    projects: dict[str, int] | None = None, dry: bool = False,
 ) -> Prepared:  # fmt: skip
     """A job checked for submission (``queued``: the jobs its request adds before it; ``held``:
     the user's unfinished jobs; ``projects``: each project's unfinished jobs, the engine's
-    count if not given)."""
+    count if not given; ``dry``: a dry run's, which makes no directory)."""
     p, own = _check(engine, peer, raw, queued)
     if _looks_for_twin(p.spec):
         await _twin(engine, p, own)
     _finish(engine, peer, p, own, queued, held,
-            projects if projects is not None else engine.jobs.projects())  # fmt: skip
+            projects if projects is not None else engine.jobs.projects(), dry)  # fmt: skip
     return p
 
 
@@ -224,10 +221,10 @@ def _check(
 
 def _finish(
     engine: Engine, peer: Peer, p: Prepared, own: dict[str, Any], queued: int, held: int,
-    projects: dict[str, int],
+    projects: dict[str, int], dry: bool = False,
 ) -> None:  # fmt: skip
     """The checks of one job once its twin was looked for: the user's and its project's
-    limits, and its logs."""
+    limits, and its logs (``dry``: their directory checked, not made)."""
     spec = p.spec
     if p.dup is None:  # the user's limits (berth admin limits): max_jobs, max_time, max_gpus
         limit = engine.accounts.check_submit(
@@ -239,7 +236,7 @@ def _finish(
     out, err = spec.stdout, spec.stderr
     me = os.geteuid()
     if out is None or (spec.pty and me == 0):
-        log_dir = _log_dir(engine, peer)
+        log_dir = userdir.log_dir(engine.opts.state_dir, peer, make=not dry)
         out = out or os.path.join(log_dir, "%A_%a.out" if p.array else "%j.out")
         if me == 0:  # a --pty job's terminal: in a directory the job's user may write
             own["pty_dir"] = log_dir
@@ -309,7 +306,7 @@ def insert(
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
     reply: dict[str, Any] = {"job_id": base}
-    reply.update(_limit_in_force(spec.time_limit, engine.opts.max_job_time))
+    reply.update(limit_in_force(spec.time_limit, engine.opts.max_job_time))
     if array:
         reply["array"] = array
         reply["tasks"] = [f"{base}_{i}" for i in order]
@@ -319,14 +316,6 @@ def insert(
     else:
         reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
     return reply, futures
-
-
-def _limit_in_force(own: float | None, cap: float | None) -> dict[str, Any]:
-    """What stops the job: its own limit or the daemon's ``max_job_time`` (submit's reply
-    says which, so the user learns it at once)."""
-    if own is not None and (cap is None or own <= cap):
-        return {"limit_in_force": own, "limit_from": "job"}
-    return {"limit_in_force": cap, "limit_from": "daemon" if cap is not None else None}
 
 
 def _identities(peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]) -> None:
@@ -375,20 +364,3 @@ async def _once(engine: Engine, k: str) -> dict[str, Any] | None:
     job_id, state = found
     await engine.durable()
     return {"job_id": job_id, "duplicate": True, "state": state}
-
-
-def _log_dir(engine: Engine, peer: Peer) -> str:
-    """Where the job's default log goes: a root daemon's jobs run as their users, each with
-    a directory of their own (:mod:`berth.daemon.requests.userdir`); a user's own daemon keeps them
-    in its state dir."""
-    state = engine.opts.state_dir
-    if os.geteuid() != 0:
-        return userdir.logs_root(state)
-    try:
-        return userdir.user_dir(state, peer.user, peer.uid, peer.gid)
-    except OSError as e:
-        raise ProtocolError(
-            protocol.INVALID_STATE,
-            f"cannot make the log directory of {peer.user} under {userdir.logs_root(state)}: "
-            f"{e.strerror or e}; ask the admin, or give your own log file with -o",
-        ) from None

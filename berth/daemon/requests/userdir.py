@@ -29,6 +29,10 @@ from berth.errors import BerthError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.daemon.requests.authority import Peer
+
 SHARED_MODE = 0o711  # root's dirs the users pass through
 USER_MODE = 0o700
 
@@ -63,23 +67,26 @@ CHECKED_FOR = 1.0  # seconds
 _CHECKED: dict[tuple[str, str, int, int], tuple[float, str]] = {}
 
 
-def user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
+def user_dir(state_dir: str, user: str, uid: int, gid: int, make: bool = True) -> str:
     """``<state>/logs/<user>``, made for (and owned by) that user if missing. Once checked,
     taken as it was for :data:`CHECKED_FOR` seconds: a stream of submits of one user checks
-    it once a second, not three system calls a submit (only root can change ``<state>/logs``)."""
+    it once a second, not three system calls a submit (only root can change ``<state>/logs``).
+    ``make=False`` (a dry run): checked as a submit checks it, but nothing is made."""
     key = (state_dir, user, uid, gid)
     now = time.monotonic()
     seen = _CHECKED.get(key)
     if seen is not None and now - seen[0] < CHECKED_FOR:
         return seen[1]
-    path = _user_dir(state_dir, user, uid, gid)
+    path = _user_dir(state_dir, user, uid, gid, make)
+    if not make:
+        return path  # (not remembered: it may not exist yet)
     if len(_CHECKED) >= 4096:
         _CHECKED.clear()
     _CHECKED[key] = (now, path)
     return path
 
 
-def _user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
+def _user_dir(state_dir: str, user: str, uid: int, gid: int, make: bool) -> str:
     name = user if user and "/" not in user and user not in (".", "..") else str(uid)
     root = logs_root(state_dir)
     path = os.path.join(root, name)
@@ -88,6 +95,8 @@ def _user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
+            if not make:
+                return path
             os.mkdir(name, USER_MODE, dir_fd=fd)
             os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
             os.chmod(name, USER_MODE, dir_fd=fd)  # (whatever the daemon's umask)
@@ -103,3 +112,19 @@ def _user_dir(state_dir: str, user: str, uid: int, gid: int) -> str:
         return path
     finally:
         os.close(fd)
+
+
+def log_dir(state: str, peer: Peer, make: bool = True) -> str:
+    """Where a job's default log goes: a root daemon's jobs run as their users, each with a
+    directory of their own (:func:`user_dir`; ``make=False``: a dry run's, checked, not made);
+    a user's own daemon keeps them in its state dir."""
+    if os.geteuid() != 0:
+        return logs_root(state)
+    try:
+        return user_dir(state, peer.user, peer.uid, peer.gid, make)
+    except OSError as e:
+        raise ProtocolError(
+            protocol.INVALID_STATE,
+            f"cannot make the log directory of {peer.user} under {logs_root(state)}: "
+            f"{e.strerror or e}; ask the admin, or give your own log file with -o",
+        ) from None

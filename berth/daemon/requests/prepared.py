@@ -1,0 +1,38 @@
+"""A job submit checked (:mod:`berth.daemon.requests.intake`), ready to be queued, or answered
+by a dry run (:mod:`berth.daemon.requests.dryrun`)."""
+
+from __future__ import annotations
+
+from berth.core.request import Request
+from berth.daemon.requests import arrays
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from berth.core.job import Dependency
+    from berth.wire.jobspec import JobSpec
+
+
+class Prepared:
+    """A checked job, ready to be inserted (``dup``: the reply for a duplicate instead).
+    ``spec`` is what the store keeps of each task (an array's ``array`` and ``array_argvs``
+    are taken out of it, into ``array`` and ``argvs``)."""
+
+    __slots__ = (
+        "any_of", "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
+        "spec",
+    )  # fmt: skip
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.dup: dict[str, Any] | None = None
+        self.array = spec.array
+        self.argvs = spec.array_argvs  # (`berth sweep`: each task its own command)
+        self.count = len(arrays.indices(spec.array)[0]) if spec.array else 1  # jobs it adds
+        self.deps: tuple[Dependency, ...] = ()
+        self.any_of = False  # (sbatch's '?')
+        self.request = Request()
+        self.out = self.err = ""
+        self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
+        self.ident = ""  # the job's identity (unique.key)
