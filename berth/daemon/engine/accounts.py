@@ -11,6 +11,8 @@
   (:meth:`Accounts.check_submit`); ``shares`` weighs a user's fair share (default 1).
 - Claims outside the queue (`berth run`) count like jobs, in both (:attr:`Accounts.outside`,
   :mod:`berth.daemon.engine.claimers`; :meth:`Accounts.claims_seen` after each ledger scan).
+  A share counts whole in both (issue 41.3, :mod:`berth.core.limits`): a user's GPUs are the
+  GPUs they hold any part of, and a share is charged as its GPU.
 - What one request may cost (:meth:`Accounts.check_request`: ``[limits]`` max_env_size,
   max_array_tasks, max_request_jobs; the config's only), so that no user's request costs the
   daemon unbounded memory, disk or time (docs/admin.md, "Limits per user").
@@ -21,7 +23,7 @@
 
 from __future__ import annotations
 
-from berth.core.fairshare import Book, FairShare, factors, usage_at
+from berth.core.fairshare import Book, FairShare, charged_gpus, factors, usage_at
 from berth.core.limits import UserLimits
 from berth.daemon.engine.claimers import Claimers
 from berth.daemon.engine.projects import PREFIX, Projects, empty_row, tally
@@ -137,10 +139,11 @@ class Accounts:
                 )
             time_limit = most if time_limit is None else time_limit
         gpus = self.limit(user, "max_gpus")
-        if gpus is not None and request.gpu_amount > gpus + 1e-9:
+        if gpus is not None and request.count > gpus + 1e-9:
+            whole = " (a share counts as its whole GPU)" if request.shares else ""
             raise ProtocolError(
                 protocol.BAD_REQUEST,
-                f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once "
+                f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once{whole} "
                 f"(`berth admin limits {user}`): ask for fewer, or ask an admin",
             )
         self.check_count(user, held, count)
@@ -200,7 +203,7 @@ class Accounts:
         a = job.attempt
         if a is None or a.end is None:
             return []
-        value = self.book.add(job.tenant, job.request.gpu_amount, a.start, a.end, now)
+        value = self.book.add(job.tenant, charged_gpus(job.request), a.start, a.end, now)
         project = self.projects.ended(job, now)
         return [(job.tenant, value, now), *([project] if project else [])]
 
@@ -215,12 +218,14 @@ class Accounts:
         return self.projects.fair(FairShare(usage, shares), running, now)
 
     def claims_seen(
-        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float
-    ) -> list[tuple[str, float, float]]:
-        """Take in a ledger scan (``own``: our jobs' leases): the claims outside the queue
-        that ended since the last add what they used to their users' usage; the store rows."""
+        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float,
+        index: Mapping[str, int] | None = None,
+    ) -> list[tuple[str, float, float]]:  # fmt: skip
+        """Take in a ledger scan (``own``: our jobs' leases; ``index``: GPU UUID -> index):
+        the claims outside the queue that ended since the last add what they used to their
+        users' usage; the store rows."""
         rows = []
-        for user, gpus, since in self.outside.seen(claims, own, now):
+        for user, gpus, since in self.outside.seen(claims, own, now, index):
             rows.append((user, self.book.add(user, gpus, since, now, now), now))
         return rows
 
@@ -230,9 +235,17 @@ class Accounts:
         per: dict[str, dict[str, Any]] = {}
         running = tally(per, jobs, lambda j: j.tenant, "user")
         usage = usage_at(self.book, running, now)
+        for user, used in self.outside.usage(now, self.book.half_life).items():
+            usage[user] = usage.get(user, 0.0) + used
+        held = self.outside.held()  # the GPUs each user holds part of, jobs and claims
+        for job in running:
+            if job.attempt is not None and job.tenant == job.user:
+                held.setdefault(job.user, set()).update(job.attempt.gpus)
         for tenant, used in usage.items():
             if used >= 1.0 or tenant in per:  # (a GPU-second or more)
                 per.setdefault(tenant, empty_row(tenant, "user"))
+        for user in held:
+            per.setdefault(user, empty_row(user, "user"))
         shares = {t: self.limit(t, "shares") or 1.0 for t in per}
         fair = FairShare(usage, shares)
         factor = factors(fair, per)
@@ -244,6 +257,8 @@ class Accounts:
             row["shares"] = shares[t]
             row["factor"] = factor[t]
             row["max_gpus"] = self.limit(t, "max_gpus")
+            if t in held:  # (what counts against max_gpus: each GPU held part of, whole)
+                row["gpus"] = float(len(held[t]))
             out.append(row)
         return out
 
