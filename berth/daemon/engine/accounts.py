@@ -15,7 +15,9 @@
   GPUs they hold any part of, and a share is charged as its GPU.
 - What one request may cost (:meth:`Accounts.check_request`: ``[limits]`` max_env_size,
   max_array_tasks, max_request_jobs; the config's only), so that no user's request costs the
-  daemon unbounded memory, disk or time (docs/admin.md, "Limits per user").
+  daemon unbounded memory, disk or time (docs/admin.md, "Limits per user"); a job's bytes
+  (``max_job_bytes``, :mod:`berth.wire.jobsize`) and each user's in the store
+  (:meth:`Accounts.check_bytes`, ``max_user_bytes``).
 - :meth:`Accounts.summary`: each user's line under `berth queue`.
 - Projects (Slurm's accounts): :attr:`Accounts.projects` (:mod:`berth.daemon.engine.projects`):
   their checks at submit, their usage (the upper level of fair share) and quotas.
@@ -74,6 +76,8 @@ class Accounts:
         self.max_env_size = cfg.limit_max_env_size
         self.max_array_tasks = cfg.limit_max_array_tasks
         self.max_request_jobs = cfg.limit_max_request_jobs
+        self.max_job_bytes = cfg.limit_max_job_bytes  # (berth.wire.jobsize)
+        self.max_user_bytes = cfg.limit_max_user_bytes
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -161,6 +165,19 @@ class Accounts:
                 f"{user} has {held} jobs queued or running{more}; the most allowed is "
                 f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
                 "some",
+            )
+
+    def check_bytes(self, user: str, held: int, adds: int) -> None:
+        """Refuse ``adds`` more bytes in the store past ``user``'s ``max_user_bytes``
+        (``held``: what their unfinished jobs keep there: ``JobTable.bytes_of``)."""
+        most = self.max_user_bytes
+        if held + adds > most:
+            raise ProtocolError(
+                protocol.INVALID_STATE,
+                f"{user}'s unfinished jobs keep {format_size(held)} in this daemon's store and "
+                f"this would add {format_size(adds)}: the most is {format_size(most)} ([limits] "
+                "max_user_bytes in its config); nothing was queued: wait for some to end, "
+                "cancel some, or make the jobs smaller (long arguments in a file)",
             )
 
     def table(self, user: str | None = None) -> dict[str, Any]:
