@@ -16,6 +16,7 @@ import pytest
 from berth import config
 from berth.client import DaemonError
 from berth.errors import ConfigError
+from berth.wire.protocol import MAX_REQUEST
 
 
 def _db_bytes(state_dir: str) -> int:
@@ -106,6 +107,7 @@ def test_the_limit_keys_are_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("BERTH_CONFIG", str(path))
     cfg = config.Config()
     assert (cfg.limit_max_job_bytes, cfg.limit_max_user_bytes) == (256 << 10, 256 << 20)
+    assert config.MAX_REQUEST_SIZE == MAX_REQUEST  # (a job may be at most a request frame)
     path.write_text('[limits]\nmax_job_bytes = "1M"\nmax_user_bytes = "1G"\n')
     cfg = config.load()
     assert (cfg.limit_max_job_bytes, cfg.limit_max_user_bytes) == (1 << 20, 1 << 30)

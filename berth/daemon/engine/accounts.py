@@ -144,7 +144,7 @@ class Accounts:
             time_limit = most if time_limit is None else time_limit
         gpus = self.limit(user, "max_gpus")
         if gpus is not None and request.count > gpus + 1e-9:
-            whole = " (a share counts as its whole GPU)" if request.shares else ""
+            whole = "" if request.whole else " (a share counts as its whole GPU)"
             raise ProtocolError(
                 protocol.BAD_REQUEST,
                 f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once{whole} "
