@@ -26,7 +26,7 @@ import os
 
 from berth import config_projects
 from berth.config_enforce import Enforce, isolate_mode
-from berth.config_key import At, Key, example, keys_of, set_defaults
+from berth.config_key import At, Key, example, keys_of, set_defaults, sized
 from berth.errors import ConfigError, UsageError
 from berth.units import parse_bind, parse_duration, parse_size
 
@@ -87,14 +87,7 @@ DEFAULT_MAX_JOBS = 50_000  # [limits] max_jobs when the config gives none
 MAX_REQUEST_SIZE = 8 * 1024 * 1024  # (a request frame's most: berth.wire.protocol)
 
 
-def _env_size(value: str | int, at: At, cfg: Config) -> int:
-    try:
-        size = parse_size(value if isinstance(value, str) else str(value))
-    except ValueError as e:
-        raise at.fail(f"[{at.section}] {at.key}: {e}") from None
-    if not 0 < size <= MAX_REQUEST_SIZE:
-        raise at.fail(f"[{at.section}] {at.key} = {value!r} must be in (0, 8M]")
-    return size
+_env_size = sized(1, MAX_REQUEST_SIZE, "(0, 8M]")  # (at most a request frame: wire.protocol)
 
 
 def _size(value: str | int, at: At, cfg: Config) -> int | None:
@@ -264,6 +257,8 @@ class Config:
         "jobs a user may have queued or running (more are refused; default 50000)", name="max_jobs")
     limit_max_env_size = Key("limits", (str, int), 256 * 1024, _env_size, '"256K"',
         "a job's environment (--export) and setup text, in bytes", name="max_env_size")
+    limit_max_job_bytes = Key("limits", (str, int), 256 * 1024, _env_size, '"256K"', "a job's whole size: command, environment, setup, options (at most 8M)", name="max_job_bytes")
+    limit_max_user_bytes = Key("limits", (str, int), 256 * 1024 * 1024, sized(MAX_REQUEST_SIZE, 1 << 40, "[8M, 1T]"), '"256M"', "what one user's unfinished jobs may keep in the daemon's store", name="max_user_bytes")
     limit_max_array_tasks = Key("limits", (int,), 10_000, _bounded(lambda n: 1 <= n <= 10_000, "1 to 10000", int), "10000",
         "tasks of one --array (10000 at most)", name="max_array_tasks")
     limit_max_request_jobs = Key("limits", (int,), 10_000, _bounded(lambda n: 1 <= n <= 1_000_000, "1 to 1000000", int), "10000",

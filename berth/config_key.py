@@ -11,6 +11,7 @@ setting is a plain attribute read; for the type checker a ``Key[T]`` reads as a 
 from __future__ import annotations
 
 from berth.errors import ConfigError
+from berth.units import parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,6 +84,21 @@ class Key(_Typed[T]):
         def __get__(self, obj: object, owner: type) -> T: ...
         def __get__(self, obj: object, owner: type) -> Key[T] | T: ...
         def __set__(self, obj: object, value: T) -> None: ...
+
+
+def sized(lo: int, hi: int, words: str) -> Check[int]:
+    """The check of a size ("256K", or bytes) from ``lo`` to ``hi`` (``words``: the range)."""
+
+    def check(value: str | int, at: At, cfg: Config) -> int:
+        try:
+            size = parse_size(value if isinstance(value, str) else str(value))
+        except ValueError as e:
+            raise at.fail(f"[{at.section}] {at.key}: {e}") from None
+        if not lo <= size <= hi:
+            raise at.fail(f"[{at.section}] {at.key} = {value!r} must be in {words}")
+        return size
+
+    return check
 
 
 def keys_of(cls: type) -> list[Key[Any]]:

@@ -14,6 +14,7 @@ from berth.cli.submit_options import time_limit
 from berth.errors import UsageError
 from berth.units import parse_begin, parse_gpu_indices, parse_size
 from berth.wire.env import export_env, sendmail
+from berth.wire.jobsize import check_job_bytes, job_bytes
 from berth.wire.jobspec import JobSpec, check_field
 from berth.wire.protocol import ProtocolError
 
@@ -30,13 +31,16 @@ def job_spec(
     one validator of a job): bad input is refused here, before anything is sent, with the
     daemon's message (as a usage error). ``environ``: the environment to export from (this
     process's, read once for a jobs file's lines); ``more``: fields the command adds
-    (``array``, a sweep's ``array_argvs``)."""
+    (``array``, a sweep's ``array_argvs``). A job past ``[limits] max_job_bytes`` is refused
+    here too, before it is sent (:mod:`berth.wire.jobsize`)."""
     raw = _fields(args, dict(os.environ) if environ is None else environ)
     raw.update(more)
     try:
-        return JobSpec.from_dict(raw)
+        spec = JobSpec.from_dict(raw)
+        check_job_bytes(job_bytes(spec), config.get().limit_max_job_bytes)  # (issue 41.4)
     except ProtocolError as e:
         raise UsageError(e.message) from None
+    return spec
 
 
 def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]:

@@ -27,6 +27,10 @@ than all going to whoever was lowest. From the next pass on, the job counts for 
 has actually run.
 
 With one user (a user's own daemon) the order is exactly the policy's.
+
+A share is charged as the whole GPU (:func:`charged_gpus`, issue 41.3): however small, it
+keeps the GPU from every exclusive job, so what it costs the others is the GPU. A job of
+-g 0.5 uses one GPU-second a second, as does a claim of 0.01 outside the queue.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from berth.core.job import Job
+from berth.core.request import Request
 
 DEFAULT_HALF_LIFE = 7 * 86400.0
 #: The run time charged in a pass to a job started without a time limit (as ``balanced``).
@@ -105,7 +110,7 @@ def usage_at(
         a = job.attempt
         if a is None or a.end is not None:
             continue
-        used = accrued(job.request.gpu_amount, a.start, now, now, book.half_life)
+        used = accrued(charged_gpus(job.request), a.start, now, now, book.half_life)
         key = job.project if by == "project" else job.tenant
         out[key] = out.get(key, 0.0) + used
     return out
@@ -140,10 +145,15 @@ class FairShare:
         return FairShare(self.project_usage, self.project_shares)
 
 
+def charged_gpus(request: Request) -> float:
+    """The GPUs a job is charged for in its usage: every GPU it holds any part of, whole."""
+    return float(request.count)
+
+
 def fair_charge(job: Job) -> float:
     """What a job started in a pass counts for in the rest of that pass (GPU-seconds)."""
     run = job.time_limit if job.time_limit is not None else UNKNOWN_RUN
-    return job.request.gpu_amount * run
+    return charged_gpus(job.request) * run
 
 
 def interleave(

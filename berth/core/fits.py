@@ -7,7 +7,7 @@ pass starts another job; every answer here is what ``place()`` would say now.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from berth.core.capacity import INF, Capacity
 from berth.core.job import Job
@@ -70,6 +70,41 @@ class Fits:
             elif req.gpus > 0:
                 self.fail_share[slot] = min(self.fail_share[slot], req.gpus)
         return pl
+
+
+    def get_off(
+        self, req: Request, exclude: Collection[int], off: frozenset[int]
+    ) -> Placement | None:
+        """:meth:`get`, also kept off the positions ``off`` (admin reservations)."""
+        if not off:
+            return self.get(req, exclude)
+        # (rare: admin reservations; not remembered)
+        return place(self.cap, req, self.how, self.profile, off.union(exclude))
+
+    def fit(
+        self, req: Request, reserved: Collection[int], off: frozenset[int], ends_by: float,
+        shadow: float,
+    ) -> tuple[Placement | None, bool]:  # fmt: skip
+        """(where it starts: outside the head's reservation ``reserved``, or anywhere free if
+        it ends (``ends_by``) before the ``shadow`` time; True if it fits only where the head
+        job's reservation is). ``off``: positions admin reservations keep it off."""
+        pl = self.get_off(req, reserved, off)
+        if pl is None and reserved:
+            fits_all = self.get_off(req, (), off)
+            if fits_all is not None:
+                if ends_by <= shadow < INF:
+                    return fits_all, False
+                return None, True
+        return pl, False
+
+    def within(self, req: Request, only: Collection[int], off: Iterable[int]) -> Placement | None:
+        """Where a share job may start on the GPUs ``only`` (indices: those its user holds
+        part of, :meth:`berth.core.limits.Held.within`), off the positions ``off``, or None."""
+        cap = self.cap
+        keep = {cap.pos[g] for g in only if g in cap.pos}
+        exclude = set(range(len(cap.index))) - keep
+        exclude.update(off)
+        return place(cap, req, self.how, self.profile, exclude)
 
 
 def reservation(

@@ -8,15 +8,23 @@ A job whose start would take its user above the limit waits with the reason
 what its own user holds, not a lack of GPUs, holds it back. A job that asks for more than its
 user may ever hold waits until the limit is raised (the daemon refuses such a job at submit).
 
+A user's GPUs are the GPUs they hold any part of (issue 41.3): a share, however small, keeps
+the whole GPU from every exclusive job, so each GPU a user holds a share of counts 1 against
+their limit, whatever its share, and however many of their jobs and claims share it. A share
+job of a user at their limit may still start on a GPU they already hold part of (it adds no
+GPU): :meth:`Held.within`. So one user can never keep more GPUs from others than their limit,
+one percent at a time (``UserLimits.outside``: the GPUs of their claims outside the queue).
+
 The other limits (jobs queued, time limit; a project's jobs queued) are checked when a job is
 submitted, by the daemon: they are not the scheduler's business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from berth.core.capacity import Capacity
 from berth.core.job import Job
 
 EPS = 1e-9
@@ -25,14 +33,15 @@ EPS = 1e-9
 @dataclass(frozen=True, slots=True)
 class UserLimits:
     """The most GPUs each user may hold at once: ``max_gpus`` (user -> N, or None for no
-    limit), else ``default`` (None: no limit). ``outside``: GPUs each user holds in claims
-    made outside the queue (`berth run`), counted with their running jobs. ``projects``: the
+    limit), else ``default`` (None: no limit). ``outside``: the GPUs (indices) each user holds
+    any part of in claims made outside the queue (`berth run`), counted with their running
+    jobs. ``projects``: the
     most GPUs each project's jobs may hold at once (project -> N; a project not listed, and
     jobs of no project, have no limit: :class:`ProjectHeld`)."""
 
     max_gpus: Mapping[str, float | None] = field(default_factory=dict)
     default: float | None = None
-    outside: Mapping[str, float] = field(default_factory=dict)
+    outside: Mapping[str, Collection[int]] = field(default_factory=dict)
     projects: Mapping[str, float] = field(default_factory=dict)
 
     def of(self, user: str) -> float | None:
@@ -40,41 +49,83 @@ class UserLimits:
 
 
 class Held:
-    """What each user holds (running jobs, those started in this pass, and their claims
-    outside the queue), against their :class:`UserLimits`."""
+    """The GPUs each user holds any part of (running jobs, those started in this pass, and
+    their claims outside the queue), against their :class:`UserLimits`."""
 
     __slots__ = ("held", "limits")
 
     def __init__(self, limits: UserLimits, running: Iterable[Job]) -> None:
         self.limits = limits
-        self.held: dict[str, float] = dict(limits.outside)
+        self.held: dict[str, set[int]] = {u: set(g) for u, g in limits.outside.items()}
         for job in running:
-            self.started(job)
+            a = job.attempt
+            if a is not None:
+                self.took(job.user, a.gpus)
+
+    def count(self, user: str) -> int:
+        """How many GPUs ``user`` holds any part of."""
+        mine = self.held.get(user)
+        return len(mine) if mine is not None else 0
 
     def blocked(self, job: Job) -> str | None:
         """Why ``job`` may not start now for its user's limit (the detail of its pending
-        reason), or None."""
+        reason), or None. A share job of a user at their limit is not blocked here when they
+        hold part of a GPU already: it may start there (:meth:`within`)."""
         if not self.limits.max_gpus and self.limits.default is None:
             return None  # (only projects have limits)
         most = self.limits.of(job.user)
         if most is None:
             return None
-        need = job.request.gpu_amount
-        held = self.held.get(job.user, 0.0)
+        need = job.request.count
+        held = self.count(job.user)
         if held + need <= most + EPS:
             return None
         who = job.user or "this user"
         if need > most + EPS:
             return f"needs {_n(need)} GPUs, more than {who} may hold at once ({_n(most)})"
+        if job.request.gpus < 1 and held:
+            return None  # (on a GPU it holds part of already: within())
         return f"{who} holds {_n(held)} of {_n(most)} GPUs allowed at once"
 
-    def full(self, user: str) -> bool:
-        """``user`` holds all the GPUs their limit allows: none of their jobs can start."""
-        most = self.limits.of(user)
-        return most is not None and self.held.get(user, 0.0) >= most - EPS
+    def within(self, job: Job) -> frozenset[int] | None:
+        """The GPUs ``job`` may start on without taking its user above their limit (those
+        they hold part of already), or None: any GPU."""
+        most = self.limits.of(job.user)
+        if most is None or not (self.limits.max_gpus or self.limits.default is not None):
+            return None
+        held = self.count(job.user)
+        if held + job.request.count <= most + EPS:
+            return None
+        return frozenset(self.held.get(job.user, ()))
 
-    def started(self, job: Job) -> None:
-        self.held[job.user] = self.held.get(job.user, 0.0) + job.request.gpu_amount
+    def no_room(self, user: str) -> str:
+        """The reason a share job of ``user`` at their limit waits: no room on their GPUs."""
+        most = self.limits.of(user)
+        return (f"{user or 'this user'} holds {_n(self.count(user))} of {_n(most or 0)} GPUs "
+                "allowed at once, and no room on the GPUs they hold part of")  # fmt: skip
+
+    def stuck(self, user: str, cap: Capacity) -> bool:
+        """None of ``user``'s jobs can start: at their limit, no room on the GPUs they hold."""
+        if not self.full(user):
+            return False
+        pos = cap.pos
+        return not any(g in pos and cap.free[pos[g]] > EPS for g in self.held.get(user, ()))
+
+    def full(self, user: str) -> bool:
+        """``user`` holds all the GPUs their limit allows: none of their jobs that needs a
+        GPU they do not hold yet can start."""
+        most = self.limits.of(user)
+        return most is not None and self.count(user) >= most - EPS
+
+    def started(self, job: Job, gpus: Iterable[int]) -> None:
+        """``job`` started in this pass on ``gpus``."""
+        self.took(job.user, gpus)
+
+    def took(self, user: str, gpus: Iterable[int]) -> None:
+        mine = self.held.get(user)
+        if mine is None:
+            mine = self.held[user] = set()
+        mine.update(gpus)
 
 
 class ProjectHeld:

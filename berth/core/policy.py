@@ -24,7 +24,8 @@ balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs
 Fair share (``fair=``, :mod:`berth.core.fairshare`), over any policy: between users, the
 lowest decayed usage per share first; within a user, the policy's order. Per-user limits
 (``limits=``, :mod:`berth.core.limits`): a job that would take its user above their GPU
-limit waits (``UserGpuLimit``), with no reservation; so does one that would take its project
+limit (each GPU they hold any share of counting whole) waits (``UserGpuLimit``), with no
+reservation; so does one that would take its project
 above its project's (``limits.projects``: ``ProjectGpuLimit``).
 
 In every policy a requeued job (``--requeue`` at its time limit, or preempted) comes after every

@@ -20,7 +20,7 @@ object per call: pure as a whole (it changes no job, only the ``capacity`` hande
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 
 from berth.core import deps
 from berth.core.capacity import EPS, INF, Capacity
@@ -32,9 +32,8 @@ from berth.core.groups import GroupLimits
 from berth.core.job import Job
 from berth.core.limits import Held, ProjectHeld
 from berth.core.order import ordered
-from berth.core.placement import Placement, Profile, place
+from berth.core.placement import Placement, Profile
 from berth.core.ranking import View, Walk
-from berth.core.request import Request
 from berth.core.reservations import holding, kept_off, live, next_change, why
 from berth.core.states import Reason, State
 from berth.units import format_duration
@@ -207,8 +206,7 @@ class Pass:
         user_gpus = self.user_gpus
         if user_gpus is not None and (over := user_gpus.blocked(job)) is not None:
             self.wait(job, Reason.USER_GPU_LIMIT, over)  # (no reservation: its user's GPUs)
-            if not self.inp.explain and job.tenant == job.user and user_gpus.full(job.user):
-                self.done.add(job.tenant)  # (none of its jobs can start: skip the rest)
+            self._full(job)
             return True
         project_gpus = self.project_gpus
         if project_gpus is not None and (over := project_gpus.blocked(job)) is not None:
@@ -217,6 +215,12 @@ class Pass:
                 self.done_projects.add(job.project)
             return True
         return False
+
+    def _full(self, job: Job) -> None:
+        """Without explanations: skip the rest of the jobs of ``job``'s user if none can start."""
+        held = self.user_gpus
+        if not self.inp.explain and held and job.tenant == job.user and held.stuck(job.user, self.cap):
+            self.done.add(job.tenant)
 
     def _groups(self) -> GroupLimits:
         if self.groups is None:
@@ -246,6 +250,10 @@ class Pass:
                       f"behind job {head.id if head else '?'} (strict FIFO)")  # fmt: skip
             self.stop = not self.inp.explain
             return True
+        if self.user_gpus is not None and req.gpus < 1:
+            only = self.user_gpus.within(job)
+            if only is not None:
+                return self._within(job, self.user_gpus, only)
         if self.windows:  # admin reservations (berth.core.reservations)
             return self._around(job)
         reserved = self.reserved
@@ -271,14 +279,15 @@ class Pass:
         mine = holding(self.windows, job, now, pos)
         if mine:
             rest = frozenset(range(len(self.cap.index))) - mine
-            pl = self._get(req, self.reserved, rest)
+            pl = self.fits.get_off(req, self.reserved, rest)
             if pl is not None:
                 self._start(job, pl)
                 return True
         off, first = kept_off(self.windows, job, now, pos)
-        pl, behind = self._fit(req, job.time_limit, off)
+        pl, behind = self.fits.fit(req, self.reserved, off, self._ends_by(job), self.shadow)
         if pl is None and not behind and first is not None:
-            free, free_behind = self._fit(req, job.time_limit, frozenset())
+            free, free_behind = self.fits.fit(req, self.reserved, frozenset(), self._ends_by(job),
+                                              self.shadow)
             if free is not None or free_behind:  # it would fit, but for the reservations
                 self.wait(job, Reason.RESERVATION, why(first, job, now))
                 return True
@@ -289,6 +298,18 @@ class Pass:
         self._start(job, pl)
         return True
 
+    def _within(self, job: Job, held: Held, only: frozenset[int]) -> bool:
+        """A share job of a user at their GPU limit: it starts only on a GPU they hold part
+        of already (outside any reservation), else waits for their limit (issue 41.3)."""
+        off = kept_off(self.windows, job, self.inp.now, self.cap.pos)[0] if self.windows else ()
+        pl = self.fits.within(job.request, only, (*self.reserved, *off))
+        if pl is None:
+            self.wait(job, Reason.USER_GPU_LIMIT, held.no_room(job.user))
+            self._full(job)
+        else:
+            self._start(job, pl)
+        return True
+
     def _behind(self, job: Job) -> bool:
         """``job`` waits behind the blocked head, whose GPUs are reserved (EASY backfill)."""
         head = self.head
@@ -296,28 +317,8 @@ class Pass:
                   f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
         return True
 
-    def _fit(
-        self, req: Request, limit: float | None, off: frozenset[int]
-    ) -> tuple[Placement | None, bool]:
-        """(where it starts: outside the head's reservation, or anywhere free if it ends
-        before the shadow time; True if it fits only where the head job's reservation is).
-        ``off``: positions admin reservations keep it off."""
-        reserved = self.reserved
-        pl = self._get(req, reserved, off)
-        if pl is None and reserved:
-            fits_all = self._get(req, (), off)
-            if fits_all is not None:
-                ends_by = self.inp.now + limit if limit is not None else INF
-                if ends_by <= self.shadow < INF:
-                    return fits_all, False
-                return None, True
-        return pl, False
-
-    def _get(self, req: Request, exclude: Collection[int], off: frozenset[int]) -> Placement | None:
-        if not off:
-            return self.fits.get(req, exclude)
-        inp = self.inp  # (rare: admin reservations; not remembered in Fits)
-        return place(self.cap, req, inp.placement, self.profile, off.union(exclude))
+    def _ends_by(self, job: Job) -> float:
+        return self.inp.now + job.time_limit if job.time_limit is not None else INF
 
     def _passed_over(self, job: Job) -> bool:
         """After a reservation, without explanations: the job can neither fit outside the
@@ -359,7 +360,7 @@ class Pass:
             cp = self.charged_projects
             cp[job.project] = cp.get(job.project, 0.0) + charge
         if self.user_gpus is not None:
-            self.user_gpus.started(job)
+            self.user_gpus.started(job, gpus)
         if self.project_gpus is not None:
             self.project_gpus.started(job)
         limit = job.time_limit

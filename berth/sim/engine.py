@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from berth.core.decisions import Decisions
-from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, usage_at
+from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, charged_gpus, usage_at
 from berth.core.job import Job
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
@@ -153,9 +153,9 @@ class _Replay:
             self.held.end(job)
             a = job.attempts[-1]
             if book is not None:
-                book.add(job.tenant, job.request.gpu_amount, a.start, now, now)
+                book.add(job.tenant, charged_gpus(job.request), a.start, now, now)
             if self.pbook is not None:  # (fair share's upper level: the project's usage)
-                self.pbook.add(job.project, job.request.gpu_amount, a.start, now, now)
+                self.pbook.add(job.project, charged_gpus(job.request), a.start, now, now)
             for g in a.gpus:
                 self.free[self.index[g]] += a.share
             self.allocated -= job.request.gpu_amount

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from berth.core.decisions import Decisions
-from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, accrued, usage_at
+from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, accrued, charged_gpus, usage_at
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job
 from berth.core.limits import UserLimits
@@ -91,7 +91,7 @@ def _ended_usage(
     ended = dict(usage)
     for j in running:
         if (a := j.attempt) is not None:
-            part = accrued(j.request.gpu_amount, a.start, now, now, half_life)
+            part = accrued(charged_gpus(j.request), a.start, now, now, half_life)
             ended[j.tenant] = ended.get(j.tenant, 0.0) - part
     return Book(half_life, {t: (max(0.0, u), now) for t, u in ended.items()})
 
@@ -167,6 +167,6 @@ class _Forward:
             job = self.run.pop(jid)
             transition(job, State.COMPLETED, now=t, exit_code=0)
             if self.book is not None and (a := job.attempt) is not None:
-                self.book.add(job.tenant, job.request.gpu_amount, a.start, t, t)
+                self.book.add(job.tenant, charged_gpus(job.request), a.start, t, t)
             self.finished[jid] = State.COMPLETED
         return True

@@ -57,11 +57,50 @@ def test_a_per_user_setting_beats_the_default_and_none_means_no_limit(make_job: 
     assert d.pending[carol.id].detail == "needs 1 GPUs, more than carol may hold at once (0.5)"
 
 
-def test_fractions_count_as_what_they_hold(make_job: MakeJob) -> None:
+def test_shares_of_one_gpu_count_it_once_and_pack_on_it(make_job: MakeJob) -> None:
+    """A user at their limit still packs shares onto the GPU they hold part of (it adds no
+    GPU), and no further."""
     halves = [make_job(0.5, user="alice") for _ in range(3)]
     d = schedule(Inputs(halves, [], gpus(2), limits=UserLimits({"alice": 1.0})))
-    assert len(d.starts) == 2
-    assert d.pending[halves[2].id].detail == "alice holds 1 of 1 GPUs allowed at once"
+    assert len(d.starts) == 2 and {s.gpus for s in d.starts} == {(0,)}
+    assert d.pending[halves[2].id].reason is Reason.USER_GPU_LIMIT
+    assert d.pending[halves[2].id].detail == (
+        "alice holds 1 of 1 GPUs allowed at once, and no room on the GPUs they hold part of"
+    )
+
+
+def test_one_percent_shares_never_block_more_gpus_than_the_limit(make_job: MakeJob) -> None:
+    """Issue 41.3 (hostile): with max_gpus = 1, 0.01 on every GPU kept every exclusive job
+    of everyone waiting (0.04 "GPUs" held); each GPU a user holds part of counts whole."""
+    tiny = [make_job(0.01, user="mallory", gpu_ids=(k,)) for k in range(4)]
+    bob = make_job(1, user="bob")
+    d = schedule(Inputs([*tiny, bob], [], gpus(4), limits=UserLimits(default=1.0)))
+    by_id = {j.id: j for j in [*tiny, bob]}
+    assert sorted(by_id[s.job_id].user for s in d.starts) == ["bob", "mallory"]
+    for job in tiny[1:]:
+        assert d.pending[job.id].reason is Reason.USER_GPU_LIMIT
+
+
+def test_shares_held_outside_the_queue_count_whole(make_job: MakeJob) -> None:
+    """Claims of 0.01 on three GPUs (`berth run`) are three GPUs against the limit: the
+    user's exclusive job waits, their share job only packs onto those GPUs."""
+    whole, share = make_job(1, user="mallory"), make_job(0.5, user="mallory")
+    lim = UserLimits(default=1.0, outside={"mallory": {1, 2, 3}})
+    d = schedule(Inputs([whole, share], [], gpus(4), limits=lim))
+    assert d.pending[whole.id].detail == "mallory holds 3 of 1 GPUs allowed at once"
+    assert [s.gpus[0] in {1, 2, 3} for s in d.starts] == [True]  # (not the free GPU 0)
+
+
+def test_a_share_is_charged_as_its_whole_gpu(make_job: MakeJob) -> None:
+    """In fair share a 0.01 job costs its user a GPU-second a second: it keeps the whole GPU
+    from every exclusive job (issue 41.3)."""
+    from berth.core.fairshare import INF, Book, fair_charge, usage_at
+
+    tiny = make_job(0.01, user="mallory", t=0.0)
+    transition(tiny, State.RUNNING, now=0.0, gpus=(0,), share=0.01)
+    assert usage_at(Book(INF), [tiny], now=100.0) == {"mallory": 100.0}
+    tiny.time_limit = 10.0
+    assert fair_charge(tiny) == 10.0
 
 
 def test_fair_share_passes_over_a_user_at_the_limit(make_job: MakeJob) -> None:

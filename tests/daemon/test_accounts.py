@@ -79,7 +79,7 @@ def test_limits_levels_user_then_everyone_then_config(tmp_path: Path) -> None:
 
 
 def test_checks_at_submit(tmp_path: Path) -> None:
-    acc, _ = _accounts(tmp_path, '[limits]\nmax_jobs = 2\nmax_time = "1h"\nmax_gpus = 2\n')
+    acc, store = _accounts(tmp_path, '[limits]\nmax_jobs = 2\nmax_time = "1h"\nmax_gpus = 2\n')
     alice, bob = 1, 0  # (their unfinished jobs: the engine's JobTable.count_of)
     assert acc.check_submit("alice", Request(gpus=1), None, alice) == 3600.0
     assert acc.check_submit("alice", Request(gpus=1), 60.0, alice) == 60.0
@@ -90,6 +90,12 @@ def test_checks_at_submit(tmp_path: Path) -> None:
     with pytest.raises(ProtocolError, match="alice has 1 jobs queued or running and this"):
         acc.check_submit("alice", Request(gpus=1), None, alice, count=2)
     assert acc.check_submit("bob", Request(gpus=1), None, bob, count=2) == 3600.0
+    # a share holds its whole GPU against max_gpus (issue 41.3): -g 0.5 under a limit of 0.5
+    # could never start
+    acc.set(store, "carol", {"max_gpus": 0.5})
+    with pytest.raises(ProtocolError, match=r"-g 0.5: carol may hold at most 0.5 GPUs at once "
+                       r"\(a share counts as its whole GPU\)"):  # fmt: skip
+        acc.check_submit("carol", Request(gpus=0.5), None, 0)
 
 
 def test_usage_is_kept_and_running_jobs_count(tmp_path: Path) -> None:

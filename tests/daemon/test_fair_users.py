@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 from test_system_mode import System
-from userkit import ADMINS, A, B, C, call_as
+from userkit import ADMINS, A, AsUser, B, C, call_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
@@ -242,3 +242,64 @@ def test_queue_start_predicts_the_fair_share_order(system: System) -> None:
     done = system.rig.wait_done([first, second], timeout=30)
     began = {j: system.rig.job(j)["attempts"][0]["start"] for j in done}
     assert began[second] < began[first]
+
+
+def test_one_percent_shares_on_every_gpu_block_no_more_than_the_users_limit(
+    system: System,
+) -> None:
+    """Issue 41.3 (hostile): with max_gpus = 1, A's 0.01 jobs, one on each GPU, kept every
+    exclusive job of everyone waiting while A was charged 0.04 GPU. Each GPU A holds part of
+    counts whole: one of A's jobs runs, the others wait for A's limit, B's exclusive job runs
+    beside them, and A's line under `berth queue` shows the one GPU A holds."""
+    _config(system, "[limits]\nmax_gpus = 1\n")
+    system.start()
+    tiny = [system.submit(A, "-g", "0.01", "--gpu-ids", str(k), "--", "sleep", "600")
+            for k in range(4)]  # fmt: skip
+    wait_until(lambda: any(system.rig.job(j)["state"] == "RUNNING" for j in tiny), timeout=15)
+    exclusive = system.submit(B, "--", "true")
+    assert system.rig.wait_done([exclusive])[exclusive]["state"] == "COMPLETED"
+    rows = [system.rig.job(j) for j in tiny]
+    assert sum(r["state"] == "RUNNING" for r in rows) == 1
+    for r in rows:
+        if r["state"] != "RUNNING":
+            assert r["reason"].startswith(f"UserGpuLimit: {A} holds 1 of 1 GPUs"), r["reason"]
+    users = {u["user"]: u for u in system.rig.call("queue")["users"]}
+    assert users[A]["gpus"] == 1.0 and users[A]["max_gpus"] == 1.0
+
+
+def test_claims_of_a_share_outside_the_queue_count_whole(system: System) -> None:
+    """A's `berth run` of 0.01 on GPUs 0-2 (daemonless: the daemon cannot stop it) holds
+    three GPUs against A's limit: A's queue jobs get no further GPU (before issue 41.3 they
+    counted 0.03, and A's exclusive job took a fourth), and `berth queue` shows the three."""
+    from berth.claims.ledger import Ledger
+
+    system.rig.env["BERTH_CLAIMS_DIR"] = system.run  # (the daemon's claims: as /run/berth)
+    with open(system.config) as f:
+        text = f.read().replace("[claims]\n", f'[claims]\ndir = "{system.run}"\n')
+    with open(system.config, "w") as f:
+        f.write(text + "[limits]\nmax_gpus = 2\n")
+    system.start()
+    uuids = system.rig.fake.uuids
+
+    kept: list[object] = []
+
+    def hold() -> int:
+        ledger = Ledger(system.run)
+        kept.extend(ledger.try_claim([uuids[k]], share=0.01, label="A's berth run")
+                    for k in range(3))  # fmt: skip
+        assert all(kept)
+        return len(kept)
+
+    users_run = AsUser()
+    try:
+        users_run.start(A, hold, hold=True)  # (A's process lives on, holding its claims)
+        job = system.submit(A, "--", "true")
+        wait_until(
+            lambda: (system.rig.job(job).get("reason") or "").startswith(
+                f"UserGpuLimit: {A} holds 3 of 2 GPUs"),
+            timeout=15, message="A's job waits for A's limit",
+        )  # fmt: skip
+        users = {u["user"]: u for u in system.rig.call("queue")["users"]}
+        assert users[A]["gpus"] == 3.0
+    finally:
+        users_run.cleanup()

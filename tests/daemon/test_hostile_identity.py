@@ -267,18 +267,21 @@ def test_a_claim_outside_the_queue_counts_against_its_users_gpu_limit(daemon: An
 
 def test_a_claim_outside_the_queue_is_charged_to_its_user() -> None:
     """What a claim outside the queue used goes to its user's fair-share usage while it
-    lives and once it is gone, counted from when the daemon first saw it."""
+    lives and once it is gone, counted from when the daemon first saw it; each GPU it holds
+    a share of counts whole (issue 41.3), found by the UUID of the claim file's name."""
     from berth.core.fairshare import INF
     from berth.daemon.engine.claimers import Claimers
 
     class Seen:
-        def __init__(self, lease: str, share: float) -> None:
+        def __init__(self, lease: str, share: float, uuid: str) -> None:
             self.lease, self.share, self.user, self.uid = lease, share, "alice", 1000
+            self.uuid = uuid
 
     claimers = Claimers()
-    two = [Seen("a1", 1.0), Seen("a1", 0.5), Seen("job", 1.0)]
-    assert claimers.seen(two, {"job"}, now=100.0) == []  # type: ignore[arg-type]
-    assert claimers.held() == {"alice": 1.5}
-    assert claimers.usage(now=110.0, half_life=INF) == {"alice": 15.0}
-    assert claimers.seen([], {"job"}, now=120.0) == [("alice", 1.5, 100.0)]
+    two = [Seen("a1", 1.0, "GPU-a"), Seen("a1", 0.01, "GPU-b"), Seen("job", 1.0, "GPU-c")]
+    index = {"GPU-a": 0, "GPU-b": 1, "GPU-c": 2}
+    assert claimers.seen(two, {"job"}, now=100.0, index=index) == []  # type: ignore[arg-type]
+    assert claimers.held() == {"alice": {0, 1}}
+    assert claimers.usage(now=110.0, half_life=INF) == {"alice": 20.0}
+    assert claimers.seen([], {"job"}, now=120.0) == [("alice", 2.0, 100.0)]
     assert claimers.held() == {}

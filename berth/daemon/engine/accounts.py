@@ -11,9 +11,13 @@
   (:meth:`Accounts.check_submit`); ``shares`` weighs a user's fair share (default 1).
 - Claims outside the queue (`berth run`) count like jobs, in both (:attr:`Accounts.outside`,
   :mod:`berth.daemon.engine.claimers`; :meth:`Accounts.claims_seen` after each ledger scan).
+  A share counts whole in both (issue 41.3, :mod:`berth.core.limits`): a user's GPUs are the
+  GPUs they hold any part of, and a share is charged as its GPU.
 - What one request may cost (:meth:`Accounts.check_request`: ``[limits]`` max_env_size,
   max_array_tasks, max_request_jobs; the config's only), so that no user's request costs the
-  daemon unbounded memory, disk or time (docs/admin.md, "Limits per user").
+  daemon unbounded memory, disk or time (docs/admin.md, "Limits per user"); a job's bytes
+  (``max_job_bytes``, :mod:`berth.wire.jobsize`) and each user's in the store
+  (:meth:`Accounts.check_bytes`, ``max_user_bytes``).
 - :meth:`Accounts.summary`: each user's line under `berth queue`.
 - Projects (Slurm's accounts): :attr:`Accounts.projects` (:mod:`berth.daemon.engine.projects`):
   their checks at submit, their usage (the upper level of fair share) and quotas.
@@ -21,7 +25,7 @@
 
 from __future__ import annotations
 
-from berth.core.fairshare import Book, FairShare, factors, usage_at
+from berth.core.fairshare import Book, FairShare, charged_gpus, factors, usage_at
 from berth.core.limits import UserLimits
 from berth.daemon.engine.claimers import Claimers
 from berth.daemon.engine.projects import PREFIX, Projects, empty_row, tally
@@ -72,6 +76,8 @@ class Accounts:
         self.max_env_size = cfg.limit_max_env_size
         self.max_array_tasks = cfg.limit_max_array_tasks
         self.max_request_jobs = cfg.limit_max_request_jobs
+        self.max_job_bytes = cfg.limit_max_job_bytes  # (berth.wire.jobsize)
+        self.max_user_bytes = cfg.limit_max_user_bytes
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -137,10 +143,11 @@ class Accounts:
                 )
             time_limit = most if time_limit is None else time_limit
         gpus = self.limit(user, "max_gpus")
-        if gpus is not None and request.gpu_amount > gpus + 1e-9:
+        if gpus is not None and request.count > gpus + 1e-9:
+            whole = "" if request.whole else " (a share counts as its whole GPU)"
             raise ProtocolError(
                 protocol.BAD_REQUEST,
-                f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once "
+                f"-g {request.gpus:g}: {user} may hold at most {gpus:g} GPUs at once{whole} "
                 f"(`berth admin limits {user}`): ask for fewer, or ask an admin",
             )
         self.check_count(user, held, count)
@@ -158,6 +165,19 @@ class Accounts:
                 f"{user} has {held} jobs queued or running{more}; the most allowed is "
                 f"{cap:g} (`berth admin limits {user}`): wait for some to end, or cancel "
                 "some",
+            )
+
+    def check_bytes(self, user: str, held: int, adds: int) -> None:
+        """Refuse ``adds`` more bytes in the store past ``user``'s ``max_user_bytes``
+        (``held``: what their unfinished jobs keep there: ``JobTable.bytes_of``)."""
+        most = self.max_user_bytes
+        if held + adds > most:
+            raise ProtocolError(
+                protocol.INVALID_STATE,
+                f"{user}'s unfinished jobs keep {format_size(held)} in this daemon's store and "
+                f"this would add {format_size(adds)}: the most is {format_size(most)} ([limits] "
+                "max_user_bytes in its config); nothing was queued: wait for some to end, "
+                "cancel some, or make the jobs smaller (long arguments in a file)",
             )
 
     def table(self, user: str | None = None) -> dict[str, Any]:
@@ -200,7 +220,7 @@ class Accounts:
         a = job.attempt
         if a is None or a.end is None:
             return []
-        value = self.book.add(job.tenant, job.request.gpu_amount, a.start, a.end, now)
+        value = self.book.add(job.tenant, charged_gpus(job.request), a.start, a.end, now)
         project = self.projects.ended(job, now)
         return [(job.tenant, value, now), *([project] if project else [])]
 
@@ -215,12 +235,14 @@ class Accounts:
         return self.projects.fair(FairShare(usage, shares), running, now)
 
     def claims_seen(
-        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float
-    ) -> list[tuple[str, float, float]]:
-        """Take in a ledger scan (``own``: our jobs' leases): the claims outside the queue
-        that ended since the last add what they used to their users' usage; the store rows."""
+        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float,
+        index: Mapping[str, int] | None = None,
+    ) -> list[tuple[str, float, float]]:  # fmt: skip
+        """Take in a ledger scan (``own``: our jobs' leases; ``index``: GPU UUID -> index):
+        the claims outside the queue that ended since the last add what they used to their
+        users' usage; the store rows."""
         rows = []
-        for user, gpus, since in self.outside.seen(claims, own, now):
+        for user, gpus, since in self.outside.seen(claims, own, now, index):
             rows.append((user, self.book.add(user, gpus, since, now, now), now))
         return rows
 
@@ -230,9 +252,17 @@ class Accounts:
         per: dict[str, dict[str, Any]] = {}
         running = tally(per, jobs, lambda j: j.tenant, "user")
         usage = usage_at(self.book, running, now)
+        for user, used in self.outside.usage(now, self.book.half_life).items():
+            usage[user] = usage.get(user, 0.0) + used
+        held = self.outside.held()  # the GPUs each user holds part of, jobs and claims
+        for job in running:
+            if job.attempt is not None and job.tenant == job.user:
+                held.setdefault(job.user, set()).update(job.attempt.gpus)
         for tenant, used in usage.items():
             if used >= 1.0 or tenant in per:  # (a GPU-second or more)
                 per.setdefault(tenant, empty_row(tenant, "user"))
+        for user in held:
+            per.setdefault(user, empty_row(user, "user"))
         shares = {t: self.limit(t, "shares") or 1.0 for t in per}
         fair = FairShare(usage, shares)
         factor = factors(fair, per)
@@ -244,6 +274,8 @@ class Accounts:
             row["shares"] = shares[t]
             row["factor"] = factor[t]
             row["max_gpus"] = self.limit(t, "max_gpus")
+            if t in held:  # (what counts against max_gpus: each GPU held part of, whole)
+                row["gpus"] = float(len(held[t]))
             out.append(row)
         return out
 

@@ -2,7 +2,8 @@
 between), charged to their users like jobs (issue 20.15).
 
 The engine's ledger scans see every claim; those of its own jobs aside, each lease is one
-user's (the claim file's owner: never what its body says) holding the sum of its shares.
+user's (the claim file's owner: never what its body says) holding the GPUs it has any share
+of, each whole (issue 41.3: a 0.01 share keeps the GPU from every exclusive job).
 :class:`Claimers` follows them from scan to scan:
 
 - what each user holds now counts against their ``max_gpus`` with their running jobs, so
@@ -19,40 +20,49 @@ from berth.core.fairshare import accrued
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable
+    from collections.abc import Collection, Iterable, Mapping
 
     from berth.claims.state import ClaimInfo
 
 
 class Claimers:
-    """The claims outside the queue at the last scan: lease -> (user, GPUs, first seen)."""
+    """The claims outside the queue at the last scan: lease -> (user, GPUs, first seen),
+    and the GPUs (indices) each lease holds part of."""
 
     def __init__(self) -> None:
         self.live: dict[str, tuple[str, float, float]] = {}
+        self.where: dict[str, frozenset[int]] = {}
 
     def seen(
-        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float
-    ) -> list[tuple[str, float, float]]:
-        """Take in a scan's living claims (``own``: our jobs' leases); the claims gone since
-        the last one: (user, GPUs, first seen)."""
+        self, claims: Iterable[ClaimInfo], own: Collection[str], now: float,
+        index: Mapping[str, int] | None = None,
+    ) -> list[tuple[str, float, float]]:  # fmt: skip
+        """Take in a scan's living claims (``own``: our jobs' leases; ``index``: the daemon's
+        GPUs, UUID -> index, the UUID from the claim file's name, never its body); the claims
+        gone since the last one: (user, GPUs, first seen)."""
         current: dict[str, tuple[str, float]] = {}
+        where: dict[str, set[int]] = {}
         for c in claims:
             if c.lease in own:
                 continue
             user, gpus = current.get(c.lease, (c.user or str(c.uid), 0.0))
-            current[c.lease] = (user, gpus + c.share)
+            current[c.lease] = (user, gpus + 1.0)  # (a share counts whole)
+            k = index.get(c.uuid) if index is not None else None
+            if k is not None:
+                where.setdefault(c.lease, set()).add(k)
         gone = [v for lease, v in self.live.items() if lease not in current]
+        self.where = {lease: frozenset(g) for lease, g in where.items()}
         self.live = {
             lease: (user, gpus, self.live[lease][2] if lease in self.live else now)
             for lease, (user, gpus) in current.items()
         }
         return gone
 
-    def held(self) -> dict[str, float]:
-        """User -> GPUs they hold outside the queue now."""
-        out: dict[str, float] = {}
-        for user, gpus, _ in self.live.values():
-            out[user] = out.get(user, 0.0) + gpus
+    def held(self) -> dict[str, set[int]]:
+        """User -> the GPUs (indices) they hold any part of outside the queue now."""
+        out: dict[str, set[int]] = {}
+        for lease, (user, _, _) in self.live.items():
+            out.setdefault(user, set()).update(self.where.get(lease, ()))
         return out
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:

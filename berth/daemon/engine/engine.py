@@ -254,7 +254,8 @@ class Engine(Lifecycle):
         claim files."""
         own = self.own_lease_ids()  # (left out: not probed, one look fewer per running job)
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean, skip=own)
-        rows = self.accounts.claims_seen(lstate.claims, own, self.clock.time())
+        index = {u: s.index for u, s in self.res.by_uuid.items()}
+        rows = self.accounts.claims_seen(lstate.claims, own, self.clock.time(), index)
         if rows:  # claims outside the queue that ended: their users' usage (issue 20.15)
             self.journal.execute(Store.USAGE_SQL, rows)
         return self.res.others(lstate, own, self._own_pids)

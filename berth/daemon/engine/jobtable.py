@@ -1,5 +1,6 @@
-"""The engine's unfinished jobs by id, with how many each user has (``max_jobs``), and one
-copy of what many jobs have alike (their name, their request).
+"""The engine's unfinished jobs by id, with how many each user has (``max_jobs``) and the
+bytes their specs keep in the store (``max_user_bytes``: ``Job.extra["bytes"]``, set at
+submit), and one copy of what many jobs have alike (their name, their request).
 
 Counting a user's jobs by walking every unfinished job made each submit O(queue): 100,000
 pipelined submits took minutes. The table keeps the count as jobs come and go. And 100,000
@@ -29,6 +30,8 @@ class JobTable(dict[int, Job]):
         super().__init__()
         self._per_uid: Counter[int] = Counter()
         self._per_project: Counter[str] = Counter()
+        self._bytes: dict[int, int] = {}  # job id -> its bytes in the store, as counted
+        self._bytes_per_uid: Counter[int] = Counter()
         self._pool: dict[object, object] = {}
 
     def shared(self, key: object, value: T) -> T:
@@ -46,6 +49,10 @@ class JobTable(dict[int, Job]):
         """How many unfinished jobs ``uid`` has."""
         return self._per_uid[uid]
 
+    def bytes_of(self, uid: int) -> int:
+        """The bytes ``uid``'s unfinished jobs keep in the store (``max_user_bytes``)."""
+        return self._bytes_per_uid[uid]
+
     def projects(self) -> dict[str, int]:
         """How many unfinished jobs each project has (a copy: ``max_queued``)."""
         return dict(self._per_project)
@@ -62,6 +69,10 @@ class JobTable(dict[int, Job]):
         self._per_uid[job.uid] += 1
         if job.project:
             self._per_project[job.project] += 1
+        size = job.extra.get("bytes")
+        if type(size) is int and size > 0:
+            self._bytes[job_id] = size
+            self._bytes_per_uid[job.uid] += size
 
     def __delitem__(self, job_id: int) -> None:
         job = self[job_id]
@@ -79,6 +90,9 @@ class JobTable(dict[int, Job]):
 
     def _drop(self, job: Job) -> None:
         _less(self._per_uid, job.uid)
+        size = self._bytes.pop(job.id, 0)
+        if size:
+            _less(self._bytes_per_uid, job.uid, size)
         if job.project:
             _less(self._per_project, job.project)
 
@@ -88,8 +102,8 @@ class JobTable(dict[int, Job]):
     update = setdefault = popitem = clear = _refused  # type: ignore[assignment]
 
 
-def _less(counts: Counter[K], key: K) -> None:
-    n = counts[key] - 1
+def _less(counts: Counter[K], key: K, by: int = 1) -> None:
+    n = counts[key] - by
     if n > 0:
         counts[key] = n
     else:

@@ -19,7 +19,7 @@ two-level fair share (:mod:`berth.core.fairshare`) and project quotas
 from __future__ import annotations
 
 from berth.config_projects import member
-from berth.core.fairshare import Book, FairShare, factors, usage_at
+from berth.core.fairshare import Book, FairShare, charged_gpus, factors, usage_at
 from berth.core.states import ACTIVE, State
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -107,7 +107,7 @@ class Projects:
         a = job.attempt
         if not job.project or a is None or a.end is None:
             return None
-        value = self.book.add(job.project, job.request.gpu_amount, a.start, a.end, now)
+        value = self.book.add(job.project, charged_gpus(job.request), a.start, a.end, now)
         return (PREFIX + job.project, value, now)
 
     def fair(self, fair: FairShare, running: Iterable[Job], now: float) -> FairShare:

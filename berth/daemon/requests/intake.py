@@ -13,8 +13,10 @@ With ``dry_run``, either runs every one of these checks and answers what it woul
 directory made.
 
 What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
-a job's environment, an array's tasks, the jobs of one request; and the user's jobs queued or
-running (``max_jobs``, kept by the engine's :class:`~berth.daemon.engine.jobtable.JobTable`).
+a job's environment, an array's tasks, the jobs of one request, a job's bytes
+(``max_job_bytes``, :mod:`berth.wire.jobsize`); and the user's jobs queued or running
+(``max_jobs``) and the bytes they keep in the store (``max_user_bytes``), both kept by the
+engine's :class:`~berth.daemon.engine.jobtable.JobTable` (``Job.extra["bytes"]``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from berth.daemon.requests.fitness import (
 from berth.daemon.requests.prepared import Prepared
 from berth.daemon.requests.replies import when_all
 from berth.wire import protocol
+from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, job_bytes, stored_bytes
 from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
@@ -111,13 +114,14 @@ async def _accept(
     prepared: list[Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
     queued = 0  # jobs this batch adds before this one (the user's max_jobs)
+    adds = 0  # bytes this batch adds to the store before this one (max_user_bytes)
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
     projects = engine.jobs.projects()  # each project's jobs (kept by the engine's table)
     for k, raw in enumerate(raws):
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await prepare(engine, peer, raw, queued, held, projects, dry)
+            p = await prepare(engine, peer, raw, queued, held, projects, adds, dry)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -128,9 +132,11 @@ async def _accept(
             keys.setdefault(key, k)
         if p.dup is None:
             queued += p.count
+            adds += p.stored
         prepared.append(p)
     if len(raws) > YIELD_EVERY and queued:  # (it yielded: the user's other requests went on)
         engine.accounts.check_count(peer.user, engine.jobs.count_of(peer.uid), queued)
+        engine.accounts.check_bytes(peer.user, engine.jobs.bytes_of(peer.uid), adds)
     if dry:
         return dryrun.replies(engine, peer, prepared)
     # Everything is checked: insert all of it in this turn of the loop (one commit).
@@ -159,12 +165,13 @@ def _batch_keys(p: Prepared) -> list[str]:
 
 async def prepare(
     engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0,
-    projects: dict[str, int] | None = None, dry: bool = False,
+    projects: dict[str, int] | None = None, adds: int = 0, dry: bool = False,
 ) -> Prepared:  # fmt: skip
     """A job checked for submission (``queued``: the jobs its request adds before it; ``held``:
     the user's unfinished jobs; ``projects``: each project's unfinished jobs, the engine's
-    count if not given; ``dry``: a dry run's, which makes no directory)."""
-    p, own = _check(engine, peer, raw, queued)
+    count if not given; ``adds``: the bytes its request adds to the store before it; ``dry``:
+    a dry run's, which makes no directory)."""
+    p, own = _check(engine, peer, raw, queued, adds)
     if _looks_for_twin(p.spec):
         await _twin(engine, p, own)
     _finish(engine, peer, p, own, queued, held,
@@ -173,7 +180,7 @@ async def prepare(
 
 
 def _check(
-    engine: Engine, peer: Peer, raw: Any, queued: int = 0
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, adds: int = 0
 ) -> tuple[Prepared, dict[str, Any]]:
     """The checks of one job before its twin is looked for: (the job, what the daemon adds
     to its spec so far)."""
@@ -191,7 +198,10 @@ def _check(
     if why is not None:
         raise ProtocolError(protocol.BAD_REQUEST, f"{why}; nothing was queued")
     p = Prepared(spec)
-    engine.accounts.check_request(_env_size(spec), p.count, queued + p.count)
+    engine.accounts.check_request(env_bytes(spec), p.count, queued + p.count)
+    check_job_bytes(job_bytes(spec), engine.accounts.max_job_bytes)  # (every field)
+    p.stored = stored_bytes(spec, p.count)
+    engine.accounts.check_bytes(peer.user, engine.jobs.bytes_of(peer.uid), adds + p.stored)
     for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
             known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
@@ -270,6 +280,7 @@ def insert(
             "stderr_path": expand_pattern(err, job_id, spec.cwd, peer.user, where),
         }
         job_extra = dict(extra)
+        job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1) if k == 0 else TASK_BYTES
         if array:
             own["array_task"] = arrays.task(base, order, k)
             if argvs is not None:
@@ -340,14 +351,6 @@ async def _twin(engine: Engine, p: Prepared, own: dict[str, Any]) -> None:
         p.dup = await _once(engine, own["unique_key"])  # (the line's key: _identities)
     if p.dup is None and spec.unique:
         p.dup = await unique.twin(engine, p.ident)
-
-
-def _env_size(spec: JobSpec) -> int:
-    """Bytes of the job's environment (``NAME=value`` each) and setup text (``max_env_size``)."""
-    size = len((spec.env_setup or "").encode(errors="surrogatepass"))
-    for k, v in spec.env.items():
-        size += len(k.encode(errors="surrogatepass")) + len(v.encode(errors="surrogatepass")) + 2
-    return size
 
 
 def _once_key(uid: int, once: str) -> str:

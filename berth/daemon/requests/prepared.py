@@ -21,7 +21,7 @@ class Prepared:
 
     __slots__ = (
         "any_of", "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
-        "spec",
+        "spec", "stored",
     )  # fmt: skip
 
     def __init__(self, spec: JobSpec) -> None:
@@ -36,3 +36,4 @@ class Prepared:
         self.out = self.err = ""
         self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
         self.ident = ""  # the job's identity (unique.key)
+        self.stored = 0  # bytes it keeps in the store (berth.wire.jobsize), all its tasks

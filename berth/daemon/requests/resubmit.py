@@ -159,15 +159,18 @@ async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str,
     jobs, skipped = _cascade(engine, peer, root, most) if req.get("cascade") else ([root], [])
     prepared = []
     queued: dict[int, int] = {}  # uid -> jobs this request adds (their max_jobs)
+    adds: dict[int, int] = {}  # uid -> bytes this request adds to the store (max_user_bytes)
     for job in jobs:  # every one checked before any is queued
         owner = Peer(peer.pid, job.uid, job.gid, job.uid == peer.uid and peer.admin)
         n = queued.get(job.uid, 0)
         held = engine.jobs.count_of(job.uid)  # (the user's unfinished jobs: kept by the table)
+        raw, more = _raw(_spec(engine, job), job), adds.get(job.uid, 0)
         try:
-            p = await intake.prepare(engine, owner, _raw(_spec(engine, job), job), n, held)
+            p = await intake.prepare(engine, owner, raw, n, held, None, more)
         except ProtocolError as e:
             raise ProtocolError(e.code, f"job {job.id}: {e.message}; nothing was queued") from None
         queued[job.uid] = n + 1
+        adds[job.uid] = more + p.stored
         prepared.append((job, owner, p))
     new_ids: dict[int, int] = {}
     futures = []
