@@ -19,11 +19,11 @@ import re
 import sys
 
 from berth import config
-from berth.choose import matches
 from berth.claims.admin import end_claims, end_waiters, holder_pids, is_admin, wait_ended
 from berth.claims.ledger import Ledger, user_name
 from berth.devices import read_gpus
 from berth.errors import BerthError, Refused, UsageError
+from berth.selection.choose import matches
 from berth.units import parse_duration, parse_gpu_words
 
 TYPE_CHECKING = False

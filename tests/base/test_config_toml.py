@@ -1,4 +1,4 @@
-"""berth.config_toml reads the plain TOML of a config file exactly as tomllib does, and
+"""berth.config.toml reads the plain TOML of a config file exactly as tomllib does, and
 declines (None) whatever else, so that tomllib reads it (and names what is wrong)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from berth import config_toml
+from berth.config import toml as config_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
