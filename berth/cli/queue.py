@@ -62,11 +62,11 @@ import pwd
 import sys
 import time
 
-from berth.backends.base import CODES
 from berth.cli import queue_limit
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
 from berth.errors import UsageError
+from berth.state_codes import CODES
 from berth.units import format_duration
 
 TYPE_CHECKING = False
