@@ -28,7 +28,7 @@ from berth.config import projects as config_projects
 from berth.config.enforce import Enforce, isolate_mode
 from berth.config.key import At, Key, example, keys_of, set_defaults
 from berth.errors import ConfigError, UsageError
-from berth.units import parse_bind, parse_duration, parse_size
+from berth.units import KILL_AFTER, parse_bind, parse_duration, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class Config:
         "how many times a time limit requeues a job at most (default: no end)")
     isolate_devices = Key[bool | str]("daemon", (bool, str), False, isolate_mode, "true",
         'a job may open only its own GPUs\' /dev/nvidiaN (Slurm\'s ConstrainDevices; "required": refuse to start where it cannot be enforced; docs/admin.md)')
-    kill_after = Key("daemon", _DURATION, 30.0, _duration, '"30s"',
+    kill_after = Key("daemon", _DURATION, KILL_AFTER, _duration, '"30s"',
         "grace between SIGTERM and SIGKILL at a time limit or cancel")
     keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',
         'records of finished jobs, then purged ("inf": keep all)')
