@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.api import gpus, select
-    from berth.lease import acquire
+    from berth.api.lease import acquire
 
-_LAZY = {"gpus": "berth.api", "select": "berth.api", "acquire": "berth.lease"}
+_LAZY = {"gpus": "berth.api", "select": "berth.api", "acquire": "berth.api.lease"}
 
 
 def __getattr__(name: str) -> Any:

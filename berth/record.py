@@ -14,7 +14,7 @@ hash, a ``repr`` and :meth:`Record.replace`. A field's ``check`` gets the value 
 default) and the field's ``label`` (how people name it in messages: ``--min-free``) and returns
 what to store, or raises; it must accept what it returns (``replace`` checks again).
 ``__post_init__`` runs once every field is set, for rules across fields (it may set fields with
-:meth:`Record._set`). ``meta`` is free for the class's own use (``berth.filters``: CLI options).
+:meth:`Record._set`). ``meta`` is free for the class's own use (``berth.selection.filters``: CLI options).
 Type checkers read a record as a frozen dataclass (PEP 681 ``dataclass_transform``).
 """
 

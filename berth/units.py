@@ -72,6 +72,11 @@ def format_size(n: int | None, *, unit: str = "auto") -> str:
     return f"{n}B"
 
 
+#: Seconds between SIGTERM and SIGKILL when berth ends a job (a time limit, a cancel): the
+#: default of ``[daemon] kill_after`` / ``--kill-after``, and the grace of an attempt whose own
+#: is not known. The one place it is written.
+KILL_AFTER = 30.0
+
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 

@@ -46,14 +46,14 @@ from typing import Any
 PRELOAD = (
     "argparse", "ctypes", "errno", "fcntl", "grp", "json", "pwd", "random", "select", "shlex",
     "signal", "socket", "struct", "termios", "time", "tomllib", "tty", "urllib.parse", "zlib",
-    "berth.api", "berth.choose", "berth.claims.admin", "berth.claims.claim",
+    "berth.api", "berth.selection.choose", "berth.claims.admin", "berth.claims.claim",
     "berth.claims.fairness", "berth.claims.files", "berth.claims.ledger", "berth.claims.paths",
     "berth.claims.waiting", "berth.claims.wake", "berth.cli.attach", "berth.cli.cancel",
     "berth.cli.command", "berth.cli.hold", "berth.cli.logs", "berth.cli.main",
     "berth.cli.pause", "berth.cli.queue", "berth.cli.release", "berth.cli.resubmit",
     "berth.cli.show", "berth.cli.submit", "berth.cli.update", "berth.client", "berth.config", "berth.daemon.engine.command",
     "berth.daemon.supervisor.ptyrelay", "berth.devices", "berth.devices.declared",
-    "berth.devices.visible", "berth.errors", "berth.filters", "berth.lease", "berth.units",
+    "berth.devices.visible", "berth.errors", "berth.selection.filters", "berth.api.lease", "berth.units",
     "berth.wire.env", "berth.wire.inject", "berth.wire.paths", "berth.wire.protocol",
     "berth.wire.ptyframes",
 )  # fmt: skip

@@ -6,8 +6,8 @@ both (one command module each, whichever backend); one conformance suite
 runs the same commands against both and compares.
 
 The rules the commands apply whatever the backend, kept here once: :func:`exit_status` (what
-`berth wait` and `logs -f` exit with), :data:`CODES` (the ST column), :func:`aggregate` (an
-array's tasks as one job).
+`berth wait` and `logs -f` exit with) and :func:`aggregate` (an array's tasks as one job); the
+ST column is ``berth/state_codes.py``'s.
 
 A job is submitted as the :class:`~berth.wire.jobspec.JobSpec` ``berth submit`` builds and
 comes back as a :class:`JobInfo`. Job ids are
@@ -145,13 +145,6 @@ class JobInfo:
 
 
 FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"})
-
-# The ST column (as berth.core.states.CODES, which the CLI's light path does not import;
-# tests/slurm/test_slurm_one_rule.py keeps the two equal).
-CODES = {
-    "PENDING": "PD", "RUNNING": "R", "COMPLETING": "CG", "COMPLETED": "CD", "FAILED": "F",
-    "CANCELLED": "CA", "TIMEOUT": "TO", "PREEMPTED": "PR", "LOST": "LO",
-}  # fmt: skip
 
 
 def exit_status(info: JobInfo | None) -> int:

@@ -17,8 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from berth.choose import Claimed
     from berth.config import Config
+    from berth.selection.choose import Claimed
 
 __all__ = ["held_by_uuid"]
 

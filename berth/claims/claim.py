@@ -2,7 +2,7 @@
 under one lease id.
 
 Made by :meth:`berth.claims.ledger.Ledger.claim`; the on-disk format is in
-:mod:`berth.claims.files`. (``berth.acquire()`` hands its caller a :class:`berth.lease.Lease`,
+:mod:`berth.claims.files`. (``berth.acquire()`` hands its caller a :class:`berth.api.lease.Lease`,
 which holds one of these and also sets the process's CUDA environment.)
 """
 

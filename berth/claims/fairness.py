@@ -19,15 +19,15 @@ can use (another name, a share that still fits, a GPU outside the older waiter's
 
 from __future__ import annotations
 
-from berth.choose import matches, select
+from berth.selection.choose import matches, select
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
-    from berth.filters import Filters
+    from berth.selection.choose import Claimed
+    from berth.selection.filters import Filters
 
 Reservation = list[tuple[str, float, int]]
 

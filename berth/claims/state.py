@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
-    from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
+    from berth.selection.choose import Claimed
 
 
 class ClaimInfo:
@@ -147,7 +147,7 @@ class LedgerScan:
     ) -> dict[str, Claimed]:
         """GPU uuid -> what berth claims hold on it (but leases ``skip``). The pids include GPU
         processes that descend from a holder (a training script's workers): berth's own."""
-        from berth.choose import Claimed  # heavy (~1.5 ms): not for status without claims
+        from berth.selection.choose import Claimed  # heavy (~1.5 ms): not for status without claims
 
         share: dict[str, float] = {}
         memory: dict[str, int] = {}
@@ -187,7 +187,7 @@ class LedgerScan:
     def reserved(self, before: int | None, skip: str | None = None) -> dict[str, Claimed]:
         """GPU uuid -> capacity reserved by living waiters older than ticket ``before``
         (all waiters when None), except the waiter of lease ``skip``."""
-        from berth.choose import Claimed  # heavy (~1.5 ms): not for status without claims
+        from berth.selection.choose import Claimed  # heavy (~1.5 ms): not for status without claims
 
         out: dict[str, Claimed] = {}
         for w in self.waiters:
@@ -202,7 +202,7 @@ class LedgerScan:
 
 
 def merge(a: Mapping[str, Claimed], b: Mapping[str, Claimed]) -> dict[str, Claimed]:
-    from berth.choose import Claimed  # heavy (~1.5 ms): not for status without claims
+    from berth.selection.choose import Claimed  # heavy (~1.5 ms): not for status without claims
 
     out = dict(a)
     for uuid, h in b.items():

@@ -12,25 +12,25 @@ import os
 import random
 import time
 
-from berth.choose import select
 from berth.claims import files
 from berth.claims.fairness import reservation
 from berth.claims.ledger import LedgerScan, command_line, merge, user_name
 from berth.claims.state import WAITER_RENEW, WAITER_STALE
 from berth.claims.wake import watcher_for
 from berth.errors import WaitTimeout
+from berth.selection.choose import select
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from berth.choose import Claimed, Selection
     from berth.claims.fairness import Reservation
     from berth.claims.ledger import Claim, Ledger
     from berth.claims.wake import Watcher
     from berth.devices.model import GpuSnapshot
-    from berth.filters import Filters
-    from berth.outside import OutsideRule
+    from berth.selection.choose import Claimed, Selection
+    from berth.selection.filters import Filters
+    from berth.selection.outside import OutsideRule
 
     OnWait = Callable[[int, Selection, LedgerScan], None]
 

@@ -1,5 +1,5 @@
 """The selection options that `berth select` and `berth run` share, made from the fields of
-:class:`berth.filters.Filters` that have one, and the one place that builds a Filters from them.
+:class:`berth.selection.filters.Filters` that have one, and the one place that builds a Filters from them.
 
 So ``--min-free 20G --max-procs 1 --order packed`` means the same in both commands and in
 ``berth.select(min_free="20G", max_procs=1, order="packed")``, with the same error for a bad
@@ -9,7 +9,7 @@ GPU list berth takes.
 
 from __future__ import annotations
 
-from berth.filters import Filters
+from berth.selection.filters import Filters
 from berth.units import parse_gpu_list
 
 TYPE_CHECKING = False

@@ -62,11 +62,11 @@ import pwd
 import sys
 import time
 
-from berth.backends.base import CODES
 from berth.cli import queue_limit
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
 from berth.errors import UsageError
+from berth.state_codes import CODES
 from berth.units import format_duration
 
 TYPE_CHECKING = False
@@ -218,11 +218,11 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, opt):
                 raise UsageError(why)
     if args.start:  # as squeue --start: the daemon's estimates
-        from berth.cli import starts  # rare: --start
+        from berth.cli import queue_starts  # rare: --start
 
         if args.user or args.states or args.all:
             raise UsageError("--start predicts every pending job: not with -u, -t or --all")
-        return starts.run(args.json)
+        return queue_starts.run(args.json)
     states = [s for s in (args.states or "").split(",") if s.strip()]
     if args.json:
         queue_limit.write_json(backend, args, states)

@@ -14,8 +14,8 @@ that the list does not show (ended ones; `--all` shows them too), their states::
 
 from __future__ import annotations
 
-from berth.backends.base import CODES
 from berth.cli.escape import shown
+from berth.state_codes import CODES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

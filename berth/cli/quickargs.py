@@ -14,9 +14,10 @@ repeated options (the last wins, as in argparse); then the command: the rest of 
 from ``--`` or the first word that is not an option (argparse's ``nargs="..."``, which keeps
 the ``--``). Not understood, so argparse's: an option word it does not know (``-h``, an
 abbreviation, a cluster of short flags ``-iv``), a value that starts with ``-`` (argparse's
-own rules decide whether that is a value), an empty ``--long=``, a flag given a value, a
-missing value, an int that does not parse, a lone ``-``, and any declaration with keywords
-other than those above.
+own rules decide whether that is a value), an empty ``--long=`` or ``--long=--``, a flag
+given a value, a missing value, an int that does not parse, a lone ``-``, a word of the
+command (with no ``--`` before it) that abbreviates several options (argparse refuses it
+even there), and any declaration with keywords other than those above.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def read(options: Sequence[Option], words: Sequence[str]) -> Namespace | None:
             name, eq, given = word.partition("=")
             opt = table.get(name)
             if eq:
-                if not given:
+                if not given or given == "--":  # (argparse drops a `--` given with `=`)
                     return None
                 value = given
         else:
@@ -140,5 +141,21 @@ def read(options: Sequence[Option], words: Sequence[str]) -> Namespace | None:
             before = values[opt.dest]
             stored = [*(before if isinstance(before, list) else ()), stored]
         values[opt.dest] = stored
+    if i < n and words[i] != "--" and _ambiguous(table, words[i + 1 :]):
+        return None
     values[command] = list(words[i:])
     return Namespace(**values)
+
+
+def _ambiguous(table: dict[str, _Opt], words: Sequence[str]) -> bool:
+    """Whether argparse refuses one of ``words`` (the command's, not after a ``--``) as an
+    abbreviation of several options: it reads every word's kind before it reads the command
+    (``berth submit python train.py --gpu 1``: "ambiguous option")."""
+    for word in words:
+        if word == "--":
+            return False
+        name = word.partition("=")[0]
+        if word.startswith("--") and name not in table:  # (argparse's --help counts too)
+            if sum(option.startswith(name) for option in (*table, "--help")) > 1:
+                return True
+    return False

@@ -19,12 +19,12 @@ import re
 import sys
 
 from berth import config
-from berth.choose import matches
 from berth.claims.admin import end_claims, end_waiters, holder_pids, is_admin, wait_ended
 from berth.claims.ledger import Ledger, user_name
 from berth.devices import read_gpus
 from berth.errors import BerthError, Refused, UsageError
-from berth.units import parse_duration, parse_gpu_words
+from berth.selection.choose import matches
+from berth.units import KILL_AFTER, parse_duration, parse_gpu_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     killed = end_claims(ledger, direct, grace) if direct else []
     end_waiters(ledger, waiters, grace)
     if queued:
-        wait_ended(ledger, queued, grace + 30)  # the daemon's own grace before SIGKILL
+        wait_ended(ledger, queued, grace + KILL_AFTER)  # the daemon's grace before SIGKILL
     note = f" ({len(killed)} needed SIGKILL)" if killed else ""
     ended = f"ended {len(claims)} claim(s)" + (f", {len(waiters)} waiter(s)" if waiters else "")
     sys.stdout.write(f"berth release: {ended}{note}\n")

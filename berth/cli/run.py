@@ -43,19 +43,19 @@ import shlex
 import sys
 import time
 
+from berth.api.lease import claim
 from berth.cli import filters
 from berth.cli.command import words
 from berth.errors import UsageError
-from berth.lease import claim
 from berth.units import GPU_COUNT_RULE, format_duration, gpu_count, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO
 
-    from berth.choose import Selection
     from berth.claims.ledger import LedgerScan
-    from berth.filters import Filters
+    from berth.selection.choose import Selection
+    from berth.selection.filters import Filters
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

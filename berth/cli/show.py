@@ -16,7 +16,7 @@ import json
 import sys
 import time
 
-from berth.cli import starts
+from berth.cli import queue_starts
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
 from berth.cli.job_ids import job_id
@@ -102,7 +102,7 @@ def format_job(j: dict[str, Any]) -> str:
         f"  stderr:     {shown(j['stderr'])}",
     ]
     if j.get("state") == "PENDING":  # (the daemon's estimate, as `berth queue --start`)
-        lines.insert(7, f"  starts:     {starts.text(j.get('start_estimate'), time.time())}")
+        lines.insert(7, f"  starts:     {queue_starts.text(j.get('start_estimate'), time.time())}")
     if j.get("request_source"):  # (a requirement table gave -g / --mem)
         lines.insert(4, f"              GPUs from {shown(j['request_source'])}")
     if j.get("array_job") is not None:

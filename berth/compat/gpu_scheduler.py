@@ -32,11 +32,11 @@ import os
 import sys
 
 from berth import api
-from berth.choose import select
+from berth.api.lease import claim, cuda_initialized
 from berth.devices.visible import restrict_to_visible
 from berth.errors import UsageError
-from berth.filters import Filters
-from berth.lease import claim, cuda_initialized
+from berth.selection.choose import select
+from berth.selection.filters import Filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

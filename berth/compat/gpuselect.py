@@ -26,9 +26,9 @@ import os
 from typing import NamedTuple
 
 from berth import api
-from berth.choose import select
 from berth.errors import NotEnoughGpus, UsageError
-from berth.filters import Filters
+from berth.selection.choose import select
+from berth.selection.filters import Filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -38,29 +38,32 @@ Stable API (import from ``berth.core``)::
     Node(name, cpu, ram); uniform(gpus, memory, nodes=N) for simulated inventories
 
     # the policy (berth.core.policy; the pass in steps: berth.core.schedpass)
-    schedule(Inputs(pending, running, inventory, others, paused, now, policy="priority",
-                    placement="packer", done={job_id: State},
+    schedule(Inputs(pending, running, inventory, others, paused, now, policy="balanced",
+                    placement="packer", done={job_id: State}, usage=..., fair=..., limits=...,
                     reservations=[Window(id, gpus, start, end, users, projects)])) -> Decisions
     Decisions.starts [Start(job_id, gpus, share, mem, node)]   -> transition(..., RUNNING)
-             .stops  [Stop(job_id, reason, state=TIMEOUT)]       running past its time limit
              .cancels [Cancel(job_id, reason)]                   afterok on a failed job
              .pending {job_id: Pending(job_id, reason, detail)}  every pending job not started
              .expected {job_id: time}   predicted start of the blocked head job
-             .wakeup   earliest time a pass may decide something new by itself (timer)
-    POLICIES = fifo, fifo-backfill, priority (default), sjf, fairshare
-    PLACEMENTS = first-fit, best-fit, packer (default)
+             .wakeup   earliest time a pass may decide something new by itself (timer); the
+                       next time limit of a running job is one
+    POLICIES = fifo, fifo-backfill, priority, sjf, fairshare, balanced (DEFAULT_POLICY)
+    PLACEMENTS = first-fit, best-fit, packer (DEFAULT_PLACEMENT)
     check_policy(name, placement) raises UsageError for unknown names.
 
 How the daemon uses it: on every event (submit, exit, cancel, claim change, NVML poll, timer),
 call ``schedule(Inputs(...))``; for each Start take the claim and spawn, then
 ``transition(job, RUNNING, gpus=..., share=..., mem=...)``; for each Cancel
-``transition(job, CANCELLED, reason=...)``; for each Stop signal the job; show ``pending[id]``
-in ``berth queue``; arm a timer at ``wakeup``.
+``transition(job, CANCELLED, reason=...)``; show ``pending[id]`` in ``berth queue``; arm a
+timer at ``wakeup``. Time limits are not the core's to enforce: a job's supervisor ends its
+attempt at its limit (``daemon/supervisor/attempt.py``; the daemon's overdue watch,
+``daemon/procs/overdue.py``, one whose supervisor does not), and the simulator runs a job at
+most its limit.
 """
 
 from __future__ import annotations
 
-from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
+from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.inventory import GIB, Gpu, Node, Usage, uniform
 from berth.core.job import Attempt, Dependency, Event, Job
 from berth.core.placement import PLACEMENTS, Profile
@@ -104,7 +107,6 @@ __all__ = [
     "Request",
     "Start",
     "State",
-    "Stop",
     "Usage",
     "Window",
     "check_policy",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from berth.core.states import Reason, State
+from berth.core.states import Reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,15 +17,6 @@ class Start:
     share: float
     mem: int | None
     node: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """Stop a running job (SIGTERM, grace, SIGKILL); record ``state`` when it has exited."""
-
-    job_id: int
-    reason: str
-    state: State = State.TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +47,6 @@ class Decisions:
     without any event (a retry backoff ending, a time limit reached), or None."""
 
     starts: list[Start] = field(default_factory=list)
-    stops: list[Stop] = field(default_factory=list)
     cancels: list[Cancel] = field(default_factory=list)
     pending: dict[int, Pending] = field(default_factory=dict)
     expected: dict[int, float] = field(default_factory=dict)

@@ -228,15 +228,6 @@ class Job:
         a = self.attempt
         return None if a is None else a.exit_code
 
-    @property
-    def start_time(self) -> float | None:
-        """Start of the first attempt."""
-        return self.attempts[0].start if self.attempts else None
-
-    @property
-    def end_time(self) -> float | None:
-        return self.attempts[-1].end if self.state.finished and self.attempts else None
-
     def deadline(self) -> float | None:
         """When the running attempt reaches its time limit, or None."""
         a = self.attempt

@@ -45,8 +45,9 @@ others' before it only if their time limit ends by its start (a job without one:
 unless the admin allows it). Such a job waits with ``Reservation``, and takes no EASY
 reservation.
 
-Time limits: a running job past its limit gets a ``Stop`` decision (a safety net; the daemon
-should also arm a timer at ``Decisions.wakeup``, which includes every deadline).
+Time limits are not the core's to enforce: a job's supervisor ends its attempt at its limit
+(the daemon's overdue watch, ``daemon/procs/overdue.py``, one whose supervisor does not), the
+simulator runs a job at most its limit. ``Decisions.wakeup`` includes the next time limit.
 """
 
 from __future__ import annotations
@@ -69,8 +70,6 @@ from berth.errors import UsageError
 
 POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced")
 DEFAULT_POLICY = "balanced"
-#: Policies whose order depends on ``now`` (the simulator cannot keep them presorted).
-DYNAMIC = frozenset({"balanced"})
 DEFAULT_PLACEMENT = "packer"
 
 

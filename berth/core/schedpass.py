@@ -3,8 +3,8 @@
 A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides in four steps
 (the rules themselves are in :mod:`berth.core.policy`'s docstring):
 
-1. :meth:`Pass.charge`: what the running jobs hold (the capacity left), their expected ends
-   (for reservations), and a ``Stop`` for each past its time limit.
+1. :meth:`Pass.charge`: what the running jobs hold (the capacity left) and their expected
+   ends (for reservations; a wakeup at the next time limit).
 2. :meth:`Pass.gate`: in the order of :func:`berth.core.order.ordered`, each pending job's
    reason to wait that no free GPU would lift: held, a dependency (or a ``Cancel`` when it can
    never be met), a retry backoff, its array's ``%K``, its user's GPU limit, its project's.
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from berth.core import deps
 from berth.core.capacity import EPS, INF, Capacity
-from berth.core.decisions import Cancel, Decisions, Pending, Start, Stop
+from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
 from berth.core.fits import End, Fits, req_key, reservation
@@ -35,7 +35,7 @@ from berth.core.order import ordered
 from berth.core.placement import Placement, Profile
 from berth.core.ranking import View, Walk
 from berth.core.reservations import holding, kept_off, live, next_change, why
-from berth.core.states import Reason, State
+from berth.core.states import Reason
 from berth.units import format_duration
 
 TYPE_CHECKING = False
@@ -120,8 +120,8 @@ class Pass:
     # -- 1. charge -------------------------------------------------------------------------
 
     def charge(self) -> None:
-        """What the running jobs hold and when they are expected to end; ``Stop`` past a time
-        limit; then the pending jobs in the order this pass considers them."""
+        """What the running jobs hold and when they are expected to end; then the pending jobs
+        in the order this pass considers them."""
         inp, out, now = self.inp, self.out, self.inp.now
         explain = inp.explain
         cap = inp.capacity
@@ -142,11 +142,8 @@ class Pass:
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
             deadline = a.start + job.time_limit if job.time_limit is not None else INF
             ends.append((deadline, a.start, job.id, job))
-            if deadline < INF:
-                if deadline <= now and job.state is State.RUNNING:
-                    out.stops.append(Stop(job.id, f"time limit {format_duration(job.time_limit)}"))
-                elif now < deadline < soonest:
-                    soonest = deadline
+            if now < deadline < soonest:
+                soonest = deadline
         if soonest < INF:
             out.wake_at(soonest)
         if self.windows and (change := next_change(self.windows, now)) is not None:

@@ -1,12 +1,15 @@
-"""Job states, their Slurm short codes, their groupings, and the pending reasons.
+"""Job states, their Slurm short codes (``berth/state_codes.py``'s table), their groupings,
+and the pending reasons.
 
-Depends on nothing. The only function allowed to move a job between states is
+Depends on nothing but that table. The only function allowed to move a job between states is
 :func:`berth.core.transition.transition`; this module only says which moves are legal.
 """
 
 from __future__ import annotations
 
 from enum import Enum
+
+from berth.state_codes import CODES as _BY_NAME
 
 
 class State(str, Enum):
@@ -45,17 +48,7 @@ class State(str, Enum):
         return self.value
 
 
-CODES: dict[State, str] = {
-    State.PENDING: "PD",
-    State.RUNNING: "R",
-    State.COMPLETING: "CG",
-    State.COMPLETED: "CD",
-    State.FAILED: "F",
-    State.CANCELLED: "CA",
-    State.TIMEOUT: "TO",
-    State.PREEMPTED: "PR",
-    State.LOST: "LO",
-}
+CODES: dict[State, str] = {State(name): code for name, code in _BY_NAME.items()}
 
 #: A job holding GPUs (its current attempt has them).
 ACTIVE: frozenset[State] = frozenset({State.RUNNING, State.COMPLETING})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from berth.units import KILL_AFTER
+
 
 class Options:
     __slots__ = (
@@ -32,7 +34,7 @@ class Options:
         max_job_time: float | None = None,
         on_time_limit: str = "end",
         max_requeues: int | None = None,
-        kill_after: float = 30.0,
+        kill_after: float = KILL_AFTER,
         poll_interval: float = 5.0,
         paused_after_crash: bool = False,
         foreground: bool = True,

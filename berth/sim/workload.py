@@ -70,12 +70,6 @@ def capacity(inv: Inventory) -> int:
     return len(inv[0])
 
 
-def largest_fit(inv: Inventory) -> tuple[int, int]:
-    """(GPUs of the largest node, GPUs in total): a job bigger than a node spans nodes."""
-    per: dict[str, int] = {}
-    for g in inv[0]:
-        per[g.node] = per.get(g.node, 0) + 1
-    return max(per.values()), len(inv[0])
 
 
 def fits(job: SimJob, inv: Inventory) -> bool:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import struct
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -129,3 +132,105 @@ def test_the_wire_imports_neither_json_nor_re() -> None:
     )  # (had: what site loaded; an editable install's import hook loads re)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# Generated values (issue 38, step 6): hundreds at fixed seeds, against json itself.
+_CHARS = ["a", "Z", " ", '"', "\\", "/", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "✓", "日",
+          "\U0001f680", "\ud800", "\udfff", "\u2028", "\ufeff"]  # fmt: skip
+_UNSERIALIZABLE: list[object] = [{1}, b"x", object(), 1j, frozenset()]
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice(_CHARS) for _ in range(rng.randint(0, 6)))
+
+
+def _float(rng: random.Random) -> float:
+    if rng.random() < 0.5:
+        return struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]  # any double
+    return rng.choice([0.0, -0.0, 0.1, 1e16, 1e-7, 5e-324, 1.7976931348623157e308, math.inf,
+                       -math.inf, math.nan, 123456789.125, rng.uniform(-1e6, 1e6)])  # fmt: skip
+
+
+def _value(rng: random.Random, depth: int = 0, bad: float = 0.0) -> object:
+    kind = rng.randrange(10 if depth < 4 else 7)
+    if rng.random() < bad:
+        return rng.choice(_UNSERIALIZABLE)
+    if kind == 0:
+        return rng.choice([None, True, False])
+    if kind in (1, 2):
+        return rng.choice([0, 1, -1, 2**63, -(2**64) - 1, 10**40, rng.randint(-1000, 1000)])
+    if kind == 3:
+        return _float(rng)
+    if kind in (4, 5, 6):
+        return _text(rng)
+    if kind == 7:
+        return [_value(rng, depth + 1, bad) for _ in range(rng.randint(0, 4))]
+    if kind == 8:
+        return tuple(_value(rng, depth + 1, bad) for _ in range(rng.randint(0, 3)))
+    keys = [_text(rng) if rng.random() < 0.8 else rng.choice([1, -2.5, True, None, 10**30])
+            for _ in range(rng.randint(0, 4))]  # fmt: skip
+    return {k: _value(rng, depth + 1, bad) for k in keys}
+
+
+def _verdict(f: Any, *args: object, **kwargs: object) -> tuple[str, str]:
+    try:
+        return "ok", repr(f(*args, **kwargs))
+    except Exception as e:
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_values_dump_as_json_dumps_them(seed: int) -> None:
+    rng = random.Random(seed)
+    for case in range(150):
+        obj = {"v": _value(rng, bad=0.03)} if rng.random() < 0.7 else _value(rng, bad=0.03)
+        where = f"seed {seed} case {case}: {obj!r}"
+        assert _verdict(cjson.dumps, obj) == _verdict(json.dumps, obj, separators=(",", ":")), where
+        assert _verdict(cjson.dumps_sorted, obj) == _verdict(
+            json.dumps, obj, sort_keys=True, separators=(",", ":")
+        ), where
+
+
+def _mangle(rng: random.Random, data: bytes) -> bytes:
+    """``data`` cut, with a byte changed, inserted or doubled, or in another encoding."""
+    i = rng.randrange(len(data) + 1)
+    how = rng.randrange(6)
+    if how == 0:
+        return data[:i]
+    if how == 1 and data:
+        return data[: min(i, len(data) - 1)] + bytes([rng.randrange(256)]) + data[i + 1 :]
+    if how == 2:
+        return (
+            data[:i]
+            + rng.choice([b"{", b"}", b",", b'"', b"\\", b" ", b"\xff", b"\x00", b"]"])
+            + data[i:]
+        )
+    if how == 3:
+        return data + data
+    if how == 4:
+        return (
+            data.decode("utf-8", "surrogatepass").encode(
+                rng.choice(["utf-16", "utf-32-le", "latin-1"]), "surrogatepass"
+            )
+            if data.isascii()
+            else data
+        )
+    return b" " * rng.randint(0, 2) + data + b"\n" * rng.randint(0, 2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_payloads_load_as_json_loads_them(seed: int) -> None:
+    rng = random.Random(seed)
+    whole = 0
+    for case in range(200):
+        value = {_text(rng): _value(rng) for _ in range(rng.randint(0, 4))}
+        text = json.dumps(value, ensure_ascii=rng.random() < 0.5,
+                          separators=rng.choice([(",", ":"), (", ", ": ")]))  # fmt: skip
+        data = text.encode("utf-8", "surrogatepass")
+        if rng.random() < 0.5:
+            data = _mangle(rng, data)
+        else:
+            whole += 1
+        where = f"seed {seed} case {case}: {data!r}"
+        assert _verdict(cjson.loads, data) == _verdict(json.loads, data), where
+    assert whole >= 60

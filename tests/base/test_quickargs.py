@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,6 +108,9 @@ ARGPARSE: list[str] = [
     "--inject-arg --cuda -- python train.py",  # (submit's glue: argparse's path)
     "--sbatch-arg --exclusive -- x",
     "/bin/true",  # a script: its #BERTH/#SBATCH lines (main's check, not the reader's)
+    "--wrap=-- -- x",  # argparse drops a `--` given with `=` (its value: [])
+    "python train.py --gpu 1",  # argparse: "ambiguous option" even in the command
+    "-g 1 python train.py --n=2",
 ]
 
 
@@ -213,3 +217,57 @@ def test_a_line_it_leaves_gets_argparses_error(
         main.main(["submit", "-J", "-x", "--", "true"])
     assert e.value.code == 2
     assert "-J/--job-name: expected one argument" in capsys.readouterr().err
+
+
+# Generated command lines (issue 38, step 6): options by every name, in every form the reader
+# knows and many it does not, with values that are numbers, words, empty, or look like options;
+# at fixed seeds. Whenever the reader answers, argparse reads the line (no error) to the same
+# namespace; whatever argparse refuses, the reader leaves to it.
+_VALUES = ["2", "0.5", "x", "a b", "", "12G", "-5", "-x", "--", "=", "a=b", "1h", "0", "+3",
+           " 7", "٣", "-", "--hold", "afterok:1"]  # fmt: skip
+_COMMAND = ["python", "train.py", "--lr", "-g", "3", "--", "", "x y"]
+
+
+def _line(rng: random.Random, parser: argparse.ArgumentParser) -> list[str]:
+    options = sorted(set(parser._option_string_actions) - {"-h", "--help"})
+    takes = {o: a.nargs != 0 for o, a in parser._option_string_actions.items()}
+    words: list[str] = []
+    for _ in range(rng.randint(0, 5)):
+        name = rng.choice(options) if rng.random() < 0.95 else rng.choice(["--gpu", "-h", "-ig2"])
+        value = rng.choice(_VALUES) if rng.random() < 0.3 else str(rng.randint(0, 99))
+        form = rng.randrange(10)
+        if not takes.get(name, False) and form < 8:
+            words.append(name)
+        elif form < 6 or not takes.get(name, False):
+            words += [name, value] if rng.random() < 0.97 else [name]
+        elif name.startswith("--"):
+            words.append(f"{name}={value}")
+        else:
+            words.append(name + value)
+    if rng.random() < 0.8:
+        words += ["--"] if rng.random() < 0.6 else []
+        words += rng.sample(_COMMAND, rng.randint(0, 4))
+    return words
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_lines_are_read_as_argparse_reads_them_or_left_to_it(
+    no_config: None, seed: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(seed)
+    parser = _parser()
+    answered = 0
+    for case in range(150):
+        words = _line(rng, parser)
+        quick = _quick(words)
+        if quick is None:
+            continue
+        answered += 1
+        where = f"seed {seed} case {case}: {words!r}"
+        try:
+            parsed = parser.parse_args(words)
+        except SystemExit:
+            pytest.fail(f"argparse refuses what the quick reader read: {where}")
+        assert _plain(quick) == _plain(parsed), where
+    capsys.readouterr()
+    assert answered >= 50  # (it answers enough of them for the comparison to mean something)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import berth
-import berth.lease
+import berth.api.lease
 from berth.claims.ledger import Ledger
 from berth.errors import UsageError, WaitTimeout
 
@@ -40,7 +40,7 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         torch = types.ModuleType("torch")
         torch.cuda = FakeCuda(initialized)  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "torch", torch)
-        monkeypatch.setattr(berth.lease, "_warned", False)
+        monkeypatch.setattr(berth.api.lease, "_warned", False)
         return torch
 
     yield make

@@ -10,8 +10,8 @@ from typing import Any
 
 from helpers import wait_until
 
+from berth.api.lease import build_request, claim
 from berth.claims.ledger import Ledger
-from berth.lease import build_request, claim
 
 
 def test_status_shows_claims_and_waiters(fake_gpus: Any) -> None:

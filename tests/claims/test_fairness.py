@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
+from berth.api.lease import build_request, claim
 from berth.claims.ledger import Claim, Ledger
 from berth.errors import WaitTimeout
-from berth.lease import build_request, claim
 
 WAITER = """
 import sys, time, berth
@@ -142,9 +142,9 @@ def test_reservation_is_deterministic_whatever_the_order() -> None:
     """A reservation that changed on every look would wake the other waiters in a loop."""
     from claimkit import logical
 
-    from berth.choose import Claimed
     from berth.claims.fairness import reservation
-    from berth.filters import Filters
+    from berth.selection.choose import Claimed
+    from berth.selection.filters import Filters
 
     gpus = logical(8)
     claims = {g.uuid: Claimed(1.0) for g in gpus}  # all held: the waiter reserves for later

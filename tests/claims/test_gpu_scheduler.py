@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from berth.api.lease import build_request, claim
 from berth.claims.ledger import Ledger
 from berth.compat.gpu_scheduler import GPUScheduler
 from berth.errors import WaitTimeout
-from berth.lease import build_request, claim
 
 FAKE_TORCH = str(Path(__file__).with_name("fake_torch"))
 

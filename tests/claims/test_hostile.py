@@ -22,7 +22,7 @@ from berth.claims.ledger import Ledger
 from berth.claims.paths import check_dir
 from berth.claims.waiting import wait_claim
 from berth.errors import UsageError
-from berth.filters import Filters
+from berth.selection.filters import Filters
 
 U = [g.uuid for g in logical()]
 

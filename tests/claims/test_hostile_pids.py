@@ -25,7 +25,7 @@ def _claim_and_hand_the_lock_on() -> Any:
     import fcntl
     import time
 
-    from berth.lease import build_request, claim
+    from berth.api.lease import build_request, claim
 
     lease, _ = claim(build_request(1, only="0"), timeout=0)
     path = lease.paths[0]

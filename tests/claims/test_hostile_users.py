@@ -18,7 +18,7 @@ A, MALLORY = "berth-test-a", "berth-test-b"
 
 def _claim(only: str) -> Any:
     """Claim GPU ``only`` (never waiting), then release it; the GPUs claimed."""
-    from berth.lease import build_request, claim
+    from berth.api.lease import build_request, claim
 
     lease, _ = claim(build_request(1, only=only), timeout=0)
     lease.release()

@@ -44,7 +44,7 @@ def _hand_made_waiter(*, future: bool, named: int | None = None) -> Any:
 
 
 def _claim_one() -> Any:
-    from berth.lease import build_request, claim
+    from berth.api.lease import build_request, claim
 
     lease, _ = claim(build_request(1), timeout=1.5, poll=0.2)
     lease.release()

@@ -19,7 +19,7 @@ from helpers import wait_until
 
 
 def _claim(only: str) -> Any:
-    from berth.lease import build_request, claim
+    from berth.api.lease import build_request, claim
 
     lease, _ = claim(build_request(1, only=only), timeout=0)
     return lease.paths

@@ -161,12 +161,10 @@ def test_retry_backoff_is_begin_time_and_a_wakeup(make_job: MakeJob) -> None:
     assert started(schedule(Inputs([j], [], gpus(1), now=40.0))) == {j.id: (0,)}
 
 
-def test_time_limit_gives_a_stop_and_a_wakeup(make_job: MakeJob) -> None:
+def test_time_limit_gives_a_wakeup(make_job: MakeJob) -> None:
     j = make_job(1, time_limit=100.0)
     transition(j, State.RUNNING, now=0.0, gpus=(0,))
     assert schedule(Inputs([], [j], gpus(1), now=50.0)).wakeup == 100.0
-    d = schedule(Inputs([], [j], gpus(1), now=100.0))
-    assert [(s.job_id, s.state) for s in d.stops] == [(j.id, State.TIMEOUT)]
 
 
 def test_strict_fifo_blocks_behind_the_head(make_job: MakeJob) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from helpers import wait_until
 
+from berth.api.lease import build_request, claim
 from berth.claims.ledger import Ledger
-from berth.lease import build_request, claim
 
 
 def popen(fake_gpus: Any, *args: str, **kw: Any) -> subprocess.Popen[str]:

@@ -1,4 +1,4 @@
-"""berth.filters.Filters: each filter named once, for the Python API and the CLI alike."""
+"""berth.selection.filters.Filters: each filter named once, for the Python API and the CLI alike."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import berth
 from berth.api import selection
 from berth.cli import filters as cli_filters
 from berth.errors import UsageError
-from berth.filters import KEYWORDS, Filters
 from berth.record import Record, field, record
+from berth.selection.filters import KEYWORDS, Filters
 
-FILTERS = Path(__file__).resolve().parents[2] / "berth" / "filters.py"
+FILTERS = Path(__file__).resolve().parents[2] / "berth" / "selection" / "filters.py"
 
 
 def test_the_typed_keywords_are_the_keyword_fields() -> None:

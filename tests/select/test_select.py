@@ -1,4 +1,4 @@
-"""berth.choose: pure filtering and ranking of hand-built snapshots."""
+"""berth.selection.choose: pure filtering and ranking of hand-built snapshots."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from berth.choose import Claimed, matches, select
 from berth.devices.model import GpuProcess, GpuSnapshot
 from berth.errors import UsageError
-from berth.filters import Filters
+from berth.selection.choose import Claimed, matches, select
+from berth.selection.filters import Filters
 
 G = 1024**3
 

@@ -151,8 +151,8 @@ def test_cancel_refuses_a_job_nobody_knows_and_changes_nothing(both: dict[str, B
 
 
 def test_the_st_codes_are_the_schedulers() -> None:
-    from berth.backends.base import CODES
     from berth.core.states import CODES as CORE
+    from berth.state_codes import CODES
 
     assert CODES == {s.value: c for s, c in CORE.items()}
 

@@ -6,7 +6,7 @@ Not a test (pytest does not collect it); needs root, Debian's chromium + chromiu
 selenium. It builds the fake NVML library, declares 8 fake A100s, starts a real daemon with
 ``--http``, and lets four users (created as system users if missing: alice, bob, chen, dana)
 load it: alice, bob and chen submit about 45 jobs of 0.5 to 4 GPUs that run 20 s to several
-minutes (some held), dana holds a GPU with a daemonless claim (``berth.lease``). Meanwhile
+minutes (some held), dana holds a GPU with a daemonless claim (``berth.api.lease``). Meanwhile
 the fake GPUs' utilisation and memory follow who holds them (as real ones would under
 training jobs). After ``--seconds`` the page is photographed at full height.
 """
@@ -122,7 +122,7 @@ def main() -> int:
         rng = random.Random(14)
 
         def claim() -> None:
-            from berth.lease import build_request, claim
+            from berth.api.lease import build_request, claim
 
             HELD.append(claim(build_request(1, only="7"), timeout=30))
 

@@ -1,6 +1,6 @@
 """Enforcement (issue 25): after every NVML poll, each GPU process is classed against what
 berth granted (:mod:`berth.core.enforce`: own, outside, intrusion, overrun) and holders whose
-GPUs stay idle are flagged; the config's ``[enforce]`` policy (:mod:`berth.config_enforce`)
+GPUs stay idle are flagged; the config's ``[enforce]`` policy (:mod:`berth.config.enforce`)
 says what follows: ``observe`` (shown in `berth status`, ``/metrics``, the dashboard),
 ``notify`` (the process's owner and the holder it intrudes on are told on their terminals),
 ``kill`` after ``grace`` (SIGTERM, then SIGKILL ``kill_after`` later). Idle holders:

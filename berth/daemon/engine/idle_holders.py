@@ -28,7 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.config_enforce import Enforce
+    from berth.config.enforce import Enforce
     from berth.core.enforce import Finding, Holder, Idle
     from berth.daemon.engine.engine import Engine
 

@@ -2,12 +2,12 @@
 two-level fair share (:mod:`berth.core.fairshare`) and project quotas
 (:class:`berth.core.limits.ProjectHeld`).
 
-- Configured by the admin only (:mod:`berth.config_projects`: ``[projects.NAME]`` tables,
+- Configured by the admin only (:mod:`berth.config.projects`: ``[projects.NAME]`` tables,
   ``[scheduling] require_project`` and ``default_project``); nothing here is set at runtime.
 - At submit (:meth:`Projects.check`): a job without ``--project`` gets ``default_project``;
   with ``require_project`` one that still has none is refused; a project that is not
   configured is refused (naming the ones that are); a user who is not a member is refused
-  (membership from the user database, :func:`berth.config_projects.member`, never from the
+  (membership from the user database, :func:`berth.config.projects.member`, never from the
   client); ``max_queued`` counts the project's jobs queued or running.
 - Usage: each ended attempt adds its decayed GPU-seconds to its project's, kept in the
   store's ``usage`` table as the row ``project:NAME`` (a user name never holds ':', the
@@ -18,7 +18,7 @@ two-level fair share (:mod:`berth.core.fairshare`) and project quotas
 
 from __future__ import annotations
 
-from berth.config_projects import member
+from berth.config.projects import member
 from berth.core.fairshare import Book, FairShare, charged_gpus, factors, usage_at
 from berth.core.states import ACTIVE, State
 from berth.wire import protocol
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.config import Config
-    from berth.config_projects import Project
+    from berth.config.projects import Project
     from berth.core.job import Job
 
 PREFIX = "project:"  # a project's row in the store's usage table

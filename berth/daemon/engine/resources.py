@@ -30,7 +30,7 @@ import os
 from berth.core.inventory import Gpu, Usage
 from berth.devices import read_gpus
 from berth.errors import BerthError
-from berth.outside import OutsideRule, unavailable
+from berth.selection.outside import OutsideRule, unavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class Resources:
     def _outside_use(self, s: GpuSnapshot, count: int, used: int) -> str | None:
         """Why ``count`` processes outside berth, using ``used`` bytes of GPU ``s``, make it
         busy (a pending reason's words), or None when the admin's rule lets berth use it: the
-        one rule ``berth select`` applies too (:func:`berth.outside.unavailable`)."""
+        one rule ``berth select`` applies too (:func:`berth.selection.outside.unavailable`)."""
         return unavailable(OutsideRule.of(self.cfg), count, used, s.memory_total, s.utilization)
 
     def bodies_needed(self) -> bool:

@@ -25,6 +25,8 @@ import math
 import signal
 import time
 
+from berth.units import KILL_AFTER
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
@@ -37,7 +39,6 @@ log = logging.getLogger("berth.daemon")
 
 GRACE = 5.0  # seconds a supervisor may be late with a time limit or a cancel
 LAST_CHANCE = 3.0  # seconds between SIGCONT and the kill
-DEFAULT_KILL_AFTER = 30.0  # the grace of an attempt whose own is not known (adopted)
 
 
 class Overdue:
@@ -61,7 +62,7 @@ class Overdue:
         """``run`` (of ``job``) was ordered to end now (the first order counts)."""
         if job not in self.cancelled:
             self.cancelled.add(job)
-            grace = self.graces.get(job, DEFAULT_KILL_AFTER)
+            grace = self.graces.get(job, KILL_AFTER)  # (adopted: its own is not known)
             self._at(job, grace + GRACE, self._late, job, run, "cancel")
 
     def forget(self, job: int) -> None:

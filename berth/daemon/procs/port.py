@@ -25,6 +25,7 @@ from berth.daemon.engine.ports import Run
 from berth.daemon.procs import cgroup, devfilter, overdue, reap
 from berth.daemon.procs.pool import Pool
 from berth.daemon.supervisor import gate, ingroup, runfile
+from berth.units import KILL_AFTER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ class Supervisors:
             self.cgroup_of[path] = slot.cgroup
         run = Run(path, attempt, lease_id, slot)
         limit = spec.get("time_limit")
-        grace = float(spec.get("kill_after") or overdue.DEFAULT_KILL_AFTER)
+        grace = float(spec.get("kill_after") or KILL_AFTER)
         self.overdue.started(job_id, run, float(limit) if limit else None, grace)
         return run
 

@@ -30,6 +30,7 @@ from berth.claims import files as claim_files
 from berth.daemon.supervisor import gate, ingroup, runfile
 from berth.daemon.supervisor.jobfiles import SpawnError, open_log, remove_stale_socket, which
 from berth.daemon.supervisor.ptyrelay import PtyRelay
+from berth.units import KILL_AFTER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class AttemptRun:
         self.cancelled = False
         self.timed_out = False
         self.kill_at: float | None = None
-        self.grace = float(self.spec.get("kill_after") or 30.0)
+        self.grace = float(self.spec.get("kill_after") or KILL_AFTER)
         self.refused: list[dict[str, Any]] = []  # "run" orders that came while busy
         self.gate = gate_fd
         self.opened = True  # (through its gate, or none)

@@ -1,7 +1,7 @@
-"""Qualification: every reason one GPU does not qualify for :class:`berth.filters.Filters`
+"""Qualification: every reason one GPU does not qualify for :class:`berth.selection.filters.Filters`
 (none: it qualifies).
 
-Used by :func:`berth.choose.select`; pure: no I/O, no clock.
+Used by :func:`berth.selection.choose.select`; pure: no I/O, no clock.
 
 Filters (a GPU must pass all of them):
 
@@ -25,7 +25,7 @@ Logical GPUs (a declared inventory: no telemetry) are selected on claims alone: 
 telemetry filters do not apply to them.
 
 Claims (berth's own ledger, read by the caller) come in as ``claimed``: a
-:class:`~berth.choose.Claimed` per GPU (the sum of the shares and declared memory of berth
+:class:`~berth.selection.choose.Claimed` per GPU (the sum of the shares and declared memory of berth
 claims on it, and the pids of the processes that belong to claim holders). The rules:
 
 1. A GPU held exclusively (share 1.0), or whose claimed share plus ``filters.share`` exceeds
@@ -39,25 +39,25 @@ claims on it, and the pids of the processes that belong to claim holders). The r
 4. ``filters.mem`` must also fit in the free memory reading of a GPU that carries no berth
    shares (on a shared GPU the declared memory of rule 1 is the measure instead).
 
-The host's outside-use rule (``outside``: :class:`berth.outside.OutsideRule`, the admin's
+The host's outside-use rule (``outside``: :class:`berth.selection.outside.OutsideRule`, the admin's
 ``[scheduling] outside_max_memory / outside_max_util``), when the admin set one, applies as
 the daemon applies it: a GPU whose outside processes break it is unavailable for whole GPUs,
-in the daemon's words, naming the rule (:func:`berth.outside.unavailable`, the one function
+in the daemon's words, naming the rule (:func:`berth.selection.outside.unavailable`, the one function
 both use). The filters still apply as asked: gpuselect's idle default (no processes) is
 stricter than any rule; ``--max-procs N`` leaves the judgement of outside use to the rule.
 """
 
 from __future__ import annotations
 
-from berth.outside import unavailable
+from berth.selection.outside import unavailable
 from berth.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.choose import Claimed
     from berth.devices.model import GpuSnapshot
-    from berth.filters import Filters
-    from berth.outside import OutsideRule
+    from berth.selection.choose import Claimed
+    from berth.selection.filters import Filters
+    from berth.selection.outside import OutsideRule
 
 _EPS = 1e-9
 

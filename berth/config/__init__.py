@@ -16,7 +16,7 @@ Environment variables (they override the file):
   /dev/pts)
 """
 
-# Each key is declared once, as a Key (berth.config_key) on the class whose attribute it is
+# Each key is declared once, as a Key (berth.config.key) on the class whose attribute it is
 # (Inventory, Config): its [section] and name, TOML types, default, check, and its line in the
 # example below (`berth help config` prints this module's docstring, the example included).
 
@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import os
 
-from berth import config_projects
-from berth.config_enforce import Enforce, isolate_mode
-from berth.config_key import At, Key, example, keys_of, set_defaults, sized
+from berth.config import projects as config_projects
+from berth.config.enforce import Enforce, isolate_mode
+from berth.config.key import At, Key, example, keys_of, set_defaults, sized
 from berth.errors import ConfigError, UsageError
-from berth.units import parse_bind, parse_duration, parse_size
+from berth.units import KILL_AFTER, parse_bind, parse_duration, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeVar
 
-    from berth.config_key import Check
+    from berth.config.key import Check
 
     T = TypeVar("T")
 
@@ -227,7 +227,7 @@ class Config:
         "how many times a time limit requeues a job at most (default: no end)")
     isolate_devices = Key[bool | str]("daemon", (bool, str), False, isolate_mode, "true",
         'a job may open only its own GPUs\' /dev/nvidiaN (Slurm\'s ConstrainDevices; "required": refuse to start where it cannot be enforced; docs/admin.md)')
-    kill_after = Key("daemon", _DURATION, 30.0, _duration, '"30s"',
+    kill_after = Key("daemon", _DURATION, KILL_AFTER, _duration, '"30s"',
         "grace between SIGTERM and SIGKILL at a time limit or cancel")
     keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',
         'records of finished jobs, then purged ("inf": keep all)')
@@ -279,7 +279,7 @@ class Config:
         set_defaults(self, {})
         self.files: tuple[str, ...] = ()
         self.inventory = Inventory()
-        self.enforce = Enforce()  # [enforce] (berth.config_enforce)
+        self.enforce = Enforce()  # [enforce] (berth.config.enforce)
         self.projects: dict[str, config_projects.Project] = {}  # [projects.NAME] tables
 
 
@@ -312,7 +312,7 @@ def _read_toml(path: str) -> dict[str, Any]:
         return {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path!r}: {e.strerror}") from None
-    from berth import config_toml  # rare: a config file exists
+    from berth.config import toml as config_toml  # rare: a config file exists
 
     return config_toml.parse(path, data)
 
@@ -320,7 +320,7 @@ def _read_toml(path: str) -> dict[str, Any]:
 def _check(path: str, raw: dict[str, Any]) -> None:
     """Every section and key known, every value of a type its key takes."""
     for section, values in raw.items():
-        if section == "projects":  # (its own tables: berth.config_projects)
+        if section == "projects":  # (its own tables: berth.config.projects)
             config_projects.read(path, values)
             continue
         keys = SECTIONS.get(section)

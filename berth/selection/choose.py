@@ -1,5 +1,5 @@
 """Choosing GPUs, the pure core of ``berth select`` and ``berth.select()``: filter and rank
-GPU snapshots against what a caller asks (:class:`berth.filters.Filters`). Pure: no I/O, no
+GPU snapshots against what a caller asks (:class:`berth.selection.filters.Filters`). Pure: no I/O, no
 clock. (Named so as not to shadow the standard library's ``select`` nor the API function
 ``berth.select``.)
 
@@ -9,7 +9,7 @@ the first). ``claimed`` says what berth claims hold on each GPU (:class:`Claimed
 ``banned`` why the config keeps berth off a GPU (by index): facts of the host, not of the ask.
 
 The filters (health, ids, bans, name, telemetry, predicate) and the rules for GPUs that berth
-claims hold are in :mod:`berth.choose_reasons`, which gives every reason a GPU fails.
+claims hold are in :mod:`berth.selection.reasons`, which gives every reason a GPU fails.
 
 Orders: ``random`` (gpuselect's default: random among those that qualify), ``free`` (most
 free memory first), ``util`` (least utilised first), ``packed`` (fill the busiest GPU that
@@ -19,17 +19,17 @@ still qualifies: most berth share, then most processes, then most memory used), 
 
 from __future__ import annotations
 
-from berth.choose_reasons import reasons
 from berth.errors import UsageError
 from berth.record import Record, field, record
+from berth.selection.reasons import reasons
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from berth.devices.model import GpuSnapshot
-    from berth.filters import Filters
-    from berth.outside import OutsideRule
+    from berth.selection.filters import Filters
+    from berth.selection.outside import OutsideRule
 
 
 @record
@@ -165,7 +165,7 @@ def select(
 ) -> Selection:
     """Filter ``gpus`` against ``filters`` and rank those that qualify. ``claimed``: GPU uuid
     -> what berth claims hold there; ``banned``: GPU index -> why the config keeps berth off;
-    ``outside``: the host's outside-use rule (:mod:`berth.outside`), as the daemon applies it.
+    ``outside``: the host's outside-use rule (:mod:`berth.selection.outside`), as the daemon applies it.
 
     Raises UsageError if ``only``/``exclude``/``prefer`` name a GPU that is not in ``gpus``.
     """

@@ -208,7 +208,7 @@ def _claim_gpu(index: int) -> Any:
     """(Run as B) claim GPU ``index`` as `berth run` and berth.acquire do; the process holds it."""
 
     def claim() -> int:
-        from berth.lease import build_request, claim
+        from berth.api.lease import build_request, claim
 
         claim(build_request(1, only=str(index)), timeout=0)  # (its descriptors stay open)
         return os.getpid()

@@ -26,12 +26,12 @@ import sys
 
 from berth import config
 from berth.api import banned_reasons, not_mine, read
-from berth.choose import select
 from berth.claims.ledger import Ledger
 from berth.claims.waiting import wait_claim
 from berth.errors import NotEnoughGpus, UsageError
-from berth.filters import Filters
-from berth.outside import OutsideRule
+from berth.selection.choose import select
+from berth.selection.filters import Filters
+from berth.selection.outside import OutsideRule
 from berth.units import gpu_count
 
 TYPE_CHECKING = False
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from berth.claims.ledger import Claim
     from berth.claims.waiting import OnWait
     from berth.devices.model import GpuSnapshot
-    from berth.filters import FilterArgs
+    from berth.selection.filters import FilterArgs
 
 __all__ = ["Lease", "acquire"]
 

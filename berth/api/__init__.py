@@ -6,7 +6,7 @@
 >>> ids = [g.index for g in berth.select(2, min_free="20G")]
 
 ``berth.select`` takes the same filters as ``berth select`` (keyword arguments named as its
-options: :class:`berth.filters.FilterArgs`) and raises
+options: :class:`berth.selection.filters.FilterArgs`) and raises
 ``berth.errors.NotEnoughGpus`` (its message says why each other GPU did not qualify) when
 fewer GPUs qualify than asked. It only picks: to hold GPUs against others use
 ``berth.acquire``.
@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Unpack
 
-    from berth.choose import Claimed, Selection
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
-    from berth.filters import FilterArgs, Filters
+    from berth.selection.choose import Claimed, Selection
+    from berth.selection.filters import FilterArgs, Filters
 
 __all__ = ["banned_reasons", "choose", "gpus", "read", "select", "selection"]
 
@@ -92,11 +92,11 @@ def held_by_berth(cfg: Config) -> Mapping[str, Claimed]:
 
 def choose(filters: Filters, *, all: bool = False, telemetry: bool = True) -> Selection:
     """Read the GPUs, the config's bans and outside-use rule and berth's claims, and choose
-    against ``filters``: the whole :class:`berth.choose.Selection` (chosen, rejected with
+    against ``filters``: the whole :class:`berth.selection.choose.Selection` (chosen, rejected with
     reasons), never raising for a shortfall. ``telemetry=False`` leaves out readings no
     filter here needs (power is still read when ``max_power`` is given)."""
-    from berth.choose import select as _select  # not for status (~1.5 ms)
-    from berth.outside import OutsideRule  # not for status (imports dataclasses)
+    from berth.selection.choose import select as _select  # not for status (~1.5 ms)
+    from berth.selection.outside import OutsideRule  # not for status (imports dataclasses)
 
     cfg = _config()
     telemetry = telemetry or filters.max_power is not None
@@ -113,9 +113,9 @@ def selection(
     telemetry: bool = True,
     **filters: Unpack[FilterArgs],
 ) -> Selection:
-    """Like :func:`select` but returns the whole :class:`berth.choose.Selection` (see
+    """Like :func:`select` but returns the whole :class:`berth.selection.choose.Selection` (see
     :func:`choose`) and never raises for a shortfall."""
-    from berth.filters import Filters  # not for status
+    from berth.selection.filters import Filters  # not for status
 
     ask = Filters.of(count, share, "selection", **filters)
     return choose(ask, all=all, telemetry=telemetry)
@@ -135,7 +135,7 @@ def select(
     with the reason for every GPU that does not qualify; UsageError on a bad value, TypeError
     on an unknown keyword. Only the GPUs of CUDA_VISIBLE_DEVICES unless ``all``.
     """
-    from berth.filters import Filters  # not for status
+    from berth.selection.filters import Filters  # not for status
 
     sel = choose(Filters.of(count, 1.0, "select", **filters), all=all)
     if not sel.ok:

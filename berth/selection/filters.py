@@ -15,7 +15,7 @@ name, one default, one check and one message:
 Messages name a value as ``berth select``'s option does (``--max-util 150: ...``), from Python
 too: the API takes the same parameters. Numbers may be typed as people do (``"80%"``,
 ``"250W"``), sizes as ``"20G"`` or bytes. Pure: no I/O, no clock. How a GPU fails a filter (the
-reasons) is :mod:`berth.choose_reasons`.
+reasons) is :mod:`berth.selection.reasons`.
 """
 
 from __future__ import annotations

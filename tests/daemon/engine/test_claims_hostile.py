@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
+from berth.api.lease import build_request, claim
 from berth.claims.ledger import Ledger
-from berth.lease import build_request, claim
 
 SITTER = """
 import fcntl, os, sys

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.config import Config
-    from berth.config_key import At
+    from berth.config.key import At
 
 KEYS = {
     "max_gpus": "GPUs the project's jobs may hold at once (more wait: ProjectGpuLimit)",

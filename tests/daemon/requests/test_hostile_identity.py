@@ -248,7 +248,7 @@ def test_release_of_a_queue_jobs_gpu_cancels_the_job_and_spares_the_daemon(
 def test_a_claim_outside_the_queue_counts_against_its_users_gpu_limit(daemon: Any) -> None:
     """A user's `berth run` (a claim without the daemon) counts with their jobs against
     their max_gpus: before issue 20 their job took a second GPU beside it."""
-    from berth.lease import build_request, claim
+    from berth.api.lease import build_request, claim
 
     daemon.start()
     daemon.call("limits", set={"max_gpus": 1})

@@ -3,7 +3,7 @@
 One rule, one function, one wording, for the daemon (its pending reasons,
 :mod:`berth.daemon.engine.resources`) and for choosing GPUs without it (``berth select
 --explain``, ``berth.select()``, ``berth run`` and ``berth.acquire()``:
-:mod:`berth.choose_reasons`). The admin sets it as the GPU Job Scheduler's
+:mod:`berth.selection.reasons`). The admin sets it as the GPU Job Scheduler's
 ``--mem-threshold`` / ``--load-threshold``::
 
     [scheduling]

@@ -1,12 +1,12 @@
 """The config's ``[enforce]`` section (issue 25): what the system daemon does about GPU use
 berth did not grant (docs/admin.md "Enforcement"). Every class is only shown by default
 (``observe``); nothing is signalled unless the admin says ``kill`` (or ``release`` for idle
-holders). Declared as :mod:`berth.config`'s keys are (:class:`berth.config_key.Key`).
+holders). Declared as :mod:`berth.config`'s keys are (:class:`berth.config.key.Key`).
 """
 
 from __future__ import annotations
 
-from berth.config_key import Key, set_defaults
+from berth.config.key import Key, set_defaults
 from berth.units import parse_duration
 
 TYPE_CHECKING = False
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.config import Config
-    from berth.config_key import At, Check
+    from berth.config.key import At, Check
 
 POLICIES = ("observe", "notify", "kill")
 IDLE_POLICIES = ("observe", "notify", "release", "requeue")
