@@ -16,9 +16,11 @@ from berth.claims.grant import Placed, stand
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence
+    from typing import Any
 
     from berth.claims.state import ClaimInfo
     from berth.daemon.engine.enforce_proof import Proven
+    from berth.devices.model import GpuSnapshot
 
 Ident = tuple[int, int]  # (device, inode) of a claim file
 
@@ -27,6 +29,7 @@ class Grants:
     def __init__(self) -> None:
         self._first: dict[Ident, tuple[int, int]] = {}  # file -> (earliest ctime, poll)
         self._poll = 0
+        self._refused: dict[str, str] = {}  # claim key -> why it is not granted (logged)
 
     def judge(
         self,
@@ -67,4 +70,26 @@ class Grants:
                 if why is not None and key not in proper:
                     text = f"{key} on {where} {why}: not granted"
                     out[key] = f"{out[key]}; {text}" if key in out else text
+        return out
+
+    def news(
+        self,
+        refused: Mapping[str, str],
+        claims: Mapping[str, Sequence[ClaimInfo]],
+        by_uuid: Mapping[str, GpuSnapshot],
+    ) -> list[dict[str, Any]]:
+        """The audit log's lines for the claims found not granted since the last poll (or
+        for a new reason); what is granted now, or gone, is forgotten."""
+        out: list[dict[str, Any]] = []
+        for key, why in refused.items():
+            if self._refused.get(key) == why:
+                continue
+            files = claims[key]
+            gpus = sorted({s.index for c in files if (s := by_uuid.get(c.uuid)) is not None})
+            user = files[0].user or str(files[0].uid)
+            out.append(
+                {"action": "refuse", "class": "ungranted", "holder": key, "user": user,
+                 "uid": files[0].uid, "gpus": gpus, "reason": why}
+            )  # fmt: skip
+        self._refused = dict(refused)
         return out

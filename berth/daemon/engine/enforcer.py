@@ -70,7 +70,6 @@ class Enforcer(IdleHolders):
         self._named: dict[int, str] = {}  # pid -> the claim whose body names it (a hint)
         self._proofs = ClaimProofs()
         self._grants = Grants()
-        self._refused: dict[str, str] = {}  # claim key -> why it is not granted (logged)
         self._refused_pids: dict[int, str] = {}  # pid -> why the claim it holds is not
         self._exempt: dict[str, bool] = {}
         self.actions: dict[str, int] = {}  # action -> how many since the start (metrics)
@@ -147,7 +146,8 @@ class Enforcer(IdleHolders):
         proven = self._proofs.prove(claims, gpu_pids)
         gpus = {s.uuid: (s.index, s.memory_total) for s in engine.res.snapshots}
         refused = self._grants.judge(scanned, own, set(own.values()), proven.values(), gpus)
-        self._audit_refused(refused, claims)
+        for entry in self._grants.news(refused, claims, engine.res.by_uuid):
+            self._write(entry)
         for key, files in claims.items():
             if key in refused:
                 continue  # (not granted: it holds nothing, its processes are nobody's)
@@ -231,31 +231,6 @@ class Enforcer(IdleHolders):
         elif named is not None:
             why += f" ({named}'s body names pid {pid}, but it does not hold the claim's file)"
         return uid, ident[1], [], why
-
-    def _audit_refused(self, refused: dict[str, str], claims: dict[str, list[Any]]) -> None:
-        """One audit line for each claim when it is first found not granted (and again only
-        if why changes); what is granted or gone is forgotten."""
-        for key, why in refused.items():
-            if self._refused.get(key) != why:
-                files = claims[key]
-                gpus = sorted({i for c in files if (i := self._index(c.uuid)) is not None})
-                user = files[0].user or str(files[0].uid)
-                self._write(
-                    {
-                        "action": "refuse",
-                        "class": "ungranted",
-                        "holder": key,
-                        "user": user,
-                        "uid": files[0].uid,
-                        "gpus": gpus,
-                        "reason": why,
-                    }
-                )
-        self._refused = dict(refused)
-
-    def _index(self, uuid: str) -> int | None:
-        s = self.engine.res.by_uuid.get(uuid)
-        return s.index if s is not None else None
 
     def _uid(self, key: str) -> int | None:
         holder = self.holders.get(key)
