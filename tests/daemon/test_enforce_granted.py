@@ -31,10 +31,42 @@ from userkit import A, AsUser, B
 
 from berth.claims import files
 from berth.claims.ledger import Ledger
+from berth.claims.state import ClaimInfo
+from berth.daemon.engine.enforce_grant import Grants
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
 __all__ = ["system"]  # (the fixture, shared with test_enforce_hostile)
+
+
+def _info(lease: str, ident: tuple[int, int], placed: int) -> ClaimInfo:
+    c = ClaimInfo(f"c.u1.{lease}.1000.0", "", ("u1", lease, 1.0, 0))
+    c.ident, c.placed, c.uid = ident, placed, 1000
+    return c
+
+
+def test_the_enforcer_keeps_the_earliest_ctime_seen_of_each_file() -> None:
+    """A ctime moved forward after the first look (a link, where fs.protected_hardlinks is
+    off) does not move a claim back in line behind a claim made by hand since."""
+    grants = Grants()
+    gpus = {"u1": (1, 80 * G)}
+    first = _info("aaaa", (1, 1), 10)
+    assert grants.judge([first], {}, set(), [], gpus) == {}
+    bumped, hand = _info("aaaa", (1, 1), 30), _info("bbbb", (1, 2), 20)
+    assert grants.judge([bumped, hand], {}, set(), [], gpus) == {
+        "claim bbbb": "claim bbbb on GPU 1 placed after claim aaaa's exclusive claim: "
+        "together they overfill the GPU (shares): not granted"
+    }
+    assert Grants().judge([bumped, hand], {}, set(), [], gpus).keys() == {"claim aaaa"}
+
+
+def test_the_daemons_own_claims_are_never_refused() -> None:
+    grants = Grants()
+    gpus = {"u1": (1, 80 * G)}
+    hand, job = _info("bbbb", (1, 2), 10), _info("jobl", (1, 3), 10)
+    assert grants.judge([hand, job], {"jobl": "job 7"}, {"job 7"}, [], gpus).keys() == {
+        "claim bbbb"
+    }
 
 
 def _hand_made(uuid: str, share: float, mem: int, claims: str) -> Any:
