@@ -60,40 +60,45 @@ class Placed:
 def stand(claims: Sequence[Placed], total: int | None) -> dict[str, str | None]:
     """Each claim's key -> None if it stands on this GPU, or why it is not granted
     ("placed after job 12's exclusive claim"); ``total``: the card's memory (None: unknown,
-    memory is then not judged)."""
+    memory is then not judged). Linear in the claims and their ``within`` (a user's planted
+    files cost each look little)."""
     out: dict[str, str | None] = {}
-    standing: list[Placed] = []
-    ordered = sorted(claims, key=lambda c: (c.placed, c.seen, not c.proper, c.key))
+    standing: dict[str, Placed] = {}
+    share, mem = 0.0, 0  # what the standing claims hold together
+    ordered = sorted(claims, key=lambda c: (*_moment(c), c.key))
     i = 0
     while i < len(ordered):
-        first = ordered[i]
-        tie = [c for c in ordered[i:] if (c.placed, c.seen, c.proper) == _moment(first)]
-        i += len(tie)
+        j = i
+        while j < len(ordered) and _moment(ordered[j]) == _moment(ordered[i]):
+            j += 1
+        tie = {c.key: c for c in ordered[i:j]}
+        i = j
+        tie_share, tie_mem = sum(c.share for c in tie.values()), sum(c.mem for c in tie.values())
         stood = []
-        for c in tie:
-            before = [s for s in standing if s.key not in c.within]
-            tied = [t for t in tie if t is not c and t.key not in c.within]
-            why = _overfills(c, before, tied, total)
-            out[c.key] = why
-            if why is None:
+        for c in tie.values():
+            skip = [o for k in c.within if (o := standing.get(k) or tie.get(k)) and o is not c]
+            s = share + tie_share - sum(o.share for o in skip)
+            m = mem + tie_mem - sum(o.mem for o in skip)
+            if s <= 1.0 + EPSILON and not (c.mem and total is not None and m > total):
+                out[c.key] = None
                 stood.append(c)
-        standing.extend(stood)
+                continue
+            within = {o.key for o in skip}
+            before = [o for o in standing.values() if o.key not in within]
+            tied = [o for o in tie.values() if o is not c and o.key not in within]
+            out[c.key] = _why(c, before, tied, total, "shares" if s > 1.0 + EPSILON else "memory")
+        for c in stood:
+            standing[c.key] = c
+            share, mem = share + c.share, mem + c.mem
     return out
 
 
 def _moment(c: Placed) -> tuple[int, int, bool]:
-    return (c.placed, c.seen, c.proper)
+    """When it was placed, as far as the judge can tell (the daemon's own first in a tie)."""
+    return (c.placed, c.seen, not c.proper)
 
 
-def _overfills(
-    c: Placed, before: list[Placed], tied: list[Placed], total: int | None
-) -> str | None:
-    """Why ``c`` does not fit after ``before`` and with ``tied`` (None: it fits)."""
-    share = c.share + sum(o.share for o in (*before, *tied))
-    mem = c.mem + sum(o.mem for o in (*before, *tied))
-    over_mem = bool(c.mem) and total is not None and mem > total
-    if share <= 1.0 + EPSILON and not over_mem:
-        return None
+def _why(c: Placed, before: list[Placed], tied: list[Placed], total: int | None, what: str) -> str:
     if not before and not tied:
         return f"declares {c.mem / (1 << 30):.1f} GiB, more than the card's " + (
             f"{(total or 0) / (1 << 30):.1f} GiB"
@@ -103,10 +108,11 @@ def _overfills(
         parts.append("placed after " + _listed(before))
     if tied:
         parts.append("placed at the same moment as " + _listed(tied))
-    what = "memory" if share <= 1.0 + EPSILON else "shares"
     return f"{' and '.join(parts)}: together they overfill the GPU ({what})"
 
 
-def _listed(claims: list[Placed]) -> str:
-    names = [c.what() for c in claims]
+def _listed(claims: list[Placed], most: int = 3) -> str:
+    names = [c.what() for c in claims[:most]]
+    if len(claims) > most:
+        return ", ".join(names) + f" and {len(claims) - most} more"
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
