@@ -28,12 +28,16 @@ Only claims that stand count against later ones: what is not granted grants noth
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+
+from berth.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+MOST = 3  # claims a reason names (then "and N more")
 EPSILON = 1e-9  # shares are sums of thousandths (the file names'): room for rounding only
 
 
@@ -53,7 +57,7 @@ class Placed:
         """How a reason names it: "job 12's exclusive claim", "claim X's 0.5 share"."""
         if self.share >= 1.0 - EPSILON:
             return f"{self.key}'s exclusive claim"
-        mem = f" ({self.mem / (1 << 30):.1f} GiB)" if self.mem else ""
+        mem = f" ({format_size(self.mem)})" if self.mem else ""
         return f"{self.key}'s {self.share:g} share{mem}"
 
 
@@ -83,9 +87,9 @@ def stand(claims: Sequence[Placed], total: int | None) -> dict[str, str | None]:
                 out[c.key] = None
                 stood.append(c)
                 continue
-            within = {o.key for o in skip}
-            before = [o for o in standing.values() if o.key not in within]
-            tied = [o for o in tie.values() if o is not c and o.key not in within]
+            within = {o.key for o in skip} | {c.key}
+            before = _first(standing, within)
+            tied = _first(tie, within)
             out[c.key] = _why(c, before, tied, total, "shares" if s > 1.0 + EPSILON else "memory")
         for c in stood:
             standing[c.key] = c
@@ -98,21 +102,32 @@ def _moment(c: Placed) -> tuple[int, int, bool]:
     return (c.placed, c.seen, not c.proper)
 
 
-def _why(c: Placed, before: list[Placed], tied: list[Placed], total: int | None, what: str) -> str:
-    if not before and not tied:
-        return f"declares {c.mem / (1 << 30):.1f} GiB, more than the card's " + (
-            f"{(total or 0) / (1 << 30):.1f} GiB"
-        )
+def _first(claims: dict[str, Placed], but: set[str]) -> tuple[list[Placed], int]:
+    """The first few of ``claims`` (but those of ``but``) to name, and how many there are."""
+    named = list(itertools.islice((o for k, o in claims.items() if k not in but), MOST))
+    return named, len(claims) - len(but & claims.keys())
+
+
+def _why(
+    c: Placed,
+    before: tuple[list[Placed], int],
+    tied: tuple[list[Placed], int],
+    total: int | None,
+    what: str,
+) -> str:
+    if not before[1] and not tied[1]:
+        return f"declares {format_size(c.mem)}, more than the card's {format_size(total)}"
     parts = []
-    if before:
+    if before[1]:
         parts.append("placed after " + _listed(before))
-    if tied:
+    if tied[1]:
         parts.append("placed at the same moment as " + _listed(tied))
     return f"{' and '.join(parts)}: together they overfill the GPU ({what})"
 
 
-def _listed(claims: list[Placed], most: int = 3) -> str:
-    names = [c.what() for c in claims[:most]]
-    if len(claims) > most:
-        return ", ".join(names) + f" and {len(claims) - most} more"
+def _listed(claims: tuple[list[Placed], int]) -> str:
+    named, count = claims
+    names = [c.what() for c in named]
+    if count > len(named):
+        return ", ".join(names) + f" and {count - len(named)} more"
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

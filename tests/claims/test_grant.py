@@ -46,9 +46,13 @@ def test_two_halves_stand_a_third_does_not_whatever_order_they_are_given_in() ->
 def test_declared_memory_over_the_card_is_not_granted() -> None:
     out = stand([Placed("a", 1, 0.5, 60 * G), Placed("b", 2, 0.25, 30 * G)], CARD)
     assert out["a"] is None
-    assert out["b"] is not None and out["b"].endswith("(memory)") and "60.0 GiB" in out["b"]
+    assert (
+        out["b"] is not None
+        and out["b"].endswith("(memory)")
+        and "a's 0.5 share (60.0G)" in out["b"]
+    )
     alone = stand([Placed("x", 1, 0.5, 90 * G)], CARD)
-    assert alone["x"] == "declares 90.0 GiB, more than the card's 80.0 GiB"
+    assert alone["x"] == "declares 90.0G, more than the card's 80.0G"
     assert stand([Placed("x", 1, 0.5, 90 * G)], None)["x"] is None  # (memory unknown)
 
 
