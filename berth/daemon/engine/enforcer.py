@@ -12,6 +12,8 @@ A pid is never an identity (DESIGN.md 7): a process is classed with the start ti
 /proc gave right after the NVML read, and signalled only if /proc says the same right before
 the signal. A berth job is never signalled by pid: it is cancelled through its supervisor,
 which ends exactly the job's processes. Exempt users and groups are shown, never acted on.
+A claim of the ledger is a holder only if it is granted (:mod:`.enforce_grant`: a claim file
+made by hand on a GPU others fill is not); the processes of one that is not are nobody's.
 """
 
 from __future__ import annotations
