@@ -69,6 +69,20 @@ def test_the_daemons_own_claims_are_never_refused() -> None:
     }
 
 
+def test_a_claim_not_granted_on_one_of_its_gpus_is_granted_on_none() -> None:
+    grants = Grants()
+    gpus = {"u1": (1, 80 * G), "u2": (2, 80 * G)}
+    job = _info("jobl", (1, 1), 10)
+    job.uuid = "u2"
+    hand = [_info("bbbb", (1, 2), 20), _info("bbbb", (1, 3), 20)]
+    hand[1].uuid = "u2"  # (free GPU 1, and GPU 2 the job holds)
+    refused = grants.judge([job, *hand], {"jobl": "job 7"}, {"job 7"}, [], gpus)
+    assert refused == {
+        "claim bbbb": "claim bbbb on GPU 2 placed after job 7's exclusive claim: together "
+        "they overfill the GPU (shares): not granted"
+    }
+
+
 def _hand_made(uuid: str, share: float, mem: int, claims: str) -> Any:
     """(Run as A) a claim of ``share`` and ``mem`` on ``uuid`` made by hand: the ledger's
     file format, name, body, crc and shared flock (held by this process), without the check
