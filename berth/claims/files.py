@@ -169,7 +169,7 @@ class Probe:
     """What one look at a ledger file found. ``alive`` is None if the file is gone, or is no
     ledger file at all (see :func:`probe`)."""
 
-    __slots__ = ("alive", "body", "corrupt", "dev", "ino", "mtime", "nlink", "uid")
+    __slots__ = ("alive", "body", "corrupt", "ctime", "dev", "ino", "mtime", "nlink", "uid")
 
     def __init__(self) -> None:
         self.alive: bool | None = None
@@ -178,6 +178,7 @@ class Probe:
         self.ino = 0
         self.nlink = 0
         self.mtime = 0.0
+        self.ctime = 0  # ns: when it was placed (or last changed; see berth.claims.grant)
         self.body: dict[str, Any] | None = None
         self.corrupt = False
 
@@ -207,7 +208,7 @@ def probe(path: str, *, read: bool = True) -> Probe:
         if not stat.S_ISREG(st.st_mode) or not st.st_mode & stat.S_IROTH:
             return p
         p.uid, p.dev, p.ino, p.nlink = st.st_uid, st.st_dev, st.st_ino, st.st_nlink
-        p.mtime = st.st_mtime
+        p.mtime, p.ctime = st.st_mtime, st.st_ctime_ns
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

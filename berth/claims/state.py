@@ -35,7 +35,7 @@ class ClaimInfo:
 
     __slots__ = (
         "command", "corrupt", "gpus", "ident", "index", "label", "lease", "memory", "name",
-        "path", "pids", "share", "since", "uid", "user", "uuid",
+        "path", "pids", "placed", "share", "since", "uid", "user", "uuid",
     )  # fmt: skip
 
     def __init__(self, name: str, path: str, parsed: tuple[str, str, float, int]) -> None:
@@ -52,12 +52,14 @@ class ClaimInfo:
         self.label: str | None = None
         self.corrupt = False
         self.ident = (0, 0)  # (device, inode) of the file, as probed
+        self.placed = 0  # its file's ctime (ns), as probed: when it was placed (grant.py)
 
     def fill(self, probe: files.Probe, find_holders: bool = True) -> None:
         """What ``probe`` read; an unreadable body's holders from /proc (``find_holders``:
         a scan bounds how many a user's files may cost it, berth.claims.ledger)."""
         self.uid = probe.uid
         self.ident = (probe.dev, probe.ino)
+        self.placed = probe.ctime
         self.user = user_name(probe.uid)  # the file's owner is the holder: never the body
         self.corrupt = probe.corrupt
         body = probe.body or {}
@@ -77,7 +79,7 @@ class ClaimInfo:
             self.pids = files.holders(self.path)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("path", "ident")}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("path", "ident", "placed")}
 
 
 class WaiterInfo:

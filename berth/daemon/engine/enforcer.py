@@ -12,6 +12,8 @@ A pid is never an identity (DESIGN.md 7): a process is classed with the start ti
 /proc gave right after the NVML read, and signalled only if /proc says the same right before
 the signal. A berth job is never signalled by pid: it is cancelled through its supervisor,
 which ends exactly the job's processes. Exempt users and groups are shown, never acted on.
+A claim of the ledger is a holder only if it is granted (:mod:`.enforce_grant`: a claim file
+made by hand on a GPU others fill is not); the processes of one that is not are nobody's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import signal
 
 from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
+from berth.daemon.engine.enforce_grant import Grants
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
 from berth.daemon.engine.idle_holders import IdleHolders
@@ -68,6 +71,8 @@ class Enforcer(IdleHolders):
         self._claim_pids: dict[str, list[tuple[int, int]]] = {}  # proven: (pid, start)
         self._named: dict[int, str] = {}  # pid -> the claim whose body names it (a hint)
         self._proofs = ClaimProofs()
+        self._grants = Grants()
+        self._refused_pids: dict[int, str] = {}  # pid -> why the claim it holds is not
         self._exempt: dict[str, bool] = {}
         self.actions: dict[str, int] = {}  # action -> how many since the start (metrics)
         self.devices = ""  # [daemon] isolate_devices: enforced, or why not ("": not asked)
@@ -127,30 +132,44 @@ class Enforcer(IdleHolders):
             for pid in (run.job_pid, run.sup_pid):
                 if pid is not None:
                     owners[pid] = ([key], f"pid {pid} is {key}'s (its supervisor's record)")
-        own = engine.own_lease_ids()
+        own = {r.lease_id: f"job {j}" for j, r in engine.runs.items() if r.lease_id}
+        own.update({c.lease_id: f"job {j}" for j, c in engine.committing.items()})
+        scanned = engine.res.ledger.scan(bodies=True).claims
         claims: dict[str, list[Any]] = {}
-        for c in engine.res.ledger.scan(bodies=True).claims:
+        for c in scanned:
             if c.lease not in own:
                 claims.setdefault(f"claim {c.lease}", []).append(c)
         self._named = {}
         for key, files in claims.items():
-            first = files[0]
-            gpus = frozenset(
-                s.index for c in files if (s := engine.res.by_uuid.get(c.uuid)) is not None
-            )
-            mem = first.memory or None
-            user = first.user or str(first.uid)
-            since = min((c.since for c in files if c.since), default=0.0)
-            out.append(Holder(key, "claim", user, first.uid, gpus, first.share, mem, since))
             for c in files:
                 for pid in c.pids[:64]:
                     self._named.setdefault(pid, key)
         gpu_pids = {p.pid for s in engine.res.snapshots for p in s.processes or ()}
         proven = self._proofs.prove(claims, gpu_pids)
+        gpus = {s.uuid: (s.index, s.memory_total) for s in engine.res.snapshots}
+        refused = self._grants.judge(scanned, own, set(own.values()), proven.values(), gpus)
+        for entry in self._grants.news(refused, claims, engine.res.by_uuid):
+            self._write(entry)
+        for key, files in claims.items():
+            if key in refused:
+                continue  # (not granted: it holds nothing, its processes are nobody's)
+            first = files[0]
+            gpu_ids = frozenset(
+                s.index for c in files if (s := engine.res.by_uuid.get(c.uuid)) is not None
+            )
+            mem = first.memory or None
+            user = first.user or str(first.uid)
+            since = min((c.since for c in files if c.since), default=0.0)
+            out.append(Holder(key, "claim", user, first.uid, gpu_ids, first.share, mem, since))
         self._claim_pids = {}
+        self._refused_pids = {}
         for pid, p in proven.items():
-            owners[pid] = (p.keys, p.proof)  # (a job's process that holds a claim: the claim's)
-            for key in p.keys:
+            keys = [k for k in p.keys if k not in refused]
+            if not keys:
+                self._refused_pids[pid] = refused[p.keys[0]]
+                continue
+            owners[pid] = (keys, p.proof)  # (a job's process that holds a claim: the claim's)
+            for key in keys:
                 self._claim_pids.setdefault(key, []).append((pid, p.start))
         return out, owners
 
@@ -208,7 +227,10 @@ class Enforcer(IdleHolders):
                 return uid, ident[1], mine, why if itself else f"descends from {why}"
         named = self._named.get(pid)
         why = "no berth job's, no proven claim holder's: judged by NVML alone"
-        if named is not None:
+        refused = self._refused_pids.get(pid)
+        if refused is not None:
+            why = f"pid {pid} holds a claim not granted ({refused}): judged by NVML alone"
+        elif named is not None:
             why += f" ({named}'s body names pid {pid}, but it does not hold the claim's file)"
         return uid, ident[1], [], why
 
