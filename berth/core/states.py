@@ -95,6 +95,7 @@ class Reason(str, Enum):
     USER_GPU_LIMIT = "UserGpuLimit"  # its user holds all the GPUs they may at once
     RESERVATION = "Reservation"  # it would fit but for GPUs an admin reserved for others
     PROJECT_GPU_LIMIT = "ProjectGpuLimit"  # its project holds all the GPUs it may at once
+    STATE_DISK_FULL = "StateDiskFull"  # its start could not be recorded: the disk is full
 
     def __str__(self) -> str:
         return self.value

@@ -7,15 +7,17 @@ A start is saved (the job RUNNING, its attempt ``launched``) and its command run
 that is durable: the attempt goes to a supervisor at once, through the engine's process port
 (:mod:`berth.daemon.engine.ports`), and waits at its start gate (:mod:`berth.daemon.supervisor.gate`), which the
 journal's committer opens the moment the commit is durable. A commit that fails withdraws
-the starts (their gates close unopened: nothing runs) and the jobs fail.
+the starts (their gates close unopened: nothing runs), and the jobs wait, PENDING again as if
+never started (:meth:`Launching._unstart`; :mod:`berth.daemon.engine.diskfull` says why and
+when they are tried again): a full state disk fails no job (issue 41.7).
 """
 
 from __future__ import annotations
 
 import logging
 
-from berth.core.states import State
-from berth.core.transition import transition
+from berth.core.states import ACTIVE, State
+from berth.core.transition import transition, unstart
 from berth.daemon.engine.command import launch_spec
 from berth.daemon.engine.jobtable import JobTable
 from berth.wire.jobspec import JobSpec
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.job import Job
+    from berth.daemon.engine.diskfull import DiskFull
     from berth.daemon.engine.jobtable import JobTable
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.queue_order import QueueOrder
@@ -69,8 +72,12 @@ class Launching:
     committing: dict[int, Claim]  # started, the start not yet durable
     cancel_on_start: set[int]
     order: QueueOrder
+    diskfull: DiskFull
+    reasons: dict[int, str]
 
     if TYPE_CHECKING:
+
+        def kick(self) -> None: ...
 
         def save(self, job: Job, **cols: Any) -> None: ...
 
@@ -150,6 +157,8 @@ class Launching:
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""
+        if launches:
+            self.diskfull.started()
         for ln in launches:
             ln.durable = True
             self._close(ln, wait=False)
@@ -179,7 +188,9 @@ class Launching:
 
     def _withdrawn(self, launches: list[Launch]) -> None:
         """The commit of their starts failed: their gates close unopened (nothing runs), the
-        claims go, and the jobs fail."""
+        claims go, and the jobs wait again (:meth:`_unstart`)."""
+        where = f"{self.opts.state_dir}/berth.db"
+        why = f"its start could not be recorded in {where} ({self.journal.failing})"
         for ln in launches:
             ln.durable = False
             self._close(ln)
@@ -191,7 +202,7 @@ class Launching:
                 self.procs.discard(ln.run.path)
             if not ln.failed and self.jobs.get(job.id) is job:  # (a failed insert: gone)
                 ln.failed = True
-                self._launch_failed(job, "the state database could not record its start")
+                self._unstart(job, why)
 
     def _close(self, ln: Launch, *, wait: bool = True, gate: bool = True) -> None:
         """Close our ends of its gate: the read end (``wait``), the write end (``gate``)."""
@@ -201,6 +212,28 @@ class Launching:
         if gate and ln.gate >= 0:
             self.procs.close(ln.gate)
             ln.gate = -1
+
+    def _unstart(self, job: Job, why: str) -> None:
+        """Take back a start that never ran its command for want of space (``why``, naming
+        the path): the job PENDING again, no attempt counted, no retry burned; it starts
+        when space returns (:mod:`berth.daemon.engine.diskfull`). A job cancelled while its
+        start was being recorded is cancelled now."""
+        if self.jobs.get(job.id) is not job or job.state not in ACTIVE:
+            return
+        cancel = job.id in self.cancel_on_start or job.state is State.COMPLETING
+        self.cancel_on_start.discard(job.id)
+        job.extra.pop("lease", None)
+        now = self.clock.time()
+        unstart(job, now=now, reason=why)
+        self.order.joined(job)
+        self.save(job, launched=0)
+        log.warning("job %d: not started, it waits: %s", job.id, why)
+        self.diskfull.stopped_start(job.id, why)
+        if cancel:
+            self._change(job, State.CANCELLED, now, reason="cancelled before it started")
+            return
+        self.kick()
+        self.reasons[job.id] = self.diskfull.reason()
 
     def _launch_failed(self, job: Job, why: str) -> None:
         log.error("job %d: cannot start its supervisor: %s", job.id, why)

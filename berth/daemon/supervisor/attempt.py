@@ -28,7 +28,13 @@ import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a
 
 from berth.claims import files as claim_files
 from berth.daemon.supervisor import gate, ingroup, runfile
-from berth.daemon.supervisor.jobfiles import SpawnError, open_log, remove_stale_socket, which
+from berth.daemon.supervisor.jobfiles import (
+    NoSpace,
+    SpawnError,
+    open_log,
+    remove_stale_socket,
+    which,
+)
 from berth.daemon.supervisor.ptyrelay import PtyRelay
 
 TYPE_CHECKING = False
@@ -121,11 +127,16 @@ class AttemptRun:
     def _through_gate(self) -> bool:
         """Wait at the start gate, if there is one still to pass: True once the start is
         durable (noted ``go`` in the run file), False if it never will be."""
+        waiting = self.gate >= 0
+        if self._at_gate() and waiting:
+            runfile.note_go(self.run_fd, self.path)  # (NoSpace: the command is not run)
+        return self.opened
+
+    def _at_gate(self) -> bool:
+        """Wait at the start gate, if there is one still to pass, noting nothing."""
         if self.gate >= 0:
             fd, self.gate = self.gate, -1
             self.opened = gate.passed(fd)
-            if self.opened:
-                runfile.note(self.run_fd, b"go\n")
         return self.opened
 
     def _spawn(self) -> int:
@@ -256,6 +267,12 @@ class AttemptRun:
         try:
             try:
                 self.pid = pid = self._spawn()
+            except NoSpace as e:  # nothing ran: the daemon keeps the job waiting for space
+                self._at_gate()
+                result.update(
+                    rc=127, error=str(e), unstarted=True, nospace=str(e), end=time.time()
+                )
+                return result
             except (SpawnError, OSError, ValueError) as e:
                 if not self._through_gate():
                     raise NotStarted from None

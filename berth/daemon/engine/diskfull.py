@@ -1,0 +1,126 @@
+"""A full state disk: the starts it stops wait, and the daemon says so (issue 41.7; DESIGN.md
+invariant 10: a resource running out never turns an accepted job into a failure).
+
+A start whose write-ahead cannot be committed (the state database cannot grow), or whose
+supervisor cannot write its run file or open its logs for want of space, never ran its
+command: the engine takes it back (:func:`berth.core.transition.unstart`: the job PENDING
+again, no attempt counted, no retry burned) and tells :class:`DiskFull`, which
+
+- holds the scheduling passes back (no start is tried while the disk is full: no busy loop),
+- lets one pass try again after a pause that doubles from :data:`RETRY_FIRST` to
+  :data:`RETRY_MAX` seconds, and at once when a commit succeeds after failing (space came
+  back),
+- gives the jobs it stopped the pending reason ``StateDiskFull`` (with the path and the
+  error), a line for ``berth status`` and the gauge ``berth_state_disk_full`` of ``/metrics``,
+- logs one line when the disk is found full and one when starts go through again.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+
+from berth.core.states import Reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
+log = logging.getLogger("berth.daemon")
+
+RETRY_FIRST = 0.5  # seconds before the first try after the disk was found full; doubles
+RETRY_MAX = 30.0
+
+
+def is_full(e: BaseException | str | None) -> bool:
+    """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT (or their words)?"""
+    if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == 13:
+        return True  # SQLITE_FULL
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(e or "")
+    return any(w in text for w in ("database or disk is full", "No space left", "quota"))
+
+
+class DiskFull:
+    """Whether starts wait for space, and why (see the module)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, kick: Callable[[], None]) -> None:
+        self.loop = loop
+        self.kick = kick
+        self.why: str | None = None  # while full: what failed, naming the path
+        self.since = 0.0  # (the loop's time)
+        self.stopped = 0  # starts taken back since the disk was found full
+        self._probe = False  # one pass may try to start again
+        self._pause = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.why is not None
+
+    def blocks(self) -> bool:
+        """Whether a pass must start nothing now (the disk is full and no try is due)."""
+        if self.why is None or self._probe:
+            self._probe = False
+            return False
+        return True
+
+    def stopped_start(self, job_id: int, why: str) -> None:
+        """The start of ``job_id`` was taken back for want of space (``why``: what failed,
+        with the path)."""
+        if self.why is None:
+            self.since = self.loop.time()
+            log.error(
+                "the state disk is full: %s; jobs whose turn comes stay pending "
+                "(StateDiskFull) and start when space returns", why,
+            )  # fmt: skip
+        self.why = why
+        self.stopped += 1
+        self._probe = False
+        if self._timer is None:
+            self._pause = min(RETRY_MAX, self._pause * 2 or RETRY_FIRST)
+            self._timer = self.loop.call_later(self._pause, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        if self.why is not None:
+            self._probe = True
+            self.kick()
+
+    def room(self) -> None:
+        """A commit succeeded after commits had failed: try to start again now."""
+        if self.why is not None:
+            self._probe = True
+            self.kick()
+
+    def started(self) -> None:
+        """A start went through (its write-ahead is durable): the disk has room again."""
+        if self.why is None:
+            return
+        log.warning(
+            "the state disk has room again after %.0fs: queued jobs start (%d start(s) "
+            "had waited)", self.loop.time() - self.since, self.stopped,
+        )  # fmt: skip
+        self.why = None
+        self.stopped = 0
+        self._pause = 0.0
+        self._probe = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def reason(self) -> str:
+        """The pending reason of a job whose start waits for space."""
+        return f"{Reason.STATE_DISK_FULL.value}: {self.why}; it starts when space returns"
+
+    def note(self) -> str | None:
+        """``berth status``'s line while the disk is full."""
+        if self.why is None:
+            return None
+        return (
+            f"the state disk is full ({self.why}): queued jobs wait (StateDiskFull) until the "
+            "admin frees space"
+        )
