@@ -96,6 +96,7 @@ class Reason(str, Enum):
     RESERVATION = "Reservation"  # it would fit but for GPUs an admin reserved for others
     PROJECT_GPU_LIMIT = "ProjectGpuLimit"  # its project holds all the GPUs it may at once
     STATE_DISK_FULL = "StateDiskFull"  # its start could not be recorded: the disk is full
+    STATE_UNWRITABLE = "StateUnwritable"  # its start could not be recorded: another error
 
     def __str__(self) -> str:
         return self.value

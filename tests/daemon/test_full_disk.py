@@ -93,7 +93,7 @@ def test_queued_jobs_wait_on_a_full_state_disk_and_run_when_space_returns(full: 
     daemon.fake.setup(n=1)
     port = _free_port()
     daemon.start("--http", f"127.0.0.1:{port}", gpus=None)
-    blocker, gate = _blocker(daemon)
+    _, gate = _blocker(daemon)
     queued = [daemon.submit("true", gpus=1, retries=1) for _ in range(3)]
     full.fill()
     open(gate, "w").close()  # the blocker ends: the first queued job's turn comes
@@ -165,10 +165,12 @@ def test_term_on_a_full_disk_stops_cleanly_and_loses_nothing(full: Any) -> None:
     queued = [daemon.submit("true", gpus=1) for _ in range(2)]
     full.fill()
     open(gate, "w").close()  # the blocker ends, unsaved; the next job's start cannot be
-    wait_until(
-        lambda: "StateDiskFull" in daemon.berth("queue").stdout,
-        timeout=30, interval=0.1, message="a job waits for space",
-    )  # fmt: skip
+
+    def blocker_ended() -> bool:
+        rows = {r["id"]: r["state"] for r in daemon.call("queue", all=True)["jobs"]}
+        return rows.get(blocker) == "COMPLETED"
+
+    wait_until(blocker_ended, timeout=30, message="the blocker's end is known (not saved)")
     assert daemon.proc is not None
     daemon.proc.terminate()
     assert daemon.proc.wait(timeout=30) == 0

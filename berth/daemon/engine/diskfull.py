@@ -11,7 +11,9 @@ again, no attempt counted, no retry burned) and tells :class:`DiskFull`, which
   :data:`RETRY_MAX` seconds, and at once when a commit succeeds after failing (space came
   back),
 - gives the jobs it stopped the pending reason ``StateDiskFull`` (with the path and the
-  error), a line for ``berth status`` and the gauge ``berth_state_disk_full`` of ``/metrics``,
+  error; ``StateUnwritable`` for another error, as a database another process keeps
+  locked), a line for ``berth status`` and the gauge ``berth_state_disk_full`` of
+  ``/metrics``,
 - logs one line when the disk is found full and one when starts go through again.
 """
 
@@ -53,6 +55,7 @@ class DiskFull:
         self.why: str | None = None  # while full: what failed, naming the path
         self.since = 0.0  # (the loop's time)
         self.stopped = 0  # starts taken back since the disk was found full
+        self.disk = True  # full (else another error: StateUnwritable)
         self._probe = False  # one pass may try to start again
         self._pause = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -73,9 +76,10 @@ class DiskFull:
         with the path)."""
         if self.why is None:
             self.since = self.loop.time()
+            self.disk = is_full(why)
             log.error(
-                "the state disk is full: %s; jobs whose turn comes stay pending "
-                "(StateDiskFull) and start when space returns", why,
+                "%s: %s; jobs whose turn comes stay pending (%s) and start when %s",
+                self._what(), why, self.label(), self._until(),
             )  # fmt: skip
         self.why = why
         self.stopped += 1
@@ -101,8 +105,9 @@ class DiskFull:
         if self.why is None:
             return
         log.warning(
-            "the state disk has room again after %.0fs: queued jobs start (%d start(s) "
-            "had waited)", self.loop.time() - self.since, self.stopped,
+            "%s after %.0fs: queued jobs start (%d start(s) had waited)",
+            "the state disk has room again" if self.disk else "the state database records "
+            "starts again", self.loop.time() - self.since, self.stopped,
         )  # fmt: skip
         self.why = None
         self.stopped = 0
@@ -112,15 +117,29 @@ class DiskFull:
             self._timer.cancel()
             self._timer = None
 
+    @property
+    def disk_full(self) -> bool:
+        """Whether starts wait because the disk is full (``/metrics``' gauge)."""
+        return self.why is not None and self.disk
+
+    def label(self) -> str:
+        """``StateDiskFull``, or ``StateUnwritable`` for another error (a locked database,
+        an I/O error)."""
+        return str(Reason.STATE_DISK_FULL if self.disk else Reason.STATE_UNWRITABLE)
+
+    def _what(self) -> str:
+        return "the state disk is full" if self.disk else "the state database cannot record starts"
+
+    def _until(self) -> str:
+        return "space returns" if self.disk else "it can"
+
     def reason(self) -> str:
         """The pending reason of a job whose start waits for space."""
-        return f"{Reason.STATE_DISK_FULL.value}: {self.why}; it starts when space returns"
+        return f"{self.label()}: {self.why}; it starts when {self._until()}"
 
     def note(self) -> str | None:
-        """``berth status``'s line while the disk is full."""
+        """``berth status``'s line while starts wait."""
         if self.why is None:
             return None
-        return (
-            f"the state disk is full ({self.why}): queued jobs wait (StateDiskFull) until the "
-            "admin frees space"
-        )
+        fix = "the admin frees space" if self.disk else "the state database can be written"
+        return f"{self._what()} ({self.why}): queued jobs wait ({self.label()}) until {fix}"
