@@ -218,3 +218,23 @@ def test_submit_and_release_times_come_from_the_engines_clock(rig: EngineRig) ->
     rig.clock.t = rig.t0 + 9.0
     rig.loop.run_until_complete(release_jobs(rig.engine, rig.peer, {"job_ids": [a]}))
     assert rig.engine.jobs[a].history[-1].at == rig.t0 + 9.0
+
+
+def test_a_start_its_supervisor_cannot_record_waits_for_space(rig: EngineRig) -> None:
+    """Issue 41.7: the commit went through, but the supervisor could not write the run
+    file's ``go`` (a full disk): nothing ran; the job waits, counted no attempt, and is tried
+    again after a pause (not by every pass)."""
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    first = rig.procs.attempts[f"/fake/run/{a}.1"]
+    why = "cannot write its run file '/state/run/1.1': No space left on device"
+    rig.procs._end(first, rc=127, error=why, unstarted=True, nospace=why)
+    assert rig.state(a) == "PENDING"
+    assert not rig.engine.jobs[a].attempts
+    assert rig.engine.reason(a) == f"StateDiskFull: {why}; it starts when space returns"
+    assert rig.engine.diskfull.disk_full
+    rig.turn()  # passes start nothing while the disk is full
+    assert rig.procs.handed == [(a, 1)]
+    rig.until(lambda: len(rig.procs.handed) == 2, "tried again after a pause")
+    rig.until(lambda: rig.procs.started == [(a, 1), (a, 1)], "it runs")
+    assert not rig.engine.diskfull.full

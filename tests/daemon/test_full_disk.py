@@ -131,7 +131,7 @@ def test_queued_jobs_wait_on_a_full_state_disk_and_run_when_space_returns(full: 
     log = _log(daemon)
     assert log.count("the state disk is full") == 1
     assert log.count("the state disk has room again") == 1
-    assert "berth_state_disk_full" not in daemon.berth("status").stdout
+    assert "the state disk is full" not in daemon.berth("status").stdout
 
 
 def test_release_job_on_a_full_disk_says_what_it_did(full: Any) -> None:

@@ -371,22 +371,8 @@ class Engine(Lifecycle):
         return self.journal.durable()
 
     async def saved(self) -> dict[str, str]:
-        """Wait until the changes made so far are durable: ``{}``; or, if their commit
-        fails (a full disk), what a request that made them must answer instead of "nothing
-        was changed": the changes are in force (the daemon acts on them, and saves them
-        when it can), not yet on disk."""
-        try:
-            await self.journal.durable()
-        except OSError:
-            return {
-                "unsaved": (
-                    f"done, but not saved yet: the state database cannot commit "
-                    f"({self.journal.failing}); the daemon acts on it now and saves it once "
-                    "the disk has room (a daemon stopped before then forgets it, and its log "
-                    "says so)"
-                )
-            }
-        return {}
+        """``{}`` once the changes made so far are durable, else what was not saved."""
+        return await self.journal.saved()
 
     async def drain(self) -> None:
         """Wait until nothing is queued or being committed."""

@@ -265,6 +265,23 @@ class Journal:
         self._arm()
         return fut
 
+    async def saved(self) -> dict[str, str]:
+        """Wait until the changes queued so far are durable: ``{}``; or, if their commit
+        fails (a full disk), what a request that made them must answer instead of "nothing
+        was changed": they are in force (the daemon acts on them and saves them when it
+        can), not yet on disk."""
+        try:
+            await self.durable()
+        except OSError:
+            return {
+                "unsaved": (
+                    f"done, but not saved yet: the state database cannot commit "
+                    f"({self.failing}); the daemon acts on it now and saves it once the disk "
+                    "has room (a daemon stopped before then forgets it, and its log says so)"
+                )
+            }
+        return {}
+
     def unsaved_changes(self) -> str:
         """What is queued and not yet committed, in words ("" if nothing): each job whose
         last change is unsaved (its newest state) and how many other writes."""
