@@ -238,3 +238,14 @@ def test_a_start_its_supervisor_cannot_record_waits_for_space(rig: EngineRig) ->
     rig.until(lambda: len(rig.procs.handed) == 2, "tried again after a pause")
     rig.until(lambda: rig.procs.started == [(a, 1), (a, 1)], "it runs")
     assert not rig.engine.diskfull.full
+
+
+def test_a_run_file_that_cannot_be_made_for_want_of_space_waits(rig: EngineRig) -> None:
+    rig.procs.refuse = "[Errno 28] No space left on device: '/state/run/1.1'"
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.state(a) == "PENDING" and not rig.engine.jobs[a].attempts  # (not FAILED)
+    assert (rig.engine.reason(a) or "").startswith("StateDiskFull: cannot make its run file")
+    assert rig.engine.diskfull.disk_full  # (its commit went through: still full)
+    rig.procs.refuse = None
+    rig.until(lambda: rig.procs.started == [(a, 1)], "it runs after a pause")

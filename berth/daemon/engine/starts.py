@@ -19,6 +19,7 @@ import logging
 from berth.core.states import ACTIVE, State
 from berth.core.transition import transition, unstart
 from berth.daemon.engine.command import launch_spec
+from berth.daemon.engine.diskfull import is_full
 from berth.daemon.engine.jobtable import JobTable
 from berth.wire.jobspec import JobSpec
 
@@ -139,7 +140,9 @@ class Launching:
                 ln.failed = True
                 self._uncommit(ln)
                 claim.release()
-                if self.jobs.get(job.id) is job:
+                if self.jobs.get(job.id) is job and is_full(e):  # (its run file: it waits)
+                    self._unstart(job, f"cannot make its run file: {e}")
+                elif self.jobs.get(job.id) is job:
                     self._launch_failed(job, str(e))
                 continue
             finally:
@@ -157,7 +160,7 @@ class Launching:
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""
-        if launches:
+        if any(not ln.failed for ln in launches):
             self.diskfull.started()
         for ln in launches:
             ln.durable = True
