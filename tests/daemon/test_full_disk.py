@@ -139,6 +139,7 @@ def test_release_job_on_a_full_disk_says_what_it_did(full: Any) -> None:
     daemon.fake.setup(n=1)
     daemon.start(gpus=None)
     job = daemon.submit("true", gpus=1, hold=True)
+    other = daemon.submit("true", gpus=1, hold=True)
     full.fill()
     r = daemon.berth("release-job", str(job))
     held = daemon.job(job)["held"]
@@ -148,6 +149,11 @@ def test_release_job_on_a_full_disk_says_what_it_did(full: Any) -> None:
         assert not held
         assert f"job {job} released" in r.stdout
     assert "nothing was changed" not in r.stdout + r.stderr or held
+    r = daemon.berth("update", str(other), "-J", "renamed")  # (the same for update)
+    renamed = daemon.job(other)["name"] == "renamed"
+    assert (r.returncode == 0) == renamed, (r.stdout, r.stderr, renamed)
+    if "not saved yet" not in r.stderr:  # (a commit that went through: nothing to warn)
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     wait_until(
         lambda: "StateDiskFull" in daemon.berth("queue").stdout,
         timeout=30, interval=0.1, message="the released job waits for space",
