@@ -14,7 +14,9 @@ again, no attempt counted, no retry burned) and tells :class:`DiskFull`, which
   error; ``StateUnwritable`` for another error, as a database another process keeps
   locked), a line for ``berth status`` and the gauge ``berth_state_disk_full`` of
   ``/metrics``,
-- logs one line when the disk is found full and one when starts go through again.
+- logs one line when the disk is found full and one when a start goes through again (its
+  command runs: its supervisor wrote ``go`` in its run file, or ended it; a commit alone may
+  go through on a full disk, where SQLite reuses its WAL's space).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ log = logging.getLogger("berth.daemon")
 
 RETRY_FIRST = 0.5  # seconds before the first try after the disk was found full; doubles
 RETRY_MAX = 30.0
+CONFIRM_FIRST = 0.02  # seconds before asking whether a start committed passed its gate
+CONFIRM_MAX = 5.0  # (asked until then; after it, its supervisor's answer says)
 
 
 def is_full(e: BaseException | str | None) -> bool:
@@ -59,6 +63,7 @@ class DiskFull:
         self._probe = False  # one pass may try to start again
         self._pause = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._confirm: asyncio.TimerHandle | None = None  # (:meth:`committed`)
 
     @property
     def full(self) -> bool:
@@ -84,6 +89,9 @@ class DiskFull:
         self.why = why
         self.stopped += 1
         self._probe = False
+        if self._confirm is not None:  # (a start taken back after its commit: still full)
+            self._confirm.cancel()
+            self._confirm = None
         if self._timer is None:
             self._pause = min(RETRY_MAX, self._pause * 2 or RETRY_FIRST)
             self._timer = self.loop.call_later(self._pause, self._due)
@@ -100,8 +108,31 @@ class DiskFull:
             self._probe = True
             self.kick()
 
+    def committed(self, went: Callable[[], bool | None]) -> None:
+        """Starts were committed while the disk was full: their supervisors have yet to write
+        ``go`` (which may fail too). ``went()`` says whether one has (None: it cannot tell);
+        asked after a short pause, again and again, until it is known (:meth:`started`),
+        or the disk is found full again (:meth:`stopped_start`)."""
+        if self.why is None:
+            return
+        if self._confirm is not None:
+            self._confirm.cancel()
+        self._confirm = self.loop.call_later(CONFIRM_FIRST, self._ask, went, CONFIRM_FIRST)
+
+    def _ask(self, went: Callable[[], bool | None], pause: float) -> None:
+        self._confirm = None
+        said = went()
+        if said or said is None:
+            self.started()
+        elif self.why is not None and pause < CONFIRM_MAX:
+            pause *= 2
+            self._confirm = self.loop.call_later(pause, self._ask, went, pause)
+
     def started(self) -> None:
-        """A start went through (its write-ahead is durable): the disk has room again."""
+        """A start went through (its command runs): the disk has room again."""
+        if self._confirm is not None:
+            self._confirm.cancel()
+            self._confirm = None
         if self.why is None:
             return
         log.warning(

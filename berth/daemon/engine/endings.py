@@ -75,6 +75,7 @@ class Lifecycle(Launching):
             self.procs.discard(run.path)
             self._launch_failed(job, str(result.get("error") or "it was not started"))
             return
+        self.diskfull.started()  # (it ran: its start was written in full)
         self.record_exit(job, result, run.path, leftovers=False)
 
     def _on_gone(self, job_id: int, attempt: int, why: str, started: bool) -> None:

@@ -21,6 +21,7 @@ from berth.core.transition import transition, unstart
 from berth.daemon.engine.command import launch_spec
 from berth.daemon.engine.diskfull import is_full
 from berth.daemon.engine.jobtable import JobTable
+from berth.daemon.supervisor import runfile
 from berth.wire.jobspec import JobSpec
 
 TYPE_CHECKING = False
@@ -160,14 +161,22 @@ class Launching:
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""
-        if any(not ln.failed for ln in launches):
-            self.diskfull.started()
+        if self.diskfull.full and any(not ln.failed for ln in launches):
+            self.diskfull.committed(lambda: self._went(launches))
         for ln in launches:
             ln.durable = True
             self._close(ln, wait=False)
             if ln.run is not None:
                 self._go(ln)
             # (else: its hand-over is still to come (a commit on the loop's thread), or failed)
+
+    def _went(self, launches: list[Launch]) -> bool | None:
+        """Whether one of these committed starts passed its gate (its run file says ``go``):
+        the disk had room for it; None: none is left to ask."""
+        runs = [ln.run for ln in launches if not ln.failed and ln.run is not None]
+        if not runs:
+            return None
+        return any(runfile.began(self.procs.record(run.path)) for run in runs)
 
     def _go(self, ln: Launch) -> None:
         """Started durably and handed over: the supervisor and the job hold the claims now."""
