@@ -249,3 +249,20 @@ def test_a_run_file_that_cannot_be_made_for_want_of_space_waits(rig: EngineRig) 
     assert rig.engine.diskfull.disk_full  # (its commit went through: still full)
     rig.procs.refuse = None
     rig.until(lambda: rig.procs.started == [(a, 1)], "it runs after a pause")
+
+
+def test_a_full_disk_of_one_jobs_own_log_holds_back_only_that_job(rig: EngineRig) -> None:
+    """Its -o on a disk over quota (not the state's): it waits a minute, the others start."""
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    why = "cannot open log file '/home/alice/out.log': Disk quota exceeded"
+    first = rig.procs.attempts[f"/fake/run/{a}.1"]
+    rig.procs._end(first, rc=127, error=why, unstarted=True, nospace=why,
+                   nospace_path="/home/alice/out.log")  # fmt: skip
+    job = rig.engine.jobs[a]
+    assert job.state.value == "PENDING" and not job.attempts
+    assert job.not_before == rig.clock.time() + 60
+    assert not rig.engine.diskfull.full
+    b = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.procs.started == [(a, 1), (b, 1)]  # (nobody else waits for it)

@@ -43,6 +43,7 @@ def test_a_start_whose_run_file_is_full_never_runs_and_says_nospace(tmp_path: Pa
     assert result["unstarted"] is True
     assert "cannot write its run file" in str(result["nospace"])
     assert "No space left on device" in str(result["nospace"])
+    assert result["nospace_path"] == str(tmp_path / "7.1")  # (the state disk's: all wait)
 
 
 def test_a_start_whose_run_file_takes_go_runs(tmp_path: Path) -> None:  # (the control)

@@ -69,7 +69,9 @@ class Lifecycle(Launching):
         if result.get("nospace"):  # it could not write its start (run file, logs): it waits
             self.procs.discard(run.path)
             self.res.ledger.withdraw(job.extra.get("lease"))
-            self._unstart(job, str(result["nospace"]))
+            where = str(result.get("nospace_path") or "")  # (its own -o/-e: only it waits)
+            mine = not where or where.startswith(self.opts.state_dir.rstrip("/") + "/")
+            self._unstart(job, str(result["nospace"]), elsewhere=not mine)
             return
         if result.get("unstarted"):  # its gate closed unopened (not by us: we forgot it then)
             self.procs.discard(run.path)

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("berth.daemon")
 
+ELSEWHERE_WAIT = 60.0  # seconds a job waits whose own log's disk (not the state's) is full
+
 
 class Launch:
     """One attempt being started, from the pass that decided it until its start is durable
@@ -225,11 +227,14 @@ class Launching:
             self.procs.close(ln.gate)
             ln.gate = -1
 
-    def _unstart(self, job: Job, why: str) -> None:
+    def _unstart(self, job: Job, why: str, elsewhere: bool = False) -> None:
         """Take back a start that never ran its command for want of space (``why``, naming
         the path): the job PENDING again, no attempt counted, no retry burned; it starts
-        when space returns (:mod:`berth.daemon.engine.diskfull`). A job cancelled while its
-        start was being recorded is cancelled now."""
+        when space returns (:mod:`berth.daemon.engine.diskfull`). ``elsewhere``: the space
+        is missing outside the state dir (the job's own ``-o``/``-e``, a user over quota):
+        only this job waits, :data:`ELSEWHERE_WAIT` seconds (``BeginTime``; its history says
+        why), so that one user's full disk holds back nobody else's jobs. A job cancelled
+        while its start was being recorded is cancelled now."""
         if self.jobs.get(job.id) is not job or job.state not in ACTIVE:
             return
         cancel = job.id in self.cancel_on_start or job.state is State.COMPLETING
@@ -238,14 +243,18 @@ class Launching:
         now = self.clock.time()
         unstart(job, now=now, reason=why)
         self.order.joined(job)
+        if elsewhere:
+            job.not_before = now + ELSEWHERE_WAIT
         self.save(job, launched=0)
         log.warning("job %d: not started, it waits: %s", job.id, why)
-        self.diskfull.stopped_start(job.id, why)
+        if not elsewhere:
+            self.diskfull.stopped_start(job.id, why)
         if cancel:
             self._change(job, State.CANCELLED, now, reason="cancelled before it started")
             return
         self.kick()
-        self.reasons[job.id] = self.diskfull.reason()
+        if not elsewhere:
+            self.reasons[job.id] = self.diskfull.reason()
 
     def _launch_failed(self, job: Job, why: str) -> None:
         log.error("job %d: cannot start its supervisor: %s", job.id, why)

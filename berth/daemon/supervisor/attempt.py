@@ -265,6 +265,7 @@ class AttemptRun:
             result.update(
                 rc=127, error=str(e) or "its start could not be recorded: not run",
                 unstarted=True, nospace=str(e) or None, end=time.time(),
+                nospace_path=getattr(e.args[0] if e.args else None, "path", None),
             )  # fmt: skip
             return result
         result["start"] = start = time.time()

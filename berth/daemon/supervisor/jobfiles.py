@@ -16,7 +16,12 @@ class SpawnError(Exception):
 
 class NoSpace(SpawnError):
     """The job could not be started for want of space (a full disk, a quota) where its start
-    is written (run file, logs): it is not run, and waits for space instead of failing."""
+    is written (run file, logs): it is not run, and waits for space instead of failing.
+    ``path``: the file it could not write."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 NOSPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -67,8 +72,9 @@ def open_log(path: str) -> int:
             ) from None
         if e.errno == errno.ENXIO:
             raise SpawnError(f"log file {path!r} is a FIFO that nobody reads") from None
-        kind = NoSpace if e.errno in NOSPACE else SpawnError
-        raise kind(f"cannot open log file {path!r}: {e.strerror}") from None
+        if e.errno in NOSPACE:
+            raise NoSpace(f"cannot open log file {path!r}: {e.strerror}", path) from None
+        raise SpawnError(f"cannot open log file {path!r}: {e.strerror}") from None
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
     return fd

@@ -106,7 +106,7 @@ def note_go(fd: int, path: str) -> None:
         why = "a short write"
     except OSError as e:
         why = e.strerror or str(e)
-    raise NoSpace(f"cannot write its run file {path!r}: {why}")
+    raise NoSpace(f"cannot write its run file {path!r}: {why}", path)
 
 
 def append_exit(path: str, result: dict[str, Any]) -> None:
