@@ -266,3 +266,21 @@ def test_a_full_disk_of_one_jobs_own_log_holds_back_only_that_job(rig: EngineRig
     b = rig.submit("sleep", "1")
     rig.turn()
     assert rig.procs.started == [(a, 1), (b, 1)]  # (nobody else waits for it)
+
+
+def test_a_try_that_finds_nothing_to_start_leaves_the_next_one_due(rig: EngineRig) -> None:
+    """The disk found full, the try after the pause finds the GPU taken (nothing to start):
+    later tries still come (the queue is never left blocked for good)."""
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    why = "cannot write its run file '/state/run/1.1': No space left on device"
+    rig.procs._end(rig.procs.attempts[f"/fake/run/{a}.1"], rc=127, nospace=why, unstarted=True)
+    x = rig.engine.diskfull
+    assert x.full
+    x.room()  # (as a commit after failures would): a try is due, and a job takes the GPU
+    b = rig.submit("sleep", "100", priority=9)
+    rig.turn()
+    assert rig.procs.handed == [(a, 1), (b, 1)]
+    rig.until(lambda: not x.full, "b's start went through")
+    rig.advance_to(rig.t0 + 100)  # b ends: a starts
+    rig.until(lambda: (a, 1) in rig.procs.started[1:], "a starts")

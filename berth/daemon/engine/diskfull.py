@@ -70,11 +70,22 @@ class DiskFull:
         return self.why is not None
 
     def blocks(self) -> bool:
-        """Whether a pass must start nothing now (the disk is full and no try is due)."""
-        if self.why is None or self._probe:
-            self._probe = False
+        """Whether a pass must start nothing now (the disk is full and no try is due). A
+        pass let through makes the try, and the next one is due after a longer pause (in
+        case this one has nothing to start, or its start fails too)."""
+        if self.why is None:
             return False
-        return True
+        if not self._probe:
+            return True
+        self._probe = False
+        self._arm()
+        return False
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._pause = min(RETRY_MAX, self._pause * 2 or RETRY_FIRST)
+        self._timer = self.loop.call_later(self._pause, self._due)
 
     def stopped_start(self, job_id: int, why: str) -> None:
         """The start of ``job_id`` was taken back for want of space (``why``: what failed,
@@ -93,8 +104,7 @@ class DiskFull:
             self._confirm.cancel()
             self._confirm = None
         if self._timer is None:
-            self._pause = min(RETRY_MAX, self._pause * 2 or RETRY_FIRST)
-            self._timer = self.loop.call_later(self._pause, self._due)
+            self._arm()
 
     def _due(self) -> None:
         self._timer = None
