@@ -154,6 +154,10 @@ def test_release_job_on_a_full_disk_says_what_it_did(full: Any) -> None:
     assert (r.returncode == 0) == renamed, (r.stdout, r.stderr, renamed)
     if "not saved yet" not in r.stderr:  # (a commit that went through: nothing to warn)
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    else:  # commits fail: a cancel is done in memory and says it is not saved yet
+        c = daemon.berth("cancel", str(other))
+        assert c.returncode == 0 and f"job {other}: cancelled (not saved yet" in c.stdout, c
+        assert daemon.job(other)["state"] == "CANCELLED"
     wait_until(
         lambda: "StateDiskFull" in daemon.berth("queue").stdout,
         timeout=30, interval=0.1, message="the released job waits for space",
