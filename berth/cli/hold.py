@@ -58,4 +58,6 @@ def run(args: argparse.Namespace) -> int:
         verb = "released" if releasing else "held"
         for job in reply["job_ids"]:
             sys.stdout.write(f"job {job} {verb}\n")
+    if reply.get("unsaved"):  # (a full state disk: done, not yet durable)
+        sys.stderr.write(f"berth: warning: {reply['unsaved']}\n")
     return 0

@@ -105,4 +105,6 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"job {job}: nothing to change (it already has those values)\n")
         for line in said:
             sys.stdout.write(f"job {job}: {line}\n")
+    if reply.get("unsaved"):  # (a full state disk: done, not yet durable)
+        sys.stderr.write(f"berth: warning: {reply['unsaved']}\n")
     return 0

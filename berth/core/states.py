@@ -88,6 +88,8 @@ class Reason(str, Enum):
     USER_GPU_LIMIT = "UserGpuLimit"  # its user holds all the GPUs they may at once
     RESERVATION = "Reservation"  # it would fit but for GPUs an admin reserved for others
     PROJECT_GPU_LIMIT = "ProjectGpuLimit"  # its project holds all the GPUs it may at once
+    STATE_DISK_FULL = "StateDiskFull"  # its start could not be recorded: the disk is full
+    STATE_UNWRITABLE = "StateUnwritable"  # its start could not be recorded: another error
 
     def __str__(self) -> str:
         return self.value

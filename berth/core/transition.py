@@ -133,6 +133,18 @@ def release(job: Job, *, now: float, reason: str = "released") -> Job:
     return job
 
 
+def unstart(job: Job, *, now: float, reason: str) -> Job:
+    """Take back a start that never ran its command (its write-ahead could not be made
+    durable, or its supervisor could not record it: a full disk): the job is PENDING again as
+    if the start had not been decided, its attempt dropped (it burns no retry and counts as
+    no attempt), and its history says why."""
+    if job.state not in ACTIVE or not job.attempts or job.attempts[-1].end is not None:
+        why = f"only a start not yet run can be taken back (it is {job.state})"
+        raise _refuse(job, State.PENDING, why)
+    job.attempts.pop()
+    return _record(job, job.state, State.PENDING, now, f"not started: {reason}")
+
+
 def _record(job: Job, prev: State, state: State, now: float, detail: str) -> Job:
     job.state = state
     job.history.append(Event(now, prev, state, detail))

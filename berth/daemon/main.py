@@ -18,6 +18,7 @@ import os
 import resource
 import signal
 import socket
+import sqlite3
 
 from berth.claims.ledger import Ledger
 from berth.claims.wake import Watcher
@@ -322,8 +323,19 @@ async def _stop(engine: Engine, procs: Supervisors, store: Store, watcher: Watch
     assert engine.journal.writer is not None
     engine.journal.writer.close()
     engine.journal.writer = None
-    with store.tx():
-        store.set_meta("running", "0")
+    lost = engine.journal.unsaved_changes()
+    try:
+        if lost:  # (commits fail: a full disk); the next start then recovers as after a crash
+            raise sqlite3.OperationalError(engine.journal.failing or "commits fail")
+        with store.tx():
+            store.set_meta("running", "0")
+    except sqlite3.Error as e:
+        log.error(
+            "stopped without saving %s: the state database cannot commit (%s). The next "
+            "start finds these jobs as last saved and recovers them from their run files "
+            "(attempts that ended are read there; starts never recorded start again)",
+            lost or "that it stopped cleanly", e,
+        )  # fmt: skip
     store.close()
     watcher.close()
 

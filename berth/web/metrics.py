@@ -143,6 +143,7 @@ def render(
     port_waited: float = 0.0,
     snapshots: Sequence[GpuSnapshot] = (),
     projects: Sequence[dict[str, Any]] = (),
+    disk_full: bool = False,
 ) -> str:
     gpus = _dcgm_telemetry.with_readings(gpus, snapshots)
     out = _Out()
@@ -179,6 +180,11 @@ def render(
         _projects(out, projects)
     if enforce is not None:
         _enforcement(out, enforce)
+    out.family(
+        "berth_state_disk_full", "gauge",
+        "1 while the state disk is full: queued jobs whose turn comes wait (StateDiskFull).",
+    )  # fmt: skip
+    out.sample("berth_state_disk_full", [], 1 if disk_full else 0)
     out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
     out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
     out.family(

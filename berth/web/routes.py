@@ -175,6 +175,7 @@ class Routes:
             engine.enforcer.view() if engine.enforcer is not None else None,
             port_waited=binding.waited if binding is not None else 0.0,
             snapshots=engine.res.snapshots, projects=view.projects(engine),
+            disk_full=engine.diskfull.disk_full,
         )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 

@@ -45,10 +45,6 @@ class Lifecycle(Launching):
     _deps_dirty: bool
     depended: set[int]
 
-    if TYPE_CHECKING:
-
-        def kick(self) -> None: ...
-
     def changed(self, job: Job, dependencies: bool = False) -> None:
         """A pending job was changed in place (`berth update`): its place in line is worked
         out again, and with ``dependencies``, every dependency is checked again (one may
@@ -70,10 +66,18 @@ class Lifecycle(Launching):
         claim = self.committing.pop(job_id, None)  # (it ended before we heard of its commit)
         if claim is not None:
             claim.detach()
+        if result.get("nospace"):  # it could not write its start (run file, logs): it waits
+            self.procs.discard(run.path)
+            self.res.ledger.withdraw(job.extra.get("lease"))
+            where = str(result.get("nospace_path") or "")  # (its own -o/-e: only it waits)
+            mine = not where or where.startswith(self.opts.state_dir.rstrip("/") + "/")
+            self._unstart(job, str(result["nospace"]), elsewhere=not mine)
+            return
         if result.get("unstarted"):  # its gate closed unopened (not by us: we forgot it then)
             self.procs.discard(run.path)
             self._launch_failed(job, str(result.get("error") or "it was not started"))
             return
+        self.diskfull.started()  # (it ran: its start was written in full)
         self.record_exit(job, result, run.path, leftovers=False)
 
     def _on_gone(self, job_id: int, attempt: int, why: str, started: bool) -> None:

@@ -23,6 +23,7 @@ from berth.core.states import State
 from berth.daemon.engine import explaining
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.command import PRIVATE
+from berth.daemon.engine.diskfull import DiskFull
 from berth.daemon.engine.endings import Lifecycle
 from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.jobtable import JobTable
@@ -104,6 +105,9 @@ class Engine(Lifecycle):
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
         self.enforcer: Enforcer | None = None  # [enforce] (enforcer.py), set at start-up
         self.estimates = Estimates(self)  # when each pending job should start
+        self.diskfull = DiskFull(loop, self.kick)  # starts that wait for space (issue 41.7)
+        self.notes.append(self.diskfull.note)
+        self.journal.on_recovered = self.diskfull.room
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -149,6 +153,8 @@ class Engine(Lifecycle):
         pending = self._pending()
         if not pending:
             return
+        if self.diskfull.blocks():
+            return  # starts wait for space: its timer, or a commit that succeeds, tries again
         explain = explain or self._deps_dirty
         self._deps_dirty = False
         running = self._running()
@@ -287,8 +293,12 @@ class Engine(Lifecycle):
         return self.jobs.values()
 
     def reason(self, job_id: int) -> str | None:
-        """Why a pending job waits, as the last pass (or :meth:`explain`) said."""
-        return self.reasons.get(job_id)
+        """Why a pending job waits, as the last pass (or :meth:`explain`) said; while the
+        state disk is full, a job that would start waits for space."""
+        said = self.reasons.get(job_id)
+        if self.diskfull.full and (said is None or said.startswith("None")):
+            return self.diskfull.reason()
+        return said
 
     def live(self, job_id: int) -> Job | None:
         """A job in memory: unfinished, or ended with its end not yet durable."""
@@ -363,6 +373,10 @@ class Engine(Lifecycle):
     def durable(self) -> asyncio.Future[None]:
         """A future that completes once every change queued so far is committed."""
         return self.journal.durable()
+
+    async def saved(self) -> dict[str, str]:
+        """``{}`` once the changes made so far are durable, else what was not saved."""
+        return await self.journal.saved()
 
     async def drain(self) -> None:
         """Wait until nothing is queued or being committed."""

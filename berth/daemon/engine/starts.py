@@ -7,17 +7,21 @@ A start is saved (the job RUNNING, its attempt ``launched``) and its command run
 that is durable: the attempt goes to a supervisor at once, through the engine's process port
 (:mod:`berth.daemon.engine.ports`), and waits at its start gate (:mod:`berth.daemon.supervisor.gate`), which the
 journal's committer opens the moment the commit is durable. A commit that fails withdraws
-the starts (their gates close unopened: nothing runs) and the jobs fail.
+the starts (their gates close unopened: nothing runs), and the jobs wait, PENDING again as if
+never started (:meth:`Launching._unstart`; :mod:`berth.daemon.engine.diskfull` says why and
+when they are tried again): a full state disk fails no job (issue 41.7).
 """
 
 from __future__ import annotations
 
 import logging
 
-from berth.core.states import State
-from berth.core.transition import transition
+from berth.core.states import ACTIVE, State
+from berth.core.transition import transition, unstart
 from berth.daemon.engine.command import launch_spec
+from berth.daemon.engine.diskfull import is_full
 from berth.daemon.engine.jobtable import JobTable
+from berth.daemon.supervisor import runfile
 from berth.wire.jobspec import JobSpec
 
 TYPE_CHECKING = False
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 
     from berth.claims.claim import Claim
     from berth.core.job import Job
+    from berth.daemon.engine.diskfull import DiskFull
     from berth.daemon.engine.jobtable import JobTable
     from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.queue_order import QueueOrder
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
     from berth.daemon.store.store import Store
 
 log = logging.getLogger("berth.daemon")
+
+ELSEWHERE_WAIT = 60.0  # seconds a job waits whose own log's disk (not the state's) is full
 
 
 class Launch:
@@ -69,8 +76,12 @@ class Launching:
     committing: dict[int, Claim]  # started, the start not yet durable
     cancel_on_start: set[int]
     order: QueueOrder
+    diskfull: DiskFull
+    reasons: dict[int, str]
 
     if TYPE_CHECKING:
+
+        def kick(self) -> None: ...
 
         def save(self, job: Job, **cols: Any) -> None: ...
 
@@ -133,7 +144,9 @@ class Launching:
                 ln.failed = True
                 self._uncommit(ln)
                 claim.release()
-                if self.jobs.get(job.id) is job:
+                if self.jobs.get(job.id) is job and is_full(e):  # (its run file: it waits)
+                    self._unstart(job, f"cannot make its run file: {e}")
+                elif self.jobs.get(job.id) is job:
                     self._launch_failed(job, str(e))
                 continue
             finally:
@@ -151,12 +164,22 @@ class Launching:
 
     def _started(self, launches: list[Launch]) -> None:
         """Their starts are durable (the committer has opened their gates)."""
+        if self.diskfull.full and any(not ln.failed for ln in launches):
+            self.diskfull.committed(lambda: self._went(launches))
         for ln in launches:
             ln.durable = True
             self._close(ln, wait=False)
             if ln.run is not None:
                 self._go(ln)
             # (else: its hand-over is still to come (a commit on the loop's thread), or failed)
+
+    def _went(self, launches: list[Launch]) -> bool | None:
+        """Whether one of these committed starts passed its gate (its run file says ``go``):
+        the disk had room for it; None: none is left to ask."""
+        runs = [ln.run for ln in launches if not ln.failed and ln.run is not None]
+        if not runs:
+            return None
+        return any(runfile.began(self.procs.record(run.path)) for run in runs)
 
     def _go(self, ln: Launch) -> None:
         """Started durably and handed over: the supervisor and the job hold the claims now."""
@@ -180,7 +203,9 @@ class Launching:
 
     def _withdrawn(self, launches: list[Launch]) -> None:
         """The commit of their starts failed: their gates close unopened (nothing runs), the
-        claims go, and the jobs fail."""
+        claims go, and the jobs wait again (:meth:`_unstart`)."""
+        where = f"{self.opts.state_dir}/berth.db"
+        why = f"its start could not be recorded in {where} ({self.journal.failing})"
         for ln in launches:
             ln.durable = False
             self._close(ln)
@@ -192,7 +217,7 @@ class Launching:
                 self.procs.discard(ln.run.path)
             if not ln.failed and self.jobs.get(job.id) is job:  # (a failed insert: gone)
                 ln.failed = True
-                self._launch_failed(job, "the state database could not record its start")
+                self._unstart(job, why)
 
     def _close(self, ln: Launch, *, wait: bool = True, gate: bool = True) -> None:
         """Close our ends of its gate: the read end (``wait``), the write end (``gate``)."""
@@ -202,6 +227,35 @@ class Launching:
         if gate and ln.gate >= 0:
             self.procs.close(ln.gate)
             ln.gate = -1
+
+    def _unstart(self, job: Job, why: str, elsewhere: bool = False) -> None:
+        """Take back a start that never ran its command for want of space (``why``, naming
+        the path): the job PENDING again, no attempt counted, no retry burned; it starts
+        when space returns (:mod:`berth.daemon.engine.diskfull`). ``elsewhere``: the space
+        is missing outside the state dir (the job's own ``-o``/``-e``, a user over quota):
+        only this job waits, :data:`ELSEWHERE_WAIT` seconds (``BeginTime``; its history says
+        why), so that one user's full disk holds back nobody else's jobs. A job cancelled
+        while its start was being recorded is cancelled now."""
+        if self.jobs.get(job.id) is not job or job.state not in ACTIVE:
+            return
+        cancel = job.id in self.cancel_on_start or job.state is State.COMPLETING
+        self.cancel_on_start.discard(job.id)
+        job.extra.pop("lease", None)
+        now = self.clock.time()
+        unstart(job, now=now, reason=why)
+        self.order.joined(job)
+        if elsewhere:
+            job.not_before = now + ELSEWHERE_WAIT
+        self.save(job, launched=0)
+        log.warning("job %d: not started, it waits: %s", job.id, why)
+        if not elsewhere:
+            self.diskfull.stopped_start(job.id, why)
+        if cancel:
+            self._change(job, State.CANCELLED, now, reason="cancelled before it started")
+            return
+        self.kick()
+        if not elsewhere:
+            self.reasons[job.id] = self.diskfull.reason()
 
     def _launch_failed(self, job: Job, why: str) -> None:
         log.error("job %d: cannot start its supervisor: %s", job.id, why)

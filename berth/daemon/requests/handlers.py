@@ -168,6 +168,9 @@ def cancel(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
             task = arrays.of(job)
             label = f"{task[0]}_{task[1]}" if task else str(job.id)
             done[label] = engine.cancel(job, sig)  # (unfinished: in memory)
+    if engine.journal.failing is not None and sig is None:  # (each line says it: the CLI)
+        note = f" (not saved yet: the state database cannot commit: {engine.journal.failing})"
+        done = {label: what + note for label, what in done.items()}
     return {"cancelled": done}
 
 
@@ -191,8 +194,8 @@ async def _hold_release(
             job.not_before = at
         engine.save(job)  # committed with this turn's group, by the engine's journal
     engine.kick()
-    await engine.durable()  # durable before we answer
-    return {"job_ids": [j.id for j in jobs]}
+    unsaved = await engine.saved()  # durable before we answer (or we say it is not)
+    return {"job_ids": [j.id for j in jobs], **unsaved}
 
 
 async def hold_jobs(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:

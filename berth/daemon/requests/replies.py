@@ -5,10 +5,9 @@ unforeseen is logged and answered ``INTERNAL``)."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import sqlite3
 
+from berth.daemon.engine.diskfull import is_full
 from berth.errors import BerthError, Refused, UsageError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -21,16 +20,6 @@ if TYPE_CHECKING:
     from berth.daemon.requests.stream import Stream
 
 log = logging.getLogger("berth.daemon")
-
-
-def _disk_full(e: BaseException) -> bool:
-    """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT, or the journal's
-    refusal while commits fail for that reason (berth.daemon.store.journal)?"""
-    if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == 13:
-        return True  # SQLITE_FULL
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    return isinstance(e, (sqlite3.Error, OSError)) and "database or disk is full" in str(e)
 
 
 def answered(
@@ -75,7 +64,7 @@ def error_reply(e: Exception) -> dict[str, Any]:
         return protocol.error(protocol.BAD_REQUEST, str(e))
     if isinstance(e, BerthError):
         return protocol.error(protocol.INVALID_STATE, str(e))
-    if _disk_full(e):
+    if is_full(e):
         log.error("request refused: the disk of the state database is full (%s)", e)
         return protocol.error(
             protocol.INVALID_STATE,

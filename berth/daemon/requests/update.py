@@ -201,8 +201,8 @@ async def update(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, A
         task = arrays.of(job)
         changed[f"{task[0]}_{task[1]}" if task else str(job.id)] = said
     engine.kick()
-    await engine.durable()  # durable before we answer
-    return {"job_id": label, "changed": changed}
+    unsaved = await engine.saved()  # durable before we answer (or we say it is not)
+    return {"job_id": label, "changed": changed, **unsaved}
 
 
 def _fields(said: list[str]) -> list[str]:

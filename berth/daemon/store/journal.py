@@ -76,6 +76,7 @@ class Journal:
         self._in_flight = False
         self._paired: set[int] = set()  # ids of actions that have an ``otherwise``
         self.failing: str | None = None  # the last commit's error, while commits fail
+        self.on_recovered: Callable[[], None] | None = None  # commits succeed again
         self._retry_in = 0.0  # the pause before the next retry (0: not failing)
         self._retry: asyncio.TimerHandle | None = None
 
@@ -203,9 +204,12 @@ class Journal:
         while len(recent) > RECENT:
             del recent[next(iter(recent))]
         self.on_committed(inserted, [job for job, _ in dirty.values()], True)
-        if self.failing is not None:
+        recovered = self.failing is not None
+        if recovered:
             log.warning("the state database commits again")
         self.failing, self._retry_in = None, 0.0
+        if recovered and self.on_recovered is not None:
+            self.on_recovered()
         for _, _, fut in inserts:
             if fut is not None and not fut.done():
                 fut.set_result(None)
@@ -260,6 +264,36 @@ class Journal:
         self.after_commit(lambda: None if fut.done() else fut.set_result(None), failed)
         self._arm()
         return fut
+
+    async def saved(self) -> dict[str, str]:
+        """Wait until the changes queued so far are durable: ``{}``; or, if their commit
+        fails (a full disk), what a request that made them must answer instead of "nothing
+        was changed": they are in force (the daemon acts on them and saves them when it
+        can), not yet on disk."""
+        try:
+            await self.durable()
+        except OSError:
+            return {
+                "unsaved": (
+                    f"done, but not saved yet: the state database cannot commit "
+                    f"({self.failing}); the daemon acts on it now and saves it once the disk "
+                    "has room (a daemon stopped before then forgets it, and its log says so)"
+                )
+            }
+        return {}
+
+    def unsaved_changes(self) -> str:
+        """What is queued and not yet committed, in words ("" if nothing): each job whose
+        last change is unsaved (its newest state) and how many other writes."""
+        if self._retry is not None:
+            self._retry.cancel()  # (nothing more is tried: the daemon stops)
+            self._retry = None
+        parts = [f"job {job.id} ({job.state.value})" for job, _ in self._dirty.values()]
+        parts += [f"new job {job.id}" for job, _, _ in self._inserts]
+        others = sum(len(rows) for _, rows in self._statements)
+        if others:
+            parts.append(f"{others} other row(s) (usage, limits, purges)")
+        return ", ".join(parts)
 
     async def drain(self) -> None:
         """Wait until nothing is queued or being committed."""

@@ -27,7 +27,7 @@ import time
 import zlib  # noqa: F401 - loaded once by the fork server: claim bodies carry a CRC
 
 from berth.claims import files as claim_files
-from berth.daemon.supervisor import gate, ingroup, runfile
+from berth.daemon.supervisor import gate, ingroup, jobfiles, runfile
 from berth.daemon.supervisor.jobfiles import SpawnError, open_log, remove_stale_socket, which
 from berth.daemon.supervisor.ptyrelay import PtyRelay
 from berth.units import KILL_AFTER
@@ -119,14 +119,15 @@ class AttemptRun:
         self.gate = gate_fd
         self.opened = True  # (through its gate, or none)
 
-    def _through_gate(self) -> bool:
+    def _through_gate(self, note: bool = True) -> bool:
         """Wait at the start gate, if there is one still to pass: True once the start is
-        durable (noted ``go`` in the run file), False if it never will be."""
+        durable (then ``go`` is noted in the run file, unless not ``note``: NoSpace if it
+        cannot be, and the command must not run), False if it never will be."""
         if self.gate >= 0:
             fd, self.gate = self.gate, -1
             self.opened = gate.passed(fd)
-            if self.opened:
-                runfile.note(self.run_fd, b"go\n")
+            if self.opened and note:
+                runfile.note_go(self.run_fd, self.path)
         return self.opened
 
     def _spawn(self) -> int:
@@ -248,28 +249,26 @@ class AttemptRun:
         writes no ``exit`` line); one that could not start says why, once through its gate
         (nothing is reported of an attempt whose start is not durable)."""
         result: dict[str, Any] = {
-            "rc": None,
-            "signal": None,
-            "timeout": False,
-            "cancelled": False,
-            "start": None,
-            "end": None,
-            "error": None,
-        }
+            "rc": None, "signal": None, "timeout": False, "cancelled": False, "start": None,
+            "end": None, "error": None,
+        }  # fmt: skip
         try:
             try:
                 self.pid = pid = self._spawn()
             except (SpawnError, OSError, ValueError) as e:
-                if not self._through_gate():
-                    raise NotStarted from None
+                nospace = isinstance(e, jobfiles.NoSpace)  # (nothing ran: it waits for space)
+                if nospace or not self._through_gate():
+                    nospace = nospace and self._through_gate(note=False)
+                    raise NotStarted(e if nospace else "") from None
                 result.update(rc=127, error=str(e), start=time.time(), end=time.time())
                 return result
-        except NotStarted:
+        except NotStarted as e:
             if self.relay is not None:
                 self.relay.close()
             result.update(
-                rc=127, error="its start could not be recorded: not run", unstarted=True,
-                end=time.time(),
+                rc=127, error=str(e) or "its start could not be recorded: not run",
+                unstarted=True, nospace=str(e) or None, end=time.time(),
+                nospace_path=getattr(e.args[0] if e.args else None, "path", None),
             )  # fmt: skip
             return result
         result["start"] = start = time.time()

@@ -14,6 +14,19 @@ class SpawnError(Exception):
     """The job could not be started (the message says why)."""
 
 
+class NoSpace(SpawnError):
+    """The job could not be started for want of space (a full disk, a quota) where its start
+    is written (run file, logs): it is not run, and waits for space instead of failing.
+    ``path``: the file it could not write."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+NOSPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
 def which(exe: str, path: str) -> str | None:
     """``shutil.which(exe, path=path)`` for a bare name on POSIX, in fewer calls: the first
     executable non-directory ``dir/exe`` along ``path`` (each directory tried once)."""
@@ -59,6 +72,8 @@ def open_log(path: str) -> int:
             ) from None
         if e.errno == errno.ENXIO:
             raise SpawnError(f"log file {path!r} is a FIFO that nobody reads") from None
+        if e.errno in NOSPACE:
+            raise NoSpace(f"cannot open log file {path!r}: {e.strerror}", path) from None
         raise SpawnError(f"cannot open log file {path!r}: {e.strerror}") from None
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)

@@ -33,6 +33,8 @@ import json
 import os
 import signal
 
+from berth.daemon.supervisor.jobfiles import NoSpace
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -91,6 +93,20 @@ def note(fd: int, line: bytes) -> None:
         os.write(fd, line)
     except OSError:
         pass
+
+
+def note_go(fd: int, path: str) -> None:
+    """Note ``go`` (the attempt passed its gate) in the run file ``path`` open on ``fd``; a
+    :class:`~berth.daemon.supervisor.jobfiles.NoSpace` if it cannot: without that line a
+    restarted daemon would take a job that ran for one that never did, so the command must
+    not run (the job waits for space: issue 41.7)."""
+    try:
+        if os.write(fd, b"go\n") == 3:
+            return
+        why = "a short write"
+    except OSError as e:
+        why = e.strerror or str(e)
+    raise NoSpace(f"cannot write its run file {path!r}: {why}", path)
 
 
 def append_exit(path: str, result: dict[str, Any]) -> None:

@@ -119,16 +119,17 @@ def test_a_start_whose_commit_fails_never_passes_its_gate(rig: EngineRig) -> Non
     rig.procs._end(rig.procs.running()[0], rc=0)  # x ends
     rig.engine.schedule_pass()  # a is handed over at once; its commit fails
     assert rig.procs.handed == [(x, 1), (a, 1)]
-    rig.until(lambda: rig.state(a) == "FAILED", "a's start withdrawn")
+    rig.until(lambda: rig.state(a) == "PENDING", "a's start withdrawn: a waits")
     attempt = rig.procs.attempts[f"/fake/run/{a}.1"]
     rig.until(lambda: attempt.state == "ended", "a's gate closed unopened")
     assert rig.procs.started == [(x, 1)]
+    assert not rig.engine.jobs[a].attempts  # (no attempt counted: issue 41.7)
+    assert (rig.engine.reason(a) or "").startswith("StateUnwritable: ")
     writer.db.execute("PRAGMA query_only=OFF")
     rig.loop.run_until_complete(rig.engine.drain())  # (the journal's retry)
     assert rig.job(x).state.value == "COMPLETED"
-    job = rig.job(a)
-    assert job.state.value == "FAILED"
-    assert "could not record its start" in job.attempts[-1].reason
+    rig.until(lambda: (a, 1) in rig.procs.started, "a starts once its start can be recorded")
+    assert len(rig.engine.jobs[a].attempts) == 1
 
 
 def test_a_start_whose_commit_on_the_loop_fails_is_never_handed_over(rig: EngineRig) -> None:
@@ -138,10 +139,11 @@ def test_a_start_whose_commit_on_the_loop_fails_is_never_handed_over(rig: Engine
     rig.store.db.execute("PRAGMA query_only=ON")  # (no writer thread: commits on the loop)
     rig.advance_to(rig.t0 + 5)
     assert rig.procs.handed == [(x, 1)]  # withdrawn before its hand-over
-    assert rig.state(a) == "FAILED"
+    assert rig.state(a) == "PENDING"  # (it waits: issue 41.7)
     rig.store.db.execute("PRAGMA query_only=OFF")
-    rig.engine.flush(force=True)
-    assert rig.job(a).state.value == "FAILED"
+    rig.engine.flush(force=True)  # commits again: a is tried again at once
+    rig.turn()
+    assert rig.procs.started == [(x, 1), (a, 1)]
 
 
 def test_a_hand_over_that_fails_fails_the_job_and_frees_its_gpu(rig: EngineRig) -> None:
@@ -216,3 +218,69 @@ def test_submit_and_release_times_come_from_the_engines_clock(rig: EngineRig) ->
     rig.clock.t = rig.t0 + 9.0
     rig.loop.run_until_complete(release_jobs(rig.engine, rig.peer, {"job_ids": [a]}))
     assert rig.engine.jobs[a].history[-1].at == rig.t0 + 9.0
+
+
+def test_a_start_its_supervisor_cannot_record_waits_for_space(rig: EngineRig) -> None:
+    """Issue 41.7: the commit went through, but the supervisor could not write the run
+    file's ``go`` (a full disk): nothing ran; the job waits, counted no attempt, and is tried
+    again after a pause (not by every pass)."""
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    first = rig.procs.attempts[f"/fake/run/{a}.1"]
+    why = "cannot write its run file '/state/run/1.1': No space left on device"
+    rig.procs._end(first, rc=127, error=why, unstarted=True, nospace=why)
+    assert rig.state(a) == "PENDING"
+    assert not rig.engine.jobs[a].attempts
+    assert rig.engine.reason(a) == f"StateDiskFull: {why}; it starts when space returns"
+    assert rig.engine.diskfull.disk_full
+    rig.turn()  # passes start nothing while the disk is full
+    assert rig.procs.handed == [(a, 1)]
+    rig.until(lambda: len(rig.procs.handed) == 2, "tried again after a pause")
+    rig.until(lambda: rig.procs.started == [(a, 1), (a, 1)], "it runs")
+    rig.until(lambda: not rig.engine.diskfull.full, "the disk has room again (go was written)")
+
+
+def test_a_run_file_that_cannot_be_made_for_want_of_space_waits(rig: EngineRig) -> None:
+    rig.procs.refuse = "[Errno 28] No space left on device: '/state/run/1.1'"
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.state(a) == "PENDING" and not rig.engine.jobs[a].attempts  # (not FAILED)
+    assert (rig.engine.reason(a) or "").startswith("StateDiskFull: cannot make its run file")
+    assert rig.engine.diskfull.disk_full  # (its commit went through: still full)
+    rig.procs.refuse = None
+    rig.until(lambda: rig.procs.started == [(a, 1)], "it runs after a pause")
+
+
+def test_a_full_disk_of_one_jobs_own_log_holds_back_only_that_job(rig: EngineRig) -> None:
+    """Its -o on a disk over quota (not the state's): it waits a minute, the others start."""
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    why = "cannot open log file '/home/alice/out.log': Disk quota exceeded"
+    first = rig.procs.attempts[f"/fake/run/{a}.1"]
+    rig.procs._end(first, rc=127, error=why, unstarted=True, nospace=why,
+                   nospace_path="/home/alice/out.log")  # fmt: skip
+    job = rig.engine.jobs[a]
+    assert job.state.value == "PENDING" and not job.attempts
+    assert job.not_before == rig.clock.time() + 60
+    assert not rig.engine.diskfull.full
+    b = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.procs.started == [(a, 1), (b, 1)]  # (nobody else waits for it)
+
+
+def test_a_try_that_finds_nothing_to_start_leaves_the_next_one_due(rig: EngineRig) -> None:
+    """The disk found full, the try after the pause finds the GPU taken (nothing to start):
+    later tries still come (the queue is never left blocked for good)."""
+    a = rig.submit("sleep", "1")
+    rig.turn()
+    why = "cannot write its run file '/state/run/1.1': No space left on device"
+    rig.procs._end(rig.procs.attempts[f"/fake/run/{a}.1"], rc=127, nospace=why, unstarted=True)
+    x = rig.engine.diskfull
+    assert x.full
+    x.room()  # (as a commit after failures would): a try is due, and a job takes the GPU
+    b = rig.submit("sleep", "100", priority=9)
+    rig.turn()
+    assert rig.procs.handed == [(a, 1), (b, 1)]
+    rig.until(lambda: not x.full, "b's start went through")
+    rig.advance_to(rig.t0 + 100)  # b ends: a starts
+    rig.until(lambda: (a, 1) in rig.procs.started[1:], "a starts")

@@ -110,12 +110,20 @@ def test_jobs_that_end_on_a_full_disk_are_kept_and_committed_later(daemon: Any) 
 def _full_disk(daemon: Any) -> None:
     daemon.start()
     gate = os.path.join(daemon.fake.root, "gate")
+    began = os.path.join(daemon.fake.root, "began")
     ids = [
-        daemon.submit("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.01; done") for _ in range(3)
+        daemon.submit("sh", "-c", f"echo >> {began}; while [ ! -e {gate} ]; do sleep 0.01; done")
+        for _ in range(3)
     ]
-    wait_until(
-        lambda: all(daemon.job(i)["state"] == "RUNNING" for i in ids), message="jobs running"
-    )
+
+    def running() -> bool:  # (their commands run: their starts are recorded in full)
+        try:
+            with open(began) as f:
+                return len(f.readlines()) == 3
+        except FileNotFoundError:
+            return False
+
+    wait_until(running, message="jobs running")
     filler = os.path.join(daemon.state_dir, "filler")
     with open(filler, "wb", buffering=0) as f:  # fill the disk to the last block
         for size in (65536, 512, 1):
