@@ -21,6 +21,7 @@ import time
 
 from berth.claims import files
 from berth.claims.claim import Claim
+from berth.claims.listing import Listing, list_names
 from berth.claims.paths import check_claimable, claims_dir
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, LedgerScan, WaiterInfo, merge
@@ -60,22 +61,15 @@ MAX_NAMES_PER_FILE = 4  # names of one file considered (a claim has 1, 2 while i
 class _Shares:
     """One scan's bound on what each owner's files cost it (see MAX_FILES_PER_UID): probes
     by file, files probed per owner, names per file, holder lookups per owner, and the names
-    past a share (``over``: name -> inode), which the next scan skips unseen while they stay."""
+    past a share (``over``: name -> inode; those of the last scan still there as they were
+    come in already), which the next scan skips unseen while they stay."""
 
-    def __init__(self, last_over: dict[str, int]) -> None:
-        self.last_over = last_over
-        self.over: dict[str, int] = {}
+    def __init__(self, over: dict[str, int]) -> None:
+        self.over = over
         self.probes: dict[tuple[int, int], files.Probe] = {}
         self.per_uid: dict[int, int] = {}
         self.named: dict[tuple[int, int], int] = {}
         self.lookups: dict[int, int] = {}
-
-    def known(self, name: str, inodes: dict[str, int]) -> bool:
-        """Was ``name`` past its owner's share in the last scan, the same file still?"""
-        if self.last_over.get(name) != inodes[name]:
-            return False
-        self.over[name] = inodes[name]
-        return True
 
     def probe(
         self, name: str, path: str, read: bool, parsed: tuple[str, str, float, int] | None
@@ -118,13 +112,34 @@ def _older(path: str, now: float, seconds: float) -> bool:
 class Ledger:
     """The claim ledger in directory ``path`` (default: :func:`berth.claims.paths.claims_dir`)."""
 
-    def __init__(self, path: str | None = None, cfg: Config | None = None) -> None:
+    def __init__(
+        self, path: str | None = None, cfg: Config | None = None, *, keep: bool = False
+    ) -> None:
+        """``keep``: keep the directory's names from inotify between looks (a long-lived
+        process that scans on every turn: the daemon; see :mod:`berth.claims.listing`)."""
         if path is None:
             path = claims_dir(cfg)
         self.path = path
         self.euid = os.geteuid()
         self._claimable = False
         self._over: dict[str, int] = {}  # name -> inode of files past their owner's share
+        self.listing = Listing(path, MAX_FILES_PER_UID) if keep else None
+
+    def names(self) -> dict[str, int]:
+        """The ledger's names now (name -> inode; not to be changed). Raises OSError."""
+        if self.listing is not None:
+            return self.listing.names()
+        return list_names(self.path)
+
+    def _looked_at(self, names: dict[str, int]) -> tuple[dict[str, int], Collection[str]]:
+        """The names past their owner's share in the last scan, still the same files (skipped
+        unseen), and the other names: what a look considers. (Set operations of C speed:
+        100,000 names set aside cost a look a few milliseconds; a kept listing forgets a name
+        set aside at its first event, so it costs nothing more.)"""
+        if self.listing is not None:
+            return self.listing.aside, self.listing.considered()
+        over = dict(self._over.items() & names.items()) if self._over else {}
+        return over, (names.keys() - over.keys()) if over else names.keys()
 
     def check_claimable(self) -> None:
         """Raise Refused if this process must not claim here (root in another user's
@@ -148,8 +163,7 @@ class Ledger:
         seen: set[tuple[object, ...]] = set()
         locks: list[str] | None = None  # /proc/locks, read once if there are waiters
         try:
-            with os.scandir(self.path) as listing:
-                names = {e.name: e.inode() for e in listing}  # (inodes: no system call)
+            names = self.names()  # (inodes: no system call)
         except FileNotFoundError:
             return LedgerScan([], [])
         except OSError as e:
@@ -158,11 +172,10 @@ class Ledger:
                 "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
             ) from None
         now = time.time()
-        shares = _Shares(self._over)
-        for name in sorted(names):
+        over, looked = self._looked_at(names)
+        shares = _Shares(over)
+        for name in sorted(looked):
             kind = name[:2]
-            if kind not in (files.CLAIM, files.WAITER, files.TEMP) or shares.known(name, names):
-                continue
             path = os.path.join(self.path, name)
             parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
             parsed_waiter = files.parse_waiter_name(name) if kind == files.WAITER else None
@@ -199,7 +212,7 @@ class Ledger:
                     locks = files.read_locks()
                 w.fill(p, now, locks)
                 waiters.append(w)
-        self._over = shares.over
+        self._over = shares.over  # (a kept listing's own: it forgets what changes)
         waiters.sort(key=lambda w: (w.ticket, w.lease))
         return LedgerScan(claims, waiters)
 
@@ -254,11 +267,11 @@ class Ledger:
         if not lease_id:
             return 0
         try:
-            names = os.listdir(self.path)
+            names = self.names()
         except OSError:
             return 0
         done = 0
-        for name in names:
+        for name in [n for n in names if lease_id in n]:  # (no parse of planted names)
             parsed = files.parse_claim_name(name)
             if parsed is None or parsed[1] != lease_id:
                 continue
@@ -311,7 +324,8 @@ class Ledger:
         totals.update(memory_total or {})
         claim = self._create(pairs, share, mem, label=label, command=command, pids=pids)
         try:
-            why = conflicts(self.path, claim, totals, skip)
+            names = self.names()
+            why = conflicts(self.path, claim, totals, skip, self._looked_at(names)[1])
         except BaseException:
             claim.release()
             raise
