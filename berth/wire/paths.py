@@ -17,12 +17,16 @@ override both).
 
 A client (:func:`candidates`) uses the allocation's daemon, ``$BERTH_SOCKET``, or ``[daemon]
 socket`` if one is set, and only that; else the user's own daemon if it answers, else the
-system daemon.
+system daemon. The user's own socket is not theirs when another user made it or its
+directory (:func:`squatted`: anyone can make ``/tmp/berth-<uid>`` before its user does, and
+nobody but root can remove it from sticky ``/tmp``): the client skips it, with a warning,
+for the system daemon (issue 41.5).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
 
 def allocation_dir() -> str | None:
@@ -49,6 +53,34 @@ def private_socket() -> str:
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "berth", "daemon.sock")
     return os.path.join("/tmp", f"berth-{os.getuid()}", "daemon.sock")
+
+
+def squatted_by(uid: int) -> str:
+    import pwd  # rare: a squatted path
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def squatted(path: str) -> str | None:
+    """Why the socket ``path`` of this user's own daemon cannot be theirs, or None: its
+    directory is another user's (root's aside) or no directory, the file there is another
+    user's or no socket. (What is missing is no squat: connecting says so.) The kernel's
+    word on whoever serves it (SO_PEERCRED) is still asked once connected."""
+    uid = os.getuid()
+    parent = os.path.dirname(path) or "."
+    for where, kind in ((parent, stat.S_ISDIR), (path, stat.S_ISSOCK)):
+        try:
+            st = os.lstat(where)
+        except OSError:
+            return None
+        if st.st_uid not in (uid, 0):
+            return f"{where} belongs to {squatted_by(st.st_uid)}"
+        if not kind(st.st_mode):
+            return f"{where} is not a {'directory' if kind is stat.S_ISDIR else 'socket'}"
+    return None
 
 
 def _named(configured: str | None) -> tuple[str, str] | None:
