@@ -162,8 +162,13 @@ class Ledger:
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
         locks: list[str] | None = None  # /proc/locks, read once if there are waiters
+        # A look that keeps nothing (status, select): a living ledger file is locked by its
+        # holder, so names whose inode no process locks are dead, unseen (issue 41.2: 100,000
+        # planted files cost such a look a system call each). What it finds is the ledger as
+        # /proc/locks was read: a claim made later is as if made after the look.
+        locked = files.locked_inodes() if self.listing is None and not clean else None
         try:
-            names = self.names()  # (inodes: no system call)
+            names = self.names() if locked is None else list_names(self.path, locked)
         except FileNotFoundError:
             return LedgerScan([], [])
         except OSError as e:
@@ -171,13 +176,6 @@ class Ledger:
                 f"cannot list the claims directory {self.path!r}: {e.strerror}; ask the admin "
                 "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
             ) from None
-        if self.listing is None and not clean:
-            # A look that keeps nothing (status, select): a living ledger file is locked by
-            # its holder, so names whose inode no process locks are dead, unseen (issue
-            # 41.2: 100,000 planted files cost such a look a system call each).
-            locked = files.locked_inodes()  # (read after the listing: see the docstring)
-            if locked is not None:
-                names = {n: i for n, i in names.items() if i in locked}
         now = time.time()
         over, looked = self._looked_at(names)
         shares = _Shares(over)

@@ -20,7 +20,7 @@ import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Container
 
 IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080
@@ -38,9 +38,12 @@ _HEADER = struct.Struct("iIII")
 KINDS = ("c.", "w.", "t.")
 
 
-def list_names(path: str) -> dict[str, int]:
-    """Ledger name -> inode, in one listing (the inodes cost no system call). Raises OSError."""
+def list_names(path: str, inodes: Container[int] | None = None) -> dict[str, int]:
+    """Ledger name -> inode, in one listing (the inodes cost no system call); with
+    ``inodes``, only the names of those (and maybe some other names). Raises OSError."""
     with os.scandir(path) as listing:
+        if inodes is not None:
+            return {e.name: i for e in listing if (i := e.inode()) in inodes}
         return {e.name: e.inode() for e in listing if e.name[:2] in KINDS}
 
 
