@@ -130,7 +130,7 @@ def _skip(path: str, why: str) -> None:
         _warned.add(path)
         sys.stderr.write(
             f"berth: warning: skipping {path}: {why}; not talking to it (it could be posing "
-            "as your daemon); trying the system daemon\n"
+            "as your daemon); trying the next one\n"
         )
 
 
@@ -184,7 +184,8 @@ class Client:
         failed: list[tuple[str, str, OSError]] = []
         skipped: tuple[str, str] | None = None  # (the user's own socket, why it is not theirs)
         for where, how in tried:
-            if how == paths.PRIVATE and (why := paths.squatted(where)) is not None:
+            own = how in (paths.PRIVATE, paths.ALLOCATION)
+            if own and (why := paths.squatted(where)) is not None:
                 _skip(where, why)
                 skipped = (where, why)
                 continue
@@ -203,7 +204,7 @@ class Client:
             }.get(how)
             if owner is not None and (uid := _server_uid(sock)) != owner:
                 sock.close()
-                if how != paths.PRIVATE:
+                if not own:
                     raise _impostor(where, how, uid)
                 why = f"{paths.squatted_by(uid)} serves it"
                 _skip(where, why)

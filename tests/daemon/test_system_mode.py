@@ -296,6 +296,27 @@ def test_a_squatted_fallback_socket_is_skipped_for_the_system_daemon(system: Sys
         shutil.rmtree(private, ignore_errors=True)
 
 
+def test_a_squatted_allocation_socket_is_skipped_for_the_next(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same inside a Slurm job: another user's ``$TMPDIR/berth-UID/slurm-JOB`` comes
+    first still (for the client to skip it, saying so), then what is tried without it."""
+    from berth.wire import paths
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.delenv("BERTH_SOCKET", raising=False)
+    alloc = paths.allocation_dir()
+    assert alloc is not None
+    os.makedirs(alloc)
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(os.path.join(alloc, "daemon.sock"))
+    dead.close()
+    assert [how for _, how in paths.candidates()] == [paths.ALLOCATION]  # (root's: its own)
+    os.chown(alloc, 65534, 65534)
+    assert [how for _, how in paths.candidates()] == [paths.ALLOCATION, paths.PRIVATE, paths.SYSTEM]
+
+
 def test_no_daemon_advice_fits_the_case(system: System) -> None:
     out = system.berth(A, "queue")
     assert out.returncode == 5
