@@ -61,7 +61,8 @@ class Listing:
 
         self.path = path
         self.fd = inotify(path, MASK)
-        self._names: dict[str, int] | None = None  # None: list again
+        self._names: dict[str, int] | None = None  # None: never listed
+        self._stale = True  # list again (events were lost)
         # Names a scan sets aside (one owner's files past their share: name -> inode): kept
         # here, so that each is forgotten at its first event (gone, or a new file).
         self.aside: dict[str, int] = {}
@@ -80,12 +81,25 @@ class Listing:
         """Ledger name -> inode now (the caller must not change it). Raises OSError if the
         directory cannot be listed (FileNotFoundError: not there)."""
         self.apply()
-        if self._names is None:
-            self._names = names = list_names(self.path)
-            self.aside = {n: i for n, i in self.aside.items() if names.get(n) == i}
-            self.capped, self.owner, self.count = {}, {}, {}
-            self.relisted += 1
+        if self._stale or self._names is None:
+            self._relist()
+        assert self._names is not None
         return self._names
+
+    def _relist(self) -> None:
+        """List again; what was learned of the names still there, the same files, stays
+        (an overflowing queue, a flood of planted names, costs their owners' lookups once,
+        not again for every name)."""
+        names = list_names(self.path)
+        was = self._names or {}
+        self.aside = {n: i for n, i in self.aside.items() if names.get(n) == i}
+        self.capped = {n: i for n, i in self.capped.items() if names.get(n) == i}
+        self.owner = {n: u for n, u in self.owner.items() if was.get(n, -1) == names.get(n)}
+        self.count = {}
+        for uid in self.owner.values():
+            self.count[uid] = self.count.get(uid, 0) + 1
+        self._names, self._stale = names, False
+        self.relisted += 1
 
     def considered(self) -> Collection[str]:
         """The names a look considers: not set aside, here or by the last scan."""
@@ -96,7 +110,7 @@ class Listing:
     def apply(self) -> None:
         """Apply the queued events (or drop the listing: list again at the next look)."""
         if self.fd is None or not self._apply():
-            self._names = None
+            self._stale = True
 
     def _apply(self) -> bool:
         assert self.fd is not None

@@ -57,3 +57,24 @@ def test_an_owners_names_past_the_cap_are_set_aside_until_they_change(tmp_path: 
         assert listing.relisted == 1
     finally:
         listing.close()
+
+
+def test_a_fresh_listing_keeps_what_it_learned_of_the_same_files(tmp_path: object) -> None:
+    """Lost events (an overflowing queue: a flood of planted names) mean a fresh listing,
+    not a fresh look at every owner: names still there as they were stay set aside."""
+    d = str(tmp_path)
+    listing = Listing(d, cap=2)
+    try:
+        listing.names()
+        for i in range(4):
+            _make(d, f"c.G.n{i}.1000.0", NOBODY)
+        assert len(listing.considered()) == 2
+        listing._stale = True  # (what an IN_Q_OVERFLOW does)
+        os.unlink(os.path.join(d, "c.G.n3.1000.0"))  # (its event lost with the rest)
+        assert set(listing.considered()) == {"c.G.n0.1000.0", "c.G.n1.1000.0"}
+        assert listing.relisted == 2 and listing.count == {NOBODY: 2}
+        os.unlink(os.path.join(d, "c.G.n0.1000.0"))
+        _make(d, "c.G.n4.1000.0", NOBODY)
+        assert set(listing.considered()) == {"c.G.n1.1000.0", "c.G.n4.1000.0"}
+    finally:
+        listing.close()
