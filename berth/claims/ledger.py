@@ -81,6 +81,31 @@ class Ledger:
             return self.listing.names()
         return list_names(self.path)
 
+    def _locked(self) -> set[int] | None:
+        """For a look that keeps nothing (status, select, a daemonless claim): the inodes
+        some process locks. A living ledger file is locked by its holder, so the names of
+        others are dead, left unseen (issue 41.2: 100,000 planted files cost such a look a
+        system call each; their removal is left to the daemons, whose listing is kept). What
+        the look finds is the ledger as /proc/locks was read: a file locked later is as if
+        made after the look (a claim checked then sees this one: :mod:`~.verify`)."""
+        return files.locked_inodes() if self.listing is None else None
+
+    def _names_locked(self, clean: bool = False) -> dict[str, int]:
+        """The names a look that keeps nothing considers (see :meth:`_locked`); ``clean``:
+        and some others, which it removes if dead and its own (all of them but in a flood:
+        at most MAX_FILES_PER_UID; a flood of planted files is the daemons' to remove)."""
+        locked = self._locked()
+        if locked is None:
+            return self.names()
+        if not clean:
+            return list_names(self.path, locked)
+        names = self.names()
+        unlocked = [n for n, i in names.items() if i not in locked]
+        if len(unlocked) <= MAX_FILES_PER_UID:
+            return names
+        some = set(unlocked[:MAX_FILES_PER_UID])
+        return {n: i for n, i in names.items() if i in locked or n in some}
+
     def _looked_at(self, names: dict[str, int]) -> tuple[dict[str, int], Collection[str]]:
         """The names past their owner's share in the last scan, still the same files (skipped
         unseen), and the other names: what a look considers. (Set operations of C speed:
@@ -112,13 +137,8 @@ class Ledger:
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
         locks: list[str] | None = None  # /proc/locks, read once if there are waiters
-        # A look that keeps nothing (status, select): a living ledger file is locked by its
-        # holder, so names whose inode no process locks are dead, unseen (issue 41.2: 100,000
-        # planted files cost such a look a system call each). What it finds is the ledger as
-        # /proc/locks was read: a claim made later is as if made after the look.
-        locked = files.locked_inodes() if self.listing is None and not clean else None
         try:
-            names = self.names() if locked is None else list_names(self.path, locked)
+            names = self._names_locked(clean)
         except FileNotFoundError:
             return LedgerScan([], [])
         except OSError as e:
@@ -279,7 +299,7 @@ class Ledger:
         totals.update(memory_total or {})
         claim = self._create(pairs, share, mem, label=label, command=command, pids=pids)
         try:
-            names = self.names()
+            names = self._names_locked()  # (/proc/locks read after this claim's files were made)
             why = conflicts(self.path, claim, totals, skip, self._looked_at(names)[1])
         except BaseException:
             claim.release()

@@ -43,7 +43,9 @@ def conflicts(
 
     ``names``: the ledger's names listed after the claim's files were made (default: list
     them), less those a scan sets aside (one owner's files past their share: such a file
-    counts nowhere, see :mod:`berth.claims.ledger`).
+    counts nowhere, see :mod:`berth.claims.ledger`), or only those of the inodes locked when
+    /proc/locks was read after they were made: a living claim file is locked before it is
+    named, so of two claimers, whichever read last saw the other's files, as with a listing.
 
     ``skip``: leases of ours whose capacity this claim may use (``$BERTH_LEASE``'s, held by
     an ancestor): their files count only if this user owns them."""
