@@ -5,7 +5,8 @@ creating the claim files of ALL chosen GPUs, then checking that they fit next to
 living claim, and withdrawing them all if not (:mod:`berth.claims.verify`): no lock, so no
 user of the host can make anybody wait, the daemon's event loop included. Dead files (no
 holder left) are ignored at once and removed by whoever may remove them (their owner, or
-root); nothing needs cleaning for correctness.
+root; a daemonless claimer beside a flood of them, only some); nothing needs cleaning for
+correctness.
 
 Parts: :mod:`berth.claims.state` (what a scan reads: claims, waiters, what they hold),
 :mod:`berth.claims.claim` (the GPUs this process claimed), :mod:`berth.claims.procs`
