@@ -121,6 +121,31 @@ def _impostor(path: str, how: str, uid: int) -> DaemonUnreachable:
     )
 
 
+_warned: set[str] = set()  # squatted paths this process has warned of (once each)
+
+
+def _skip(path: str, why: str) -> None:
+    """Say once on stderr that the user's own socket ``path`` is skipped (not theirs)."""
+    if path not in _warned:
+        _warned.add(path)
+        sys.stderr.write(
+            f"berth: warning: skipping {path}: {why}; not talking to it (it could be posing "
+            "as your daemon); trying the next one\n"
+        )
+
+
+def _squatted(path: str, why: str, after: list[tuple[str, str, OSError]]) -> DaemonUnreachable:
+    """The error when the user's own socket was squatted and nothing after it answered."""
+    tail = "; ".join(f"no daemon answers on {p} ({_why(e)})" for p, _, e in after)
+    return DaemonUnreachable(
+        f"your own berth daemon's socket {path} is not yours ({why}): not talking to it"
+        + (f"; {tail}" if tail else "")
+        + f". Ask your admin to remove {os.path.dirname(path)}, or set XDG_RUNTIME_DIR (a "
+        "directory only you can write: your login's /run/user/UID) or BERTH_SOCKET to a "
+        "socket of a daemon you trust"
+    )
+
+
 def current_umask() -> int:
     """This process's umask, read without changing it (/proc), else set and set back."""
     try:
@@ -157,7 +182,13 @@ class Client:
                     pass
             tried = paths.candidates(configured, system)
         failed: list[tuple[str, str, OSError]] = []
+        skipped: tuple[str, str] | None = None  # (the user's own socket, why it is not theirs)
         for where, how in tried:
+            own = how in (paths.PRIVATE, paths.ALLOCATION)
+            if own and (why := paths.squatted(where)) is not None:
+                _skip(where, why)
+                skipped = (where, why)
+                continue
             sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             sock.settimeout(timeout)
             try:
@@ -173,10 +204,17 @@ class Client:
             }.get(how)
             if owner is not None and (uid := _server_uid(sock)) != owner:
                 sock.close()
-                raise _impostor(where, how, uid)
+                if not own:
+                    raise _impostor(where, how, uid)
+                why = f"{paths.squatted_by(uid)} serves it"
+                _skip(where, why)
+                skipped = (where, why)
+                continue
             self._sock, self.path, self.via = sock, where, how
             break
         else:
+            if skipped is not None:
+                raise _squatted(*skipped, failed)
             raise _advice(failed)
         self._buf = bytearray()
         self._greeted = False

@@ -5,7 +5,8 @@ creating the claim files of ALL chosen GPUs, then checking that they fit next to
 living claim, and withdrawing them all if not (:mod:`berth.claims.verify`): no lock, so no
 user of the host can make anybody wait, the daemon's event loop included. Dead files (no
 holder left) are ignored at once and removed by whoever may remove them (their owner, or
-root); nothing needs cleaning for correctness.
+root; a daemonless claimer beside a flood of them, only some); nothing needs cleaning for
+correctness.
 
 Parts: :mod:`berth.claims.state` (what a scan reads: claims, waiters, what they hold),
 :mod:`berth.claims.claim` (the GPUs this process claimed), :mod:`berth.claims.procs`
@@ -20,7 +21,9 @@ import os
 import time
 
 from berth.claims import files
+from berth.claims.bounds import MAX_FILES_PER_UID, MAX_LOOKUPS_PER_UID, Shares
 from berth.claims.claim import Claim
+from berth.claims.listing import Listing, list_names
 from berth.claims.paths import check_claimable, claims_dir
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, LedgerScan, WaiterInfo, merge
@@ -48,64 +51,6 @@ __all__ = [
 ]
 
 TRIES = 4  # try_claim: attempts when claims made at the same moment withdraw each other
-# What one user's files may cost a scan (issue 20.10: 50,000 files planted under claim names
-# stalled the daemon's passes): at most MAX_FILES_PER_UID files (inodes) of one owner are
-# probed (root's: all); a file's other names reuse its probe; at most MAX_LOOKUPS_PER_UID
-# unreadable claims of one owner look for their holders in /proc (each reads every /proc/PID/fd).
-MAX_FILES_PER_UID = 1024
-MAX_LOOKUPS_PER_UID = 8
-MAX_NAMES_PER_FILE = 4  # names of one file considered (a claim has 1, 2 while it is made)
-
-
-class _Shares:
-    """One scan's bound on what each owner's files cost it (see MAX_FILES_PER_UID): probes
-    by file, files probed per owner, names per file, holder lookups per owner, and the names
-    past a share (``over``: name -> inode), which the next scan skips unseen while they stay."""
-
-    def __init__(self, last_over: dict[str, int]) -> None:
-        self.last_over = last_over
-        self.over: dict[str, int] = {}
-        self.probes: dict[tuple[int, int], files.Probe] = {}
-        self.per_uid: dict[int, int] = {}
-        self.named: dict[tuple[int, int], int] = {}
-        self.lookups: dict[int, int] = {}
-
-    def known(self, name: str, inodes: dict[str, int]) -> bool:
-        """Was ``name`` past its owner's share in the last scan, the same file still?"""
-        if self.last_over.get(name) != inodes[name]:
-            return False
-        self.over[name] = inodes[name]
-        return True
-
-    def probe(
-        self, name: str, path: str, read: bool, parsed: tuple[str, str, float, int] | None
-    ) -> files.Probe | None:
-        """The file's probe (one per file, whatever its names), or None: gone, past its
-        owner's share, a hard link its body disowns, one name too many of one file."""
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return None
-        ident = (st.st_dev, st.st_ino)
-        p = self.probes.get(ident)
-        if p is None:
-            if st.st_uid and self.per_uid.get(st.st_uid, 0) >= MAX_FILES_PER_UID:
-                self.over[name] = st.st_ino
-                return None
-            self.per_uid[st.st_uid] = self.per_uid.get(st.st_uid, 0) + 1
-            p = files.probe(path, read=read)
-            if p.alive and parsed is not None and p.nlink > 1 and not read:
-                p = files.probe(path)  # a second name: its body says which one is the claim
-            if (p.dev, p.ino) == ident:
-                self.probes[ident] = p
-        if parsed is not None and p.nlink > 1 and p.body is not None:
-            if (p.body.get("lease"), p.body.get("gpu")) != parsed[1::-1]:
-                return None  # a hard link its body disowns (before any lookup of holders)
-        self.named[ident] = self.named.get(ident, 0) + 1
-        if self.named[ident] > MAX_NAMES_PER_FILE:
-            self.over[name] = st.st_ino
-            return None  # hard links by the thousand: one file, one claim at most
-        return p
 
 
 def _older(path: str, now: float, seconds: float) -> bool:
@@ -118,13 +63,59 @@ def _older(path: str, now: float, seconds: float) -> bool:
 class Ledger:
     """The claim ledger in directory ``path`` (default: :func:`berth.claims.paths.claims_dir`)."""
 
-    def __init__(self, path: str | None = None, cfg: Config | None = None) -> None:
+    def __init__(
+        self, path: str | None = None, cfg: Config | None = None, *, keep: bool = False
+    ) -> None:
+        """``keep``: keep the directory's names from inotify between looks (a long-lived
+        process that scans on every turn: the daemon; see :mod:`berth.claims.listing`)."""
         if path is None:
             path = claims_dir(cfg)
         self.path = path
         self.euid = os.geteuid()
         self._claimable = False
         self._over: dict[str, int] = {}  # name -> inode of files past their owner's share
+        self.listing = Listing(path, MAX_FILES_PER_UID) if keep else None
+
+    def names(self) -> dict[str, int]:
+        """The ledger's names now (name -> inode; not to be changed). Raises OSError."""
+        if self.listing is not None:
+            return self.listing.names()
+        return list_names(self.path)
+
+    def _locked(self) -> set[int] | None:
+        """For a look that keeps nothing (status, select, a daemonless claim): the inodes
+        some process locks. A living ledger file is locked by its holder, so the names of
+        others are dead, left unseen (issue 41.2: 100,000 planted files cost such a look a
+        system call each; their removal is left to the daemons, whose listing is kept). What
+        the look finds is the ledger as /proc/locks was read: a file locked later is as if
+        made after the look (a claim checked then sees this one: :mod:`~.verify`)."""
+        return files.locked_inodes() if self.listing is None else None
+
+    def _names_locked(self, clean: bool = False) -> dict[str, int]:
+        """The names a look that keeps nothing considers (see :meth:`_locked`); ``clean``:
+        and some others, which it removes if dead and its own (all of them but in a flood:
+        at most MAX_FILES_PER_UID; a flood of planted files is the daemons' to remove)."""
+        locked = self._locked()
+        if locked is None:
+            return self.names()
+        if not clean:
+            return list_names(self.path, locked)
+        names = self.names()
+        unlocked = [n for n, i in names.items() if i not in locked]
+        if len(unlocked) <= MAX_FILES_PER_UID:
+            return names
+        some = set(unlocked[:MAX_FILES_PER_UID])
+        return {n: i for n, i in names.items() if i in locked or n in some}
+
+    def _looked_at(self, names: dict[str, int]) -> tuple[dict[str, int], Collection[str]]:
+        """The names past their owner's share in the last scan, still the same files (skipped
+        unseen), and the other names: what a look considers. (Set operations of C speed:
+        100,000 names set aside cost a look a few milliseconds; a kept listing forgets a name
+        set aside at its first event, so it costs nothing more.)"""
+        if self.listing is not None:
+            return self.listing.aside, self.listing.considered()
+        over = dict(self._over.items() & names.items()) if self._over else {}
+        return over, (names.keys() - over.keys()) if over else names.keys()
 
     def check_claimable(self) -> None:
         """Raise Refused if this process must not claim here (root in another user's
@@ -148,8 +139,7 @@ class Ledger:
         seen: set[tuple[object, ...]] = set()
         locks: list[str] | None = None  # /proc/locks, read once if there are waiters
         try:
-            with os.scandir(self.path) as listing:
-                names = {e.name: e.inode() for e in listing}  # (inodes: no system call)
+            names = self._names_locked(clean)
         except FileNotFoundError:
             return LedgerScan([], [])
         except OSError as e:
@@ -158,11 +148,10 @@ class Ledger:
                 "to make it mode 1777 (install -d -m 1777 /run/berth), or set BERTH_CLAIMS_DIR"
             ) from None
         now = time.time()
-        shares = _Shares(self._over)
-        for name in sorted(names):
+        over, looked = self._looked_at(names)
+        shares = Shares(over)
+        for name in sorted(looked):
             kind = name[:2]
-            if kind not in (files.CLAIM, files.WAITER, files.TEMP) or shares.known(name, names):
-                continue
             path = os.path.join(self.path, name)
             parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
             parsed_waiter = files.parse_waiter_name(name) if kind == files.WAITER else None
@@ -199,7 +188,7 @@ class Ledger:
                     locks = files.read_locks()
                 w.fill(p, now, locks)
                 waiters.append(w)
-        self._over = shares.over
+        self._over = shares.over  # (a kept listing's own: it forgets what changes)
         waiters.sort(key=lambda w: (w.ticket, w.lease))
         return LedgerScan(claims, waiters)
 
@@ -254,11 +243,11 @@ class Ledger:
         if not lease_id:
             return 0
         try:
-            names = os.listdir(self.path)
+            names = self.names()
         except OSError:
             return 0
         done = 0
-        for name in names:
+        for name in [n for n in names if lease_id in n]:  # (no parse of planted names)
             parsed = files.parse_claim_name(name)
             if parsed is None or parsed[1] != lease_id:
                 continue
@@ -311,7 +300,8 @@ class Ledger:
         totals.update(memory_total or {})
         claim = self._create(pairs, share, mem, label=label, command=command, pids=pids)
         try:
-            why = conflicts(self.path, claim, totals, skip)
+            names = self._names_locked()  # (/proc/locks read after this claim's files were made)
+            why = conflicts(self.path, claim, totals, skip, self._looked_at(names)[1])
         except BaseException:
             claim.release()
             raise

@@ -27,7 +27,7 @@ from berth.claims import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection, Iterable, Mapping
 
     from berth.claims.claim import Claim
 
@@ -37,8 +37,15 @@ def conflicts(
     claim: Claim,
     memory_total: Mapping[str, int | None],
     skip: Collection[str] = (),
+    names: Iterable[str] | None = None,
 ) -> str | None:
     """Why ``claim`` (just created in ledger ``path``) must withdraw, or None if it stands.
+
+    ``names``: the ledger's names listed after the claim's files were made (default: list
+    them), less those a scan sets aside (one owner's files past their share: such a file
+    counts nowhere, see :mod:`berth.claims.ledger`), or only those of the inodes locked when
+    /proc/locks was read after they were made: a living claim file is locked before it is
+    named, so of two claimers, whichever read last saw the other's files, as with a listing.
 
     ``skip``: leases of ours whose capacity this claim may use (``$BERTH_LEASE``'s, held by
     an ancestor): their files count only if this user owns them."""
@@ -51,7 +58,7 @@ def conflicts(
     seen: set[tuple[int, int, str]] = set()
     present: set[tuple[int, int]] = set()
     euid = os.geteuid()
-    for name in os.listdir(path):
+    for name in os.listdir(path) if names is None else names:
         if not name.startswith(files.CLAIM):
             continue
         parsed = files.parse_claim_name(name)

@@ -28,14 +28,15 @@ _HEADER = struct.Struct("iIII")
 _POLL_FALLBACK = 0.25  # seconds between ledger scans without inotify
 
 
-def _inotify(path: str) -> int | None:
-    """An inotify descriptor watching ``path``, or None where inotify cannot be had."""
+def inotify(path: str, mask: int = MASK) -> int | None:
+    """An inotify descriptor watching ``path`` for ``mask``, or None where inotify cannot be
+    had (also :mod:`berth.claims.listing`'s)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
         if fd < 0:
             return None
-        if libc.inotify_add_watch(fd, os.fsencode(path), MASK) < 0:
+        if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
             os.close(fd)
             return None
         return fd
@@ -52,7 +53,7 @@ class Watcher:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = _inotify(path)
+        self.fd = inotify(path)
         self.ignore: set[str] = set()
 
     @property

@@ -21,6 +21,7 @@ import socket
 import sqlite3
 
 from berth.claims.ledger import Ledger
+from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import sockets
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
@@ -188,7 +189,7 @@ def _start_engine(
 ) -> tuple[Engine, Supervisors]:
     """The GPUs, the ledger, the supervisors' pool and the engine; recovery (what the last
     daemon left: :mod:`berth.daemon.engine.recovery`); then commits leave the loop's thread."""
-    ledger = Ledger(cfg=cfg)
+    ledger = Ledger(cfg=cfg, keep=True)
     ledger.check_claimable()  # (a claims dir another user controls: refuse to start, say why)
     res = Resources(cfg, ledger)
     res.poll()
@@ -284,6 +285,9 @@ def _watch(
     watcher = Watcher(engine.res.ledger.path)
     if watcher.fd is not None:
         loop.add_reader(watcher.fd, _on_claims, watcher, engine)
+    listing = engine.res.ledger.listing
+    if listing is not None and listing.fd is not None:  # (41.2: owners learned between passes)
+        loop.add_reader(listing.fd, _on_listing, listing, listing.fd, loop)
 
     def poll() -> None:
         engine.res.poll()
@@ -362,6 +366,12 @@ def _boot_id() -> str | None:
             return f.read().strip() or None
     except OSError:
         return None
+
+
+def _on_listing(listing: Listing, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+    listing.apply()
+    if listing.fd is None:  # (the watch is gone: the listing lists on every look now)
+        loop.remove_reader(fd)
 
 
 def _on_claims(watcher: object, engine: object) -> None:

@@ -17,12 +17,16 @@ override both).
 
 A client (:func:`candidates`) uses the allocation's daemon, ``$BERTH_SOCKET``, or ``[daemon]
 socket`` if one is set, and only that; else the user's own daemon if it answers, else the
-system daemon.
+system daemon. The user's own socket (or their allocation's) is not theirs when another user
+made it or its directory (:func:`squatted`: anyone can make ``/tmp/berth-<uid>`` before its
+user does, and nobody but root can remove it from sticky ``/tmp``): the client skips it, with
+a warning, for the next one (issue 41.5).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
 
 def allocation_dir() -> str | None:
@@ -51,8 +55,36 @@ def private_socket() -> str:
     return os.path.join("/tmp", f"berth-{os.getuid()}", "daemon.sock")
 
 
-def _named(configured: str | None) -> tuple[str, str] | None:
-    alloc = allocation_dir()  # (inside an allocation its own daemon wins, over $BERTH_SOCKET)
+def squatted_by(uid: int) -> str:
+    import pwd  # rare: a squatted path
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def squatted(path: str) -> str | None:
+    """Why the socket ``path`` of this user's own daemon cannot be theirs, or None: its
+    directory is another user's (root's aside) or no directory, the file there is another
+    user's or no socket. (What is missing is no squat: connecting says so.) The kernel's
+    word on whoever serves it (SO_PEERCRED) is still asked once connected."""
+    uid = os.getuid()
+    parent = os.path.dirname(path) or "."
+    for where, kind in ((parent, stat.S_ISDIR), (path, stat.S_ISSOCK)):
+        try:
+            st = os.lstat(where)
+        except OSError:
+            return None
+        if st.st_uid not in (uid, 0):
+            return f"{where} belongs to {squatted_by(st.st_uid)}"
+        if not kind(st.st_mode):
+            return f"{where} is not a {'directory' if kind is stat.S_ISDIR else 'socket'}"
+    return None
+
+
+def _named(configured: str | None, allocation: bool = True) -> tuple[str, str] | None:
+    alloc = allocation_dir() if allocation else None  # (its own daemon wins, over the env)
     if alloc and os.path.exists(os.path.join(alloc, "daemon.sock")):
         return os.path.join(alloc, "daemon.sock"), ALLOCATION
     env = os.environ.get("BERTH_SOCKET")
@@ -78,8 +110,14 @@ def candidates(
 ) -> list[tuple[str, str]]:
     """The sockets a client tries, in order, each with how it was found (:data:`ENV`,
     :data:`ALLOCATION`, :data:`CONFIG`: that one only; else :data:`PRIVATE`, then
-    :data:`SYSTEM`)."""
+    :data:`SYSTEM`). An allocation's socket that another user made (:func:`squatted`) comes
+    first still, for the client to skip with a warning, then what would be tried without it."""
     named = _named(configured)
+    if named is not None and named[1] == ALLOCATION and squatted(named[0]) is not None:
+        rest = _named(configured, allocation=False)
+        if rest is not None:
+            return [named, rest]
+        return [named, (private_socket(), PRIVATE), (system_socket(system_configured), SYSTEM)]
     if named is not None:
         return [named]
     return [(private_socket(), PRIVATE), (system_socket(system_configured), SYSTEM)]

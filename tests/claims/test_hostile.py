@@ -171,3 +171,36 @@ def test_claims_made_at_once_never_overlap(ledger_dir: str, tmp_path: str) -> No
         assert spans, f"no claim of GPU {gpu} ever stood"
         for (_, end), (start, _) in itertools.pairwise(spans):
             assert end < start, f"two claims of GPU {gpu} stood at once"
+
+
+def test_a_look_that_keeps_nothing_does_not_stat_planted_files(
+    ledger_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41.2: `berth status` (a scan in a fresh process) made a system call for each of
+    100,000 planted dead files (2 s). A living ledger file is locked by its holder, and
+    /proc/locks names every locked inode: the others are not looked at, the claim is seen."""
+    lease = Ledger(ledger_dir).try_claim([U[0]])
+    assert lease is not None
+    try:
+        for i in range(5000):
+            path = os.path.join(ledger_dir, f"c.{files.escape(U[0])}.p{i:05d}.1000.0")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.chown(path, 65534, 65534)
+        looked: list[str] = []
+        real_lstat, real_probe = os.lstat, files.probe
+
+        def lstat(path: str, *args: object, **kw: object) -> os.stat_result:
+            looked.append(str(path))
+            return real_lstat(path)
+
+        def probe(path: str, **kw: bool) -> files.Probe:
+            looked.append(path)
+            return real_probe(path, **kw)
+
+        monkeypatch.setattr(os, "lstat", lstat)
+        monkeypatch.setattr(files, "probe", probe)
+        claims = Ledger(ledger_dir).scan().claims
+        assert [c.lease for c in claims] == [lease.lease_id]
+        assert len(looked) < 10, f"{len(looked)} files looked at"
+    finally:
+        lease.release()

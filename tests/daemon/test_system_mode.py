@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import socket
 import stat
 import subprocess
@@ -20,7 +21,18 @@ from typing import Any
 
 import pytest
 from helpers import wait_until
-from userkit import ADMINS, A, B, C, berth_as, call_as, ensure_users, listen_as, request_as
+from userkit import (
+    ADMINS,
+    A,
+    B,
+    C,
+    berth_as,
+    call_as,
+    ensure_user,
+    ensure_users,
+    listen_as,
+    request_as,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
@@ -248,6 +260,61 @@ def test_an_impostor_socket_is_refused_by_clients_and_removed_by_the_daemon(
         assert system.berth(A, "queue").returncode == 0
     finally:
         squatter.close()
+
+
+SQUATTED = "berth-sys-sq"  # this test's victim only: its /tmp/berth-UID is the real /tmp's
+
+
+def test_a_squatted_fallback_socket_is_skipped_for_the_system_daemon(system: System) -> None:
+    """Issue 41.5: without XDG_RUNTIME_DIR (cron, su, sudo -u) a user's own socket is
+    /tmp/berth-UID/daemon.sock; another user who made that path first locked the user out of
+    every berth command (the impostor error), and the user cannot remove it from sticky /tmp.
+    The client skips it with one warning naming it, and goes on to the system daemon."""
+    victim = ensure_user(SQUATTED)
+    private = f"/tmp/berth-{victim.pw_uid}"
+    sock = os.path.join(private, "daemon.sock")
+    shutil.rmtree(private, ignore_errors=True)
+    call_as(B, lambda: os.mkdir(private, 0o755))
+    squatter = listen_as(B, sock)  # B serves it: it could pose as the victim's daemon
+    try:
+        out = system.berth(SQUATTED, "queue")  # nothing else answers: said plainly
+        assert out.returncode == 5, out.stderr
+        assert f"{sock} is not yours ({private} belongs to {B}" in out.stderr, out.stderr
+        assert f"Ask your admin to remove {private}" in out.stderr, out.stderr
+        system.start()
+        for args in (("queue",), ("submit", "--", "true")):
+            out = system.berth(SQUATTED, *args)
+            assert out.returncode == 0, out.stderr
+            assert out.stderr.count("warning: skipping") == 1 and sock in out.stderr, out.stderr
+        first = system.berth(SQUATTED, "queue").stdout.splitlines()[0]
+        assert first.startswith(f"system daemon on {system.sock} (pid "), first
+        squatter.close()  # a socket file nobody serves, in B's directory: skipped alike
+        out = system.berth(SQUATTED, "queue")
+        assert out.returncode == 0 and f"skipping {sock}: {private} belongs to {B}" in out.stderr
+    finally:
+        squatter.close()
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def test_a_squatted_allocation_socket_is_skipped_for_the_next(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same inside a Slurm job: another user's ``$TMPDIR/berth-UID/slurm-JOB`` comes
+    first still (for the client to skip it, saying so), then what is tried without it."""
+    from berth.wire import paths
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.delenv("BERTH_SOCKET", raising=False)
+    alloc = paths.allocation_dir()
+    assert alloc is not None
+    os.makedirs(alloc)
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(os.path.join(alloc, "daemon.sock"))
+    dead.close()
+    assert [how for _, how in paths.candidates()] == [paths.ALLOCATION]  # (root's: its own)
+    os.chown(alloc, 65534, 65534)
+    assert [how for _, how in paths.candidates()] == [paths.ALLOCATION, paths.PRIVATE, paths.SYSTEM]
 
 
 def test_no_daemon_advice_fits_the_case(system: System) -> None:

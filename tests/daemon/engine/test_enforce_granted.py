@@ -156,7 +156,7 @@ def _share(index: int) -> Any:
     through the ledger (its check included); the process holds it."""
 
     def claim() -> int:
-        from berth.lease import build_request, claim
+        from berth.api.lease import build_request, claim
 
         claim(build_request(0.5, only=str(index)), timeout=0)  # (its descriptors stay open)
         return os.getpid()
