@@ -9,6 +9,7 @@ examples:
   berth status                  the GPUs this shell may use (CUDA_VISIBLE_DEVICES) or all
   berth status --all            every GPU, whatever CUDA_VISIBLE_DEVICES says
   berth status --watch          refresh every 2 s in place, fitted to the window; q to stop
+                                (a short window: every GPU one line, its processes folded in)
   berth status --watch 0.5      refresh twice a second
   berth status --json | jq '.gpus[] | {index, memory_free, utilization}'
 

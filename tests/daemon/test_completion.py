@@ -109,3 +109,16 @@ def test_tab_completes_commands_options_job_and_gpu_ids(daemon, shell):
         typed("berth show ", f"berth show {job}")
         typed("berth pause ", "berth pause 0")
         t.keys("C-u")
+
+
+def test_a_job_name_cannot_forge_completions_or_reach_the_terminal(daemon):
+    """Another user's job name is input: a tab, a newline or an escape in it must not add a
+    word to my completion (a line of its own: `99`) nor reach my terminal."""
+    daemon.start()
+    evil = daemon.submit("true", hold=True, name="x\t99\n100\x1b]0;pwned\x07")
+    plain = daemon.submit("true", hold=True, name="plain")
+    out = daemon.berth("__complete", "jobs")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [ln.split("\t")[0] for ln in lines] == [str(evil), str(plain)], lines
+    assert all(ln.count("\t") == 1 and "\x1b" not in ln and "\x07" not in ln for ln in lines)
