@@ -145,7 +145,7 @@ def _fit(lines: list[_Line], caps: list[int], width: int | None) -> list[str]:
         else:
             i, fewest = (1, NAME_FEWEST) if step == "name" else (2, USER_FEWEST)
             now = max(len(line.cells[i][: caps[i]]) for line in lines)
-            caps[i] = max(fewest, min(now, caps[i]) - over())
+            caps[i] = max(fewest, now - over())
         text = _render(lines, caps)
     # 4. what still does not fit ends in "~"
     return [t if len(t) <= width else t[: max(width - 1, 0)] + "~" for t in text]
