@@ -108,10 +108,10 @@ def follow(
     lines: int | None = None,
 ) -> int:
     """Stream the job's files until it ends; Ctrl-C stops following, not the job. ``lines``:
-    begin with the last that many lines (else from the start). The backend is asked whether
-    the job has ended between reads: the daemon answers at once when it does (a tenth of a
-    second at most), Slurm is asked every half second."""
-    pause = 0.5 if backend.name == "slurm" else 0.1
+    begin with the last that many lines (else from the start). A write to a log is read at
+    once, and the job's end seen the moment the backend says (:mod:`berth.cli.logs_follow`)."""
+    from berth.cli.logs_follow import Wakes  # heavy (ctypes, threading): -f only
+
     tails = [
         _Tail(p, o, 0 if lines is None else last_lines(p, lines))
         for p, o in ((stdout, sys.stdout), (stderr, sys.stderr))
@@ -119,17 +119,18 @@ def follow(
     ]
     if len(tails) == 2 and tails[0].path == tails[1].path:
         tails.pop()
+    wakes = Wakes(backend, job_id, [t.path for t in tails])
     try:
-        while True:
+        while not wakes.ended:
             for t in tails:
                 t.pump()
-            info = backend.wait(job_id, pause)
-            if info is None or info.finished:
-                for t in tails:
-                    t.pump()
-                if info is not None and not any(t.seen for t in tails):
-                    _ended_silent(job_id, info)
-                return exit_status(info)
+            wakes.wait()
+        for t in tails:
+            t.pump()
+        info = wakes.info()
+        if info is not None and not any(t.seen for t in tails):
+            _ended_silent(job_id, info)
+        return exit_status(info)
     except KeyboardInterrupt:
         if detach_hint:
             sys.stderr.write(
@@ -137,6 +138,8 @@ def follow(
                 f"`berth cancel {job_id}` to stop it)\n"
             )
         return 0
+    finally:
+        wakes.close()
 
 
 def run(args: argparse.Namespace) -> int:

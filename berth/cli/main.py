@@ -89,6 +89,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "berth.cli.webtoken",
         "print your token for the web dashboard (actions and logs need it)",
     ),
+    "completion": (
+        "berth.cli.completion",
+        "print a Tab-completion script for bash, zsh or fish (commands, options, job and GPU ids)",
+    ),
 }
 
 TOPICS: dict[str, str] = {"config": "berth.config", "exit-codes": "berth.errors"}
@@ -106,6 +110,7 @@ Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)
 Agents:       mcp (berth's commands as MCP tools for a coding agent)
 Try it:       demo
+Shell:        completion (Tab completes commands, options, job and GPU ids)
 
 `berth help COMMAND` shows a command's options and examples; `berth help config` the config
 file and environment variables; `berth help exit-codes` what the exit codes mean.
@@ -234,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, rest = args[0], args[1:]
         if name == "help":
             return _help(rest[0] if rest else None)
+        if name == "__complete":  # (hidden: what Tab offers; berth/cli/completion.py's scripts)
+            from berth.cli.complete import answer  # rare: a shell's Tab
+
+            return answer(rest)
         if name not in COMMANDS:
             sys.stderr.write(f"berth: unknown command {name!r}; `berth help` lists the commands\n")
             return EXIT_USAGE

@@ -65,8 +65,8 @@ import time
 from berth.cli import queue_limit
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
+from berth.cli.queue_rows import format_rows
 from berth.errors import UsageError
-from berth.state_codes import CODES
 from berth.units import format_duration
 
 TYPE_CHECKING = False
@@ -161,47 +161,6 @@ def fold(rows: list[JobInfo], expand: bool = False) -> list[Row]:
     return out
 
 
-def format_rows(rows: list[Row], header: bool = True) -> str:
-    lines = [("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")]
-    for shown_id, r in rows:
-        where = f"({r.reason or 'None'}){_in_line(r)}" if r.state == "PENDING" else r.where
-        lines.append(
-            (
-                shown_id,
-                shown(r.name)[:20],
-                shown(r.user)[:12],
-                CODES.get(r.state, "?"),
-                format_duration(r.elapsed) if r.elapsed is not None else "0:00",
-                r.gpus,
-                where,
-            )
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(6)]
-    out = []
-    for line in lines:
-        cells = [
-            line[i].rjust(widths[i]) if i in (0, 4) else line[i].ljust(widths[i]) for i in range(6)
-        ]
-        out.append(" ".join(cells) + " " + line[6])
-    if not header:
-        out.pop(0)
-    return "".join(line + "\n" for line in out)
-
-
-def _in_line(r: JobInfo) -> str:
-    """A pending job's place in line and why there: ``#2 prio 10, share 0.42, waited 5:02``
-    (its priority, its user's fair-share factor, its wait), when the backend says."""
-    x = r.extra or {}
-    if x.get("order") is None:
-        return ""
-    parts = [f"prio {x.get('priority', 0)}"]
-    if x.get("share_factor") is not None:
-        parts.append(f"share {x['share_factor']:.2f}")
-    if x.get("queued_at") is not None:
-        parts.append(f"waited {format_duration(max(0.0, time.time() - x['queued_at']))}")
-    return f" #{x['order']} " + ", ".join(parts)
-
-
 LOCAL_ONLY = {
     "start": "--start: not on Slurm; `squeue --start` gives Slurm's own estimate",
     "users": "--users: not on Slurm; `sshare` gives Slurm's fair share",
@@ -224,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--start predicts every pending job: not with -u, -t or --all")
         return queue_starts.run(args.json)
     states = [s for s in (args.states or "").split(",") if s.strip()]
+    width = None if args.json else queue_limit.width()
+
+    def write(text: str) -> None:  # (on a terminal: no line wider than it)
+        sys.stdout.write(queue_limit.cut(text, width))
     if args.json:
         queue_limit.write_json(backend, args, states)
         return 0
@@ -238,29 +201,29 @@ def run(args: argparse.Namespace) -> int:
     about: dict[str, Any] = getattr(backend, "about", {})  # the local daemon's: who, users
     header = not args.noheader
     if header and about.get("daemon"):
-        sys.stdout.write(which_daemon(about["daemon"]) + "\n")
+        write(which_daemon(about["daemon"]) + "\n")
     users = about.get("users") or []
     if args.users:
-        sys.stdout.write(format_users(users, about.get("fairshare") or {}, header))
+        write(format_users(users, about.get("fairshare") or {}, header))
         if about.get("projects"):
-            sys.stdout.write("\n" + format_projects(about["projects"], header))
+            write("\n" + format_projects(about["projects"], header))
         return 0
     if args.pty:
-        return _ptys(rows, header)
+        return _ptys(rows, header, width)
     if args.tree:
         from berth.cli.queue_tree import format_tree  # rare: --tree
 
-        sys.stdout.write(format_tree(rows, about.get("dependency_states") or {}, header))
+        write(format_tree(rows, about.get("dependency_states") or {}, header))
         return 0
-    sys.stdout.write(format_rows(fold(rows, args.expand), header))
-    sys.stdout.write(queue_limit.more(about.get("left") or {}))
+    write(format_rows(fold(rows, args.expand), header, width))
+    write(queue_limit.more(about.get("left") or {}))
     if about.get("reservations") and header:
-        sys.stdout.write(format_reservations(about["reservations"]))
+        write(format_reservations(about["reservations"]))
     if sum(1 for u in users if u["running"] or u["pending"]) > 1 and not args.user:
-        sys.stdout.write("\n" + format_users(users, about.get("fairshare") or {}, header))
+        write("\n" + format_users(users, about.get("fairshare") or {}, header))
     projects = about.get("projects") or []
     if sum(1 for p in projects if p["running"] or p["pending"]) > 1 and not args.project:
-        sys.stdout.write("\n" + format_projects(projects, header))
+        write("\n" + format_projects(projects, header))
     return 0
 
 
@@ -275,16 +238,16 @@ def format_reservations(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def _ptys(rows: list[JobInfo], header: bool) -> int:
+def _ptys(rows: list[JobInfo], header: bool, width: int | None) -> int:
     """The GPU Job Scheduler's `screens`: the running jobs that have a terminal, and how to see it."""
     rows = [r for r in rows if r.extra.get("pty") and r.state in ("RUNNING", "COMPLETING")]
     shown_rows = fold(rows, expand=True)
-    sys.stdout.write(format_rows(shown_rows, header))
+    sys.stdout.write(format_rows(shown_rows, header, width))
     if header and rows:
-        sys.stdout.write(
+        sys.stdout.write(queue_limit.cut(
             f"`berth attach {rows[0].id}` shows a job's screen as it is now and lets you "
-            "type into it (Ctrl-] detaches)\n"
-        )
+            "type into it (Ctrl-] detaches)\n", width
+        ))  # fmt: skip
     elif header:
         sys.stdout.write("no running job has a terminal (`berth submit --pty` gives one)\n")
     return 0

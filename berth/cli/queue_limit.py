@@ -10,6 +10,7 @@ for all)``. The daemon then explains and sends only those lines
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -45,6 +46,25 @@ def limit(args: argparse.Namespace) -> int | None:
     if args.users:
         return 0  # (no job list)
     return max(FEWEST, shutil.get_terminal_size().lines - AROUND)
+
+
+def width() -> int | None:
+    """The terminal's columns, when the listing goes to one (its lines are fitted to them:
+    :mod:`berth.cli.queue_rows`); None to a pipe or a file (whole lines, as squeue)."""
+    if not sys.stdout.isatty():
+        return None
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return None
+
+
+def cut(text: str, width: int | None) -> str:
+    """``text`` with no line wider than ``width`` (a longer one ends in ``~``)."""
+    if width is None:
+        return text
+    lines = text.split("\n")  # (the last one: what follows the last "\n", often "")
+    return "\n".join(ln if len(ln) <= width else ln[: max(width - 1, 0)] + "~" for ln in lines)
 
 
 def more(left: dict[str, int]) -> str:

@@ -37,9 +37,10 @@ def fit(text: str, columns: int, rows: int) -> list[str]:
     return lines
 
 
-def run(frame: Callable[[int | None], str], title: str, interval: float) -> int:
-    """Show ``frame(columns)`` every ``interval`` seconds until quit; the exit code.
-    ``title`` ends the header line ("Ctrl-C to stop")."""
+def run(frame: Callable[[int | None, int | None], str], title: str, interval: float) -> int:
+    """Show ``frame(columns, rows)`` every ``interval`` seconds until quit; the exit code.
+    ``rows`` is the window's height less the header line and the blank line under it (both
+    None off a terminal). ``title`` ends the header line ("Ctrl-C to stop")."""
     out = sys.stdout
     if not (out.isatty() and sys.stdin.isatty()):
         return _plain(frame, title, interval)
@@ -57,7 +58,7 @@ def run(frame: Callable[[int | None], str], title: str, interval: float) -> int:
         while True:
             size = os.get_terminal_size(out.fileno())
             head = f"{time.strftime('%H:%M:%S')}  every {interval:g}s, q or {title}"
-            body = frame(size.columns)
+            body = frame(size.columns, max(size.lines - 2, 1))
             lines = fit(f"{head[: size.columns]}\n\n{body}", size.columns, size.lines)
             out.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
             out.flush()
@@ -100,10 +101,10 @@ def _wait(fd: int, wake: int, interval: float) -> bool:
     return False
 
 
-def _plain(frame: Callable[[int | None], str], title: str, interval: float) -> int:
+def _plain(frame: Callable[[int | None, int | None], str], title: str, interval: float) -> int:
     try:
         while True:
-            body = frame(None)
+            body = frame(None, None)
             stamp = time.strftime("%H:%M:%S")
             sys.stdout.write(f"\x1b[H\x1b[2J{stamp}  every {interval:g}s, {title}\n\n{body}")
             sys.stdout.flush()

@@ -9,6 +9,7 @@ examples:
   berth status                  the GPUs this shell may use (CUDA_VISIBLE_DEVICES) or all
   berth status --all            every GPU, whatever CUDA_VISIBLE_DEVICES says
   berth status --watch          refresh every 2 s in place, fitted to the window; q to stop
+                                (a short window: every GPU one line, its processes folded in)
   berth status --watch 0.5      refresh twice a second
   berth status --json | jq '.gpus[] | {index, memory_free, utilization}'
 
@@ -108,29 +109,15 @@ def render(
     banned: Mapping[int, str],
     extra: Sequence[Section] = (),
     width: int | None = None,
+    height: int | None = None,
 ) -> str:
-    """The status screen as text. ``extra`` sections add notes under GPUs and blocks below."""
+    """The status screen as text. ``extra`` sections add notes under GPUs and blocks below.
+    ``height``: the lines a window has for it (``--watch``); where the screen is taller, it
+    is compact: every GPU keeps one line, its processes and notes folded into it."""
     if not gpus:
         return "no GPUs (check CUDA_VISIBLE_DEVICES, or `berth status --all`)\n"
     head = ("GPU", "NAME", "MEMORY", "UTIL", "MEM", "POWER", "TEMP", "STATE")
-    rows = []
-    for g in gpus:
-        temp = "n/a" if g.temperature is None else f"{g.temperature}C"
-        if g.logical:
-            memory = "" if g.memory_total is None else _memory(g)
-            row = (str(g.index), g.name, memory, "", "", "", "", _state(g, banned.get(g.index)))
-        else:
-            row = (
-                str(g.index),
-                g.name,
-                _memory(g),
-                _pct(g.utilization),
-                _pct(g.memory_utilization),
-                _power(g),
-                temp,
-                _state(g, banned.get(g.index)),
-            )
-        rows.append(row)
+    rows = [_row(g, banned.get(g.index)) for g in gpus]
     widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head) - 1)]
     right = {0, 2, 3, 4, 5, 6}
 
@@ -149,24 +136,66 @@ def render(
     text = [line(head)]
     for g, row in zip(gpus, rows, strict=True):
         text.append(line(row))
-        for note in notes.get(g.index, ()):
-            text.append(f"{indent}{note}")
-        if g.processes is None and g.healthy and not g.logical:
-            text.append(f"{indent}processes: n/a")
-        for p in g.processes or ():
-            user = p.user or "?"
-            cmd = p.command or "?"
-            text.append(f"{indent}{p.pid:>7}  {user:<10} {format_size(p.used_memory):>7}  {cmd}")
+        text.extend(f"{indent}{detail}" for detail in _details(g, notes.get(g.index, [])))
+    below: list[str] = []
     for section in extra:
         if section.lines:
-            text.append("")
+            below.append("")
             if section.title:
-                text.append(section.title)
-            text.extend(section.lines)
-    text = [shown(t) for t in text]  # names, commands, notes: whatever their users typed
+                below.append(section.title)
+            below.extend(section.lines)
+    if height is not None and len(text) + len(below) > height and len(text) > len(gpus) + 1:
+        tall = len(text) + len(below) + 2
+        rows = [_short(g, row, notes.get(g.index, [])) for g, row in zip(gpus, rows, strict=True)]
+        widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head) - 1)]
+        text = [line(head), *(line(row) for row in rows)]
+        text.append(f"(a GPU a line; a window {tall} lines tall shows each process)")
+    text = [shown(t) for t in [*text, *below]]  # names, commands, notes: what users typed
     if width:
         text = [t if len(t) <= width else t[: width - 1] + "~" for t in text]
     return "\n".join(text) + "\n"
+
+
+def _row(g: GpuSnapshot, banned: str | None) -> tuple[str, ...]:
+    if g.logical:
+        memory = "" if g.memory_total is None else _memory(g)
+        return (str(g.index), g.name, memory, "", "", "", "", _state(g, banned))
+    temp = "n/a" if g.temperature is None else f"{g.temperature}C"
+    return (str(g.index), g.name, _memory(g), _pct(g.utilization), _pct(g.memory_utilization),
+            _power(g), temp, _state(g, banned))  # fmt: skip
+
+
+def _details(g: GpuSnapshot, notes: Sequence[str]) -> list[str]:
+    """The lines under a GPU's: its notes (who holds it), then each process."""
+    out = list(notes)
+    if g.processes is None and g.healthy and not g.logical:
+        out.append("processes: n/a")
+    for p in g.processes or ():
+        user = p.user or "?"
+        cmd = p.command or "?"
+        out.append(f"{p.pid:>7}  {user:<10} {format_size(p.used_memory):>7}  {cmd}")
+    return out
+
+
+def _short(g: GpuSnapshot, row: Sequence[str], notes: Sequence[str]) -> tuple[str, ...]:
+    """A GPU's row on a compact screen: narrower cells (the name without "NVIDIA ", the
+    memory without spaces, the power drawn without its limit) and its details folded into
+    its state: how many processes and whose, the first note and how many more."""
+    index, name, memory, util, mem, power, temp, state = row
+    folded = []
+    if g.processes:
+        n = len(g.processes)
+        users = ",".join(sorted({p.user or "?" for p in g.processes}))
+        folded.append(f"{n} proc{'s' if n != 1 else ''} ({users})")
+    if notes:
+        folded.append(notes[0] + (f" (+{len(notes) - 1})" if len(notes) > 1 else ""))
+    if folded:
+        state = f"{state}: {'; '.join(folded)}"
+    if not g.healthy and g.error:  # ("nvmlDeviceGetHandleByIndex: GPU is lost": the end)
+        state = state.replace(g.error, g.error.rsplit(": ", 1)[-1])
+    name = name.removeprefix("NVIDIA ")
+    power = power.split("W/")[0] + "W" if "W/" in power else power
+    return (index, name, memory.replace(" / ", "/"), util, mem, power, temp, state)
 
 
 def _source(cfg: Config, gpus: Sequence[GpuSnapshot]) -> str:
@@ -202,16 +231,18 @@ def _width() -> int | None:
         return None
 
 
-def snapshot_text(args: argparse.Namespace, width: int | None = None) -> str:
+def snapshot_text(
+    args: argparse.Namespace, width: int | None = None, height: int | None = None
+) -> str:
     """One full read and render (text or JSON), lines cut to ``width`` (default: the
-    terminal's, when stdout is one)."""
+    terminal's, when stdout is one), compact if taller than ``height`` (:func:`render`)."""
     cfg = config.get()
     gpus = read(cfg, all=args.all, process_details=True)
     banned = banned_reasons(cfg, gpus)
     extra = sections(gpus, cfg)
     if args.json:
         return json.dumps(to_json(gpus, cfg, banned, extra), indent=2) + "\n"
-    return render(gpus, banned, extra, width=width or _width())
+    return render(gpus, banned, extra, width=width or _width(), height=height)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,4 +256,5 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--watch {args.watch!r}: expected a number of seconds above 0")
     from berth.cli import screen  # rare: --watch
 
-    return screen.run(lambda columns: snapshot_text(args, columns), "Ctrl-C to stop", interval)
+    return screen.run(lambda columns, rows: snapshot_text(args, columns, rows), "Ctrl-C to stop",
+                      interval)  # fmt: skip

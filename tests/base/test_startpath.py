@@ -86,7 +86,8 @@ def daemon(fake_gpus: FakeGpus) -> Iterator[FakeGpus]:
     ("args", "witness"),
     [(("status",), "pynvml"), (("select",), "pynvml"), (("--help",), "berth.cli.main"),
      (("queue",), "berth.client"), (("submit", "--", "true"), "berth.client"),
-     (("submit", "-g", "2", "-t", "1h", "-J", "x", "--", "python", "train.py"), "berth.client")],
+     (("submit", "-g", "2", "-t", "1h", "-J", "x", "--", "python", "train.py"), "berth.client"),
+     (("__complete", "jobs"), "berth.client"), (("__complete", "gpus"), "pynvml")],
     ids=lambda a: " ".join(a) if isinstance(a, tuple) else "",
 )  # fmt: skip
 def test_a_frequent_command_loads_no_core_daemon_or_costly_stdlib(

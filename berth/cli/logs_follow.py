@@ -1,0 +1,74 @@
+"""What `berth logs -f` (and `submit -i`) waits on between two reads of a job's logs: a write
+to a log, seen by inotify on the logs' directories (a line shows within milliseconds of being
+written), and the job's end, awaited from the backend in a thread (the daemon answers the
+moment it ends). Where inotify cannot be had (the directory not readable, the kernel's watch
+limit) or may miss writes (Slurm's logs on a network file system, written on another node),
+the logs are read again every :data:`POLL` (Slurm: :data:`POLL_SLURM`) seconds as well.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+
+from berth import inotify
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.backends.base import Backend, JobInfo
+
+POLL = 0.1  # seconds between reads where inotify cannot be had
+POLL_SLURM = 0.5
+MASK = inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE
+
+
+class Wakes:
+    """Wait for something to read or for the job's end. :meth:`wait` returns when a log was
+    written, the job ended (:attr:`ended`) or the poll interval passed."""
+
+    def __init__(self, backend: Backend, job_id: str, paths: list[str]) -> None:
+        self.backend = backend
+        self.job_id = job_id
+        self.names = {os.path.basename(p) for p in paths}
+        dirs = sorted({os.path.dirname(os.path.abspath(p)) for p in paths})
+        self.fd = inotify.watch(dirs, MASK)
+        slurm = backend.name == "slurm"
+        self.poll: float | None = POLL_SLURM if slurm else (None if self.fd is not None else POLL)
+        self.ended = False
+        self._info: JobInfo | None = None
+        self._error: BaseException | None = None
+        self._r, self._w = os.pipe()
+        threading.Thread(target=self._await_end, name="berth-logs-end", daemon=True).start()
+
+    def _await_end(self) -> None:
+        try:
+            self._info = self.backend.wait(self.job_id, float("inf"))
+        except BaseException as e:  # (raised in the caller's thread: :meth:`info`)
+            self._error = e
+        self.ended = True
+        os.write(self._w, b"!")
+
+    def info(self) -> JobInfo | None:
+        """The job as it ended (None: the backend knows no such job)."""
+        if self._error is not None:
+            raise self._error
+        return self._info
+
+    def wait(self) -> None:
+        watched = [self._r] if self.fd is None else [self._r, self.fd]
+        while not self.ended:
+            try:
+                ready, _, _ = select.select(watched, [], [], self.poll)
+            except InterruptedError:
+                continue
+            if not ready or self._r in ready:
+                return
+            touched = inotify.names(self.fd) if self.fd is not None else None
+            if touched is None or touched & self.names:
+                return
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

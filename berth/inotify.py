@@ -1,0 +1,59 @@
+"""inotify through ctypes (libc's ``inotify_init1``/``inotify_add_watch``): a descriptor that
+becomes readable when a watched directory's files change, and the events it queued.
+
+A leaf: the standard library only. (:mod:`berth.claims.wake` has its own lines for the
+ledger's watch, written before this module; `berth logs -f` uses this one.) Where inotify
+cannot be had (no libc symbol, a directory not readable, the kernel's watch limit), callers
+get None and poll instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+
+IN_MODIFY = 0x00000002
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_Q_OVERFLOW = 0x00004000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+_HEADER = struct.Struct("iIII")
+
+
+def watch(paths: list[str], mask: int) -> int | None:
+    """A non-blocking inotify descriptor watching each of ``paths`` for ``mask``, or None
+    where inotify cannot be had for every one of them."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+    except (OSError, AttributeError):
+        return None
+    if fd < 0:
+        return None
+    for path in paths:
+        if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
+            os.close(fd)
+            return None
+    return fd
+
+
+def names(fd: int) -> set[str] | None:
+    """The names of the files the events queued on ``fd`` are about (read without waiting);
+    None when the queue overflowed (anything may have changed)."""
+    out: set[str] = set()
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return out
+        pos = 0
+        while pos + _HEADER.size <= len(data):
+            _wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
+            raw = data[pos + _HEADER.size : pos + _HEADER.size + length]
+            pos += _HEADER.size + length
+            if mask & IN_Q_OVERFLOW:
+                return None
+            out.add(os.fsdecode(raw.rstrip(b"\0")))
