@@ -229,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args or args[0] in ("-h", "--help"):
             return _help(None)
         if args[0] in ("-V", "--version"):
-            sys.stdout.write(f"berth {__version__}\n")
+            from berth.build_info import describe  # rare: --version (git, or the build stamp)
+
+            sys.stdout.write(f"berth {__version__} ({describe()})\n")
             return 0
         name, rest = args[0], args[1:]
         if name == "help":
