@@ -55,7 +55,7 @@ def config_text(gpus: Sequence[tuple[int, str, str]], declared: int | None, grou
     if gpus:
         lines.append("# GPUs NVML found at install (the daemon reads them again at each start):")
         lines += [f"#   {i}: {name} {uuid}" for i, name, uuid in gpus]
-        lines += ["# [inventory] ban = [\"GPU-...\"]   # keep berth off some of them", ""]
+        lines += ['# [inventory] ban = ["GPU-..."]   # keep berth off some of them', ""]
     elif declared is not None:
         lines += ["# No NVIDIA driver answered at install: GPUs declared (berth help config).",
                   "[inventory]", f"gpus = {declared}", ""]  # fmt: skip
@@ -83,7 +83,7 @@ def _digest(text: str) -> str:
 def ours(text: str) -> bool:
     """Whether a file's text is as berth admin install wrote it (its stamp still matches)."""
     head, _, rest = text.partition("\n")
-    return head.startswith(STAMP) and head[len(STAMP):] == _digest(rest)
+    return head.startswith(STAMP) and head[len(STAMP) :] == _digest(rest)
 
 
 def under(root: str, path: str) -> str:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import sys
 
-from berth.cli import admin_reserve
+from berth.cli import admin_install, admin_reserve
 from berth.cli.escape import shown
 from berth.client import call
 from berth.errors import UsageError
@@ -85,6 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     log.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="the last N")
     log.add_argument("--json", action="store_true", help="machine-readable output")
     admin_reserve.add_parsers(sub)
+    admin_install.add_parsers(sub)
 
 
 def _value(key: str, text: str) -> float | str:
@@ -114,6 +115,10 @@ def _value(key: str, text: str) -> float | str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        return admin_install.run_install(args)
+    if args.action == "uninstall":
+        return admin_install.run_uninstall(args)
     if args.action == "limits":
         changes = {
             k: _value(k, v) for k in KEYS if (v := getattr(args, k)) is not None
