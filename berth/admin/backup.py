@@ -132,6 +132,8 @@ def restore(state_dir: str, source: str) -> dict[str, object]:
     import fcntl  # rare: restore
 
     version, jobs = check_backup(source)
+    if not os.path.isdir(state_dir):
+        raise UsageError(f"no state directory {state_dir}: give the daemon's --state-dir")
     lock = os.open(os.path.join(state_dir, "daemon.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -149,11 +151,18 @@ def restore(state_dir: str, source: str) -> dict[str, object]:
                 if os.path.exists(target + suffix):
                     os.rename(target + suffix, aside + suffix)
             moved = aside
-        src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
         try:
-            copy_db(src, target)
-        finally:
-            src.close()
+            src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+            try:
+                copy_db(src, target)
+            finally:
+                src.close()
+        except BaseException:
+            if moved is not None:  # (put back what was there)
+                for suffix in ("", "-wal", "-shm"):
+                    if os.path.exists(moved + suffix):
+                        os.rename(moved + suffix, target + suffix)
+            raise
         db = sqlite3.connect(target)
         try:
             missing = _missing_logs(db, state_dir)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import sys
 
-from berth.cli import admin_install, admin_reserve
+from berth.cli import admin_backup, admin_install, admin_reserve
 from berth.cli.escape import shown
 from berth.client import call
 from berth.errors import UsageError
@@ -86,6 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     log.add_argument("--json", action="store_true", help="machine-readable output")
     admin_reserve.add_parsers(sub)
     admin_install.add_parsers(sub)
+    admin_backup.add_parsers(sub)
 
 
 def _value(key: str, text: str) -> float | str:
@@ -119,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         return admin_install.run_install(args)
     if args.action == "uninstall":
         return admin_install.run_uninstall(args)
+    if args.action in ("backup", "restore"):
+        return admin_backup.run(args)
     if args.action == "limits":
         changes = {
             k: _value(k, v) for k in KEYS if (v := getattr(args, k)) is not None
