@@ -35,7 +35,8 @@ def state_dir(args: argparse.Namespace) -> str:
     """--state-dir, else $BERTH_STATE_DIR, else root's: the system daemon's; a user's: their
     own daemon's."""
     if args.state_dir:
-        return os.path.abspath(args.state_dir)
+        given: str = args.state_dir
+        return os.path.abspath(given)
     cfg = config.get()
     if os.environ.get(config.ENV_STATE_DIR) or os.geteuid() != 0:
         return paths.state_dir(cfg.state_dir)
