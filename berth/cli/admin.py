@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import sys
 
-from berth.cli import admin_backup, admin_install, admin_reserve
+from berth.cli import admin_backup, admin_doctor, admin_install, admin_reserve
 from berth.cli.escape import shown
 from berth.client import call
 from berth.errors import UsageError
@@ -87,6 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     admin_reserve.add_parsers(sub)
     admin_install.add_parsers(sub)
     admin_backup.add_parsers(sub)
+    admin_doctor.add_parsers(sub)
 
 
 def _value(key: str, text: str) -> float | str:
@@ -120,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         return admin_install.run_install(args)
     if args.action == "uninstall":
         return admin_install.run_uninstall(args)
+    if args.action == "doctor":
+        return admin_doctor.run(args)
     if args.action in ("backup", "restore"):
         return admin_backup.run(args)
     if args.action == "limits":
