@@ -1,5 +1,11 @@
 """Examples:
 
+  berth admin install --enable            # the system daemon: unit, tmpfiles rule, config; start it
+  berth admin install --root /tmp/review  # ... or write the files under a directory to read
+  berth admin doctor                      # is this host ready? ok / warn / fail, and the fix
+  berth admin backup /backup/             # a consistent copy of the queue while it runs
+  berth admin restore /backup/berth-20261128-120000.db   # (the daemon stopped)
+  berth admin uninstall --stop            # remove what install wrote (never state or logs)
   berth admin limits                      # the limits in force: defaults and each user's
   berth admin limits alice                # alice's
   berth admin limits alice --max-gpus 4   # alice holds at most 4 GPUs at once (admins)
@@ -16,6 +22,12 @@
   berth admin reservations                # each one, and a timeline of the GPUs
   berth admin unreserve 3                 # remove reservation 3
   berth admin projects                    # each project: jobs, GPUs, usage, quotas, members
+
+Install, doctor, backup (docs/admin.md "Install", "Back up and restore"): install writes
+/etc/systemd/system/berth.service (ExecStart: this berth), /etc/tmpfiles.d/berth.conf and
+/etc/berth/config.toml, and refuses to replace one an admin changed without --force; doctor
+exits 0 (ok), 1 (a warning) or 2 (a failure); the daemon copies its database the same way
+before it migrates a schema (backups/ in its state dir) and logs it.
 
 Limits (defaults in the config's [limits]; set here at runtime, kept across restarts):
   --max-gpus N   GPUs a user may hold at once; more waits as (UserGpuLimit)

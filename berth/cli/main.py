@@ -76,7 +76,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "berth.cli.pause",
         "let queued jobs use paused GPUs again (--all: and a paused queue)",
     ),
-    "admin": ("berth.cli.admin", "admin: per-user limits, drain and undrain GPUs, reservations"),
+    "admin": (
+        "berth.cli.admin",
+        "admin: install, doctor, backup; per-user limits, drain, reservations, projects, log",
+    ),
     "simulate": (
         "berth.cli.simulate",
         "replay GPU-cluster traces through berth's scheduler; predict start times (--what-if)",
@@ -101,7 +104,8 @@ Claim GPUs:   run, release
 Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, wait, hold, release-job,
               update, resubmit, pause, resume, watch (a jobs file), sweep (a grid, as one
               array)
-Admin:        admin limits, admin drain, admin undrain, admin reserve
+Admin:        admin install, uninstall, doctor, backup, restore, limits, drain, undrain,
+              reserve, reservations, unreserve, projects, log
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)
 Agents:       mcp (berth's commands as MCP tools for a coding agent)

@@ -77,6 +77,10 @@ def test_backup_while_the_daemon_commits_then_restore(daemon: Any, tmp_path: Pat
 def test_restore_refuses_what_is_not_a_backup(daemon: Any, tmp_path: Path) -> None:
     daemon.start(gpus=1)
     job = daemon.submit("true", hold=True)
+    made = daemon.berth("admin", "backup")  # (the default place: STATE_DIR/backups/)
+    assert made.returncode == 0, made.stderr
+    saved = glob.glob(os.path.join(daemon.state_dir, "backups", "berth-*.db"))
+    assert len(saved) == 1 and saved[0] in made.stdout and _ids(saved[0]) == [job]
     daemon.stop()
     before = sorted(os.listdir(daemon.state_dir))
     junk = tmp_path / "junk.db"
