@@ -24,7 +24,9 @@ DIST = "gpu-berth"
 
 def from_git(root: str) -> str | None:
     """ "commit 1a2b3c4 2026-11-28" (", modified": tracked files changed), or None where
-    ``root`` is not a git checkout or git cannot be run."""
+    ``root`` is not a git checkout or git cannot be run. (git refuses a checkout another user
+    owns, ``safe.directory``: its config could run commands as us. Left so: the build is then
+    the stamp's or the metadata's.)"""
     import subprocess  # heavy (~3 ms): --version and builds only
 
     def git(*args: str) -> str | None:

@@ -20,6 +20,9 @@ from berth.errors import ConfigError, NvmlUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from berth.config import Config
 
 MOUNTS = "/proc/self/mounts"
@@ -29,24 +32,34 @@ OLDEST = 1_704_067_200  # 2024-01-01: a clock before this was never set
 def run(
     state_dir: str, claims_dir: str | None, socket: str | None, daemon: bool = False
 ) -> list[Check]:
-    """Every check, in the order an admin fixes things (``socket`` None: not checked)."""
+    """Every check, in the order an admin fixes things (``socket`` None: not checked). A check
+    that cannot look (a directory this user may not enter) says so instead of failing."""
     cfg, out = read_config()
-    out += gpus(cfg)
+    out += _safe("nvml", gpus, cfg)
     out += cuda_env()
-    out += cgroups(cfg)
+    out += _safe("cgroups", cgroups, cfg)
     out += admin_group(cfg)
     if claims_dir is not None:
-        out += places.claims_dir(claims_dir)
+        out += _safe("claims dir", places.claims_dir, claims_dir)
     answers = False
     if socket is not None:
-        said = places.socket_file(socket)
+        said = _safe("socket", places.socket_file, socket)
         answers = said[-1].level == OK
         out += said
-    out += places.state_dir(state_dir, answers or daemon)
-    out += clock(state_dir)
+    out += _safe("state dir", places.state_dir, state_dir, answers or daemon)
+    out += _safe("clock", clock, state_dir)
     if not daemon:
-        out += unit()
+        out += _safe("unit", unit)
     return out
+
+
+def _safe(name: str, check: Callable[..., list[Check]], *args: Any) -> list[Check]:
+    try:
+        return check(*args)
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else ""
+        return [Check(name, WARN, f"cannot check{where}: {e.strerror or e}",
+                      "" if os.geteuid() == 0 else "sudo berth admin doctor")]  # fmt: skip
 
 
 def read_config() -> tuple[Config | None, list[Check]]:

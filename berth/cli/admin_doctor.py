@@ -31,7 +31,7 @@ def _claims_dir() -> str:
 
     try:
         found = claim_paths.claims_dir(config.get(), create=False)
-    except BerthError:  # (a config that does not load, a directory refused: its check says)
+    except (BerthError, OSError):  # (a config that does not load, a dir refused: its check says)
         return os.environ.get(config.ENV_CLAIMS_DIR) or claim_paths.RUN_DIR
     return found if os.path.exists(found) else claim_paths.RUN_DIR  # (where root makes it)
 

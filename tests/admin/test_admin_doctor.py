@@ -168,3 +168,21 @@ def test_a_state_dir_others_may_read_fails(fake_gpus: Any, tmp_path: Path, mode:
     os.chmod(fake_gpus.state_dir, mode)
     level = _doctor(env)[1]["state dir"]["level"]
     assert level == ("fail" if mode & 0o066 else "ok")
+
+
+def test_a_user_who_is_not_root_is_told_to_ask_root(fake_gpus: Any, tmp_path: Path) -> None:
+    from userkit import B, berth_as, ensure_users
+
+    ensure_users()
+    env = _ready(fake_gpus, tmp_path)
+    os.environ["BERTH_CONFIG"] = env["BERTH_CONFIG"]  # (berth_as runs with the test's env)
+    try:
+        out = berth_as(B, "admin", "doctor", "--json")
+    finally:
+        del os.environ["BERTH_CONFIG"]
+    assert out.returncode in (1, 2), out.stderr
+    checks = {c["check"]: c for c in json.loads(out.stdout)["checks"]}
+    assert (
+        checks["cgroups"]["level"] == "warn"
+        and checks["cgroups"]["fix"] == "sudo berth admin doctor"
+    )
