@@ -186,3 +186,11 @@ def test_a_user_who_is_not_root_is_told_to_ask_root(fake_gpus: Any, tmp_path: Pa
         checks["cgroups"]["level"] == "warn"
         and checks["cgroups"]["fix"] == "sudo berth admin doctor"
     )
+
+
+def test_a_gpu_in_mig_mode_is_said(fake_gpus: Any, tmp_path: Path) -> None:
+    env = _ready(fake_gpus, tmp_path)
+    assert "gpu 0" not in _doctor(env)[1]
+    fake_gpus.update(0, mig=["MIG-11111111-2222-3333-4444-555555555555"])
+    checks = _doctor(env)[1]
+    assert checks["gpu 0"]["level"] == "warn" and "MIG is enabled" in checks["gpu 0"]["said"]
