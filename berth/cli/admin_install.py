@@ -108,6 +108,9 @@ def run_install(args: argparse.Namespace) -> int:
         out.write(f"{'would ' if args.dry_run else ''}{said[state]} {where} (mode {mode:o})\n")
         if state != "same":
             out.write("".join(f"    {line}\n" for line in text.splitlines()))
+        if not args.dry_run and state == "changed":  # (--force: the admin's file kept aside)
+            os.replace(where, where + ".before-berth")
+            out.write(f"    (the file it replaces is kept as {where}.before-berth)\n")
         if not args.dry_run and state != "same":
             install.write(where, text, mode)
     if not found and args.gpus is None:

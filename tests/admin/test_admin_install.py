@@ -98,6 +98,7 @@ def test_dry_run_writes_nothing_and_a_changed_file_is_kept(tmp_path: Path) -> No
     assert _everything(root) == before  # refused: nothing changed, the config neither
     forced = _berth("admin", "install", "--root", str(root), "--gpus", "2", "--force")
     assert forced.returncode == 0 and "RestartSec=2s" in unit.read_text()
+    assert "RestartSec=9s" in Path(f"{unit}.before-berth").read_text()  # (the admin's, kept)
     assert "gpus = 2" in (root / "etc/berth/config.toml").read_text()  # berth's own: updated
 
 
