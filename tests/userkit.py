@@ -55,7 +55,8 @@ PRELOAD = (
     "berth.daemon.supervisor.ptyrelay", "berth.devices", "berth.devices.declared",
     "berth.devices.visible", "berth.errors", "berth.selection.filters", "berth.api.lease", "berth.units",
     "berth.wire.env", "berth.wire.inject", "berth.wire.paths", "berth.wire.protocol",
-    "berth.wire.ptyframes",
+    "berth.wire.ptyframes", "berth.cli.admin", "berth.admin.checks", "berth.devices.nvml",
+    "sqlite3", "berth.admin.backup",
 )  # fmt: skip
 
 USERS = ("berth-test-a", "berth-test-b")  # the claims tests' users (b plays mallory)

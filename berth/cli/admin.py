@@ -1,5 +1,11 @@
 """Examples:
 
+  berth admin install --enable            # the system daemon: unit, tmpfiles rule, config; start it
+  berth admin install --root /tmp/review  # ... or write the files under a directory to read
+  berth admin doctor                      # is this host ready? ok / warn / fail, and the fix
+  berth admin backup /backup/             # a consistent copy of the queue while it runs
+  berth admin restore /backup/berth-20261128-120000.db   # (the daemon stopped)
+  berth admin uninstall --stop            # remove what install wrote (never state or logs)
   berth admin limits                      # the limits in force: defaults and each user's
   berth admin limits alice                # alice's
   berth admin limits alice --max-gpus 4   # alice holds at most 4 GPUs at once (admins)
@@ -16,6 +22,12 @@
   berth admin reservations                # each one, and a timeline of the GPUs
   berth admin unreserve 3                 # remove reservation 3
   berth admin projects                    # each project: jobs, GPUs, usage, quotas, members
+
+Install, doctor, backup (docs/admin.md "Install", "Back up and restore"): install writes
+/etc/systemd/system/berth.service (ExecStart: this berth), /etc/tmpfiles.d/berth.conf and
+/etc/berth/config.toml, and refuses to replace one an admin changed without --force; doctor
+exits 0 (ok), 1 (a warning) or 2 (a failure); the daemon copies its database the same way
+before it migrates a schema (backups/ in its state dir) and logs it.
 
 Limits (defaults in the config's [limits]; set here at runtime, kept across restarts):
   --max-gpus N   GPUs a user may hold at once; more waits as (UserGpuLimit)
@@ -45,7 +57,7 @@ from __future__ import annotations
 import json
 import sys
 
-from berth.cli import admin_reserve
+from berth.cli import admin_backup, admin_doctor, admin_install, admin_reserve
 from berth.cli.escape import shown
 from berth.client import call
 from berth.errors import UsageError
@@ -85,6 +97,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     log.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="the last N")
     log.add_argument("--json", action="store_true", help="machine-readable output")
     admin_reserve.add_parsers(sub)
+    admin_install.add_parsers(sub)
+    admin_backup.add_parsers(sub)
+    admin_doctor.add_parsers(sub)
 
 
 def _value(key: str, text: str) -> float | str:
@@ -114,6 +129,14 @@ def _value(key: str, text: str) -> float | str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        return admin_install.run_install(args)
+    if args.action == "uninstall":
+        return admin_install.run_uninstall(args)
+    if args.action == "doctor":
+        return admin_doctor.run(args)
+    if args.action in ("backup", "restore"):
+        return admin_backup.run(args)
     if args.action == "limits":
         changes = {
             k: _value(k, v) for k in KEYS if (v := getattr(args, k)) is not None

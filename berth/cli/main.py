@@ -76,7 +76,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "berth.cli.pause",
         "let queued jobs use paused GPUs again (--all: and a paused queue)",
     ),
-    "admin": ("berth.cli.admin", "admin: per-user limits, drain and undrain GPUs, reservations"),
+    "admin": (
+        "berth.cli.admin",
+        "admin: install, doctor, backup; per-user limits, drain, reservations, projects, log",
+    ),
     "simulate": (
         "berth.cli.simulate",
         "replay GPU-cluster traces through berth's scheduler; predict start times (--what-if)",
@@ -105,7 +108,8 @@ Claim GPUs:   run, release
 Queue jobs:   daemon, submit, queue, show, cancel, logs, attach, wait, hold, release-job,
               update, resubmit, pause, resume, watch (a jobs file), sweep (a grid, as one
               array)
-Admin:        admin limits, admin drain, admin undrain, admin reserve
+Admin:        admin install, uninstall, doctor, backup, restore, limits, drain, undrain,
+              reserve, reservations, unreserve, projects, log
 Plan:         simulate
 Dashboard:    web-token (the dashboard: `berth daemon --http`)
 Agents:       mcp (berth's commands as MCP tools for a coding agent)
@@ -234,7 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args or args[0] in ("-h", "--help"):
             return _help(None)
         if args[0] in ("-V", "--version"):
-            sys.stdout.write(f"berth {__version__}\n")
+            from berth.build_info import describe  # rare: --version (git, or the build stamp)
+
+            sys.stdout.write(f"berth {__version__} ({describe()})\n")
             return 0
         name, rest = args[0], args[1:]
         if name == "help":

@@ -20,6 +20,9 @@ import signal
 import socket
 import sqlite3
 
+from berth.admin import checks
+from berth.admin.verdict import OK
+from berth.claims import paths as claim_paths
 from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
@@ -65,6 +68,7 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     setup_logging(opts)
     state_lock = sockets.lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
     userdir.prepare(opts.state_dir)
+    _doctor(opts, cfg)
     if os.geteuid() == 0:  # a job's supervisor, as its user, reads its attempt's signal file
         run_dir = os.path.join(opts.state_dir, "run")
         os.makedirs(run_dir, mode=0o711, exist_ok=True)
@@ -99,6 +103,18 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
             pass
         os.close(socket_lock)
         os.close(state_lock)
+
+
+def _doctor(opts: Options, cfg: Config) -> None:
+    """`berth admin doctor`'s checks of the host (but this daemon's socket and lock), one
+    log line each: what is not ok is a warning."""
+    try:
+        claims = claim_paths.claims_dir(cfg, create=False)
+    except BerthError as e:
+        log.warning("check claims dir: %s", e)
+        claims = None
+    for c in checks.run(opts.state_dir, claims, None, daemon=True):
+        (log.info if c.level == OK else log.warning)("check %s", c.line())
 
 
 def _tune_gc() -> None:

@@ -29,7 +29,8 @@
  * every system function). Values are NVML error names without the NVML_ERROR_ prefix, or
  * numbers. "processes" in the state are listed as written and do not change memory_used.
  * "mig" names MIG devices: nvmlDeviceGetHandleByUUID finds them and
- * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent (nothing else is modelled).
+ * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent, nvmlDeviceGetMigMode says
+ * MIG is enabled on that GPU (nothing else is modelled).
  * "memory_temp", "pcie_{tx,rx}_bytes" and "nvlink_{tx,rx}_kib" answer nvmlDeviceGetFieldValues
  * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX; scope ignored);
  * other fields answer NOT_SUPPORTED.
@@ -622,6 +623,16 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *minor)
 	Gpu *g;
 	nvmlReturn_t rc = dev_begin(__func__, h, &g);
 	if (!rc) *minor = (unsigned)g->minor;
+	return end(rc);
+}
+
+/* MIG mode (current and pending): enabled on a GPU whose state lists MIG devices ("mig"). */
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int *current, unsigned int *pending)
+{
+	Gpu *g;
+	nvmlReturn_t rc = dev_begin(__func__, h, &g);
+	if (!rc && (!current || !pending)) rc = E_INVALID_ARGUMENT;
+	if (!rc) *current = *pending = g->nmig > 0;
 	return end(rc);
 }
 

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 from berth.daemon.store.schema import MIGRATIONS as MIGRATIONS
 from berth.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from berth.daemon.store.upgrade import migrate
 from berth.errors import BerthError
 from berth.wire import cjson
 from berth.wire.jobspec import JobSpec
@@ -70,14 +71,7 @@ class Store:
                 f"state database {path} has schema version {version}, newer than this berth "
                 f"({SCHEMA_VERSION}); upgrade berth or use another --state-dir"
             )
-        for i in range(version, SCHEMA_VERSION):
-            db.execute("BEGIN IMMEDIATE")
-            step = MIGRATIONS[i]
-            for statement in step if isinstance(step, tuple) else step.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            db.execute(f"PRAGMA user_version={i + 1}")
-            db.execute("COMMIT")
+        migrate(db, path, version)  # (a backup first, and a log line: store/upgrade.py)
         return cls(db, path)
 
     def close(self) -> None:
