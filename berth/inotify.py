@@ -1,10 +1,10 @@
 """inotify through ctypes (libc's ``inotify_init1``/``inotify_add_watch``): a descriptor that
 becomes readable when a watched directory's files change, and the events it queued.
 
-A leaf: the standard library only. (:mod:`berth.claims.wake` has its own lines for the
-ledger's watch, written before this module; `berth logs -f` uses this one.) Where inotify
-cannot be had (no libc symbol, a directory not readable, the kernel's watch limit), callers
-get None and poll instead.
+A leaf: the standard library only; the one binding of inotify (`berth logs -f`, the ledger's
+:mod:`berth.claims.wake` and the daemon's :mod:`berth.claims.listing`). Where inotify cannot be
+had (no libc symbol, a directory not readable, the kernel's watch limit), callers get None and
+poll instead.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ def watch(paths: list[str], mask: int) -> int | None:
     return fd
 
 
-def names(fd: int) -> set[str] | None:
-    """The names of the files the events queued on ``fd`` are about (read without waiting);
-    None when the queue overflowed (anything may have changed)."""
-    out: set[str] = set()
+def events(fd: int) -> list[tuple[int, str]]:
+    """The events queued on ``fd``, read without waiting: (mask, the name it is about; "" for
+    the watched directory itself or an overflow)."""
+    out: list[tuple[int, str]] = []
     while True:
         try:
             data = os.read(fd, 65536)
@@ -54,6 +54,15 @@ def names(fd: int) -> set[str] | None:
             _wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
             raw = data[pos + _HEADER.size : pos + _HEADER.size + length]
             pos += _HEADER.size + length
-            if mask & IN_Q_OVERFLOW:
-                return None
-            out.add(os.fsdecode(raw.rstrip(b"\0")))
+            out.append((mask, os.fsdecode(raw.rstrip(b"\0"))))
+
+
+def names(fd: int) -> set[str] | None:
+    """The names of the files the events queued on ``fd`` are about (read without waiting);
+    None when the queue overflowed (anything may have changed)."""
+    out: set[str] = set()
+    for mask, name in events(fd):
+        if mask & IN_Q_OVERFLOW:
+            return None
+        out.add(name)
+    return out

@@ -16,7 +16,6 @@ overflowing event queue, or no inotify at all, means a fresh listing.
 from __future__ import annotations
 
 import os
-import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +33,6 @@ MASK = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN
 _GONE = IN_DELETE | IN_MOVED_FROM
 _NEW = IN_CREATE | IN_MOVED_TO
 _LOST = IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF  # list again
-_HEADER = struct.Struct("iIII")
 KINDS = ("c.", "w.", "t.")
 
 
@@ -57,10 +55,11 @@ class Listing:
     planted names are learned between passes, not in the pass that starts a job."""
 
     def __init__(self, path: str, cap: int) -> None:
-        from berth.claims.wake import inotify  # heavy (ctypes): the daemon's, not a scan's
+        from berth.inotify import events, watch  # heavy (ctypes): the daemon's, not a scan's
 
         self.path = path
-        self.fd = inotify(path, MASK)
+        self.fd = watch([path], MASK)
+        self._events = events  # (the queued events of self.fd, read without waiting)
         self._names: dict[str, int] | None = None  # None: never listed
         self._stale = True  # list again (events were lost)
         # Names a scan sets aside (one owner's files past their share: name -> inode): kept
@@ -117,31 +116,21 @@ class Listing:
         names = self._names
         aside = self.aside
         new: list[str] = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                break
-            pos = 0
-            while pos + _HEADER.size <= len(data):
-                _wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
-                raw = data[pos + _HEADER.size : pos + _HEADER.size + length]
-                pos += _HEADER.size + length
-                if mask & _LOST:
-                    if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
-                        self.close()  # the watch is gone: list on every look from now on
-                    names = None
-                    continue
-                name = os.fsdecode(raw.rstrip(b"\0"))
-                if names is None or name[:2] not in KINDS:
-                    continue
-                aside.pop(name, None)
-                self._forget(name)
-                if mask & _GONE:
-                    names.pop(name, None)
-                elif mask & _NEW:
-                    names[name] = -1
-                    new.append(name)
+        for mask, name in self._events(self.fd):
+            if mask & _LOST:
+                if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
+                    self.close()  # the watch is gone: list on every look from now on
+                names = None
+                continue
+            if names is None or name[:2] not in KINDS:
+                continue
+            aside.pop(name, None)
+            self._forget(name)
+            if mask & _GONE:
+                names.pop(name, None)
+            elif mask & _NEW:
+                names[name] = -1
+                new.append(name)
         if names is None:
             return False
         for name in new:  # the owner and inode of each new name, once

@@ -5,43 +5,28 @@ the last descriptor of a dead holder is closed by the kernel (``IN_CLOSE_WRITE``
 open their files read-write), and a reservation shrinks when a waiter file is removed, closed
 or rewritten (``IN_MODIFY``). Everybody else opens ledger files read-only, so liveness probes
 raise only ``IN_CLOSE_NOWRITE``, which is not watched: waiters can never wake each other in a
-loop; nor do waiters' signs of life (an mtime change: ``IN_ATTRIB``, not watched). inotify is reached through ctypes (libc's ``inotify_init1``/``inotify_add_watch``);
-where it is unavailable, :class:`Watcher` falls back to polling.
+loop; nor do waiters' signs of life (an mtime change: ``IN_ATTRIB``, not watched). inotify is reached through :mod:`berth.inotify`; where it is unavailable, :class:`Watcher` falls back to polling.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
-import struct
 import time
+
+from berth.inotify import IN_Q_OVERFLOW, events, watch
 
 IN_MODIFY = 0x00000002
 IN_CLOSE_WRITE = 0x00000008
 IN_DELETE = 0x00000200
-IN_Q_OVERFLOW = 0x00004000
-IN_NONBLOCK = 0o4000
-IN_CLOEXEC = 0o2000000
 MASK = IN_CLOSE_WRITE | IN_DELETE | IN_MODIFY
-_HEADER = struct.Struct("iIII")
 _POLL_FALLBACK = 0.25  # seconds between ledger scans without inotify
 
 
 def inotify(path: str, mask: int = MASK) -> int | None:
     """An inotify descriptor watching ``path`` for ``mask``, or None where inotify cannot be
-    had (also :mod:`berth.claims.listing`'s)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
-        if fd < 0:
-            return None
-        if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
-            os.close(fd)
-            return None
-        return fd
-    except (OSError, AttributeError):
-        return None
+    had."""
+    return watch([path], mask)
 
 
 class Watcher:
@@ -75,22 +60,13 @@ class Watcher:
         """Relevant names from the queued events; None on overflow (assume anything)."""
         assert self.fd is not None
         out: list[str] = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return out
-            pos = 0
-            while pos + _HEADER.size <= len(data):
-                _wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
-                raw = data[pos + _HEADER.size : pos + _HEADER.size + length]
-                pos += _HEADER.size + length
-                if mask & IN_Q_OVERFLOW:
-                    return None
-                name = raw.rstrip(b"\0").decode("utf-8", "replace")
-                if name in self.ignore or not relevant(name, mask):
-                    continue
-                out.append(name)
+        for mask, name in events(self.fd):
+            if mask & IN_Q_OVERFLOW:
+                return None
+            if name in self.ignore or not relevant(name, mask):
+                continue
+            out.append(name)
+        return out
 
     def wait(self, timeout: float | None) -> list[str]:
         """Block until a relevant event or ``timeout`` seconds (None: for ever)."""

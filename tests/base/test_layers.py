@@ -183,7 +183,7 @@ def test_only_the_daemons_start_up_knows_the_web() -> None:
 # imports only its own and the layers under it. (config/projects.py checks a project's name
 # by wire/'s rule, a rare import of the layer that the client and daemon share.)
 _LOWER = [
-    ("units.py", "record.py", "errors.py", "state_codes.py"),
+    ("units.py", "record.py", "errors.py", "state_codes.py", "inotify.py"),
     ("config",),
     ("devices",),
     ("selection",),
