@@ -15,7 +15,7 @@ import time
 from berth.claims.ledger import user_name
 from berth.core.states import State
 from berth.daemon.requests.handlers import HANDLERS
-from berth.web import gpuprocs
+from berth.web import dcgm, gpuprocs
 from berth.wire import protocol
 
 TYPE_CHECKING = False
@@ -95,11 +95,12 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
         taken = sum(float(h.get("share") or 0) for h in holders if h["kind"] != "outside")
         paused = bool(entry.get("paused"))
         note = drained.get(s.uuid) if paused else None
+        uuid, name = dcgm.identity(s)  # (a lost GPU's: the last NVML gave)
         out.append(
             {
                 "index": s.index,
-                "uuid": s.uuid,
-                "name": s.name,
+                "uuid": uuid,
+                "name": name,
                 "healthy": s.healthy,
                 "error": s.error,
                 "logical": s.logical,
