@@ -95,12 +95,11 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
         taken = sum(float(h.get("share") or 0) for h in holders if h["kind"] != "outside")
         paused = bool(entry.get("paused"))
         note = drained.get(s.uuid) if paused else None
-        uuid, name = dcgm.identity(s)  # (a lost GPU's: the last NVML gave)
         out.append(
             {
                 "index": s.index,
-                "uuid": uuid,
-                "name": name,
+                "uuid": (known := dcgm.identity(s))[0],  # (a lost GPU's: as NVML last gave)
+                "name": known[1],
                 "healthy": s.healthy,
                 "error": s.error,
                 "logical": s.logical,
