@@ -98,7 +98,8 @@ def gpu_status() -> Any:
 def select_gpus(
     count: Annotated[int, Field(description="how many GPUs", ge=1)] = 1,
     min_free: Annotated[str | None, Field(description='free memory each needs, e.g. "20G"')] = None,
-    name: Annotated[str | None, Field(description='only GPUs whose model name has this, e.g. "A100"')] = None,
+    name: Annotated[str | None, Field(description='only GPUs whose model name has this, '
+                                      'e.g. "A100"')] = None,
     max_procs: Annotated[int, Field(description="at most this many processes on each", ge=0)] = 0,
 ) -> dict[str, Any]:  # fmt: skip
     """GPUs that qualify now (NVML ids, for CUDA_VISIBLE_DEVICES with
@@ -338,8 +339,10 @@ def _id(job_id: str) -> str:
     return text
 
 
-READ_ONLY: tuple[Callable[..., Any], ...] = (gpu_status, select_gpus, list_queue, show_job, job_logs, wait_job, why_pending,
-             recent_failures)  # fmt: skip
+READ_ONLY: tuple[Callable[..., Any], ...] = (
+    gpu_status, select_gpus, list_queue, show_job, job_logs, wait_job, why_pending,
+    recent_failures,
+)  # fmt: skip
 ACTING: tuple[Callable[..., Any], ...] = (submit_job, cancel_job, hold_job, release_job, update_job)
 TOOLS = READ_ONLY + ACTING
 

@@ -10,9 +10,9 @@ and ``Hostname`` (a lost GPU keeps the UUID it had). Like the exporter's HPC job
 held by a job or claim carries ``hpc_job`` (the job id as the CLI writes it, ``9_1`` for an
 array's task, or ``claim-PID``) and ``hpc_user``, one series per holder (so summing a reading
 over holders counts a shared GPU more than once; ``berth_gpu_holder_memory_used_bytes`` and
-``berth_gpu_holder_utilization`` split the memory and the utilisation by share instead; holders with the
-same labels, e.g. two shares one process holds, are one series, ``berth_gpu_holder`` their
-summed share); a GPU nobody holds
+``berth_gpu_holder_utilization`` split the memory and the utilisation by share instead;
+holders with the same labels, e.g. two shares one process holds, are one series,
+``berth_gpu_holder`` their summed share); a GPU nobody holds
 has one series without them. A reading the driver does not give is left out, not reported as 0.
 
 Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and

@@ -66,7 +66,7 @@ function bindSignIn() {
   $('signin-btn').addEventListener('click', () => { $('signin-err').textContent = ''; $('token-input').value = ''; dlg.showModal(); });
   // Closed, a dialog gives the focus back to what opened it; gone meanwhile (a live update
   // replaced it), to its row or the next control (render.js's refocus).
-  $('confirm').addEventListener('close', () => { if (!$('confirm').contains(document.activeElement) && document.activeElement === document.body) refocus(confirmFrom); });
+  $('confirm').addEventListener('close', () => { if (document.activeElement === document.body) refocus(confirmFrom); });
   $('signin-cancel').addEventListener('click', () => dlg.close());
   $('confirm-no').addEventListener('click', () => $('confirm').close());
   $('signout-btn').addEventListener('click', () => setToken(null));
