@@ -59,14 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def sections(gpus: Sequence[GpuSnapshot], cfg: Config) -> list[Section]:
     """The sections under the GPU table: the claims (:mod:`berth.cli.status_claims`), then the
-    daemon's queue (:mod:`berth.cli.status_queue`); each gets (gpus, cfg) and returns a
-    Section or None (nothing to say)."""
-    out = []
-    for provider in (status_claims.status_section, status_queue.status_section):
-        section = provider(gpus, cfg)
-        if section is not None:
-            out.append(section)
-    return out
+    daemon's queue (:mod:`berth.cli.status_queue`); each returns a Section or None (nothing to
+    say). The daemon is asked first: a claim it made for a job is shown as that job's."""
+    queue = status_queue.status_section(gpus, cfg)
+    reply = queue.data if queue is not None and isinstance(queue.data, dict) else None
+    claims = status_claims.status_section(gpus, cfg, reply)
+    return [s for s in (claims, queue) if s is not None]
 
 
 def _pct(v: int | None) -> str:

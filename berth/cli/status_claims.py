@@ -22,12 +22,16 @@ from berth.units import format_size
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
 
-def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
+def status_section(
+    gpus: Sequence[GpuSnapshot], cfg: Config, daemon: dict[str, Any] | None = None
+) -> Section | None:
+    """``daemon``: its ``status`` reply, whose jobs' claims are shown as theirs."""
     try:
         ledger = Ledger(claims_dir(cfg, create=False))
         state = ledger.scan()
@@ -38,6 +42,7 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
     if any(c.corrupt for c in state.claims):
         ledger.repair(state)
     index = {g.uuid: g.index for g in gpus}
+    jobs, owner = _daemon_jobs(daemon)
     notes: dict[int, list[str]] = {}
     claims = []
     for c in state.claims:
@@ -47,11 +52,15 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
         if c.memory:
             what += f" mem {format_size(c.memory)}"
         rebuilt = " (rebuilt)" if c.corrupt else ""
-        line = f"claimed by {c.user} pid {pids} {what} since {since}: {c.command or '?'}{rebuilt}"
+        job = jobs.get(c.lease) if c.uid == owner else None
+        who = f"{job['user']} (berth job {job['label']})" if job else c.user
+        line = f"claimed by {who} pid {pids} {what} since {since}: {c.command or '?'}{rebuilt}"
         if c.uuid in index:
             notes.setdefault(index[c.uuid], []).append(line)
         d = c.to_dict()
         d["index"] = index.get(c.uuid, c.index)
+        if job:
+            d["job"], d["job_user"] = job["label"], job["user"]
         claims.append(d)
     lines = []
     waiters = []
@@ -74,3 +83,20 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
         notes=notes,
         data={"claims": claims, "waiters": waiters, "dir": ledger.path},
     )
+
+
+def _daemon_jobs(daemon: dict[str, Any] | None) -> tuple[dict[str, dict[str, Any]], int | None]:
+    """lease -> the daemon's job holding it (``user``, ``label``), and the uid that owns its
+    claim files: a claim file the daemon's user owns, of a running job's lease, is the job's
+    (the file's owner is the daemon, the job's user its holder)."""
+    if not daemon:
+        return {}, None
+    jobs = {}
+    for entry in (daemon.get("gpus") or {}).values():
+        for job in entry.get("jobs", []):
+            if job.get("lease"):
+                jobs[str(job["lease"])] = {
+                    "user": str(job["user"]), "label": str(job.get("label") or job["id"])
+                }  # fmt: skip
+    uid = daemon.get("uid")
+    return jobs, uid if isinstance(uid, int) else None

@@ -29,7 +29,8 @@ def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
         for job in entry.get("jobs", []):
             share = job.get("share", 1.0)
             part = "" if share >= 1 else f" ({share:g} of it)"
-            lines.append(f"berth job {job['id']} ({job['name']}) of {job['user']}{part}")
+            label = job.get("label") or job["id"]  # (9_1: task 1 of array 9)
+            lines.append(f"berth job {label} ({job['name']}) of {job['user']}{part}")
         if entry.get("paused"):
             lines.append("paused for queued jobs (`berth resume " + index + "`)")
         if lines:

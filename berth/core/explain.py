@@ -67,6 +67,14 @@ def static_reason(cap: Capacity, req: Request) -> tuple[Reason, str] | None:
     return None
 
 
+def _held(who: str) -> str:
+    """What keeps a GPU, as words after "GPU 2": "held by job 3", but "reserved by a waiting
+    `berth run`", "paused", "unhealthy" as they are (never "held by reserved by")."""
+    if who.startswith(("reserved", "paused", "unhealthy")):
+        return who
+    return f"held by {who}"
+
+
 def what_paused(paused: list[int]) -> str:
     return "GPU " + ",".join(str(i) for i in paused) if paused else "GPUs"
 
@@ -103,7 +111,7 @@ def resources_detail(cap: Capacity, req: Request) -> str:
     if req.count == 0:
         return "needs CPU/RAM on a node"
     cands = _candidates(cap, req, ignore_paused=False)
-    busy: list[str] = []
+    busy: list[tuple[int, str]] = []  # (GPU index, what keeps it)
     free = 0
     for p in cands:
         if req.whole:
@@ -113,14 +121,18 @@ def resources_detail(cap: Capacity, req: Request) -> str:
         if ok and cap.mem_free[p] >= cap.charge(p, req.share, req.mem):
             free += 1
             continue
-        who = cap.who(p) or (
-            "outside processes" if cap.busy[p] else f"{format_size(int(cap.mem_free[p]))} free"
-        )
+        who = cap.who(p)
+        if who:
+            who = _held(who)
+        else:
+            mem = format_size(int(cap.mem_free[p]))
+            who = "held by outside processes" if cap.busy[p] else f"has {mem} free"
         if not req.whole and cap.free[p] < req.share - EPS:
             who += f", {max(0.0, cap.free[p]):.2f} of it free"
-        busy.append(f"GPU {cap.index[p]} held by {who}")
+        busy.append((cap.index[p], who))
     head = _what(req)
     if req.gpu_ids is not None and len(busy) == 1 and req.count == 1:
-        return f"waiting for {busy[0].replace(' held by ', ' (held by ', 1)})"
-    shown = "; ".join(busy[:4]) + (f"; {len(busy) - 4} more" if len(busy) > 4 else "")
+        return f"waiting for GPU {busy[0][0]} ({busy[0][1]})"
+    said = [f"GPU {i} {what}" for i, what in busy]
+    shown = "; ".join(said[:4]) + (f"; {len(said) - 4} more" if len(said) > 4 else "")
     return f"{head}, {free} free" + (f": {shown}" if shown else "")

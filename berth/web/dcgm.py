@@ -8,12 +8,15 @@
   ratio of time the graphics engine was busy, given here as NVML's utilisation (the share of
   time a kernel ran) / 100. The tensor, SM and DRAM activity ratios need DCGM's profiler and
   are not given.
-- :func:`with_readings`: the GPU entries with those readings, and with the UUID and model
-  name last seen at each index where NVML no longer gives them (a lost GPU answers no UUID;
-  its series keep the real one, so alerts on it fire).
-- :func:`holder_memory`: the GPU's memory in use split between its holders in proportion to
-  their shares (holders with the same labels merged), so that summing over holders gives the
-  GPU's memory once, never once per holder as summing ``DCGM_FI_DEV_FB_USED`` does.
+- :func:`identity`: a GPU's UUID and model name, the last seen at its index where NVML no
+  longer gives them (a lost GPU answers no UUID; its card and its series keep the real one,
+  so alerts on it fire), remembered from the daemon's first read on (:func:`remember`, when
+  the dashboard starts); :func:`with_readings`: the GPU entries with those readings.
+- :func:`holder_split`: the GPU's memory in use, or its utilisation, split between its holders
+  in proportion to their shares (holders with the same labels merged), so that summing over
+  holders gives the GPU's once, never once per holder as summing ``DCGM_FI_DEV_FB_USED`` or
+  ``DCGM_FI_DEV_GPU_UTIL`` by ``hpc_user`` does (two ``-g 0.5`` jobs of one user on a GPU at
+  80 %: 80, not 160).
 """
 
 from __future__ import annotations
@@ -51,18 +54,37 @@ HOLDER_MEMORY_HELP = (
     "GPU memory in use (bytes) split between the GPU's jobs and claims by their shares; "
     "summed over holders it is the GPU's memory in use, counted once."
 )
+HOLDER_UTIL_HELP = (
+    "GPU utilization (in %) split between the GPU's jobs and claims by their shares; summed "
+    "over holders it is the GPU's utilization, counted once."
+)
 
 _FIELDS = tuple(key for _, _, _, key, _ in TABLE if key not in ("nvlink_total", "util"))
 _seen: dict[int, tuple[str, str]] = {}  # index -> (UUID, model name) last read there
 
 
+def identity(s: GpuSnapshot, seen: dict[int, tuple[str, str]] = _seen) -> tuple[str, str]:
+    """The GPU's (UUID, model name): NVML's, remembered at its index; for a GPU NVML no
+    longer names (lost: ``UNKNOWN-<index>``, "unknown GPU"), the last it named there."""
+    if s.uuid.startswith("UNKNOWN-"):
+        return seen.get(s.index, (s.uuid, s.name))
+    if not s.logical:
+        seen[s.index] = (s.uuid, s.name)
+    return s.uuid, s.name
+
+
+def remember(snapshots: Sequence[GpuSnapshot]) -> None:
+    """Note each GPU's UUID and name (the dashboard does at its start, from the daemon's
+    first read: a GPU lost before the page or /metrics was first asked keeps them)."""
+    for s in snapshots:
+        identity(s)
+
+
 def with_readings(
-    gpus: list[dict[str, Any]],
-    snapshots: Sequence[GpuSnapshot],
-    seen: dict[int, tuple[str, str]] = _seen,
+    gpus: list[dict[str, Any]], snapshots: Sequence[GpuSnapshot]
 ) -> list[dict[str, Any]]:
-    """Copies of the GPU entries with the snapshots' telemetry, and the last UUID and name
-    seen at each index kept where NVML gives none (``UNKNOWN-<index>``)."""
+    """Copies of the GPU entries (:func:`berth.web.view.gpus`: a lost GPU's UUID and name
+    already the last seen, :func:`identity`) with the snapshots' telemetry."""
     by_index = {s.index: s for s in snapshots}
     out = []
     for g in gpus:
@@ -72,24 +94,22 @@ def with_readings(
             g.update((key, getattr(s, key)) for key in _FIELDS)
             tx, rx = s.nvlink_tx, s.nvlink_rx
             g["nvlink_total"] = None if tx is None or rx is None else tx + rx
-        if str(g["uuid"]).startswith("UNKNOWN-"):
-            g["uuid"], g["name"] = seen.get(g["index"], (g["uuid"], g["name"]))
-        elif not g.get("logical"):
-            seen[g["index"]] = (g["uuid"], g["name"])
         out.append(g)
     return out
 
 
-def holder_memory(
+def holder_split(
     gpus: list[dict[str, Any]],
     base: dict[int, list[tuple[str, object]]],
     labels_of: Callable[[dict[str, Any]], list[tuple[str, object]]],
-) -> list[tuple[list[tuple[str, object]], int]]:
-    """(labels, bytes) per holder of each GPU whose memory in use is known (see the module);
+    key: str = "memory_used",
+) -> list[tuple[list[tuple[str, object]], float]]:
+    """(labels, share of the GPU's ``key``) per holder of each GPU where ``key`` is known:
+    the reading split in proportion to the holders' shares (see the module);
     ``labels_of``: a holder's ``hpc_job`` and ``hpc_user`` labels."""
-    out: list[tuple[list[tuple[str, object]], int]] = []
+    out: list[tuple[list[tuple[str, object]], float]] = []
     for g in gpus:
-        used = g.get("memory_used")
+        value = g.get(key)
         shares: dict[tuple[str, ...], tuple[list[tuple[str, object]], float]] = {}
         for h in g["holders"]:
             if h["kind"] not in ("job", "claim"):
@@ -99,8 +119,8 @@ def holder_memory(
             old = shares.get(ident, (labels, 0.0))[1]
             shares[ident] = (labels, old + float(h.get("share") or 1.0))
         total = sum(share for _, share in shares.values())
-        if used is None or not total:
+        if value is None or not total:
             continue
         for labels, share in shares.values():
-            out.append((base[g["index"]][:2] + labels, round(used * share / total)))
+            out.append((base[g["index"]][:2] + labels, value * share / total))
     return out

@@ -7,11 +7,12 @@ Per-GPU readings use the names of NVIDIA's DCGM exporter, so dashboards made for
 default counters NVML gives (:mod:`berth.web.dcgm`: clocks, memory temperature, energy, PCIe,
 NVLink, encoder/decoder, the last XID), labelled ``gpu``, ``UUID``, ``device``, ``modelName``
 and ``Hostname`` (a lost GPU keeps the UUID it had). Like the exporter's HPC job mapping, a GPU
-held by a job or claim carries ``hpc_job`` (the job id, or ``claim-PID``) and ``hpc_user``, one
-series per holder (so summing a reading over holders counts a shared GPU more than once;
-``berth_gpu_holder_memory_used_bytes`` splits the memory by share instead; holders with the
-same labels, e.g. two shares one process holds, are one series, ``berth_gpu_holder`` their
-summed share); a GPU nobody holds
+held by a job or claim carries ``hpc_job`` (the job id as the CLI writes it, ``9_1`` for an
+array's task, or ``claim-PID``) and ``hpc_user``, one series per holder (so summing a reading
+over holders counts a shared GPU more than once; ``berth_gpu_holder_memory_used_bytes`` and
+``berth_gpu_holder_utilization`` split the memory and the utilisation by share instead;
+holders with the same labels, e.g. two shares one process holds, are one series,
+``berth_gpu_holder`` their summed share); a GPU nobody holds
 has one series without them. A reading the driver does not give is left out, not reported as 0.
 
 Everything else is berth's own, prefixed ``berth_``: holders and their shares, paused and
@@ -87,8 +88,8 @@ class _Out:
 
 
 def _holder_labels(h: dict[str, Any]) -> list[tuple[str, object]]:
-    if h["kind"] == "job":
-        return [("hpc_job", h["id"]), ("hpc_user", h["user"])]
+    if h["kind"] == "job":  # (an array's task as the CLI names it: 9_1)
+        return [("hpc_job", h.get("label") or h["id"]), ("hpc_user", h["user"])]
     pid = h.get("pid")
     return [("hpc_job", f"claim-{pid}" if pid else "claim"), ("hpc_user", h["user"])]
 
@@ -228,8 +229,11 @@ def _per_gpu(out: _Out, gpus: list[dict[str, Any]]) -> None:
             labels = base[g["index"]][:2] + extra + [("kind", kind)]
             out.sample("berth_gpu_holder", labels, round(share, 6))
     out.family("berth_gpu_holder_memory_used_bytes", "gauge", _dcgm_telemetry.HOLDER_MEMORY_HELP)
-    for labels, used in _dcgm_telemetry.holder_memory(gpus, base, _holder_labels):
-        out.sample("berth_gpu_holder_memory_used_bytes", labels, used)
+    for labels, used in _dcgm_telemetry.holder_split(gpus, base, _holder_labels):
+        out.sample("berth_gpu_holder_memory_used_bytes", labels, round(used))
+    out.family("berth_gpu_holder_utilization", "gauge", _dcgm_telemetry.HOLDER_UTIL_HELP)
+    for labels, util in _dcgm_telemetry.holder_split(gpus, base, _holder_labels, "util"):
+        out.sample("berth_gpu_holder_utilization", labels, round(util, 3))
     out.family("berth_gpu_paused", "gauge", "1 if the GPU is paused for queued jobs.")
     for g in gpus:
         out.sample("berth_gpu_paused", base[g["index"]][:2], 1 if g["paused"] else 0)

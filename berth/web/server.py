@@ -30,7 +30,7 @@ from berth.core.job import Job
 from berth.daemon.requests import views
 from berth.daemon.store.store import Store
 from berth.devices import telemetry
-from berth.web import auth, caps, httpio, view
+from berth.web import auth, caps, dcgm, httpio, view
 from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
@@ -97,6 +97,7 @@ class WebServer:
         self.routes = Routes(self)
         self.binding: Binding | None = None  # how it got its port (for /metrics)
         telemetry.want()  # /metrics gives the DCGM exporter's readings: poll them
+        dcgm.remember(engine.res.snapshots)  # (the daemon's first read: UUIDs of GPUs lost later)
 
     @property
     def url(self) -> str:

@@ -15,7 +15,7 @@ import time
 from berth.claims.ledger import user_name
 from berth.core.states import State
 from berth.daemon.requests.handlers import HANDLERS
-from berth.web import gpuprocs
+from berth.web import dcgm, gpuprocs
 from berth.wire import protocol
 
 TYPE_CHECKING = False
@@ -98,8 +98,8 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
         out.append(
             {
                 "index": s.index,
-                "uuid": s.uuid,
-                "name": s.name,
+                "uuid": (known := dcgm.identity(s))[0],  # (a lost GPU's: as NVML last gave)
+                "name": known[1],
                 "healthy": s.healthy,
                 "error": s.error,
                 "logical": s.logical,

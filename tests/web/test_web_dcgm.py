@@ -5,10 +5,12 @@ counts a shared GPU once."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from helpers import wait_until
+from pagekit import card_text, js, open_page
 from test_web_metrics import metrics, one
 
 TELEMETRY = {
@@ -119,3 +121,87 @@ def test_holder_memory_counts_a_shared_gpu_once(web: Any) -> None:
     assert fb == [3072, 3072]  # (as DCGM: each holder's series carries the whole GPU)
     open(gate, "w").close()
     web.daemon.wait_done([a, b])
+
+
+def test_a_gpu_lost_before_the_web_first_reads_it_keeps_its_uuid_on_page_and_metrics(
+    web: Any, browser: Any
+) -> None:
+    """Issue 40.3: the page and /metrics remembered a GPU's UUID only once they were first
+    asked; lost before that, it was ``UNKNOWN-1``, "unknown GPU". The dashboard reads the
+    UUIDs when it starts (the daemon's first read)."""
+    start(web, 2)
+    uuid1 = web.daemon.fake.uuids[1]
+    web.daemon.fake.inject(1, "*", "GPU_IS_LOST")
+    wait_until(  # (the daemon sees it lost before anyone asked the web side anything)
+        lambda: web.daemon.call("status")["gpus"]["1"]["uuid"].startswith("UNKNOWN-"),
+        timeout=10,
+        message="the daemon to see GPU 1 lost",
+    )
+    s = metrics(web)
+    assert one(s, "berth_gpu_healthy", gpu="1", UUID=uuid1) == 0
+    assert not [lab for _, lab, _ in s if "UNKNOWN" in lab.get("UUID", "")]
+    assert {lab["modelName"] for n, lab, _ in s if n == "DCGM_FI_DEV_FB_USED"} == {
+        "NVIDIA A100-SXM4-80GB"
+    }
+    gpu = web.json("/api/state")["gpus"][1]
+    assert (gpu["healthy"], gpu["uuid"], gpu["name"]) == (False, uuid1, "NVIDIA A100-SXM4-80GB")
+    open_page(browser, web.url)
+    card = card_text(browser, 1)
+    assert "NVIDIA A100-SXM4-80GB" in card and "unknown GPU" not in card, card
+    title = js(browser, "return document.querySelector(`.gpu[data-gpu='1'] .name`).title")
+    assert title == uuid1
+
+
+def test_per_user_utilisation_counts_a_shared_gpu_once_and_array_tasks_are_9_1(
+    web: Any,
+) -> None:
+    """Issue 40.3: the Grafana per-user panel summed ``DCGM_FI_DEV_GPU_UTIL`` by
+    ``hpc_user``: two ``-g 0.5`` tasks of one user on a GPU at 80 % made 160 %. The panel
+    sums ``berth_gpu_holder_utilization`` (the GPU's utilisation split by share) instead;
+    ``hpc_job`` names an array's task as the CLI does (9_1), never its internal id."""
+    start(web, 1)
+    gate = os.path.join(str(web.daemon.fake.root), "go")
+    wrap = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    out = web.daemon.berth("submit", "--parsable", "--array", "1-2", "-g", "0.5", "--wrap", wrap)
+    assert out.returncode == 0, out.stderr
+    array = int(out.stdout.split(";")[0])
+    rows = web.daemon.call("queue")["jobs"]
+    tasks = {f"{r['array_job']}_{r['array_task']}": r["id"] for r in rows}
+    assert set(tasks) == {f"{array}_1", f"{array}_2"}
+    wait_until(lambda: all(web.daemon.job(j)["state"] == "RUNNING" for j in tasks.values()),
+               timeout=10, message="both tasks share the GPU")  # fmt: skip
+    web.daemon.fake.update(0, util=80)
+
+    def both() -> list[Any] | None:
+        s = metrics(web)
+        util = [v for n, _, v in s if n == "berth_gpu_holder_utilization"]
+        return s if len(util) == 2 and sum(util) == 80 else None
+
+    s = wait_until(both, timeout=10, message="both tasks' utilisation")
+    per_job = {lab["hpc_job"]: v for n, lab, v in s if n == "berth_gpu_holder_utilization"}
+    assert per_job == {f"{array}_1": 40, f"{array}_2": 40}
+    dcgm = {lab["hpc_job"]: v for n, lab, v in s if n == "DCGM_FI_DEV_GPU_UTIL"}
+    assert dcgm == {f"{array}_1": 80, f"{array}_2": 80}  # (the DCGM series: the whole GPU's)
+    assert {lab["hpc_job"] for n, lab, _ in s if n == "berth_gpu_holder"} == set(tasks)
+    assert not [lab for _, lab, _ in s if lab.get("hpc_job") in {str(i) for i in tasks.values()}]
+    # The dashboard's per-user panel, evaluated over this scrape as Prometheus would.
+    panel = _panel("GPU utilisation per user")
+    assert panel == 'sum by (hpc_user) (berth_gpu_holder_utilization{instance=~"$instance"})'
+    by_user: dict[str, float] = {}
+    for n, lab, v in s:
+        if n == "berth_gpu_holder_utilization":
+            by_user[lab["hpc_user"]] = by_user.get(lab["hpc_user"], 0) + v
+    assert by_user == {"root": 80}  # (was 160)
+    open(gate, "w").close()
+    web.daemon.wait_done(list(tasks.values()))
+
+
+def _panel(title: str) -> str:
+    """The query of the berth Grafana dashboard's panel whose title starts with ``title``."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "contrib", "grafana",
+                        "berth-dashboard.json")  # fmt: skip
+    with open(path) as f:
+        board = json.load(f)
+    (panel,) = [p for p in board["panels"] if p.get("title", "").startswith(title)]
+    (target,) = panel["targets"]
+    return str(target["expr"])

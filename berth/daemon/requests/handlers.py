@@ -220,8 +220,10 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
                 entry = gpus.get(str(i))
                 if entry is not None:
                     entry["jobs"].append(
-                        {"id": job.id, "name": job.name, "user": job.user, "share": a.share}
-                    )
+                        {"id": job.id, "label": views.TaskIds(engine.jobs).get(job.id, str(job.id)),
+                         "name": job.name, "user": job.user, "share": a.share,
+                         "lease": run.lease_id if (run := engine.runs.get(job.id)) else None}
+                    )  # fmt: skip
     for i, use in engine.outside_usage().items():  # (what `simulate --what-if` assumes stays)
         if str(i) in gpus:
             gpus[str(i)]["others"] = {
@@ -229,6 +231,7 @@ def status(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
             }  # fmt: skip
     return {
         "pid": os.getpid(),
+        "uid": os.getuid(),  # (the owner of its jobs' claim files)
         "gpus": gpus,
         "pending": pending,
         "running": engine.running_count(),

@@ -17,6 +17,7 @@ let state = null;         // the last state event
 let hist = null;          // {gpus, points}
 let filter = 'all';
 let selected = null;      // job id whose log is followed
+let selectedLabel = null; // ... as the CLI names it (9_1: task 1 of array 9)
 let logStream = 'out';
 let logOffset = null;
 let logTimer = null;
@@ -53,13 +54,19 @@ function setToken(t) {
 
 function renderWho() {
   $('who').replaceChildren(viewer ? el('span', {}, el('em', { text: 'signed in as ' }), viewer.user, viewer.admin ? el('em', { text: ' (admin)' }) : null) : '');
+  const had = document.activeElement;
   $('signin-btn').hidden = !!viewer;
   $('signout-btn').hidden = !viewer;
+  // The button just used is hidden: focus goes to the one shown in its place, not to <body>.
+  if ((had === $('signin-btn') || had === $('signout-btn')) && had.hidden) (viewer ? $('signout-btn') : $('signin-btn')).focus();
 }
 
 function bindSignIn() {
   const dlg = $('signin');
   $('signin-btn').addEventListener('click', () => { $('signin-err').textContent = ''; $('token-input').value = ''; dlg.showModal(); });
+  // Closed, a dialog gives the focus back to what opened it; gone meanwhile (a live update
+  // replaced it), to its row or the next control (render.js's refocus).
+  $('confirm').addEventListener('close', () => { if (document.activeElement === document.body) refocus(confirmFrom); });
   $('signin-cancel').addEventListener('click', () => dlg.close());
   $('confirm-no').addEventListener('click', () => $('confirm').close());
   $('signout-btn').addEventListener('click', () => setToken(null));
@@ -144,10 +151,12 @@ function showBanner(text) { const b = $('banner'); b.textContent = text || ''; b
 // -- acting (render.js draws the page) ------------------------------------------------------
 
 // Cancelling a running job asks first (its work so far is lost); the rest act at once.
+let confirmFrom = null;  // where the focus was when the question opened
 function ask(kind, row) {
   if (offline) { toast(`${kind}: the daemon does not answer (as of ${clock(state.received)}): try again when the page is live`, true); return; }
   if (kind !== 'cancel' || row.state === 'PENDING') { act(kind, row); return; }
   const dlg = $('confirm');
+  confirmFrom = focusPlan(document.activeElement);
   $('confirm-text').textContent = `Cancel job ${jobLabel(row)} (${row.name})? It is ${row.state.toLowerCase()}: it is stopped and its work so far is lost.`;
   $('confirm-ok').onclick = () => { dlg.close(); act(kind, row); };
   dlg.showModal();
@@ -169,8 +178,8 @@ async function act(kind, row) {
 
 // -- the log panel ------------------------------------------------------------------------
 
-function select(id) {
-  selected = id;
+function select(id, label) {
+  selected = id; selectedLabel = label || String(id);
   document.querySelectorAll('#queue tr[data-job]').forEach((tr) => {
     const on = tr.dataset.job === String(id);
     tr.classList.toggle('sel', on); tr.setAttribute('aria-selected', String(on));
@@ -183,8 +192,8 @@ function logHint(text) { const p = $('log'); p.className = 'logtext hint'; p.tex
 async function followLog(id) {
   clearTimeout(logTimer);
   logOffset = null;
-  $('log-title').textContent = `job ${id}`;
-  if (!token) { logHint(`Sign in as the job's owner to read job ${id}'s output.`); return; }
+  $('log-title').textContent = `job ${selectedLabel}`;
+  if (!token) { logHint(`Sign in as the job's owner to read job ${selectedLabel}'s output.`); return; }
   logHint('loading…');
   pollLog(id);
 }
@@ -205,7 +214,7 @@ async function pollLog(id) {
     if (p.textContent.length > 400000) p.textContent = p.textContent.slice(-300000);
     if (atEnd || logOffset === null) p.scrollTop = p.scrollHeight;
     logOffset = body.offset;
-    $('log-title').textContent = `job ${id} · ${body.path || 'no file'} · ${body.state}`;
+    $('log-title').textContent = `job ${selectedLabel} · ${body.path || 'no file'} · ${body.state}`;
     finished = FINISHED.has(body.state) && !body.text;
   } catch (e) { /* retry below */ }
   if (!finished) logTimer = setTimeout(() => pollLog(id), 1000);

@@ -52,16 +52,38 @@ function startText(est, now) {
 }
 
 // Keep focus where it was: a focusable element carries data-key; one replaced by an equal
-// key's new element gets the focus back.
+// key's new element gets the focus back. One that is gone (an action done: "hold" became
+// "release", a finished row has no action) leaves it on its row's control in the same place,
+// or on the row; a row gone, on the next row (or the one before).
+function focusPlan(a) {
+  if (!a || !a.dataset || !a.dataset.key) return null;
+  const tr = a.closest ? a.closest('tr[data-key]') : null;
+  const near = (n) => (n && n.dataset && n.dataset.key ? n.dataset.key : null);
+  return { key: a.dataset.key, row: tr ? tr.dataset.key : null,
+    slot: tr && a !== tr ? [...tr.querySelectorAll('td.act button')].indexOf(a) : -1,
+    next: tr ? near(tr.nextElementSibling) : null, prev: tr ? near(tr.previousElementSibling) : null };
+}
+
+function refocus(plan) {
+  if (!plan) return;
+  const find = (k) => (k ? document.querySelector(`[data-key="${CSS.escape(k)}"]`) : null);
+  let b = find(plan.key);
+  if (!b && plan.row) {
+    const tr = find(plan.row);
+    if (tr) {
+      const acts = tr.querySelectorAll('td.act button:not([disabled])');
+      b = plan.slot >= 0 && acts.length ? acts[Math.min(plan.slot, acts.length - 1)] : tr;
+    } else b = find(plan.next) || find(plan.prev) || document.querySelector('.scroll');
+  }
+  if (b) b.focus({ preventScroll: true });
+}
+
 function keepFocus(fn) {
-  const a = document.activeElement, key = a && a.dataset ? a.dataset.key : null;
+  const a = document.activeElement, plan = focusPlan(a);
   const sc = document.querySelector('.scroll'), top = sc ? sc.scrollTop : 0;
   fn();
   if (sc && sc.scrollTop !== top) sc.scrollTop = top;
-  if (key && (!a.isConnected || document.activeElement !== a)) {
-    const b = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
-    if (b) b.focus({ preventScroll: true });
-  }
+  if (plan && (!a.isConnected || document.activeElement !== a)) refocus(plan);
 }
 
 // Put `items` ([key, signature, make()]) into `parent` in order, reusing unchanged nodes.
@@ -106,9 +128,9 @@ function meter(label, frac, text, kind) {
     el('span', { class: 'val', text }));
 }
 
-function jobLink(id, text, where) {
+function jobLink(id, text, where, label) {
   return el('button', { type: 'button', class: 'link what', 'data-key': `${where}-job-${id}`, title: text, text,
-    onclick: () => select(id) });
+    onclick: () => select(id, label) });
 }
 
 function holderItem(h, g) {
@@ -116,7 +138,7 @@ function holderItem(h, g) {
   if (h.kind === 'job') {
     const use = [h.mem ? fmtBytes(h.mem) : null, h.util !== null && h.util !== undefined ? h.util + '%' : null].filter(Boolean).join(' · ');
     return el('li', {}, el('span', { class: 'tag job', text: 'job' }),
-      jobLink(h.id, `${h.label || h.id} ${h.name}${share}`, 'gpu' + g.index),
+      jobLink(h.id, `${h.label || h.id} ${h.name}${share}`, 'gpu' + g.index, h.label || String(h.id)),
       el('span', { class: 'user', text: h.user }), use ? el('span', { class: 'use', text: use }) : null);
   }
   if (h.kind === 'outside') {
@@ -198,7 +220,7 @@ function queueRow(r) {
   const tr = el('tr', { 'data-job': r.id, 'data-state': r.state, 'data-key': 'row-' + r.id, tabindex: 0,
     'aria-label': `job ${label} ${r.name}, ${held ? 'held' : r.state.toLowerCase()}; Enter shows its log`,
     class: (FINISHED.has(r.state) ? 'done' : '') + (r.id === selected ? ' sel' : ''), 'aria-selected': r.id === selected ? 'true' : 'false',
-    onclick: () => select(r.id), onkeydown: (e) => { if ((e.key === 'Enter' || e.key === ' ') && e.target === tr) { e.preventDefault(); select(r.id); } } },
+    onclick: () => select(r.id, label), onkeydown: (e) => { if ((e.key === 'Enter' || e.key === ' ') && e.target === tr) { e.preventDefault(); select(r.id, label); } } },
   el('td', { class: 'id', 'data-label': 'Job', text: label }),
   el('td', { class: 'name', 'data-label': 'Name', title: r.name }, el('span', { class: 'cut', text: r.name })),
   el('td', { class: 'user', 'data-label': 'User', text: r.user }),
