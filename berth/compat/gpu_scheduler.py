@@ -40,9 +40,8 @@ from berth.selection.filters import Filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from collections.abc import Callable
+    from typing import Any
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
