@@ -137,13 +137,16 @@ class Watcher:
         """Each new line as a spec (with its ``once`` key); bad ones reported and left out."""
         if not new:
             return []
-        first = next(t for _, t in lines if gjs_line.is_job_line(t))
+        first_n, first = next((n, t) for n, t in lines if gjs_line.is_job_line(t))
         kind = detect.GJS if gjs_line.looks_like(first) else detect.BERTH  # (its 1st)
         out = []
         for key, n, text in new:
             try:
                 if gjs_line.looks_like(text) != (kind == detect.GJS):
-                    raise UsageError(f"{self.path}:{n}:1: not in this file's format ({kind})")
+                    raise UsageError(
+                        f"{self.path}:{n}:1: not in this file's format ({kind}, as its first "
+                        f"job line, line {first_n}, is)"
+                    )
                 if kind == detect.GJS:
                     spec = submit_file.gjs_jobs(self.args, self.path, [(n, text)])[0][1]
                 else:
