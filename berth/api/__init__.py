@@ -19,7 +19,7 @@ import os
 from berth import config
 from berth.claims import held_by_uuid
 from berth.devices import read_gpus
-from berth.errors import NotEnoughGpus
+from berth.errors import BerthError, NotEnoughGpus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from berth.selection.choose import Claimed, Selection
     from berth.selection.filters import FilterArgs, Filters
 
-__all__ = ["banned_reasons", "choose", "gpus", "read", "select", "selection"]
+__all__ = ["banned_reasons", "choose", "gpus", "read", "select", "selection", "visible_note"]
 
 
 def _config() -> Config:
@@ -135,9 +135,31 @@ def select(
     with the reason for every GPU that does not qualify; UsageError on a bad value, TypeError
     on an unknown keyword. Only the GPUs of CUDA_VISIBLE_DEVICES unless ``all``.
     """
-    from berth.selection.filters import Filters  # not for status
+    from berth.selection.filters import (
+        Filters,  # not for status
+        for_python,  # not for status
+    )
 
-    sel = choose(Filters.of(count, 1.0, "select", **filters), all=all)
-    if not sel.ok:
-        raise NotEnoughGpus(sel.explain_shortfall(), sel.rejected)
+    try:
+        sel = choose(Filters.of(count, 1.0, "select", **filters), all=all)
+        if not sel.ok:
+            note = "" if all else visible_note(read(_config(), all=True), sel.gpus)
+            raise NotEnoughGpus(sel.explain_shortfall() + note, sel.rejected)
+    except BerthError as e:
+        e.args = (for_python(str(e.args[0])), *e.args[1:]) if e.args else e.args
+        raise
     return sel.chosen
+
+
+def visible_note(every: Sequence[GpuSnapshot], shown: Sequence[GpuSnapshot]) -> str:
+    """"; CUDA_VISIBLE_DEVICES=... shows N of the M GPUs here (...)" when it hides some of
+    ``every`` GPU (``shown``: those it shows), else "": what an impossible request is told
+    about the GPUs it could not see."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None or len(shown) >= len(every):
+        return ""
+    ids = ", ".join(str(g.index) for g in shown) or "none"
+    return (
+        f"; CUDA_VISIBLE_DEVICES={cvd} shows {len(shown)} of the {len(every)} GPUs here "
+        f"(GPUs shown, by NVML index: {ids}); --all considers every GPU"
+    )

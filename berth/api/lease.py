@@ -25,12 +25,12 @@ import os
 import sys
 
 from berth import config
-from berth.api import banned_reasons, not_mine, read
+from berth.api import banned_reasons, not_mine, read, visible_note
 from berth.claims.ledger import Ledger
 from berth.claims.waiting import wait_claim
-from berth.errors import NotEnoughGpus, UsageError
+from berth.errors import BerthError, NotEnoughGpus, UsageError
 from berth.selection.choose import select
-from berth.selection.filters import Filters
+from berth.selection.filters import Filters, for_python
 from berth.selection.outside import OutsideRule
 from berth.units import gpu_count
 
@@ -210,11 +210,16 @@ def claim(
         return {**banned_reasons(cfg, snaps), **(banned or {})}
 
     first = [fresh()]  # (read once: the check below and the first attempt share it)
-    never = never_fits(filters, first[0], bans(first[0]))
+    note = "" if all else visible_note(last, first[0])  # (CUDA_VISIBLE_DEVICES hides some)
+    try:
+        never = never_fits(filters, first[0], bans(first[0]))
+    except UsageError as e:  # (--only naming a GPU not here, or not shown)
+        raise UsageError(f"{e}{note}") from None
     if never is not None:
+        where = "the GPUs shown here" if note else "this machine"
         raise NotEnoughGpus(
-            f"this machine can never give {filters.describe()}, so berth will not "
-            f"wait for it: {never}"
+            f"{where} can never give {filters.describe()}, so berth will not "
+            f"wait for it: {never}{note}"
         )
 
     def snapshots() -> list[GpuSnapshot]:
@@ -270,6 +275,10 @@ def acquire(
     :class:`berth.errors.WaitTimeout` (saying what was missing) when the timeout passes,
     UsageError on a bad value, TypeError on an unknown keyword. Use as a context manager, or
     call ``lease.release()``."""
-    asked = build_request(gpus, **filters)
-    held, snaps = claim(asked, timeout=timeout, poll=poll, all=all, label=label)
+    try:
+        asked = build_request(gpus, **filters)
+        held, snaps = claim(asked, timeout=timeout, poll=poll, all=all, label=label)
+    except BerthError as e:  # (in a Python caller's words: its arguments, not options)
+        e.args = (for_python(str(e.args[0])), *e.args[1:]) if e.args else e.args
+        raise
     return Lease(held, snaps)

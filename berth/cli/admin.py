@@ -265,14 +265,15 @@ def _log_text(reply: dict[str, Any]) -> str:
         who = (
             f"pid {e['pid']} of {shown(str(e.get('user')))}"
             if e.get("pid")
-            else shown(str(e.get("user")))
-        )
+            else shown(str(e.get("user"))) if e.get("user") else ""
+        )  # (none for a GPU lost or back)
         rest = [f"holder {e['holder']}" if e.get("holder") else "",
                 f"on {e['victim']}" if e.get("victim") else "",
                 f"job {e['job']}" if e.get("job") else "",
                 shown(str(e["reason"])) if e.get("reason") else ""]  # fmt: skip
         tail = "; ".join(r for r in rest if r)
-        lines.append(f"{when}  {what}  {where}  {who}" + (f"  ({tail})" if tail else ""))
+        said = f"{when}  {what}  {where}" + (f"  {who}" if who else "")
+        lines.append(said + (f"  ({tail})" if tail else ""))
         if e.get("proof") and e.get("action") in ("signal", "cancel"):  # (why it was theirs)
             lines.append(f"    proof: {shown(str(e['proof']))}")
     return "".join(line + "\n" for line in lines)

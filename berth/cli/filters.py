@@ -9,6 +9,7 @@ GPU list berth takes.
 
 from __future__ import annotations
 
+from berth.errors import UsageError
 from berth.selection.filters import Filters
 from berth.units import parse_gpu_list
 
@@ -18,21 +19,23 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-# gpuselect's spellings of the same filters (its CLI and its keyword arguments), accepted as
-# aliases; its short flags are not (-n is berth's count, gpuselect's name). The README has the
-# whole table.
+# The earlier tools' spellings of the same filters, accepted as aliases: gpuselect's (its CLI,
+# long and short, and its keyword arguments) and scheduler.py's --forced_gpu/-fg and
+# --prefered_gpu/-pg. gpuselect's -n NAME is the one that clashes (-n is berth's count):
+# refused by name_hint()'s message. The README has the whole table.
 GPUSELECT_ALIASES: dict[str, tuple[str, ...]] = {
-    "max_util": ("--util",),
-    "max_mem_util": ("--mem_util", "--mem-util"),
-    "max_procs": ("--processes",),
-    "only": ("--devices",),
+    "max_util": ("--util", "-u"),
+    "max_mem_util": ("--mem_util", "--mem-util", "-m"),
+    "max_procs": ("--processes", "-p"),
+    "only": ("--devices", "-d", "--forced_gpu", "-fg"),
+    "prefer": ("--prefered_gpu", "-pg"),
 }
 
 
 def add_arguments(p: argparse.ArgumentParser, *, order_help: str) -> None:
     """Add --min-free, --max-util, --max-mem-util, --max-power, --max-procs, --name, --only,
-    --exclude, --prefer, --order (with ``order_help``) and --all; and gpuselect's names for
-    four of them (:data:`GPUSELECT_ALIASES`)."""
+    --exclude, --prefer, --order (with ``order_help``) and --all; and the earlier tools' names
+    for five of them (:data:`GPUSELECT_ALIASES`)."""
     for f in Filters.__fields__.values():
         if isinstance(f.meta, tuple):
             metavar, help, _ = f.meta
@@ -40,6 +43,19 @@ def add_arguments(p: argparse.ArgumentParser, *, order_help: str) -> None:
             help = order_help if f.name == "order" else help
             p.add_argument(*flags, dest=f.name, metavar=metavar, help=help)
     p.add_argument("--all", action="store_true", help="ignore CUDA_VISIBLE_DEVICES")
+
+
+def count_text(text: str, flag: str) -> str:
+    """``text`` as given to a count option, refused with the fix when it is no number: most
+    likely gpuselect's ``-n NAME`` (a GPU name), which is berth's count."""
+    try:
+        float(text)
+    except ValueError:
+        raise UsageError(
+            f"{flag} {text!r}: {flag} is berth's GPU count, a number; gpuselect's -n (a GPU "
+            f"name) is --name here: --name {text}"
+        ) from None
+    return text
 
 
 def gpu_list(text: str | None, option: str) -> tuple[str, ...] | None:

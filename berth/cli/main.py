@@ -185,7 +185,7 @@ def _quick(name: str, module: ModuleType, rest: list[str]) -> argparse.Namespace
     return parsed
 
 
-def _help(topic: str | None) -> int:
+def _help(topic: str | None, more: list[str] | None = None) -> int:
     if topic is None:
         sys.stdout.write(USAGE)
         width = max(len(n) for n in COMMANDS)
@@ -198,9 +198,25 @@ def _help(topic: str | None) -> int:
         sys.stdout.write(plain(doc).strip() + "\n")
         return 0
     if topic in COMMANDS:
-        _parser(topic, _load(topic)).print_help()
+        parser = _parser(topic, _load(topic))
+        for k, word in enumerate(more or []):  # an action's own: `berth help admin limits`
+            parser = _action(parser, word, " ".join([topic, *(more or [])[:k]]))
+        parser.print_help()
         return 0
     raise UsageError(f"no help for {topic!r}: try `berth help` for the list of commands and topics")
+
+
+def _action(parser: argparse.ArgumentParser, word: str, what: str) -> argparse.ArgumentParser:
+    """The parser of ``word``, an action (subcommand) of ``parser`` (the command ``what``)."""
+    names: list[str] = []
+    for a in parser._actions:
+        if isinstance(a.choices, dict):  # (the subcommands: name -> parser)
+            if word in a.choices:
+                sub: argparse.ArgumentParser = a.choices[word]
+                return sub
+            names += a.choices
+    have = f": its actions are {', '.join(names)}" if names else ": it has no actions"
+    raise UsageError(f"no help for {what} {word!r}{have}; see `berth help {what}`")
 
 
 def _names_a_file(argv: list[str] | None) -> bool:
@@ -244,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         name, rest = args[0], args[1:]
         if name == "help":
-            return _help(rest[0] if rest else None)
+            return _help(rest[0] if rest else None, rest[1:])
         if name == "__complete":  # (hidden: what Tab offers; berth/cli/completion.py's scripts)
             from berth.cli.complete import answer  # rare: a shell's Tab
 

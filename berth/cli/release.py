@@ -4,7 +4,9 @@ For the admin (root, or a member of [claims] admin_group in the config): any cla
 else may end only their own claims, and is refused (exit 4) if another user holds one of the
 GPUs. A claim the daemon made for a running queue job is ended by cancelling that job
 through the daemon (which says who may), never by signalling anything. Asks for
-confirmation unless --yes.
+confirmation unless --yes; with no terminal to ask on (stdin not one, and no answer piped
+in), it does nothing and says to add -y (exit 2). Someone who may not end a claim or job is
+refused (exit 4) before being asked anything.
 
 examples:
   berth release 2                 end whoever holds GPU 2 (asks first)
@@ -133,6 +135,20 @@ def _lines(
     return out
 
 
+def _refuse_others_jobs(jobs: dict[int, dict[str, Any]], me: str, group: str | None) -> None:
+    """A user who is not the admin may cancel only their own queue jobs: refused before they
+    are asked to confirm what they may not do."""
+    theirs = {i: j.get("user") for i, j in jobs.items() if j.get("user") != me}
+    if theirs:
+        i, user = min(theirs.items())
+        admins = f"root or members of group {group}" if group else "root"
+        raise Refused(
+            f"job {i} of {user} (the queue) holds the GPU; only {admins} may end another "
+            f"user's job: ask {user} or the admin ({me} may release only their own claims and "
+            "jobs); nothing done"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
@@ -162,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{c.command or '?'}); only root{group} may end another user's claim: ask "
                 f"{c.user} or the admin ({user_name(me)} may release only their own claims)"
             )
+        _refuse_others_jobs(jobs, user_name(me), cfg.admin_group)  # (before asking anything)
     lines = _lines(gpus, direct, queued, jobs, waiters)
     pids = holder_pids([*direct, *waiters])
     sys.stdout.write("to end:\n" + "\n".join(lines) + "\n")
@@ -171,8 +188,15 @@ def run(args: argparse.Namespace) -> int:
             what.append(f"cancel job(s) {', '.join(map(str, sorted(jobs)))} through the daemon")
         sys.stdout.write(" and ".join(what) + "? [y/N] ")
         sys.stdout.flush()
-        answer = sys.stdin.readline().strip().lower()
-        if answer not in ("y", "yes"):
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        if not line and not (sys.stdin is not None and sys.stdin.isatty()):
+            sys.stdout.write("\n")
+            raise UsageError(
+                f"berth release {' '.join(args.gpus)}: nothing done: there is no terminal to "
+                "ask on (stdin is not one, and gave no answer); to end them without asking, "
+                f"add -y: berth release {' '.join(args.gpus)} -y"
+            )
+        if line.strip().lower() not in ("y", "yes"):
             sys.stdout.write("berth release: nothing done\n")
             return 1
     if client is not None and jobs:

@@ -24,7 +24,11 @@ examples:
 (0-3, 0-3,6) and UUIDs. A command given as one quoted string ("python job.py --x 5") is refused
 with the two ways to write it: the words apart after --, or --wrap "python job.py --x 5".
 
-scheduler.py's scheduler.py, translated (-gc/--gpu_count and gpuselect's --count are -g):
+gpuselect's options work as in `berth select`: -c/--count (-g), -u, -m, -p, -d (--max-util,
+--max-mem-util, --max-procs, --only); its -n NAME is --name NAME here (-n is the count).
+
+scheduler.py's scheduler.py, translated (-gc/--gpu_count and gpuselect's --count are -g;
+--forced_gpu/-fg is --only, --prefered_gpu/-pg is --prefer):
   scheduler.py "train.py foo --bar 5" --forced_gpu 2 --verbose
       -> berth run --only 2 -v -- python train.py foo --bar 5
       or berth run --only 2 -v --wrap "python train.py foo --bar 5"
@@ -63,6 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-g",
         "--gpus",
         "--count",
+        "-c",
+        "-n",
         "-gc",
         "--gpu_count",
         dest="gpus",
@@ -99,7 +105,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def request_from(args: argparse.Namespace) -> Filters:
     only = filters.gpu_list(args.only, "--only")
-    text = args.gpus if args.gpus is not None else str(len(only) if only else 1)
+    given = args.gpus is not None
+    text = filters.count_text(args.gpus, "-g/--gpus") if given else str(len(only) if only else 1)
     try:
         gpus = gpu_count(float(text), "-g/--gpus")  # the one rule (and message) of a GPU count
     except ValueError:

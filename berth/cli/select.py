@@ -21,8 +21,10 @@ examples:
   if ids=$(berth select --silent); then ...; fi
                                             nothing printed on failure, exit 1
 
-gpuselect's option names work too: --util, --mem_util, --processes, --devices, -c/--count
-(--max-util, --max-mem-util, --max-procs, --only, -n); -q/--quiet is --silent.
+gpuselect's option names work too: --util/-u, --mem_util/-m, --processes/-p, --devices/-d,
+-c/--count (--max-util, --max-mem-util, --max-procs, --only, -n); -q/--quiet is --silent.
+gpuselect's -n NAME is --name NAME here (-n is the count). scheduler.py's --forced_gpu/-fg
+and --prefered_gpu/-pg are --only and --prefer.
 
 Sizes take G/GiB/M/MiB (binary units; a bare number is MiB). Percentages are 0-100.
 """
@@ -61,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    asked = filters.from_args(args, args.count)
+    asked = filters.from_args(args, filters.count_text(args.count, "-n/--count"))
     # only ids are printed: read what the filters need, start fast
     sel = choose(asked, all=args.all, telemetry=False)
     if args.explain and not args.silent:

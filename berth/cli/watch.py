@@ -4,7 +4,8 @@
                                           # appended to it, once; Ctrl-C stops watching
   echo "0,/path/to/eval.py,myenv,--llm qwen2.5-3b-inst," >> jobs.txt   # queued within a second
   berth watch jobs.txt --requirements llm_config.json -t 4h   # submit options for every line
-  berth watch --scan jobs.txt             # queue what is new, once, and exit (cron, scripts)
+  berth watch --scan jobs.txt             # queue what is new, once, and exit (cron, scripts;
+                                          # exit 5 when no daemon answers: the lines wait)
   berth watch --unique jobs.txt           # a line whose job is queued, running or done (yours,
                                           # however submitted) is not queued again
   nohup berth watch jobs.txt > watch.log 2>&1 &   # keep watching after you log out
@@ -35,7 +36,7 @@ from berth.cli import submit_file
 from berth.cli.submit_options import add_arguments as submit_arguments
 from berth.cli.submit_spec import check_mail
 from berth.client import Client, DaemonError
-from berth.errors import DaemonUnreachable, UsageError
+from berth.errors import EXIT_NO_DAEMON, DaemonUnreachable, UsageError
 from berth.jobsfile import detect, gjs_line
 from berth.jobsfile.watchstate import WatchMemory, complete_lines, default_path, keys
 from berth.wire.jobspec import JobSpec
@@ -76,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         while True:
             watcher.step()
-            if args.scan:
-                return 1 if watcher.waiting else 0
+            if args.scan:  # (no daemon answered: its lines wait for the next scan)
+                return EXIT_NO_DAEMON if watcher.waiting else 0
             time.sleep(args.interval)
     except KeyboardInterrupt:
         sys.stderr.write("berth watch: stopped\n")
@@ -137,13 +138,16 @@ class Watcher:
         """Each new line as a spec (with its ``once`` key); bad ones reported and left out."""
         if not new:
             return []
-        first = next(t for _, t in lines if gjs_line.is_job_line(t))
+        first_n, first = next((n, t) for n, t in lines if gjs_line.is_job_line(t))
         kind = detect.GJS if gjs_line.looks_like(first) else detect.BERTH  # (its 1st)
         out = []
         for key, n, text in new:
             try:
                 if gjs_line.looks_like(text) != (kind == detect.GJS):
-                    raise UsageError(f"{self.path}:{n}:1: not in this file's format ({kind})")
+                    raise UsageError(
+                        f"{self.path}:{n}:1: not in this file's format ({kind}, as its first "
+                        f"job line, line {first_n}, is)"
+                    )
                 if kind == detect.GJS:
                     spec = submit_file.gjs_jobs(self.args, self.path, [(n, text)])[0][1]
                 else:

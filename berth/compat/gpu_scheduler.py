@@ -40,10 +40,12 @@ from berth.selection.filters import Filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
+    from berth.selection.choose import Selection
 
 __all__ = [
     "BANNED_GPUS",
@@ -222,6 +224,8 @@ class GPUScheduler:
     the claimed GPU the default device. The claim ends when the block exits or the process
     dies (even ``kill -9``): no lock files to clean up.
 
+    While it waits it says once why (a warning of the ``gpu_scheduler`` logger: each GPU's
+    reason, as ``berth select --explain`` gives it, e.g. "power 61W > 50W").
     ``debug_mode`` bypasses the health checks, never the claims. ``poll_interval`` only paces
     re-reading the GPUs for changes made outside berth. ``max_wait_time`` (seconds) raises
     ``berth.errors.WaitTimeout`` (a TimeoutError) when exceeded. ``timeout`` (GPU Scheduler's
@@ -269,7 +273,7 @@ class GPUScheduler:
         timeout = None if wait is None or math.isinf(wait) else float(wait)
         lease, now = claim(
             asked, timeout=timeout, poll=float(self.poll_interval), label="GPUScheduler",
-            banned=banned,
+            banned=banned, on_wait=self._said_why(),
         )  # fmt: skip
         self._lease = lease
         visible = restrict_to_visible(now, os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -282,6 +286,32 @@ class GPUScheduler:
         self._set_torch_device()
         logger.info("Acquired GPUs %s", self.gpu_ids)
         return list(self.gpu_ids)
+
+    def _said_why(self) -> Callable[[int, Selection, Any], None]:
+        """What waiting calls each time no GPU set qualifies: says once (a warning of the
+        ``gpu_scheduler`` logger, on stderr unless logging is set up otherwise) why it
+        waits, each GPU's reason as ``berth select --explain`` gives it, with the thresholds
+        by their parameter names. GPU Scheduler said nothing and waited."""
+        said: list[bool] = []
+
+        def why(position: int, sel: Selection, state: Any) -> None:
+            if said:
+                return
+            said.append(True)
+            checks = (
+                "none: debug_mode=True" if self.debug_mode else
+                f"memory_free_threshold_gb={self.memory_free_threshold_gb:g}, "
+                f"power_threshold_w={self.power_threshold_w}, "
+                f"utilization_threshold_percent={self.utilization_threshold_percent:g}"
+            )  # fmt: skip
+            ahead = f"; {position} waiting ahead" if position else ""
+            logger.warning(
+                "GPUScheduler: waiting for %d GPU(s) (checks: %s; max_wait_time=%s)%s: %s",
+                self.num_gpus, checks, f"{self.max_wait_time:g}", ahead,
+                sel.explain_shortfall(),
+            )  # fmt: skip
+
+        return why
 
     def _set_torch_device(self) -> None:
         torch: Any = sys.modules.get("torch")

@@ -208,6 +208,7 @@ def _start_engine(
     ledger = Ledger(cfg=cfg, keep=True)
     ledger.check_claimable()  # (a claims dir another user controls: refuse to start, say why)
     res = Resources(cfg, ledger)
+    res.health.audit_path = os.path.join(opts.state_dir, AUDIT_NAME)  # (GPUs lost and back)
     res.poll()
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)

@@ -113,10 +113,13 @@ def _local_refusal(name: str, where: str) -> str:
             f"{where}: {name} is host memory, which the local queue does not manage "
             "(berth's --mem is GPU memory per GPU): remove it, or submit to Slurm"
         )
+    taken = sorted({o for o, (b, _) in SBATCH.items() if o.startswith("--")})
+    slurm = [o for o in taken if SBATCH[o][0] in SLURM_ONLY]
     return (
         f"{where}: sbatch's {name} has no equal in berth's queue: remove it, or submit to "
-        "Slurm (--backend slurm: it goes to sbatch as written); berth takes #SBATCH "
-        + ", ".join(sorted({o for o in SBATCH if o.startswith("--")}))
+        "Slurm (--backend slurm: it goes to sbatch as written); the local queue takes "
+        f"#SBATCH {', '.join(o for o in taken if o not in slurm)} (and Slurm alone "
+        f"{', '.join(slurm)})"
     )
 
 

@@ -89,8 +89,10 @@ def strip_comment(text: str) -> str:
 
 
 def is_job_line(text: str) -> bool:
-    """Not blank and not only a comment."""
-    return bool(strip_comment(text).strip())
+    """Not blank, not only a comment, and not the format's header line (:data:`HEADER`, as
+    the GPU Job Scheduler's README gives its format: a file saved from it starts with it)."""
+    body = strip_comment(text).strip()
+    return bool(body) and "".join(body.split()).lower() != HEADER
 
 
 def looks_like(text: str) -> bool:

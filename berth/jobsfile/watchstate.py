@@ -43,9 +43,9 @@ def keys(lines: list[tuple[int, str]]) -> list[tuple[str, int, str]]:
     seen: dict[str, int] = {}
     out = []
     for n, text in lines:
-        body = gjs_line.strip_comment(text).strip()
-        if not body:
+        if not gjs_line.is_job_line(text):
             continue
+        body = gjs_line.strip_comment(text).strip()
         digest = hashlib.sha256(body.encode()).hexdigest()[:32]
         seen[digest] = seen.get(digest, 0) + 1
         out.append((f"{digest}#{seen[digest]}", n, text))

@@ -277,3 +277,25 @@ class Filters(Record):
 
 KEYWORDS = tuple(name for name, f in Filters.__fields__.items() if f.kw_only)
 """The filters callers give by keyword (the keys of :class:`FilterArgs`)."""
+
+
+def for_python(text: str) -> str:
+    """``text`` (an error's words, naming the options of ``berth select``/``run``) in the words
+    of a Python caller: each option as the keyword argument it is (``--min-free 'lots'`` ->
+    ``min_free='lots'``, ``--all`` -> ``all=True``), so ``berth.acquire()`` and
+    ``berth.select()`` name their own arguments."""
+    import re  # rare: an error for a Python caller
+
+    names = {f.label: f.name for f in Filters.__fields__.values() if f.label and f.label[0] == "-"}
+    names["--all"] = "all"
+    flags = "|".join(re.escape(k) for k in sorted(names, key=len, reverse=True))
+
+    def said(m: re.Match[str]) -> str:
+        name = names[m.group(1)]
+        if name == "all":
+            return "all=True" + (m.group(2) or "")
+        return name + ("=" if m.group(2) else "")
+
+    # a value follows a flag when it starts as one does: a quote, a digit, a sign, a list
+    return re.sub(rf"(?<![\w-])({flags})(?![\w-])( (?=['\"\d\[(-]))?", said, text)
+

@@ -47,7 +47,16 @@ def prepare(
     notes: list[str] = []
     jobs = traces.read(path, fmt, need_times=True, notes=notes)
     if start_day or days is not None:
+        whole = jobs
         jobs = workload.window(jobs, start_day, days)
+        if not jobs:
+            span = max((j.submit for j in whole), default=0.0) / 86400
+            end = "" if days is None else f" to day {start_day + days:g}"
+            raise UsageError(
+                f"no job of {path!r} arrives from day {start_day:g}{end} (its jobs arrive "
+                f"from day 0 to day {span:.1f}, counted from its first): choose --start-day "
+                "and --days within that"
+            )
     unsat = gpuspec.resolve(jobs, inv[0])  # gpu_spec -> the GPUs each job may use
     if unsat:
         notes.append("dropped " + gpuspec.describe(unsat))

@@ -10,6 +10,41 @@ import os
 
 import pytest
 from gjskit import JOBS_TXT, LLM_CONFIG, SCRIPT, berth_inside, fake_conda, start_with_path_to
+from helpers import wait_until
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "jobs-file.md")
+
+
+def _docs_block() -> str:
+    """docs/jobs-file.md's GPU Job Scheduler block, as a reader saves it (indent removed)."""
+    with open(DOCS) as f:
+        text = f.read()
+    start = text.index("```", text.index("**the GPU Job Scheduler's CSV**"))
+    start = text.index("\n", start) + 1
+    block = text[start : text.index("```", start)]
+    return "".join(line.strip() + "\n" for line in block.splitlines() if line.strip())
+
+
+def test_the_docs_block_saved_as_a_file_is_queued_by_submit_and_watch(daemon):
+    """docs/jobs-file.md's block starts with the format's header line, as the GPU Job
+    Scheduler's README gives it: a file saved from it was refused by `submit --file` (the header
+    read as a command), and `berth watch` left line 1 out, blaming the others (issue 40.7)."""
+    root = daemon.fake.root
+    block = _docs_block()
+    assert block.startswith("priority,script_path,conda_env,arguments,allowed_gpus\n"), block
+    start_with_path_to(daemon, {f"{s}.py": SCRIPT for s in ("train", "eval", "inference")})
+    (root / "jobs.txt").write_text(block)
+    env = {**fake_conda(root), "SEED_RESULTS": str(root)}
+    r = berth_inside(daemon, "submit", "--file", "jobs.txt", "--hold", env=env, cwd=str(root))
+    assert r.returncode == 0 and r.stdout.count("Submitted job") == 2, r.stderr
+    state = str(root / "watch.json")
+    r = berth_inside(daemon, "watch", "--scan", "--hold", "--state", state, "jobs.txt",
+                     env=env, cwd=str(root))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "left out" not in r.stderr and "line 1" not in r.stderr, r.stderr
+    assert r.stdout.count("queued job") == 2, (r.stdout, r.stderr)
+    jobs = wait_until(lambda: daemon.call("queue", all=True)["jobs"], message="jobs listed")
+    assert sorted(j["name"] for j in jobs) == ["inference.py"] * 2 + ["train.py"] * 2
 
 
 def test_the_readme_jobs_txt_and_llm_config_run_unchanged(daemon):
@@ -59,8 +94,10 @@ def test_the_readme_jobs_txt_and_llm_config_run_unchanged(daemon):
                                                     "does not exist"),
         (JOBS_TXT.replace(",pytorch_env,--llm qwen2.5-3b", ",nope_env,--llm qwen2.5-3b"),
          "jobs.txt:3:20: conda_env 'nope_env': no such conda environment"),
-        ("priority,script_path,conda_env,arguments,allowed_gpus\n",  # neither format
-         "jobs.txt:1:1: no program 'priority,script_path,conda_env,arguments,allowed_gpus' on "
+        ("priority,script_path,conda_env,arguments,allowed_gpus\n",  # the header alone
+         "--file 'jobs.txt' has no job"),
+        ("priority,script_path\n",  # neither format
+         "jobs.txt:1:1: no program 'priority,script_path' on "
          "PATH: the job would fail with exit code 127; nor is the line in the GPU Job Scheduler's format"),
         (JOBS_TXT.replace(",4,5,6,7", ",4,5,6,9"), "jobs.txt:4: no GPU 9 here"),  # the daemon's
     ],

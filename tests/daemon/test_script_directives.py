@@ -81,6 +81,23 @@ def test_what_cannot_be_honoured_is_refused_by_line(daemon, tmp_path):
     assert daemon.call("queue", all=True)["jobs"] == []
 
 
+def test_partition_refused_is_not_listed_as_taken(daemon, tmp_path):
+    """The refusal of `#SBATCH --partition` listed --partition among the #SBATCH options the
+    local queue takes (issue 40.6): it lists what the local queue takes, and apart what only
+    Slurm takes."""
+    daemon.start()
+    for line in ("#SBATCH --partition=big\n", "#SBATCH -p big\n"):
+        script = _script(tmp_path, "#!/bin/sh\n" + line + "true\n")
+        out = daemon.berth("submit", script)
+        assert out.returncode == 2, out.stderr
+        takes, _, slurm = out.stderr.partition("the local queue takes #SBATCH ")[2].partition(
+            "(and Slurm alone")
+        assert "--job-name" in takes and "--partition" not in takes, out.stderr
+        assert "--mem-per-gpu" not in takes, out.stderr
+        assert "--partition" in slurm and "--mem-per-gpu" in slurm, out.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
 def test_a_script_without_interpreter_or_x_bit_is_refused(daemon, tmp_path):
     daemon.start()
     script = _script(tmp_path, "#BERTH -g 1\necho hi\n", mode=0o644)

@@ -65,8 +65,11 @@ def test_the_cli_options_are_the_fields_that_have_one() -> None:
     assert flags == {
         "--min-free", "--max-util", "--max-mem-util", "--max-power", "--max-procs", "--name",
         "--only", "--exclude", "--prefer", "--order",
-        # gpuselect's names for four of them:
+        # gpuselect's names for four of them, long and short:
         "--util", "--mem_util", "--mem-util", "--processes", "--devices",
+        "-u", "-m", "-p", "-d",
+        # scheduler.py's for two:
+        "--forced_gpu", "-fg", "--prefered_gpu", "-pg",
     }  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 
 from berth.core.inventory import Gpu, Usage
+from berth.daemon.engine.gpu_health import GpuHealth
 from berth.devices import read_gpus
 from berth.errors import BerthError
 from berth.selection.outside import OutsideRule, unavailable
@@ -56,6 +57,7 @@ class Resources:
         # pid listed by the last read -> its start time (clock ticks since boot) right after
         # the read, or UNREADABLE; pids that did not exist then are absent.
         self.seen: dict[int, int] = {}
+        self.health = GpuHealth()  # (its audit log: set by the daemon's start)
 
     def poll(self) -> None:
         """Read the GPUs (a blocking NVML read, fast)."""
@@ -65,6 +67,7 @@ class Resources:
             self.error = str(e)
             return
         self.error = None
+        self.health.seen(snaps)  # (a GPU lost or back: logged, and in `berth admin log`)
         banned = self.cfg.inventory
         snaps = [s for s in snaps if banned.is_banned(s.index, s.uuid, s.name) is None]
         self.snapshots = snaps

@@ -27,14 +27,25 @@ def memory_share(inventory: list[Gpu], spec: JobSpec) -> float:
     each of its GPUs, ``X / its memory``, as ``-g`` with a share would ask of one GPU, so jobs
     whose memory fits share GPUs (``--gpu-ids 0,1 --mem 8000``: 8000 MiB of each of GPUs 0 and
     1, as mgpu_srun started a job only with that much free on each). Sized by the smallest GPU
-    the job may get (never more memory than declared fits on it); whole GPUs (1.0) where not
-    every such GPU's memory is known (a declared inventory without ``memory``) or ``X`` is most
-    of one."""
+    the job may get (never more memory than declared fits on it); whole GPUs (1.0) where ``X``
+    is most of one. Refused, with the fix, where not every such GPU's memory is known (a
+    declared inventory without ``memory``): it would silently take whole GPUs."""
     assert spec.mem is not None  # (JobSpec's rule: by_memory goes with mem)
-    sizes = [g.memory_total for g in inventory if spec.gpu_ids is None or g.index in spec.gpu_ids]
-    known = [t for t in sizes if t]
-    if not known or len(known) < len(sizes):
-        return 1.0
+    gpus = [g for g in inventory if spec.gpu_ids is None or g.index in spec.gpu_ids]
+    known = [g.memory_total for g in gpus if g.memory_total]
+    if not known or len(known) < len(gpus):
+        if not gpus:
+            return 1.0  # (no GPU to size it by: check_fits says so)
+        unknown = ", ".join(str(g.index) for g in gpus if not g.memory_total)
+        size = f"{spec.mem >> 30}G" if spec.mem % (1 << 30) == 0 else f"{-(-spec.mem >> 20)}M"
+        raise ProtocolError(
+            protocol.BAD_REQUEST,
+            f"--mem {size} without -g asks for a share of each GPU sized by its memory, but "
+            f"the memory of GPU {unknown} is not known here (a declared [inventory] without "
+            f'memory): declare it (memory = "80G" under [inventory] in the config file), or '
+            f"say what you need: -g 0.5 --mem {size} (a share) or -g 1 --mem {size} (a whole "
+            "GPU); nothing was queued",
+        )
     share = math.ceil(spec.mem / min(known) * 1000) / 1000  # (to 0.1 %, rounded up)
     return share if share < 1 else 1.0
 

@@ -3,7 +3,8 @@ update``): its GPUs (``gpus``), time limit (``time_limit``, seconds), ``priority
 or dependency (``dependency``: an expression as submit's ``--dependency``,
 :mod:`berth.wire.dependency`; ``""`` clears it).
 
-- Who: the job's owner or an admin (identity from the socket). A priority above the user's
+- Who: the job's owner or an admin (identity from the socket), answered before anything
+  else about the job (another user's running job is not theirs, before it is not pending). A priority above the user's
   own highest (the highest of their unfinished jobs, this one's included) is for admins: a
   user reorders their own jobs, and lowers any, but does not jump others by updating.
 - What: each value is checked as the job spec checks it at submit
@@ -71,8 +72,9 @@ def _values(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _jobs(engine: Engine, ref: Any) -> tuple[list[Job], str]:
-    """The jobs ``ref`` names that the update changes, and how to name them."""
+def _jobs(engine: Engine, peer: Peer, ref: Any) -> tuple[list[Job], str]:
+    """The jobs ``ref`` names that the update changes, and how to name them; whose they are
+    is answered first (another user's running job: not theirs, before not pending)."""
     if type(ref) is str:
         job = engine.find(arrays.resolve(engine, ref))
         jobs, label = [job] if job is not None else [], ref
@@ -81,6 +83,8 @@ def _jobs(engine: Engine, ref: Any) -> tuple[list[Job], str]:
         tasks = arrays.members(engine, head)
         found = [engine.find(i) for i in tasks or [head]]
         jobs, label = [j for j in found if j is not None], str(head)
+        for job in jobs[:1]:  # (an array's tasks are one user's)
+            owned(job, peer, engine.opts, "update it")
         if tasks:  # an array: its pending tasks (scontrol update of an array's id)
             pending = [j for j in jobs if j.state is State.PENDING]
             if not pending:
@@ -94,6 +98,7 @@ def _jobs(engine: Engine, ref: Any) -> tuple[list[Job], str]:
     if not jobs:
         raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {label}: see `berth queue --all`")
     job = jobs[0]
+    owned(job, peer, engine.opts, "update it")
     if job.state is not State.PENDING:
         then = (
             f"wait for it to end, or `berth cancel {label}`; then `berth resubmit {label}` "
@@ -176,7 +181,7 @@ def _check(engine: Engine, peer: Peer, job: Job, values: dict[str, Any]) -> None
 
 async def update(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     values = _values(req["set"])
-    jobs, label = _jobs(engine, req["job_id"])
+    jobs, label = _jobs(engine, peer, req["job_id"])
     for job in jobs:
         owned(job, peer, engine.opts, "update it")
     deps: tuple[Dependency, ...] | None = None

@@ -4,6 +4,8 @@ side by side (mgpu_srun ran both); `-g 1 --mem X` keeps meaning a whole GPU with
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers import wait_until
 
@@ -65,3 +67,22 @@ def test_memory_jobs_on_two_gpus_share_both(daemon):
     assert job["state"] == "PENDING"  # two whole GPUs: it waits for the shares to end
     for i in (a, b, whole):
         daemon.call("cancel", job_ids=[i])
+
+
+def test_mem_without_g_on_gpus_of_unknown_memory_is_refused_with_the_fix(daemon):
+    """A declared inventory without `memory`: `--mem X` alone cannot be sized as a share, and
+    silently took whole GPUs (issue 40.5); refused at submit (and its dry run), saying how to
+    declare the memory or what to ask for instead; -g with --mem still queues."""
+    config = os.path.join(daemon.fake.root, "config.toml")
+    with open(config, "w") as f:
+        f.write("[inventory]\ngpus = 2\n")
+    daemon.env["BERTH_CONFIG"] = config
+    daemon.start(gpus=None)
+    for dry in ((), ("--dry-run",)):
+        out = daemon.berth("submit", *dry, "--mem", "12G", "--", "true")
+        assert out.returncode == 2, (dry, out.stdout, out.stderr)
+        for needle in ("--mem 12G without -g", "GPU 0, 1", 'memory = "80G" under [inventory]',
+                       "-g 0.5 --mem 12G", "-g 1 --mem 12G", "nothing was queued"):  # fmt: skip
+            assert needle in out.stderr, (needle, out.stderr)
+    assert daemon.call("queue", all=True)["jobs"] == []
+    assert _submit(daemon, "-g", "0.5", "--mem", "12G", "--", "true") > 0
