@@ -2,7 +2,7 @@
 method is one request through :mod:`berth.client`, on one connection kept for the backend's
 life (``berth logs -f`` asks every tenth of a second whether the job has ended).
 
-Arrays are the daemon's own (:mod:`berth.daemon.requests.arrays`), from the same :class:`ArraySpec`:
+Arrays are the daemon's own (:mod:`berth.daemon.engine.admission.arrays`), from the same :class:`ArraySpec`:
 ``submit(job, array=...)`` queues all tasks at once; a task's id is ``12_3`` as on Slurm.
 What only the local daemon says (which daemon answered, each user's usage) is kept from the
 last ``list`` in :attr:`Local.about`, for `berth queue`'s header and users' block.

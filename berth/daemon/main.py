@@ -4,7 +4,7 @@ One daemon per socket and per state directory, enforced with ``flock``: a second
 with a clear message. A socket file left by a dead daemon is probed by connecting and removed
 only if nobody answers. A user's own daemon listens on a 0600 socket; the system daemon
 (``--system``, root) on a 0666 one, and its state directory is passable by the users, whose
-log directories are in it (:mod:`berth.daemon.requests.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
+log directories are in it (:mod:`berth.daemon.engine.admission.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
 running jobs running under their supervisors; the next daemon adopts them.
 """
 
@@ -22,6 +22,7 @@ import socket
 from berth.claims.ledger import Ledger
 from berth.claims.wake import Watcher
 from berth.daemon import sockets
+from berth.daemon.engine.admission import userdir
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.recovery import recover
@@ -29,7 +30,6 @@ from berth.daemon.engine.resources import Resources
 from berth.daemon.options import Options
 from berth.daemon.procs.port import Supervisors
 from berth.daemon.procs.spawner import Spawner
-from berth.daemon.requests import userdir
 from berth.daemon.requests.server import Server
 from berth.daemon.store.store import Store, open_store
 from berth.daemon.store.writer import Writer
@@ -61,7 +61,9 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     os.umask(0o077)  # what the daemon makes is root's (its user's) alone, unless said otherwise
     os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
     setup_logging(opts)
-    state_lock = sockets.lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
+    state_lock = sockets.lock(
+        os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}"
+    )
     userdir.prepare(opts.state_dir)
     if os.geteuid() == 0:  # a job's supervisor, as its user, reads its attempt's signal file
         run_dir = os.path.join(opts.state_dir, "run")
@@ -261,6 +263,7 @@ async def _serve(
             engine, host, port, anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
+
     def url() -> str | None:  # (None while another process holds the dashboard's port)
         if web is None or (web.binding is not None and web.binding.unavailable):
             return None

@@ -63,7 +63,7 @@ _N = (type(None),)
 REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
-    # dry_run: every check, then what would be queued; nothing is (berth.daemon.requests.dryrun)
+    # dry_run: every check, then what would be queued; nothing is (berth.daemon.engine.admission.dryrun)
     "submit": {"job": (_D, True), "dry_run": (_B, False)},
     "submit_all": {
         "jobs": (_L, True),
@@ -82,7 +82,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "fold": (_B, False),
         "stream": (_B, False),
     },
-    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.requests.arrays).
+    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.engine.admission.arrays).
     "show": {"job_id": (_I + _S, True)},
     "logs": {"job_id": (_I + _S, True)},
     "attach": {"job_id": (_I + _S, True)},

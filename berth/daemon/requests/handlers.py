@@ -15,11 +15,12 @@ import os
 from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
+from berth.daemon.engine.admission import arrays
 from berth.daemon.engine.command import pty_path
-from berth.daemon.requests import admin, arrays, queueview, reserve, validate, views
+from berth.daemon.requests import admin, queueview, reserve, validate, views
 from berth.daemon.requests.authority import Peer, admins_only, may_see, owned
-from berth.daemon.requests.intake import submit, submit_all
 from berth.daemon.requests.resubmit import resubmit
+from berth.daemon.requests.submit import submit, submit_all
 from berth.daemon.requests.update import update
 from berth.daemon.store.store import UnreadableSpec
 from berth.wire import protocol
@@ -51,7 +52,7 @@ def _owned(engine: Engine, peer: Peer, job_id: int, verb: str) -> Job:
 
 def _ids(engine: Engine, req: dict[str, Any]) -> list[int]:
     """The jobs a request acts on: an array's id stands for all its tasks, ``"12_3"`` for
-    one (:mod:`berth.daemon.requests.arrays`)."""
+    one (:mod:`berth.daemon.engine.admission.arrays`)."""
     return arrays.resolve_all(engine, req.get("job_ids"))
 
 

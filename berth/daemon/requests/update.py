@@ -8,7 +8,7 @@ or dependency (``dependency``: an expression as submit's ``--dependency``,
   user reorders their own jobs, and lowers any, but does not jump others by updating.
 - What: each value is checked as the job spec checks it at submit
   (:func:`berth.wire.jobspec.check_field`), then against this machine and the user's limits
-  as submit does (:func:`berth.daemon.requests.fitness.check_fits`, ``check_limit``,
+  as submit does (:func:`berth.daemon.engine.admission.fitness.check_fits`, ``check_limit``,
   ``Accounts.check_submit``): a request no GPU here could ever satisfy is refused, as it is
   at submit. A dependency must name jobs on record (``@``: the caller's last job, as at
   submit), must be one that can still be met, and must not make a cycle.
@@ -31,9 +31,10 @@ from berth.core.deps import NEVER, Known
 from berth.core.deps import check as check_dependency
 from berth.core.job import Dependency, Job, Request
 from berth.core.states import State
-from berth.daemon.requests import arrays, depends, validate
+from berth.daemon.engine.admission import arrays, depends
+from berth.daemon.engine.admission.fitness import check_fits, check_limit
+from berth.daemon.requests import validate
 from berth.daemon.requests.authority import admins, owned
-from berth.daemon.requests.fitness import check_fits, check_limit
 from berth.errors import UsageError
 from berth.wire import protocol
 from berth.wire.jobspec import check_field

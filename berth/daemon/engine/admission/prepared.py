@@ -1,17 +1,28 @@
-"""A job submit checked (:mod:`berth.daemon.requests.intake`), ready to be queued, or answered
-by a dry run (:mod:`berth.daemon.requests.dryrun`)."""
+"""A job submit checked (:mod:`berth.daemon.engine.admission.admit`), ready to be queued, or answered
+by a dry run (:mod:`berth.daemon.engine.admission.dryrun`)."""
 
 from __future__ import annotations
 
 from berth.core.request import Request
-from berth.daemon.requests import arrays
+from berth.daemon.engine.admission import arrays
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
     from berth.core.job import Dependency
     from berth.wire.jobspec import JobSpec
+
+    class Caller(Protocol):
+        """Who submits, as the socket vouches for them (the requests' ``Peer``): the engine
+        takes the uid, gid and user name, nothing the message says."""
+
+        @property
+        def uid(self) -> int: ...
+        @property
+        def gid(self) -> int: ...
+        @property
+        def user(self) -> str: ...
 
 
 class Prepared:
