@@ -25,6 +25,7 @@ from berth.daemon import sockets
 from berth.daemon.engine.admission import userdir
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
+from berth.daemon.engine.front import Front
 from berth.daemon.engine.recovery import recover
 from berth.daemon.engine.resources import Resources
 from berth.daemon.options import Options
@@ -255,12 +256,14 @@ async def _serve(
 ) -> tuple[asyncio.AbstractServer, Server, WebServer | None]:
     """Serve the socket, and with ``--http`` the dashboard and /metrics (:mod:`berth.web`),
     which registers its own request (``web_token``) with the socket's server."""
-    server = Server(engine, admin_gid)
+    front = Front(engine)
+    server = Server(front, admin_gid, engine.opts)
     web = None
     if web_sock is not None:
         host, port, first = web_sock
         web = WebServer(
-            engine, host, port, anonymous=cfg.http_anonymous,
+            front, host, port, rules=engine.opts, token_ttl=cfg.web_token_ttl,
+            anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
 
@@ -269,7 +272,12 @@ async def _serve(
             return None
         return web.url
 
-    server.register("web_token", token_handler(url))
+    def unavailable() -> str | None:
+        return next((line for note in engine.notes if (line := note())), None)
+
+    server.register(
+        "web_token", token_handler(url, engine.opts.state_dir, cfg.web_token_ttl, unavailable)
+    )
     srv = await asyncio.start_unix_server(server.handle, sock=sock)
     if web is not None and web_sock is not None:
         binding = web.binding = Binding(asyncio.get_running_loop(), host, port, web.start)

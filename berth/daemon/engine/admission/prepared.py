@@ -3,19 +3,22 @@ by a dry run (:mod:`berth.daemon.engine.admission.dryrun`)."""
 
 from __future__ import annotations
 
+from berth.claims.procs import user_name
 from berth.core.request import Request
 from berth.daemon.engine.admission import arrays
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, Protocol
 
-    from berth.core.job import Dependency
+    from berth.core.job import Dependency, Job
     from berth.wire.jobspec import JobSpec
 
     class Caller(Protocol):
-        """Who submits, as the socket vouches for them (the requests' ``Peer``): the engine
-        takes the uid, gid and user name, nothing the message says."""
+        """Who asks, as the socket vouches for them (the requests' ``Peer``): the engine
+        takes the uid, gid, user name and whether they are an admin, nothing the message
+        says."""
 
         @property
         def uid(self) -> int: ...
@@ -23,6 +26,25 @@ if TYPE_CHECKING:
         def gid(self) -> int: ...
         @property
         def user(self) -> str: ...
+        @property
+        def admin(self) -> bool: ...
+
+    # What the caller's rules say of acting on a job: raises if they may not (requests'
+    # authority.owned), asked of each job before any is changed.
+    Allow = Callable[[Job], object]
+
+
+class Owner:
+    """A job's owner as the engine acts for them (`berth resubmit` of another's job by an
+    admin): the job's own uid and gid, its user's name from the user database."""
+
+    __slots__ = ("admin", "gid", "uid", "user")
+
+    def __init__(self, uid: int, gid: int, admin: bool) -> None:
+        self.uid = uid
+        self.gid = gid
+        self.admin = admin
+        self.user = user_name(uid)
 
 
 class Prepared:

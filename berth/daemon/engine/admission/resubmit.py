@@ -27,7 +27,7 @@ import dataclasses
 from berth.core.job import Dependency, Event, Job
 from berth.core.states import FINISHED, State
 from berth.daemon.engine.admission import admit, arrays, depends
-from berth.daemon.requests.authority import Peer, owned
+from berth.daemon.engine.admission.prepared import Owner
 from berth.daemon.store.store import UnreadableSpec
 from berth.wire import protocol
 from berth.wire.jobspec import DAEMON_FIELDS
@@ -37,6 +37,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Allow
+    from berth.daemon.engine.admission.prepared import Caller as Peer
     from berth.daemon.engine.engine import Engine
     from berth.wire.jobspec import JobSpec
 
@@ -138,14 +140,16 @@ def _deps(engine: Engine, job: Job, new_ids: dict[int, int], root: bool) -> tupl
     return tuple(out)
 
 
-async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    root = engine.find(arrays.resolve(engine, req["job_id"]))
+async def resubmit(
+    engine: Engine, peer: Peer, ref: Any, cascade: bool, allow: Allow
+) -> dict[str, Any]:
+    """Queue the ended job ``ref`` again (``cascade``: with its doomed dependents), if
+    ``allow`` (the caller's rules) lets ``peer`` resubmit it."""
+    root = engine.find(arrays.resolve(engine, ref))
     if root is None:
-        raise ProtocolError(
-            protocol.NO_SUCH_JOB, f"no job {req['job_id']}: see `berth queue --all`"
-        )
+        raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {ref}: see `berth queue --all`")
     _single(root)
-    owned(root, peer, engine.opts, "resubmit it")
+    allow(root)
     if root.state not in FINISHED:
         raise ProtocolError(
             protocol.INVALID_STATE,
@@ -154,12 +158,12 @@ async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str,
         )
     await engine.durable()  # (jobs that ended just now are in the store)
     most = engine.accounts.max_request_jobs
-    jobs, skipped = _cascade(engine, peer, root, most) if req.get("cascade") else ([root], [])
+    jobs, skipped = _cascade(engine, peer, root, most) if cascade else ([root], [])
     prepared = []
     queued: dict[int, int] = {}  # uid -> jobs this request adds (their max_jobs)
     adds: dict[int, int] = {}  # uid -> bytes this request adds to the store (max_user_bytes)
     for job in jobs:  # every one checked before any is queued
-        owner = Peer(peer.pid, job.uid, job.gid, job.uid == peer.uid and peer.admin)
+        owner = Owner(job.uid, job.gid, job.uid == peer.uid and peer.admin)
         n = queued.get(job.uid, 0)
         held = engine.jobs.count_of(job.uid)  # (the user's unfinished jobs: kept by the table)
         raw, more = _raw(_spec(engine, job), job), adds.get(job.uid, 0)

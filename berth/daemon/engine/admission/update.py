@@ -33,10 +33,9 @@ from berth.core.job import Dependency, Job, Request
 from berth.core.states import State
 from berth.daemon.engine.admission import arrays, depends
 from berth.daemon.engine.admission.fitness import check_fits, check_limit
-from berth.daemon.requests import validate
-from berth.daemon.requests.authority import admins, owned
 from berth.errors import UsageError
 from berth.wire import protocol
+from berth.wire.checks import MAX_ID, integer
 from berth.wire.jobspec import check_field
 from berth.wire.protocol import ProtocolError
 
@@ -44,8 +43,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Allow
+    from berth.daemon.engine.admission.prepared import Caller as Peer
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.authority import Peer
 
 # What ``set`` may hold: the job spec's field names (checked by its own check)
 KEYS = ("gpus", "time_limit", "priority", "name", "dependency")
@@ -78,7 +78,7 @@ def _jobs(engine: Engine, ref: Any) -> tuple[list[Job], str]:
         job = engine.find(arrays.resolve(engine, ref))
         jobs, label = [job] if job is not None else [], ref
     else:
-        head = validate.job_id(ref)
+        head = integer("job_id", ref, 1, MAX_ID)
         tasks = arrays.members(engine, head)
         found = [engine.find(i) for i in tasks or [head]]
         jobs, label = [j for j in found if j is not None], str(head)
@@ -170,16 +170,21 @@ def _check(engine: Engine, peer: Peer, job: Job, values: dict[str, Any]) -> None
             raise ProtocolError(
                 protocol.NOT_OWNER,
                 f"-p {new}: above {job.user}'s own highest priority ({top}, of their queued "
-                f"jobs); only an admin ({admins(engine.opts)}) may raise a job above it; "
+                f"jobs); only an admin ({engine.opts.admins()}) may raise a job above it; "
                 f"ask for -p {top} or less",
             )
 
 
-async def update(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    values = _values(req["set"])
-    jobs, label = _jobs(engine, req["job_id"])
+async def update(
+    engine: Engine, peer: Peer, ref: Any, raw: dict[str, Any], allow: Allow
+) -> dict[str, Any]:
+    """Change the pending job ``ref`` names (an array's id: its pending tasks) to ``raw``'s
+    values, if ``allow`` (the caller's rules) lets ``peer`` change each; durable before the
+    answer."""
+    values = _values(raw)
+    jobs, label = _jobs(engine, ref)
     for job in jobs:
-        owned(job, peer, engine.opts, "update it")
+        allow(job)
     deps: tuple[Dependency, ...] | None = None
     any_of, shown = False, None
     if "dependency" in values:
