@@ -95,8 +95,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     },
     "hold": {"job_ids": (_L, True)},
     "release": {"job_ids": (_L, True), "at": (_F, False)},
-    # `berth update` (berth.daemon.requests.update): set = {gpus, time_limit, priority, name,
-    # after_ok}, each checked as the job spec's field; `berth resubmit` (...requests.resubmit)
+    # `berth update` (berth.daemon.engine.admission.update): set = {gpus, time_limit, priority, name,
+    # after_ok}, each checked as the job spec's field; `berth resubmit` (...engine.admission.resubmit)
     "update": {"job_id": (_I + _S, True), "set": (_D, True)},
     "resubmit": {"job_id": (_I + _S, True), "cascade": (_B, False)},
     "pause": {"gpus": (_L, True)},

@@ -80,3 +80,15 @@ def test_none_of_them_imports_the_engine_itself() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "berth.daemon.engine.engine":
                 found.append(str(path.relative_to(ROOT.parent)))
     assert found == []
+
+
+def test_the_engine_imports_nothing_of_requests_even_for_the_type_checker() -> None:
+    # (admission takes a Caller: the requests' Peer fits it; nothing of requests/ is named)
+    found = []
+    for path in sorted((ROOT / "daemon" / "engine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "berth.daemon.requests"
+            ):
+                found.append(f"{path.relative_to(ROOT.parent)}: {node.module}")
+    assert found == []

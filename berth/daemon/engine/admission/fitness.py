@@ -2,7 +2,7 @@
 (a request none could ever satisfy is refused: it would wait for ever; ``--mem`` without
 ``-g`` sized as a share of each GPU) and this daemon's time limits (``--max-job-time``,
 ``--on-time-limit``). Used by submit (:mod:`berth.daemon.engine.admission.admit`) and `berth update`
-(:mod:`berth.daemon.requests.update`) alike."""
+(:mod:`berth.daemon.engine.admission.update`) alike."""
 
 from __future__ import annotations
 
