@@ -2,7 +2,7 @@
 method is one request through :mod:`berth.client`, on one connection kept for the backend's
 life (``berth logs -f`` asks every tenth of a second whether the job has ended).
 
-Arrays are the daemon's own (:mod:`berth.daemon.requests.arrays`), from the same :class:`ArraySpec`:
+Arrays are the daemon's own (:mod:`berth.daemon.engine.admission.arrays`), from the same :class:`ArraySpec`:
 ``submit(job, array=...)`` queues all tasks at once; a task's id is ``12_3`` as on Slurm.
 What only the local daemon says (which daemon answered, each user's usage) is kept from the
 last ``list`` in :attr:`Local.about`, for `berth queue`'s header and users' block.
@@ -15,6 +15,7 @@ import json
 from berth.backends.base import JobInfo, Submitted, aggregate, named
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
+from berth.wire.jobrow import JobRow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,25 +49,28 @@ def _int(job_id: str) -> int | str:
     raise UsageError(f"invalid job id {job_id!r}: expected 12, or 12_3 for an array's task")
 
 
-def info(row: dict[str, Any]) -> JobInfo:
-    """A row of the daemon's `queue` / `wait` answer as a JobInfo."""
-    gpus, each = row.get("gpus"), row.get("each")
-    nodelist = row.get("nodelist") or []
+def info(raw: dict[str, Any]) -> JobInfo:
+    """A row of the daemon's `queue` / `wait` answer (:class:`~berth.wire.jobrow.JobRow`) as a
+    JobInfo."""
+    row = JobRow.from_dict(raw)
+    gpus, each = row.gpus, row.each
+    nodelist = row.nodelist or []
+    shown: Any = gpus
     if isinstance(gpus, (int, float)) and isinstance(each, (int, float)):
-        gpus = f"{gpus:g}x{each:g}"  # (a share of each of several GPUs: 2x0.098)
-    array, task = row.get("array_job"), row.get("array_task")
+        shown = f"{gpus:g}x{each:g}"  # (a share of each of several GPUs: 2x0.098)
+    array, task = row.array_job, row.array_task
     return JobInfo(
-        f"{array}_{task}" if array is not None else str(row["id"]),
-        str(row.get("name")), str(row.get("user")), str(row["state"]),
-        reason=row.get("reason"), exit_code=row.get("exit_code"),
-        gpus=f"{gpus:g}" if isinstance(gpus, (int, float)) else str(gpus or ""),
-        elapsed=row.get("time"),
+        f"{array}_{task}" if array is not None else str(row.id),
+        str(row.name), str(row.user), str(row.state),
+        reason=row.reason, exit_code=row.exit_code,
+        gpus=f"{shown:g}" if isinstance(shown, (int, float)) else str(shown or ""),
+        elapsed=row.time,
         where="gpu:" + ",".join(str(g) for g in nodelist) if nodelist else "",
-        submit_time=row.get("submit_time"),
+        submit_time=row.submit_time,
         array_job=None if array is None else str(array),
-        array_task=task, array_limit=row.get("group_limit") if array is not None else None,
-        extra={"raw_id": str(row["id"]), "pty": bool(row.get("pty")),
-               **{k: row[k] for k in _EXTRA_FIELDS if row.get(k) is not None}},
+        array_task=task, array_limit=row.group_limit if array is not None else None,
+        extra={"raw_id": str(row.id), "pty": bool(row.pty),
+               **{k: v for k in _EXTRA_FIELDS if (v := getattr(row, k)) is not None}},
     )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ Slurm go to :mod:`berth.cli.on_slurm` (what they take differs: --partition, --me
 -i attaches to a terminal only locally); locally to the command's own module.
 
 Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12), on
-either backend: the local daemon has arrays too (:mod:`berth.daemon.requests.arrays`).
+either backend: the local daemon has arrays too (:mod:`berth.daemon.engine.admission.arrays`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-MAX_JOBS = 10_000  # jobs of one `submit_all` (berth.daemon.requests.intake.MAX_BATCH)
+MAX_JOBS = 10_000  # jobs of one `submit_all` (berth.daemon.engine.admission.admit.MAX_BATCH)
 MAX_BYTES = 6 * 1024 * 1024  # of one request's jobs: well under the 8 MiB request frame
 
 

@@ -3,7 +3,7 @@ real submit runs, and what it would queue; nothing is queued.
 
 The client's checks run first (the job's fields, the jobs file's lines: as for a real submit);
 then the daemon runs its own over the socket (``submit``/``submit_all`` with ``dry_run``:
-:mod:`berth.daemon.requests.dryrun`): this machine's GPUs, the daemon's and the user's limits,
+:mod:`berth.daemon.engine.admission.dryrun`): this machine's GPUs, the daemon's and the user's limits,
 dependencies, ``--unique``, the project, the log directory. Its refusal is the real submit's,
 with the same message and exit status. Without a daemon the dry run says that its checks
 could not be run and exits as a real submit would (5, daemon unreachable): a "yes" that the

@@ -6,7 +6,7 @@ later why the job asked for what it ran with.
 Only a PENDING job (held, or waiting for its begin time, included) can be changed: a running
 one keeps what it started with. Who may change what (the owner; a priority above the
 user's own highest is for admins) and whether the new request can ever be met are the
-daemon's checks (:mod:`berth.daemon.requests.update`); this module only applies a change
+daemon's checks (:mod:`berth.daemon.engine.admission.update`); this module only applies a change
 already checked, and words it.
 """
 

@@ -4,7 +4,7 @@ One daemon per socket and per state directory, enforced with ``flock``: a second
 with a clear message. A socket file left by a dead daemon is probed by connecting and removed
 only if nobody answers. A user's own daemon listens on a 0600 socket; the system daemon
 (``--system``, root) on a 0666 one, and its state directory is passable by the users, whose
-log directories are in it (:mod:`berth.daemon.requests.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
+log directories are in it (:mod:`berth.daemon.engine.admission.userdir`). Stopping the daemon (SIGTERM, Ctrl-C, `berth daemon --stop`) leaves
 running jobs running under their supervisors; the next daemon adopts them.
 """
 
@@ -27,14 +27,15 @@ from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import sockets
+from berth.daemon.engine.admission import userdir
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
+from berth.daemon.engine.front import Front
 from berth.daemon.engine.recovery import recover
 from berth.daemon.engine.resources import Resources
 from berth.daemon.options import Options
 from berth.daemon.procs.port import Supervisors
 from berth.daemon.procs.spawner import Spawner
-from berth.daemon.requests import userdir
 from berth.daemon.requests.server import Server
 from berth.daemon.store.store import Store, open_store
 from berth.daemon.store.writer import Writer
@@ -66,7 +67,9 @@ def serve(opts: Options, cfg: Config, ready: Callable[[], None] | None = None) -
     os.umask(0o077)  # what the daemon makes is root's (its user's) alone, unless said otherwise
     os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
     setup_logging(opts)
-    state_lock = sockets.lock(os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}")
+    state_lock = sockets.lock(
+        os.path.join(opts.state_dir, "daemon.lock"), f"state dir {opts.state_dir}"
+    )
     userdir.prepare(opts.state_dir)
     _doctor(opts, cfg)
     if os.geteuid() == 0:  # a job's supervisor, as its user, reads its attempt's signal file
@@ -272,20 +275,28 @@ async def _serve(
 ) -> tuple[asyncio.AbstractServer, Server, WebServer | None]:
     """Serve the socket, and with ``--http`` the dashboard and /metrics (:mod:`berth.web`),
     which registers its own request (``web_token``) with the socket's server."""
-    server = Server(engine, admin_gid)
+    front = Front(engine)
+    server = Server(front, admin_gid, engine.opts)
     web = None
     if web_sock is not None:
         host, port, first = web_sock
         web = WebServer(
-            engine, host, port, anonymous=cfg.http_anonymous,
+            front, host, port, rules=engine.opts, token_ttl=cfg.web_token_ttl,
+            anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
         )  # fmt: skip
+
     def url() -> str | None:  # (None while another process holds the dashboard's port)
         if web is None or (web.binding is not None and web.binding.unavailable):
             return None
         return web.url
 
-    server.register("web_token", token_handler(url))
+    def unavailable() -> str | None:
+        return next((line for note in engine.notes if (line := note())), None)
+
+    server.register(
+        "web_token", token_handler(url, engine.opts.state_dir, cfg.web_token_ttl, unavailable)
+    )
     srv = await asyncio.start_unix_server(server.handle, sock=sock)
     if web is not None and web_sock is not None:
         binding = web.binding = Binding(asyncio.get_running_loop(), host, port, web.start)

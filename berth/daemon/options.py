@@ -60,3 +60,7 @@ class Options:
         self.private = private  # others' commands and paths are hidden from non-admins
         self.admin_group = admin_group  # besides root, its members are admins
         self.end_jobs_on_stop = False  # --inside-slurm: stopping ends the jobs (not adopted)
+
+    def admins(self) -> str:
+        """Who the admins are, for messages: ``root`` or ``root, group 'gpuadmin'``."""
+        return "root" + (f", group {self.admin_group!r}" if self.admin_group else "")

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.front import Front
+    from berth.daemon.options import Options
     from berth.daemon.requests.handlers import Handler
 
 SECRET_FILE = "web.secret"
@@ -202,9 +203,10 @@ def bearer(headers: dict[str, str]) -> str | None:
     return token.strip()
 
 
-def peer_for(uid: int, admin_gid: int | None) -> Peer:
+def peer_for(uid: int, admin_gid: int | None, rules: Options | None = None) -> Peer:
     """The Peer a request with this uid's token acts as: admin if root or (with [claims]
-    admin_group) a member of that group, as on the socket."""
+    admin_group) a member of that group, as on the socket; judged by the daemon's ``rules``
+    (``--private``, who the admins are) as on the socket."""
     try:
         pw = pwd.getpwuid(uid)
         gid, name = pw.pw_gid, pw.pw_name
@@ -216,29 +218,34 @@ def peer_for(uid: int, admin_gid: int | None) -> Peer:
             admin = admin_gid in os.getgrouplist(name, gid)
         except OSError:
             admin = False
-    return Peer(0, uid, gid, admin)
+    return Peer(0, uid, gid, admin, rules)
 
 
-def anonymous() -> Peer:
+def anonymous(rules: Options | None = None) -> Peer:
     """The Peer of a request without a token: reads only (no uid owns anything)."""
     peer = object.__new__(Peer)
     peer.pid, peer.uid, peer.gid, peer.admin, peer.user = 0, -1, -1, False, "anonymous"
+    peer.rules = rules
     return peer
 
 
-def token_handler(url: Callable[[], str | None]) -> Handler:
+def token_handler(
+    url: Callable[[], str | None], state_dir: str, ttl: float,
+    unavailable: Callable[[], str | None],
+) -> Handler:  # fmt: skip
     """The handler of the ``web_token`` request, which the daemon's start-up registers with
     its socket server: the caller's token, and the dashboard's address (``url()``: known once
     its port is bound, ``--http 127.0.0.1:0`` included) if served;
     with ``revoke``, every token of the caller made so far is revoked first (the reply's
-    token is a new one)."""
+    token is a new one). ``state_dir``, ``ttl``: the tokens' (:class:`Tokens`); ``unavailable()``: why the
+    dashboard is not served now (its port held by another process), or None."""
 
-    def web_token(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    def web_token(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
         revoke = bool(req.get("revoke"))
-        tokens = Tokens(engine.opts.state_dir, engine.res.cfg.web_token_ttl)
+        tokens = Tokens(state_dir, ttl)
         if revoke:
             tokens.revoke(peer.uid)
-        why = next((line for note in engine.notes if (line := note())), None)  # (port held)
+        why = unavailable()  # (its port held by another process)
         return {
             "token": tokens.make(peer.uid), "user": peer.user, "uid": peer.uid, "url": url(),
             "expires": time.time() + tokens.ttl, "revoked": revoke, "unavailable": why,

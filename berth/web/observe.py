@@ -1,8 +1,8 @@
 """What the dashboard and /metrics count about jobs: starts and ends as they are committed.
 
 The :class:`Observer` follows the engine's journal: after each commit it is handed the jobs
-whose new state is durable (it is chained to ``Journal.on_committed``, after the engine's own
-callback), and reads their attempts. From them:
+whose new state is durable (the front's ``follow``: chained to ``Journal.on_committed``, after
+the engine's own callback), and reads their attempts. From them:
 
 - **wait time**: an attempt's start minus the time the job (last) joined the queue;
 - **dispatch gap**: on a GPU freed by an ending attempt, the time until the next attempt
@@ -22,7 +22,7 @@ import time
 from collections import deque
 
 from berth.core.states import FINISHED, State
-from berth.daemon.requests import views
+from berth.daemon.engine import views
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Attempt, Job
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.front import Front
 
 log = logging.getLogger("berth.daemon")
 
@@ -69,8 +69,8 @@ class Histogram:
 
 
 class Observer:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, front: Front) -> None:
+        self.front = front
         self.started_at = time.time()
         self.wait = Histogram(WAIT_BUCKETS)
         self.gap = Histogram(GAP_BUCKETS)
@@ -81,22 +81,19 @@ class Observer:
         self._ended: dict[int, int] = {}  # job id -> highest attempt seen ended
         self._live: set[int] = set()  # unfinished jobs known
         self._freed: dict[int, float] = {}  # GPU index -> when an attempt last left it
-        for job in engine.unfinished():  # what ran before we looked is not counted
+        for job in front.unfinished():  # what ran before we looked is not counted
             self._seen(job)
 
     def attach(self) -> None:
         """Follow the engine's commits from now on."""
-        journal = self.engine.journal
-        before = journal.on_committed
 
-        def chained(inserted: list[Job], saved: list[Job], ok: bool) -> None:
-            before(inserted, saved, ok)
+        def observe(inserted: list[Job], saved: list[Job], ok: bool) -> None:
             try:
                 self.committed(inserted, saved, ok)
             except Exception:
                 log.exception("web: observing a commit failed")
 
-        journal.on_committed = chained
+        self.front.follow(observe)
 
     def load_recent(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
@@ -152,10 +149,10 @@ class Observer:
     def queue_counts(self) -> dict[str, int]:
         """Unfinished jobs by state (every state named, 0 included)."""
         counts = {s.value: 0 for s in (State.PENDING, State.RUNNING, State.COMPLETING)}
-        for job in self.engine.unfinished():
+        for job in self.front.unfinished():
             counts[job.state.value] = counts.get(job.state.value, 0) + 1
         counts["HELD"] = sum(
-            1 for j in self.engine.unfinished() if j.state is State.PENDING and j.held
+            1 for j in self.front.unfinished() if j.state is State.PENDING and j.held
         )
         return counts
 

@@ -101,7 +101,7 @@ class Routes:
                 "this token is not valid here (or has expired, or was revoked): get a new "
                 "one with `berth web-token`",
             )
-        return auth.peer_for(uid, self.server.admin_gid)
+        return auth.peer_for(uid, self.server.admin_gid, self.server.rules)
 
     def reader(self, req: httpio.Request) -> Peer:
         peer = self.viewer(req)
@@ -109,7 +109,7 @@ class Routes:
             return peer
         if not self.server.anonymous:
             raise httpio.HttpError(401, "sign in: this dashboard is not open to anonymous viewers")
-        return auth.anonymous()
+        return auth.anonymous(self.server.rules)
 
     def signed_in(self, req: httpio.Request) -> Peer:
         peer = self.viewer(req)
@@ -167,15 +167,16 @@ class Routes:
     # -- reads --------------------------------------------------------------------------------
 
     def metrics(self) -> bytes:
-        engine = self.server.engine
-        gpus = view.gpus(engine, auth.anonymous())
+        front = self.server.front
+        status, seen = front.status(), front.gpus()
+        gpus = view.gpus(front, auth.anonymous(self.server.rules), status, seen)
         binding = self.server.binding
         text = metrics.render(
             gpus, self.server.observer, self.server.history, view.held_by_user(gpus),
-            engine.enforcer.view() if engine.enforcer is not None else None,
+            status["enforce"],
             port_waited=binding.waited if binding is not None else 0.0,
-            snapshots=engine.res.snapshots, projects=view.projects(engine),
-            disk_full=engine.diskfull.disk_full,
+            snapshots=seen["snapshots"], projects=view.projects(front),
+            disk_full=seen["disk_full"],
         )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 
@@ -240,7 +241,7 @@ class Routes:
         req: dict[str, Any] = {"type": kind, "job_ids": [job_id]}
         protocol.check_request(req)
         try:
-            result = HANDLERS[kind](self.server.engine, peer, req)
+            result = HANDLERS[kind](self.server.front, peer, req)
             if inspect.isawaitable(result):
                 result = await result
             assert isinstance(result, dict)  # (cancel, hold, release: one answer)
@@ -254,7 +255,7 @@ class Routes:
         req: dict[str, Any] = {"type": kind, **fields}
         protocol.check_request(req)
         try:
-            out = HANDLERS[kind](self.server.engine, peer, req)
+            out = HANDLERS[kind](self.server.front, peer, req)
         except ProtocolError as e:
             raise httpio.HttpError(STATUS.get(e.code, 400), e.message) from None
         assert isinstance(out, dict)

@@ -26,9 +26,6 @@ import logging
 import socket
 import time
 
-from berth.core.job import Job
-from berth.daemon.requests import views
-from berth.daemon.store.store import Store
 from berth.devices import telemetry
 from berth.web import auth, caps, dcgm, httpio, view
 from berth.web.auth import Tokens
@@ -38,7 +35,8 @@ from berth.web.routes import Routes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.front import Front
+    from berth.daemon.options import Options
     from berth.web.bind import Binding
     from berth.web.caps import Slot
 
@@ -66,25 +64,29 @@ class _Stream:
 class WebServer:
     def __init__(
         self,
-        engine: Engine,
+        front: Front,
         host: str,
         port: int,
         *,
+        rules: Options,
+        token_ttl: float,
         anonymous: bool = True,
         allow_remote: bool = False,
         admin_gid: int | None = None,
     ) -> None:
-        self.engine = engine
+        self.front = front
+        self.rules = rules  # the daemon's settings: who may see what (requests/authority.py)
         self.host, self.port = host, port
         self.anonymous = anonymous
         self.allow_remote = allow_remote
         self.admin_gid = admin_gid
-        self.tokens = Tokens(engine.opts.state_dir, engine.res.cfg.web_token_ttl)
-        self.loop = engine.loop
-        self.tick = min(5.0, max(0.5, engine.opts.poll_interval))
-        self.observer = Observer(engine)
-        self.observer.load_recent(_recent_finished(engine))
-        self.history = History(self.tick, engine.store.samples_since(time.time() - 86400))
+        self.tokens = Tokens(rules.state_dir, token_ttl)
+        self.loop = asyncio.get_running_loop()
+        self.tick = min(5.0, max(0.5, rules.poll_interval))
+        self.observer = Observer(front)
+        kept = front.samples(since=time.time() - 86400, recent=RECENT)
+        self.observer.load_recent(kept["recent"][::-1])  # (oldest first)
+        self.history = History(self.tick, kept["samples"])
         self.caps = caps.Caps()
         self.streams: set[_Stream] = set()
         self._srv: asyncio.Server | None = None
@@ -97,7 +99,7 @@ class WebServer:
         self.routes = Routes(self)
         self.binding: Binding | None = None  # how it got its port (for /metrics)
         telemetry.want()  # /metrics gives the DCGM exporter's readings: poll them
-        dcgm.remember(engine.res.snapshots)  # (the daemon's first read: UUIDs of GPUs lost later)
+        dcgm.remember(front.gpus()["snapshots"])  # (the daemon's first read: UUIDs of GPUs lost later)
 
     @property
     def url(self) -> str:
@@ -211,7 +213,7 @@ class WebServer:
         stale = self._dirty or now - self._state_at > MAX_AGE
         if self._state is None or (stale and now >= self._next_build):
             t0 = time.perf_counter()
-            snap = view.snapshot(self.engine, auth.anonymous(), self.observer, self.history)
+            snap = view.snapshot(self.front, auth.anonymous(self.rules), self.observer, self.history)
             snap["tick"] = self.tick
             self._state = json.dumps(snap, separators=(",", ":")).encode()
             self._state_at, self._dirty = now, False
@@ -227,7 +229,7 @@ class WebServer:
         self.notify()
 
     def _sample(self) -> None:
-        gpus = view.gpus(self.engine, auth.anonymous())
+        gpus = view.gpus(self.front, auth.anonymous(self.rules))
         counts = self.observer.queue_counts()
         util = {g["index"]: float(g["util"]) for g in gpus if g["util"] is not None}
         mem = {
@@ -242,8 +244,7 @@ class WebServer:
         )  # fmt: skip
         row = self.history.add(s)
         if row is not None:
-            self.engine.journal.execute(Store.SAMPLE_SQL, [row])
-            self.engine.journal.execute(Store.PRUNE_SAMPLES_SQL, [(now - DAY,)])
+            self.front.samples(keep=row, before=now - DAY)
         if self.streams:
             point = self.history.series(now, span=self.tick / 2)["points"]
             data = json.dumps({"gpus": sorted(util), "points": point}, separators=(",", ":"))
@@ -320,14 +321,3 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         pass
     except httpio.HttpError:
         pass  # (the request was refused while being read: evicted)
-
-
-def _recent_finished(engine: Engine) -> list[dict[str, object]]:
-    """The last jobs that finished, oldest first (one read of the store at start)."""
-    rows = []
-    for d in engine.store.finished_recent(RECENT):
-        try:
-            rows.append(views.row(Job.from_dict(d), None))
-        except (KeyError, ValueError, TypeError):
-            continue
-    return rows[::-1]

@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.front import Front
     from berth.daemon.requests.authority import Peer
     from berth.web.history import History
     from berth.web.observe import Observer
@@ -30,27 +30,27 @@ if TYPE_CHECKING:
 MAX_ROWS = 300  # queue rows sent to the page (the counts are always whole)
 
 
-def _call(kind: str, engine: Engine, peer: Peer, **fields: Any) -> dict[str, Any]:
+def _call(kind: str, front: Front, peer: Peer, **fields: Any) -> dict[str, Any]:
     req: dict[str, Any] = {"type": kind, **fields}
     protocol.check_request(req)
-    out = HANDLERS[kind](engine, peer, req)
+    out = HANDLERS[kind](front, peer, req)
     assert isinstance(out, dict)  # (the read handlers answer at once)
     return out
 
 
-def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
-    """Every GPU with its reading and its holders."""
-    status = _call("status", engine, peer)
-    own = engine.own_lease_ids()
-    ledger = engine.res.ledger.scan(bodies=True)
-    by_uuid = engine.res.by_uuid
+def gpus(front: Front, peer: Peer, status: Any = None, seen: Any = None) -> list[dict[str, Any]]:
+    """Every GPU with its reading and its holders (``status``, ``seen``: the ``status``
+    handler's answer and the front's GPUs, if read already)."""
+    status = _call("status", front, peer) if status is None else status
+    seen = front.gpus() if seen is None else seen
+    by_uuid = seen["by_uuid"]
     # A private daemon hides others' commands from non-admins: the page is the same for every
     # viewer, so it shows no claim's command at all.
-    private = bool(getattr(engine.opts, "private", False)) and not peer.admin
+    private = bool(seen["private"]) and not peer.admin
     claims: dict[int, list[dict[str, Any]]] = {}
-    for c in ledger.claims:
+    for c in seen["claims"]:  # (the daemon's own are its jobs')
         s = by_uuid.get(c.uuid)
-        if s is None or c.lease in own:
+        if s is None:
             continue
         claims.setdefault(s.index, []).append(
             {
@@ -64,7 +64,7 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
             }
         )
 
-    for w in ledger.waiters:
+    for w in seen["waiters"]:
         for uuid, share, _mem in w.reserve:
             s = by_uuid.get(uuid)
             if s is not None:
@@ -72,16 +72,16 @@ def gpus(engine: Engine, peer: Peer) -> list[dict[str, Any]]:
                     {"kind": "reserved", "user": user_name(w.uid), "pid": w.pid, "share": share,
                      "command": None if private else w.want}
                 )  # fmt: skip
-    leaders = _leaders(engine)
-    holder_pids = {p for c in ledger.claims if c.lease not in own for p in c.pids}
-    drained, reserved = engine.pauses.notes, _reserved(status)
+    leaders, labels = seen["leaders"], seen["labels"]
+    holder_pids = {p for c in seen["claims"] for p in c.pids}
+    drained, reserved = seen["drained"], _reserved(status)
     out = []
-    for s in engine.res.snapshots:
+    for s in seen["snapshots"]:
         entry = status["gpus"].get(str(s.index), {})
         job_mem, outside = gpuprocs.split(s, leaders, holder_pids, private)
         jobs = entry.get("jobs", [])
         holders: list[dict[str, Any]] = [
-            {"kind": "job", "id": j["id"], "label": _label(engine, j["id"]), "name": j["name"],
+            {"kind": "job", "id": j["id"], "label": labels.get(j["id"], str(j["id"])), "name": j["name"],
              "user": j["user"], "share": j["share"], "mem": job_mem.get(j["id"]),
              "util": s.utilization if len(jobs) == 1 and not outside else None}
             for j in jobs
@@ -131,27 +131,6 @@ def _reserved(status: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def _leaders(engine: Engine) -> dict[int, int]:
-    """pid -> job id: each running job's leader and the supervisor running it."""
-    out: dict[int, int] = {}
-    for job_id, run in engine.runs.items():
-        if run.job_pid is None or run.sup_pid is None:  # (as the engine learns them)
-            info = engine.procs.record(run.path)
-            run.job_pid = run.job_pid or info.get("job")
-            run.sup_pid = run.sup_pid or info.get("sup")
-        for pid in (run.job_pid, run.sup_pid):
-            if pid is not None:
-                out[pid] = job_id
-    return out
-
-
-def _label(engine: Engine, job_id: int) -> str:
-    """A job's id as the CLI writes it (17_1 for task 1 of array 17)."""
-    job = engine.jobs.get(job_id)
-    array = job.extra.get("array") if job is not None else None
-    return f"{array[0]}_{array[1]}" if array else str(job_id)
-
-
 def _pause_note(note: Any) -> str:
     if not note:
         return "paused"
@@ -169,8 +148,8 @@ def held_by_user(gpu_list: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def queue(engine: Engine, peer: Peer, observer: Observer) -> dict[str, Any]:
-    rows = _call("queue", engine, peer)["jobs"]
+def queue(front: Front, peer: Peer, observer: Observer) -> dict[str, Any]:
+    rows = _call("queue", front, peer)["jobs"]
     return {
         "counts": observer.queue_counts(),
         "total": len(rows),
@@ -180,7 +159,7 @@ def queue(engine: Engine, peer: Peer, observer: Observer) -> dict[str, Any]:
 
 
 def users(
-    engine: Engine, gpu_list: list[dict[str, Any]], history: History, now: float
+    front: Front, gpu_list: list[dict[str, Any]], history: History, now: float
 ) -> list[dict[str, Any]]:
     held = held_by_user(gpu_list)
     hours = history.gpu_hours(now)
@@ -191,7 +170,7 @@ def users(
             user, {"user": user, "gpus": 0.0, "running": 0, "pending": 0, "gpu_hours": 0.0}
         )
 
-    for job in engine.unfinished():
+    for job in front.unfinished():
         e = entry(job.user)
         if job.state is State.PENDING:
             e["pending"] += 1
@@ -204,32 +183,34 @@ def users(
     return sorted(table.values(), key=lambda e: (-e["gpus"], -e["running"], e["user"]))
 
 
-def projects(engine: Engine) -> list[dict[str, Any]]:
+def projects(front: Front) -> list[dict[str, Any]]:
     """Each project's line (usage, quotas: `berth admin projects`); none configured: []."""
-    return engine.accounts.projects.summary(engine.unfinished(), time.time())
+    out: list[dict[str, Any]] = front.projects()["projects"]
+    return out
 
 
-def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -> dict[str, Any]:
+def snapshot(front: Front, peer: Peer, observer: Observer, history: History) -> dict[str, Any]:
     """Everything the page shows (the same for every viewer: who may act is the page's
     business to show, and the server's to enforce)."""
     now = time.time()
-    gpu_list = gpus(engine, peer)
+    status, seen = _call("status", front, peer), front.gpus()
+    gpu_list = gpus(front, peer, status, seen)
     return {
         "now": now,
         "host": os.uname().nodename,
         "daemon": {
             "pid": os.getpid(),
             "started": observer.started_at,
-            "queue_paused": engine.pauses.queue,
-            "gpu_error": engine.res.error,
-            "policy": engine.opts.policy or "balanced",
+            "queue_paused": status["queue_paused"],
+            "gpu_error": seen["error"],
+            "policy": seen["policy"],
         },
         "gpus": gpu_list,
-        "queue": queue(engine, peer, observer),
-        "users": users(engine, gpu_list, history, now),
-        "projects": projects(engine),
+        "queue": queue(front, peer, observer),
+        "users": users(front, gpu_list, history, now),
+        "projects": projects(front),
         # issue 25: findings (outside/intrusion/overrun) and idle holders, as `status` has them
-        "enforce": engine.enforcer.view() if engine.enforcer is not None else None,
+        "enforce": status["enforce"],
         # admin reservations (`berth admin reservations`): each GPU's are on its card
-        "reservations": engine.reservations.view(now),
+        "reservations": status["reservations"],
     }

@@ -182,7 +182,7 @@ class JobSpec(tuple):  # type: ignore[type-arg]
     stdout_path: str | None  # the log files, patterns expanded
     stderr_path: str | None
     pty_dir: str | None  # where a --pty attempt's terminal listens (a root daemon's)
-    unique_key: str | None  # the --unique / once identity (berth.daemon.requests.unique)
+    unique_key: str | None  # the --unique / once identity (berth.daemon.engine.admission.unique)
     array_task: tuple[int, ...] | None  # (array id, task index, count, lowest, highest)
 
     @classmethod

@@ -63,7 +63,7 @@ _N = (type(None),)
 REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "hello": {"version": (_I, True), "client": (_S, False)},
     "ping": {},
-    # dry_run: every check, then what would be queued; nothing is (berth.daemon.requests.dryrun)
+    # dry_run: every check, then what would be queued; nothing is (berth.daemon.engine.admission.dryrun)
     "submit": {"job": (_D, True), "dry_run": (_B, False)},
     "submit_all": {
         "jobs": (_L, True),
@@ -82,7 +82,7 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "fold": (_B, False),
         "stream": (_B, False),
     },
-    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.requests.arrays).
+    # A job id: an integer, or "12_3" (task 3 of array 12: berth.daemon.engine.admission.arrays).
     "show": {"job_id": (_I + _S, True)},
     "logs": {"job_id": (_I + _S, True)},
     "attach": {"job_id": (_I + _S, True)},
@@ -95,8 +95,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     },
     "hold": {"job_ids": (_L, True)},
     "release": {"job_ids": (_L, True), "at": (_F, False)},
-    # `berth update` (berth.daemon.requests.update): set = {gpus, time_limit, priority, name,
-    # after_ok}, each checked as the job spec's field; `berth resubmit` (...requests.resubmit)
+    # `berth update` (berth.daemon.engine.admission.update): set = {gpus, time_limit, priority, name,
+    # after_ok}, each checked as the job spec's field; `berth resubmit` (...engine.admission.resubmit)
     "update": {"job_id": (_I + _S, True), "set": (_D, True)},
     "resubmit": {"job_id": (_I + _S, True), "cascade": (_B, False)},
     "pause": {"gpus": (_L, True)},

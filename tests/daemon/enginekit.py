@@ -203,7 +203,7 @@ class EngineRig:
         self.t0 = 1_700_000_000.0  # (not now: everything the engine stamps comes from its clock)
         self.clock = FakeClock(self.t0)
         self.procs = FakeProcesses(self.clock)
-        from berth.daemon.requests import userdir
+        from berth.daemon.engine.admission import userdir
 
         os.makedirs(tmp / "state", mode=0o700)
         userdir.prepare(str(tmp / "state"))  # (as the daemon's start does)
@@ -222,10 +222,10 @@ class EngineRig:
 
     def submit(self, *argv: str, **job: Any) -> int:
         """Submit through the daemon's own intake; the job is durable when it returns."""
-        from berth.daemon.requests import intake
+        from berth.daemon.engine.admission import admit
 
         spec = {"argv": list(argv), "env": {"PATH": "/bin"}, "cwd": str(self.tmp), **job}
-        reply = self.loop.run_until_complete(intake.submit(self.engine, self.peer, {"job": spec}))
+        reply = self.loop.run_until_complete(admit.submit(self.engine, self.peer, spec))
         return int(reply["job_id"])
 
     def use_writer(self) -> Any:

@@ -10,7 +10,6 @@ import math
 import pwd
 
 from berth.daemon.engine.accounts import EVERYONE, KEYS, UNLIMITED
-from berth.daemon.engine.enforce_io import read_log
 from berth.daemon.requests import validate
 from berth.daemon.requests.authority import admins_only
 from berth.wire import protocol
@@ -21,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.front import Front
     from berth.daemon.requests.authority import Peer
 
 # key -> (lowest, highest, integer?)
@@ -74,93 +73,53 @@ def _changes(raw: dict[str, Any]) -> dict[str, float | str]:
     return out
 
 
-def limits(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def limits(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Read the limits (anyone), or set them (``set``: admins)."""
     user = _user(req.get("user"))
-    accounts = engine.accounts
+    changes = None
     if req.get("set"):
         who = "everyone's" if user == EVERYONE else f"{user}'s"
-        admins_only(peer, engine.opts, f"change {who} limits")
-        accounts.set(engine.store, user, _changes(req["set"]))
-        engine.kick()  # (a raised limit may let jobs start)
-    return accounts.table(None if user == EVERYONE else user)
+        admins_only(peer, f"change {who} limits")
+        changes = _changes(req["set"])
+    return front.limits(None if user == EVERYONE else user, changes)
 
 
-def projects(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def projects(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """`berth admin projects` (anyone reads): each project's usage, quotas and members."""
-    p = engine.accounts.projects
-    return {
-        "projects": p.summary(engine.unfinished(), engine.clock.time()),
-        "require_project": p.require,
-        "default_project": p.default,
-    }
+    return front.projects()
 
 
-def gpu_uuids(engine: Engine, names: list[Any]) -> list[str]:
-    """The uuids of the GPUs a request names (index, uuid...); an unknown one is refused."""
-    out = []
-    for n in names:
-        s = engine.res.resolve(str(n))
-        if s is None:
-            known = ", ".join(str(g) for g in sorted(engine.res.by_index)) or "none"
-            raise ProtocolError(protocol.NO_SUCH_GPU, f"no GPU {n!r} here (GPUs: {known})")
-        out.append(s.uuid)
-    return out
-
-
-def pause(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, engine.opts, "pause GPUs")
-    uuids = gpu_uuids(engine, validate.gpu_names("gpus", req["gpus"]))
+def pause(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    admins_only(peer, "pause GPUs")
     # (`berth admin drain` says why too)
-    engine.pauses.pause(uuids, peer.user, None, engine.clock.time())
-    return {"paused": sorted(engine.pauses.indexes())}
+    return front.pause(peer.user, validate.gpu_names("gpus", req["gpus"]))
 
 
-def resume(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, engine.opts, "resume GPUs")
+def resume(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    admins_only(peer, "resume GPUs")
     names = validate.gpu_names("gpus", req.get("gpus"))
-    everything = bool(req.get("all"))
-    uuids = list(engine.pauses.gpus) if everything else gpu_uuids(engine, names)
-    engine.pauses.resume(uuids, queue=everything)
-    return {"paused": sorted(engine.pauses.indexes()), "queue_paused": engine.pauses.queue}
+    return front.pause(peer.user, names, resume=True, everything=bool(req.get("all")))
 
 
-def drain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Pause GPUs (all of them without a list) and record who and why."""
-    admins_only(peer, engine.opts, "drain GPUs")
+    admins_only(peer, "drain GPUs")
     names = validate.gpu_names("gpus", req.get("gpus"))
-    uuids = gpu_uuids(engine, names) if names else [s.uuid for s in engine.res.snapshots]
     note = req.get("note")
     if note is not None:
         note = text("note", note, empty=True, limit=200) or None
-    engine.pauses.pause(uuids, peer.user, note, engine.clock.time())
-    return _paused(engine)
+    return front.pause(peer.user, names, note, drain=True)
 
 
-def undrain(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def undrain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Resume GPUs: exactly `berth resume`."""
-    return resume(engine, peer, req)
+    return resume(front, peer, req)
 
 
-def _paused(engine: Engine) -> dict[str, Any]:
-    out: list[dict[str, Any]] = []
-    for u in engine.pauses.gpus:
-        s = engine.res.by_uuid.get(u)
-        if s is None:
-            continue
-        by, note, since = engine.pauses.notes.get(u, (None, None, None))
-        out.append({"gpu": s.index, "by": by, "note": note, "since": since})
-    out.sort(key=lambda r: r["gpu"])
-    return {"paused": [r["gpu"] for r in out], "drained": out}
-
-
-def enforce_log(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def enforce_log(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """`berth admin log`: the last entries of the enforcement audit log (admins only)."""
-    admins_only(peer, engine.opts, "read the enforcement log")
+    admins_only(peer, "read the enforcement log")
     limit = req.get("limit", 50)
     if not 1 <= limit <= 10000:
         raise ProtocolError(protocol.BAD_REQUEST, f"limit {limit} must be in 1..10000")
-    enforcer = engine.enforcer
-    path = enforcer.audit_path if enforcer is not None else ""
-    devices = enforcer.devices if enforcer is not None else ""
-    return {"path": path, "entries": read_log(path, limit) if path else [], "devices": devices}
+    return front.enforce_log(limit)

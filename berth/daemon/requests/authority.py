@@ -33,16 +33,20 @@ if TYPE_CHECKING:
 
 class Peer:
     """The caller: ``uid``/``gid``/``pid`` from SO_PEERCRED (the pid for logs only: never
-    an identity); ``admin``: :func:`is_admin` of the uid."""
+    an identity); ``admin``: :func:`is_admin` of the uid; ``rules``: the daemon's settings
+    the checks below read (``private``, who the admins are; None: not private, root)."""
 
-    __slots__ = ("admin", "gid", "pid", "uid", "user")
+    __slots__ = ("admin", "gid", "pid", "rules", "uid", "user")
 
-    def __init__(self, pid: int, uid: int, gid: int, admin: bool) -> None:
+    def __init__(
+        self, pid: int, uid: int, gid: int, admin: bool, rules: Options | None = None
+    ) -> None:
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.admin = admin
         self.user = user_name(uid)
+        self.rules = rules
 
 
 def is_admin(uid: int, admin_gid: int | None) -> bool:
@@ -59,36 +63,37 @@ def is_admin(uid: int, admin_gid: int | None) -> bool:
     return admin_gid == pw.pw_gid or admin_gid in os.getgrouplist(pw.pw_name, pw.pw_gid)
 
 
-def admins(opts: Options) -> str:
+def admins(peer: Peer) -> str:
     """Who the admins are, for messages: ``root`` or ``root, group 'gpuadmin'``."""
-    return "root" + (f", group {opts.admin_group!r}" if opts.admin_group else "")
+    return peer.rules.admins() if peer.rules is not None else "root"
 
 
-def may_see(peer: Peer, job: Job, opts: Options) -> bool:
+def may_see(peer: Peer, job: Job) -> bool:
     """May ``peer`` see the job's command, directory and log paths?"""
-    return not opts.private or peer.admin or peer.uid == job.uid
+    private = peer.rules is not None and peer.rules.private
+    return not private or peer.admin or peer.uid == job.uid
 
 
-def owned(job: Job, peer: Peer, opts: Options, verb: str) -> Job:
+def owned(job: Job, peer: Peer, verb: str) -> Job:
     """``job`` if ``peer`` may ``verb`` it (its owner or an admin); else NOT_OWNER saying
     who may: "job 12 belongs to alice; only alice or an admin (root) may cancel it"."""
     if job.uid != peer.uid and not peer.admin:
         raise ProtocolError(
             protocol.NOT_OWNER,
             f"job {job.id} belongs to {job.user}; only {job.user} or an admin "
-            f"({admins(opts)}) may {verb}",
+            f"({admins(peer)}) may {verb}",
         )
     return job
 
 
-def admins_only(peer: Peer, opts: Options, what: str) -> None:
+def admins_only(peer: Peer, what: str) -> None:
     """Refuse ``what`` unless ``peer`` is an admin or the daemon's own user."""
     me = os.geteuid()
     if peer.admin or peer.uid == me:
         return
     who = (
-        admins(opts)
+        admins(peer)
         if me == 0
-        else f"{user_name(me)} (whose daemon this is) or an admin ({admins(opts)})"
+        else f"{user_name(me)} (whose daemon this is) or an admin ({admins(peer)})"
     )
     raise ProtocolError(protocol.NOT_OWNER, f"{peer.user} may not {what}: only {who} may")

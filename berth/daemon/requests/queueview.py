@@ -1,52 +1,25 @@
-"""The `queue` request: the jobs as `berth queue` lists them, whole or just its head, in one
-answer or streamed.
-
-Lines, in order: the running (and completing) jobs, the pending ones in the order the last
-explaining pass considered them (:mod:`berth.daemon.engine.explaining`), then (``all``) the
-jobs that ended in the last day. With ``fold`` an array's pending tasks are one line, where
-its first pending task is, whose row carries ``array_tasks`` (every pending task of the array
-that the filters keep, however far down the queue). ``limit`` (a number of lines): only the
-first lines, and the explaining pass stops once it has explained them, so a terminal's
-screenful of a 100,000-job queue costs the daemon the jobs it shows; ``left`` counts, by
-state, the jobs the filters keep that no line shows (exact: a count, no explanation).
-
-``stream``: the answer in frames (:class:`berth.daemon.requests.stream.Stream`): a head
-(``daemon``, ``users``, ``projects``, ``fairshare``, ``reservations``, ``total``), then the
-rows in frames of at most :data:`CHUNK` (``{"jobs": [...]}``, nothing else), then
-``{"end": true, "dependency_states": ..., "left": ...}``. Each frame is rendered when the
-connection is ready for it (the writer awaits the client's reading between frames), so the
-daemon holds one frame of a long answer at a time, whoever asks. Without ``stream``: the same
-fields in one answer, as before.
-"""
+"""The ``queue`` handler: what the request asks for checked (:class:`Select`), the engine's queue
+view (:mod:`berth.daemon.engine.queue_view`: running jobs, pending ones in the explaining pass's
+order, ended ones; ``limit``, ``fold``, ``model``) in one answer or ``stream``ed in frames
+(:class:`berth.daemon.requests.stream.Stream`), each job's command shown as the caller may see
+it (``--private``)."""
 
 from __future__ import annotations
 
-import itertools
-import os
-from collections import Counter
-
-from berth.claims.procs import user_name
-from berth.core.job import Job
 from berth.core.states import FINISHED, State
-from berth.daemon.requests import validate, views
-from berth.daemon.requests.authority import admins, may_see
+from berth.daemon.requests import validate
+from berth.daemon.requests.authority import may_see
 from berth.daemon.requests.stream import Stream
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import Any
 
-    from berth.daemon.engine.engine import Engine
-    from berth.daemon.engine.estimates import Starts
+    from berth.core.job import Job
+    from berth.daemon.engine.front import Front
     from berth.daemon.requests.authority import Peer
-
-    Line = tuple[Job, "list[int] | None"]  # a job's row; the tasks folded into it
-
-CHUNK = 2000  # rows per frame of a streamed answer
-_ORDER = {State.RUNNING: 0, State.COMPLETING: 1, State.PENDING: 2}
 
 
 class Select:
@@ -79,28 +52,9 @@ class Select:
         )
 
 
-class Head:
-    """``Inputs.explain_stop`` for the first ``need`` pending lines that ``sel`` keeps."""
-
-    def __init__(self, need: int, sel: Select) -> None:
-        self.need, self.sel = need, sel
-        self.lines = 0
-        self.arrays: set[int] = set()
-
-    def __call__(self, job: Job) -> bool:
-        if self.sel.wants(job):
-            array = job.extra.get("array") if self.sel.fold else None
-            if not array:
-                self.lines += 1
-            elif array[0] not in self.arrays:
-                self.arrays.add(array[0])
-                self.lines += 1
-        return self.lines >= self.need
-
-
-def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any] | Stream:
+def queue(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any] | Stream:
     sel = Select(req)
-    frames = _frames(engine, peer, sel)
+    frames = front.queue(sel, lambda job: may_see(peer, job))
     if req.get("stream"):
         return Stream(frames)
     head = next(frames)
@@ -116,155 +70,3 @@ def queue(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any] | S
     if sel.limit is not None:
         out["left"] = end["left"]
     return out
-
-
-def daemon_info(engine: Engine) -> dict[str, Any]:
-    """Which daemon this is (`berth queue` says which one answered)."""
-    opts = engine.opts
-    return {
-        "pid": os.getpid(),
-        "socket": opts.socket,
-        "system": opts.system,
-        "user": user_name(os.geteuid()),
-        "private": opts.private,
-        "admins": admins(opts),
-    }
-
-
-def _frames(engine: Engine, peer: Peer, sel: Select) -> Iterator[dict[str, Any]]:
-    lines, counts = _lines(engine, sel)
-    now = engine.clock.time()
-    acc = engine.accounts
-    users = acc.summary(engine.unfinished(), now)
-    yield {
-        "daemon": daemon_info(engine),
-        "users": users,
-        "projects": acc.projects.summary(engine.unfinished(), now),
-        "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
-        "reservations": engine.reservations.view(now),
-        "total": sum(counts.values()),
-    }
-    factors = {u["user"]: u["factor"] for u in users}
-    named: set[int] = set()
-    shown: Counter[str] = Counter()
-    ids = views.TaskIds(engine.jobs)  # (reasons name array tasks as 17_1)
-    seen: dict[str, str] = {}  # reasons as rewritten so
-    it = iter(lines)
-    starts: Starts | None = None  # (one look at the estimates: its key is O(queue))
-    while chunk := list(itertools.islice(it, CHUNK)):
-        if starts is None and any(j.state is State.PENDING for j, _ in chunk):
-            starts = engine.estimates.get()
-        rows = []
-        for job, tasks in chunk:
-            r = _row(engine, peer, sel, job, ids, factors, starts, seen)
-            if tasks is not None:
-                r["array_tasks"] = sorted(tasks)
-            shown[job.state.value] += 1 if tasks is None else len(tasks)
-            named.update(r["depends_on"])
-            rows.append(r)
-        yield {"jobs": rows}
-    left = {s: n - shown[s] for s, n in counts.items() if n > shown[s]}
-    yield {
-        "end": True,
-        "dependency_states": {str(i): getattr(engine.state_of(i), "value", None) for i in named},
-        "left": left,
-    }
-
-
-def _row(
-    engine: Engine, peer: Peer, sel: Select, job: Job, ids: views.TaskIds,
-    factors: dict[str, float], starts: Starts | None, seen: dict[str, str],
-) -> dict[str, Any]:  # fmt: skip
-    pending = job.state is State.PENDING
-    reason = engine.reason(job.id) if pending else None
-    if reason is not None:  # (many rows share one reason: rewritten once)
-        said = seen.get(reason)
-        if said is None:
-            said = seen[reason] = views.with_task_ids(reason, ids) or reason
-        reason = said
-    r = views.row(job, reason)
-    if pending:  # its place in line and what puts it there (priority, fair share, wait)
-        place = engine.considered.get(job.id)
-        r["order"] = None if place is None else place + 1
-        r["share_factor"] = factors.get(job.tenant)
-        r["queued_at"] = job.queue_time
-        r["start_estimate"] = starts.get(job.id) if starts is not None else None
-    if sel.model and job.state not in FINISHED:  # (`simulate --what-if`)
-        model = {k: v for k, v in job.to_dict().items() if k != "extra"}
-        r["model"] = model if may_see(peer, job, engine.opts) else views.redact(model)
-    return r
-
-
-def _lines(engine: Engine, sel: Select) -> tuple[list[Line], Counter[str]]:
-    """The lines to send, and how many jobs ``sel`` keeps by state."""
-    counts: Counter[str] = Counter()
-    active: list[Job] = []
-    tasks: dict[int, list[int]] = {}  # fold: array -> its pending tasks kept
-    wants, fold = sel.wants, sel.fold
-    for job in engine.unfinished():
-        if not wants(job):
-            continue
-        counts[job.state.value] += 1
-        if job.state is not State.PENDING:
-            active.append(job)
-        elif fold and (array := job.extra.get("array")):
-            tasks.setdefault(array[0], []).append(array[1])
-    active.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
-    limit = sel.limit
-    lines: list[Line] = [(j, None) for j in active[:limit]]
-    room = None if limit is None else limit - len(lines)
-    if counts[State.PENDING.value] and room != 0:
-        need = room
-        engine.explain(None if need is None else (lambda: Head(need, sel)))
-        lines += _pending(engine, sel, tasks, room)
-    if sel.finished and room != 0:
-        room = None if limit is None else limit - len(lines)
-        for job in _ended(engine, sel):
-            counts[job.state.value] += 1
-            if room is None or room > 0:
-                lines.append((job, None))
-                room = None if room is None else room - 1
-    return lines, counts
-
-
-def _pending(
-    engine: Engine, sel: Select, tasks: dict[int, list[int]], room: int | None
-) -> list[Line]:
-    """The first ``room`` (None: all) pending lines ``sel`` keeps, in the order of the last
-    explaining pass (the jobs it did not reach after: by priority, then queue time)."""
-    jobs = engine.jobs
-    considered = engine.considered
-
-    def rest() -> Iterator[Job]:  # (a paused queue: nothing considered)
-        left = [j for j in jobs.values() if j.state is State.PENDING and j.id not in considered]
-        yield from sorted(left, key=lambda j: (-j.priority, j.queue_time, j.id))
-
-    ahead = (jobs.get(i) for i in considered)
-    out: list[Line] = []
-    folded: set[int] = set()
-    for job in itertools.chain(ahead, rest()):
-        if room is not None and len(out) >= room:
-            break
-        if job is None or job.state is not State.PENDING or not sel.wants(job):
-            continue
-        array = job.extra.get("array") if sel.fold else None
-        if array:
-            if array[0] in folded:
-                continue
-            folded.add(array[0])
-        out.append((job, tasks.get(array[0]) if array else None))
-    return out
-
-
-def _ended(engine: Engine, sel: Select) -> Iterator[Job]:
-    """The jobs that ended in the last day (those ending now first), as ``sel`` keeps them."""
-    since = engine.clock.time() - 86400
-    settling = engine.settling_jobs()
-    ending = {j.id for j in settling}
-    records = (Job.from_dict(d) for d in engine.store.finished_since(since, sel.uid)
-               if d["id"] not in ending)  # fmt: skip
-    return (j for j in itertools.chain(settling, records) if sel.wants(j))
-
-
-def _finite(x: float) -> float | None:
-    return x if x != float("inf") else None

@@ -74,30 +74,3 @@ def error_reply(e: Exception) -> dict[str, Any]:
         )
     log.exception("request failed", exc_info=e)
     return protocol.error(protocol.INTERNAL, f"internal error: {e!r}")
-
-
-def when_all(
-    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]], reply: dict[str, Any]
-) -> asyncio.Future[dict[str, Any]]:
-    """``reply`` once every one of ``futures`` is done (the first failure instead)."""
-    out: asyncio.Future[dict[str, Any]] = loop.create_future()
-    left = len(futures)
-
-    def one(f: asyncio.Future[None]) -> None:
-        nonlocal left
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-        elif f.exception() is not None:
-            out.set_exception(f.exception())  # type: ignore[arg-type]
-        else:
-            left -= 1
-            if not left:
-                out.set_result(reply)
-
-    if not futures:
-        out.set_result(reply)
-    for f in futures:
-        f.add_done_callback(one)
-    return out

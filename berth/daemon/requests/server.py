@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.front import Front
+    from berth.daemon.options import Options
     from berth.daemon.requests.handlers import Handler
 
     # an answer to come (one frame, or a Stream of them), its request frame's size
@@ -63,11 +64,11 @@ REQUEST_TIMEOUT = 5.0  # seconds for a request to arrive whole, from its first b
 IDLE_TIMEOUT = 600.0  # seconds a connection with nothing in hand may stay silent
 
 
-def peer_of(sock: socket.socket, admin_gid: int | None) -> Peer:
+def peer_of(sock: socket.socket, admin_gid: int | None, rules: Options | None = None) -> Peer:
     """Who is calling: the socket's credentials at connect time; admin by the user database
     (:func:`berth.daemon.requests.authority.is_admin`), never by the process's /proc."""
     pid, uid, gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
-    return Peer(pid, uid, gid, is_admin(uid, admin_gid))
+    return Peer(pid, uid, gid, is_admin(uid, admin_gid), rules)
 
 
 class _Conn:
@@ -83,9 +84,12 @@ class _Conn:
 
 
 class Server:
-    def __init__(self, engine: Engine, admin_gid: int | None = None) -> None:
-        self.engine = engine
+    def __init__(
+        self, front: Front, admin_gid: int | None = None, rules: Options | None = None
+    ) -> None:
+        self.front = front
         self.admin_gid = admin_gid
+        self.rules = rules  # (the daemon's settings its callers are judged by: authority.py)
         self.connections = 0
         self.per_uid: dict[int, int] = {}
         self.handlers: dict[str, Handler] = dict(HANDLERS)  # (+ what others register)
@@ -143,7 +147,7 @@ class Server:
         if task is not None:
             self.tasks.add(task)
         try:
-            peer = peer_of(writer.get_extra_info("socket"), self.admin_gid)
+            peer = peer_of(writer.get_extra_info("socket"), self.admin_gid, self.rules)
             open_now = self.per_uid.get(peer.uid, 0)
             if peer.uid != 0 and open_now >= MAX_CONNECTIONS_PER_USER:
                 writer.write(
@@ -270,7 +274,7 @@ class Server:
                 kind = protocol.check_request(msg)
                 if kind == "hello":
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
-                result = self.handlers[kind](self.engine, peer, msg)
+                result = self.handlers[kind](self.front, peer, msg)
             except Exception as e:
                 answer(error_reply(e), n)
                 if not greeted:

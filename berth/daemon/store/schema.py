@@ -38,7 +38,7 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
     CREATE INDEX jobs_ended ON jobs(ended_at);
     CREATE TABLE paused(gpu TEXT PRIMARY KEY, since REAL NOT NULL);
     """,
-    # 2: `submit --unique`: the job's identity (see berth.daemon.requests.unique), to find a twin.
+    # 2: `submit --unique`: the job's identity (see berth.daemon.engine.admission.unique), to find a twin.
     """
     ALTER TABLE jobs ADD COLUMN unique_key TEXT;
     CREATE INDEX jobs_unique ON jobs(unique_key) WHERE unique_key IS NOT NULL;
@@ -92,7 +92,7 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
     ),
     # 7: dependencies as people write them (berth.wire.dependency): a spec's ``after_ok: [12,
     # 13]`` becomes ``dependency: "afterok:12:13"``; each user's jobs by id, for ``@`` (your
-    # last submitted job: berth.daemon.requests.depends).
+    # last submitted job: berth.daemon.engine.admission.depends).
     (
         _AFTER_OK.format(table="jobs"),
         _AFTER_OK.format(table="shared_specs"),

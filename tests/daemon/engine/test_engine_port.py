@@ -210,13 +210,14 @@ def test_a_failed_hand_over_leaves_its_gate_to_the_commit(rig: EngineRig) -> Non
 
 
 def test_submit_and_release_times_come_from_the_engines_clock(rig: EngineRig) -> None:
+    from berth.daemon.engine.front import Front
     from berth.daemon.requests.handlers import release_jobs
 
     rig.clock.t = rig.t0 + 5.0
     a = rig.submit("true", hold=True)
     assert rig.engine.jobs[a].submit_time == rig.t0 + 5.0
     rig.clock.t = rig.t0 + 9.0
-    rig.loop.run_until_complete(release_jobs(rig.engine, rig.peer, {"job_ids": [a]}))
+    rig.loop.run_until_complete(release_jobs(Front(rig.engine), rig.peer, {"job_ids": [a]}))
     assert rig.engine.jobs[a].history[-1].at == rig.t0 + 9.0
 
 

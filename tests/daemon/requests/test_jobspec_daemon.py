@@ -17,7 +17,7 @@ import pytest
 
 import berth
 from berth.client import DaemonError
-from berth.daemon.requests.unique import key
+from berth.daemon.engine.admission.unique import key
 from berth.errors import UsageError
 from berth.units import GPU_COUNT_RULE
 from berth.wire.jobspec import JobSpec

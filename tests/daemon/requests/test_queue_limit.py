@@ -18,7 +18,7 @@ import pytest
 from helpers import wait_until
 
 from berth.client import DaemonError
-from berth.daemon.requests.queueview import CHUNK
+from berth.daemon.engine.queue_view import CHUNK
 
 
 def _blocked(daemon, n: int) -> tuple[int, list[int]]:  # type: ignore[no-untyped-def]

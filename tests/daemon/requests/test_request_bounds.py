@@ -158,7 +158,8 @@ def test_two_batches_at_once_stay_within_max_jobs(tmp_path):
 
     from enginekit import EngineRig
 
-    from berth.daemon.requests import intake
+    from berth.daemon.engine.front import Front
+    from berth.daemon.requests import submit as admit
 
     rig = EngineRig(tmp_path, gpus=1)
     try:
@@ -168,8 +169,8 @@ def test_two_batches_at_once_stay_within_max_jobs(tmp_path):
         async def both() -> list[Any]:
             batch = {"jobs": [job] * 300}
             return await asyncio.gather(
-                intake.submit_all(rig.engine, rig.peer, batch),
-                intake.submit_all(rig.engine, rig.peer, batch),
+                admit.submit_all(Front(rig.engine), rig.peer, batch),
+                admit.submit_all(Front(rig.engine), rig.peer, batch),
                 return_exceptions=True,
             )
 

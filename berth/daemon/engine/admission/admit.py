@@ -1,15 +1,15 @@
 """Accepting a job (the ``submit`` request): read it as a :class:`~berth.wire.jobspec.JobSpec`
 (:meth:`~berth.wire.jobspec.JobSpec.from_dict`: every field and the rules between them; the
 client ran the same checks, but is not trusted), check it against this machine, apply
-``--unique`` (:mod:`berth.daemon.requests.unique`) or ``once`` (a key `berth watch` gives each line it
+``--unique`` (:mod:`berth.daemon.engine.admission.unique`) or ``once`` (a key `berth watch` gives each line it
 reads: a job with that key, in any state, is that line's job, so a line is queued once even if
 the watcher dies between sending it and noting it), fix its log paths, and add it to the
-queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.requests.arrays`) in one commit; the
+queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.engine.admission.arrays`) in one commit; the
 answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: every one is
 checked before any is queued, then all go in one commit. A time limit above the daemon's
 ``max_job_time`` is refused here (not cut: the user learns the limit before the job is queued).
 With ``dry_run``, either runs every one of these checks and answers what it would queue
-(:mod:`berth.daemon.requests.dryrun`), with no side effect: no id given, nothing written, no
+(:mod:`berth.daemon.engine.admission.dryrun`), with no side effect: no id given, nothing written, no
 directory made.
 
 What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
@@ -28,17 +28,16 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
-from berth.daemon.engine.command import expand_pattern
-from berth.daemon.requests import arrays, depends, dryrun, unique, userdir
-from berth.daemon.requests.fitness import (
+from berth.daemon.engine.admission import arrays, depends, dryrun, unique, userdir
+from berth.daemon.engine.admission.fitness import (
     check_fits,
     check_limit,
     limit_in_force,
     memory_share,
     requeue,
 )
-from berth.daemon.requests.prepared import Prepared
-from berth.daemon.requests.replies import when_all
+from berth.daemon.engine.admission.prepared import Prepared
+from berth.daemon.engine.command import expand_pattern
 from berth.wire import protocol
 from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, job_bytes, stored_bytes
 from berth.wire.jobspec import JobSpec, one_machine
@@ -49,8 +48,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Caller as Peer
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.authority import Peer
 
 
 DEFAULT_UMASK = 0o077  # a job whose client did not say (the CLI always does): private files
@@ -58,19 +57,47 @@ YIELD_EVERY = 256  # jobs of a batch checked between two turns of the loop
 
 
 def submit(
-    engine: Engine, peer: Peer, req: dict[str, Any]
+    engine: Engine, peer: Peer, raw: Any, dry: bool = False
 ) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
     """One job (or one array), answered once it is durable: a future (no task for it) unless
-    it must first look for a twin (``--unique``, `berth watch`'s ``once``)."""
+    it must first look for a twin (``--unique``, `berth watch`'s ``once``). ``dry``: a dry
+    run (every check, then what it would queue; nothing kept)."""
     held = engine.jobs.count_of(peer.uid)  # (kept by the engine: not a walk of the queue)
-    if req.get("dry_run"):
-        return _dry(engine, peer, req["job"], held)
-    p, own = _check(engine, peer, req["job"])
+    if dry:
+        return _dry(engine, peer, raw, held)
+    p, own = _check(engine, peer, raw)
     if _looks_for_twin(p.spec):
         return _submit_once(engine, peer, p, own, held)
     _finish(engine, peer, p, own, 0, held, engine.jobs.projects())
     reply, futures = insert(engine, peer, p)
-    return when_all(engine.loop, futures, reply)
+    return _when_all(engine.loop, futures, reply)
+
+
+def _when_all(
+    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[None]], reply: dict[str, Any]
+) -> asyncio.Future[dict[str, Any]]:
+    """``reply`` once every one of ``futures`` is done (the first failure instead)."""
+    out: asyncio.Future[dict[str, Any]] = loop.create_future()
+    left = len(futures)
+
+    def one(f: asyncio.Future[None]) -> None:
+        nonlocal left
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            left -= 1
+            if not left:
+                out.set_result(reply)
+
+    if not futures:
+        out.set_result(reply)
+    for f in futures:
+        f.add_done_callback(one)
+    return out
 
 
 async def _submit_once(
@@ -91,12 +118,12 @@ async def _dry(engine: Engine, peer: Peer, raw: Any, held: int) -> dict[str, Any
     return dryrun.reply(engine, peer, p, engine.next_id)
 
 
-async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+async def submit_all(
+    engine: Engine, peer: Peer, raws: list[Any], env: Any = None, dry: bool = False
+) -> list[dict[str, Any]]:
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
     they are queued in one commit. A refusal names the job by its place (``job 3 of 5``).
     ``env``: the environment of each job that names none (sent once, not per job)."""
-    raws = req["jobs"]
-    env = req.get("env")  # (the environment of every job that names none: sent once)
     if env is not None:
         raws = [{**r, "env": env} if type(r) is dict and "env" not in r else r for r in raws]
     most = engine.accounts.max_request_jobs
@@ -105,7 +132,7 @@ async def submit_all(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[st
             protocol.BAD_REQUEST,
             f"jobs: from 1 to {most} jobs ([limits] max_request_jobs), not {len(raws)}",
         )
-    return {"replies": await _accept(engine, peer, raws, bool(req.get("dry_run")))}
+    return await _accept(engine, peer, raws, dry)
 
 
 async def _accept(

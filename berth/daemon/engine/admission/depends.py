@@ -8,7 +8,7 @@ on record, else the job is refused (as Slurm refuses an unknown id) and nothing 
 from __future__ import annotations
 
 from berth.core.job import SINGLETON, Dependency
-from berth.daemon.requests import arrays
+from berth.daemon.engine.admission import arrays
 from berth.errors import UsageError
 from berth.wire import protocol
 from berth.wire.dependency import LAST, parse_dependency
@@ -16,8 +16,8 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from berth.daemon.engine.admission.prepared import Caller as Peer
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.authority import Peer
 
 
 def last_job(engine: Engine, uid: int) -> int | None:
@@ -31,9 +31,7 @@ def last_job(engine: Engine, uid: int) -> int | None:
     return max(ids) if ids else None
 
 
-def resolve(
-    engine: Engine, peer: Peer, text: str
-) -> tuple[tuple[Dependency, ...], bool, str]:
+def resolve(engine: Engine, peer: Peer, text: str) -> tuple[tuple[Dependency, ...], bool, str]:
     """(terms, any of them, the text with ``@`` replaced) of the dependency ``text``."""
     try:
         dep = parse_dependency(text)

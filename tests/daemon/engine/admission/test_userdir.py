@@ -1,4 +1,4 @@
-"""Each user's log directory under a root daemon's state (berth/daemon/requests/userdir.py):
+"""Each user's log directory under a root daemon's state (berth/daemon/engine/admission/userdir.py):
 made for the user, owned by them; an entry of that name that is not their directory is
 refused with what to do; a checked directory is taken as it was for a second (a stream of
 submits does not check it three system calls a submit), then checked again.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from berth.daemon.requests import userdir
+from berth.daemon.engine.admission import userdir
 from berth.wire.protocol import ProtocolError
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")

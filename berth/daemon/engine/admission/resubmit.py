@@ -5,7 +5,7 @@ directory, GPUs, limits, log patterns, user), with what `berth update` changed o
 job (its GPUs, time limit, priority, name); its history begins ``resubmitted from N by
 USER`` and `berth show` says ``resubmitted from: N``. Its dependencies on jobs still
 unfinished stay; those on jobs that have ended are dropped (running it again is the
-point). It goes through submit's own checks (:func:`berth.daemon.requests.intake.prepare`:
+point). It goes through submit's own checks (:func:`berth.daemon.engine.admission.admit.prepare`:
 the machine, the user's limits, its log paths), as its user: an admin who resubmits
 alice's job queues it as alice's.
 
@@ -26,8 +26,8 @@ import dataclasses
 
 from berth.core.job import Dependency, Event, Job
 from berth.core.states import FINISHED, State
-from berth.daemon.requests import arrays, depends, intake
-from berth.daemon.requests.authority import Peer, owned
+from berth.daemon.engine.admission import admit, arrays, depends
+from berth.daemon.engine.admission.prepared import Owner
 from berth.daemon.store.store import UnreadableSpec
 from berth.wire import protocol
 from berth.wire.jobspec import DAEMON_FIELDS
@@ -37,6 +37,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Allow
+    from berth.daemon.engine.admission.prepared import Caller as Peer
     from berth.daemon.engine.engine import Engine
     from berth.wire.jobspec import JobSpec
 
@@ -126,9 +128,7 @@ def _ordered(jobs: dict[int, Job]) -> list[Job]:
     return out
 
 
-def _deps(
-    engine: Engine, job: Job, new_ids: dict[int, int], root: bool
-) -> tuple[Dependency, ...]:
+def _deps(engine: Engine, job: Job, new_ids: dict[int, int], root: bool) -> tuple[Dependency, ...]:
     """``job``'s dependencies for its new job: onto the new ids of those resubmitted with it;
     the root's on ended jobs dropped."""
     out = []
@@ -140,14 +140,16 @@ def _deps(
     return tuple(out)
 
 
-async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    root = engine.find(arrays.resolve(engine, req["job_id"]))
+async def resubmit(
+    engine: Engine, peer: Peer, ref: Any, cascade: bool, allow: Allow
+) -> dict[str, Any]:
+    """Queue the ended job ``ref`` again (``cascade``: with its doomed dependents), if
+    ``allow`` (the caller's rules) lets ``peer`` resubmit it."""
+    root = engine.find(arrays.resolve(engine, ref))
     if root is None:
-        raise ProtocolError(
-            protocol.NO_SUCH_JOB, f"no job {req['job_id']}: see `berth queue --all`"
-        )
+        raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {ref}: see `berth queue --all`")
     _single(root)
-    owned(root, peer, engine.opts, "resubmit it")
+    allow(root)
     if root.state not in FINISHED:
         raise ProtocolError(
             protocol.INVALID_STATE,
@@ -156,17 +158,17 @@ async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str,
         )
     await engine.durable()  # (jobs that ended just now are in the store)
     most = engine.accounts.max_request_jobs
-    jobs, skipped = _cascade(engine, peer, root, most) if req.get("cascade") else ([root], [])
+    jobs, skipped = _cascade(engine, peer, root, most) if cascade else ([root], [])
     prepared = []
     queued: dict[int, int] = {}  # uid -> jobs this request adds (their max_jobs)
     adds: dict[int, int] = {}  # uid -> bytes this request adds to the store (max_user_bytes)
     for job in jobs:  # every one checked before any is queued
-        owner = Peer(peer.pid, job.uid, job.gid, job.uid == peer.uid and peer.admin)
+        owner = Owner(job.uid, job.gid, job.uid == peer.uid and peer.admin)
         n = queued.get(job.uid, 0)
         held = engine.jobs.count_of(job.uid)  # (the user's unfinished jobs: kept by the table)
         raw, more = _raw(_spec(engine, job), job), adds.get(job.uid, 0)
         try:
-            p = await intake.prepare(engine, owner, raw, n, held, None, more)
+            p = await admit.prepare(engine, owner, raw, n, held, None, more)
         except ProtocolError as e:
             raise ProtocolError(e.code, f"job {job.id}: {e.message}; nothing was queued") from None
         queued[job.uid] = n + 1
@@ -178,7 +180,7 @@ async def resubmit(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str,
     for job, owner, p in prepared:  # (one turn of the loop: one commit)
         p.deps = _deps(engine, job, new_ids, job is root)
         p.spec = p.spec.replace(dependency=depends.text_of(p.deps, p.any_of))
-        reply, futs = intake.insert(engine, owner, p)
+        reply, futs = admit.insert(engine, owner, p)
         new = engine.jobs[reply["job_id"]]
         new.extra["resubmitted_from"] = job.id
         new.history[0] = Event(

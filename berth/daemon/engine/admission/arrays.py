@@ -16,9 +16,9 @@ names one task, anywhere a job id is taken (:func:`resolve`).
 from __future__ import annotations
 
 from berth.core.job import Job
-from berth.daemon.requests import validate
 from berth.wire import protocol
 from berth.wire.arrays import ArraySpec
+from berth.wire.checks import MAX_ID, integer
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -73,14 +73,14 @@ def resolve(engine: Engine, ref: Any, field: str = "job_id") -> int:
     """A job id as a client sent it: an integer, or ``"A_T"`` (task T of array A); any
     other string is refused (``"1"`` is not a job id: the checks are by exact type)."""
     if type(ref) is not str:
-        return validate.job_id(ref, field)
+        return integer(field, ref, 1, MAX_ID)
     head, us, task = ref.partition("_")
     if not (ref.isascii() and us and head.isdigit() and task.isdigit()) or len(ref) > 40:
         raise ProtocolError(
             protocol.BAD_REQUEST,
             f"{field} = {ref!r}: expected a job id (an integer: 12) or a task ('12_3')",
         )
-    array_id = validate.job_id(int(head), field)
+    array_id = integer(field, int(head), 1, MAX_ID)
     job = engine.find(array_id)
     spec = None if job is None else job.extra.get("array_spec")
     if spec is None:

@@ -1,5 +1,5 @@
 """A dry run (``submit`` or ``submit_all`` with ``dry_run``): what would be queued, said after
-every check a real submit runs (:mod:`berth.daemon.requests.intake`: the job's fields, this
+every check a real submit runs (:mod:`berth.daemon.engine.admission.admit`: the job's fields, this
 machine's GPUs, the daemon's and the user's limits, the dependencies resolved, ``--unique``'s
 twin, the project, the log directory), and nothing else: no id is given, nothing goes to the
 journal, no directory is made. A refusal is the real submit's, word for word.
@@ -16,17 +16,17 @@ it (``limit_in_force``), and the reason it would wait with where that is known b
 from __future__ import annotations
 
 from berth.core.states import Reason
+from berth.daemon.engine.admission import arrays
+from berth.daemon.engine.admission.fitness import limit_in_force
 from berth.daemon.engine.command import expand_pattern
-from berth.daemon.requests import arrays
-from berth.daemon.requests.fitness import limit_in_force
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Caller as Peer
+    from berth.daemon.engine.admission.prepared import Prepared
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.authority import Peer
-    from berth.daemon.requests.prepared import Prepared
 
 HIDDEN = ("env", "unique_key")  # (the caller's values; an internal digest)
 

@@ -1,8 +1,8 @@
 """What a submitted job is checked against here, beyond its own fields: this machine's GPUs
 (a request none could ever satisfy is refused: it would wait for ever; ``--mem`` without
 ``-g`` sized as a share of each GPU) and this daemon's time limits (``--max-job-time``,
-``--on-time-limit``). Used by submit (:mod:`berth.daemon.requests.intake`) and `berth update`
-(:mod:`berth.daemon.requests.update`) alike."""
+``--on-time-limit``). Used by submit (:mod:`berth.daemon.engine.admission.admit`) and `berth update`
+(:mod:`berth.daemon.engine.admission.update`) alike."""
 
 from __future__ import annotations
 

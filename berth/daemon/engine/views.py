@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def row(job: Job, reason: str | None) -> dict[str, Any]:
-    """One line of `berth queue`."""
+    """One line of `berth queue`: a :class:`~berth.wire.jobrow.JobRow`'s fields (its
+    ``FIELDS``, in order; built as a plain dict: one per job of a long queue)."""
     a = job.attempts[-1] if job.attempts else None
     now = time.time()
     elapsed = None

@@ -31,7 +31,7 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.daemon.requests.authority import Peer
+    from berth.daemon.engine.admission.prepared import Caller as Peer
 
 SHARED_MODE = 0o711  # root's dirs the users pass through
 USER_MODE = 0o700

@@ -9,7 +9,7 @@ or dependency (``dependency``: an expression as submit's ``--dependency``,
   user reorders their own jobs, and lowers any, but does not jump others by updating.
 - What: each value is checked as the job spec checks it at submit
   (:func:`berth.wire.jobspec.check_field`), then against this machine and the user's limits
-  as submit does (:func:`berth.daemon.requests.fitness.check_fits`, ``check_limit``,
+  as submit does (:func:`berth.daemon.engine.admission.fitness.check_fits`, ``check_limit``,
   ``Accounts.check_submit``): a request no GPU here could ever satisfy is refused, as it is
   at submit. A dependency must name jobs on record (``@``: the caller's last job, as at
   submit), must be one that can still be met, and must not make a cycle.
@@ -32,11 +32,11 @@ from berth.core.deps import NEVER, Known
 from berth.core.deps import check as check_dependency
 from berth.core.job import Dependency, Job, Request
 from berth.core.states import State
-from berth.daemon.requests import arrays, depends, validate
-from berth.daemon.requests.authority import admins, owned
-from berth.daemon.requests.fitness import check_fits, check_limit
+from berth.daemon.engine.admission import arrays, depends
+from berth.daemon.engine.admission.fitness import check_fits, check_limit
 from berth.errors import UsageError
 from berth.wire import protocol
+from berth.wire.checks import MAX_ID, integer
 from berth.wire.jobspec import check_field
 from berth.wire.protocol import ProtocolError
 
@@ -44,8 +44,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Allow
+    from berth.daemon.engine.admission.prepared import Caller as Peer
     from berth.daemon.engine.engine import Engine
-    from berth.daemon.requests.authority import Peer
 
 # What ``set`` may hold: the job spec's field names (checked by its own check)
 KEYS = ("gpus", "time_limit", "priority", "name", "dependency")
@@ -72,19 +73,19 @@ def _values(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _jobs(engine: Engine, peer: Peer, ref: Any) -> tuple[list[Job], str]:
+def _jobs(engine: Engine, ref: Any, allow: Allow) -> tuple[list[Job], str]:
     """The jobs ``ref`` names that the update changes, and how to name them; whose they are
     is answered first (another user's running job: not theirs, before not pending)."""
     if type(ref) is str:
         job = engine.find(arrays.resolve(engine, ref))
         jobs, label = [job] if job is not None else [], ref
     else:
-        head = validate.job_id(ref)
+        head = integer("job_id", ref, 1, MAX_ID)
         tasks = arrays.members(engine, head)
         found = [engine.find(i) for i in tasks or [head]]
         jobs, label = [j for j in found if j is not None], str(head)
         for job in jobs[:1]:  # (an array's tasks are one user's)
-            owned(job, peer, engine.opts, "update it")
+            allow(job)
         if tasks:  # an array: its pending tasks (scontrol update of an array's id)
             pending = [j for j in jobs if j.state is State.PENDING]
             if not pending:
@@ -98,7 +99,7 @@ def _jobs(engine: Engine, peer: Peer, ref: Any) -> tuple[list[Job], str]:
     if not jobs:
         raise ProtocolError(protocol.NO_SUCH_JOB, f"no job {label}: see `berth queue --all`")
     job = jobs[0]
-    owned(job, peer, engine.opts, "update it")
+    allow(job)
     if job.state is not State.PENDING:
         then = (
             f"wait for it to end, or `berth cancel {label}`; then `berth resubmit {label}` "
@@ -174,16 +175,21 @@ def _check(engine: Engine, peer: Peer, job: Job, values: dict[str, Any]) -> None
             raise ProtocolError(
                 protocol.NOT_OWNER,
                 f"-p {new}: above {job.user}'s own highest priority ({top}, of their queued "
-                f"jobs); only an admin ({admins(engine.opts)}) may raise a job above it; "
+                f"jobs); only an admin ({engine.opts.admins()}) may raise a job above it; "
                 f"ask for -p {top} or less",
             )
 
 
-async def update(engine: Engine, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    values = _values(req["set"])
-    jobs, label = _jobs(engine, peer, req["job_id"])
+async def update(
+    engine: Engine, peer: Peer, ref: Any, raw: dict[str, Any], allow: Allow
+) -> dict[str, Any]:
+    """Change the pending job ``ref`` names (an array's id: its pending tasks) to ``raw``'s
+    values, if ``allow`` (the caller's rules) lets ``peer`` change each; durable before the
+    answer."""
+    values = _values(raw)
+    jobs, label = _jobs(engine, ref, allow)
     for job in jobs:
-        owned(job, peer, engine.opts, "update it")
+        allow(job)
     deps: tuple[Dependency, ...] | None = None
     any_of, shown = False, None
     if "dependency" in values:
