@@ -11,11 +11,9 @@ running jobs running under their supervisors; the next daemon adopts them.
 from __future__ import annotations
 
 import asyncio
-import gc
 import grp
 import logging
 import os
-import resource
 import signal
 import socket
 import sqlite3
@@ -26,7 +24,7 @@ from berth.claims import paths as claim_paths
 from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
-from berth.daemon import sockets
+from berth.daemon import process, sockets
 from berth.daemon.engine.admission import userdir
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
@@ -120,18 +118,6 @@ def _doctor(opts: Options, cfg: Config) -> None:
         (log.info if c.level == OK else log.warning)("check %s", c.line())
 
 
-def _tune_gc() -> None:
-    """The cyclic garbage collector, for a heap of long-lived jobs: what start-up made (the
-    modules, the jobs recovered) is set aside for good (``gc.freeze``: never scanned again,
-    still freed when unreferenced), the young generation is collected every 10,000
-    allocations instead of 700, and a whole-heap collection comes at most every 100 of the
-    middle one's instead of 10. With 100,000 jobs queued, the defaults' whole-heap scans took
-    1.5-2.6 s of 100,000 pipelined submits' ~20 s, a pause of up to 0.3 s each (issue 21)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 100)
-
-
 async def _main(
     opts: Options,
     cfg: Config,
@@ -141,11 +127,11 @@ async def _main(
     web_sock: tuple[str, int, socket.socket | BerthError] | None = None,
 ) -> int:
     """The daemon's life on its event loop: each step is a function below."""
-    _raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
+    process.raise_fd_limit()  # (after the fork server started: jobs keep the usual limit)
     loop = asyncio.get_running_loop()
     store, unclean, rebooted = _open_store(opts)
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
-    _tune_gc()
+    process.tune_gc()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
     watcher = _watch(engine, procs, opts, loop)
@@ -185,7 +171,7 @@ def _open_store(opts: Options) -> tuple[Store, bool, bool]:
     uncleanly, and the machine restarted since)."""
     store = open_store(opts.state_dir)
     unclean = store.meta("running") == "1"
-    boot = _boot_id()
+    boot = process.boot_id()
     last_boot = store.meta("boot_id")
     rebooted = unclean and boot is not None and last_boot is not None and last_boot != boot
     with store.tx():
@@ -374,26 +360,6 @@ async def _stop(engine: Engine, procs: Supervisors, store: Store, watcher: Watch
 
 PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)
 CLOSE_GRACE = 1.0  # seconds the requests in hand get to be answered when the daemon stops
-
-
-def _raise_fd_limit() -> None:
-    """Take every descriptor the system allows (connections are capped per user, see
-    :mod:`berth.daemon.requests.server`; the rest is headroom for run files, claims and logs)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            pass
-
-
-def _boot_id() -> str | None:
-    """This boot of the machine (a restart of the machine ends every supervisor)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
 
 
 def _on_listing(listing: Listing, fd: int, loop: asyncio.AbstractEventLoop) -> None:
