@@ -63,7 +63,7 @@ class Announcer:
                 self._started[job.id] = last.number
                 if last.end is not None:
                     self._ended[job.id] = last.number
-        self._healthy = {s.uuid for s in engine.res.snapshots if s.healthy}
+        self._healthy = {s.uuid: s.index for s in engine.res.snapshots if s.healthy}
         now = engine.clock.time()
         self._begun = {r for r, e in engine.reservations.entries.items() if e["start"] <= now}
         self._full = False
@@ -147,14 +147,13 @@ class Announcer:
         now = engine.clock.time()
         res = engine.res
         if res.error is None:
-            healthy = {s.uuid for s in res.snapshots if s.healthy}
-            for uuid in sorted(self._healthy - healthy):
+            healthy = {s.uuid: s.index for s in res.snapshots if s.healthy}
+            for uuid in sorted(set(self._healthy) - set(healthy)):
                 s = res.by_uuid.get(uuid)
                 why = (s.error or "unhealthy") if s is not None else "gone from NVML's list"
-                where = f"GPU {s.index} ({uuid})" if s is not None else f"GPU {uuid}"
-                self._machine_event("gpu_lost", f"{where} lost: {why}",
-                                    gpu={"uuid": uuid, "index": s.index if s else None,
-                                         "reason": why})  # fmt: skip
+                index = self._healthy[uuid]
+                self._machine_event("gpu_lost", f"GPU {index} ({uuid}) lost: {why}",
+                                    gpu={"uuid": uuid, "index": index, "reason": why})  # fmt: skip
             self._healthy = healthy
         reservations = engine.reservations
         for rid, e in list(reservations.entries.items()):

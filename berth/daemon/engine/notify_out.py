@@ -116,7 +116,7 @@ class Outbox:
         job = message.get("job") or {}
         self._audit({"action": "undelivered", "sink": sink.name, "event": message["event"],
                      "job": job.get("id"), "user": message.get("user"),
-                     "reason": f"{error} (after {sink.retries + 1} tries)"})  # fmt: skip
+                     "reason": f"{error} (tried {sink.retries + 1} time(s))"})  # fmt: skip
 
     def _audit(self, entry: dict[str, Any]) -> None:
         line = json.dumps({"time": time.time(), **entry, "class": "notify"}) + "\n"
