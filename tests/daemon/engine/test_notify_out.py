@@ -146,3 +146,19 @@ def test_a_bad_notify_table_is_refused_naming_the_value(raw: dict[str, Any], say
     with pytest.raises(ConfigError) as e:
         _sinks(raw)
     assert "config file '/etc/berth/config.toml'" in str(e.value) and says in str(e.value)
+
+
+def test_mail_without_smtp_goes_to_the_hosts_sendmail(tmp_path: Path, monkeypatch: Any) -> None:
+    spool = tmp_path / "spool"
+    mta = tmp_path / "mta"
+    mta.mkdir()
+    (mta / "sendmail").write_text(f'#!/bin/sh\n{{ echo "args: $*"; cat; }} > {spool}\n')
+    (mta / "sendmail").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{mta}:/usr/bin:/bin")
+    box = Outbox(_sinks({"mail": {"to": ["admins@lab.example"]}}), str(tmp_path / "log"))
+    box.post(_msg("gpu_lost", user=None))
+    wait_until(lambda: box.sent == 1, timeout=20, message="handed to sendmail")
+    box.close()
+    text = spool.read_text()
+    assert text.startswith("args: -i -- admins@lab.example\n")
+    assert "Subject: berth job 7 gpu_lost" in text and "To: admins@lab.example" in text
