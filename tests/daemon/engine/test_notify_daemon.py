@@ -38,6 +38,12 @@ def test_jobs_begin_and_end_are_posted_with_a_slack_text(daemon):
         daemon.call("cancel", job_ids=[held])
         wait_until(lambda: len(rx.posts) >= 3, timeout=20, message="the cancel posted")
         assert rx.posts[2]["event"] == "job_end" and rx.posts[2]["job"]["state"] == "CANCELLED"
+        # a retry puts the job back in the queue: job_requeue, with the attempt's reason
+        again = daemon.submit("sh", "-c", "exit 1", retries=1)
+        requeued = wait_until(lambda: [p for p in rx.posts if p["event"] == "job_requeue"],
+                              timeout=20, message="the retry told")  # fmt: skip
+        assert requeued[0]["job"]["id"] == again and "was requeued" in requeued[0]["text"]
+        daemon.call("cancel", job_ids=[again])
         # a GPU lost (NVML says so) is told once
         daemon.fake.inject(1, "*", "GPU_IS_LOST")
         lost = wait_until(lambda: [p for p in rx.posts if p["event"] == "gpu_lost"], timeout=20)
