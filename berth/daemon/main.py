@@ -27,10 +27,9 @@ from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import sockets
+from berth.daemon.engine import notify_events
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
-from berth.daemon.engine.notify_events import Announcer
-from berth.daemon.engine.notify_events import start as start_notify
 from berth.daemon.engine.recovery import recover
 from berth.daemon.engine.resources import Resources
 from berth.daemon.options import Options
@@ -144,7 +143,7 @@ async def _main(
     loop = asyncio.get_running_loop()
     store, unclean, rebooted = _open_store(opts)
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
-    announcer = start_notify(engine, os.path.join(opts.state_dir, AUDIT_NAME))  # [notify]
+    announcer = notify_events.start(engine, os.path.join(opts.state_dir, AUDIT_NAME))  # [notify]
     _tune_gc()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
@@ -162,7 +161,6 @@ async def _main(
         await _end_jobs(engine, opts.kill_after)
     await server.close(grace=CLOSE_GRACE)  # (no request may run on over the closed store)
     await _stop(engine, procs, store, watcher)
-    announcer.outbox.close()  # (what is still queued is not sent)
     return 0
 
 
@@ -299,7 +297,7 @@ async def _serve(
 
 def _watch(
     engine: Engine, procs: Supervisors, opts: Options, loop: asyncio.AbstractEventLoop,
-    announcer: Announcer,
+    announcer: notify_events.Announcer,
 ) -> Watcher:
     """What wakes the engine besides requests: the claim ledger (inotify), the poll of the
     GPUs and the idle supervisors, the hourly purge, signals, ``--exit-with``'s process."""
