@@ -38,7 +38,7 @@ EVENTS = ("job_begin", "job_end", "job_fail", "job_timeout", "job_requeue",
 HOOK_KEYS = ("url", "events", "users", "projects", "headers", "timeout", "retries", "backoff")
 MAIL_KEYS = ("to", "events", "users", "projects", "from", "smtp", "timeout", "retries",
              "backoff")  # fmt: skip
-EXAMPLE = """\
+EXAMPLE = """
     [[notify.webhooks]]           # one table per receiver (docs/admin.md "Notifications")
     url = "https://hooks.slack.com/services/T0/B0/XXXX"
     events = ["job_fail", "job_timeout", "gpu_lost", "disk_full"]  # default: all
@@ -46,6 +46,7 @@ EXAMPLE = """\
     projects = ["vision"]         # only these projects' jobs
     headers = { Authorization = "Bearer s3cret" }
     timeout = "10s"               # one attempt's; retries = 3, backoff = "2s" (doubling)
+
     [notify.mail]                 # mail to the admins (a job's --mail-user mails its owner)
     to = ["gpu-admins@lab.example"]
     events = ["job_fail", "gpu_lost", "disk_full"]

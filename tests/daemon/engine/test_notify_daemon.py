@@ -102,6 +102,7 @@ def test_mail_type_begin_mails_the_user_when_the_job_starts(daemon):
     assert r.returncode == 0, r.stderr
     job = int(r.stdout)
     assert daemon.job(job)["mail_type"] == "BEGIN"
+    assert "  mail when:  BEGIN\n" in daemon.berth("show", str(job)).stdout
     began = wait_until(lambda: spool.exists() and "began" in spool.read_text(), timeout=20)
     assert began and f"Subject: berth job {job} (b) began" in spool.read_text()
     assert f"Job {job} (b) of root began on GPU(s) 0." in spool.read_text()
