@@ -74,14 +74,15 @@ def _base(job: Job, spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def runs(job: Job, spec: JobSpec) -> list[dict[str, Any]]:
-    """What the supervisor runs: one launch spec per notification (as an attempt's)."""
+def runs(job: Job, spec: JobSpec, end: bool = True) -> list[dict[str, Any]]:
+    """What the supervisor runs: one launch spec per notification (as an attempt's); at the
+    job's ``end`` the mail only where ``--mail-type`` asks for it (a notice: always)."""
     base = _base(job, spec)
     env = base["env"]
     out = []
     if spec.notify:
         out.append({**base, "argv": ["/bin/sh", "-c", spec.notify], "command": "notify"})
-    if spec.mail_user and mailed(spec.mail_type, job.state.value):
+    if spec.mail_user and (not end or mailed(spec.mail_type, job.state.value)):
         state = env["BERTH_JOB_STATE"]
         code = env["BERTH_JOB_EXIT_CODE"]
         subject = f"berth job {env['BERTH_JOB_ID']} ({job.name}) {state}"
@@ -160,7 +161,7 @@ def warn(store: Store, pool: Processes, job: Job, text: str) -> None:
     end, with ``BERTH_JOB_STATE`` its state now and ``BERTH_ENFORCE`` the message, which is
     also the mail's subject and text."""
     try:
-        orders = runs(job, store.spec(job.id))
+        orders = runs(job, store.spec(job.id), end=False)
     except (OSError, ValueError, TypeError, ProtocolError) as e:
         log.error("job %d: cannot hand over its notification: %s", job.id, e)
         return

@@ -113,6 +113,13 @@ def test_mail_type_begin_mails_the_user_when_the_job_starts(daemon):
                      "--", "true")  # fmt: skip
     wait_until(lambda: "(e) COMPLETED" in spool.read_text(), timeout=20)
     assert "(b) COMPLETED" not in spool.read_text()
+    # REQUEUE: a retry put it back in the queue
+    r = daemon.berth("submit", "--parsable", "-J", "r", "--mail-user", "me@example.org",
+                     "--mail-type", "REQUEUE", "--retries", "1", "--", "sh", "-c", "exit 1")  # fmt: skip
+    again = int(r.stdout)
+    wait_until(lambda: "(r) was requeued" in spool.read_text(), timeout=20)
+    assert f"Job {again} (r) of root was requeued (exit code 1)." in spool.read_text()
+    daemon.call("cancel", job_ids=[again])
     r = daemon.berth("submit", "--mail-type", "END", "--", "true")
     assert r.returncode == 2 and "give --mail-user ADDR too" in r.stderr
     r = daemon.berth("submit", "--mail-user", "me@x", "--mail-type", "SOMETIMES", "--", "true")
