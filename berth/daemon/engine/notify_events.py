@@ -57,7 +57,9 @@ class Announcer:
         self.host = os.uname().nodename
         self._started: dict[int, int] = {}  # job id -> highest attempt told begun
         self._ended: dict[int, int] = {}  # job id -> highest attempt told ended
+        self._live: set[int] = set()  # unfinished jobs known (an end is told once)
         for job in engine.unfinished():  # (what happened before this daemon is not told)
+            self._live.add(job.id)
             if job.attempts:
                 last = job.attempts[-1]
                 self._started[job.id] = last.number
@@ -77,6 +79,7 @@ class Announcer:
             before(inserted, saved, ok)
             if ok:
                 try:
+                    self._live.update(job.id for job in inserted)
                     self.committed(saved)
                 except Exception:
                     log.exception("notify: telling a commit failed")
@@ -87,6 +90,8 @@ class Announcer:
 
     def committed(self, saved: list[Job]) -> None:
         for job in saved:
+            if job.state in FINISHED and job.id not in self._live:
+                continue  # (told already, or ended before this daemon: saved again)
             for a in job.attempts:
                 if a.number > self._started.get(job.id, 0):
                     self._started[job.id] = a.number
@@ -95,7 +100,10 @@ class Announcer:
                     self._ended[job.id] = a.number
                     if job.state not in FINISHED:
                         self._job(job, a, "job_requeue")
-            if job.state in FINISHED:
+            if job.state not in FINISHED:
+                self._live.add(job.id)
+            elif job.id in self._live:
+                self._live.discard(job.id)
                 self._started.pop(job.id, None)
                 self._ended.pop(job.id, None)
                 events: tuple[str, ...] = ("job_end",)
@@ -112,10 +120,11 @@ class Announcer:
             return
         state = job.state.value
         gpus = list(a.gpus) if a is not None else []
-        facts: dict[str, Any] = {"id": job.id, "name": job.name, "user": job.user, "project": job.project or None,
-                 "state": state, "exit_code": job.exit_code,
-                 "reason": a.reason if a is not None else "",
-                 "gpus": gpus}  # fmt: skip
+        facts: dict[str, Any] = {
+            "id": job.id, "name": job.name, "user": job.user, "project": job.project or None,
+            "state": state, "exit_code": job.exit_code,
+            "reason": a.reason if a is not None else "", "gpus": gpus,
+        }  # fmt: skip
         verb = {"job_begin": f"started on GPU(s) {','.join(map(str, gpus))}",
                 "job_requeue": "was requeued"}.get(event, f"ended {state}")  # fmt: skip
         if event not in ("job_begin", "job_requeue") and job.exit_code is not None:

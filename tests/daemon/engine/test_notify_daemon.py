@@ -60,6 +60,9 @@ def test_jobs_begin_and_end_are_posted_with_a_slack_text(daemon):
         got = wait_until(told, timeout=30, message="the reservation's start and end told")
         assert got == ["reservation_start", "reservation_end"]
         assert len([p for p in rx.posts if p["event"] == "gpu_lost"]) == 1
+        ends = [p["job"]["id"] for p in rx.posts if p["event"] in ("job_end", "job_fail")]
+        begins = [p["job"]["id"] for p in rx.posts if p["event"] == "job_begin"]
+        assert sorted(ends) == [bad, held, again] and sorted(begins) == [bad, again]  # (cancelled before its retry)
 
 
 def test_a_hanging_receiver_delays_no_start_and_its_failures_are_logged(daemon):
