@@ -129,15 +129,15 @@ class Announcer:
                 "job_requeue": "was requeued"}.get(event, f"ended {state}")  # fmt: skip
         if event not in ("job_begin", "job_requeue") and job.exit_code is not None:
             verb += f" (exit code {job.exit_code})"
-        if facts["reason"] and event != "job_begin":
+        if facts["reason"] and event != "job_begin" and f"({facts['reason']})" not in verb:
             verb += f": {facts['reason']}"
-        head = f"berth on {self.host}: job {job.id} ({{}}) of {job.user} {verb}"
+        head = f"berth on {self.host}: job {job.id} ({job.name}) of {job.user} {verb}"
         self.outbox.post({
             "event": event, "events": events or (event,), "host": self.host,
             "time": self.engine.clock.time(), "user": job.user, "project": job.project or None,
-            "job": facts, "text": head.format(mrkdwn(job.name)),
+            "job": facts, "text": mrkdwn(head),
             "subject": f"berth job {job.id} ({job.name}) {verb.split(':')[0]}",
-            "mail_text": head.format(job.name) + "\n",
+            "mail_text": head + "\n",
         })  # fmt: skip
 
     # -- the machine --------------------------------------------------------------------------

@@ -25,14 +25,14 @@ def test_jobs_begin_and_end_are_posted_with_a_slack_text(daemon):
         hook = f'url = "{rx.url}"\nheaders = {{ Authorization = "Bearer abc" }}\n'
         _config(daemon, f"[[notify.webhooks]]\n{hook}")
         daemon.start("--poll-interval", "0.2", gpus=2)
-        bad = daemon.submit("sh", "-c", "exit 3", name="<!channel> & co")
+        bad = daemon.submit("sh", "-c", "exit 3", name="<!channel> & co {0}")
         daemon.wait_done([bad])
         wait_until(lambda: len(rx.posts) >= 2, timeout=20, message="begin and end posted")
         begin, end = rx.posts[:2]
         assert begin["event"] == "job_begin" and end["event"] == "job_fail"
         assert end["job"]["id"] == bad and end["job"]["state"] == "FAILED"
-        assert end["job"]["exit_code"] == 3 and end["job"]["name"] == "<!channel> & co"
-        assert "(&lt;!channel&gt; &amp; co) of root ended FAILED (exit code 3)" in end["text"]
+        assert end["job"]["exit_code"] == 3 and end["job"]["name"] == "<!channel> & co {0}"
+        assert "(&lt;!channel&gt; &amp; co {0}) of root ended FAILED (exit code 3)" in end["text"]
         assert "<!channel>" not in end["text"] and rx.headers[0]["Authorization"] == "Bearer abc"
         held = daemon.submit("true", hold=True)
         daemon.call("cancel", job_ids=[held])
