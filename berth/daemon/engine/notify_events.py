@@ -131,12 +131,15 @@ class Announcer:
             verb += f" (exit code {job.exit_code})"
         if facts["reason"] and event != "job_begin" and f"({facts['reason']})" not in verb:
             verb += f": {facts['reason']}"
-        head = f"berth on {self.host}: job {job.id} ({job.name}) of {job.user} {verb}"
+        array = job.extra.get("array")  # (an array's task is 9_1, as everywhere)
+        shown = f"{array[0]}_{array[1]}" if array else str(job.id)
+        facts["array"] = shown if array else None
+        head = f"berth on {self.host}: job {shown} ({job.name}) of {job.user} {verb}"
         self.outbox.post({
             "event": event, "events": events or (event,), "host": self.host,
             "time": self.engine.clock.time(), "user": job.user, "project": job.project or None,
             "job": facts, "text": mrkdwn(head),
-            "subject": f"berth job {job.id} ({job.name}) {verb.split(':')[0]}",
+            "subject": f"berth job {shown} ({job.name}) {verb.split(':')[0]}",
             "mail_text": head + "\n",
         })  # fmt: skip
 

@@ -63,6 +63,17 @@ def test_jobs_begin_and_end_are_posted_with_a_slack_text(daemon):
         ends = [p["job"]["id"] for p in rx.posts if p["event"] in ("job_end", "job_fail")]
         begins = [p["job"]["id"] for p in rx.posts if p["event"] == "job_begin"]
         assert sorted(ends) == [bad, held, again] and sorted(begins) == [bad, again]  # (cancelled before its retry)
+        # an array's tasks are named as everywhere: ID_TASK
+        array = daemon.submit("true", array="0-1")
+
+        def tasks() -> list[str] | None:
+            got = sorted(p["job"]["array"] for p in rx.posts
+                         if p["event"] == "job_end" and p["job"]["array"])  # fmt: skip
+            return got if len(got) == 2 else None
+
+        named = wait_until(tasks, timeout=20, message="the tasks' ends told")
+        assert named == [f"{array}_0", f"{array}_1"]
+        assert any(f"job {array}_1 (true) of root ended COMPLETED" in p["text"] for p in rx.posts)
 
 
 def test_a_hanging_receiver_delays_no_start_and_its_failures_are_logged(daemon):
