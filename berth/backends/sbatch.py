@@ -28,7 +28,8 @@ berth                       sbatch
 ``--export``                the job's environment is sbatch's, with ``--export=ALL``
 ``--array 0-9%2``           ``--array=0-9%2``
 ``--partition``             ``-p``
-``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL``
+``--mail-user ADDR``        ``--mail-user=ADDR --mail-type=END,FAIL`` (or ``--mail-type``'s:
+                            BEGIN, END, FAIL, REQUEUE, ALL or NONE, as sbatch's)
 ``--project NAME`` (``-A``) ``--account=NAME`` (Slurm's own limits and fair share apply)
 ``--sbatch-arg OPT``        ``OPT``, after berth's own (:mod:`berth.backends.sbatch_args`)
 ==========================  ===============================================================
@@ -252,7 +253,7 @@ def plan(
     if array is not None:
         argv.append(f"--array={array.text}")
     if job.mail_user:
-        argv += [f"--mail-user={job.mail_user}", "--mail-type=END,FAIL"]
+        argv += [f"--mail-user={job.mail_user}", f"--mail-type={job.mail_type or 'END,FAIL'}"]
     if job.project:
         argv.append(f"--account={job.project}")
     argv.append("--export=ALL")

@@ -259,6 +259,12 @@ def _log_text(reply: dict[str, Any]) -> str:
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("time", 0)))
         what = f"{e.get('action')} {e.get('class')}"
+        if e.get("class") == "notify":  # ([notify]: a message not delivered, or dropped)
+            about = [str(e.get(k)) for k in ("sink", "event") if e.get(k)]
+            about += [f"job {e['job']}"] if e.get("job") else []
+            about += [f"{e['count']} message(s)"] if e.get("count") else []
+            lines.append(f"{when}  {what}  {shown(' '.join(about))}  ({shown(str(e.get('reason')))})")
+            continue
         if e.get("signal"):
             what += f" {e['signal']}"
         where = f"GPU {e['gpu']}" if "gpu" in e else "GPUs " + ",".join(map(str, e.get("gpus", [])))

@@ -113,7 +113,7 @@ def format_job(j: dict[str, Any]) -> str:
             + f"; it is {j['array_job']}_{j['array_task']}"
         )
     for key, what in (("project", "project"), ("inject_arg", "GPU ids in"), ("notify", "notify"),
-                      ("mail_user", "mail")):  # fmt: skip
+                      ("mail_user", "mail"), ("mail_type", "mail when")):  # fmt: skip
         if j.get(key):
             lines.append(f"  {what + ':':<11} {shown(j[key])}")
     if j.get("resubmitted_from") is not None:

@@ -51,7 +51,8 @@ tasks see BERTH_ARRAY_JOB_ID, BERTH_ARRAY_TASK_ID (and SLURM_ARRAY_*), BERTH_JOB
 --notify CMD runs the shell command CMD as you when the job has ended (its record is written),
 with BERTH_JOB_ID, BERTH_JOB_NAME, BERTH_JOB_STATE, BERTH_JOB_EXIT_CODE, BERTH_JOB_REASON in
 its environment; --mail-user ADDR mails the same through the local sendmail (refused at
-submit if there is none). docs/jobs-file.md has the details.
+submit if there is none), --mail-type BEGIN,END,FAIL,REQUEUE (or ALL, NONE) says when, as
+sbatch's. docs/jobs-file.md has the details.
 
 mgpu_srun's option names work too: --time-limit (-t), --env-setup-cmd (--env-setup),
 --interactive (-i); gpuselect's --count is -g. A command given as one quoted string

@@ -157,6 +157,9 @@ def _behaviour(a: Any, command: bool, dry_run: bool) -> None:
     )
     a("--notify", metavar="CMD", help="run this shell command as you when the job has ended")
     a("--mail-user", metavar="ADDR", help="mail ADDR when the job has ended (local sendmail)")
+    a("--mail-type", metavar="TYPES",
+      help="when --mail-user is mailed: BEGIN, END, FAIL, REQUEUE, ALL or NONE, comma-separated "
+      "(as sbatch; default END,FAIL: every end)")  # fmt: skip
     a("--wrap", help="a shell command string, run by /bin/sh -c")
     a("--wait", action="store_true", help="wait for the job to end; exit with its status")
     a("-i", "--interactive", action="store_true", help="stream its output; Ctrl-C detaches")

@@ -148,6 +148,13 @@ def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:
         if args.mail_user.startswith("-") or any(c.isspace() for c in args.mail_user):
             raise UsageError(f"--mail-user {args.mail_user!r}: give one address (user@host)")
         job["mail_user"] = args.mail_user
+    mail_type = getattr(args, "mail_type", None)
+    if mail_type is not None:
+        from berth.wire.fieldkinds import mail_types  # rare: --mail-type
+
+        if not args.mail_user:
+            raise UsageError(f"--mail-type {mail_type}: give --mail-user ADDR too (whom to mail)")
+        job["mail_type"] = mail_types(mail_type)
 
 
 def _tasks(args: argparse.Namespace, job: dict[str, Any]) -> None:

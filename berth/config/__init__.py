@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 
+from berth.config import notify as config_notify
 from berth.config import projects as config_projects
 from berth.config.enforce import Enforce, isolate_mode
 from berth.config.key import At, Key, example, keys_of, set_defaults, sized
@@ -281,13 +282,14 @@ class Config:
         self.inventory = Inventory()
         self.enforce = Enforce()  # [enforce] (berth.config.enforce)
         self.projects: dict[str, config_projects.Project] = {}  # [projects.NAME] tables
+        self.notify = config_notify.Notify()  # [[notify.webhooks]], [notify.mail]
 
 
 KEYS: list[Key[Any]] = [*keys_of(Inventory), *keys_of(Config), *keys_of(Enforce)]
 SECTIONS: dict[str, dict[str, Key[Any]]] = {}
 for _key in KEYS:
     SECTIONS.setdefault(_key.section, {})[_key.name] = _key
-__doc__ = f"{__doc__}\n{example(SECTIONS, config_projects.EXAMPLE)}"
+__doc__ = f"{__doc__}\n{example(SECTIONS, config_projects.EXAMPLE + config_notify.EXAMPLE)}"
 
 
 def config_files() -> list[str]:
@@ -323,9 +325,12 @@ def _check(path: str, raw: dict[str, Any]) -> None:
         if section == "projects":  # (its own tables: berth.config.projects)
             config_projects.read(path, values)
             continue
+        if section == "notify":  # (its own tables: berth.config.notify)
+            config_notify.read(path, values)
+            continue
         keys = SECTIONS.get(section)
         if keys is None or not isinstance(values, dict):
-            known = ", ".join(f"[{s}]" for s in [*SECTIONS, "projects"])
+            known = ", ".join(f"[{s}]" for s in [*SECTIONS, "projects", "notify"])
             raise ConfigError(
                 f"config file {path!r}: unknown section [{section}]; known sections: {known}"
             )
@@ -358,6 +363,9 @@ def load() -> Config:
         for section, values in raw.items():
             if section == "projects":  # (a later file's table replaces an earlier one's)
                 cfg.projects.update(config_projects.read(path, values))
+                continue
+            if section == "notify":  # (a later file's [notify] replaces an earlier one's)
+                cfg.notify = config_notify.read(path, values)
                 continue
             merged.update({(section, k): (path, v) for k, v in values.items()})
     cfg.files = tuple(read)

@@ -25,6 +25,7 @@ from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import process, sockets
+from berth.daemon.engine import notify_events
 from berth.daemon.engine.admission import userdir
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
@@ -131,10 +132,11 @@ async def _main(
     loop = asyncio.get_running_loop()
     store, unclean, rebooted = _open_store(opts)
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
+    announcer = notify_events.start(engine, os.path.join(opts.state_dir, AUDIT_NAME))  # [notify]
     process.tune_gc()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
-    watcher = _watch(engine, procs, opts, loop)
+    watcher = _watch(engine, procs, opts, loop, announcer)
     engine.kick()
     if ready is not None:
         ready()
@@ -292,7 +294,8 @@ async def _serve(
 
 
 def _watch(
-    engine: Engine, procs: Supervisors, opts: Options, loop: asyncio.AbstractEventLoop
+    engine: Engine, procs: Supervisors, opts: Options, loop: asyncio.AbstractEventLoop,
+    announcer: notify_events.Announcer,
 ) -> Watcher:
     """What wakes the engine besides requests: the claim ledger (inotify), the poll of the
     GPUs and the idle supervisors, the hourly purge, signals, ``--exit-with``'s process."""
@@ -310,6 +313,7 @@ def _watch(
                 engine.enforcer.check()
             except Exception:
                 log.exception("enforcement pass failed")
+        announcer.polled()  # (GPUs lost, reservations begun or over, the disk full)
         procs.pool.sweep(loop.time())
         engine.kick()
         loop.call_later(opts.poll_interval, poll)

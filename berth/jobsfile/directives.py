@@ -41,6 +41,7 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--chdir": ("-D", True), "-D": ("-D", True),
     "--export": ("--export", True),
     "--mail-user": ("--mail-user", True),
+    "--mail-type": ("--mail-type", True),
     "--requeue": ("--requeue", False),
     "--hold": ("--hold", False), "-H": ("--hold", False),
     "--begin": ("--begin", True), "-b": ("--begin", True),

@@ -122,6 +122,32 @@ def mail(field: str, v: Any) -> str:
     return addr
 
 
+MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE")  # (ALL: the four; NONE: none)
+
+
+def mail_types(text_: str) -> str:
+    """``--mail-type``'s value normalised ("fail,begin" -> "BEGIN,FAIL"; ALL; NONE), or
+    UsageError naming it. TIME_LIMIT and REQUEUE are sbatch's; a time limit's end is a FAIL."""
+    words = {w.strip().upper() for w in text_.split(",") if w.strip()}
+    words = {"FAIL" if w in ("TIME_LIMIT", "INVALID_DEPEND") else w for w in words}
+    if "ALL" in words:
+        words = (words - {"ALL"}) | set(MAIL_TYPES)
+    unknown = sorted(words - {*MAIL_TYPES, "NONE"})
+    if unknown or not words or ("NONE" in words and len(words) > 1):
+        raise UsageError(
+            f"--mail-type {text_!r}: give BEGIN, END, FAIL, REQUEUE, ALL or NONE, "
+            "comma-separated (as sbatch)"
+        )
+    return ",".join(w for w in (*MAIL_TYPES, "NONE") if w in words)
+
+
+def mail_type(field: str, v: Any) -> str:
+    try:
+        return mail_types(text(field, v, limit=128))
+    except UsageError as e:
+        raise bad(field, v, str(e).split(": ", 1)[1]) from None
+
+
 PROJECT_RULE = (
     "a project name: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 )

@@ -102,6 +102,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "inject_arg": (k.optional(k.inject), None),
     "notify": (k.text_of(MAX_TEXT), None),
     "mail_user": (k.optional(k.mail), None),
+    "mail_type": (k.optional(k.mail_type), None),  # None: END,FAIL's mails (every end)
     "request_source": (k.text_of(1024), None),
     "once": (k.text_of(256), None),
     "project": (k.optional(k.project), None),
@@ -175,6 +176,7 @@ class JobSpec(tuple):  # type: ignore[type-arg]
     inject_arg: str | None  # ``--cuda`` or ``--cuda=machine``
     notify: str | None  # shell command run as the user when the job has ended
     mail_user: str | None
+    mail_type: str | None  # --mail-type, normalised: "BEGIN,END,FAIL,REQUEUE", "NONE"
     request_source: str | None  # where -g/--mem came from (the requirement table)
     once: str | None  # `berth watch`'s key of the line
     project: str | None  # --project (Slurm's account); the daemon may give its default_project

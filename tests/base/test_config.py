@@ -118,6 +118,27 @@ def test_each_key_is_declared_once_with_its_help_in_the_example() -> None:
         config.Inventory(gpus=2)  # (the attribute's name, not the file's)
 
 
+def test_the_notify_example_of_berth_help_config_loads(cfg_file: Path) -> None:
+    from textwrap import dedent
+
+    from berth.config import notify as config_notify
+
+    cfg_file.write_text(dedent(config_notify.EXAMPLE))
+    cfg = config.load()
+    (hook,) = cfg.notify.webhooks
+    assert hook.url.startswith("https://hooks.slack.com/") and hook.users == {"alice"}
+    assert hook.events == {"job_fail", "job_timeout", "gpu_lost", "disk_full"}
+    assert hook.headers == {"Authorization": "Bearer s3cret"} and hook.timeout == 10.0
+    assert (hook.retries, hook.backoff) == (3, 2.0)  # (the defaults)
+    mail = cfg.notify.mail
+    assert mail is not None and mail.to == ("gpu-admins@lab.example",)
+    assert mail.smtp == ("localhost", 25) and mail.mail_from == "berth"
+    assert "[[notify.webhooks]]" in (config.__doc__ or "")  # (in `berth help config`)
+    cfg_file.write_text('[notify]\nwebhooks = "http://x/"\n')
+    with pytest.raises(ConfigError, match=re.escape("webhooks must be [[notify.webhooks]] tables")):
+        config.load()
+
+
 def test_projects_are_tables_of_their_own(cfg_file: Path) -> None:
     cfg_file.write_text(
         "[projects.vision]\nmax_gpus = 8\nmax_queued = 100\nshares = 2\n"

@@ -64,6 +64,8 @@ LINES: list[str] = [
     "--inject-arg=--cuda=machine --wrap 'echo {cuda}'",
     "--notify 'notify-send done' --mail-user me@example.org -- x",
     "--mail-user=-me -- x",
+    "--mail-user me@example.org --mail-type begin,FAIL -- x",
+    "--mail-type=ALL -- x",
     "--wrap 'python a.py && python b.py'",
     "--wrap 'python a.py' -- python b.py",
     "--wait -i --interactive -- x",

@@ -104,3 +104,19 @@ def test_a_script_without_interpreter_or_x_bit_is_refused(daemon, tmp_path):
     out = daemon.berth("submit", script)
     assert out.returncode == 2 and "no #! line naming its interpreter" in out.stderr
     assert daemon.call("queue", all=True)["jobs"] == []
+
+
+def test_sbatch_mail_type_is_read_as_the_option(daemon, tmp_path):
+    daemon.start()
+    mta = tmp_path / "mta"
+    mta.mkdir()
+    (mta / "sendmail").write_text("#!/bin/sh\ncat > /dev/null\n")
+    (mta / "sendmail").chmod(0o755)
+    daemon.env["PATH"] = f"{mta}:{os.environ['PATH']}"
+    text = "#!/bin/sh\n#SBATCH --mail-user=me@example.org\n#SBATCH --mail-type=fail,BEGIN\ntrue\n"
+    out = daemon.berth("submit", "--hold", _script(tmp_path, text))
+    assert out.returncode == 0, out.stderr
+    job = _show(daemon, int(out.stdout.split()[2]))
+    assert job["mail_user"] == "me@example.org" and job["mail_type"] == "BEGIN,FAIL"
+    bad = daemon.berth("submit", "--hold", _script(tmp_path, text.replace("fail,", "often,")))
+    assert bad.returncode == 2 and "--mail-type 'often,BEGIN': give BEGIN, END" in bad.stderr

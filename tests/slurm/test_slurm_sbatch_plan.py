@@ -162,6 +162,8 @@ def test_bad_array_specs_name_the_value(text: str) -> None:
 def test_mail_user_is_slurms_own() -> None:
     a = argv(job(mail_user="me@example.org"))
     assert "--mail-user=me@example.org" in a and "--mail-type=END,FAIL" in a
+    a = argv(job(mail_user="me@example.org", mail_type="BEGIN,REQUEUE"))  # (--mail-type)
+    assert "--mail-type=BEGIN,REQUEUE" in a and "--mail-type=END,FAIL" not in a
 
 
 def test_a_project_is_slurms_account_and_not_a_pass_through() -> None:

@@ -58,11 +58,11 @@ def facts(job: Job, spec: JobSpec) -> dict[str, str]:
     }
 
 
-def runs(job: Job, spec: JobSpec) -> list[dict[str, Any]]:
-    """What the supervisor runs: one launch spec per notification (as an attempt's)."""
+def _base(job: Job, spec: JobSpec) -> dict[str, Any]:
+    """A notification's launch spec but its command: as the job's, the facts added."""
     env = dict(spec.env)
     env.update(facts(job, spec))
-    base = {
+    return {
         "env": env,
         "cwd": spec.cwd,
         "stdout": spec.stderr_path or os.devnull,
@@ -72,28 +72,76 @@ def runs(job: Job, spec: JobSpec) -> list[dict[str, Any]]:
         "pty": False,
         "umask": 0o077 if spec.umask is None else spec.umask,
     }
+
+
+def runs(job: Job, spec: JobSpec, end: bool = True) -> list[dict[str, Any]]:
+    """What the supervisor runs: one launch spec per notification (as an attempt's); at the
+    job's ``end`` the mail only where ``--mail-type`` asks for it (a notice: always)."""
+    base = _base(job, spec)
+    env = base["env"]
     out = []
     if spec.notify:
         out.append({**base, "argv": ["/bin/sh", "-c", spec.notify], "command": "notify"})
-    if spec.mail_user:
-        exe = sendmail(env.get("PATH", ""))
-        if exe is None:
-            log.warning("job %d: no sendmail to mail %s", job.id, spec.mail_user)
-        else:
-            state = env["BERTH_JOB_STATE"]
-            code = env["BERTH_JOB_EXIT_CODE"]
-            text = (
-                f"Subject: berth job {env['BERTH_JOB_ID']} ({job.name}) {state}\n\n"
-                f"Job {env['BERTH_JOB_ID']} ({job.name}) of {job.user} ended: {state}"
-                + (f", exit code {code}" if code else "")
-                + (f" ({env['BERTH_JOB_REASON']})" if env["BERTH_JOB_REASON"] else "")
-                + f".\nOutput: {env['BERTH_JOB_STDOUT']}\n"
-            )
-            mail_env = {**env, "BERTH_MAIL_TEXT": text, "BERTH_SENDMAIL": exe,
-                        "BERTH_MAIL_USER": spec.mail_user}  # fmt: skip
-            out.append({**base, "env": mail_env, "argv": ["/bin/sh", "-c", MAIL_SCRIPT],
-                        "command": "mail"})  # fmt: skip
+    if spec.mail_user and (not end or mailed(spec.mail_type, job.state.value)):
+        state = env["BERTH_JOB_STATE"]
+        code = env["BERTH_JOB_EXIT_CODE"]
+        subject = f"berth job {env['BERTH_JOB_ID']} ({job.name}) {state}"
+        text = (
+            f"Job {env['BERTH_JOB_ID']} ({job.name}) of {job.user} ended: {state}"
+            + (f", exit code {code}" if code else "")
+            + (f" ({env['BERTH_JOB_REASON']})" if env["BERTH_JOB_REASON"] else "")
+            + f".\nOutput: {env['BERTH_JOB_STDOUT']}\n"
+        )
+        out += _mail(job, spec, base, subject, text)
     return out
+
+
+def mailed(mail_type: str | None, state: str) -> bool:
+    """Whether a job that ended ``state`` mails its ``--mail-user`` (``--mail-type``: END
+    any end; FAIL one that did not complete; none given: END,FAIL)."""
+    types = (mail_type or "END,FAIL").split(",")
+    return "END" in types or ("FAIL" in types and state != "COMPLETED")
+
+
+def _mail(
+    job: Job, spec: JobSpec, base: dict[str, Any], subject: str, text: str
+) -> list[dict[str, Any]]:
+    """The run that mails ``spec.mail_user`` (none where this host has no sendmail)."""
+    env = base["env"]
+    exe = sendmail(env.get("PATH", ""))
+    if exe is None or not spec.mail_user:
+        log.warning("job %d: no sendmail to mail %s", job.id, spec.mail_user)
+        return []
+    subject = "".join(c if c.isprintable() else "?" for c in subject)  # (one header line)
+    mail_env = {**env, "BERTH_MAIL_TEXT": f"Subject: {subject}\n\n{text}", "BERTH_SENDMAIL": exe,
+                "BERTH_MAIL_USER": spec.mail_user}  # fmt: skip
+    return [{**base, "env": mail_env, "argv": ["/bin/sh", "-c", MAIL_SCRIPT], "command": "mail"}]
+
+
+def mail(store: Store, pool: Processes, job: Job, event: str) -> None:
+    """``--mail-type BEGIN`` / ``REQUEUE``: mail the job's ``--mail-user`` that it began (or
+    was requeued), once that is durable, as its end's mail is sent (``event``: job_begin or
+    job_requeue)."""
+    try:
+        spec = store.spec(job.id)
+        if not spec.mail_user or not spec.mail_type:
+            return
+        word = "BEGIN" if event == "job_begin" else "REQUEUE"
+        if word not in spec.mail_type.split(","):
+            return
+        base = _base(job, spec)
+        env = base["env"]
+        did = "began" if word == "BEGIN" else "was requeued"
+        gpus = f" on GPU(s) {env['BERTH_JOB_GPUS']}" if word == "BEGIN" else ""
+        why = env["BERTH_JOB_REASON"] if word == "REQUEUE" else ""
+        subject = f"berth job {env['BERTH_JOB_ID']} ({job.name}) {did}"
+        text = f"Job {env['BERTH_JOB_ID']} ({job.name}) of {job.user} {did}{gpus}"
+        text += (f" ({why})" if why else "") + ".\n"
+        orders = _mail(job, spec, base, subject, text)
+        if orders:
+            pool.notify((job.uid, job.gid, job.user), {"job": job.id, "runs": orders})
+    except (OSError, ValueError, TypeError, ProtocolError) as e:  # (a spec it cannot read)
+        log.error("job %d: cannot hand over its mail: %s", job.id, e)
 
 
 def send(store: Store, pool: Processes, job: Job) -> None:
@@ -113,7 +161,7 @@ def warn(store: Store, pool: Processes, job: Job, text: str) -> None:
     end, with ``BERTH_JOB_STATE`` its state now and ``BERTH_ENFORCE`` the message, which is
     also the mail's subject and text."""
     try:
-        orders = runs(job, store.spec(job.id))
+        orders = runs(job, store.spec(job.id), end=False)
     except (OSError, ValueError, TypeError, ProtocolError) as e:
         log.error("job %d: cannot hand over its notification: %s", job.id, e)
         return

@@ -94,6 +94,7 @@ def detail(
     out["inject_arg"] = spec.inject_arg
     out["notify"] = spec.notify
     out["mail_user"] = spec.mail_user
+    out["mail_type"] = spec.mail_type  # --mail-type (None: END,FAIL)
     out["resubmitted_from"] = job.extra.get("resubmitted_from")  # (`berth resubmit`)
     return out
 
