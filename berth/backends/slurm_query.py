@@ -40,7 +40,7 @@ STATES = {
     "STOPPED": "RUNNING", "SIGNALING": "RUNNING", "RESIZING": "RUNNING",
     "COMPLETING": "COMPLETING", "STAGE_OUT": "COMPLETING",
     "COMPLETED": "COMPLETED",
-    "FAILED": "FAILED", "OUT_OF_MEMORY": "FAILED", "NODE_FAIL": "FAILED",
+    "FAILED": "FAILED", "OUT_OF_MEMORY": "FAILED", "NODE_FAIL": "LOST",
     "BOOT_FAIL": "FAILED", "SPECIAL_EXIT": "FAILED",
     "CANCELLED": "CANCELLED", "REVOKED": "CANCELLED", "DEADLINE": "TIMEOUT",
     "TIMEOUT": "TIMEOUT", "PREEMPTED": "PREEMPTED",
@@ -88,7 +88,9 @@ def exit_code(text: str) -> int | None:
     return 128 + signal if signal and not code else code
 
 
-SIGNALLED = ("TIMEOUT", "CANCELLED")  # Slurm ends them with SIGTERM (then SIGKILL)
+# Ended by Slurm, not by their command: cancelled, out of time, or their node failed
+# (NODE_FAIL, berth's LOST). Slurm ends them with SIGTERM (then SIGKILL).
+SIGNALLED = ("TIMEOUT", "CANCELLED", "LOST")
 
 
 def code_unknown(r: JobInfo) -> bool:
@@ -102,10 +104,12 @@ def code_unknown(r: JobInfo) -> bool:
 
 def signalled(r: JobInfo) -> None:
     """The one rule of both backends for a job a signal ended: 128 + the signal (143: SIGTERM,
-    137: SIGKILL) when nobody knows which, a job that ran and was cancelled or timed out was
-    ended by Slurm's SIGTERM; one cancelled before it ran has no exit code."""
+    137: SIGKILL) when nobody knows which, a job that ran and was cancelled, timed out or
+    lost its node (NODE_FAIL) was ended by Slurm's SIGTERM; one cancelled before it ran has no
+    exit code. Whatever the code, `berth wait` exits 1 for each (``base.exit_status``): only
+    a FAILED job's status is its command's."""
     if r.state in SIGNALLED and not r.exit_code:
-        ran = r.state == "TIMEOUT" or bool(r.elapsed) or bool(r.where)
+        ran = r.state != "CANCELLED" or bool(r.elapsed) or bool(r.where)
         r.exit_code = 128 + 15 if ran else None
 
 
@@ -329,8 +333,10 @@ def refusal(
 ) -> SubmitRefused:
     """sbatch's refusal (its ``stderr``, of the call ``argv``) in berth's words, with what to
     do where Slurm's reason is a known one (:data:`HINTS`)."""
-    reasons = errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
+    said = [r for r in errors(stderr) if not r.startswith('Try "sbatch --help"')]
+    reasons = said or [stderr.strip() or "sbatch failed without a reason"]
     reason = reasons[-1].removeprefix("Batch job submission failed: ")
+    reason = reason.removeprefix("allocation failure: ").removeprefix("sbatch: ")  # (--test-only)
     gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
     limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
     hint = HINTS.get(reason)

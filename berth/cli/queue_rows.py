@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
     Row = list[Any]  # [the id as shown, its JobInfo]
 
+# squeue's codes of Slurm's own words that berth's states fold (NODE_FAIL is berth's LOST)
+NATIVE_CODES = {"NODE_FAIL": "NF"}
 HEAD = ("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")
 NAME_MOST = 20
 NAME_FEWEST = 8
@@ -89,7 +91,7 @@ def format_rows(rows: list[Row], header: bool = True, width: int | None = None) 
                 shown_id,
                 shown(r.name),
                 shown(r.user),
-                CODES.get(r.state, "?"),
+                NATIVE_CODES.get(r.native or "") or CODES.get(r.state, "?"),
                 format_duration(r.elapsed) if r.elapsed is not None else "0:00",
                 r.gpus,
             ],
