@@ -27,9 +27,13 @@ if TYPE_CHECKING:
 SEP = "|"
 # squeue -o: the name last (it may hold the separator); %A is the job's own (raw) id, %F and
 # %K the array's id and the task's index (N/A outside arrays).
-SQUEUE_FIELDS = ("%i", "%A", "%F", "%K", "%T", "%r", "%M", "%u", "%b", "%N", "%V", "%j")
+# %D and %P: its nodes (how many) and partition, in ``extra`` (``nodes``, ``partition``).
+SQUEUE_FIELDS = ("%i", "%A", "%F", "%K", "%T", "%r", "%M", "%u", "%b", "%N", "%V", "%D", "%P",
+                 "%j")  # fmt: skip
 SQUEUE_FORMAT = SEP.join(SQUEUE_FIELDS)
-SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,ReqTRES,JobName"
+SACCT_FIELDS = (
+    "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,ReqTRES,NNodes,Partition,JobName"
+)
 
 # Slurm's job states in berth's words (berth.core.states); anything else is shown as RUNNING
 # with Slurm's word kept as ``native``.
@@ -127,7 +131,8 @@ def squeue_rows(text: str) -> list[JobInfo]:
         cells = line.split(SEP, len(SQUEUE_FIELDS) - 1)
         if len(cells) != len(SQUEUE_FIELDS):
             continue
-        shown, raw, array_id, task, native, reason, used, user, gres, nodes, submit, name = cells
+        shown, raw, array_id, task, native, reason, used, user, gres, nodes, submit, *more = cells
+        count, partition, name = more
         st = state(native)
         in_array = _opt(task) is not None
         tasks, limit = _tasks(task) if in_array else ([None], None)
@@ -140,10 +145,17 @@ def squeue_rows(text: str) -> list[JobInfo]:
                     elapsed=duration(used) if st != "PENDING" else None,
                     where=_opt(nodes) or "", submit_time=timestamp(submit),
                     array_job=array_id if in_array else None, array_task=index,
-                    array_limit=limit, extra={"raw_id": raw},
+                    array_limit=limit, extra=_extra(raw, count, partition),
                 )
             )  # fmt: skip
     return out
+
+
+def _extra(raw: str, nodes: str, partition: str) -> dict[str, Any]:
+    """A row's ``extra``: its raw id, how many nodes, its partition (squeue's NODES and
+    PARTITION columns)."""
+    return {"raw_id": raw, "nodes": int(nodes) if nodes.strip().isdigit() else None,
+            "partition": _opt(partition) or ""}  # fmt: skip
 
 
 def _tasks(text: str) -> tuple[list[int | None], int | None]:
@@ -200,10 +212,11 @@ def sacct_rows(text: str) -> list[JobInfo]:
     """The lines of ``sacct -n -P -X -o SACCT_FIELDS`` (only the jobs, not their steps)."""
     out = []
     for line in text.splitlines():
-        cells = line.split(SEP, 9)
-        if len(cells) != 10:
+        cells = line.split(SEP, 11)
+        if len(cells) != 12:
             continue
-        shown, raw, native, code, elapsed, user, submit, nodes, tres, name = cells
+        shown, raw, native, code, elapsed, user, submit, nodes, tres, *more = cells
+        count, partition, name = more
         st = state(native)
         array_id, us, task = shown.partition("_")
         out.append(
@@ -214,7 +227,7 @@ def sacct_rows(text: str) -> list[JobInfo]:
                 submit_time=timestamp(submit),
                 array_job=array_id if us else None,
                 array_task=int(task) if us and task.isdigit() else None,
-                extra={"raw_id": raw},
+                extra=_extra(raw, count, partition),
             )
         )  # fmt: skip
     return out

@@ -62,7 +62,7 @@ import pwd
 import sys
 import time
 
-from berth.cli import queue_limit
+from berth.cli import queue_limit, queue_squeue
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
 from berth.cli.queue_rows import format_rows
@@ -104,6 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only the jobs of this project (`berth admin projects` lists them)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="machine-readable output")
     queue_limit.add_argument(p)
+    queue_squeue.add_arguments(p)
 
 
 
@@ -176,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         for opt, why in LOCAL_ONLY.items():
             if getattr(args, opt):
                 raise UsageError(why)
+    queue_squeue.prepare(args, backend.name)
     if args.start:  # as squeue --start: the daemon's estimates
         from berth.cli import queue_starts  # rare: --start
 
@@ -197,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
         rows = lines(user=args.user, finished=args.all, states=states, limit=limit,
                      project=args.project, fold=folds)  # fmt: skip
     else:
-        rows = backend.list(user=args.user, finished=args.all, states=states)[:limit]
+        rows = backend.list(user=args.user, finished=args.all, states=states)
+    rows = queue_squeue.keep(rows, args)[:limit]
     about: dict[str, Any] = getattr(backend, "about", {})  # the local daemon's: who, users
     header = not args.noheader
     if header and about.get("daemon"):
@@ -215,7 +218,10 @@ def run(args: argparse.Namespace) -> int:
 
         write(format_tree(rows, about.get("dependency_states") or {}, header))
         return 0
-    write(format_rows(fold(rows, args.expand), header, width))
+    if args.format is not None:
+        sys.stdout.write(queue_squeue.render(fold(rows, args.expand), args.format, header))
+        return 0
+    write(format_rows(fold(rows, args.expand), header, width, slurm=backend.name == "slurm"))
     write(queue_limit.more(about.get("left") or {}))
     if about.get("reservations") and header:
         write(format_reservations(about["reservations"]))

@@ -94,7 +94,7 @@ def test_a_timed_out_job_exits_as_a_cancelled_one(both: dict[str, Berth]) -> Non
 
     job = _submit(both["local"], "-t", "1s", "--", "sleep", "60")
     local = both["local"]("wait", job)
-    row = q.squeue_rows("7|7|N/A|N/A|TIMEOUT|None|1:00|root|gres:gpu:1|localhost|N/A|x\n")[0]
+    row = q.squeue_rows("7|7|N/A|N/A|TIMEOUT|None|1:00|root|gres:gpu:1|localhost|N/A|1|debug|x\n")[0]
     row.exit_code = q.exit_code("0:15")
     assert local.stdout.startswith(f"job {job}: TIMEOUT")
     assert local.returncode == exit_status(row) == 1
