@@ -189,21 +189,24 @@ def _tres_gres(tres: str) -> str:
     return (plain or items or [""])[0]
 
 
-_KEY = re.compile(r" (?=[A-Za-z][\w/:]*=)")
+_KEY = re.compile(r" (?=[A-Z][\w/:]*=)")  # (scontrol's keys: JobId, TresPerNode, MCS_label)
 
 
 def scontrol_records(text: str) -> list[dict[str, str]]:
     """The jobs of ``scontrol -o show job``, one dict of its key=value pairs each (a value may
-    hold spaces: a pair ends where the next ``Key=`` begins)."""
+    hold spaces: a pair ends where the next ``Key=`` begins; a value's words are kept)."""
     out = []
     for line in text.splitlines():
         if "JobId=" not in line:
             continue
-        rec = {}
+        rec: dict[str, str] = {}
         for pair in _KEY.split(line.strip()):
             key, eq, value = pair.partition("=")
-            if eq:
+            if eq and key and " " not in key:
                 rec[key] = value
+            elif rec:  # (a value's next word, the split went too far)
+                last = next(reversed(rec))
+                rec[last] += " " + pair
         out.append(rec)
     return out
 
@@ -288,7 +291,7 @@ def _pad(value: str, width: str) -> str:
 
 def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
     """What ``berth show`` adds from scontrol's record of a job."""
-    keys = ("JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "SubmitTime",
+    keys = ("JobId", "JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "SubmitTime",
             "StartTime", "EndTime", "Partition", "NodeList", "TresPerNode", "WorkDir",
             "Command", "StdOut", "StdErr", "Dependency", "Restarts", "Nice")  # fmt: skip
     return {k: rec[k] for k in keys if k in rec}

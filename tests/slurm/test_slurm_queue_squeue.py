@@ -36,8 +36,10 @@ def test_queue_has_squeues_columns_and_options(berth: Cli) -> None:
     assert bad.returncode == 2 and "invalid job id 'x1'" in bad.stderr
 
     out = berth("queue", "-j", long, "-o", "%.8i|%P|%10j|%t|%D|%R").stdout
-    assert out == f"   JOBID|PARTITION|NAME      |ST|NODES|NODELIST(REASON)\n" \
+    assert (
+        out == f"   JOBID|PARTITION|NAME      |ST|NODES|NODELIST(REASON)\n"
         f"{long:>8}|debug|long      |R|1|localhost\n"
+    )
     wrong = berth("queue", "-o", "%i %Z")
     assert wrong.returncode == 2 and "berth has no field %Z" in wrong.stderr
 
