@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -114,3 +115,36 @@ def test_more_nodes_than_the_cluster_has_is_refused_before_sbatch(berth: Cli) ->
     assert out.returncode != 0
     assert "-N 3 -g 1: only 2 nodes of the cluster have 1 GPUs (-g is per node)" in out.stderr
     assert not berth.slurm("squeue", "-h", "-o", "%i").stdout.strip()
+
+
+def test_a_daemon_inside_two_nodes_says_it_uses_one(
+    fake_gpus: Any, two_nodes: SlurmRig, tmp_path: Any
+) -> None:
+    """`berth daemon --inside-slurm` in a -N 2 allocation places on its own node only, and
+    says so when it starts, naming the nodes."""
+    from test_slurm_inside import Allocation
+
+    fake_gpus.setup(n=4)
+    alloc = Allocation(two_nodes, fake_gpus)
+    log = os.path.join(str(tmp_path), "alloc.out")
+    try:
+        job = two_nodes.run(
+            "sbatch", "--parsable", "-N", "2", "--gres=gpu:2", "-o", log, "--wrap",
+            f"{sys.executable} -m berth.cli.main daemon --inside-slurm --foreground",
+            env=alloc.env,
+        ).stdout.strip()  # fmt: skip
+        alloc.dir = os.path.join(alloc.tmp, f"berth-{os.getuid()}", f"slurm-{job}")
+        said = wait_until(lambda: os.path.exists(log) and "this allocation" in _read(log),
+                          timeout=30, message="the daemon's first words")  # fmt: skip
+        assert said
+        text = _read(log)
+        assert "this allocation has 2 nodes (n[1-2]); this daemon places jobs on n1 only, " \
+            "on its 2 GPU(s): the other nodes' GPUs stay unused" in text, text
+    finally:
+        two_nodes.clear()
+        alloc.cleanup()
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
