@@ -96,6 +96,19 @@ def test_the_job_fails_with_the_exit_code_of_its_failed_task(berth: Cli) -> None
     assert "n2: task 1: Exited with exit code 3" in berth("logs", job).stdout
 
 
+def test_a_task_failing_while_others_run_gives_the_job_its_status(berth: Cli) -> None:
+    """srun ends the others with SIGTERM (--kill-on-bad-exit) and itself exits 143; the job
+    keeps the first failing task's status."""
+    failing = '[ "$SLURMD_NODENAME" = n2 ] && exit 3; echo n1 runs on; sleep 30'
+    job = berth.submit("-N", "2", "--", "sh", "-c", failing)
+    done = berth("wait", job)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    info = json.loads(berth("show", "--json", job).stdout)["jobs"][0]
+    assert (info["state"], info["exit_code"]) == ("FAILED", 3)
+    logs = berth("logs", job).stdout
+    assert "n2: task 1: Exited with exit code 3" in logs and "n1 runs on" in logs
+
+
 def test_a_command_that_is_srun_is_left_alone_and_fans_out_itself(
     berth: Cli, tmp_path: Any
 ) -> None:
