@@ -128,13 +128,6 @@ class Slurm:
         name = self.config().cluster
         return os.path.join(self.log_dir, name) if name else self.log_dir
 
-    def _check_array(self, array: ArraySpec | None) -> None:
-        """The cluster's MaxArraySize, before sbatch (``--test-only`` alone may not say)."""
-        if array is not None and array.indices:
-            why = self.config().array_refusal(max(array.indices), array.text, len(array.indices))
-            if why is not None:
-                raise SubmitRefused(why)
-
     # -- submit ----------------------------------------------------------------------------
 
     def submit(
@@ -146,7 +139,7 @@ class Slurm:
     ) -> Submitted:
         job = slurm_deps.resolved(job, self.dir)  # (@: the last job submitted here)
         p = self.plan(job, array, mem_per_gpu, extra)
-        self._check_array(array)
+        self.config().check_array(array)  # (before sbatch: --test-only may not say)
         self._check_dependencies(slurm_deps.named(job))
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
@@ -184,7 +177,7 @@ class Slurm:
         Slurm said: when and where the job would start). Slurm's refusal is submit's."""
         job = slurm_deps.resolved(job, self.dir)
         p = self.plan(job, array, mem_per_gpu, extra)
-        self._check_array(array)
+        self.config().check_array(array)  # (before sbatch: --test-only may not say)
         self._check_dependencies(slurm_deps.named(job))
         argv = [p.argv[0], "--test-only", *p.argv[1:], "/dev/stdin", *p.args]
         done = self._run(argv, env=p.env, check=False, input=p.script)

@@ -14,10 +14,19 @@ from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    import subprocess
+    from collections.abc import Mapping, Sequence
+    from typing import Protocol
 
     from berth.backends.base import JobInfo
-    from berth.backends.slurm import Slurm
+
+    class Slurm(Protocol):  # (berth.backends.slurm.Slurm: what these use of it)
+        def status(self, ids: Sequence[str]) -> dict[str, JobInfo]: ...
+
+        def _run(
+            self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+            check: bool = True, input: str | None = None,
+        ) -> subprocess.CompletedProcess[str]: ...  # fmt: skip
 
 # scancel's words for a job that ended meanwhile (not a refusal)
 ENDED = ("already completing or completed", "Invalid job id specified")

@@ -13,6 +13,12 @@ from __future__ import annotations
 
 import re
 
+from berth.backends.base import SubmitRefused
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from berth.backends.base import ArraySpec
+
 # What Slurm's commands say when they find no slurm.conf, no SLURM_CONF and no DNS SRV
 # record of a configless controller (Slurm 22.05 to 24.x).
 NO_CONFIG = (
@@ -57,13 +63,14 @@ class Config:
         size = values.get("MaxArraySize", "")
         self.max_array_size = int(size) if size.isdigit() else None
 
-    def array_refusal(self, highest: int, text: str, tasks: int) -> str | None:
-        """Why the cluster refuses an array whose highest index is ``highest`` (None if it
-        takes it): sbatch's reason and berth's hint, as the real submit says them."""
+    def check_array(self, array: ArraySpec | None) -> None:
+        """Refuse an array whose highest index is not below MaxArraySize (SubmitRefused:
+        sbatch's reason and berth's hint, as the real submit says them)."""
         top = self.max_array_size
-        if top is None or highest < top:
-            return None
-        return (
+        if array is None or not array.indices or top is None or max(array.indices) < top:
+            return
+        highest, text, tasks = max(array.indices), array.text, len(array.indices)
+        raise SubmitRefused(
             f"Slurm refused the job: the cluster does not take the array {text} ({tasks} "
             f"tasks): its highest index {highest} must be below MaxArraySize {top} (see "
             "`scontrol show config | grep MaxArraySize`); split it, e.g. a sweep into smaller "

@@ -125,7 +125,7 @@ def one_node_of(environ: Mapping[str, str], gpus: int) -> str | None:
     return (
         f"berth daemon --inside-slurm: this allocation has {n} nodes ({nodes}); this daemon "
         f"places jobs on {here} only, on its {gpus} GPU(s): the other nodes' GPUs stay "
-        "unused. Allocate one node (-N 1), or run one daemon per node (docs/slurm.md)"
+        "unused. Allocate one node (-N 1) for berth's queue (docs/slurm.md)"
     )
 
 

@@ -139,7 +139,12 @@ def render(rows: list[Row], fmt: str, header: bool) -> str:
         return "".join(parts).rstrip() + "\n"
 
     out = [line(lambda k: FIELDS[k][0])] if header else []
-    out += [line(lambda k, s=s, r=r: FIELDS[k][1](s, r)) for s, r in rows]
+    for shown_id, r in rows:
+
+        def cell(k: str, shown_id: str = shown_id, r: JobInfo = r) -> str:
+            return FIELDS[k][1](shown_id, r)
+
+        out.append(line(cell))
     return "".join(out)
 
 

@@ -72,11 +72,9 @@ def test_a_job_whose_node_failed_ends_by_the_one_rule(berth: Cli, own: SlurmRig)
     wait_until(lambda: _state(berth, job, conf) == "RUNNING", timeout=20, message="it runs")
     own.run("scontrol", "update", "nodename=localhost", "state=down", "reason=test")
     wait_until(lambda: _state(berth, job, conf) == "LOST", timeout=20, message="node failed")
-    row = next(
-        line.split() for line in berth("queue", "--all", SLURM_CONF=conf).stdout.splitlines()
-        if line.split()[0] == job
-    )  # fmt: skip
-    assert row[3] == "NF"
+    lines = berth("queue", "--all", SLURM_CONF=conf).stdout.splitlines()
+    row = next(r.split() for r in lines if r.split()[0] == job)
+    assert row[lines[0].split().index("ST")] == "NF"
     rows = json.loads(berth("queue", "--all", "--json", SLURM_CONF=conf).stdout)
     info = next(r for r in rows if r["id"] == job)
     assert (info["native"], info["exit_code"]) == ("NODE_FAIL", 143)
