@@ -13,6 +13,7 @@
   berth queue -r              # an array's pending tasks one per line (default: 12_[3-9%2])
   berth queue --pty           # jobs with a terminal (--pty): `berth attach ID` shows its screen
   berth queue --tree          # jobs under the jobs they depend on (--dependency), with states
+  berth queue -j 12,13 --me   # as squeue: these jobs (any state), mine; -p gpu, -o "%i %j %T"
 
 On a terminal, berth queue shows a screenful and then a line that counts the rest (`99,950
 more pending (berth queue --limit 0 or | less for all)`); to a pipe or a file, and with
@@ -40,10 +41,15 @@ sent it: "daemon" (pid, socket, system, user, private, admins), "jobs" (each wit
 "dependency" as written and the ids it "depends_on"), "dependency_states", "users" and
 "fairshare".
 
-On Slurm (--backend slurm) the same table, -u, -t, --all, -r and --noheader, from squeue (and
-sacct, where the cluster keeps accounting, for --all); the GPUs column is what each job asked
-(a fraction for Slurm's shards). --json is then the jobs as the backend reports them;
---start, --users, --pty and --tree are the local daemon's.
+On Slurm (--backend slurm) the same table with squeue's PARTITION and NODES columns, -u, -t,
+--all, -r and --noheader, from squeue (and sacct, where the cluster keeps accounting, for
+--all); the GPUs column is what each job asked (a fraction for Slurm's shards), ST `NF` a job
+whose node failed (LOST). --json is then the jobs as the backend reports them; --start,
+--users, --pty and --tree are the local daemon's.
+
+As squeue, on both backends: -j 12,13 (those jobs, in any state), --me (mine), -o FORMAT
+(`-o "%.8i %P %j %t %D %R"`: squeue's fields %i %A %F %K %j %u %t %T %M %D %P %R %N %r %b,
+widths as squeue); -p/--partition NAMES (Slurm's partitions; the local queue has none).
 
 When more than one user has jobs, a block under the table gives each user's running jobs and
 GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of everyone's
