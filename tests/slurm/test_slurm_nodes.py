@@ -109,6 +109,25 @@ def test_a_task_failing_while_others_run_gives_the_job_its_status(berth: Cli) ->
     assert "n2: task 1: Exited with exit code 3" in logs and "n1 runs on" in logs
 
 
+def test_a_signal_reaches_every_task_of_a_job_across_nodes(berth: Cli) -> None:
+    """The batch shell waits for srun (to read the first failing task's status): a signal
+    sent to the job still reaches srun, which passes it to every task, and the shell stays."""
+    task = ('trap \'echo "USR1 on $SLURMD_NODENAME"\' USR1; echo ready; '
+            'for i in $(seq 300); do sleep 0.1; done')  # fmt: skip
+    job = berth.submit("-N", "2", "--", "bash", "-c", task)
+    wait_until(lambda: berth("logs", job).stdout.count("ready") == 2, timeout=30,
+               message="both tasks ready")  # fmt: skip
+    sent = berth("cancel", "-s", "USR1", job)
+    assert sent.returncode == 0, sent.stderr
+
+    def trapped() -> list[str]:
+        return sorted(ln for ln in berth("logs", job).stdout.splitlines() if ln.startswith("USR1"))
+
+    wait_until(lambda: len(trapped()) == 2, timeout=30, message="each task's trap")
+    assert trapped() == ["USR1 on n1", "USR1 on n2"]
+    assert berth.state(job) == "RUNNING"  # (the shell did not die of USR1)
+
+
 def test_a_command_that_is_srun_is_left_alone_and_fans_out_itself(
     berth: Cli, tmp_path: Any
 ) -> None:
