@@ -6,6 +6,10 @@ An option berth has its own flag for is refused by name, with that flag (``--tim
 so that one thing never says two things; an option berth sets only for some jobs
 (``--mem-per-gpu``, ``--mail-type``...) is refused only when this job sets it. Anything else
 goes to sbatch as written, which refuses what it does not know.
+
+``--gpus-per-task=N`` goes to sbatch (srun then gives each task N GPUs of its node, where by
+default every task of a node sees all of them) when berth's ``-g`` (GPUs per node) is N times
+the tasks per node, as Slurm counts them; else it is refused with the ``-g`` to ask.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ SHORT = {
 
 # Options berth always decides (its own flag, or what berth needs of every job).
 OWN = {
-    "--gres": "-g", "--gpus": "-g", "--gpus-per-node": "-g", "--gpus-per-task": "-g",
+    "--gres": "-g", "--gpus": "-g", "--gpus-per-node": "-g",
     "--time": "-t", "--job-name": "-J", "--output": "-o", "--error": "-e", "--chdir": "-D",
     "--dependency": "--dependency", "--kill-on-invalid-dep": "--dependency",
     "--requeue": "--requeue", "--no-requeue": "--no-requeue", "--hold": "--hold",
@@ -71,4 +75,29 @@ def check(extra: Sequence[str], berth_argv: Sequence[str]) -> list[str]:
             )
         if name in set_here:
             raise UsageError(f"--sbatch-arg {word}: berth already sets {name} for this job")
+        if name == "--gpus-per-task":
+            _per_task(word, words, berth_argv)
     return words
+
+
+def _per_task(word: str, words: Sequence[str], berth_argv: Sequence[str]) -> None:
+    """``--gpus-per-task=N`` (or ``TYPE:N``) against berth's GPUs per node and tasks."""
+    at = list(words).index(word)
+    value = word.partition("=")[2] or (words[at + 1] if at + 1 < len(words) else "")
+    count = value.rpartition(":")[2]
+    gres = next((w.removeprefix("--gres=") for w in berth_argv if w.startswith("--gres=")), "")
+    tasks = next(
+        (w.partition("=")[2] for w in berth_argv if w.startswith("--ntasks-per-node=")), "1"
+    )
+    if not count.isdigit() or int(count) < 1:
+        raise UsageError(f"--sbatch-arg {word}: --gpus-per-task takes a number of GPUs (1, 2)")
+    if not gres.startswith("gpu:"):
+        raise UsageError(
+            f"--sbatch-arg {word}: --gpus-per-task needs whole GPUs (-g N), not {gres}"
+        )
+    per_node, want = int(gres.rpartition(":")[2]), int(count) * int(tasks)
+    if per_node != want:
+        raise UsageError(
+            f"--sbatch-arg {word}: {tasks} task(s) per node of {count} GPU(s) each are {want} "
+            f"GPUs per node: ask -g {want} (berth's -g is GPUs per node; now {per_node})"
+        )

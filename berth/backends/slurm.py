@@ -6,10 +6,12 @@ The mapping of a job spec to sbatch is :func:`berth.backends.sbatch.plan`; the r
 commands' output is :mod:`berth.backends.slurm_query`.
 
 Each submitted job leaves in berth's Slurm log dir (``[slurm] log_dir``, default
-``<state dir>/slurm``, where its logs go unless -o says otherwise) its batch script
-``batch-<hash>.sh`` (named by its content: the jobs of a sweep share one) and a record
-``ID.json`` (name, log patterns, working directory, script), so that ``berth logs`` finds a job's output after Slurm has
-forgotten the job (without accounting, after MinJobAge).
+``<state dir>/slurm``), in the folder of its cluster (``<log dir>/<ClusterName>/``, where its
+logs go unless -o says otherwise: job 1 of one cluster is not job 1 of another), its batch
+script ``batch-<hash>.sh`` (named by its content: the jobs of a sweep share one) and a record
+``ID.json`` (name, log patterns, working directory, script, cluster), so that ``berth logs``
+finds a job's output after Slurm has forgotten the job (without accounting, after
+MinJobAge). A record of an older berth (``<log dir>/ID.json``) is still read.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import subprocess
 import time
 
-from berth.backends import sbatch, slurm_deps
+from berth.backends import sbatch, slurm_act, slurm_config, slurm_deps
 from berth.backends import slurm_query as q
 from berth.backends.base import JobInfo, SubmitRefused, Submitted, aggregate, named
 from berth.errors import BerthError, UsageError
@@ -53,7 +55,7 @@ class Slurm:
             log_dir = os.path.join(state_dir(), "slurm")
         self.log_dir = os.path.abspath(log_dir)
         self.partition = partition
-        self._accounting: bool | None = None
+        self._config: slurm_config.Config | None = None
         self._cluster: Cluster | None = None
         self._watched: dict[str, JobInfo | None] = {}  # wait's jobs, as last seen
         self._next_poll = 0.0
@@ -65,6 +67,12 @@ class Slurm:
         self, argv: Sequence[str], env: Mapping[str, str] | None = None, check: bool = True,
         input: str | None = None,
     ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        conf = os.environ.get("SLURM_CONF")
+        if conf is not None and not os.path.isfile(conf):  # (Slurm would retry it for 60 s)
+            raise UsageError(
+                f"SLURM_CONF={conf}: no such file; set it to the cluster's slurm.conf, or "
+                "unset it (Slurm then reads its own, /etc/slurm/slurm.conf)"
+            )
         try:
             done = subprocess.run(
                 list(argv), capture_output=True, text=True, timeout=120, env=env, check=False,
@@ -79,6 +87,10 @@ class Slurm:
             raise BerthError(
                 f"{argv[0]} did not answer in 120 s: is Slurm's controller up?"
             ) from None
+        if done.returncode != 0:
+            lost = slurm_config.no_cluster(done.stderr)
+            if lost is not None:
+                raise BerthError(lost)
         if check and done.returncode != 0:
             why = " ".join(q.errors(done.stderr)) or f"exit status {done.returncode}"
             raise BerthError(f"{' '.join(argv[:2])} failed: {why}")
@@ -99,12 +111,22 @@ class Slurm:
                 )
         return self._cluster
 
-    def accounting(self) -> bool:
-        """Whether sacct can be asked (the cluster runs slurmdbd); asked once."""
-        if self._accounting is None:
+    def config(self) -> slurm_config.Config:
+        """The cluster's settings berth uses (``scontrol show config``, asked once)."""
+        if self._config is None:
             out = self._run(["scontrol", "show", "config"], check=False).stdout
-            self._accounting = q.accounting(out)
-        return self._accounting
+            self._config = slurm_config.Config(out)
+        return self._config
+
+    def accounting(self) -> bool:
+        """Whether sacct can be asked (the cluster runs slurmdbd)."""
+        return self.config().accounting
+
+    @property
+    def dir(self) -> str:
+        """This cluster's folder of the log dir: its records, scripts and default logs."""
+        name = self.config().cluster
+        return os.path.join(self.log_dir, name) if name else self.log_dir
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -115,8 +137,9 @@ class Slurm:
         mem_per_gpu: int | None = None,
         extra: Sequence[str] = (),
     ) -> Submitted:
-        job = slurm_deps.resolved(job, self.log_dir)  # (@: the last job submitted here)
+        job = slurm_deps.resolved(job, self.dir)  # (@: the last job submitted here)
         p = self.plan(job, array, mem_per_gpu, extra)
+        self.config().check_array(array)  # (before sbatch: --test-only may not say)
         self._check_dependencies(slurm_deps.named(job))
         script = self._write_script(p.script)
         done = self._run([*p.argv, script, *p.args], env=p.env, check=False)
@@ -127,9 +150,9 @@ class Slurm:
         user = job.env.get("USER") or q.user()
         record = {"id": job_id, "name": name, "user": user, "cwd": job.cwd,
                   "stdout": p.stdout, "stderr": p.stderr, "array": array and array.text,
-                  "script": script,
+                  "script": script, "cluster": self.config().cluster,
                   "submitted": time.time()}  # fmt: skip
-        path = os.path.join(self.log_dir, f"{job_id}.json")
+        path = os.path.join(self.dir, f"{job_id}.json")
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             json.dump(record, f)
         tasks = [f"{job_id}_{i}" for i in array.indices] if array is not None else []
@@ -152,8 +175,9 @@ class Slurm:
         """A dry run of :meth:`submit`: its checks, then the planned call as ``sbatch
         --test-only`` (the script on its stdin: nothing written or submitted); (the plan, what
         Slurm said: when and where the job would start). Slurm's refusal is submit's."""
-        job = slurm_deps.resolved(job, self.log_dir)
+        job = slurm_deps.resolved(job, self.dir)
         p = self.plan(job, array, mem_per_gpu, extra)
+        self.config().check_array(array)  # (before sbatch: --test-only may not say)
         self._check_dependencies(slurm_deps.named(job))
         argv = [p.argv[0], "--test-only", *p.argv[1:], "/dev/stdin", *p.args]
         done = self._run(argv, env=p.env, check=False, input=p.script)
@@ -170,9 +194,9 @@ class Slurm:
     ) -> Plan:
         """The sbatch call ``submit`` would make (nothing is submitted nor written);
         ``extra``: sbatch options passed through (--sbatch-arg, a script's #SBATCH lines)."""
-        job = slurm_deps.resolved(job, self.log_dir)
+        job = slurm_deps.resolved(job, self.dir)
         return sbatch.plan(
-            job, self.cluster(), log_dir=self.log_dir, array=array, partition=self.partition,
+            job, self.cluster(), log_dir=self.dir, array=array, partition=self.partition,
             mem_per_gpu=mem_per_gpu, environ=_env(), extra=extra,
         )  # fmt: skip
 
@@ -182,11 +206,11 @@ class Slurm:
         import hashlib  # heavy (~2 ms): submit only
 
         digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        return os.path.join(self.log_dir, f"batch-{digest}.sh")
+        return os.path.join(self.dir, f"batch-{digest}.sh")
 
     def _write_script(self, text: str) -> str:
         """The batch script in the log dir, written atomically, never changed afterwards."""
-        os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
         path = self.script_path(text)
         if not os.path.exists(path):
             tmp = f"{path}.{os.getpid()}.tmp"
@@ -296,12 +320,18 @@ class Slurm:
         }
 
     def _record(self, job_id: str) -> dict[str, Any] | None:
-        try:
-            with open(os.path.join(self.log_dir, f"{job_id.split('_')[0]}.json")) as f:
-                rec: dict[str, Any] = json.load(f)
+        """berth's record of the job on this cluster (else an older berth's, kept by id
+        only, unless it names another cluster)."""
+        name = f"{job_id.split('_')[0]}.json"
+        for path in (os.path.join(self.dir, name), os.path.join(self.log_dir, name)):
+            try:
+                with open(path) as f:
+                    rec: dict[str, Any] = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if rec.get("cluster", self.config().cluster) == self.config().cluster:
                 return rec
-        except (OSError, ValueError):
-            return None
+        return None
 
     def logs(self, job_id: str) -> tuple[str, str]:
         done = self._run(["scontrol", "-o", "show", "job", job_id], check=False)
@@ -314,7 +344,7 @@ class Slurm:
             return out, recs[0].get("StdErr") or out
         record = self._record(job_id)
         if record is None:
-            raise UsageError(f"no Slurm job {job_id} (nor a record of it in {self.log_dir})")
+            raise UsageError(f"no Slurm job {job_id} (nor a record of it in {self.dir})")
         if record.get("array") and "_" not in job_id:
             raise UsageError(f"job {job_id} is an array ({record['array']}): name one task")
         args = (job_id, record["user"], record["name"], record["cwd"])
@@ -354,46 +384,11 @@ class Slurm:
         self._next_poll = time.monotonic() + self._pause
         self._pause = min(self._pause * 1.5, MAX_POLL)
 
-    # -- acting ----------------------------------------------------------------------------
+    # -- acting (berth.backends.slurm_act) --------------------------------------------------
 
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
-        found = self.status(ids)  # every id checked before anything is cancelled
-        out: dict[str, str] = {}
-        live = []
-        for i in ids:
-            jobs = [j for j in found.values() if named(j, i)]
-            if not jobs:
-                raise UsageError(f"no job {i}: see `berth queue --all --backend slurm`")
-            if all(j.finished for j in jobs):
-                out[i] = f"already {aggregate(i, jobs).state}"
-            else:
-                live.append(i)
-                out[i] = "cancelled" if signal is None else f"sent signal {signal}"
-        if live:
-            # --full: a batch job's command runs in no step; without it scancel -s signals
-            # only the job's steps (none), and the job never gets the signal.
-            sig = ["--full", "-s", str(signal)] if signal is not None else []
-            argv = ["scancel", *sig, *live]
-            done = self._run(argv, check=False)
-            for line in q.errors(done.stderr):  # ended meanwhile
-                for i in live:
-                    if f"job id {i}:" in line or f"job id {i} " in line:
-                        out[i] = f"not {out[i]}: {line.rsplit(': ', 1)[-1]}"
-        return out
+        return slurm_act.cancel(self, ids, signal)
 
     def hold(self, ids: Sequence[str], release: bool = False) -> Sequence[str]:
-        """``berth hold`` / ``release-job``: ``scontrol uhold`` (a hold its owner may lift,
-        even when root set it) / ``scontrol release`` of pending jobs, all checked first."""
-        found = self.status(ids)
-        for i in ids:
-            jobs = [j for j in found.values() if named(j, i)]
-            if not jobs:
-                raise UsageError(f"no job {i}: see `berth queue --all --backend slurm`")
-            late = [j for j in jobs if j.state != "PENDING"]
-            if late:
-                raise UsageError(
-                    f"job {i} is {late[0].state}: only a pending job can be "
-                    + ("released" if release else "held")
-                )
-        self._run(["scontrol", "release" if release else "uhold", ",".join(ids)])
-        return tuple(ids)
+        """``berth hold`` / ``release-job``: :func:`berth.backends.slurm_act.hold`."""
+        return slurm_act.hold(self, ids, release)

@@ -27,9 +27,13 @@ if TYPE_CHECKING:
 SEP = "|"
 # squeue -o: the name last (it may hold the separator); %A is the job's own (raw) id, %F and
 # %K the array's id and the task's index (N/A outside arrays).
-SQUEUE_FIELDS = ("%i", "%A", "%F", "%K", "%T", "%r", "%M", "%u", "%b", "%N", "%V", "%j")
+# %D and %P: its nodes (how many) and partition, in ``extra`` (``nodes``, ``partition``).
+SQUEUE_FIELDS = ("%i", "%A", "%F", "%K", "%T", "%r", "%M", "%u", "%b", "%N", "%V", "%D", "%P",
+                 "%j")  # fmt: skip
 SQUEUE_FORMAT = SEP.join(SQUEUE_FIELDS)
-SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,ReqTRES,JobName"
+SACCT_FIELDS = (
+    "JobID,JobIDRaw,State,ExitCode,Elapsed,User,Submit,NodeList,ReqTRES,NNodes,Partition,JobName"
+)
 
 # Slurm's job states in berth's words (berth.core.states); anything else is shown as RUNNING
 # with Slurm's word kept as ``native``.
@@ -40,7 +44,7 @@ STATES = {
     "STOPPED": "RUNNING", "SIGNALING": "RUNNING", "RESIZING": "RUNNING",
     "COMPLETING": "COMPLETING", "STAGE_OUT": "COMPLETING",
     "COMPLETED": "COMPLETED",
-    "FAILED": "FAILED", "OUT_OF_MEMORY": "FAILED", "NODE_FAIL": "FAILED",
+    "FAILED": "FAILED", "OUT_OF_MEMORY": "FAILED", "NODE_FAIL": "LOST",
     "BOOT_FAIL": "FAILED", "SPECIAL_EXIT": "FAILED",
     "CANCELLED": "CANCELLED", "REVOKED": "CANCELLED", "DEADLINE": "TIMEOUT",
     "TIMEOUT": "TIMEOUT", "PREEMPTED": "PREEMPTED",
@@ -88,7 +92,9 @@ def exit_code(text: str) -> int | None:
     return 128 + signal if signal and not code else code
 
 
-SIGNALLED = ("TIMEOUT", "CANCELLED")  # Slurm ends them with SIGTERM (then SIGKILL)
+# Ended by Slurm, not by their command: cancelled, out of time, or their node failed
+# (NODE_FAIL, berth's LOST). Slurm ends them with SIGTERM (then SIGKILL).
+SIGNALLED = ("TIMEOUT", "CANCELLED", "LOST")
 
 
 def code_unknown(r: JobInfo) -> bool:
@@ -102,10 +108,12 @@ def code_unknown(r: JobInfo) -> bool:
 
 def signalled(r: JobInfo) -> None:
     """The one rule of both backends for a job a signal ended: 128 + the signal (143: SIGTERM,
-    137: SIGKILL) when nobody knows which, a job that ran and was cancelled or timed out was
-    ended by Slurm's SIGTERM; one cancelled before it ran has no exit code."""
+    137: SIGKILL) when nobody knows which, a job that ran and was cancelled, timed out or
+    lost its node (NODE_FAIL) was ended by Slurm's SIGTERM; one cancelled before it ran has no
+    exit code. Whatever the code, `berth wait` exits 1 for each (``base.exit_status``): only
+    a FAILED job's status is its command's."""
     if r.state in SIGNALLED and not r.exit_code:
-        ran = r.state == "TIMEOUT" or bool(r.elapsed) or bool(r.where)
+        ran = r.state != "CANCELLED" or bool(r.elapsed) or bool(r.where)
         r.exit_code = 128 + 15 if ran else None
 
 
@@ -123,7 +131,8 @@ def squeue_rows(text: str) -> list[JobInfo]:
         cells = line.split(SEP, len(SQUEUE_FIELDS) - 1)
         if len(cells) != len(SQUEUE_FIELDS):
             continue
-        shown, raw, array_id, task, native, reason, used, user, gres, nodes, submit, name = cells
+        shown, raw, array_id, task, native, reason, used, user, gres, nodes, submit, *more = cells
+        count, partition, name = more
         st = state(native)
         in_array = _opt(task) is not None
         tasks, limit = _tasks(task) if in_array else ([None], None)
@@ -136,10 +145,17 @@ def squeue_rows(text: str) -> list[JobInfo]:
                     elapsed=duration(used) if st != "PENDING" else None,
                     where=_opt(nodes) or "", submit_time=timestamp(submit),
                     array_job=array_id if in_array else None, array_task=index,
-                    array_limit=limit, extra={"raw_id": raw},
+                    array_limit=limit, extra=_extra(raw, count, partition),
                 )
             )  # fmt: skip
     return out
+
+
+def _extra(raw: str, nodes: str, partition: str) -> dict[str, Any]:
+    """A row's ``extra``: its raw id, how many nodes, its partition (squeue's NODES and
+    PARTITION columns)."""
+    return {"raw_id": raw, "nodes": int(nodes) if nodes.strip().isdigit() else None,
+            "partition": _opt(partition) or ""}  # fmt: skip
 
 
 def _tasks(text: str) -> tuple[list[int | None], int | None]:
@@ -173,21 +189,24 @@ def _tres_gres(tres: str) -> str:
     return (plain or items or [""])[0]
 
 
-_KEY = re.compile(r" (?=[A-Za-z][\w/:]*=)")
+_KEY = re.compile(r" (?=[A-Z][\w/:]*=)")  # (scontrol's keys: JobId, TresPerNode, MCS_label)
 
 
 def scontrol_records(text: str) -> list[dict[str, str]]:
     """The jobs of ``scontrol -o show job``, one dict of its key=value pairs each (a value may
-    hold spaces: a pair ends where the next ``Key=`` begins)."""
+    hold spaces: a pair ends where the next ``Key=`` begins; a value's words are kept)."""
     out = []
     for line in text.splitlines():
         if "JobId=" not in line:
             continue
-        rec = {}
+        rec: dict[str, str] = {}
         for pair in _KEY.split(line.strip()):
             key, eq, value = pair.partition("=")
-            if eq:
+            if eq and key and " " not in key:
                 rec[key] = value
+            elif rec:  # (a value's next word, the split went too far)
+                last = next(reversed(rec))
+                rec[last] += " " + pair
         out.append(rec)
     return out
 
@@ -196,10 +215,11 @@ def sacct_rows(text: str) -> list[JobInfo]:
     """The lines of ``sacct -n -P -X -o SACCT_FIELDS`` (only the jobs, not their steps)."""
     out = []
     for line in text.splitlines():
-        cells = line.split(SEP, 9)
-        if len(cells) != 10:
+        cells = line.split(SEP, 11)
+        if len(cells) != 12:
             continue
-        shown, raw, native, code, elapsed, user, submit, nodes, tres, name = cells
+        shown, raw, native, code, elapsed, user, submit, nodes, tres, *more = cells
+        count, partition, name = more
         st = state(native)
         array_id, us, task = shown.partition("_")
         out.append(
@@ -210,7 +230,7 @@ def sacct_rows(text: str) -> list[JobInfo]:
                 submit_time=timestamp(submit),
                 array_job=array_id if us else None,
                 array_task=int(task) if us and task.isdigit() else None,
-                extra={"raw_id": raw},
+                extra=_extra(raw, count, partition),
             )
         )  # fmt: skip
     return out
@@ -271,7 +291,7 @@ def _pad(value: str, width: str) -> str:
 
 def record_fields(rec: dict[str, Any]) -> dict[str, Any]:
     """What ``berth show`` adds from scontrol's record of a job."""
-    keys = ("JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "SubmitTime",
+    keys = ("JobId", "JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "SubmitTime",
             "StartTime", "EndTime", "Partition", "NodeList", "TresPerNode", "WorkDir",
             "Command", "StdOut", "StdErr", "Dependency", "Restarts", "Nice")  # fmt: skip
     return {k: rec[k] for k in keys if k in rec}
@@ -329,8 +349,10 @@ def refusal(
 ) -> SubmitRefused:
     """sbatch's refusal (its ``stderr``, of the call ``argv``) in berth's words, with what to
     do where Slurm's reason is a known one (:data:`HINTS`)."""
-    reasons = errors(stderr) or [stderr.strip() or "sbatch failed without a reason"]
+    said = [r for r in errors(stderr) if not r.startswith('Try "sbatch --help"')]
+    reasons = said or [stderr.strip() or "sbatch failed without a reason"]
     reason = reasons[-1].removeprefix("Batch job submission failed: ")
+    reason = reason.removeprefix("allocation failure: ").removeprefix("sbatch: ")  # (--test-only)
     gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
     limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
     hint = HINTS.get(reason)

@@ -32,8 +32,8 @@ A job of several tasks (``-N 2``, ``--ntasks-per-node 4``) runs its batch script
 node, as Slurm does; step 4 there runs ``srun --kill-on-bad-exit=1 /bin/bash -c TASK
 berth-task "$@"``: srun starts the tasks on every node, and each task does step 3 itself,
 with its own node's GPUs (``BERTH_GPUS``, ``{gpus}``, ``--inject-arg``), then ``exec "$@"``.
-The job's exit status is srun's: the highest of its tasks' (a task that fails ends the
-others). A command that is itself ``srun ...`` is left alone (run once, on the first node).
+The job's exit status is the first failing task's (a task that fails ends the others, whose
+SIGTERM would make srun's own status 143): :data:`FIRST_FAILED`. A command that is itself ``srun ...`` is left alone (run once, on the first node).
 """
 
 from __future__ import annotations
@@ -150,6 +150,24 @@ IFS= read -r -d '' _berth_task <<'_BERTH_TASK_END'
 {task}_BERTH_TASK_END
 set -- srun --kill-on-bad-exit=1 /bin/bash -c "$_berth_task" berth-task "$@"
 """
+# ... and the job's status: srun's is the highest of its tasks', which is 143 when a task
+# fails while others run (--kill-on-bad-exit ends them with SIGTERM); the first failing
+# task's own status is in srun's word for it ("srun: error: n2: task 1: Exited with exit
+# code 3"), read from srun's stderr (still written to the job's log) through tee.
+FIRST_FAILED = """\
+_berth_err=$(mktemp) || _berth_err=/dev/null
+trap : HUP INT TERM USR1 USR2  # (a signal for the job is srun's to pass on: the shell waits)
+"$@" 2> >(tee -a "$_berth_err" >&2)
+_berth_s=$?
+wait $! 2>/dev/null
+_berth_first=$(sed -n 's/^srun: error: .*: task [0-9]*: Exited with exit code \\([0-9][0-9]*\\)$/\\1/p' \\
+  "$_berth_err" | head -n 1)
+[ "$_berth_err" = /dev/null ] || rm -f "$_berth_err"
+if [ "$_berth_s" -ne 0 ] && [ -n "$_berth_first" ] && [ "$_berth_first" -ne 0 ]; then
+  exit "$_berth_first"
+fi
+exit "$_berth_s"
+"""
 TASK = """\
 # (each task, on its node) berth's variables of this node, then the command
 export BERTH_GPUS="${CUDA_VISIBLE_DEVICES:-}"
@@ -228,4 +246,7 @@ def script(
     if requeue:
         head, _, rest = tail.rpartition('exec "$@"')
         tail = head + REQUEUE.format(most="" if most is None else most).rstrip("\n") + rest
+    elif tasks:
+        head, _, rest = tail.rpartition('exec "$@"')
+        tail = head + FIRST_FAILED.rstrip("\n") + rest
     return text + tail + "\n"

@@ -11,12 +11,17 @@ allocations on one node, or on nodes sharing a home directory, never meet.
     salloc --gres=gpu:4 -t 8:00:00
     berth daemon --inside-slurm --exit-with $$
     berth submit --file sweep.txt -g 0.5
+
+One daemon places on one node: in an allocation of several nodes (``-N 2``) it uses the GPUs
+of the node it runs on, and says so when it starts (:func:`one_node_of`), naming the nodes
+left idle and what to do.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 
 from berth.devices import read_gpus
 from berth.devices.visible import restrict_to_visible
@@ -109,11 +114,29 @@ def _expand(ranges: str) -> list[str]:
     return out
 
 
+def one_node_of(environ: Mapping[str, str], gpus: int) -> str | None:
+    """What a daemon in an allocation of several nodes says when it starts (None for one
+    node): it uses only this node's ``gpus`` GPUs."""
+    n = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or "1"
+    if not n.isdigit() or int(n) < 2:
+        return None
+    nodes = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or "?"
+    here = environ.get("SLURMD_NODENAME") or "this node"
+    return (
+        f"berth daemon --inside-slurm: this allocation has {n} nodes ({nodes}); this daemon "
+        f"places jobs on {here} only, on its {gpus} GPU(s): the other nodes' GPUs stay "
+        "unused. Allocate one node (-N 1) for berth's queue (docs/slurm.md)"
+    )
+
+
 def apply(args: argparse.Namespace, cfg: Config) -> list[str]:
     """Restrict the daemon to the allocation's GPUs (``cfg``'s inventory) and give it the
     allocation's socket and state dir unless named. Returns the UUIDs of its GPUs."""
     mine = allocation_gpus(read_gpus(cfg, process_details=False), os.environ)
     uuids = [g.uuid for g in mine]
+    several = one_node_of(os.environ, len(mine))
+    if several is not None:
+        sys.stderr.write(several + "\n")
     inv = cfg.inventory
     if inv.manage is not None:  # the config may narrow it further, never widen it
         keep = set(inv.manage)

@@ -13,6 +13,7 @@
   berth queue -r              # an array's pending tasks one per line (default: 12_[3-9%2])
   berth queue --pty           # jobs with a terminal (--pty): `berth attach ID` shows its screen
   berth queue --tree          # jobs under the jobs they depend on (--dependency), with states
+  berth queue -j 12,13 --me   # as squeue: these jobs (any state), mine; -p gpu, -o "%i %j %T"
 
 On a terminal, berth queue shows a screenful and then a line that counts the rest (`99,950
 more pending (berth queue --limit 0 or | less for all)`); to a pipe or a file, and with
@@ -40,10 +41,15 @@ sent it: "daemon" (pid, socket, system, user, private, admins), "jobs" (each wit
 "dependency" as written and the ids it "depends_on"), "dependency_states", "users" and
 "fairshare".
 
-On Slurm (--backend slurm) the same table, -u, -t, --all, -r and --noheader, from squeue (and
-sacct, where the cluster keeps accounting, for --all); the GPUs column is what each job asked
-(a fraction for Slurm's shards). --json is then the jobs as the backend reports them;
---start, --users, --pty and --tree are the local daemon's.
+On Slurm (--backend slurm) the same table with squeue's PARTITION and NODES columns, -u, -t,
+--all, -r and --noheader, from squeue (and sacct, where the cluster keeps accounting, for
+--all); the GPUs column is what each job asked (a fraction for Slurm's shards), ST `NF` a job
+whose node failed (LOST). --json is then the jobs as the backend reports them; --start,
+--users, --pty and --tree are the local daemon's.
+
+As squeue, on both backends: -j 12,13 (those jobs, in any state), --me (mine), -o FORMAT
+(`-o "%.8i %P %j %t %D %R"`: squeue's fields %i %A %F %K %j %u %t %T %M %D %P %R %N %r %b,
+widths as squeue); -p/--partition NAMES (Slurm's partitions; the local queue has none).
 
 When more than one user has jobs, a block under the table gives each user's running jobs and
 GPUs, pending jobs, usage (GPU-hours, decayed: docs/scheduling.md), its part of everyone's
@@ -62,7 +68,7 @@ import pwd
 import sys
 import time
 
-from berth.cli import queue_limit
+from berth.cli import queue_limit, queue_squeue
 from berth.cli.backend_choice import of
 from berth.cli.escape import shown
 from berth.cli.queue_rows import format_rows
@@ -104,6 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only the jobs of this project (`berth admin projects` lists them)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="machine-readable output")
     queue_limit.add_argument(p)
+    queue_squeue.add_arguments(p)
 
 
 
@@ -176,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         for opt, why in LOCAL_ONLY.items():
             if getattr(args, opt):
                 raise UsageError(why)
+    queue_squeue.prepare(args, backend.name)
     if args.start:  # as squeue --start: the daemon's estimates
         from berth.cli import queue_starts  # rare: --start
 
@@ -197,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
         rows = lines(user=args.user, finished=args.all, states=states, limit=limit,
                      project=args.project, fold=folds)  # fmt: skip
     else:
-        rows = backend.list(user=args.user, finished=args.all, states=states)[:limit]
+        rows = backend.list(user=args.user, finished=args.all, states=states)
+    rows = queue_squeue.keep(rows, args)[:limit]
     about: dict[str, Any] = getattr(backend, "about", {})  # the local daemon's: who, users
     header = not args.noheader
     if header and about.get("daemon"):
@@ -215,7 +224,10 @@ def run(args: argparse.Namespace) -> int:
 
         write(format_tree(rows, about.get("dependency_states") or {}, header))
         return 0
-    write(format_rows(fold(rows, args.expand), header, width))
+    if args.format is not None:
+        sys.stdout.write(queue_squeue.render(fold(rows, args.expand), args.format, header))
+        return 0
+    write(format_rows(fold(rows, args.expand), header, width, slurm=backend.name == "slurm"))
     write(queue_limit.more(about.get("left") or {}))
     if about.get("reservations") and header:
         write(format_reservations(about["reservations"]))

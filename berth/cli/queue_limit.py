@@ -93,10 +93,15 @@ def write_json(backend: Backend, args: argparse.Namespace, states: list[str]) ->
     chunks: Any = getattr(backend, "queue_json", None)
     sys.stdout.flush()
     if chunks is not None:
+        if getattr(args, "jobs", None):
+            raise UsageError("-j with --json: not on the local queue; `berth show ID --json` "
+                             "gives one job")  # fmt: skip
         out = sys.stdout.buffer
         for piece in chunks(user=args.user, finished=args.all, states=states, project=args.project):
             out.write(piece)
         out.write(b"\n")
         return
-    rows = backend.list(user=args.user, finished=args.all, states=states)
+    from berth.cli.queue_squeue import keep  # rare: --json on Slurm
+
+    rows = keep(backend.list(user=args.user, finished=args.all, states=states), args)
     sys.stdout.write(json.dumps([r.to_dict() for r in rows]) + "\n")

@@ -31,7 +31,13 @@ if TYPE_CHECKING:
 
     Row = list[Any]  # [the id as shown, its JobInfo]
 
+# squeue's codes of Slurm's own words that berth's states fold (NODE_FAIL is berth's LOST)
+NATIVE_CODES = {"NODE_FAIL": "NF"}
 HEAD = ("JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)")
+# On Slurm, squeue's own columns too: PARTITION and NODES (from the job's ``extra``)
+SLURM_HEAD = ("JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES", "GPUS",
+              "NODELIST(REASON)")  # fmt: skip
+RIGHT = ("JOBID", "TIME", "NODES")  # right-justified, as squeue
 NAME_MOST = 20
 NAME_FEWEST = 8
 USER_MOST = 12
@@ -79,49 +85,55 @@ class _Line:
         self.parts = parts  # the place in line's parts, dropped from the end to fit
 
 
-def format_rows(rows: list[Row], header: bool = True, width: int | None = None) -> str:
-    """The table, every line at most ``width`` characters (None: no limit)."""
-    lines = [_Line(list(HEAD[:6]), HEAD[6], [])]
+def format_rows(
+    rows: list[Row], header: bool = True, width: int | None = None, slurm: bool = False
+) -> str:
+    """The table, every line at most ``width`` characters (None: no limit); ``slurm``: with
+    squeue's PARTITION and NODES columns."""
+    head = SLURM_HEAD if slurm else HEAD
+    lines = [_Line(list(head[:-1]), head[-1], [])]
     for shown_id, r in rows:
         pending = r.state == "PENDING"
+        cells = {
+            "JOBID": shown_id, "NAME": shown(r.name), "USER": shown(r.user),
+            "ST": NATIVE_CODES.get(r.native or "") or CODES.get(r.state, "?"),
+            "TIME": format_duration(r.elapsed) if r.elapsed is not None else "0:00",
+            "GPUS": r.gpus, "PARTITION": shown((r.extra or {}).get("partition") or ""),
+            "NODES": str((r.extra or {}).get("nodes") or ""),
+        }  # fmt: skip
         lines.append(_Line(
-            [
-                shown_id,
-                shown(r.name),
-                shown(r.user),
-                CODES.get(r.state, "?"),
-                format_duration(r.elapsed) if r.elapsed is not None else "0:00",
-                r.gpus,
-            ],
+            [cells[h] for h in head[:-1]],
             f"({r.reason or 'None'})" if pending else r.where,
             place_parts(r) if pending else [],
         ))  # fmt: skip
-    caps = [0, NAME_MOST, USER_MOST]  # (only NAME and USER are ever narrowed)
-    text = _fit(lines, caps, width)
+    caps = {head.index("NAME"): NAME_MOST, head.index("USER"): USER_MOST}  # (narrowed)
+    right = {head.index(h) for h in RIGHT if h in head}
+    text = _fit(lines, caps, width, right)
     if not header:
         text.pop(0)
     return "".join(line + "\n" for line in text)
 
 
-def _render(lines: list[_Line], caps: list[int]) -> list[str]:
+def _render(lines: list[_Line], caps: dict[int, int], right: set[int]) -> list[str]:
     def cell(line: _Line, i: int) -> str:
         c = line.cells[i]
-        return middle_cut(c, caps[i]) if i in (1, 2) else c
+        return middle_cut(c, caps[i]) if i in caps else c
 
-    widths = [max(len(cell(line, i)) for line in lines) for i in range(6)]
+    n = len(lines[0].cells)
+    widths = [max(len(cell(line, i)) for line in lines) for i in range(n)]
     out = []
     for line in lines:
         cells = [
-            cell(line, i).rjust(widths[i]) if i in (0, 4) else cell(line, i).ljust(widths[i])
-            for i in range(6)
+            cell(line, i).rjust(widths[i]) if i in right else cell(line, i).ljust(widths[i])
+            for i in range(n)
         ]
         out.append(" ".join(cells) + " " + _where(line.base, line.parts))
     return out
 
 
-def _fit(lines: list[_Line], caps: list[int], width: int | None) -> list[str]:
+def _fit(lines: list[_Line], caps: dict[int, int], width: int | None, right: set[int]) -> list[str]:
     """The lines rendered, narrowed step by step (the module's docstring) to ``width``."""
-    text = _render(lines, caps)
+    text = _render(lines, caps, right)
     if width is None:
         return text
 
@@ -133,7 +145,7 @@ def _fit(lines: list[_Line], caps: list[int], width: int | None) -> list[str]:
         columns = len(text[k]) - len(_where(line.base, line.parts))  # (the same on every line)
         while columns + len(_where(line.base, line.parts)) > width and len(line.parts) > 1:
             line.parts.pop()
-    text = _render(lines, caps)
+    text = _render(lines, caps, right)
     # 2. NAME narrows, 3. #N goes, USER narrows
     for step in ("name", "order", "user"):
         if over() <= 0:
@@ -143,9 +155,10 @@ def _fit(lines: list[_Line], caps: list[int], width: int | None) -> list[str]:
                 if len(text[k]) > width:
                     line.parts = []
         else:
-            i, fewest = (1, NAME_FEWEST) if step == "name" else (2, USER_FEWEST)
+            name, user = sorted(caps)
+            i, fewest = (name, NAME_FEWEST) if step == "name" else (user, USER_FEWEST)
             now = max(len(line.cells[i][: caps[i]]) for line in lines)
             caps[i] = max(fewest, now - over())
-        text = _render(lines, caps)
+        text = _render(lines, caps, right)
     # 4. what still does not fit ends in "~"
     return [t if len(t) <= width else t[: max(width - 1, 0)] + "~" for t in text]

@@ -148,15 +148,22 @@ def format_job(j: dict[str, Any]) -> str:
 def format_slurm(job: dict[str, Any]) -> str:
     """What the Slurm backend's ``show`` gives (berth.backends.slurm.Slurm.show)."""
     out = []
-    for j in job["jobs"]:
+    recs = list(job["slurm"])
+
+    def slurm(rec: dict[str, Any]) -> str:
+        return "  slurm: " + " ".join(f"{k}={shown(v)}" for k, v in rec.items())
+
+    for j in job["jobs"]:  # (an array's task: its own scontrol record under its line)
         native = f" ({j['native']})" if j["native"] != j["state"] else ""
         reason = f" ({j['reason']})" if j.get("reason") else ""
         code = f", exit code {j['exit_code']}" if j.get("exit_code") is not None else ""
         out.append(f"Job {j['id']} ({shown(j['name'])}) of {shown(j['user'])} on Slurm: "
                    f"{j['state']}{native}{reason}{code}")  # fmt: skip
         out.append(f"  gpus: {j['gpus'] or '-'}   where: {j['where'] or '-'}")
-    for rec in job["slurm"]:
-        out.append("  slurm: " + " ".join(f"{k}={shown(v)}" for k, v in rec.items()))
+        raw = (j.get("extra") or {}).get("raw_id")
+        out += [slurm(r) for r in recs if raw is not None and r.get("JobId") == raw]
+        recs = [r for r in recs if raw is None or r.get("JobId") != raw]
+    out += [slurm(r) for r in recs]
     rec = job.get("berth")
     if rec:
         out.append(f"  logs:   {shown(rec['stdout'])}" + ("" if rec["stderr"] == rec["stdout"]

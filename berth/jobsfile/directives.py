@@ -47,6 +47,7 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--begin": ("--begin", True), "-b": ("--begin", True),
     "--account": ("--project", True), "-A": ("--project", True),
     "--gpus": ("-g", True), "-G": ("-g", True),
+    "--gpus-per-node": ("-g", True),  # N or TYPE:N per node, as berth's -g (TYPE -> --gpu-name)
     "--gres": ("-g", True),  # gpu:N or gpu:TYPE:N (TYPE -> --gpu-name)
     "--partition": ("--partition", True), "-p": ("--partition", True),  # (Slurm only)
     "--mem-per-gpu": ("--mem-per-gpu", True),  # (Slurm only: host RAM)
@@ -107,6 +108,16 @@ def _line_words(prefix: str, text: str, where: str, local: dict[str, str]) -> li
     return parts if prefix == "BERTH" else _sbatch(parts, where, local)
 
 
+def _owned(name: str, word: str, where: str) -> None:
+    """An sbatch option berth sets itself and reads no #SBATCH line of: refused here, so that
+    the message names the line (not the --sbatch-arg it would have become)."""
+    from berth.backends.sbatch_args import OWN, SHORT  # rare: a script's #SBATCH lines
+
+    own = OWN.get(SHORT.get(name, name))
+    if own is not None:
+        raise UsageError(f"{where}: berth sets sbatch's {name} itself: write #BERTH {own}")
+
+
 def _local_refusal(name: str, where: str) -> str:
     """What the local queue says of ``#SBATCH name`` (Slurm takes it)."""
     if name in HOST_MEMORY:
@@ -137,6 +148,7 @@ def _sbatch(parts: list[str], where: str, local: dict[str, str]) -> list[str]:
         if not name.startswith("-"):
             raise UsageError(f"{where}: {word!r} is not an sbatch option")
         if name not in SBATCH:
+            _owned(name, word, where)
             text = word
             if name in _VALUED and not eq and k + 1 < len(parts):
                 k += 1
@@ -156,9 +168,17 @@ def _sbatch(parts: list[str], where: str, local: dict[str, str]) -> list[str]:
         if not valued:
             out.append(option)
         else:
-            out += [option, *(_gres(value, where) if name == "--gres" else [value])]
+            out += [option, *_value(name, value, where)]
         k += 1
     return out
+
+
+def _value(name: str, value: str, where: str) -> list[str]:
+    if name == "--gres":
+        return _gres(value, where)
+    if name == "--gpus-per-node":
+        return _gres(f"gpu:{value}", where)
+    return [value]
 
 
 def _gres(value: str, where: str) -> list[str]:

@@ -25,6 +25,9 @@ Both daemons run in the foreground (``-D``) as children of the test process, so 
 stopped by their own pids. Every Slurm command the tests (and berth) run finds this cluster
 through ``SLURM_CONF``.
 
+``SlurmRig(cluster="other", first_job=N)``: a second cluster beside the first (its own
+ClusterName), whose first job has the id ``N`` (the same id as a job of the first).
+
 With ``accounting=True`` the cluster keeps accounting, as sacct needs: slurmdbd over a MariaDB
 server (``mariadbd`` on an empty data directory with ``--skip-grant-tables``: no
 mariadb-install-db, it starts in 0.1 s) on a free port of 127.0.0.1. ``forget()`` restarts
@@ -78,7 +81,7 @@ def _free_ports(n: int) -> list[int]:
 
 
 SLURM_CONF = """\
-ClusterName=berthtest
+ClusterName={cluster}
 SlurmctldHost=localhost
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
@@ -136,7 +139,10 @@ LogFile={root}/log/slurmdbd.log
 class SlurmRig:
     """One running test cluster. ``env``: the variables its commands need (SLURM_CONF)."""
 
-    def __init__(self, accounting: bool = False, nodes: int = 1) -> None:
+    def __init__(
+        self, accounting: bool = False, nodes: int = 1, cluster: str = "berthtest",
+        first_job: int = 1,
+    ) -> None:  # fmt: skip
         # Short: slurmstepd's socket paths (under the spool dir) are limited to 108 bytes.
         self.root = tempfile.mkdtemp(prefix="bsl-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -144,7 +150,8 @@ class SlurmRig:
         self.env = {"SLURM_CONF": self.conf}
         self.accounting = accounting
         self.procs: dict[str, subprocess.Popen[bytes]] = {}  # in start order
-        self.first_job = 1
+        self.first_job = first_job
+        self.cluster = cluster  # its ClusterName (another rig may have another)
         # One node is the host itself; more are n1, n2... (each its own slurmd on its port)
         self.nodes = ["localhost"] if nodes == 1 else [f"n{i}" for i in range(1, nodes + 1)]
 
@@ -170,6 +177,7 @@ class SlurmRig:
             )
         self.values = {
             "root": self.root,
+            "cluster": self.cluster,
             "ctld_port": ctld_port,
             "slurmd_port": slurmd_port,
             "gpus": GPUS,
@@ -250,7 +258,7 @@ class SlurmRig:
             f.write(SLURMDBD_CONF.format(**self.values))
         self._spawn("slurmdbd", "-D")
         wait_until(
-            lambda: self.run("sacctmgr", "-i", "add", "cluster", "berthtest", check=False)
+            lambda: self.run("sacctmgr", "-i", "add", "cluster", self.cluster, check=False)
             .returncode == 0,
             timeout=30, interval=0.05, message="slurmdbd registers the cluster",
         )  # fmt: skip

@@ -17,9 +17,10 @@ def test_submit_queue_show_and_logs(berth: Cli) -> None:
     job = sub.stdout.strip()
     wait_until(lambda: berth.state(job) == "RUNNING", timeout=20, message="it runs")
     queue = berth("queue").stdout.splitlines()
-    assert queue[0].split() == ["JOBID", "NAME", "USER", "ST", "TIME", "GPUS", "NODELIST(REASON)"]
+    assert queue[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES",
+                                "GPUS", "NODELIST(REASON)"]  # fmt: skip
     row = next(line.split() for line in queue if line.split()[0] == job)
-    assert row[1:4] == ["two", "root", "R"] and row[5] == "2" and row[6] == "localhost"
+    assert row[2:5] == ["two", "root", "R"] and row[7] == "2" and row[8] == "localhost"
     show = berth("show", job).stdout
     assert f"Job {job} (two) of root on Slurm: RUNNING" in show
     assert "TresPerNode=gres:gpu:2" in show and "script: " in show

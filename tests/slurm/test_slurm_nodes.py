@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -95,6 +96,38 @@ def test_the_job_fails_with_the_exit_code_of_its_failed_task(berth: Cli) -> None
     assert "n2: task 1: Exited with exit code 3" in berth("logs", job).stdout
 
 
+def test_a_task_failing_while_others_run_gives_the_job_its_status(berth: Cli) -> None:
+    """srun ends the others with SIGTERM (--kill-on-bad-exit) and itself exits 143; the job
+    keeps the first failing task's status."""
+    failing = '[ "$SLURMD_NODENAME" = n2 ] && exit 3; echo n1 runs on; sleep 30'
+    job = berth.submit("-N", "2", "--", "sh", "-c", failing)
+    done = berth("wait", job)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    info = json.loads(berth("show", "--json", job).stdout)["jobs"][0]
+    assert (info["state"], info["exit_code"]) == ("FAILED", 3)
+    logs = berth("logs", job).stdout
+    assert "n2: task 1: Exited with exit code 3" in logs and "n1 runs on" in logs
+
+
+def test_a_signal_reaches_every_task_of_a_job_across_nodes(berth: Cli) -> None:
+    """The batch shell waits for srun (to read the first failing task's status): a signal
+    sent to the job still reaches srun, which passes it to every task, and the shell stays."""
+    task = ('trap \'echo "USR1 on $SLURMD_NODENAME"\' USR1; echo ready; '
+            'for i in $(seq 300); do sleep 0.1; done')  # fmt: skip
+    job = berth.submit("-N", "2", "--", "bash", "-c", task)
+    wait_until(lambda: berth("logs", job).stdout.count("ready") == 2, timeout=30,
+               message="both tasks ready")  # fmt: skip
+    sent = berth("cancel", "-s", "USR1", job)
+    assert sent.returncode == 0, sent.stderr
+
+    def trapped() -> list[str]:
+        return sorted(ln for ln in berth("logs", job).stdout.splitlines() if ln.startswith("USR1"))
+
+    wait_until(lambda: len(trapped()) == 2, timeout=30, message="each task's trap")
+    assert trapped() == ["USR1 on n1", "USR1 on n2"]
+    assert berth.state(job) == "RUNNING"  # (the shell did not die of USR1)
+
+
 def test_a_command_that_is_srun_is_left_alone_and_fans_out_itself(
     berth: Cli, tmp_path: Any
 ) -> None:
@@ -114,3 +147,36 @@ def test_more_nodes_than_the_cluster_has_is_refused_before_sbatch(berth: Cli) ->
     assert out.returncode != 0
     assert "-N 3 -g 1: only 2 nodes of the cluster have 1 GPUs (-g is per node)" in out.stderr
     assert not berth.slurm("squeue", "-h", "-o", "%i").stdout.strip()
+
+
+def test_a_daemon_inside_two_nodes_says_it_uses_one(
+    fake_gpus: Any, two_nodes: SlurmRig, tmp_path: Any
+) -> None:
+    """`berth daemon --inside-slurm` in a -N 2 allocation places on its own node only, and
+    says so when it starts, naming the nodes."""
+    from test_slurm_inside import Allocation
+
+    fake_gpus.setup(n=4)
+    alloc = Allocation(two_nodes, fake_gpus)
+    log = os.path.join(str(tmp_path), "alloc.out")
+    try:
+        job = two_nodes.run(
+            "sbatch", "--parsable", "-N", "2", "--gres=gpu:2", "-o", log, "--wrap",
+            f"{sys.executable} -m berth.cli.main daemon --inside-slurm --foreground",
+            env=alloc.env,
+        ).stdout.strip()  # fmt: skip
+        alloc.dir = os.path.join(alloc.tmp, f"berth-{os.getuid()}", f"slurm-{job}")
+        said = wait_until(lambda: os.path.exists(log) and "this allocation" in _read(log),
+                          timeout=30, message="the daemon's first words")  # fmt: skip
+        assert said
+        text = _read(log)
+        assert "this allocation has 2 nodes (n[1-2]); this daemon places jobs on n1 only, " \
+            "on its 2 GPU(s): the other nodes' GPUs stay unused" in text, text
+    finally:
+        two_nodes.clear()
+        alloc.cleanup()
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()

@@ -178,7 +178,7 @@ def test_a_grid_larger_than_the_cluster_takes_is_refused_with_why(berth: Cli) ->
     assert big.returncode == 1, big.stderr
     assert big.stderr == (
         "berth: Slurm refused the job: the cluster does not take the array 0-1001 (1002 tasks): "
-        "its highest index must be below MaxArraySize (see `scontrol show config | grep "
+        "its highest index 1001 must be below MaxArraySize 1001 (see `scontrol show config | grep "
         "MaxArraySize`); split it, e.g. a sweep into smaller grids (sbatch: Invalid job array "
         "specification)\n"
     )
