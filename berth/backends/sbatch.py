@@ -241,6 +241,8 @@ def plan(
     if job.requeue:  # at the time limit, the script requeues it (slurm_script.REQUEUE)
         grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
         argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]
+    elif job.requeue is False:  # (never requeued, not even after a node failure)
+        argv.append("--no-requeue")
     if job.hold:
         argv.append("--hold")
     if job.begin is not None:  # (sbatch reads local time, to the second)

@@ -41,7 +41,7 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--chdir": ("-D", True), "-D": ("-D", True),
     "--export": ("--export", True),
     "--mail-user": ("--mail-user", True),
-    "--requeue": ("--requeue", False),
+    "--requeue": ("--requeue", False), "--no-requeue": ("--no-requeue", False),
     "--hold": ("--hold", False), "-H": ("--hold", False),
     "--begin": ("--begin", True), "-b": ("--begin", True),
     "--account": ("--project", True), "-A": ("--project", True),
@@ -132,8 +132,8 @@ def _sbatch(parts: list[str], where: str, local: dict[str, str]) -> list[str]:
             name, value, eq = name[:2], name[2:], "="  # -t10
         if not name.startswith("-"):
             raise UsageError(f"{where}: {word!r} is not an sbatch option")
-        if name not in SBATCH:
-            text = word
+        if name not in SBATCH:  # (quoted again: --sbatch-arg is split as a shell splits it)
+            text = shlex.join([word])
             if name in _VALUED and not eq and k + 1 < len(parts):
                 k += 1
                 text = shlex.join([word, parts[k]])
