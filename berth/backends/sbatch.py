@@ -238,8 +238,8 @@ def plan(
     if job.dependency:  # (Slurm's own ids, its syntax: berth.backends.slurm_deps)
         argv.append(f"--dependency={job.dependency}")
         argv.append("--kill-on-invalid-dep=yes")  # one never met cancels it, as locally
+    grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
     if job.requeue:  # at the time limit, the script requeues it (slurm_script.REQUEUE)
-        grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
         argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]
     elif job.requeue is False:  # (never requeued, not even after a node failure)
         argv.append("--no-requeue")
@@ -261,7 +261,8 @@ def plan(
     argv += sbatch_args.check(extra, argv)
     env, setup = _environment(job, environ)
     args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
-    script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
+    setup_text = SETUP_SCRIPT.format(setup=setup) if setup else ""
+    script = _script(job, name, args, argvs, setup_text, grace)
     p = Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
     p.notes = notes
     return p
@@ -299,8 +300,9 @@ def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:
 
 
 def _script(
-    job: JobSpec, name: str, args: list[str], argvs: list[list[str]] | None, setup: str
-) -> str:
+    job: JobSpec, name: str, args: list[str], argvs: list[list[str]] | None, setup: str,
+    grace: int,
+) -> str:  # fmt: skip
     """The batch script: the sweep's commands, the GPU ids put in the command as the local
     daemon puts them (:mod:`berth.wire.inject`), the setup, ``exec "$@"``."""
     words = [w for a in (argvs if argvs is not None else [args]) for w in a]
@@ -333,6 +335,7 @@ def _script(
         machine=machine,
         requeue=bool(job.requeue),
         most=job.max_requeues,
+        grace=grace,
         tasks=tasks,
     )
 
