@@ -190,6 +190,7 @@ def apply(
     at = 1 if argv[:1] == ["--"] else 0
     argv[at : at + 1] = _runner(path)
     again.argv = argv
+    again.script_file = os.path.abspath(path)  # (run as the copy taken at submit: .snapshot)
     return again
 
 

@@ -89,3 +89,19 @@ def test_quoted_sbatch_values_are_read_as_sbatch_reads_them(berth: Cli) -> None:
     record = _scontrol(berth, out.stdout.strip())
     assert "Comment=hello world " in record and "JobName=two words " in record
     assert "MailType=END,FAIL " in record
+
+
+def test_the_script_runs_as_it_was_at_submit(berth: Cli) -> None:
+    """Edit a held job's script, release it: the copy taken at submit runs (issue 34.8)."""
+    script = os.path.join(berth.root, "train.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --hold\necho as-submitted $(basename $0)\n")
+    os.chmod(script, 0o755)
+    job = berth.submit(script)
+    with open(script, "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --hold\necho edited\n")
+    released = berth("release-job", job)
+    assert released.returncode == 0, released.stderr
+    ended = berth("wait", job)
+    assert ended.returncode == 0, ended.stderr
+    assert berth("logs", job).stdout == "as-submitted train.sh\n"
