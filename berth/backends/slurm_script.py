@@ -249,5 +249,6 @@ def script(
         text += ("" if argvs is not None else FAIL) + ids
     if requeue:
         head, _, rest = tail.rpartition('exec "$@"')
-        tail = head + REQUEUE.format(most="" if most is None else most, near=grace + NEAR).rstrip("\n") + rest
+        trap = REQUEUE.format(most="" if most is None else most, near=grace + NEAR)
+        tail = head + trap.rstrip("\n") + rest
     return text + tail + "\n"
