@@ -9,6 +9,7 @@ berth                       sbatch
 ``-g N`` (whole GPUs)       ``--gres=gpu:N`` (``gpu:TYPE:N`` with ``--gpu-name``), per node
 ``-N 2``                    ``-N 2``; the batch script runs the command under ``srun``
 ``--ntasks-per-node 4``     ``--ntasks-per-node=4`` (and ``srun``, as for ``-N``)
+``-g 0`` (CPU only)          no ``--gres``; the script sets ``CUDA_VISIBLE_DEVICES=-1``
 ``-g 0.5`` (a fraction)     ``--gres=shard:K``, K = ceil(fraction x shards per GPU), when the
                             cluster defines shards; else refused
 ``--mem-per-gpu 16G``       ``--mem-per-gpu=16384M`` (host RAM; ``--mem`` for a fraction)
@@ -126,6 +127,8 @@ def _refuse(what: str, why: str) -> Unsupported:
 def _gres(job: JobSpec, cluster: Cluster) -> str:
     gpus = job.gpus
     name = job.name_filter
+    if gpus == 0:
+        return ""  # (CPU only: no --gres; the script hides the node's GPUs from CUDA)
     if gpus > 1 and cluster.nodes and not name:
         most = max(sum(g.values()) for g, _ in cluster.nodes.values())
         if gpus > most:
@@ -209,7 +212,7 @@ def plan(
     _check(job)
     argvs = _sweep(job, array)
     gres = _gres(job, cluster)
-    argv = ["sbatch", "--parsable", f"--gres={gres}"]
+    argv = ["sbatch", "--parsable", *([f"--gres={gres}"] if gres else [])]
     if job.nodes > 1:
         argv += ["-N", str(job.nodes)]
     if job.ntasks_per_node is not None:
@@ -217,6 +220,9 @@ def plan(
     if partition:
         argv += ["-p", partition]
     if mem_per_gpu is not None:
+        if not gres:  # (-g 0)
+            raise UsageError("--mem-per-gpu with -g 0: no GPU to size host RAM by; ask for "
+                             "it with --sbatch-arg=--mem=SIZE")  # fmt: skip
         mib = f"{max(1, math.ceil(mem_per_gpu / MIB))}M"
         argv.append(f"--mem={mib}" if gres.startswith("shard:") else f"--mem-per-gpu={mib}")
     notes = []
@@ -326,8 +332,14 @@ def _script(
                 "srun out (berth runs the command under srun itself when -N or "
                 "--ntasks-per-node asks for several tasks, and each task gets its node's ids)"
             )
+    if job.gpus == 0 and placeholders:
+        raise UsageError(
+            "{gpus}/{cuda} in the command of a -g 0 job: it has no GPU ids to put there; "
+            "ask for GPUs, or leave them out"
+        )
     return slurm_script.script(
         name,
+        cpu_only=job.gpus == 0,
         tail=setup or 'exec "$@"',
         argvs=argvs,
         inject=flag_form,

@@ -156,7 +156,9 @@ def _tasks(text: str) -> tuple[list[int | None], int | None]:
 def gpus(gres: str, shards_per_gpu: int) -> str:
     """How many GPUs a job asked, as the local queue shows it: ``gpu:2`` / ``gpu:a100:2`` /
     ``gres/gpu=2`` -> ``2``; ``shard:1`` with 2 shards per GPU -> ``0.5``; anything else as
-    it is."""
+    it is; none (a CPU-only job: ``N/A``, empty) -> ``0``."""
+    if gres.strip() in ("", "N/A", "(null)"):
+        return "0"
     m = re.fullmatch(r"(?:gres[:/])?(gpu|shard)(?::[^:=,]+)?[:=](\d+)", gres.strip())
     if m is None:
         return gres

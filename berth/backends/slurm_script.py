@@ -3,7 +3,9 @@ user's command ever re-parsed by a shell.
 
 What the script does, in order:
 
-1. Exports berth's variables (``BERTH_JOB_ID``, ``BERTH_ARRAY_*``, ``BERTH_GPUS``...).
+1. Exports berth's variables (``BERTH_JOB_ID``, ``BERTH_ARRAY_*``, ``BERTH_GPUS``...); a
+   job of no GPU (``-g 0``) gets ``CUDA_VISIBLE_DEVICES=-1`` (:data:`CPU_ONLY`) and an
+   empty ``BERTH_GPUS``.
 2. A sweep (``berth sweep``: each task of the array its own command) picks task i's command
    by ``$SLURM_ARRAY_TASK_ID`` from a ``case`` of ``set --`` lines whose every word is quoted
    by :func:`quote`; any other job's command is the script's arguments (``"$@"``), as sbatch
@@ -102,6 +104,15 @@ done
 set -- "${_berth_argv[@]}"
 """
 
+# -g 0: no GPU. The job may have inherited CUDA_VISIBLE_DEVICES from where it was submitted
+# (--export=ALL), and Slurm sets none for a job without GPUs: CUDA is told there are none. "-1"
+# (an invalid index: CUDA enumerates up to the first invalid one, so none), not "" (none for
+# CUDA too, but `${CUDA_VISIBLE_DEVICES:-0,1}` in a shell and `if os.environ.get(...)` in
+# Python read an empty value as unset: all GPUs).
+CPU_ONLY = """\
+export CUDA_VISIBLE_DEVICES=-1 BERTH_GPUS=
+"""
+
 # berth.wire.inject.rewrite, word for word: the flag's value replaced wherever the command has
 # it (FLAG VALUE, FLAG=VALUE; FLAG as the last word gets one), else FLAG VALUE appended.
 REWRITE = """\
@@ -174,6 +185,7 @@ set -- srun --kill-on-bad-exit=1 /bin/bash -c "$_berth_task" berth-task "$@"
 TASK = """\
 # (each task, on its node) berth's variables of this node, then the command
 export BERTH_GPUS="${CUDA_VISIBLE_DEVICES:-}"
+[ "$BERTH_GPUS" != -1 ] || BERTH_GPUS=
 """
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -232,6 +244,7 @@ def script(
     most: int | None = None,
     grace: int = 120,
     tasks: bool = False,
+    cpu_only: bool = False,
 ) -> str:
     """The batch script of job ``name``. ``tail``: what runs the command (``exec "$@"``,
     after the environment setup if any); ``argvs``: a sweep's commands, task i runs
@@ -240,6 +253,8 @@ def script(
     ``--cuda=machine``); ``requeue``: requeue the job on the USR1 Slurm sends ``grace`` s
     before its time limit, at most ``most`` times (None: no bound); ``tasks``: run the command under srun, the ids put in by each task."""
     text = HEAD.format(name=name.replace("\n", " ").replace("\r", " "))
+    if cpu_only:
+        text += CPU_ONLY
     if argvs is not None:
         text += FAIL + _tasks(argvs)
     ids = _ids(inject, placeholders, machine)

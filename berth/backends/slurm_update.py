@@ -84,6 +84,11 @@ def update(backend: Slurm, job_id: str, fields: dict[str, Any]) -> dict[str, lis
             f"job {job_id} is {state}: only a pending job can be updated (a running job "
             f"keeps what it started with); cancel it and submit it again with the new values"
         )
+    if "gpus" in fields and any(j.gpus == "0" for j in pending):  # (its script hides GPUs)
+        raise UsageError(
+            f"-g {fields['gpus']:g}: job {job_id} was submitted with -g 0 (CPU only), and its "
+            "batch script hides the node's GPUs; cancel it and submit it again with -g"
+        )
     ids = [job_id] if len(pending) == len(jobs) else [j.id for j in pending]
     words = settings(backend, fields)
     done = backend._run(["scontrol", "update", f"JobId={','.join(ids)}", *words], check=False)

@@ -29,6 +29,7 @@ from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
 from berth.daemon.engine.command import expand_pattern
+from berth.daemon.engine.cpuslots import CPU_SLOT
 from berth.daemon.requests import arrays, depends, dryrun, unique, userdir
 from berth.daemon.requests.fitness import (
     check_fits,
@@ -217,6 +218,7 @@ def _check(
         prefer=spec.prefer,
         name=spec.name_filter,
         each=each,  # (of one GPU: Request makes it the share gpus=each)
+        cpu=CPU_SLOT if spec.gpus == 0 else None,  # (-g 0: one CPU slot, engine.cpu_nodes)
     )
     check_fits(engine.res.inventory, p.request)
     p.requeue = requeue(spec, engine.opts)
