@@ -25,9 +25,11 @@ def test_cpu_only_jobs_run_beside_full_gpus_within_their_slots(daemon: Any) -> N
     gate = os.path.join(daemon.fake.root, "gate")
     busy = daemon.berth("submit", "--parsable", "-g", "4", "--", "sleep", "60").stdout.strip()
     wait_until(lambda: _state(daemon, busy) == "RUNNING", timeout=20, message="GPUs taken")
+    daemon.env["CUDA_VISIBLE_DEVICES"] = "0,1"  # (the submitting shell's: not the job's)
     first = daemon.berth("submit", "--parsable", "-g", "0", "--", "sh", "-c",
                          f'echo "cvd=$CUDA_VISIBLE_DEVICES gpus=[$BERTH_GPUS]"; '
                          f"while [ ! -e {gate} ]; do sleep 0.05; done")  # fmt: skip
+    del daemon.env["CUDA_VISIBLE_DEVICES"]
     assert first.returncode == 0, first.stderr
     prep = first.stdout.strip()
     second = daemon.berth("submit", "--parsable", "-g", "0", "--", "echo", "second")
