@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import _strptime  # noqa: F401  (update reads times: imported before berth_as's user switch)
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,11 @@ def as_user(slurm: Any) -> Iterator[tuple[str, dict[str, str]]]:
     home = tempfile.mkdtemp(prefix="bsl-user-", dir="/tmp")
     os.chmod(home, 0o777)
     env = {**slurm.env, "BERTH_BACKEND": "slurm", "BERTH_STATE_DIR": os.path.join(home, "st")}
-    yield home, env
+    try:
+        yield home, env
+    finally:
+        slurm.clear()  # (A's jobs first: they write in home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_an_ordinary_user_lowers_priority_and_is_told_why_not_higher(
