@@ -9,6 +9,7 @@ berth                       sbatch
 ``-g N`` (whole GPUs)       ``--gres=gpu:N`` (``gpu:TYPE:N`` with ``--gpu-name``), per node
 ``-N 2``                    ``-N 2``; the batch script runs the command under ``srun``
 ``--ntasks-per-node 4``     ``--ntasks-per-node=4`` (and ``srun``, as for ``-N``)
+``-g 0`` (CPU only)          no ``--gres``; the script sets ``CUDA_VISIBLE_DEVICES=-1``
 ``-g 0.5`` (a fraction)     ``--gres=shard:K``, K = ceil(fraction x shards per GPU), when the
                             cluster defines shards; else refused
 ``--mem-per-gpu 16G``       ``--mem-per-gpu=16384M`` (host RAM; ``--mem`` for a fraction)
@@ -127,6 +128,8 @@ def _refuse(what: str, why: str) -> Unsupported:
 def _gres(job: JobSpec, cluster: Cluster) -> str:
     gpus = job.gpus
     name = job.name_filter
+    if gpus == 0:
+        return ""  # (CPU only: no --gres; the script hides the node's GPUs from CUDA)
     if gpus > 1 and cluster.nodes and not name:
         most = max(sum(g.values()) for g, _ in cluster.nodes.values())
         if gpus > most:
@@ -210,7 +213,7 @@ def plan(
     _check(job)
     argvs = _sweep(job, array)
     gres = _gres(job, cluster)
-    argv = ["sbatch", "--parsable", f"--gres={gres}"]
+    argv = ["sbatch", "--parsable", *([f"--gres={gres}"] if gres else [])]
     if job.nodes > 1:
         argv += ["-N", str(job.nodes)]
     if job.ntasks_per_node is not None:
@@ -218,6 +221,9 @@ def plan(
     if partition:
         argv += ["-p", partition]
     if mem_per_gpu is not None:
+        if not gres:  # (-g 0)
+            raise UsageError("--mem-per-gpu with -g 0: no GPU to size host RAM by; ask for "
+                             "it with --sbatch-arg=--mem=SIZE")  # fmt: skip
         mib = f"{max(1, math.ceil(mem_per_gpu / MIB))}M"
         argv.append(f"--mem={mib}" if gres.startswith("shard:") else f"--mem-per-gpu={mib}")
     notes = []
@@ -239,9 +245,11 @@ def plan(
     if job.dependency:  # (Slurm's own ids, its syntax: berth.backends.slurm_deps)
         argv.append(f"--dependency={job.dependency}")
         argv.append("--kill-on-invalid-dep=yes")  # one never met cancels it, as locally
+    grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
     if job.requeue:  # at the time limit, the script requeues it (slurm_script.REQUEUE)
-        grace = GRACE if not job.time_limit else min(GRACE, max(1, int(job.time_limit) // 2))
         argv += ["--requeue", f"--signal=B:USR1@{grace}", "--open-mode=append"]
+    elif job.requeue is False:  # (never requeued, not even after a node failure)
+        argv.append("--no-requeue")
     if job.hold:
         argv.append("--hold")
     if job.begin is not None:  # (sbatch reads local time, to the second)
@@ -260,7 +268,8 @@ def plan(
     argv += sbatch_args.check(extra, argv)
     env, setup = _environment(job, environ)
     args = ["/bin/sh", "-c", job.wrap] if job.wrap else list(argv_cmd or [])
-    script = _script(job, name, args, argvs, SETUP_SCRIPT.format(setup=setup) if setup else "")
+    setup_text = SETUP_SCRIPT.format(setup=setup) if setup else ""
+    script = _script(job, name, args, argvs, setup_text, grace)
     p = Plan(argv, script, [] if argvs is not None else args, env, stdout, stderr)
     p.notes = notes
     return p
@@ -298,8 +307,9 @@ def _sweep(job: JobSpec, array: ArraySpec | None) -> list[list[str]] | None:
 
 
 def _script(
-    job: JobSpec, name: str, args: list[str], argvs: list[list[str]] | None, setup: str
-) -> str:
+    job: JobSpec, name: str, args: list[str], argvs: list[list[str]] | None, setup: str,
+    grace: int,
+) -> str:  # fmt: skip
     """The batch script: the sweep's commands, the GPU ids put in the command as the local
     daemon puts them (:mod:`berth.wire.inject`), the setup, ``exec "$@"``."""
     words = [w for a in (argvs if argvs is not None else [args]) for w in a]
@@ -323,8 +333,14 @@ def _script(
                 "srun out (berth runs the command under srun itself when -N or "
                 "--ntasks-per-node asks for several tasks, and each task gets its node's ids)"
             )
+    if job.gpus == 0 and placeholders:
+        raise UsageError(
+            "{gpus}/{cuda} in the command of a -g 0 job: it has no GPU ids to put there; "
+            "ask for GPUs, or leave them out"
+        )
     return slurm_script.script(
         name,
+        cpu_only=job.gpus == 0,
         tail=setup or 'exec "$@"',
         argvs=argvs,
         inject=flag_form,
@@ -332,6 +348,7 @@ def _script(
         machine=machine,
         requeue=bool(job.requeue),
         most=job.max_requeues,
+        grace=grace,
         tasks=tasks,
     )
 

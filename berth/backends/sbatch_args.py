@@ -39,7 +39,7 @@ OWN = {
     "--gres": "-g", "--gpus": "-g", "--gpus-per-node": "-g",
     "--time": "-t", "--job-name": "-J", "--output": "-o", "--error": "-e", "--chdir": "-D",
     "--dependency": "--dependency", "--kill-on-invalid-dep": "--dependency",
-    "--requeue": "--requeue", "--no-requeue": "--no-requeue", "--hold": "--hold",
+    "--requeue": "--requeue", "--hold": "--hold",
     "--nice": "-p/--priority", "--array": "--array (or berth sweep)",
     "--mail-user": "--mail-user", "--partition": "--partition", "--export": "--export",
     "--parsable": "nothing (berth reads the job id itself)", "--wrap": "--wrap",
@@ -73,6 +73,8 @@ def check(extra: Sequence[str], berth_argv: Sequence[str]) -> list[str]:
             raise UsageError(
                 f"--sbatch-arg {word}: berth sets {name} itself; use berth's {OWN[name]}"
             )
+        if name == "--no-requeue" and "--requeue" in set_here:
+            raise UsageError(f"--sbatch-arg {word}: this job asks --requeue; give one of them")
         if name in set_here:
             raise UsageError(f"--sbatch-arg {word}: berth already sets {name} for this job")
         if name == "--gpus-per-task":

@@ -172,7 +172,9 @@ def _tasks(text: str) -> tuple[list[int | None], int | None]:
 def gpus(gres: str, shards_per_gpu: int) -> str:
     """How many GPUs a job asked, as the local queue shows it: ``gpu:2`` / ``gpu:a100:2`` /
     ``gres/gpu=2`` -> ``2``; ``shard:1`` with 2 shards per GPU -> ``0.5``; anything else as
-    it is."""
+    it is; none (a CPU-only job: ``N/A``, empty) -> ``0``."""
+    if gres.strip() in ("", "N/A", "(null)"):
+        return "0"
     m = re.fullmatch(r"(?:gres[:/])?(gpu|shard)(?::[^:=,]+)?[:=](\d+)", gres.strip())
     if m is None:
         return gres
@@ -312,6 +314,9 @@ HINTS = {
     "Invalid job array specification": "the cluster does not take the array {array} "
     "({tasks} tasks): its highest index must be below MaxArraySize (see `scontrol show config "
     "| grep MaxArraySize`); split it, e.g. a sweep into smaller grids",
+    "Invalid --nice value": "-p {priority}: a higher priority (sbatch --nice={nice}) is for the "
+    "cluster's Slurm operators; ask for -p 0 or less (-p -N is --nice=N: a lower priority), "
+    "or ask its admins",
     "Unable to contact slurm controller": "Slurm's controller does not answer; try again "
     "later or ask the cluster's admins",
 }
@@ -355,6 +360,7 @@ def refusal(
     reason = reason.removeprefix("allocation failure: ").removeprefix("sbatch: ")  # (--test-only)
     gres = next((a.removeprefix("--gres=") for a in argv if a.startswith("--gres=")), "")
     limit = argv[argv.index("-t") + 1] if "-t" in argv else ""
+    nice = next((a.removeprefix("--nice=") for a in argv if a.startswith("--nice=")), "0")
     hint = HINTS.get(reason)
     if hint:
         hint = hint.format(
@@ -364,6 +370,8 @@ def refusal(
             name=f" {partition!r}" if partition else "",
             array=array.text if array is not None else "",
             tasks=len(array.indices) if array is not None else 1,
+            nice=nice,
+            priority=nice.removeprefix("-") if nice.startswith("-") else f"-{nice}",
         )
         return SubmitRefused(f"Slurm refused the job: {hint} (sbatch: {reason})")
     return SubmitRefused(f"Slurm refused the job: {reason}")

@@ -3,7 +3,9 @@ user's command ever re-parsed by a shell.
 
 What the script does, in order:
 
-1. Exports berth's variables (``BERTH_JOB_ID``, ``BERTH_ARRAY_*``, ``BERTH_GPUS``...).
+1. Exports berth's variables (``BERTH_JOB_ID``, ``BERTH_ARRAY_*``, ``BERTH_GPUS``...); a
+   job of no GPU (``-g 0``) gets ``CUDA_VISIBLE_DEVICES=-1`` (:data:`CPU_ONLY`) and an
+   empty ``BERTH_GPUS``.
 2. A sweep (``berth sweep``: each task of the array its own command) picks task i's command
    by ``$SLURM_ARRAY_TASK_ID`` from a ``case`` of ``set --`` lines whose every word is quoted
    by :func:`quote`; any other job's command is the script's arguments (``"$@"``), as sbatch
@@ -26,7 +28,12 @@ What the script does, in order:
    requeues the job (``scontrol requeue``: the same job id, Slurm ends the command with
    SIGTERM, then SIGKILL after KillWait, and starts it again with ``SLURM_RESTART_COUNT``, so
    ``BERTH_ATTEMPT``, one more), at most ``--max-requeues`` times; after that the job runs on
-   to its TIMEOUT, as on the local queue. The command's exit status is the job's.
+   to its TIMEOUT, as on the local queue. The command's exit status is the job's. A USR1
+   while more than GRACE + :data:`NEAR` s of the limit are left (``squeue -o %L``; none when
+   the job has no limit) is not the warning but a signal sent to the job (``berth cancel -s
+   USR1``: scancel ``--full`` signals the command too), so the script lets it be; it also
+   outlives USR2, HUP and ALRM (the command's to handle), so a handled signal does not
+   end the job.
 
 A job of several tasks (``-N 2``, ``--ntasks-per-node 4``) runs its batch script on its first
 node, as Slurm does; step 4 there runs ``srun --kill-on-bad-exit=1 /bin/bash -c TASK
@@ -97,6 +104,15 @@ done
 set -- "${_berth_argv[@]}"
 """
 
+# -g 0: no GPU. The job may have inherited CUDA_VISIBLE_DEVICES from where it was submitted
+# (--export=ALL), and Slurm sets none for a job without GPUs: CUDA is told there are none. "-1"
+# (an invalid index: CUDA enumerates up to the first invalid one, so none), not "" (none for
+# CUDA too, but `${CUDA_VISIBLE_DEVICES:-0,1}` in a shell and `if os.environ.get(...)` in
+# Python read an empty value as unset: all GPUs).
+CPU_ONLY = """\
+export CUDA_VISIBLE_DEVICES=-1 BERTH_GPUS=
+"""
+
 # berth.wire.inject.rewrite, word for word: the flag's value replaced wherever the command has
 # it (FLAG VALUE, FLAG=VALUE; FLAG as the last word gets one), else FLAG VALUE appended.
 REWRITE = """\
@@ -127,7 +143,17 @@ set -- "${{_berth_argv[@]}}"
 
 REQUEUE = """\
 _berth_most={most}
+_berth_near() {{
+  local left days=0 s=0 part
+  left=$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null) || return 0
+  [[ $left =~ ^([0-9]+-)?[0-9]+(:[0-9]+)*$ ]] || return 1
+  if [[ $left == *-* ]]; then days=${{left%%-*}}; left=${{left#*-}}; fi
+  IFS=: read -r -a _berth_parts <<<"$left"
+  for part in "${{_berth_parts[@]}}"; do s=$(( s * 60 + 10#$part )); done
+  [ $(( days * 86400 + s )) -le {near} ]
+}}
 _berth_requeue() {{
+  _berth_near || return 0
   if [ -n "$_berth_most" ] && [ "$BERTH_ATTEMPT" -gt "$_berth_most" ]; then
     echo "berth: the time limit is near; not requeued: --max-requeues $_berth_most reached" >&2
     return
@@ -135,7 +161,9 @@ _berth_requeue() {{
   echo "berth: the time limit is near: requeued (attempt $BERTH_ATTEMPT ends)" >&2
   scontrol requeue "$BERTH_JOB_ID" || echo "berth: scontrol requeue failed" >&2
 }}
+_berth_pass() {{ :; }}
 trap _berth_requeue USR1
+trap _berth_pass USR2 HUP ALRM
 "$@" &
 _berth_child=$!
 while kill -0 "$_berth_child" 2>/dev/null; do
@@ -143,6 +171,10 @@ while kill -0 "$_berth_child" 2>/dev/null; do
 done
 wait "$_berth_child"
 """
+
+# A USR1 is the time limit's warning when at most grace + NEAR s are left (Slurm's timers may
+# send it up to 60 s early); sooner, it is a signal sent to the job (the command's own).
+NEAR = 90
 
 # A job of several tasks: what each task runs (the text of TASK below), then srun for all.
 SRUN = """\
@@ -171,6 +203,7 @@ exit "$_berth_s"
 TASK = """\
 # (each task, on its node) berth's variables of this node, then the command
 export BERTH_GPUS="${CUDA_VISIBLE_DEVICES:-}"
+[ "$BERTH_GPUS" != -1 ] || BERTH_GPUS=
 """
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -227,15 +260,19 @@ def script(
     machine: bool = False,
     requeue: bool = False,
     most: int | None = None,
+    grace: int = 120,
     tasks: bool = False,
+    cpu_only: bool = False,
 ) -> str:
     """The batch script of job ``name``. ``tail``: what runs the command (``exec "$@"``,
     after the environment setup if any); ``argvs``: a sweep's commands, task i runs
     ``argvs[i]``; ``inject``: ``--inject-arg``'s (flag, form); ``placeholders``: some word
     holds ``{gpus}`` or ``{cuda}``; ``machine``: the machine's ids are wanted (``{gpus}``,
-    ``--cuda=machine``); ``requeue``: requeue the job on USR1, at most ``most`` times (None:
-    no bound); ``tasks``: run the command under srun, the ids put in by each task."""
+    ``--cuda=machine``); ``requeue``: requeue the job on the USR1 Slurm sends ``grace`` s
+    before its time limit, at most ``most`` times (None: no bound); ``tasks``: run the command under srun, the ids put in by each task."""
     text = HEAD.format(name=name.replace("\n", " ").replace("\r", " "))
+    if cpu_only:
+        text += CPU_ONLY
     if argvs is not None:
         text += FAIL + _tasks(argvs)
     ids = _ids(inject, placeholders, machine)
@@ -245,7 +282,8 @@ def script(
         text += ("" if argvs is not None else FAIL) + ids
     if requeue:
         head, _, rest = tail.rpartition('exec "$@"')
-        tail = head + REQUEUE.format(most="" if most is None else most).rstrip("\n") + rest
+        trap = REQUEUE.format(most="" if most is None else most, near=grace + NEAR)
+        tail = head + trap.rstrip("\n") + rest
     elif tasks:
         head, _, rest = tail.rpartition('exec "$@"')
         tail = head + FIRST_FAILED.rstrip("\n") + rest

@@ -8,8 +8,9 @@ berth update                scontrol update
 ``-g 0.5`` (a fraction)     ``Gres=shard:K`` (K = ceil(fraction x shards per GPU)), when the
                             cluster defines shards; else refused
 ``-t``                      ``TimeLimit=D-HH:MM:SS`` (whole minutes)
-``-p P``                    ``Nice=-P`` (as submit's ``--nice=-P``: raising a job's priority
-                            is for Slurm operators, and Slurm says so)
+``-p P``                    ``Nice=-P`` (as submit's ``--nice=-P``: lowering is anyone's;
+                            raising a job's priority is for Slurm operators, and a refusal
+                            says so)
 ``-J NAME``                 ``Name=NAME``
 ``--dependency EXPR``       ``Dependency=EXPR`` (``''``: ``Dependency=``, none)
 ==========================  ===============================================================
@@ -24,9 +25,10 @@ from __future__ import annotations
 import math
 
 from berth.backends import slurm_deps
+from berth.backends import slurm_query as q
 from berth.backends.base import named
 from berth.backends.sbatch import _time as slurm_time
-from berth.errors import UsageError
+from berth.errors import BerthError, UsageError
 from berth.wire.dependency import parse_dependency
 
 TYPE_CHECKING = False
@@ -82,7 +84,22 @@ def update(backend: Slurm, job_id: str, fields: dict[str, Any]) -> dict[str, lis
             f"job {job_id} is {state}: only a pending job can be updated (a running job "
             f"keeps what it started with); cancel it and submit it again with the new values"
         )
+    if "gpus" in fields and any(j.gpus == "0" for j in pending):  # (its script hides GPUs)
+        raise UsageError(
+            f"-g {fields['gpus']:g}: job {job_id} was submitted with -g 0 (CPU only), and its "
+            "batch script hides the node's GPUs; cancel it and submit it again with -g"
+        )
     ids = [job_id] if len(pending) == len(jobs) else [j.id for j in pending]
     words = settings(backend, fields)
-    backend._run(["scontrol", "update", f"JobId={','.join(ids)}", *words])
+    done = backend._run(["scontrol", "update", f"JobId={','.join(ids)}", *words], check=False)
+    if done.returncode != 0:
+        why = " ".join(q.errors(done.stderr)) or f"exit status {done.returncode}"
+        priority = int(fields.get("priority") or 0)
+        if priority > 0 and "permission denied" in why.lower():
+            raise BerthError(
+                f"-p {priority}: a higher priority (Nice={-priority}) is for the cluster's "
+                f"Slurm operators (scontrol: {why}); ask for -p 0 or less (-p -N: a lower "
+                "priority), or ask its admins"
+            )
+        raise BerthError(f"scontrol update failed: {why}")
     return {i: [f"updated: {w}" for w in words] for i in ids}

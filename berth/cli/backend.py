@@ -80,6 +80,11 @@ class Wrapped(ModuleType):
             code: int = getattr(on_slurm, self.name)(args)
             return code
         _local(args)
+        if getattr(args, "script_file", None):  # (the script copied: what runs is the copy)
+            from berth.jobsfile import snapshot  # rare: a submitted script
+            from berth.wire.paths import state_dir  # rare: a submitted script
+
+            snapshot.apply(args, state_dir())
         code = self.module.run(args)
         return code
 

@@ -193,6 +193,7 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
         system=system,
         private=bool(getattr(args, "private", False)) or cfg.private,
         admin_group=cfg.admin_group,
+        cpu_slots=cfg.limit_cpu_slots,
     )
     return opts, cfg
 

@@ -60,6 +60,10 @@ def submit(args: argparse.Namespace) -> int:
         return 0
     if args.dry_run:
         return _dry(args, backend, [(None, job_spec(args))], array, mem, extra)
+    if getattr(args, "script_file", None):  # (copied to the log dir: the nodes run the copy)
+        from berth.jobsfile import snapshot  # rare: a submitted script
+
+        snapshot.apply(args, backend.log_dir)
     sub = backend.submit(job_spec(args), array=array, mem_per_gpu=mem, extra=extra)
     _say(args, sub, array)
     if args.interactive:

@@ -55,7 +55,8 @@ def declared(command: bool = True, dry_run: bool = True) -> list[Option]:
         "--gpus",
         "--count",
         dest="gpus",
-        help="GPUs: an integer, or a fraction below 1 (0.5); default 1, or every GPU of --gpu-ids",
+        help="GPUs: an integer, a fraction below 1 (0.5), or 0 (CPU only: a CPU slot); "
+        "default 1, or every GPU of --gpu-ids",
     )
     a("--mem", help="GPU memory per GPU the job needs, e.g. 12G or 8000 (MiB)")
     a("-N", "--nodes", type=int, default=1, metavar="N",

@@ -59,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", help="local (the berth daemon) or slurm")
 
 
+CPU_ONLY = (
+    "-g 0: a pending job keeps GPUs or none as it was submitted (a CPU-only job runs "
+    "differently); cancel it and submit it again with the -g you want"
+)
+
+
 def changes(args: argparse.Namespace) -> dict[str, Any]:
     """What to change, checked as submit checks each (the job spec's own field checks)."""
     out: dict[str, Any] = {}
@@ -66,6 +72,8 @@ def changes(args: argparse.Namespace) -> dict[str, Any]:
         if args.gpus is not None:
             out["gpus"] = check_field("gpus", gpu_number(args.gpus))
             out["gpus"] = int(out["gpus"]) if float(out["gpus"]).is_integer() else out["gpus"]
+            if out["gpus"] == 0:  # (the spec takes 0 at submit: how the job runs differs)
+                raise UsageError(CPU_ONLY)
         limit = time_limit(args)
         if limit is not None:
             out["time_limit"] = check_field("time_limit", limit)

@@ -254,6 +254,8 @@ class Config:
         "... and up to this utilisation % (both must hold; the GPU Job Scheduler's --load-threshold)")
     limit_max_gpus = Key[float | None]("limits", (int, float), None, _bounded(lambda n: 0 < n <= 1024, "in (0, 1024]", float), "4",
         "GPUs a user may hold at once (more wait: UserGpuLimit)", name="max_gpus")
+    limit_cpu_slots = Key[int | None]("limits", (int,), None, _bounded(lambda n: 0 < n <= 1_000_000, ">= 1", int), "8",
+        "CPU-only jobs (-g 0) running at once (more wait: Resources; default: the host's cores)", name="cpu_slots")
     limit_max_jobs = Key[int | None]("limits", (int,), DEFAULT_MAX_JOBS, _bounded(lambda n: n > 0, ">= 1", int), "200",
         "jobs a user may have queued or running (more are refused; default 50000)", name="max_jobs")
     limit_max_env_size = Key("limits", (str, int), 256 * 1024, _env_size, '"256K"',

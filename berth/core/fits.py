@@ -7,9 +7,9 @@ pass starts another job; every answer here is what ``place()`` would say now.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
-from berth.core.capacity import INF, Capacity
+from berth.core.capacity import EPS, INF, Capacity
 from berth.core.job import Job
 from berth.core.placement import Placement, Profile, could_fit, place
 from berth.core.request import Request
@@ -130,3 +130,18 @@ def reservation(
         if fit is not None:
             return end, set(fit.positions)
     return INF, set()
+
+
+def cpu_only(jobs: Sequence[Job]) -> bool:
+    """Some job asks for no GPU, only node CPU (``-g 0``: a CPU slot)."""
+    return any(j.request.gpus == 0 and j.request.cpu for j in jobs)
+
+
+def nothing_left(cap: Capacity, cpu_jobs: bool) -> bool:
+    """Nothing more can start: no GPU nor share of one is free, and (``cpu_jobs``: some job
+    needs CPU only) no node has CPU left."""
+    if cap.n_whole_free or not all(
+        f <= 1e-6 or not u for f, u in zip(cap.free, cap.usable, strict=True)
+    ):
+        return False
+    return not (cpu_jobs and any(c > EPS for c in cap.node_cpu))

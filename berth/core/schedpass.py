@@ -27,7 +27,7 @@ from berth.core.capacity import EPS, INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
-from berth.core.fits import End, Fits, req_key, reservation
+from berth.core.fits import End, Fits, cpu_only, nothing_left, req_key, reservation
 from berth.core.groups import GroupLimits
 from berth.core.job import Job
 from berth.core.limits import Held, ProjectHeld
@@ -50,7 +50,7 @@ class Pass:
         "blocked_all", "cap", "charged", "charged_projects", "known", "done", "done_projects",
         "ends", "fits", "free_out", "groups", "head", "inp", "out", "out_stale", "placed",
         "profile", "project_gpus", "queue", "reserved", "shadow", "skim", "started", "static",
-        "stop", "tenant_gpus", "user_gpus", "walk", "windows",
+        "stop", "cpu_only", "tenant_gpus", "user_gpus", "walk", "windows",
     )  # fmt: skip
 
     def __init__(self, inputs: Inputs) -> None:
@@ -75,6 +75,7 @@ class Pass:
         self.free_out: tuple[int, float, int, float] = (0, 0.0, 0, 0.0)  # Capacity.free_outside
         self.out_stale = True
         self.stop = False  # nothing after this job can start (without explanations)
+        self.cpu_only: bool | None = None  # some pending job is CPU-only: at first need
         self.groups: GroupLimits | None = None  # at most K running per group: at first need
         self.started: list[Job] = []  # jobs started in this pass
         limits = inputs.limits
@@ -112,6 +113,11 @@ class Pass:
                 self.out.partial = True  # (Inputs.explain_stop: the caller has what it needs)
                 break
         return self.out
+
+    def _nothing_left(self, cap: Capacity) -> bool:
+        if self.cpu_only is None and not cap.n_whole_free:  # (asked at most once a pass)
+            self.cpu_only = cpu_only(self.inp.pending)
+        return nothing_left(cap, bool(self.cpu_only))
 
     def wait(self, job: Job, reason: Reason, detail: str = "") -> None:
         if self.inp.explain:
@@ -152,7 +158,7 @@ class Pass:
             self.profile = Profile.of(j.request for j in inp.pending)
         self.static = cap.static  # requests that can never run here: the same for every copy
         self.fits = Fits(cap, inp.placement, self.profile)
-        if not explain and cap.n_whole_free == 0 and _no_share_left(cap):
+        if not explain and self._nothing_left(cap):
             self.stop = True  # nothing can start: the queue is not even sorted
         else:
             self._order()
@@ -348,7 +354,7 @@ class Pass:
         self.fits.started()
         self.out_stale = True
         self.placed[job.id] = pl
-        self.stop = not inp.explain and cap.n_whole_free == 0 and _no_share_left(cap)
+        self.stop = not inp.explain and self._nothing_left(cap)
         tenant_gpus = self.tenant_gpus
         tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
         if inp.fair is not None:
@@ -389,6 +395,3 @@ class Pass:
             # berth.daemon.engine.estimates, says it, and stays true as time passes)
             self.wait(job, Reason.RESOURCES, details[rkey])
 
-
-def _no_share_left(cap: Capacity) -> bool:
-    return all(f <= 1e-6 or not u for f, u in zip(cap.free, cap.usable, strict=True))

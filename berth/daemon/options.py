@@ -8,6 +8,7 @@ from berth.units import KILL_AFTER
 class Options:
     __slots__ = (
         "admin_group",
+        "cpu_slots",
         "end_jobs_on_stop",
         "exit_with",
         "foreground",
@@ -43,6 +44,7 @@ class Options:
         system: bool = False,
         private: bool = False,
         admin_group: str | None = None,
+        cpu_slots: int | None = None,
     ) -> None:
         self.socket = socket
         self.state_dir = state_dir
@@ -59,6 +61,8 @@ class Options:
         self.system = system  # the machine's daemon (`--system`): every local user may connect
         self.private = private  # others' commands and paths are hidden from non-admins
         self.admin_group = admin_group  # besides root, its members are admins
+        # CPU-only jobs (-g 0) running at once ([limits] cpu_slots; None: the host's cores)
+        self.cpu_slots = cpu_slots
         self.end_jobs_on_stop = False  # --inside-slurm: stopping ends the jobs (not adopted)
 
     def admins(self) -> str:

@@ -42,7 +42,7 @@ SBATCH: dict[str, tuple[str, bool]] = {
     "--export": ("--export", True),
     "--mail-user": ("--mail-user", True),
     "--mail-type": ("--mail-type", True),
-    "--requeue": ("--requeue", False),
+    "--requeue": ("--requeue", False), "--no-requeue": ("--no-requeue", False),
     "--hold": ("--hold", False), "-H": ("--hold", False),
     "--begin": ("--begin", True), "-b": ("--begin", True),
     "--account": ("--project", True), "-A": ("--project", True),
@@ -147,9 +147,9 @@ def _sbatch(parts: list[str], where: str, local: dict[str, str]) -> list[str]:
             name, value, eq = name[:2], name[2:], "="  # -t10
         if not name.startswith("-"):
             raise UsageError(f"{where}: {word!r} is not an sbatch option")
-        if name not in SBATCH:
+        if name not in SBATCH:  # (quoted again: --sbatch-arg is split as a shell splits it)
             _owned(name, word, where)
-            text = word
+            text = shlex.join([word])
             if name in _VALUED and not eq and k + 1 < len(parts):
                 k += 1
                 text = shlex.join([word, parts[k]])
@@ -214,6 +214,7 @@ def apply(
     at = 1 if argv[:1] == ["--"] else 0
     argv[at : at + 1] = _runner(path)
     again.argv = argv
+    again.script_file = os.path.abspath(path)  # (run as the copy taken at submit: .snapshot)
     return again
 
 

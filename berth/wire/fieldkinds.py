@@ -23,8 +23,9 @@ MAX_ARRAY_TASKS = 10_000  # tasks of one array (Slurm's MaxArraySize is 1001 by 
 
 
 def gpus(field: str, v: Any) -> float:
+    """A job's GPU count: :func:`berth.units.gpu_count`, or 0: no GPU (a CPU-only job)."""
     try:
-        g = gpu_count(v, field)
+        g = gpu_count(v, field, none=True)
     except UsageError as e:
         raise ProtocolError(BAD_REQUEST, f"{e}; nothing was changed") from None
     if g > MAX_GPUS:

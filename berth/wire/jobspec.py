@@ -147,7 +147,7 @@ class JobSpec(tuple):  # type: ignore[type-arg]
     env: dict[str, str]  # the environment captured at submit (``--export``)
     cwd: str  # absolute
     name: str | None
-    gpus: float  # an integer >= 1, or a share below 1 (units.gpu_count); per node
+    gpus: float  # an integer >= 1, a share below 1 (units.gpu_count), or 0: none; per node
     nodes: int  # nodes the job spans (Slurm's -N; the local queue runs on one)
     ntasks_per_node: int | None  # tasks (srun) per node (Slurm's --ntasks-per-node)
     mem: int | None  # GPU memory per GPU, bytes
@@ -239,6 +239,13 @@ class JobSpec(tuple):  # type: ignore[type-arg]
         if self.by_memory and (self.mem is None or self.gpus < 1 or self.gpus != int(self.gpus)):
             raise bad("job field 'by_memory'", True,
                       "goes with 'mem' and a whole number of GPUs ('gpus' 1 or more)")  # fmt: skip
+        if self.gpus == 0:  # (a CPU-only job: nothing of a GPU to choose)
+            for field, value in (("gpu_ids", self.gpu_ids), ("prefer", self.prefer),
+                                 ("mem", self.mem), ("name_filter", self.name_filter),
+                                 ("inject_arg", self.inject_arg)):  # fmt: skip
+                if value:
+                    raise bad(f"job field '{field}'", value, "is about GPUs, and this job asks "
+                              "for none ('gpus' 0: CPU only): drop it, or ask for GPUs")  # fmt: skip
         ids = self.gpu_ids
         if ids is not None and len(set(ids)) != len(ids):
             raise bad("job field 'gpu_ids'", list(ids), "names a GPU twice")

@@ -211,11 +211,12 @@ def test_one_rule_and_one_message_for_a_gpu_count(value: Any) -> None:
     rule = re.escape(GPU_COUNT_RULE)
     with pytest.raises(UsageError, match=f"^gpus = {re.escape(repr(value))}: {rule}$"):
         gpu_count(value, "gpus")
-    with pytest.raises(ProtocolError, match=rule):
-        JobSpec.from_dict({**BASE, "argv": ["x"], "gpus": value})
-    if value == 0:  # (the core's request takes 0: the simulator's CPU-only pods)
+    if value == 0:  # (a job and the core's request take 0: CPU only, -g 0; issue 34.3)
+        assert JobSpec.from_dict({**BASE, "argv": ["x"], "gpus": value}).gpus == 0
         assert Request(gpus=value).gpus == 0
     else:
+        with pytest.raises(ProtocolError, match=rule):
+            JobSpec.from_dict({**BASE, "argv": ["x"], "gpus": value})
         with pytest.raises(UsageError, match=rule):
             Request(gpus=value)
 

@@ -32,7 +32,7 @@ def test_an_error_is_prefixed_once(fake_gpus):
 
 def test_bad_gpu_counts_are_worded_alike(fake_gpus):
     said = []
-    for value, shown in (("-1", "-1"), ("abc", "'abc'"), ("1.5", "1.5"), ("0", "0")):
+    for value, shown in (("-1", "-1"), ("abc", "'abc'"), ("1.5", "1.5"), ("2.5", "2.5")):
         r = fake_gpus.berth("submit", "-g", value, "--", "true")
         assert r.returncode == EXIT_USAGE
         said.append(r.stderr.replace(f"= {shown}:", "= V:"))

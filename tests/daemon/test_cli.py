@@ -99,7 +99,7 @@ def test_command_is_never_run_by_a_shell(daemon):
 
 def test_bad_submissions_change_nothing(daemon):
     daemon.start()
-    for args in (["-g", "1.5", "--", "true"], ["-g", "0", "--", "true"], ["--mem", "lots", "--", "true"],
+    for args in (["-g", "1.5", "--", "true"], ["-g", "-1", "--", "true"], ["--mem", "lots", "--", "true"],
                  ["-t", "soon", "--", "true"], ["--"], ["--gpu-ids", "9", "--", "true"],
                  ["--dependency", "afterok:999", "--", "true"], ["--dependency", "before:1", "--", "true"]):  # fmt: skip
         out = daemon.berth("submit", *args)

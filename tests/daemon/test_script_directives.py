@@ -25,6 +25,13 @@ def _script(tmp: Path, text: str, mode: int = 0o755) -> str:
     return str(path)
 
 
+def _is_copy(path: str, script: str) -> None:
+    """``path`` is the copy of ``script`` taken at submit: in the state dir, same name, same
+    text."""
+    assert path != script and os.path.basename(path) == os.path.basename(script)
+    assert "/scripts/" in path and Path(path).read_bytes() == Path(script).read_bytes()
+
+
 def _show(daemon, job_id: int) -> dict:  # type: ignore[no-untyped-def,type-arg]
     shown: dict = json.loads(daemon.berth("show", "--json", str(job_id)).stdout)  # type: ignore[type-arg]
     return shown
@@ -37,7 +44,8 @@ def test_directives_are_read_and_the_command_line_wins(daemon, tmp_path):
     assert first.returncode == 0, first.stderr
     job = _show(daemon, int(first.stdout.split()[2]))
     assert job["name"] == "train" and job["time_limit"] == 300.0 and job["priority"] == 0
-    assert job["request"]["gpus"] == 2 and job["command"] == ["/bin/bash", script]
+    assert job["request"]["gpus"] == 2 and job["command"][0] == "/bin/bash"
+    _is_copy(job["command"][1], script)
     assert job["stdout"] == str(tmp_path / f"out-{job['id']}.log")
     mine = daemon.berth("submit", "--hold", "-J", "mine", "-g", "1", "-t", "1", script)
     job = _show(daemon, int(mine.stdout.split()[2]))
@@ -50,7 +58,8 @@ def test_the_script_runs_from_its_path(daemon, tmp_path):
     out = daemon.berth("submit", "--wait", "train.sh", cwd=str(tmp_path))  # (not on PATH)
     assert out.returncode == 0, out.stderr
     job_id = int(out.stderr.split()[2])
-    assert _show(daemon, job_id)["command"] == [script]
+    (command,) = _show(daemon, job_id)["command"]
+    _is_copy(command, script)
     assert f"ran-{job_id}" in daemon.berth("logs", str(job_id)).stdout
 
 
@@ -120,3 +129,22 @@ def test_sbatch_mail_type_is_read_as_the_option(daemon, tmp_path):
     assert job["mail_user"] == "me@example.org" and job["mail_type"] == "BEGIN,FAIL"
     bad = daemon.berth("submit", "--hold", _script(tmp_path, text.replace("fail,", "often,")))
     assert bad.returncode == 2 and "--mail-type 'often,BEGIN': give BEGIN, END" in bad.stderr
+
+
+def test_what_runs_is_the_script_as_it_was_at_submit(daemon, tmp_path):
+    """A held job's script edited before it runs: the copy taken at submit runs, as sbatch
+    runs the copy it took (issue 34.8)."""
+    daemon.start()
+    script = _script(tmp_path, "#!/bin/sh\n#BERTH -g 1\necho as-submitted $(basename $0)\n")
+    out = daemon.berth("submit", "--hold", script)
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.split()[2]
+    _script(tmp_path, "#!/bin/sh\n#BERTH -g 1\necho edited\n")
+    released = daemon.berth("release-job", job_id)
+    assert released.returncode == 0, released.stderr
+    done = daemon.berth("wait", job_id)
+    assert done.returncode == 0, done.stderr
+    assert daemon.berth("logs", job_id).stdout == "as-submitted train.sh\n"
+    again = daemon.berth("submit", "--wait", script)  # (the edit is a new submit's)
+    assert again.returncode == 0, again.stderr
+    assert daemon.berth("logs", again.stderr.split()[2]).stdout == "edited\n"

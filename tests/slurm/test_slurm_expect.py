@@ -88,9 +88,10 @@ def test_requeue_at_the_time_limit_keeps_the_id_counts_attempts_and_stops_at_the
     berth: Cli,
 ) -> None:
     """Slurm's limits are whole minutes, checked every ~30 s: the USR1 that
-    --signal=B:USR1@GRACE sends before the limit is sent here as Slurm sends it. (A requeued
-    job starts again cred_expire + 1 s later: the rig's cred_expire is 5 s, Slurm's 120.)"""
-    job = berth.submit("--requeue", "--max-requeues", "1", "--", "bash", "-c",
+    --signal=B:USR1@GRACE sends before the limit is sent here as Slurm sends it, to a job whose
+    limit is near (-t 2: GRACE is 60 s; a USR1 sooner would be the user's). (A requeued job
+    starts again cred_expire + 1 s later: the rig's cred_expire is 5 s, Slurm's 120.)"""
+    job = berth.submit("-t", "2", "--requeue", "--max-requeues", "1", "--", "bash", "-c",
                   "echo attempt $BERTH_ATTEMPT; exec sleep 60")  # fmt: skip
     record = _scontrol(berth, job)
     assert "Requeue=1 " in record
@@ -162,3 +163,28 @@ def test_following_a_job_asks_slurm_a_bounded_number_of_times(berth: Cli) -> Non
     with open(calls) as f:
         asked = f.read().split()
     assert 1 <= asked.count("squeue") <= 12, asked
+
+
+def test_a_signal_sent_to_a_requeue_job_is_the_commands_not_the_time_limits(
+    berth: Cli,
+) -> None:
+    """`cancel -s USR1` on a `-t 10 --requeue` job is the user's USR1 (the command's handler
+    runs; the job is not requeued: Slurm's warning comes only near the limit), and USR2 with
+    a handler leaves the job running to COMPLETED (the batch script survives it)."""
+    mark = os.path.join(berth.root, "usr2")
+    job = berth.submit("-t", "10", "--requeue", "--", "bash", "-c",
+                       f"trap 'echo usr1' USR1; trap 'echo usr2; touch {mark}' USR2; "
+                       f"echo ready $BERTH_ATTEMPT; while [ ! -e {mark} ]; do sleep 0.1; done; "
+                       "echo done")  # fmt: skip
+    wait_until(lambda: berth("logs", job).stdout == "ready 1\n", timeout=20, message="it runs")
+    said = berth("cancel", "-s", "USR1", job)
+    assert said.returncode == 0, said.stderr
+    wait_until(lambda: "usr1\n" in berth("logs", job).stdout, timeout=20, message="handled")
+    assert "requeued" not in berth("logs", job).stdout
+    assert "Restarts=0 " in _scontrol(berth, job) and berth.state(job) == "RUNNING"
+    said = berth("cancel", "-s", "USR2", job)
+    assert said.returncode == 0, said.stderr
+    wait_until(lambda: berth.state(job) == "COMPLETED", timeout=20, message="it ended")
+    out = berth("logs", job).stdout.splitlines()  # (bash also says its `sleep` was signalled)
+    assert [w for w in out if "signal" not in w] == ["ready 1", "usr1", "usr2", "done"], out
+    assert "ExitCode=0:0 " in _scontrol(berth, job)

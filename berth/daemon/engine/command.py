@@ -80,7 +80,10 @@ def build_env(
     env = dict(spec.env)
     indices = ",".join(str(i) for i, _ in gpus)
     env.update(
-        CUDA_VISIBLE_DEVICES=indices,
+        # -g 0: none for CUDA, as "-1" says (an invalid index: CUDA enumerates up to the first
+        # one, so none); "" would be none to CUDA too, but a shell's ${VAR:-0,1} and Python's
+        # `if os.environ.get(...)` read an empty value as unset (all GPUs)
+        CUDA_VISIBLE_DEVICES=indices if spec.gpus else "-1",
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
         BERTH_JOB_ID=str(job_id),
         BERTH_GPUS=indices,

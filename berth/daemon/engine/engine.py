@@ -20,7 +20,7 @@ import time
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
-from berth.daemon.engine import explaining
+from berth.daemon.engine import cpuslots, explaining
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.command import PRIVATE
 from berth.daemon.engine.diskfull import DiskFull
@@ -165,6 +165,7 @@ class Engine(Lifecycle):
         decisions = schedule(Inputs(
             pending, running, self.res.inventory, others, paused, now,
             policy=self.opts.policy or DEFAULT_POLICY,
+            nodes=cpuslots.nodes(self.opts.cpu_slots),  # (-g 0 jobs: CPU slots)
             done=self.finished_states,
             fair=self.accounts.fair(running, now) if self.order.tenants > 1 or self.accounts.projects.any else None,
             limits=self.accounts.user_limits(),
@@ -216,7 +217,8 @@ class Engine(Lifecycle):
         return out
 
     def _full(self) -> bool:
-        """Every GPU is wholly taken by our own running jobs (others can only take more)."""
+        """Every GPU is wholly taken by our own running jobs (others can only take more), and
+        no job waits that needs none (-g 0: a CPU slot may be free)."""
         if not self.res.inventory:
             return False
         held: dict[int, float] = {}
@@ -227,7 +229,11 @@ class Engine(Lifecycle):
             a = job.attempts[-1]
             for g in a.gpus:
                 held[g] = held.get(g, 0.0) + a.share
-        return all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory)
+        if not all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory):
+            return False
+        return not any(
+            j.request.gpus == 0 for j in self.jobs.values() if j.state is State.PENDING
+        )
 
     def _pending(self) -> Sequence[Job]:
         """Pending jobs in the policy's order (:mod:`berth.daemon.engine.queue_order`)."""

@@ -17,6 +17,7 @@ import time
 
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
+from berth.daemon.engine import cpuslots
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def explain(engine: Engine, until: Until | None = None) -> None:
         pending, running, engine.res.inventory, engine.outside_usage(), engine.pauses.indexes(),
         now,
         policy=policy,
+        nodes=cpuslots.nodes(engine.opts.cpu_slots),  # (-g 0 jobs: CPU slots)
         done=engine.finished_states,
         fair=engine.accounts.fair(running, now) if multi else None,
         limits=engine.accounts.user_limits(),

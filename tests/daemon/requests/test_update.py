@@ -61,7 +61,7 @@ def test_what_submit_refuses_is_refused_and_changes_nothing(daemon: Any) -> None
     before = daemon.job(job)
     for args, code, words in (
         (["-g", "5"], 2, "-g 5: this machine has 4 GPU(s); ask for fewer"),
-        (["-g", "0"], 2, "job field 'gpus'"),  # (the job spec's own check, before sending)
+        (["-g", "0"], 2, "-g 0: a pending job keeps GPUs or none as it was submitted"),
         (["-g", "two"], 2, "job field 'gpus'"),
         (["-t", "2h"], 2, "-t 2:00:00 is more than this daemon allows"),
         (["-t", "soon"], 2, "-t/--time"),

@@ -38,6 +38,7 @@ from berth.daemon.engine.admission.fitness import (
 )
 from berth.daemon.engine.admission.prepared import Prepared
 from berth.daemon.engine.command import expand_pattern
+from berth.daemon.engine.cpuslots import CPU_SLOT
 from berth.wire import protocol
 from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, job_bytes, stored_bytes
 from berth.wire.jobspec import JobSpec, one_machine
@@ -244,6 +245,7 @@ def _check(
         prefer=spec.prefer,
         name=spec.name_filter,
         each=each,  # (of one GPU: Request makes it the share gpus=each)
+        cpu=CPU_SLOT if spec.gpus == 0 else None,  # (-g 0: one CPU slot, engine.cpu_nodes)
     )
     check_fits(engine.res.inventory, p.request)
     p.requeue = requeue(spec, engine.opts)

@@ -159,6 +159,13 @@ def _check(engine: Engine, peer: Peer, job: Job, values: dict[str, Any]) -> None
     give it."""
     request, limit = job.request, values.get("time_limit")
     if "gpus" in values:
+        if not values["gpus"] or not job.request.gpus:  # (GPUs or none: as submitted)
+            raise ProtocolError(
+                protocol.BAD_REQUEST,
+                f"-g {values['gpus']:g}: a pending job keeps GPUs or none as it was submitted "
+                "(a CPU-only job runs differently); cancel it and submit it again; nothing "
+                "was changed",
+            )
         try:
             request = Request.from_dict({**job.request.to_dict(), "gpus": values["gpus"]})
         except UsageError as e:

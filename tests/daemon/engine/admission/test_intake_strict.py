@@ -20,7 +20,7 @@ BAD_JOBS = [
     ("gpus", True),
     ("gpus", math.nan),
     ("gpus", math.inf),
-    ("gpus", 0),
+    ("gpus", -1),  # (0 is a CPU-only job: issue 34.3)
     ("gpus", 1.5),
     ("gpus", "2"),
     ("mem", -1),
