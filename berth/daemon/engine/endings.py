@@ -19,6 +19,7 @@ from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.engine.starts import Launching
+from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
 
@@ -256,15 +257,19 @@ class Lifecycle(Launching):
 
     def purge_finished(self) -> int:
         """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
-        their ids are never given again). Committed with the next group; returns how many."""
+        their ids are never given again), summarized first in the same commit (``summaries``:
+        `berth report` reaches back :data:`summaries.KEEP_DAYS` days); summaries older than
+        that go. Committed with the next group; returns how many jobs."""
         keep = self.opts.keep_finished
+        now = self.clock.time()
+        self.journal.execute(summaries.PRUNE_SQL, [(now - summaries.KEEP_DAYS * 86400.0,)])
         if not keep or keep == float("inf"):
             return 0
-        ids = [
-            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
-        ]
+        ids = [i for i in self.store.ended_before(now - keep) if i not in self.settling]
         if not ids:
             return 0
+        models = {s.index: s.name for s in self.res.snapshots}
+        self.journal.execute(summaries.ADD_SQL, summaries.summarize(self.store, ids, models))
         self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
         self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
 

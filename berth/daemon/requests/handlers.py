@@ -16,7 +16,7 @@ from berth.core.job import Job
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon.engine.command import pty_path
-from berth.daemon.requests import admin, arrays, queueview, reserve, validate, views
+from berth.daemon.requests import admin, arrays, queueview, report, reserve, validate, views
 from berth.daemon.requests.authority import Peer, admins_only, may_see, owned
 from berth.daemon.requests.intake import submit, submit_all
 from berth.daemon.requests.resubmit import resubmit
@@ -293,5 +293,6 @@ HANDLERS: dict[str, Handler] = {
     "reserve": reserve.reserve,
     "unreserve": reserve.unreserve,
     "reservations": reserve.reservations,
+    "report": report.report,
     "shutdown": shutdown,
 }
