@@ -35,6 +35,7 @@ from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
 from berth.web.routes import Routes
+from berth.web.usage import Usage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class WebServer:
         self.observer = Observer(engine)
         self.observer.load_recent(_recent_finished(engine))
         self.history = History(self.tick, engine.store.samples_since(time.time() - 86400))
+        self.usage = Usage(self.tick)
         self.caps = caps.Caps()
         self.streams: set[_Stream] = set()
         self._srv: asyncio.Server | None = None
@@ -241,9 +243,12 @@ class WebServer:
             view.held_by_user(gpus),
         )  # fmt: skip
         row = self.history.add(s)
+        self.usage.add(now, gpus)
         if row is not None:
             self.engine.journal.execute(Store.SAMPLE_SQL, [row])
             self.engine.journal.execute(Store.PRUNE_SAMPLES_SQL, [(now - DAY,)])
+            for sql, rows in self.usage.flush():  # (`berth report`'s efficiency, outside use)
+                self.engine.journal.execute(sql, rows)
         if self.streams:
             point = self.history.series(now, span=self.tick / 2)["points"]
             data = json.dumps({"gpus": sorted(util), "points": point}, separators=(",", ":"))

@@ -1,0 +1,57 @@
+"""What the dashboard's ticks leave for `berth report` (berth.web.usage, issue 36.1): each
+job's sampled utilisation and memory, added up across flushes in the store; claims outside
+the queue and outside use per user and GPU model, a user's processes on one GPU once; and a
+report over them names the idle holder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from berth.daemon.report import tally
+from berth.daemon.store import summaries
+from berth.daemon.store.store import Store
+from berth.web.usage import Usage
+
+T = 1_800_000_000.0
+GIB = 1024**3
+
+
+def _gpus() -> list[dict[str, Any]]:
+    job = {"kind": "job", "id": 7, "user": "ann", "share": 1.0, "mem": 8 * GIB}
+    claim = {"kind": "claim", "user": "bob", "share": 0.5}
+    outside = [{"kind": "outside", "user": "carol", "pid": p} for p in (10, 11)]
+    base = {"name": "H100", "memory_used": 40 * GIB, "memory_total": 80 * GIB}
+    return [
+        {**base, "index": 0, "util": 2.0, "holders": [job]},
+        {**base, "index": 1, "util": 50.0, "holders": [claim]},
+        {**base, "index": 2, "util": 90.0, "holders": outside},
+    ]
+
+
+def test_ticks_become_job_usage_and_outside_hours_in_the_store(tmp_path: Path) -> None:
+    u = Usage(tick=1.0)
+    store = Store.open(str(tmp_path / "berth.db"))
+    try:
+        for flush in range(2):  # two minutes, flushed apart: the store adds them up
+            for k in range(61):
+                u.add(T + flush * 61 + k, _gpus())
+            with store.tx() as db:
+                for sql, rows in u.flush():
+                    db.executemany(sql, rows)
+            u._last = None  # (the next minute starts afresh)
+        used = summaries.usage(store, [7])[7]
+        assert used["sampled"] == 120 and used["util"] == 2 * 120 and used["peak_util"] == 2
+        assert abs(used["mem"] - 120 * 0.1) < 1e-9  # its own processes' 8 of 80 GiB, not the GPU's 40
+        pieces = summaries.read(store, 0, T + 2 * 86400)
+        held = {(p["kind"], p["user"], p["model"]): p["gpu_seconds"] for p in pieces}
+        assert held == {("claim", "bob", "H100"): 0.5 * 120, ("outside", "carol", "H100"): 120}
+        job = {"id": 7, "user": "ann", "project": "", "state": "COMPLETED", "submit_time": T,
+               "attempts": [{"start": T, "end": T + 122, "gpus": [0], "share": 1.0}],
+               "ended_at": T + 122}  # fmt: skip
+        mine = tally.job_pieces(job, T, T + 200, T + 200, {0: "H100"}, used)
+        (row,) = tally.group(mine, ["user"])
+        assert row["util"] == 2.0 and row["mem"] == 10.0
+        assert [r["id"] for r in tally.idle([job], {7: used}, {7: 122.0})] == [7]
+    finally:
+        store.close()
