@@ -1,7 +1,8 @@
 """What each URL of the dashboard answers, and who may ask.
 
 Reads (``GET``): the page and its files; ``/api/state`` (the whole picture),
-``/api/history`` (the charts), ``/api/events`` (live updates), ``/metrics``; open to
+``/api/history`` (the charts), ``/api/events`` (live updates), ``/metrics``,
+``/api/usage`` (the Usage tab: `berth report`'s rows the viewer may see); open to
 anonymous viewers unless the daemon says otherwise (``[daemon] http_anonymous = false``),
 then they need a token like the rest. ``/api/whoami`` says whose a token is.
 ``/api/jobs/ID`` (the job as `berth show` gives it) and ``/api/jobs/ID/log`` (the tail of
@@ -45,6 +46,7 @@ STATIC = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/render.js": ("render.js", "text/javascript; charset=utf-8"),
+    "/usage.js": ("usage.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
@@ -52,6 +54,7 @@ ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release"}
 LOG_TAIL = 16384  # bytes of a log sent when no offset is given
 LOG_CHUNK = 65536  # at most this many bytes per answer
 CACHE_SECONDS = 1.0  # /metrics and /api/history are made at most once a second, however asked
+USAGE_SECONDS = 10.0  # /api/usage (30 days of records) at most every 10 s per viewer
 
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,12})(?:/(log|cancel|hold|release))?$")
 
@@ -75,12 +78,12 @@ class Routes:
         self.files = {path: (_static(name), ctype) for path, (name, ctype) in STATIC.items()}
         self._cache: dict[str, tuple[float, bytes]] = {}
 
-    def cached(self, key: str, make: Callable[[], bytes]) -> bytes:
-        """``make()``, or its answer of less than :data:`CACHE_SECONDS` ago: a client asking
-        in a loop costs the daemon's loop nothing more."""
+    def cached(self, key: str, make: Callable[[], bytes], ttl: float = CACHE_SECONDS) -> bytes:
+        """``make()``, or its answer of less than ``ttl`` seconds ago: a client asking in a
+        loop costs the daemon's loop nothing more."""
         now = self.server.loop.time()
         hit = self._cache.get(key)
-        if hit is not None and now - hit[0] < CACHE_SECONDS:
+        if hit is not None and now - hit[0] < ttl:
             return hit[1]
         out = make()
         self._cache[key] = (now, out)
@@ -146,6 +149,10 @@ class Routes:
             self.reader(req)
             span = self.span(req)
             return self.cached(f"history {span}", lambda: self.history(span))
+        if path == "/api/usage":
+            peer = self.reader(req)
+            key = f"usage {peer.uid} {peer.admin}"
+            return self.cached(key, lambda: self.usage(peer), USAGE_SECONDS)
         if path == "/api/events":
             self.reader(req)
             await self.server.stream(reader, writer, slot)
@@ -192,6 +199,9 @@ class Routes:
 
     def history(self, span: float) -> bytes:
         return httpio.json_response(200, self.server.history.series(time.time(), span))
+
+    def usage(self, peer: Peer) -> bytes:
+        return httpio.json_response(200, view.usage(self.server.engine, peer, time.time()))
 
     def _owned_job(self, job_id: int, peer: Peer) -> dict[str, Any]:
         job = self._call(peer, "show", job_id=job_id)["job"]

@@ -233,3 +233,28 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
         # admin reservations (`berth admin reservations`): each GPU's are on its card
         "reservations": engine.reservations.view(now),
     }
+
+
+USAGE_DAYS = 30  # the Usage tab's window
+
+
+def usage(engine: Engine, peer: Peer, now: float) -> dict[str, Any]:
+    """The Usage tab: GPU-hours per user, per project and per day and user over the last
+    :data:`USAGE_DAYS` days, as `berth report` gives them to ``peer`` (their own rows and
+    the totals; an admin's: everyone's)."""
+    since = now - USAGE_DAYS * 86400.0
+
+    def rows(*by: str) -> dict[str, Any]:
+        return _call("report", engine, peer, since=since, until=now, by=list(by))
+
+    users = rows("user")
+    return {
+        "since": since,
+        "until": now,
+        "days": USAGE_DAYS,
+        "scope": users["scope"],
+        "totals": users["totals"],
+        "users": users["rows"],
+        "projects": rows("project")["rows"],
+        "daily": rows("day", "user")["rows"],
+    }
