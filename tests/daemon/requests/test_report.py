@@ -78,6 +78,11 @@ def test_report_adds_up_to_the_job_records_for_users_and_admins_and_after_prunin
     assert reply["rows"][0]["gpu_hours"] == pytest.approx(_held(other), abs=1e-3)
     assert reply["totals"]["gpu_hours"] == pytest.approx(hours, abs=1e-3)
     assert reply["scope"] == other["user"]
+    assert reply["idle"] == [] and all(r["user"] == other["user"] for r in reply["claims"])
+    # Naming someone in the message changes nothing: the field is refused.
+    for field in ({"uid": 0}, {"user": me}, {"all": True}):
+        refused = request_as(NOBODY, daemon.socket, "report", since=since, **field)
+        assert refused.get("code") == "BAD_REQUEST", (field, refused)
 
     # Pruned (keep_finished 1 s, purged as the daemon starts): the summaries say the same.
     last_end = max(j["attempts"][-1]["end"] for j in jobs)
