@@ -14,6 +14,7 @@ import time
 
 from berth.claims.ledger import user_name
 from berth.core.states import State
+from berth.daemon.requests import report
 from berth.daemon.requests.handlers import HANDLERS
 from berth.web import dcgm, gpuprocs
 from berth.wire import protocol
@@ -238,23 +239,13 @@ def snapshot(engine: Engine, peer: Peer, observer: Observer, history: History) -
 USAGE_DAYS = 30  # the Usage tab's window
 
 
-def usage(engine: Engine, peer: Peer, now: float) -> dict[str, Any]:
+async def usage(engine: Engine, peer: Peer, now: float) -> dict[str, Any]:
     """The Usage tab: GPU-hours per user, per project and per day and user over the last
     :data:`USAGE_DAYS` days, as `berth report` gives them to ``peer`` (their own rows and
-    the totals; an admin's: everyone's)."""
-    since = now - USAGE_DAYS * 86400.0
-
-    def rows(*by: str) -> dict[str, Any]:
-        return _call("report", engine, peer, since=since, until=now, by=list(by))
-
-    users = rows("user")
-    return {
-        "since": since,
-        "until": now,
-        "days": USAGE_DAYS,
-        "scope": users["scope"],
-        "totals": users["totals"],
-        "users": users["rows"],
-        "projects": rows("project")["rows"],
-        "daily": rows("day", "user")["rows"],
-    }
+    the totals; an admin's: everyone's), in one pass over the records on the report thread."""
+    q = report.ask(engine, peer, now - USAGE_DAYS * 86400.0, now, ["user"])
+    out = await report.run(
+        q, {"users": ["user"], "projects": ["project"], "daily": ["day", "user"]}
+    )
+    out["days"] = USAGE_DAYS
+    return out
