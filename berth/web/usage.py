@@ -5,15 +5,14 @@ GPU-seconds of claims outside the queue and of outside use, per user and GPU mod
 Every tick adds, for each GPU that reports it, per job holding it: the GPU-seconds sampled
 (the tick's length times the job's share), its utilisation weighed by them, the memory its
 processes use (else the GPU's, as a fraction) weighed alike, and the peaks; per claim and per
-outside user the GPU-seconds held. Each minute the sums go to the store through the journal
-(:meth:`Usage.flush`) and start again, so a job's totals are exact across restarts but for the
-minute in hand. Samples exist only while the daemon serves --http: a report says how much of
+outside user the GPU-seconds held, per hour (the hour's start in the summaries' ``day``
+column). Each minute the sums go to the store through the journal (:meth:`Usage.flush`) and
+start again, so a job's totals are exact across restarts but for the minute in hand. Samples exist only while the daemon serves --http: a report says how much of
 the held time was sampled.
 """
 
 from __future__ import annotations
 
-from berth.daemon.report.tally import day_of
 from berth.daemon.store import summaries
 
 TYPE_CHECKING = False
@@ -25,7 +24,7 @@ class Usage:
     def __init__(self, tick: float) -> None:
         self.tick = tick
         self.jobs: dict[int, list[float]] = {}  # id -> [sampled, util, mem, peak util, peak mem]
-        self.held: dict[tuple[float, str, str, str], float] = {}  # (day, kind, user, model) -> s
+        self.held: dict[tuple[float, str, str, str], float] = {}  # (hour, kind, user, model) -> s
         self._last: float | None = None
 
     def add(self, t: float, gpus: list[dict[str, Any]]) -> None:
@@ -36,7 +35,7 @@ class Usage:
         dt = min(t - last, 3 * self.tick)  # a stalled loop is not counted as use
         if dt <= 0:
             return
-        day = day_of(t)
+        hour = (t // 3600) * 3600  # (claims and outside use: per hour)
         for g in gpus:
             util, total = g.get("util"), g.get("memory_total")
             gpu_mem = (g.get("memory_used") or 0) / total if total else None
@@ -53,14 +52,14 @@ class Usage:
                     acc[3] = max(acc[3], float(util))
                     acc[4] = max(acc[4], min(1.0, mem))
                 elif kind == "claim":
-                    self._hold(day, kind, h.get("user"), g, dt * float(h.get("share") or 1.0))
+                    self._hold(hour, kind, h.get("user"), g, dt * float(h.get("share") or 1.0))
                 elif kind == "outside":
                     outside.add(str(h.get("user") or "?"))
             for user in outside:
-                self._hold(day, "outside", user, g, dt)
+                self._hold(hour, "outside", user, g, dt)
 
-    def _hold(self, day: float, kind: str, user: Any, g: dict[str, Any], secs: float) -> None:
-        key = (day, kind, str(user or "?"), str(g.get("name") or "?"))
+    def _hold(self, hour: float, kind: str, user: Any, g: dict[str, Any], secs: float) -> None:
+        key = (hour, kind, str(user or "?"), str(g.get("name") or "?"))
         self.held[key] = self.held.get(key, 0.0) + secs
 
     def flush(self) -> list[tuple[str, list[tuple[Any, ...]]]]:

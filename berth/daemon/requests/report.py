@@ -86,11 +86,7 @@ def _gather(
             mine = tally.job_pieces(j, since, until, ask.now, ask.models, used.get(int(j["id"])))
             held[int(j["id"])] = sum(p["gpu_seconds"] for p in mine)
             pieces += mine
-        # Summarized days (each whole): those the window overlaps, the one it starts in only
-        # if it starts in that day's first half.
-        first = tally.day_of(since)
-        pieces += summaries.read(store, first if since - first < tally.DAY / 2
-                                 else first + tally.DAY, until)  # fmt: skip
+        pieces += summaries.read(store, since, until)  # (pruned jobs' days; claims' hours)
     finally:
         store.close()
     return pieces, jobs, used, held

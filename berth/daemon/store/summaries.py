@@ -5,7 +5,7 @@ kind, user, project, GPU model and end state with the sums of
 Finished jobs beyond ``keep_finished`` are summarized in the same commit that deletes them
 (:meth:`berth.daemon.engine.endings.Lifecycle.purge_finished` with :func:`summarize`), and
 the dashboard adds its minutes of claims outside the queue and of outside use
-(:mod:`berth.web.usage`), so a report reaches back :data:`KEEP_DAYS` days while the jobs
+(:mod:`berth.web.usage`, per hour), so a report reaches back :data:`KEEP_DAYS` days while the jobs
 table stays bounded. Summary rows older than that are dropped with the next purge.
 """
 
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from berth.daemon.store.store import Store
 
 KEEP_DAYS = 400  # a year of history, and the month or so before it
+DAY = 86400.0
+HOUR = 3600.0  # claims' and outside use's rows: one per hour
 
 # Adds a piece to its day's row (a second purge of the same day adds to it).
 ADD_SQL = (
@@ -50,12 +52,21 @@ def rows(pieces: Iterable[Piece]) -> list[tuple[Any, ...]]:
 
 
 def read(store: Store, since: float, until: float) -> list[Piece]:
-    """The summary rows of the UTC days starting in ``[since, until)``."""
+    """The summary rows the window ``[since, until)`` counts: pruned jobs' UTC days (each
+    whole: those it overlaps, the one it starts in only if it starts in that day's first
+    half), and the hours of claims and outside use (``day`` is the hour's start there; the
+    same rule by the hour)."""
     cur = store.db.execute(
-        f"SELECT {', '.join(KEYS + SUMS)} FROM summaries WHERE day >= ? AND day < ?",
-        (since, until),
+        f"SELECT {', '.join(KEYS + SUMS)} FROM summaries WHERE day < ? AND "
+        "((kind = 'job' AND day >= ?) OR (kind != 'job' AND day >= ?))",
+        (until, _first(since, DAY), _first(since, HOUR)),
     )
     return [dict(zip(KEYS + SUMS, r, strict=True)) for r in cur]
+
+
+def _first(since: float, unit: float) -> float:
+    first = (since // unit) * unit
+    return first if since - first < unit / 2 else first + unit
 
 
 def usage(store: Store, ids: Iterable[int]) -> dict[int, dict[str, float]]:
