@@ -75,10 +75,13 @@ def _gather(
 ) -> tuple[list[tally.Piece], list[dict[str, Any]], dict[int, Any], dict[int, float]]:
     """Every piece of the window: the finished jobs on record (read on a connection of this
     thread's own), the running ones, the summarized days."""
-    store = Store(sqlite3.connect(ask.path, timeout=10.0), ask.path)
+    store = Store(sqlite3.connect(ask.path, timeout=10.0, isolation_level=None), ask.path)
     try:
+        store.db.execute("BEGIN")  # (one snapshot: a purge moves jobs into summaries at once)
         since, until = ask.since, ask.until
-        jobs = summaries.finished(store, since, until) + ask.live
+        jobs = summaries.finished(store, since, until)
+        on_file = {int(j["id"]) for j in jobs}  # (a job whose end was just committed: once)
+        jobs += [j for j in ask.live if int(j["id"]) not in on_file]
         used = summaries.usage(store, [int(j["id"]) for j in jobs])
         pieces: list[tally.Piece] = []
         held: dict[int, float] = {}
@@ -87,6 +90,7 @@ def _gather(
             held[int(j["id"])] = sum(p["gpu_seconds"] for p in mine)
             pieces += mine
         pieces += summaries.read(store, since, until)  # (pruned jobs' days; claims' hours)
+        store.db.execute("COMMIT")
     finally:
         store.close()
     return pieces, jobs, used, held
