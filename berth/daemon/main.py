@@ -27,6 +27,7 @@ from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import sockets
+from berth.daemon.engine.endings import PURGE_BATCH
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.recovery import recover
@@ -319,8 +320,8 @@ def _watch(
     loop.call_later(opts.poll_interval if watcher.fd is not None else 0.25, poll)
 
     def purge() -> None:
-        engine.purge_finished()
-        loop.call_later(PURGE_EVERY, purge)
+        more = engine.purge_finished() >= PURGE_BATCH  # (a backlog: the next batch soon)
+        loop.call_later(PURGE_SOON if more else PURGE_EVERY, purge)
 
     purge()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -361,6 +362,7 @@ async def _stop(engine: Engine, procs: Supervisors, store: Store, watcher: Watch
 
 
 PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)
+PURGE_SOON = 10.0  # ... while a backlog is purged a batch at a time
 CLOSE_GRACE = 1.0  # seconds the requests in hand get to be answered when the daemon stops
 
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from berth.core.job import Job
     from berth.daemon.engine.accounts import Accounts
 
+PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
+
 log = logging.getLogger("berth.daemon")
 
 
@@ -41,6 +43,7 @@ class Lifecycle(Launching):
     finished_states: dict[int, State]
     waiters: dict[int, list[asyncio.Future[None]]]
     settling: dict[int, Job]
+    purging: set[int]
     accounts: Accounts
     next_id: int
     _deps_dirty: bool
@@ -259,15 +262,22 @@ class Lifecycle(Launching):
         """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
         their ids are never given again), summarized first in the same commit (``summaries``:
         `berth report` reaches back :data:`summaries.KEEP_DAYS` days); summaries older than
-        that go. Committed with the next group; returns how many jobs."""
+        that go. At most :data:`PURGE_BATCH` jobs a call (summarizing reads each record, on
+        the loop); committed with the next group; returns how many jobs."""
         keep = self.opts.keep_finished
         now = self.clock.time()
         self.journal.execute(summaries.PRUNE_SQL, [(now - summaries.KEEP_DAYS * 86400.0,)])
         if not keep or keep == float("inf"):
             return 0
-        ids = [i for i in self.store.ended_before(now - keep) if i not in self.settling]
+        purging = self.purging
+        ids = [
+            i
+            for i in self.store.ended_before(now - keep)
+            if i not in self.settling and i not in purging
+        ][:PURGE_BATCH]
         if not ids:
             return 0
+        purging.update(ids)
         models = {s.index: s.name for s in self.res.snapshots}
         self.journal.execute(summaries.ADD_SQL, summaries.summarize(self.store, ids, models))
         self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
@@ -276,6 +286,7 @@ class Lifecycle(Launching):
         def forget() -> None:
             for i in ids:
                 self.finished_states.pop(i, None)
+            purging.difference_update(ids)
 
         self.journal.after_commit(forget)
         log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)

@@ -100,6 +100,7 @@ class Engine(Lifecycle):
         procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
         self.committing: dict[int, Claim] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
+        self.purging: set[int] = set()  # old jobs summarized and purged, not yet committed
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
