@@ -56,7 +56,8 @@ function drawUsage() {
   const ymax = Math.ceil(top * 1.1 * 100) / 100;
   const c = setupCanvas($('usage-chart'));
   const t0 = Math.floor(usage.since / 86400) * 86400, t1 = t0 + days.length * 86400;
-  const f = frame(c.g, c.w, c.h, t0, t1, ymax, (v) => v.toFixed(v < 10 ? 1 : 0));
+  const f = frame(c.g, c.w, c.h, t0, t1, ymax, (v) => v.toFixed(v < 10 ? 1 : 0),
+    (t) => new Date(t * 1000).toISOString().slice(5, 10));  // (UTC days: MM-DD)
   const bw = Math.max(2, (f.x(t0 + 86400) - f.x(t0)) * 0.8);
   days.forEach((d, k) => {
     let base = 0;
