@@ -301,7 +301,7 @@ def _watch(
     GPUs and the idle supervisors, the hourly purge, signals, ``--exit-with``'s process."""
     watcher = Watcher(engine.res.ledger.path)
     if watcher.fd is not None:
-        loop.add_reader(watcher.fd, _on_claims, watcher, engine)
+        loop.add_reader(watcher.fd, _on_claims, watcher, engine, [False])
     listing = engine.res.ledger.listing
     if listing is not None and listing.fd is not None:  # (41.2: owners learned between passes)
         loop.add_reader(listing.fd, _on_listing, listing, listing.fd, loop)
@@ -392,7 +392,17 @@ def _on_listing(listing: Listing, fd: int, loop: asyncio.AbstractEventLoop) -> N
         loop.remove_reader(fd)
 
 
-def _on_claims(watcher: object, engine: object) -> None:
+def _on_claims(watcher: object, engine: object, due: list[bool]) -> None:
     assert isinstance(watcher, Watcher) and isinstance(engine, Engine)
     watcher._drain()
     engine.kick()
+    if not due[0]:  # (a burst of changes: one scan, 0.2 s later)
+        due[0] = True
+        engine.loop.call_later(0.2, _scan_claims, engine, due)
+
+
+def _scan_claims(engine: Engine, due: list[bool]) -> None:
+    """Follow claims outside the queue as they come and go, the queue empty or not (a pass
+    scans only with jobs waiting): their hours for fair share and `berth report`."""
+    due[0] = False
+    engine.outside_usage()

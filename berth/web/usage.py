@@ -1,11 +1,12 @@
 """What the dashboard's ticks leave for `berth report` (schema 9,
 :mod:`berth.daemon.store.summaries`): each job's sampled utilisation and memory, and the
-GPU-seconds of claims outside the queue and of outside use, per user and GPU model.
+GPU-seconds of outside use (processes not under berth), per user and GPU model. (Claims
+outside the queue the engine follows itself, dashboard or not: ``Accounts.claims_ended``.)
 
 Every tick adds, for each GPU that reports it, per job holding it: the GPU-seconds sampled
 (the tick's length times the job's share), its utilisation weighed by them, the memory its
-processes use (else the GPU's, as a fraction) weighed alike, and the peaks; per claim and per
-outside user the GPU-seconds held, per hour (the hour's start in the summaries' ``day``
+processes use (else the GPU's, as a fraction) weighed alike, and the peaks; per outside
+user the GPU-seconds held, per hour (the hour's start in the summaries' ``day``
 column). Each minute the sums go to the store through the journal (:meth:`Usage.flush`) and
 start again, so a job's totals are exact across restarts but for the minute in hand. Samples exist only while the daemon serves --http: a report says how much of
 the held time was sampled.
@@ -51,8 +52,6 @@ class Usage:
                     acc[2] += min(1.0, mem) * dt * share
                     acc[3] = max(acc[3], float(util))
                     acc[4] = max(acc[4], min(1.0, mem))
-                elif kind == "claim":
-                    self._hold(hour, kind, h.get("user"), g, dt * float(h.get("share") or 1.0))
                 elif kind == "outside":
                     outside.add(str(h.get("user") or "?"))
             for user in outside:

@@ -1,7 +1,7 @@
 """What the dashboard's ticks leave for `berth report` (berth.web.usage, issue 36.1): each
-job's sampled utilisation and memory, added up across flushes in the store; claims outside
-the queue and outside use per user and GPU model, a user's processes on one GPU once; and a
-report over them names the idle holder."""
+job's sampled utilisation and memory, added up across flushes in the store; outside use per
+user and GPU model, a user's processes on one GPU once; and a report over them names the
+idle holder."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_ticks_become_job_usage_and_outside_hours_in_the_store(tmp_path: Path) -
         )  # its own processes' 8 of 80 GiB, not the GPU's 40
         pieces = summaries.read(store, 0, T + 2 * 86400)
         held = {(p["kind"], p["user"], p["model"]): p["gpu_seconds"] for p in pieces}
-        assert held == {("claim", "bob", "H100"): 0.5 * 120, ("outside", "carol", "H100"): 120}
+        assert held == {("outside", "carol", "H100"): 120}  # (claims: the engine's, not here)
         job = {"id": 7, "user": "ann", "project": "", "state": "COMPLETED", "submit_time": T,
                "attempts": [{"start": T, "end": T + 122, "gpus": [0], "share": 1.0}],
                "ended_at": T + 122}  # fmt: skip

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     Piece = dict[str, Any]
 
 DAY = 86400.0
+HOUR = 3600.0
 KEYS = ("day", "kind", "user", "project", "model", "state")
 SUMS = ("jobs", "gpu_seconds", "queued_seconds", "sampled", "util", "mem")
 BY = ("user", "project", "model", "day", "week", "month")
@@ -41,16 +42,31 @@ def day_of(t: float) -> float:
     return (t // DAY) * DAY
 
 
-def _split(lo: float, hi: float, since: float, until: float) -> list[tuple[float, float]]:
-    """``[lo, hi)`` clipped to ``[since, until)``: (day, seconds) for each UTC day it covers."""
+def _split(
+    lo: float, hi: float, since: float, until: float, unit: float = DAY
+) -> list[tuple[float, float]]:
+    """``[lo, hi)`` clipped to ``[since, until)``: (start, seconds) for each UTC day (or
+    other ``unit``: an hour) it covers."""
     lo, hi = max(lo, since), min(hi, until)
     out: list[tuple[float, float]] = []
     while hi > lo:
-        day = day_of(lo)
-        cut = min(hi, day + DAY)
-        out.append((day, cut - lo))
+        start = (lo // unit) * unit
+        cut = min(hi, start + unit)
+        out.append((start, cut - lo))
         lo = cut
     return out
+
+
+def claim_pieces(
+    user: str, gpus: float, start: float, end: float, since: float, until: float
+) -> list[Piece]:
+    """A claim outside the queue: ``gpus`` held from ``start`` to ``end`` (as the daemon saw
+    it), per hour (the summaries keep claims by the hour), clipped to the window."""
+    return [
+        {"day": hour, "kind": "claim", "user": user, "project": "", "model": "", "state": "",
+         **dict.fromkeys(SUMS, 0.0), "jobs": 0, "gpu_seconds": secs * gpus}
+        for hour, secs in _split(start, end, since, until, HOUR)
+    ]  # fmt: skip
 
 
 def waits(job: Mapping[str, Any], now: float) -> list[tuple[float, float]]:

@@ -57,7 +57,9 @@ class Ask:
     """One report's question, taken on the loop (the window, the peer, the running jobs as
     they are now), answered on the report thread (:func:`answer`)."""
 
-    __slots__ = ("by", "everyone", "live", "models", "now", "path", "since", "until", "user")
+    __slots__ = (
+        "by", "claims", "everyone", "live", "models", "now", "path", "since", "until", "user",
+    )  # fmt: skip
 
     def __init__(self, engine: Engine, peer: Peer, since: float, until: float, now: float) -> None:
         self.path = engine.store.path
@@ -68,6 +70,7 @@ class Ask:
         self.live = [{**j.to_dict(), "ended_at": None} for j in engine.unfinished()
                      if j.submit_time < until]  # fmt: skip
         self.by: list[str] = []
+        self.claims = list(engine.accounts.outside.live.values())  # (user, GPUs, first seen)
 
 
 def _gather(
@@ -90,6 +93,8 @@ def _gather(
             held[int(j["id"])] = sum(p["gpu_seconds"] for p in mine)
             pieces += mine
         pieces += summaries.read(store, since, until)  # (pruned jobs' days; claims' hours)
+        for user, gpus, first in ask.claims:  # (claims outside the queue still held)
+            pieces += tally.claim_pieces(user, gpus, first, ask.now, since, until)
         store.db.execute("COMMIT")
     finally:
         store.close()

@@ -4,16 +4,16 @@ kind, user, project, GPU model and end state with the sums of
 
 Finished jobs beyond ``keep_finished`` are summarized in the same commit that deletes them
 (:meth:`berth.daemon.engine.endings.Lifecycle.purge_finished` with :func:`summarize`), and
-the dashboard adds its minutes of claims outside the queue and of outside use
-(:mod:`berth.web.usage`, per hour), so a report reaches back :data:`KEEP_DAYS` days while the jobs
-table stays bounded. Summary rows older than that are dropped with the next purge.
+claims outside the queue are added by the hour as they end (the engine's ledger scans), and
+the dashboard adds its minutes of outside use (:mod:`berth.web.usage`, per hour), so a
+report reaches back :data:`KEEP_DAYS` days while the jobs table stays bounded. Summary rows older than that are dropped with the next purge.
 """
 
 from __future__ import annotations
 
 import json
 
-from berth.daemon.report.tally import KEYS, SUMS, job_pieces
+from berth.daemon.report.tally import KEYS, SUMS, claim_pieces, job_pieces
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,6 +49,15 @@ USAGE_SQL = (
 def rows(pieces: Iterable[Piece]) -> list[tuple[Any, ...]]:
     """The pieces as :data:`ADD_SQL`'s rows."""
     return [tuple(p[k] for k in KEYS + SUMS) for p in pieces]
+
+
+def claims(ended: Iterable[tuple[str, float, float]], now: float) -> list[tuple[Any, ...]]:
+    """The summary rows of claims outside the queue that ended by ``now``: (user, GPUs,
+    first seen) each (:class:`berth.daemon.engine.claimers.Claimers`), by the hour."""
+    out: list[Piece] = []
+    for user, gpus, since in ended:
+        out += claim_pieces(user, gpus, since, now, float("-inf"), float("inf"))
+    return rows(out)
 
 
 def read(store: Store, since: float, until: float) -> list[Piece]:

@@ -9,6 +9,9 @@ import csv
 import io
 import json
 import os
+import pwd
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -119,3 +122,42 @@ def test_report_refuses_bad_windows_and_groupings_naming_them(daemon):
     ):
         out = daemon.berth("report", *args)
         assert out.returncode != 0 and said in out.stderr, (args, out.stderr)
+
+
+def test_a_claim_outside_the_queue_is_reported_apart_while_held_and_after(daemon):
+    """`berth run` beside the queue (no dashboard needed): its GPU-hours are reported under
+    claims, not jobs, while it holds the GPU and, summarized by the hour, once it has gone."""
+    daemon.start("--poll-interval", "0.2")
+    gate = os.path.join(daemon.sockdir, "go")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", "run", "-g", "1", "--", "sh", "-c",
+         f"while [ ! -e {gate} ]; do sleep 0.05; done"],
+        env=daemon.env,
+    )  # fmt: skip
+    try:
+
+        def held() -> list[dict[str, Any]] | None:
+            rows = _report(daemon, "--since", "1h")["claims"]
+            return rows if rows and rows[0]["gpu_hours"] > 0 else None
+
+        (row,) = wait_until(held, timeout=15, message="the claim in the report")
+        assert row["user"] == pwd.getpwuid(os.getuid()).pw_name  # (the claim file's owner)
+        began = time.time()
+    finally:
+        open(gate, "w").close()
+        assert run.wait(timeout=15) == 0
+    ended = time.time()
+
+    last: list[float] = []
+
+    def summarized() -> dict[str, Any] | None:
+        """The claim's hours no longer grow: it has gone, and what it held is summarized."""
+        reply = _report(daemon, "--since", "1h")
+        hours = reply["claims"][0]["gpu_hours"] if reply["claims"] else 0.0
+        last.append(hours)
+        return reply if len(last) > 1 and last[-2] == hours > 0 else None
+
+    reply = wait_until(summarized, timeout=15, interval=0.5, message="the ended claim summarized")
+    hours = reply["claims"][0]["gpu_hours"] * 3600
+    assert ended - began - 0.5 <= hours < ended - began + 20
+    assert reply["totals"]["gpu_hours"] == 0 and reply["rows"] == []  # (no job: apart)
