@@ -71,8 +71,8 @@ def claim_pieces(
 
 def waits(job: Mapping[str, Any], now: float) -> list[tuple[float, float]]:
     """The intervals ``job`` waited in the queue: submission to its first start, an attempt's
-    end to the next one's start, the last end (or submission) to its end or ``now`` while it
-    still waits."""
+    end to the next one's start, the last end (or submission) to its end (a job cancelled
+    while it waited again after an attempt) or to ``now`` while it still waits."""
     out: list[tuple[float, float]] = []
     at = float(job["submit_time"])
     for a in job.get("attempts") or ():
@@ -83,8 +83,8 @@ def waits(job: Mapping[str, Any], now: float) -> list[tuple[float, float]]:
     state = job.get("state")
     if state == "PENDING":
         out.append((at, now))
-    elif not job.get("attempts") and job.get("ended_at") is not None:
-        out.append((at, float(job["ended_at"])))
+    elif job.get("ended_at") is not None and float(job["ended_at"]) > at:
+        out.append((at, float(job["ended_at"])))  # (ended while waiting: cancelled, say)
     return out
 
 

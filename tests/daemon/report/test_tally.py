@@ -51,6 +51,8 @@ def test_waiting_counts_between_attempts_and_while_pending() -> None:
     assert tally.waits(job, T0 + 1000) == [(T0, T0 + 10), (T0 + 20, T0 + 50)]
     pending = _job(state="PENDING")
     assert tally.waits(pending, T0 + 30) == [(T0, T0 + 30)]
+    retried = _job(state="CANCELLED", ended_at=T0 + 90, attempts=[_att(T0 + 10, T0 + 20, [0])])
+    assert tally.waits(retried, T0 + 1000) == [(T0, T0 + 10), (T0 + 20, T0 + 90)]  # (its backoff)
     cancelled = _job(state="CANCELLED", ended_at=T0 + 40)
     pieces = tally.job_pieces(cancelled, T0, T0 + D, T0 + 50, MODELS)
     assert [(p["queued_seconds"], p["jobs"], p["state"]) for p in pieces] == [
