@@ -27,7 +27,7 @@ from berth.claims.ledger import Ledger
 from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import sockets
-from berth.daemon.engine.endings import PURGE_BATCH
+from berth.daemon.engine.endings import PURGE_BATCH, PURGE_SOON
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.recovery import recover
@@ -362,7 +362,6 @@ async def _stop(engine: Engine, procs: Supervisors, store: Store, watcher: Watch
 
 
 PURGE_EVERY = 3600.0  # seconds between purges of old finished jobs (and one at start)
-PURGE_SOON = 10.0  # ... while a backlog is purged a batch at a time
 CLOSE_GRACE = 1.0  # seconds the requests in hand get to be answered when the daemon stops
 
 
@@ -396,13 +395,6 @@ def _on_claims(watcher: object, engine: object, due: list[bool]) -> None:
     assert isinstance(watcher, Watcher) and isinstance(engine, Engine)
     watcher._drain()
     engine.kick()
-    if not due[0]:  # (a burst of changes: one scan, 0.2 s later)
+    if not due[0]:  # claims outside the queue followed, the queue empty or not: a scan a burst
         due[0] = True
-        engine.loop.call_later(0.2, _scan_claims, engine, due)
-
-
-def _scan_claims(engine: Engine, due: list[bool]) -> None:
-    """Follow claims outside the queue as they come and go, the queue empty or not (a pass
-    scans only with jobs waiting): their hours for fair share and `berth report`."""
-    due[0] = False
-    engine.outside_usage()
+        engine.loop.call_later(0.2, lambda: (due.__setitem__(0, False), engine.outside_usage()))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.accounts import Accounts
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
+PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
 
 log = logging.getLogger("berth.daemon")
 
