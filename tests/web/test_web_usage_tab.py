@@ -38,9 +38,15 @@ def test_the_usage_tab_shows_gpu_hours_per_user_and_project(web: Any, browser: A
     assert status == 200 and anon["users"] == [] and anon["scope"] == "anonymous"
     assert abs(anon["totals"]["gpu_hours"] - hours) < 1e-3
 
-    open_page(browser, web.url + "#token=" + web.token)
+    # The page without a token: the totals, and a word that signing in shows one's rows.
+    open_page(browser, web.url)
     assert js(browser, "return document.getElementById('panel-usage').hidden") is True
     js(browser, "document.getElementById('tab-usage').click()")
+    wait_until(lambda: "sign in" in str(js(browser, "return document.getElementById('usage-note').textContent")),
+               timeout=10, message="the anonymous Usage tab")  # fmt: skip
+    assert js(browser, "return document.querySelectorAll('#usage-users tr').length") == 0
+    # Signed in (an admin): the rows come without leaving the tab.
+    js(browser, "setToken(arguments[0]); whoami();", web.token)
     wait_until(lambda: _cell(browser, "usage-users", user, "gpuh") != "", timeout=10,
                message="the Usage tab's row of the user")  # fmt: skip
     assert js(browser, "return document.getElementById('panel-now').hidden") is True

@@ -42,6 +42,7 @@ async function whoami() {
     viewer = r.ok ? await r.json() : null;
   } catch (e) { viewer = null; }
   renderWho(); if (state) render();
+  if (!$('panel-usage').hidden) loadUsage();  // (usage.js: the rows this viewer may see)
 }
 
 function setToken(t) {
