@@ -66,4 +66,4 @@ def test_the_usage_tab_shows_gpu_hours_per_user_and_project(web: Any, browser: A
                 "new KeyboardEvent('keydown', {key: 'ArrowLeft'}))")  # fmt: skip
     assert js(browser, "return document.getElementById('panel-now').hidden") is False
     status, _, text = web.get("/metrics")
-    assert status == 200 and b"berth_" in text
+    assert status == 200 and b'berth_jobs_finished_total{outcome="COMPLETED"} 2' in text
