@@ -76,6 +76,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "berth.cli.pause",
         "let queued jobs use paused GPUs again (--all: and a paused queue)",
     ),
+    "report": (
+        "berth.cli.report",
+        "GPU-hours, waiting and efficiency by user, project, model, day (like sreport)",
+    ),
     "admin": (
         "berth.cli.admin",
         "admin: install, doctor, backup; per-user limits, drain, reservations, projects, log",

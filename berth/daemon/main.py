@@ -27,6 +27,7 @@ from berth.claims.wake import Watcher
 from berth.daemon import process, sockets
 from berth.daemon.engine import notify_events
 from berth.daemon.engine.admission import userdir
+from berth.daemon.engine.endings import PURGE_BATCH, PURGE_SOON
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.front import Front
@@ -301,7 +302,7 @@ def _watch(
     GPUs and the idle supervisors, the hourly purge, signals, ``--exit-with``'s process."""
     watcher = Watcher(engine.res.ledger.path)
     if watcher.fd is not None:
-        loop.add_reader(watcher.fd, _on_claims, watcher, engine)
+        loop.add_reader(watcher.fd, _on_claims, watcher, engine, [False])
     listing = engine.res.ledger.listing
     if listing is not None and listing.fd is not None:  # (41.2: owners learned between passes)
         loop.add_reader(listing.fd, _on_listing, listing, listing.fd, loop)
@@ -321,8 +322,8 @@ def _watch(
     loop.call_later(opts.poll_interval if watcher.fd is not None else 0.25, poll)
 
     def purge() -> None:
-        engine.purge_finished()
-        loop.call_later(PURGE_EVERY, purge)
+        more = engine.purge_finished() >= PURGE_BATCH  # (a backlog: the next batch soon)
+        loop.call_later(PURGE_SOON if more else PURGE_EVERY, purge)
 
     purge()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -372,7 +373,10 @@ def _on_listing(listing: Listing, fd: int, loop: asyncio.AbstractEventLoop) -> N
         loop.remove_reader(fd)
 
 
-def _on_claims(watcher: object, engine: object) -> None:
+def _on_claims(watcher: object, engine: object, due: list[bool]) -> None:
     assert isinstance(watcher, Watcher) and isinstance(engine, Engine)
     watcher._drain()
     engine.kick()
+    if not due[0]:  # claims outside the queue followed, the queue empty or not: a scan a burst
+        due[0] = True
+        engine.loop.call_later(0.2, lambda: (due.__setitem__(0, False), engine.outside_usage()))

@@ -1,7 +1,8 @@
 """What each URL of the dashboard answers, and who may ask.
 
 Reads (``GET``): the page and its files; ``/api/state`` (the whole picture),
-``/api/history`` (the charts), ``/api/events`` (live updates), ``/metrics``; open to
+``/api/history`` (the charts), ``/api/events`` (live updates), ``/metrics``,
+``/api/usage`` (the Usage tab: `berth report`'s rows the viewer may see); open to
 anonymous viewers unless the daemon says otherwise (``[daemon] http_anonymous = false``),
 then they need a token like the rest. ``/api/whoami`` says whose a token is.
 ``/api/jobs/ID`` (the job as `berth show` gives it) and ``/api/jobs/ID/log`` (the tail of
@@ -16,6 +17,7 @@ besides.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import re
@@ -32,7 +34,6 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Callable
     from typing import Any
 
@@ -45,6 +46,7 @@ STATIC = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/render.js": ("render.js", "text/javascript; charset=utf-8"),
+    "/usage.js": ("usage.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
@@ -52,6 +54,7 @@ ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release"}
 LOG_TAIL = 16384  # bytes of a log sent when no offset is given
 LOG_CHUNK = 65536  # at most this many bytes per answer
 CACHE_SECONDS = 1.0  # /metrics and /api/history are made at most once a second, however asked
+USAGE_SECONDS = 30.0  # /api/usage (30 days of records) at most every 30 s per viewer
 
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,12})(?:/(log|cancel|hold|release))?$")
 
@@ -74,6 +77,7 @@ class Routes:
         self.server = server
         self.files = {path: (_static(name), ctype) for path, (name, ctype) in STATIC.items()}
         self._cache: dict[str, tuple[float, bytes]] = {}
+        self._making: dict[str, asyncio.Future[bytes]] = {}
 
     def cached(self, key: str, make: Callable[[], bytes]) -> bytes:
         """``make()``, or its answer of less than :data:`CACHE_SECONDS` ago: a client asking
@@ -146,6 +150,8 @@ class Routes:
             self.reader(req)
             span = self.span(req)
             return self.cached(f"history {span}", lambda: self.history(span))
+        if path == "/api/usage":
+            return await self.usage(self.reader(req))
         if path == "/api/events":
             self.reader(req)
             await self.server.stream(reader, writer, slot)
@@ -193,6 +199,28 @@ class Routes:
 
     def history(self, span: float) -> bytes:
         return httpio.json_response(200, self.server.history.series(time.time(), span))
+
+    async def usage(self, peer: Peer) -> bytes:
+        """The Usage tab's figures, made at most every :data:`USAGE_SECONDS` per viewer (and
+        once for all anonymous ones)."""
+        key = f"usage {peer.uid} {peer.admin}"
+        now = self.server.loop.time()
+        hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < USAGE_SECONDS:
+            return hit[1]
+        making = self._making.get(key)
+        if making is None:  # (viewers asking at once share one making)
+            making = self._making[key] = asyncio.ensure_future(self._usage(key, peer))
+        return await asyncio.shield(making)
+
+    async def _usage(self, key: str, peer: Peer) -> bytes:
+        try:
+            body = await view.usage(self.server.front, peer, time.time())
+            out = httpio.json_response(200, body)
+            self._cache[key] = (self.server.loop.time(), out)
+            return out
+        finally:
+            self._making.pop(key, None)
 
     def _owned_job(self, job_id: int, peer: Peer) -> dict[str, Any]:
         job = self._call(peer, "show", job_id=job_id)["job"]

@@ -32,6 +32,7 @@ from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
 from berth.web.routes import Routes
+from berth.web.usage import Usage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class WebServer:
         kept = front.samples(since=time.time() - 86400, recent=RECENT)
         self.observer.load_recent(kept["recent"][::-1])  # (oldest first)
         self.history = History(self.tick, kept["samples"])
+        self.usage = Usage(self.tick)
         self.caps = caps.Caps()
         self.streams: set[_Stream] = set()
         self._srv: asyncio.Server | None = None
@@ -243,8 +245,10 @@ class WebServer:
             view.held_by_user(gpus),
         )  # fmt: skip
         row = self.history.add(s)
+        self.usage.add(now, gpus)
         if row is not None:
-            self.front.samples(keep=row, before=now - DAY)
+            # (with `berth report`'s efficiency and outside use gathered since the last)
+            self.front.samples(keep=row, before=now - DAY, usage=self.usage.flush())
         if self.streams:
             point = self.history.series(now, span=self.tick / 2)["points"]
             data = json.dumps({"gpus": sorted(util), "points": point}, separators=(",", ":"))

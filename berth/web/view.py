@@ -214,3 +214,18 @@ def snapshot(front: Front, peer: Peer, observer: Observer, history: History) -> 
         # admin reservations (`berth admin reservations`): each GPU's are on its card
         "reservations": status["reservations"],
     }
+
+
+USAGE_DAYS = 30  # the Usage tab's window
+
+
+async def usage(front: Front, peer: Peer, now: float) -> dict[str, Any]:
+    """The Usage tab: GPU-hours per user, per project and per day and user over the last
+    :data:`USAGE_DAYS` days, as `berth report` gives them to ``peer`` (their own rows and
+    the totals; an admin's: everyone's), in one pass over the records on the report thread."""
+    out = await front.report(
+        peer, now - USAGE_DAYS * 86400.0, now,
+        {"users": ["user"], "projects": ["project"], "daily": ["day", "user"]}, ["user"],
+    )  # fmt: skip
+    out["days"] = USAGE_DAYS
+    return out

@@ -123,6 +123,8 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "unreserve": {"id": (_I, True)},
     "reservations": {},
     "shutdown": {},
+    # `berth report` (berth.daemon.engine.reports): GPU-hours over [since, until) by keys
+    "report": {"since": (_F, True), "until": (_F + _N, False), "by": (_L, False)},
     # The caller's token for the web dashboard (berth.web.auth); revoke: all of theirs.
     "web_token": {"revoke": (_B, False)},
 }

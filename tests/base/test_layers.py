@@ -155,6 +155,10 @@ _ROOMS = {
               "berth.daemon.engine.endings", "berth.daemon.engine.recovery"),
     "engine": ("berth.daemon.requests", "berth.daemon.main"),
     "requests": ("berth.daemon.procs", "berth.daemon.supervisor", "berth.daemon.main"),
+    # `berth report`'s arithmetic, pure: no other room (the store and the web use it)
+    "report": ("berth.daemon.engine", "berth.daemon.requests", "berth.daemon.store",
+               "berth.daemon.procs", "berth.daemon.supervisor", "berth.daemon.main",
+               "berth.daemon.options", "berth.devices", "berth.claims"),
 }  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """Issue 23.5: axe-core (WCAG 2 A and AA rules) finds no violation on the signed-in page with
-GPUs, running, waiting and finished jobs, in the desktop and the phone layout.
+GPUs, running, waiting and finished jobs, in the desktop and the phone layout, and on its
+Usage tab (issue 36.4).
 
 axe's script comes from its npm package, fetched at install time (.ci/run: ``npm pack
 axe-core``, unpacked in .venv/axe/package/); nothing is fetched while the test runs.
@@ -64,6 +65,13 @@ def test_axe_finds_no_wcag_violation(web: Any, browser: Any) -> None:
             assert {"color-contrast", "button-name", "aria-allowed-attr"} <= set(found["passes"]), (
                 found
             )
+        # The Usage tab (issue 36.4), shown: its chart, tables and tabs pass too.
+        js(browser, "document.getElementById('tab-usage').click()")
+        wait_until(lambda: js(browser, "return document.querySelectorAll('#usage-users tr').length") > 0,
+                   timeout=10, message="the Usage tab's rows")  # fmt: skip
+        found = browser.execute_async_script(RUN)
+        assert found["violations"] == [], json.dumps(found["violations"], indent=1)
+        js(browser, "document.getElementById('tab-now').click()")
     finally:
         browser.set_window_size(1400, 1000)
     assert js(browser, "return document.querySelectorAll('h1').length") == 1

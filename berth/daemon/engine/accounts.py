@@ -66,6 +66,7 @@ class Accounts:
         })  # fmt: skip
         self.projects = Projects(cfg, usage)
         self.outside = Claimers()  # claims made outside the queue, charged like jobs
+        self.claims_ended: list[tuple[str, float, float]] = []  # of them, gone at the last scan
         self.config: dict[str, float | None] = {
             "max_gpus": cfg.limit_max_gpus,
             "max_jobs": None if cfg.limit_max_jobs is None else float(cfg.limit_max_jobs),
@@ -242,7 +243,8 @@ class Accounts:
         the claims outside the queue that ended since the last add what they used to their
         users' usage; the store rows."""
         rows = []
-        for user, gpus, since in self.outside.seen(claims, own, now, index):
+        self.claims_ended = self.outside.seen(claims, own, now, index)  # (`berth report`: too)
+        for user, gpus, since in self.claims_ended:
             rows.append((user, self.book.add(user, gpus, since, now, now), now))
         return rows
 

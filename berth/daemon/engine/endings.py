@@ -19,6 +19,7 @@ from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.engine.starts import Launching
+from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from berth.core.job import Job
     from berth.daemon.engine.accounts import Accounts
 
+PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
+PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
+
 log = logging.getLogger("berth.daemon")
 
 
@@ -40,6 +44,7 @@ class Lifecycle(Launching):
     finished_states: dict[int, State]
     waiters: dict[int, list[asyncio.Future[None]]]
     settling: dict[int, Job]
+    purging: set[int]
     accounts: Accounts
     next_id: int
     _deps_dirty: bool
@@ -256,21 +261,33 @@ class Lifecycle(Launching):
 
     def purge_finished(self) -> int:
         """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
-        their ids are never given again). Committed with the next group; returns how many."""
+        their ids are never given again), summarized first in the same commit (``summaries``:
+        `berth report` reaches back :data:`summaries.KEEP_DAYS` days); summaries older than
+        that go. At most :data:`PURGE_BATCH` jobs a call (summarizing reads each record, on
+        the loop); committed with the next group; returns how many jobs."""
         keep = self.opts.keep_finished
+        now = self.clock.time()
+        self.journal.execute(summaries.PRUNE_SQL, [(now - summaries.KEEP_DAYS * 86400.0,)])
         if not keep or keep == float("inf"):
             return 0
+        purging = self.purging
         ids = [
-            i for i in self.store.ended_before(self.clock.time() - keep) if i not in self.settling
-        ]
+            i
+            for i in self.store.ended_before(now - keep)
+            if i not in self.settling and i not in purging
+        ][:PURGE_BATCH]
         if not ids:
             return 0
+        purging.update(ids)
+        models = {s.index: s.name for s in self.res.snapshots}
+        self.journal.execute(summaries.ADD_SQL, summaries.summarize(self.store, ids, models))
         self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
         self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
 
         def forget() -> None:
             for i in ids:
                 self.finished_states.pop(i, None)
+            purging.difference_update(ids)
 
         self.journal.after_commit(forget)
         log.info("purged %d job record(s) that ended over %gs ago", len(ids), keep)

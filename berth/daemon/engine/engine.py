@@ -32,6 +32,7 @@ from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
 from berth.daemon.engine.reservations import Reservations
 from berth.daemon.procs.port import Supervisors
+from berth.daemon.store import summaries
 from berth.daemon.store.journal import Journal
 from berth.daemon.store.store import Store
 
@@ -100,6 +101,7 @@ class Engine(Lifecycle):
         procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
         self.committing: dict[int, Claim] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
+        self.purging: set[int] = set()  # old jobs summarized and purged, not yet committed
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
@@ -267,9 +269,11 @@ class Engine(Lifecycle):
         own = self.own_lease_ids()  # (left out: not probed, one look fewer per running job)
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean, skip=own)
         index = {u: s.index for u, s in self.res.by_uuid.items()}
-        rows = self.accounts.claims_seen(lstate.claims, own, self.clock.time(), index)
+        now = self.clock.time()
+        rows = self.accounts.claims_seen(lstate.claims, own, now, index)
         if rows:  # claims outside the queue that ended: their users' usage (issue 20.15)
-            self.journal.execute(Store.USAGE_SQL, rows)
+            self.journal.execute(Store.USAGE_SQL, rows)  # ... and `berth report`'s hours:
+            self.journal.execute(summaries.ADD_SQL, summaries.claims(self.accounts.claims_ended, now))
         return self.res.others(lstate, own, self._own_pids)
 
     def _own_pids(self) -> set[int]:

@@ -17,7 +17,7 @@ import asyncio
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon.engine import front_reads as reads
-from berth.daemon.engine import queue_view
+from berth.daemon.engine import queue_view, reports
 from berth.daemon.engine.accounts import EVERYONE
 from berth.daemon.engine.admission import admit, arrays, resubmit, update
 from berth.daemon.engine.command import pty_path
@@ -333,9 +333,20 @@ class Front:
 
         journal.on_committed = chained
 
+    def report(
+        self, caller: Caller, since: float, until: float | None,
+        groupings: dict[str, list[str]], by: list[str],
+    ) -> asyncio.Future[dict[str, Any]]:  # fmt: skip
+        """`berth report` and the Usage tab: GPU-hours, waits, end states and efficiency over
+        ``since``..``until`` grouped as each of ``groupings`` says (:mod:`reports`, on its own
+        thread: the loop schedules meanwhile)."""
+        return reports.run(reports.ask(self._engine, caller, since, until, by), groupings)
+
     def samples(
         self, since: float | None = None, keep: tuple[Any, ...] | None = None,
         before: float | None = None, recent: int = 0,
+        usage: list[tuple[str, list[tuple[Any, ...]]]] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        """The dashboard's history in the store (:func:`reads.samples`)."""
-        return reads.samples(self._engine, since, keep, before, recent)
+        """The dashboard's history in the store (:func:`reads.samples`; ``usage``: what the
+        page gathered for `berth report`, kept with the next commit)."""
+        return reads.samples(self._engine, since, keep, before, recent, usage)

@@ -120,6 +120,7 @@ def gpus(engine: Engine) -> dict[str, Any]:
 def samples(
     engine: Engine, since: float | None = None, keep: tuple[Any, ...] | None = None,
     before: float | None = None, recent: int = 0,
+    usage: list[tuple[str, list[tuple[Any, ...]]]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The dashboard's history in the store: ``keep`` a sample row (and drop those older
     than ``before``) with the next commit; read the samples ``since``; the ``recent``
@@ -128,6 +129,8 @@ def samples(
         engine.journal.execute(Store.SAMPLE_SQL, [keep])
         if before is not None:
             engine.journal.execute(Store.PRUNE_SAMPLES_SQL, [(before,)])
+    for sql, values in usage or ():  # (`berth report`'s efficiency, outside use: web/usage.py)
+        engine.journal.execute(sql, values)
     out: dict[str, Any] = {}
     if since is not None:
         out["samples"] = engine.store.samples_since(since)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from berth.core.states import FINISHED, State
 from berth.daemon.engine.views import redact
+from berth.daemon.report import tally
 from berth.daemon.requests import admin, queueview, reserve, validate
 from berth.daemon.requests.authority import Peer, admins_only, may_see, owned
 from berth.daemon.requests.submit import resubmit, submit, submit_all, update
@@ -108,6 +109,15 @@ async def release_jobs(front: Front, peer: Peer, req: dict[str, Any]) -> dict[st
     return await _hold_release(front, peer, req, False)
 
 
+def report(front: Front, peer: Peer, req: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+    """`berth report`: the window's figures, as the peer may see them (berth.daemon.engine.reports)."""
+    try:
+        by = tally.check_by([str(b) for b in req.get("by") or ()])
+    except ValueError as e:
+        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
+    return front.report(peer, req["since"], req.get("until"), {"rows": by}, by)
+
+
 def status(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return front.status()
 
@@ -146,5 +156,6 @@ HANDLERS: dict[str, Handler] = {
     "reserve": reserve.reserve,
     "unreserve": reserve.unreserve,
     "reservations": reserve.reservations,
+    "report": report,
     "shutdown": shutdown,
 }

@@ -4,7 +4,7 @@ database is brought to :data:`SCHEMA_VERSION` when the daemon opens it,
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
 # statements (a trigger's body has ";" of its own).
@@ -108,4 +108,41 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
         data TEXT NOT NULL
     );
     """,
+    # 9: `berth report`'s history (berth.daemon.store.summaries): per UTC day, kind (job, claim,
+    # outside), user, project, GPU model and end state, the sums of berth.daemon.report.tally;
+    # each job's sampled utilisation and memory (berth.web.usage), gone with its row.
+    (
+        """
+        CREATE TABLE summaries(
+            day REAL NOT NULL,
+            kind TEXT NOT NULL,
+            user TEXT NOT NULL,
+            project TEXT NOT NULL,
+            model TEXT NOT NULL,
+            state TEXT NOT NULL,
+            jobs INTEGER NOT NULL DEFAULT 0,
+            gpu_seconds REAL NOT NULL DEFAULT 0,
+            queued_seconds REAL NOT NULL DEFAULT 0,
+            sampled REAL NOT NULL DEFAULT 0,
+            util REAL NOT NULL DEFAULT 0,
+            mem REAL NOT NULL DEFAULT 0,
+            PRIMARY KEY(day, kind, user, project, model, state)
+        )
+        """,
+        """
+        CREATE TABLE job_usage(
+            id INTEGER PRIMARY KEY,
+            sampled REAL NOT NULL,
+            util REAL NOT NULL,
+            mem REAL NOT NULL,
+            peak_util REAL NOT NULL,
+            peak_mem REAL NOT NULL
+        )
+        """,
+        """
+        CREATE TRIGGER job_usage_purge AFTER DELETE ON jobs BEGIN
+            DELETE FROM job_usage WHERE id = OLD.id;
+        END
+        """,
+    ),
 ]

@@ -42,6 +42,7 @@ async function whoami() {
     viewer = r.ok ? await r.json() : null;
   } catch (e) { viewer = null; }
   renderWho(); if (state) render();
+  if (!$('panel-usage').hidden) loadUsage();  // (usage.js: the rows this viewer may see)
 }
 
 function setToken(t) {
@@ -232,7 +233,7 @@ function setupCanvas(cv) {
   return { g, w, h };
 }
 
-function frame(g, w, h, t0, t1, ymax, yfmt) {
+function frame(g, w, h, t0, t1, ymax, yfmt, xfmt) {  // (xfmt: the time axis' labels; default a clock)
   const L = 40, R = 8, T = 8, B = 20;
   g.font = '11px system-ui, sans-serif'; g.fillStyle = '#8b949e'; g.strokeStyle = '#21262d'; g.lineWidth = 1;
   for (let k = 0; k <= 4; k++) {
@@ -245,7 +246,7 @@ function frame(g, w, h, t0, t1, ymax, yfmt) {
   for (let k = 0; k <= n; k++) {
     const t = t0 + (t1 - t0) * k / n;
     g.textAlign = k === 0 ? 'left' : k === n ? 'right' : 'center';
-    g.fillText(clock(t, t1 - t0 < 900), L + (w - L - R) * k / n, h - 5);
+    g.fillText(xfmt ? xfmt(t) : clock(t, t1 - t0 < 900), L + (w - L - R) * k / n, h - 5);
   }
   return { x: (t) => L + (w - L - R) * (t - t0) / Math.max(1, t1 - t0), y: (v) => T + (h - T - B) * (1 - v / ymax), L, R, T, B };
 }
