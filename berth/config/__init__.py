@@ -12,13 +12,11 @@ Environment variables (they override the file):
 - ``BERTH_CLAIMS_DIR``: the claim ledger directory shared by all users of the host
 - ``BERTH_STATE_DIR``: the daemon's state directory (database, job logs)
 - ``BERTH_SOCKET``: the daemon's UNIX socket
-- ``BERTH_PTS_DIR``: where the daemon finds users' terminals for its notices (default
-  /dev/pts)
+- ``BERTH_PTS_DIR``: where the daemon finds users' terminals (default /dev/pts)
 """
 
-# Each key is declared once, as a Key (berth.config.key) on the class whose attribute it is
-# (Inventory, Config): its [section] and name, TOML types, default, check, and its line in the
-# example below (`berth help config` prints this module's docstring, the example included).
+# Each key is declared once, as a Key (berth.config.key) on its class (Inventory, Config): its
+# [section], name, TOML types, default, check and line in `berth help config`'s example.
 
 from __future__ import annotations
 

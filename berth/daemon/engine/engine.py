@@ -353,10 +353,6 @@ class Engine(Lifecycle):
         self.next_id += n
         return first
 
-    def run_of(self, job_id: int) -> Run | None:
-        """The running attempt of a job, if it runs."""
-        return self.runs.get(job_id)
-
     def running_count(self) -> int:
         return len(self.runs)
 

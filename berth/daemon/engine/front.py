@@ -151,7 +151,7 @@ class Front:
         out = detail(job, reason, spec, engine.opts.max_job_time)
         if job.state is State.PENDING:
             out["start_estimate"] = engine.estimates.get().get(job.id)
-        run = engine.run_of(job.id)
+        run = engine.runs.get(job.id)
         out["attach"] = (
             pty_path(spec, job.id, run.attempt) or run.path + ".pty"
             if run is not None and out["pty"]
