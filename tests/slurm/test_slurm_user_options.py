@@ -86,6 +86,7 @@ def test_quoted_sbatch_values_are_read_as_sbatch_reads_them(berth: Cli) -> None:
         f.write("#!/bin/bash\n"
                 '#SBATCH --comment="hello world" --hold\n'
                 "#SBATCH --mail-type 'END,FAIL' # a comment\n"
+                "#SBATCH --mail-user='me@example.org'\n"
                 "#SBATCH -J 'two words'\n"
                 "true\n")  # fmt: skip
     os.chmod(script, 0o755)
