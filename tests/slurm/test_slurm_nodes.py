@@ -99,7 +99,9 @@ def test_the_job_fails_with_the_exit_code_of_its_failed_task(berth: Cli) -> None
 def test_a_task_failing_while_others_run_gives_the_job_its_status(berth: Cli) -> None:
     """srun ends the others with SIGTERM (--kill-on-bad-exit) and itself exits 143; the job
     keeps the first failing task's status."""
-    failing = '[ "$SLURMD_NODENAME" = n2 ] && exit 3; echo n1 runs on; sleep 30'
+    marker = os.path.join(berth.root, "n1-runs")  # (n2 fails only once n1 is running)
+    failing = (f'if [ "$SLURMD_NODENAME" = n2 ]; then while [ ! -e {marker} ]; do sleep 0.05; '
+               f"done; exit 3; fi; echo n1 runs on; touch {marker}; sleep 30")  # fmt: skip
     job = berth.submit("-N", "2", "--", "sh", "-c", failing)
     done = berth("wait", job)
     assert done.returncode == 3, (done.stdout, done.stderr)
