@@ -16,6 +16,7 @@ import time
 from berth import config
 from berth.admin import install, places
 from berth.admin.verdict import FAIL, OK, WARN, Check
+from berth.daemon.procs import cgroup
 from berth.errors import ConfigError, NvmlUnavailable
 
 TYPE_CHECKING = False
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
     from berth.config import Config
 
-MOUNTS = "/proc/self/mounts"
 OLDEST = 1_704_067_200  # 2024-01-01: a clock before this was never set
 
 
@@ -131,17 +131,16 @@ def cgroups(cfg: Config | None) -> list[Check]:
     if os.geteuid() != 0:
         return [Check("cgroups", WARN, "not root: cannot see what the system daemon may do",
                       "sudo berth admin doctor")]  # fmt: skip
-    mounts = _cgroup_mounts()
     why: list[str] = []
     usable: list[str] = []
     for kind in ("v2", "freezer", "pids", "devices"):
-        mount = mounts.get(kind)
-        if mount is None:
+        mine = cgroup.mine(kind)  # (where the daemon would make its cgroups of this kind)
+        if mine is None:
             why.append(f"{kind}: not mounted")
             continue
-        err = _probe(mount + _own(kind))
+        err = _probe(mine)
         if err:
-            why.append(f"{kind} at {mount}: {err}")
+            why.append(f"{kind} at {mine}: {err}")
         else:
             usable.append(kind)
     track = next((k for k in usable if k != "devices"), None)
@@ -167,38 +166,6 @@ def cgroups(cfg: Config | None) -> list[Check]:
                          "" if level == OK else "a writable cgroup hierarchy, or "
                          "isolate_devices = false"))  # fmt: skip
     return out
-
-
-def _cgroup_mounts() -> dict[str, str]:
-    found: dict[str, str] = {}
-    try:
-        with open(MOUNTS) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        if fields[2] == "cgroup2":
-            found.setdefault("v2", fields[1])
-        elif fields[2] == "cgroup":
-            for opt in fields[3].split(","):
-                found.setdefault(opt, fields[1])
-    return found
-
-
-def _own(kind: str) -> str:
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return ""
-    for line in lines:
-        _, names, rel = line.split(":", 2)
-        if (names == "") if kind == "v2" else kind in names.split(","):
-            return rel.rstrip("/")
-    return ""
 
 
 def _probe(path: str) -> str | None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 
@@ -11,7 +10,7 @@ from berth.daemon.engine.resources import _stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    pass
 
 
 def identity(pid: int) -> tuple[int, int] | None:
@@ -53,27 +52,6 @@ def write_ttys(uid: int, text: str, pts_dir: str | None = None) -> int:
         except OSError:
             continue
     return written
-
-
-def read_log(path: str, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` entries of the audit log (none if it does not exist)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4096 * max(1, limit)))
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    out: list[dict[str, Any]] = []
-    for line in lines[-limit:]:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            out.append(entry)
-    return out
 
 
 def user_name(uid: int) -> str:

@@ -27,6 +27,7 @@ import signal
 
 from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
+from berth.daemon.engine.audit import append_log
 from berth.daemon.engine.enforce_grant import Grants
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
@@ -354,14 +355,7 @@ class Enforcer(IdleHolders):
         entry = {"time": self.engine.clock.time(), **entry}
         self.actions[entry["action"]] = self.actions.get(entry["action"], 0) + 1
         log.info("enforce: %s", json.dumps(entry))
-        try:
-            fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, (json.dumps(entry) + "\n").encode())
-            finally:
-                os.close(fd)
-        except OSError as e:
-            log.warning("cannot write the audit log %s: %s", self.audit_path, e)
+        append_log(self.audit_path, entry)
 
     def view(self) -> dict[str, Any]:
         """What `berth status`, ``/metrics`` and the dashboard show."""

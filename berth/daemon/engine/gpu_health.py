@@ -8,10 +8,10 @@ then. Fed every poll of :class:`berth.daemon.engine.resources.Resources`.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
+
+from berth.daemon.engine.audit import append_log
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,13 +64,5 @@ class GpuHealth:
             log.warning("GPU %d (%s) back: %s", index, uuid, reason)
         if self.audit_path is None:
             return
-        entry = {"time": time.time(), "action": action, "class": "gpu", "gpu": index,
-                 "uuid": uuid, "reason": reason}  # fmt: skip
-        try:
-            fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, (json.dumps(entry) + "\n").encode())
-            finally:
-                os.close(fd)
-        except OSError as e:
-            log.warning("cannot write the audit log %s: %s", self.audit_path, e)
+        append_log(self.audit_path, {"time": time.time(), "action": action, "class": "gpu",
+                                     "gpu": index, "uuid": uuid, "reason": reason})  # fmt: skip

@@ -24,6 +24,7 @@ import urllib.request
 from collections import deque
 from email.message import EmailMessage
 
+from berth.daemon.engine.audit import append_log
 from berth.wire.env import sendmail
 
 TYPE_CHECKING = False
@@ -119,15 +120,7 @@ class Outbox:
                      "reason": f"{error} (tried {sink.retries + 1} time(s))"})  # fmt: skip
 
     def _audit(self, entry: dict[str, Any]) -> None:
-        line = json.dumps({"time": time.time(), **entry, "class": "notify"}) + "\n"
-        try:
-            fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
-        except OSError as e:
-            log.warning("cannot write the audit log %s: %s", self.audit_path, e)
+        append_log(self.audit_path, {"time": time.time(), **entry, "class": "notify"})
 
 
 def body(message: dict[str, Any]) -> dict[str, Any]:
