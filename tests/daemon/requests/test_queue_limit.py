@@ -5,17 +5,12 @@ exactly, folds an array's pending tasks into one line however far they reach, an
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
-import struct
-import subprocess
 import sys
-import termios
 
 import pytest
 from helpers import wait_until
+from termkit import on_terminal
 
 from berth.client import DaemonError
 from berth.daemon.engine.queue_view import CHUNK
@@ -33,24 +28,11 @@ def _blocked(daemon, n: int) -> tuple[int, list[int]]:  # type: ignore[no-untype
 
 def _on_terminal(daemon, *args: str, rows: int = 20) -> str:  # type: ignore[no-untyped-def]
     """`berth queue ARGS` with its stdout a terminal of ``rows`` lines."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 200, 0, 0))
-    env = {k: v for k, v in daemon.env.items() if k not in ("LINES", "COLUMNS")}
-    proc = subprocess.Popen([sys.executable, "-m", "berth.cli.main", "queue", *args], env=env,
-                            stdout=slave, stderr=subprocess.PIPE)  # fmt: skip
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # (EIO: the other end closed)
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
-    return out.decode().replace("\r\n", "\n")
+    code, out = on_terminal(
+        [sys.executable, "-m", "berth.cli.main", "queue", *args], daemon.env, rows, 200
+    )
+    assert code == 0, out
+    return out
 
 
 def _is_job(line: str) -> bool:
