@@ -18,6 +18,7 @@ from helpers import wait_until
 from test_enforce_hostile import (
     SLEEPER,
     G,
+    _claim_gpu,
     _findings,
     _job_pid,
     _log,
@@ -151,19 +152,6 @@ def test_a_hand_made_claim_on_anothers_exclusive_gpu_is_not_granted(system: Syst
     assert all(f["pid"] != victim for f in _findings(system))  # B's own, no finding
 
 
-def _share(index: int) -> Any:
-    """(Run as a user) claim half of GPU ``index`` as `berth run -g 0.5` and berth.acquire do,
-    through the ledger (its check included); the process holds it."""
-
-    def claim() -> int:
-        from berth.api.lease import build_request, claim
-
-        claim(build_request(0.5, only=str(index)), timeout=0)  # (its descriptors stay open)
-        return os.getpid()
-
-    return claim
-
-
 def test_two_shares_stand_a_third_made_by_hand_does_not(
     system: System, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,8 +166,8 @@ def test_two_shares_stand_a_third_made_by_hand_does_not(
     monkeypatch.setenv("FAKE_NVML_STATE", state)
     system.start("--poll-interval", "0.2")
     users: AsUser = system.users  # type: ignore[attr-defined]
-    first, _ = users.start(A, _share(1), hold=True)
-    second, _ = users.start(B, _share(1), hold=True)
+    first, _ = users.start(A, _claim_gpu(1, 0.5), hold=True)
+    second, _ = users.start(B, _claim_gpu(1, 0.5), hold=True)
     _register(system, first, 1, 10 * G)
     _register(system, second, 1, 10 * G)
     uuid = system.rig.fake.uuids[1]

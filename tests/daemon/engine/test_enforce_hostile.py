@@ -204,13 +204,14 @@ def test_private_claim_files_carry_no_command_for_others_to_read(
     assert theirs["command"] == "(private)"
 
 
-def _claim_gpu(index: int) -> Any:
-    """(Run as B) claim GPU ``index`` as `berth run` and berth.acquire do; the process holds it."""
+def _claim_gpu(index: int, share: float = 1) -> Any:
+    """(Run as a user) claim ``share`` of GPU ``index`` as `berth run` and berth.acquire do,
+    through the ledger (its check included); the process holds it."""
 
     def claim() -> int:
         from berth.api.lease import build_request, claim
 
-        claim(build_request(1, only=str(index)), timeout=0)  # (its descriptors stay open)
+        claim(build_request(share, only=str(index)), timeout=0)  # (its descriptors stay open)
         return os.getpid()
 
     return claim
