@@ -39,10 +39,16 @@ def _config() -> Config:
 
 
 def read(
-    cfg: Config, *, all: bool = False, process_details: bool = True, telemetry: bool = True
+    cfg: Config,
+    *,
+    all: bool = False,
+    process_details: bool = True,
+    telemetry: bool = True,
+    extras: bool = True,
 ) -> list[GpuSnapshot]:
-    """Snapshots for ``cfg``, restricted to CUDA_VISIBLE_DEVICES unless ``all``."""
-    snaps = read_gpus(cfg, process_details=process_details, telemetry=telemetry)
+    """Snapshots for ``cfg``, restricted to CUDA_VISIBLE_DEVICES unless ``all`` (the readings
+    as :func:`berth.devices.read_gpus` says)."""
+    snaps = read_gpus(cfg, process_details=process_details, telemetry=telemetry, extras=extras)
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not all and cvd is not None:
         from berth.devices.visible import restrict_to_visible  # rare: CUDA_VISIBLE_DEVICES

@@ -235,7 +235,7 @@ def snapshot_text(
     """One full read and render (text or JSON), lines cut to ``width`` (default: the
     terminal's, when stdout is one), compact if taller than ``height`` (:func:`render`)."""
     cfg = config.get()
-    gpus = read(cfg, all=args.all, process_details=True)
+    gpus = read(cfg, all=args.all, process_details=True, extras=args.json)  # (what it shows)
     banned = banned_reasons(cfg, gpus)
     extra = sections(gpus, cfg)
     if args.json:

@@ -23,7 +23,11 @@ __all__ = ["hidden_by_declared", "read_gpus"]
 
 
 def read_gpus(
-    cfg: Config | None = None, *, process_details: bool = True, telemetry: bool = True
+    cfg: Config | None = None,
+    *,
+    process_details: bool = True,
+    telemetry: bool = True,
+    extras: bool = True,
 ) -> list[GpuSnapshot]:
     """Every GPU berth knows of, in index order (NVML order, i.e. PCI bus order).
 
@@ -35,7 +39,9 @@ def read_gpus(
     where not visible); ``False`` skips that for fast callers.
     ``telemetry=False`` reads only what selection needs (identity, memory, utilisation,
     processes, health) and leaves PCI bus id, power, temperature and performance state None:
-    `berth select` without a power filter uses it to start fast.
+    `berth select` without a power filter uses it to start fast. ``extras=False`` leaves
+    None only what `berth status` shows in --json alone (PCI bus id, performance state, fan
+    speed, clocks event reasons): its screen reads what it shows.
 
     Raises :class:`berth.errors.NvmlUnavailable` when NVML cannot be used.
     """
@@ -47,7 +53,7 @@ def read_gpus(
         return declared_gpus(cfg.inventory)
     from berth.devices.nvml import read_all  # heavy: pynvml, ctypes
 
-    return read_all(process_details=process_details, telemetry=telemetry)
+    return read_all(process_details=process_details, telemetry=telemetry, extras=extras)
 
 
 def hidden_by_declared(cfg: Config) -> str | None:

@@ -17,6 +17,7 @@ select`` runs this path on every call and must start fast.
 from __future__ import annotations
 
 import atexit
+import os
 import pwd
 import threading
 
@@ -40,6 +41,7 @@ _NO_VALUE = {
     21,  # NO_DATA
 }
 _PSTATE_UNKNOWN = 32
+_FI_POWER, _FI_POWER_LIMIT = 185, 190  # NVML_FI_DEV_POWER_AVERAGE, _POWER_CURRENT_LIMIT
 _HOW_TO_DECLARE = (
     "to use berth without a driver, declare an inventory ([inventory] gpus = N in the config "
     "file); see `berth help config`"
@@ -187,17 +189,21 @@ def minor_numbers() -> dict[int, int | None]:
     return out
 
 
-def read_all(process_details: bool = True, telemetry: bool = True) -> list[GpuSnapshot]:
+def read_all(
+    process_details: bool = True, telemetry: bool = True, extras: bool = True
+) -> list[GpuSnapshot]:
     """A snapshot of every GPU NVML sees, in NVML (PCI bus) order.
 
-    ``telemetry=False`` skips the readings selection does not need (PCI bus id, power,
-    temperature, performance state): they are None in the snapshots. What
-    :mod:`berth.devices.telemetry` reads comes only with telemetry in a process that wants it."""
+    ``telemetry=False`` skips the readings selection does not need (power, temperature and
+    the extras): they are None in the snapshots. ``extras=False`` skips only the readings
+    `berth status` shows in --json alone (PCI bus id, performance state, fan speed, clocks
+    event reasons). What :mod:`berth.devices.telemetry` reads comes only with telemetry and
+    extras, in a process that wants it."""
     details: dict[int, tuple[str | None, str | None]] | None = {} if process_details else None
     nvml = session()
-    if telemetry and dcgm.wanted():
+    if telemetry and extras and dcgm.wanted():
         dcgm.XIDS.drain(nvml)
-    return [_read_gpu(nvml, i, details, telemetry) for i in range(count())]
+    return [_read_gpu(nvml, i, details, telemetry, extras) for i in range(count())]
 
 
 def _read_gpu(
@@ -205,6 +211,7 @@ def _read_gpu(
     index: int,
     details: dict[int, tuple[str | None, str | None]] | None,
     telemetry: bool = True,
+    extras: bool = True,
 ) -> GpuSnapshot:
     read = _Reader(nvml)
     handle = read(nvml.nvmlDeviceGetHandleByIndex, index)
@@ -224,11 +231,11 @@ def _read_gpu(
     pci = power = limit = temp = pstate = fan = reasons = None
     extra: dict[str, Any] = {}
     if telemetry:
+        power, limit = _power(nvml, read, handle)
+        temp = read(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
+    if telemetry and extras:
         extra = dcgm.read(nvml, handle, index) if dcgm.wanted() else {}
         pci = read(nvml.nvmlDeviceGetPciInfo, handle)
-        power = read(nvml.nvmlDeviceGetPowerUsage, handle)
-        limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-        temp = read(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
         pstate = read(nvml.nvmlDeviceGetPerformanceState, handle)
         fan = read(nvml.nvmlDeviceGetFanSpeed, handle)
         reasons = read(_clocks_event_reasons(nvml), handle)
@@ -256,6 +263,24 @@ def _read_gpu(
         error=read.error,
         **extra,
     )
+
+
+def _power(nvml: ModuleType, read: _Reader, handle: Any) -> tuple[int | None, int | None]:
+    """(power drawn, enforced limit) in mW, None where the driver cannot say: one
+    ``nvmlDeviceGetFieldValues`` (NVML_FI_DEV_POWER_AVERAGE: what nvmlDeviceGetPowerUsage
+    gives since Ampere; _POWER_CURRENT_LIMIT: the enforced limit) where the driver has them,
+    each field it does not give read by its own call (older drivers and GPUs, and errors:
+    the call says whether the GPU fails)."""
+    try:
+        values = nvml.nvmlDeviceGetFieldValues(handle, [_FI_POWER, _FI_POWER_LIMIT])
+    except nvml.NVMLError:
+        values = None
+    power, limit = dcgm.field_values(values, 2)
+    if power is None:
+        power = read(nvml.nvmlDeviceGetPowerUsage, handle)
+    if limit is None:
+        limit = read(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+    return power, limit
 
 
 def _clocks_event_reasons(nvml: ModuleType) -> Callable[..., Any]:
@@ -300,23 +325,43 @@ def _details(
     another user's process under hidepid, or gone)."""
     if pid in cache:
         return cache[pid]
-    # Read from /proc as psutil would (its import alone is ~13 ms of `berth status`'s start).
+    # Read from /proc as psutil would (its import alone is ~13 ms of `berth status`'s start):
+    # two files, each in one read; a user's name looked up once per uid.
     user: str | None = None
     command: str | None = None
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            uid = next(int(line.split()[1]) for line in f if line.startswith(b"Uid:"))
-        try:
-            user = pwd.getpwuid(uid).pw_name  # (the real uid's, as `ps` and psutil name it)
-        except KeyError:
-            user = str(uid)
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().rstrip(b"\0").split(b"\0")
+        status = _read_proc(pid, "status")
+        at = status.index(b"\nUid:") + 5
+        user = _user(int(status[at : status.index(b"\n", at)].split()[0]))  # (the real uid)
+        argv = _read_proc(pid, "cmdline").rstrip(b"\0").split(b"\0")
         command = " ".join(a.decode("utf-8", "replace") for a in argv)
         if not command:  # (a kernel thread, a zombie: its name)
-            with open(f"/proc/{pid}/comm", "rb") as f:
-                command = f.read().strip().decode("utf-8", "replace") or None
-    except (OSError, ValueError, StopIteration, IndexError):
+            command = _read_proc(pid, "comm").strip().decode("utf-8", "replace") or None
+    except (OSError, ValueError, IndexError):
         pass  # gone, or not visible (another PID namespace, hidepid)
     cache[pid] = (user, command)
     return user, command
+
+
+def _read_proc(pid: int, name: str) -> bytes:
+    """/proc/PID/NAME in one read (status and a command line fit in 64 KiB: longer ones cut)."""
+    fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+_users: dict[int, str] = {}
+
+
+def _user(uid: int) -> str:
+    """The name of ``uid`` (its number where it has none), as `ps` and psutil name it."""
+    name = _users.get(uid)
+    if name is None:
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        _users[uid] = name
+    return name

@@ -68,7 +68,7 @@ def read(nvml: ModuleType, handle: Any, index: int) -> dict[str, Any]:
         handle,
         [_FI_MEMORY_TEMP, _FI_PCIE_TX, _FI_PCIE_RX, _FI_NVLINK_TX, _FI_NVLINK_RX],
     )
-    mem_temp, pcie_tx, pcie_rx, nvlink_tx, nvlink_rx = _field_values(fields, 5)
+    mem_temp, pcie_tx, pcie_rx, nvlink_tx, nvlink_rx = field_values(fields, 5)
     return {
         "sm_clock": read(nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_SM),
         "memory_clock": read(nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_MEM),
@@ -85,7 +85,7 @@ def read(nvml: ModuleType, handle: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _field_values(values: Any, n: int) -> list[int | None]:
+def field_values(values: Any, n: int) -> list[int | None]:
     """NVML field values as integers; None for each one NVML did not give."""
     if values is None:
         return [None] * n

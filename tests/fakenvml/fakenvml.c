@@ -32,7 +32,9 @@
  * nvmlDeviceGetDeviceHandleFromMigDeviceHandle gives their parent, nvmlDeviceGetMigMode says
  * MIG is enabled on that GPU (nothing else is modelled).
  * "memory_temp", "pcie_{tx,rx}_bytes" and "nvlink_{tx,rx}_kib" answer nvmlDeviceGetFieldValues
- * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX; scope ignored);
+ * (NVML_FI_DEV_MEMORY_TEMP, _PCIE_COUNT_TX/RX_BYTES, _NVLINK_THROUGHPUT_DATA_TX/RX; scope ignored),
+ * and so do "power_mw" (NVML_FI_DEV_POWER_AVERAGE) and "power_limit_mw" (_POWER_CURRENT_LIMIT),
+ * with the errors injected for nvmlDeviceGetPowerUsage and _GetEnforcedPowerLimit;
  * other fields answer NOT_SUPPORTED.
  * "xid" lists the XID errors the GPU raised, oldest first: an event set registered for
  * nvmlEventTypeXidCriticalError gets, one nvmlEventSetWait_v2 at a time, those appended after
@@ -50,6 +52,10 @@
  *
  * $FAKE_NVML_LOG, if set, names a file to which "init <pid>" and "shutdown <pid>" lines are
  * appended, so tests can check that a process initialises NVML once and shuts it down.
+ *
+ * $FAKE_NVML_CALLS, if set, names a file to which "<C function> <pid>" is appended at every
+ * call of an NVML function (init and shutdown included), so tests and bench/startup.py can
+ * count the calls a command makes per GPU.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -449,18 +455,31 @@ static nvmlReturn_t load(void)
 
 /* ------------------------------------------------------------------ call framework -- */
 
-/* Every entry point: lock, (re)load the state, check injection; end() unlocks. */
-static nvmlReturn_t sys_begin(const char *fn)
+static void count_call(const char *fn)
+{
+	const char *path = getenv("FAKE_NVML_CALLS");
+	FILE *f = path && *path ? fopen(path, "a") : NULL;
+	if (!f) return;
+	fprintf(f, "%s %d\n", fn, (int)getpid());
+	fclose(f);
+}
+
+/* Every entry point: lock, count the call (as fn), (re)load the state, check the injection
+ * for inject ("": none at system level); end() unlocks. */
+static nvmlReturn_t begin(const char *fn, const char *inject)
 {
 	pthread_mutex_lock(&mu);
+	count_call(fn);
 	if (!init_count) return E_UNINITIALIZED;
 	nvmlReturn_t rc = load();
-	return rc ? (rc == E_DRIVER_NOT_LOADED ? E_UNKNOWN : rc) : injected(&st.errs, fn);
+	return rc ? (rc == E_DRIVER_NOT_LOADED ? E_UNKNOWN : rc) : injected(&st.errs, inject);
 }
+
+static nvmlReturn_t sys_begin(const char *fn) { return begin(fn, fn); }
 
 static nvmlReturn_t dev_begin(const char *fn, nvmlDevice_t h, Gpu **g)
 {
-	nvmlReturn_t rc = sys_begin("");
+	nvmlReturn_t rc = begin(fn, "");
 	if (rc) return rc;
 	if (!h || h < handles || h >= handles + MAXGPU) return E_INVALID_ARGUMENT;
 	if (h->index >= st.ngpu) return E_GPU_IS_LOST; /* removed from the state file */
@@ -505,6 +524,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
 	(void)flags;
 	pthread_mutex_lock(&mu);
+	count_call(__func__);
 	nvmlReturn_t rc = load();
 	if (!rc) rc = injected(&st.errs, "nvmlInitWithFlags");
 	if (!rc) rc = injected(&st.errs, "nvmlInit");
@@ -519,6 +539,7 @@ nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
 nvmlReturn_t nvmlShutdown(void)
 {
 	pthread_mutex_lock(&mu);
+	count_call(__func__);
 	if (!init_count) return end(E_UNINITIALIZED);
 	init_count--;
 	log_call("shutdown");
@@ -567,7 +588,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
-	nvmlReturn_t rc = sys_begin("");
+	nvmlReturn_t rc = begin(__func__, "");
 	if (!rc && index >= (unsigned)st.ngpu) rc = E_INVALID_ARGUMENT;
 	if (!rc) rc = injected(&st.gpu[index].errs, __func__);
 	if (!rc) {
@@ -579,7 +600,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
-	nvmlReturn_t rc = sys_begin("");
+	nvmlReturn_t rc = begin(__func__, "");
 	for (int i = 0; !rc && uuid && i < st.ngpu; i++)
 		for (int k = 0; k < st.gpu[i].nmig; k++)
 			if (!strcmp(st.gpu[i].mig[k], uuid)) {
@@ -599,7 +620,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device)
 {
-	nvmlReturn_t rc = sys_begin("");
+	nvmlReturn_t rc = begin(__func__, "");
 	struct nvmlDevice_st *first = &mig_handles[0][0];
 	if (!rc && (!mig || mig < first || mig >= first + MAXGPU * MAXMIG)) rc = E_INVALID_ARGUMENT;
 	if (!rc && mig->index >= st.ngpu) rc = E_GPU_IS_LOST;
@@ -900,9 +921,14 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_
 			: v->fieldId == 197 ? g->pcie_tx_bytes      /* NVML_FI_DEV_PCIE_COUNT_TX_BYTES */
 			: v->fieldId == 198 ? g->pcie_rx_bytes      /* ..._RX_BYTES */
 			: v->fieldId == 138 ? g->nvlink_tx_kib      /* NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX */
-			: v->fieldId == 139 ? g->nvlink_rx_kib : NA; /* ..._RX */
+			: v->fieldId == 139 ? g->nvlink_rx_kib      /* ..._RX */
+			: v->fieldId == 185 ? g->power_mw           /* NVML_FI_DEV_POWER_AVERAGE */
+			: v->fieldId == 190 ? g->power_limit_mw : NA; /* NVML_FI_DEV_POWER_CURRENT_LIMIT */
+		/* The power fields answer as the calls they stand for do (their injected errors). */
+		nvmlReturn_t err = v->fieldId == 185 ? injected(&g->errs, "nvmlDeviceGetPowerUsage")
+			: v->fieldId == 190 ? injected(&g->errs, "nvmlDeviceGetEnforcedPowerLimit") : OK;
 		v->valueType = 3;
-		v->nvmlReturn = x == NA ? E_NOT_SUPPORTED : OK;
+		v->nvmlReturn = err ? err : x == NA ? E_NOT_SUPPORTED : OK;
 		v->value.ull = x == NA ? 0 : (unsigned long long)x;
 	}
 	return end(rc);
