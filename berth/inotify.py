@@ -10,6 +10,7 @@ poll instead.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import struct
 
@@ -18,6 +19,7 @@ IN_CLOSE_WRITE = 0x00000008
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
 IN_Q_OVERFLOW = 0x00004000
+IN_MASK_ADD = 0x20000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _HEADER = struct.Struct("iIII")
@@ -25,19 +27,39 @@ _HEADER = struct.Struct("iIII")
 
 def watch(paths: list[str], mask: int) -> int | None:
     """A non-blocking inotify descriptor watching each of ``paths`` for ``mask``, or None
-    where inotify cannot be had for every one of them."""
+    where inotify cannot be had for every one of them (``[]``: one watching nothing yet, for
+    :func:`add`)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
     except (OSError, AttributeError):
         return None
     if fd < 0:
         return None
     for path in paths:
-        if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
+        if add(fd, path, mask) != 0:
             os.close(fd)
             return None
     return fd
+
+
+def add(fd: int, path: str, mask: int) -> int:
+    """Watch ``path`` too on ``fd`` (from :func:`watch`): 0, or the errno that refused it
+    (ENOENT: no such directory yet; others: it cannot be watched)."""
+    libc = _libc()
+    if libc.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
+        return ctypes.get_errno() or errno.EIO
+    return 0
+
+
+_cdll: ctypes.CDLL | None = None
+
+
+def _libc() -> ctypes.CDLL:
+    global _cdll
+    if _cdll is None:
+        _cdll = ctypes.CDLL(None, use_errno=True)
+    return _cdll
 
 
 def events(fd: int) -> list[tuple[int, str]]:

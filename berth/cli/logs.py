@@ -7,7 +7,9 @@ berth logs -n 20 12    # its last 20 lines (with -f: then follow, as tail -n 20 
 berth logs 12_3        # task 3 of array 12
 
 The same on the local queue and on Slurm (--backend slurm: the paths Slurm or berth's record of
-the job give); -f exits as `berth wait` does once the job has ended.
+the job give); -f exits as `berth wait` does once the job has ended. -f follows the log by its
+name, as `tail -F`: one not there yet (nor its directory) is waited for, one truncated or
+replaced (rotated) is read again from its start.
 
 Only the job's owner and the admins (root, [claims] admin_group) may read a job's logs. On the
 system daemon each user's logs are theirs (default /var/lib/berth/logs/USER/ID.out), created
@@ -17,6 +19,7 @@ with the umask of the shell that submitted the job.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from berth.backends.base import exit_status
@@ -77,15 +80,23 @@ def last_lines(path: str, n: int) -> int:
 
 
 class _Tail:
+    """One log followed by its name, as ``tail -F`` does: a log truncated (shorter than what
+    was read) or replaced by a new file (rotated: another inode) is read from its start."""
+
     def __init__(self, path: str, out: object, start: int = 0) -> None:
         self.path = path
         self.out = out
         self.pos = start
         self.seen = start > 0  # (a byte of the log read, or some skipped by -n)
+        self.file: tuple[int, int] | None = None  # (device, inode) of the file read
 
     def pump(self) -> None:
         try:
             with open(self.path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_size < self.pos or self.file not in (None, (st.st_dev, st.st_ino)):
+                    self.pos = 0  # rotated or truncated: the new text is all new
+                self.file = (st.st_dev, st.st_ino)
                 f.seek(self.pos)
                 data = f.read()
         except FileNotFoundError:

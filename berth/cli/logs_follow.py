@@ -1,13 +1,16 @@
 """What `berth logs -f` (and `submit -i`) waits on between two reads of a job's logs: a write
 to a log, seen by inotify on the logs' directories (a line shows within milliseconds of being
 written), and the job's end, awaited from the backend in a thread (the daemon answers the
-moment it ends). Where inotify cannot be had (the directory not readable, the kernel's watch
-limit) or may miss writes (Slurm's logs on a network file system, written on another node),
-the logs are read again every :data:`POLL` (Slurm: :data:`POLL_SLURM`) seconds as well.
+moment it ends). A log's directory that is not there yet (``-o runs/7/out.log``: the job
+makes it when it starts) is awaited by inotify too, on its nearest ancestor that is, then
+watched. Where inotify cannot be had (the directory not readable, the kernel's watch limit)
+or may miss writes (Slurm's logs on a network file system, written on another node), the
+logs are read again every :data:`POLL` (Slurm: :data:`POLL_SLURM`) seconds as well.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import threading
@@ -21,6 +24,9 @@ if TYPE_CHECKING:
 POLL = 0.1  # seconds between reads where inotify cannot be had
 POLL_SLURM = 0.5
 MASK = inotify.IN_MODIFY | inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE
+# An ancestor of a log's directory that is not there yet: only what is made in it (added to
+# what it is watched for already, should it be another log's directory).
+AWAIT = inotify.IN_CREATE | inotify.IN_MOVED_TO | inotify.IN_MASK_ADD
 
 
 class Wakes:
@@ -31,8 +37,13 @@ class Wakes:
         self.backend = backend
         self.job_id = job_id
         self.names = {os.path.basename(p) for p in paths}
-        dirs = sorted({os.path.dirname(os.path.abspath(p)) for p in paths})
-        self.fd = inotify.watch(dirs, MASK)
+        self.fd = inotify.watch([], MASK)
+        self.missing: list[str] = []  # directories not there yet, awaited on an ancestor
+        self.steps: set[str] = set()  # the names on their way there
+        if self.fd is not None and not self._arm(
+            sorted({os.path.dirname(os.path.abspath(p)) for p in paths})
+        ):
+            self.close()
         slurm = backend.name == "slurm"
         self.poll: float | None = POLL_SLURM if slurm else (None if self.fd is not None else POLL)
         self.ended = False
@@ -40,6 +51,26 @@ class Wakes:
         self._error: BaseException | None = None
         self._r, self._w = os.pipe()
         threading.Thread(target=self._await_end, name="berth-logs-end", daemon=True).start()
+
+    def _arm(self, dirs: list[str]) -> bool:
+        """Watch each of ``dirs``; one not there yet is awaited on its nearest ancestor that
+        is (kept in :attr:`missing` until it is watched). False: one cannot be watched."""
+        assert self.fd is not None
+        self.missing = []
+        self.steps = set()
+        for d in dirs:
+            while (err := inotify.add(self.fd, d, MASK)) == errno.ENOENT:
+                there = _nearest(d)
+                if inotify.add(self.fd, there, AWAIT) != 0:
+                    return False
+                if _nearest(d) == there:  # (else made meanwhile, unseen: look again)
+                    self.missing.append(d)
+                    self.steps.update(os.path.relpath(d, there).split(os.sep))
+                    break
+            else:
+                if err != 0:
+                    return False
+        return True
 
     def _await_end(self) -> None:
         try:
@@ -56,19 +87,32 @@ class Wakes:
         return self._info
 
     def wait(self) -> None:
-        watched = [self._r] if self.fd is None else [self._r, self.fd]
         while not self.ended:
+            watched = [self._r] if self.fd is None else [self._r, self.fd]
             try:
                 ready, _, _ = select.select(watched, [], [], self.poll)
             except InterruptedError:
                 continue
             if not ready or self._r in ready:
                 return
-            touched = inotify.names(self.fd) if self.fd is not None else None
+            assert self.fd is not None
+            touched = inotify.names(self.fd)
             if touched is None or touched & self.names:
+                return
+            if touched & self.steps:  # (an awaited directory, or a step towards it)
+                if not self._arm(self.missing):
+                    self.close()
+                    self.poll = self.poll or POLL
                 return
 
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _nearest(path: str) -> str:
+    """``path`` if it is a directory, else its nearest ancestor that is."""
+    while not os.path.isdir(path) and path != os.path.dirname(path):
+        path = os.path.dirname(path)
+    return path
