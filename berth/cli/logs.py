@@ -8,8 +8,8 @@ berth logs 12_3        # task 3 of array 12
 
 The same on the local queue and on Slurm (--backend slurm: the paths Slurm or berth's record of
 the job give); -f exits as `berth wait` does once the job has ended. -f follows the log by its
-name, as `tail -F`: one not there yet (nor its directory) is waited for, one truncated or
-replaced (rotated) is read again from its start.
+name, as `tail -F`: one not there yet (nor its directory) is waited for, one truncated is read
+again from its start, one replaced (rotated) to its end and then the new one.
 
 Only the job's owner and the admins (root, [claims] admin_group) may read a job's logs. On the
 system daemon each user's logs are theirs (default /var/lib/berth/logs/USER/ID.out), created
@@ -31,6 +31,7 @@ from berth.errors import BerthError, Refused, UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import BinaryIO
 
     from berth.backends.base import Backend, JobInfo
 
@@ -80,27 +81,39 @@ def last_lines(path: str, n: int) -> int:
 
 
 class _Tail:
-    """One log followed by its name, as ``tail -F`` does: a log truncated (shorter than what
-    was read) or replaced by a new file (rotated: another inode) is read from its start."""
+    """One log followed by its name, as ``tail -F`` does: kept open between reads; one
+    truncated (shorter than what was read) is read again from its start, and one replaced by
+    a new file (rotated) is read to its end, then the new one from its start."""
 
     def __init__(self, path: str, out: object, start: int = 0) -> None:
         self.path = path
         self.out = out
         self.pos = start
         self.seen = start > 0  # (a byte of the log read, or some skipped by -n)
-        self.file: tuple[int, int] | None = None  # (device, inode) of the file read
+        self.f: BinaryIO | None = None
 
     def pump(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                st = os.fstat(f.fileno())
-                if st.st_size < self.pos or self.file not in (None, (st.st_dev, st.st_ino)):
-                    self.pos = 0  # rotated or truncated: the new text is all new
-                self.file = (st.st_dev, st.st_ino)
-                f.seek(self.pos)
-                data = f.read()
-        except FileNotFoundError:
-            return
+        while True:
+            if self.f is None:
+                try:
+                    self.f = open(self.path, "rb")
+                except FileNotFoundError:
+                    return
+            st = os.fstat(self.f.fileno())
+            if st.st_size < self.pos:
+                self.pos = 0  # truncated: what it holds now is all new
+            self.f.seek(self.pos)
+            self._show(self.f.read())
+            try:
+                now = os.stat(self.path)
+            except FileNotFoundError:
+                return  # (renamed away, no new one yet: the old is still read)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                return
+            self.close()  # rotated: the old one read to its end, now the new one
+            self.pos = 0
+
+    def _show(self, data: bytes) -> None:
         if data:
             self.pos += len(data)
             self.seen = True
@@ -108,6 +121,11 @@ class _Tail:
             if buf is not None:
                 buf.write(data)
                 buf.flush()
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
 
 
 def follow(
@@ -151,6 +169,8 @@ def follow(
         return 0
     finally:
         wakes.close()
+        for t in tails:
+            t.close()
 
 
 def run(args: argparse.Namespace) -> int:

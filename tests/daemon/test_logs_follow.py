@@ -142,7 +142,8 @@ def test_logs_f_reads_a_truncated_or_rotated_log_from_its_start(daemon):
     """As `tail -F`: a log emptied under the follower (`: > out.log`, logrotate's
     copytruncate) shows what is written after from its first byte (it read on from the old
     offset: "second" came out as its last byte); one replaced by a new file (rotated) is read
-    from the start of the new one."""
+    to its end (the line written just before the new file came was lost), then the new one
+    from its start."""
     daemon.start(gpus=1)
     d = str(daemon.fake.root)
     log = os.path.join(d, "out.log")
@@ -156,13 +157,15 @@ def test_logs_f_reads_a_truncated_or_rotated_log_from_its_start(daemon):
             out.truncate(0)  # (the job appends: its next line lands at the start)
         open(os.path.join(d, "T1"), "w").close()
         f.shows(b"second\n")
-        os.rename(log, log + ".1")  # rotated: a new file in its place
+        os.rename(log, log + ".1")  # rotated: a new file in its place ...
+        with open(log + ".1", "ab") as old:
+            old.write(b"last of the old\n")  # (... once the old one's last line is written)
         with open(log + ".new", "wb") as new:
             new.write(b"new file\n")
         os.rename(log + ".new", log)
         f.shows(b"new file\n")
         open(os.path.join(d, "T2"), "w").close()
-        assert f.end() == [b"first-line\n", b"second\n", b"new file\n"]
+        assert f.end() == [b"first-line\n", b"second\n", b"last of the old\n", b"new file\n"]
     finally:
         f.kill()
 
