@@ -1,0 +1,115 @@
+"""Submit -> the job's first output line on an idle GPU, as users run it, beside task-spooler
+in the same run (issue 35).
+
+Usage (from the repository root):
+
+    .venv/bin/python bench/first_line.py [--rounds 30]
+
+One daemon (this checkout's) sees 8 idle GPUs through the fake NVML of tests/fakenvml; one
+task-spooler server (its own socket and TMPDIR, as bench/peers.py runs it) has 8 slots. Each
+shape's time runs from starting the first command to reading ``hi`` on its stdout (a pipe):
+
+- ``berth submit -i -- echo hi``: submit and stream the job's output (the installed console
+  script, run by this interpreter);
+- ``berth submit --parsable -- echo hi``, then ``berth logs -f JOB``;
+- ``tsp -f -n echo hi``: task-spooler's submit that waits in the terminal, output to it
+  (``tsp echo hi`` then ``tsp -c JOB`` is no shape to time: ``-c`` of a job that has not
+  started yet fails at once, exit code 255).
+
+The order of the shapes alternates from round to round; prints p50 and p90 of each, the
+ratio of berth's to task-spooler's in the same run, and the load average before and after.
+Target: berth's submit -> first line <= 30 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from daemon_bench import Daemon
+from dispatch_nvml import fake_nvml, tsp_binary
+from peers import Tsp
+from startup import berth_command
+
+
+def _first_line(argv: list[str], env: dict[str, str], t0: float) -> float:
+    """Run ``argv`` to its end; seconds from ``t0`` to its first line on stdout ("hi")."""
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    t = time.perf_counter() - t0
+    p.stdout.read()
+    assert p.wait() == 0 and line == b"hi\n", (argv, p.returncode, line)
+    return t
+
+
+def _run_out(argv: list[str], env: dict[str, str]) -> str:
+    return subprocess.run(argv, env=env, capture_output=True, check=True).stdout.decode().strip()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=30)
+    args = ap.parse_args()
+    tsp_bin = tsp_binary()
+    if tsp_bin is None:
+        sys.stderr.write("task-spooler not found (apt-get install task-spooler)\n")
+        return 2
+    with open("/proc/loadavg") as f:
+        load_before = f.read().strip()
+    tmp = tempfile.mkdtemp(prefix="bench-first-")
+    d = Daemon(gpus=8, nvml_env=fake_nvml(tmp, 8))
+    tsp = Tsp(tsp_bin, 8)
+    berth = berth_command()
+    env = {k: v for k, v in d.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def submit_i() -> float:
+        return _first_line([*berth, "submit", "-i", "--", "echo", "hi"], env, time.perf_counter())
+
+    def submit_logs() -> float:
+        t0 = time.perf_counter()
+        job = _run_out([*berth, "submit", "--parsable", "--", "echo", "hi"], env)
+        return _first_line([*berth, "logs", "-f", job], env, t0)
+
+    def tsp_f() -> float:
+        return _first_line([tsp.bin, "-f", "-n", "echo", "hi"], tsp.env, time.perf_counter())
+
+    shapes = {
+        "berth submit -i": submit_i,
+        "berth submit; logs -f": submit_logs,
+        "tsp -f -n": tsp_f,
+    }
+    times: dict[str, list[float]] = {name: [] for name in shapes}
+    try:
+        for fn in shapes.values():  # warm up (byte-compiled modules, the servers' first job)
+            fn()
+        for k in range(args.rounds):
+            order = list(shapes.items())
+            for name, fn in order if k % 2 == 0 else order[::-1]:
+                times[name].append(fn())
+    finally:
+        tsp.stop()
+        d.stop()
+    with open("/proc/loadavg") as f:
+        load_after = f.read().strip()
+    print(f"submit -> first output line, idle GPU (8 fake GPUs; tsp: 8 slots), {args.rounds} "
+          f"rounds; load before {load_before}, after {load_after}")  # fmt: skip
+    p50 = {name: statistics.median(ts) * 1000 for name, ts in times.items()}
+    for name, ts in times.items():
+        ms = sorted(t * 1000 for t in ts)
+        print(f"{name:<22} p50 {p50[name]:6.1f} ms  p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms")
+    tsp_p50 = p50["tsp -f -n"]
+    print(f"over tsp -f -n: submit -i {p50['berth submit -i'] / tsp_p50:.2f}x, submit; logs -f "
+          f"{p50['berth submit; logs -f'] / tsp_p50:.2f}x")  # fmt: skip
+    return 0 if p50["berth submit -i"] <= 30 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
