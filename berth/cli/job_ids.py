@@ -5,14 +5,14 @@
 
 from __future__ import annotations
 
-import argparse
-
 
 def job_id(text: str) -> str:
     """A job id as the user wrote it: ``12`` or ``12_3``."""
     head, _, task = text.partition("_")
     digits = text.isascii() and head.isdigit() and (not task or task.isdigit())
     if not digits:  # (str.isdigit alone takes "²" and "٣")
+        import argparse  # rare: a malformed id (`submit -i` imports this module, not argparse)
+
         raise argparse.ArgumentTypeError(f"invalid job id {text!r}: expected 12 or 12_3")
     return text
 

@@ -18,7 +18,6 @@ with the umask of the shell that submitted the job.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -48,6 +47,8 @@ def wait_end(backend: Backend, job_id: str, as_json: bool = False) -> int:
     """Block until the job (all of an array) ends; its exit status (`berth wait`'s rule)."""
     info = backend.wait(job_id, float("inf"))
     if as_json:
+        import json  # rare: --json
+
         sys.stdout.write(json.dumps(info.to_dict() if info else None) + "\n")
     elif info is not None:
         sys.stderr.write(f"job {job_id} {info.state} (exit code {info.exit_code})\n")
@@ -203,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise BerthError(f"cannot read the log {shown(path)}: {e.strerror}") from None
     if args.json:
+        import json  # rare: --json
+
         sys.stdout.write(json.dumps({"path": path, "text": data.decode("utf-8", "replace")}))
         sys.stdout.write("\n")
     else:

@@ -116,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
         submit_dry.show(submit_dry.ask("submit", job=job.to_dict()), args.json)
         return 0
     with Client() as c:
-        reply = c.call("submit", job=job.to_dict())
+        c.send("submit", job=job.to_dict())
+        if args.interactive or args.wait:
+            _ready_to_follow(args.interactive)  # (while the daemon queues and starts the job)
+        reply = c.receive()
         job_id = reply["job_id"]
         if reply.get("duplicate"):
             sys.stderr.write(
@@ -143,6 +146,16 @@ def run(args: argparse.Namespace) -> int:
             return follow(Local(), str(job_id), reply["stdout"], reply["stderr"], True)
         return wait_end(Local(), str(job_id), args.json)
     return 0
+
+
+def _ready_to_follow(interactive: bool) -> None:
+    """Import what -i and --wait run once the job is queued (~5 ms), while the daemon
+    commits it: its first line comes that much sooner."""
+    import berth.backends.local  # rare: -i, --wait
+    import berth.cli.logs  # rare: -i, --wait
+
+    if interactive:
+        import berth.cli.logs_follow  # noqa: F401  rare: -i (ctypes, threading)
 
 
 def _limit_said(reply: dict[str, Any]) -> str:
