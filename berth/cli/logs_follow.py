@@ -50,7 +50,7 @@ class Wakes:
         self._info: JobInfo | None = None
         self._error: BaseException | None = None
         self._r, self._w = os.pipe()
-        threading.Thread(target=self._await_end, name="berth-logs-end", daemon=True).start()
+        self._waiter: threading.Thread | None = None  # started at the first wait: see there
 
     def _arm(self, dirs: list[str]) -> bool:
         """Watch each of ``dirs``; one not there yet is awaited on its nearest ancestor that
@@ -87,6 +87,12 @@ class Wakes:
         return self._info
 
     def wait(self) -> None:
+        if self._waiter is None:  # (not before: the first read of the logs, the job's first
+            # line maybe, would wait for the GIL while the thread connects, ~5 ms)
+            self._waiter = threading.Thread(
+                target=self._await_end, name="berth-logs-end", daemon=True
+            )
+            self._waiter.start()
         while not self.ended:
             watched = [self._r] if self.fd is None else [self._r, self.fd]
             try:
