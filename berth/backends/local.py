@@ -10,11 +10,10 @@ last ``list`` in :attr:`Local.about`, for `berth queue`'s header and users' bloc
 
 from __future__ import annotations
 
-import json
-
 from berth.backends.base import JobInfo, Submitted, aggregate, named
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
+from berth.wire import cjson
 from berth.wire.jobrow import JobRow
 
 TYPE_CHECKING = False
@@ -31,14 +30,14 @@ _END = b'{"ok":true,"end":true'  # ... its last frame
 
 
 def _object(raw: bytes) -> dict[str, Any]:
-    msg = json.loads(raw)
+    msg = cjson.loads(raw)
     assert isinstance(msg, dict)
     return msg
 
 
 def _dump(value: Any) -> bytes:
     """``value`` encoded as the daemon encodes its answers (berth.wire.protocol.encode)."""
-    return json.dumps(value, separators=(",", ":")).encode()
+    return cjson.dumps(value).encode()
 
 
 def _int(job_id: str) -> int | str:
