@@ -12,12 +12,15 @@ shape's time runs from starting the first command to reading ``hi`` on its stdou
 - ``berth submit -i -- echo hi``: submit and stream the job's output (the installed console
   script, run by this interpreter);
 - ``berth submit --parsable -- echo hi``, then ``berth logs -f JOB``;
+- ``python -c "print('hi')"``: the interpreter's own start, the floor of any Python client;
 - ``tsp -f -n echo hi``: task-spooler's submit that waits in the terminal, output to it
   (``tsp echo hi`` then ``tsp -c JOB`` is no shape to time: ``-c`` of a job that has not
   started yet fails at once, exit code 255).
 
 The order of the shapes alternates from round to round; prints p50 and p90 of each, the
-ratio of berth's to task-spooler's in the same run, and the load average before and after.
+CPU time of its client processes (user + system: less moved by the load than wall time),
+the ratio of berth's to task-spooler's in the same run, and the load average before and
+after.
 Target: berth's submit -> first line <= 30 ms.
 """
 
@@ -39,19 +42,27 @@ from peers import Tsp
 from startup import berth_command
 
 
-def _first_line(argv: list[str], env: dict[str, str], t0: float) -> float:
-    """Run ``argv`` to its end; seconds from ``t0`` to its first line on stdout ("hi")."""
+def _first_line(argv: list[str], env: dict[str, str], t0: float) -> tuple[float, float]:
+    """Run ``argv`` to its end: (seconds from ``t0`` to its first line on stdout, "hi"; its
+    CPU seconds, user + system, less moved by the machine's load than wall time)."""
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert p.stdout is not None
     line = p.stdout.readline()
     t = time.perf_counter() - t0
     p.stdout.read()
-    assert p.wait() == 0 and line == b"hi\n", (argv, p.returncode, line)
-    return t
+    _, status, usage = os.wait4(p.pid, 0)
+    assert status == 0 and line == b"hi\n", (argv, status, line)
+    return t, usage.ru_utime + usage.ru_stime
 
 
-def _run_out(argv: list[str], env: dict[str, str]) -> str:
-    return subprocess.run(argv, env=env, capture_output=True, check=True).stdout.decode().strip()
+def _run_out(argv: list[str], env: dict[str, str]) -> tuple[str, float]:
+    """(stdout, CPU seconds) of ``argv``."""
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert p.stdout is not None
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    assert status == 0, (argv, status)
+    return out.decode().strip(), usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -70,30 +81,39 @@ def main() -> int:
     berth = berth_command()
     env = {k: v for k, v in d.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-    def submit_i() -> float:
+    def submit_i() -> tuple[float, float]:
         return _first_line([*berth, "submit", "-i", "--", "echo", "hi"], env, time.perf_counter())
 
-    def submit_logs() -> float:
+    def submit_logs() -> tuple[float, float]:
         t0 = time.perf_counter()
-        job = _run_out([*berth, "submit", "--parsable", "--", "echo", "hi"], env)
-        return _first_line([*berth, "logs", "-f", job], env, t0)
+        job, cpu = _run_out([*berth, "submit", "--parsable", "--", "echo", "hi"], env)
+        t, cpu_logs = _first_line([*berth, "logs", "-f", job], env, t0)
+        return t, cpu + cpu_logs
 
-    def tsp_f() -> float:
+    def tsp_f() -> tuple[float, float]:
         return _first_line([tsp.bin, "-f", "-n", "echo", "hi"], tsp.env, time.perf_counter())
 
+    def python_print() -> tuple[float, float]:
+        argv = [sys.executable, "-c", "print('hi')"]
+        return _first_line(argv, env, time.perf_counter())
+
     shapes = {
+        "python -c print('hi')": python_print,
         "berth submit -i": submit_i,
         "berth submit; logs -f": submit_logs,
         "tsp -f -n": tsp_f,
     }
     times: dict[str, list[float]] = {name: [] for name in shapes}
+    cpus: dict[str, list[float]] = {name: [] for name in shapes}
     try:
         for fn in shapes.values():  # warm up (byte-compiled modules, the servers' first job)
             fn()
         for k in range(args.rounds):
             order = list(shapes.items())
             for name, fn in order if k % 2 == 0 else order[::-1]:
-                times[name].append(fn())
+                t, cpu = fn()
+                times[name].append(t)
+                cpus[name].append(cpu)
     finally:
         tsp.stop()
         d.stop()
@@ -104,7 +124,9 @@ def main() -> int:
     p50 = {name: statistics.median(ts) * 1000 for name, ts in times.items()}
     for name, ts in times.items():
         ms = sorted(t * 1000 for t in ts)
-        print(f"{name:<22} p50 {p50[name]:6.1f} ms  p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms")
+        cpu = statistics.median(cpus[name]) * 1000
+        print(f"{name:<22} p50 {p50[name]:6.1f} ms  p90 {ms[int(0.9 * (len(ms) - 1))]:6.1f} ms  "
+              f"client CPU p50 {cpu:5.1f} ms")  # fmt: skip
     tsp_p50 = p50["tsp -f -n"]
     print(f"over tsp -f -n: submit -i {p50['berth submit -i'] / tsp_p50:.2f}x, submit; logs -f "
           f"{p50['berth submit; logs -f'] / tsp_p50:.2f}x")  # fmt: skip
