@@ -2,7 +2,7 @@
 
 Usage (from the repository root):
 
-    .venv/bin/python bench/startup.py [--rounds 40]
+    .venv/bin/python bench/startup.py [--rounds 40] [--procs 20] [--before PYTHON]
 
 Everything runs with this interpreter, in interleaved rounds (so drift hits all alike):
 
@@ -87,6 +87,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=40, help="repetitions of each command")
     ap.add_argument("--procs", type=int, default=20, help="GPU processes on the 8 GPUs")
+    ap.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="also `berth status` of the environment of this interpreter (another checkout's "
+        "berth installed in it: a before/after in the same rounds)",
+    )
     args = ap.parse_args()
     sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.procs)]
     try:
@@ -147,6 +153,9 @@ def measure(args: argparse.Namespace, pids: list[int]) -> int:
         "berth select": [*berth, "select"],
         "berth status": [*berth, "status"],
     }
+    if args.before:
+        before = os.path.join(os.path.dirname(args.before), "berth")
+        commands["status (before)"] = [args.before, before, "status"]
     for name, cmd in commands.items():  # warm up, and check that each works
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if r.returncode != 0:
