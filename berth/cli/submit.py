@@ -155,7 +155,7 @@ def _ready_to_follow(interactive: bool) -> None:
     import berth.cli.logs  # rare: -i, --wait
 
     if interactive:
-        import berth.cli.logs_follow  # noqa: F401  rare: -i (ctypes, threading)
+        import berth.cli.logs_follow  # noqa: F401  rare: -i (ctypes)
 
 
 def _limit_said(reply: dict[str, Any]) -> str:
