@@ -12,6 +12,8 @@ shape's time runs from starting the first command to reading ``hi`` on its stdou
 - ``berth submit -i -- echo hi``: submit and stream the job's output (the installed console
   script, run by this interpreter);
 - ``berth submit --parsable -- echo hi``, then ``berth logs -f JOB``;
+- the daemon alone: a submit sent from this process, to the job running (``date +%s.%N``
+  stamps when it ran): its commit, the supervisor's start of the job, the exec;
 - ``python -c "print('hi')"``: the interpreter's own start, the floor of any Python client;
 - ``tsp -f -n echo hi``: task-spooler's submit that waits in the terminal, output to it
   (``tsp echo hi`` then ``tsp -c JOB`` is no shape to time: ``-c`` of a job that has not
@@ -97,7 +99,17 @@ def main() -> int:
         argv = [sys.executable, "-c", "print('hi')"]
         return _first_line(argv, env, time.perf_counter())
 
+    def daemon_alone() -> tuple[float, float]:
+        """The daemon's part: from sending the submit (this process's client) to the job
+        running (``date`` stamps the time it ran); no client process to start."""
+        t0 = time.time()
+        reply = d.call("submit", job=d.job(["date", "+%s.%N"]))
+        d.call("wait", job_id=reply["job_id"], timeout=30)
+        with open(reply["stdout"]) as f:
+            return float(f.read()) - t0, 0.0
+
     shapes = {
+        "daemon: submit -> runs": daemon_alone,
         "python -c print('hi')": python_print,
         "berth submit -i": submit_i,
         "berth submit; logs -f": submit_logs,
