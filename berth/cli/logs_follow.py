@@ -103,13 +103,13 @@ class Wakes:
             if not ready or self._r in ready:
                 return
             assert self.fd is not None
-            touched = inotify.names(self.fd)
-            if touched is None or touched & self.names:
-                return
-            if touched & self.steps:  # (an awaited directory, or a step towards it)
-                if not self._arm(self.missing):
+            touched = inotify.names(self.fd)  # (None: the queue overflowed, anything changed)
+            if self.missing and (touched is None or touched & self.steps):
+                if not self._arm(self.missing):  # (an awaited directory, or a step to it)
                     self.close()
                     self.poll = self.poll or POLL
+                return
+            if touched is None or touched & self.names:
                 return
 
     def close(self) -> None:
