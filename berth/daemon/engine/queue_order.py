@@ -75,6 +75,15 @@ class QueueOrder:
             self._tenant(job, -1)
             self._changed = True
 
+    def waits_without_gpu(self) -> bool | None:
+        """Whether some pending job asks no GPU (-g 0), from the count the ranking keeps;
+        None when that is not known without a walk of the queue (no ranking, or one to
+        rebuild)."""
+        ranking = self._ranking
+        if ranking is None or self.dirty or self._policy != "balanced":
+            return None
+        return ranking.no_gpu > 0
+
     def pending(self, jobs: Iterable[Job], policy: str, now: float) -> Sequence[Job]:
         """The pending jobs of ``jobs`` in ``policy``'s order at ``now``."""
         if policy == "balanced":
