@@ -125,7 +125,7 @@ def test_the_profile_of_a_short_queue_is_its_pending_demand_and_listed_only_when
 
 
 def test_whether_a_job_without_gpus_waits_is_counted_through_every_kind_of_change() -> None:
-    """``waits_without_gpu`` (what a pass asks when every GPU is taken: could a -g 0 job
+    """``counted_without_gpu`` (what a pass asks when every GPU is taken: could a -g 0 job
     start?) is the truth of the queue whenever it answers, through joins, starts, cancels
     and rejoins; it answers None (the caller walks the queue) when it cannot know."""
     rng = random.Random(35)
@@ -156,11 +156,12 @@ def test_whether_a_job_without_gpus_waits_is_counted_through_every_kind_of_chang
                     order.joined(j)
         if step % 4 == 0:
             order.pending(jobs.values(), "balanced", now)
-        known = order.waits_without_gpu()
+        known = order.counted_without_gpu()
+        truth = any(j.request.gpus == 0 for j in jobs.values() if j.state is State.PENDING)
         if known is not None:
             answered += 1
-            truth = any(j.request.gpus == 0 for j in jobs.values() if j.state is State.PENDING)
             assert known == truth, step
+        assert order.waits_without_gpu(jobs.values) == truth, step
     assert answered > 200  # (it answers most of the time: the walk it spares is the point)
 
 
