@@ -178,6 +178,32 @@ def run_tsp(
     return gaps, makespan
 
 
+def run_sgs(sgs: str, jobs: int, seconds: float, gpus: int, script: str) -> tuple[list[float], float]:
+    """simple-gpu-scheduler: the same script on its stdin, one line a job; it sets
+    ``CUDA_VISIBLE_DEVICES`` to the GPU it gives each line (no lock files needed)."""
+    tmp = tempfile.mkdtemp(prefix="bs-", dir="/tmp")
+    try:
+        env = {**os.environ, **fake_nvml(tmp, gpus)}
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        stamps = os.path.join(tmp, "stamps")
+        lines = "".join(f"bash {script} {stamps} {seconds}\n" for _ in range(jobs))
+        subprocess.run(
+            [sgs, "--gpus", ",".join(str(i) for i in range(gpus))], input=lines.encode(),
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+        )  # fmt: skip
+        gaps, makespan, ended = read_stamps(stamps)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert ended == jobs, f"simple-gpu-scheduler: {ended} of {jobs} jobs ended"
+    return gaps, makespan
+
+
+def sgs_binary() -> str | None:
+    """simple-gpu-scheduler's script: ``BENCH_SGS``, else on PATH."""
+    path = os.environ.get("BENCH_SGS") or shutil.which("simple_gpu_scheduler")
+    return path if path and os.access(path, os.X_OK) else None
+
+
 def _pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))]
@@ -194,7 +220,7 @@ def _figures(gaps: list[float], makespans: list[float]) -> dict[str, Any]:
 
 def bench_nvml() -> list[dict[str, Any]]:
     rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
-    tsp = tsp_binary()
+    tsp, sgs = tsp_binary(), sgs_binary()
     tmp = tempfile.mkdtemp(prefix="bj-", dir="/tmp")
     script = os.path.join(tmp, "job.sh")
     with open(script, "w") as f:
@@ -205,26 +231,42 @@ def bench_nvml() -> list[dict[str, Any]]:
             runs: dict[str, tuple[list[float], list[float]]] = {"berth": ([], [])}
             if tsp:
                 runs["tsp"] = ([], [])
-            for _ in range(rounds):
-                for name, (gaps, spans) in runs.items():
+            if sgs:
+                runs["sgs"] = ([], [])
+            loads = []
+            for r in range(rounds):
+                names = list(runs)
+                order = names[r % len(names) :] + names[: r % len(names)]  # (alternating)
+                loads.append(os.getloadavg()[0])
+                for name in order:
+                    gaps, spans = runs[name]
                     if name == "berth":
                         g, m = run_berth(jobs, seconds, gpus, script)
-                    else:
+                    elif name == "tsp":
                         assert tsp is not None
                         g, m = run_tsp(tsp, jobs, seconds, gpus, script)
+                    else:
+                        assert sgs is not None
+                        g, m = run_sgs(sgs, jobs, seconds, gpus, script)
                     gaps += g
                     spans.append(m)
             row: dict[str, Any] = {"jobs": jobs, "seconds": seconds, "gpus": gpus}
             row["rounds"] = rounds
             for name, (gaps, spans) in runs.items():
                 row[name] = _figures(gaps, spans)
-            if tsp:
-                row["makespan_ratio"] = round(
-                    row["berth"]["makespan_s"] / row["tsp"]["makespan_s"], 3
-                )
-            else:
+            for name in ("tsp", "sgs"):
+                if name in runs:
+                    row[f"makespan_ratio_{name}"] = round(
+                        row["berth"]["makespan_s"] / row[name]["makespan_s"], 3
+                    )
+                    row[f"gap_p50_minus_{name}_ms"] = round(
+                        row["berth"]["gap_ms_p50"] - row[name]["gap_ms_p50"], 1
+                    )
+            if not tsp:
                 row["tsp"] = "not installed (apt-get install task-spooler)"
-            row["loadavg_1min"] = os.getloadavg()[0]
+            if not sgs:
+                row["sgs"] = "not found (BENCH_SGS=path of simple_gpu_scheduler)"
+            row["loadavg_1min"] = loads
             out.append(row)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,7 +22,11 @@ Three figures, ``--rounds`` rounds each, the peers interleaved within a round, w
    job holding every slot), ``gbatch --gpus 1 --begin now+1d true`` (held by its begin time);
    median of ``--submits`` runs a round, interleaved with the baseline;
 2. throughput: ``--jobs`` trivial one-GPU jobs (``true``) on 8 GPUs, first submit to last
-   end: berth pipelined over one connection (bench/daemon_bench.py's), simple-gpu-scheduler
+   end: berth in each shape people submit in (``berth_throughput``: pipelined over one
+   connection with a minimal spec, bench/daemon_bench.py's; and as the CLI sends them, with
+   this process's whole environment: one ``--array``, one ``--file``, and ``--single-jobs``
+   ``berth submit`` processes), each shape and peer once a round in an order that rotates
+   by round, the load average before each run; simple-gpu-scheduler
    with the jobs on its stdin, task-spooler with one ``tsp`` process a job (it has no bulk
    submit) and a last job needing all 8 slots as the barrier; gflow with ``--gflow-jobs``
    jobs only, one ``gbatch`` each (it starts ~1 job a second: a tmux session each);
@@ -48,6 +52,10 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -186,18 +194,35 @@ def submit_round(a: argparse.Namespace, peers: dict[str, Any]) -> dict[str, Any]
 # -- 2. throughput --------------------------------------------------------------------------
 
 
-def berth_throughput(n: int) -> float:
+def berth_throughput(n: int, shape: str = "pipelined", berth: str = "") -> float:
+    """``n`` trivial one-GPU jobs, first submit to last end, in one of berth's shapes:
+    ``pipelined`` (the bench's one connection, a minimal spec), or as the CLI sends them,
+    each carrying this process's whole environment (``--export ALL``, the default):
+    ``array`` (one ``berth submit --array 0-(n-1)``), ``file`` (one ``berth submit --file``
+    of ``n`` lines), ``single`` (``n`` ``berth submit`` processes, one after the other)."""
     d = Daemon(GPUS)
     try:
-        jobs = [d.job(["true"], gpus=1) for _ in range(n)]
         t = time.perf_counter()
-        ids = d.submit_many(jobs)
-        d.wait_idle(ids[-1])
+        if shape == "pipelined":
+            d.submit_many([d.job(["true"], gpus=1) for _ in range(n)])
+        elif shape == "array":
+            timed([berth, "submit", "-g", "1", "--array", f"0-{n - 1}", "--", "true"], d.env)
+        elif shape == "file":
+            lines = os.path.join(d.dir, "jobs.txt")
+            with open(lines, "w") as f:
+                f.write("-g 1 -- true\n" * n)
+            t = time.perf_counter()  # (the file written before the clock: as a user has it)
+            timed([berth, "submit", "--file", lines], d.env)
+        else:
+            for _ in range(n):
+                timed([berth, "submit", "-g", "1", "--", "true"], d.env)
+        d.wait_idle(max(r["id"] for r in d.call("queue", all=True)["jobs"]))
         seconds = time.perf_counter() - t
-        done = sum(r["state"] == "COMPLETED" for r in d.call("queue", all=True)["jobs"])
+        rows = d.call("queue", all=True)["jobs"]
+        done = sum(r["state"] == "COMPLETED" for r in rows)
     finally:
         d.stop()
-    assert done == n, f"berth: {done} of {n} jobs completed"
+    assert done == n, f"berth ({shape}): {done} of {n} jobs completed"
     return n / seconds
 
 
@@ -241,18 +266,35 @@ def gflow_throughput(bindir: str, n: int) -> float:
     return n / seconds
 
 
-def throughput_round(a: argparse.Namespace, peers: dict[str, Any]) -> dict[str, Any]:
-    rate = {"berth": berth_throughput(a.jobs)}
-    if peers["sgs"]:
-        rate["sgs"] = sgs_throughput(peers["sgs"], a.jobs)
-    if peers["tsp"]:
-        rate["tsp"] = tsp_throughput(peers["tsp"], a.jobs)
-    if peers["gflow"]:
-        rate["gflow"] = gflow_throughput(peers["gflow"], a.gflow_jobs)
-    row: dict[str, Any] = {"jobs_per_second": {k: round(v, 1) for k, v in rate.items()}}
-    row["berth_rate_ratio"] = {
-        k: round(rate["berth"] / v, 2) for k, v in rate.items() if k != "berth"
+def throughput_round(a: argparse.Namespace, peers: dict[str, Any], r: int) -> dict[str, Any]:
+    """Every shape and peer once, in an order that rotates by round (``r``), with the load
+    average before each run; then berth's rate in each shape over each peer's."""
+    runs: dict[str, Callable[[], float]] = {
+        "berth_pipelined": lambda: berth_throughput(a.jobs),
+        "berth_array": lambda: berth_throughput(a.jobs, "array", a.berth),
+        "berth_file": lambda: berth_throughput(a.jobs, "file", a.berth),
     }
+    if a.single_jobs:
+        runs["berth_single"] = lambda: berth_throughput(a.single_jobs, "single", a.berth)
+    if peers["sgs"]:
+        runs["sgs"] = lambda: sgs_throughput(peers["sgs"], a.jobs)
+    if peers["tsp"]:
+        runs["tsp"] = lambda: tsp_throughput(peers["tsp"], a.jobs)
+    if peers["gflow"]:
+        runs["gflow"] = lambda: gflow_throughput(peers["gflow"], a.gflow_jobs)
+    names = list(runs)
+    order = names[r % len(names) :] + names[: r % len(names)]
+    rate, loads = {}, {}
+    for name in order:
+        loads[name] = load()
+        rate[name] = runs[name]()
+    row: dict[str, Any] = {"order": order, "loadavg": loads}
+    row["jobs_per_second"] = {k: round(rate[k], 1) for k in names}
+    row["berth_rate_ratio"] = {
+        f"{b.removeprefix('berth_')}/{p}": round(rate[b] / rate[p], 2)
+        for b in names if b.startswith("berth_")
+        for p in names if not p.startswith("berth_")
+    }  # fmt: skip
     return row
 
 
@@ -348,6 +390,8 @@ def main() -> int:
     p.add_argument("--submits", type=int, default=20, help="submit runs a round")
     p.add_argument("--jobs", type=int, default=2000)
     p.add_argument("--gflow-jobs", type=int, default=40)
+    p.add_argument("--single-jobs", type=int, default=200,
+                   help="jobs in berth's single-submit shape (a process each; 0: not run)")  # fmt: skip
     p.add_argument("--queued", type=int, default=10_000)
     p.add_argument("--only", choices=["submit", "throughput", "queue"], action="append")
     a = p.parse_args()
@@ -363,7 +407,7 @@ def main() -> int:
             rows = []
             for r in range(a.rounds):
                 before = load()
-                one = (submit_round if figure == "submit" else throughput_round)(a, peers)
+                one = submit_round(a, peers) if figure == "submit" else throughput_round(a, peers, r)
                 rows.append({"round": r + 1, "loadavg": before, **one})
                 print(json.dumps({"figure": figure, **rows[-1]}), flush=True)
         if figure == "queue":

@@ -5,6 +5,7 @@ them if given, and where each job's CPU goes. Run from the repository root:
 
     .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
     [BENCH_SUBMITS=100000] .venv/bin/python bench/throughput_ab.py --base REV --bench submits [--rounds 4]
+    BENCH_JOBS=10000 .venv/bin/python bench/throughput_ab.py --base REV   # a longer queue
 
 Each tree (``git archive`` of REV, and of HEAD: commit what you measure) runs in a process of
 its own, in the tree's directory with PYTHONPATH on it, so the daemon (``python -m``, whose
@@ -82,7 +83,7 @@ if logdir:
     def job_(self, argv=None, **extra):
         return {**job(self, argv, **extra), "stdout": os.path.join(logdir, "%j.out")}
     db.Daemon.job = job_
-r = db.bench_throughput()
+r = db.bench_throughput(int(os.environ.get("BENCH_JOBS", "2000")))
 n = r["jobs"]
 print(json.dumps({"jobs_per_second": r["jobs_per_second"], "completed": r["completed"],
                   "cpu_ms_per_job": {k: round(v / n * 1000, 3) for k, v in cpu.items()}}))

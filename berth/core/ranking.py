@@ -72,8 +72,8 @@ class Ranking:
     is here (take it out and add it again)."""
 
     __slots__ = (
-        "count", "dirty", "dynamic", "groups", "jobs", "keys", "policy", "requeued", "restricted",
-        "roots",
+        "count", "cpu_only", "dirty", "dynamic", "groups", "jobs", "keys", "no_gpu", "policy",
+        "requeued", "restricted", "roots",
         "where",
     )  # fmt: skip
 
@@ -89,6 +89,8 @@ class Ranking:
         self.requeued = 0  # jobs here that were requeued (order.requeued_last applies)
         self.roots: dict[float, float] = {}  # balanced: time limit -> its square root
         self.restricted = 0  # balanced: jobs here whose request only some GPUs may serve
+        self.cpu_only = 0  # jobs here that ask no GPU, only node CPU (fits.cpu_only's test)
+        self.no_gpu = 0  # jobs here that ask no GPU (-g 0)
 
     def __len__(self) -> int:
         return self.count
@@ -108,6 +110,8 @@ class Ranking:
     def add(self, job: Job) -> None:
         self.count += 1
         self.requeued += requeued(job)
+        self.cpu_only += _cpu_only(job)
+        self.no_gpu += job.request.gpus == 0
         if not self.dynamic:
             key = order_key(job, self.policy)
             k = bisect_left(self.keys, key)
@@ -152,6 +156,8 @@ class Ranking:
         for job in gone:
             self.count -= 1
             self.requeued -= requeued(job)
+            self.cpu_only -= _cpu_only(job)
+            self.no_gpu -= job.request.gpus == 0
             if not self.dynamic:
                 k = bisect_left(self.keys, order_key(job, self.policy))
                 if k < len(self.jobs) and self.jobs[k] is job:
@@ -192,6 +198,11 @@ class Ranking:
                 del self.groups[g.key]
         self.dirty.clear()
         return View(self, now)
+
+
+def _cpu_only(job: Job) -> bool:
+    r = job.request
+    return r.gpus == 0 and bool(r.cpu)
 
 
 class View(Sequence[Job]):

@@ -116,7 +116,10 @@ class Pass:
 
     def _nothing_left(self, cap: Capacity) -> bool:
         if self.cpu_only is None and not cap.n_whole_free:  # (asked at most once a pass)
-            self.cpu_only = cpu_only(self.inp.pending)
+            pending = self.inp.pending  # (a ranking counts its CPU-only jobs: no walk)
+            self.cpu_only = (
+                pending.ranking.cpu_only > 0 if isinstance(pending, View) else cpu_only(pending)
+            )
         return nothing_left(cap, bool(self.cpu_only))
 
     def wait(self, job: Job, reason: Reason, detail: str = "") -> None:

@@ -10,12 +10,17 @@ free -- and nothing else. Fixed seeds: the same queues every run.
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from berth.core import Job, Request, State, transition
+from berth.core import Inputs, Job, Request, State, schedule, transition
 from berth.core.capacity import EPS, INF
+from berth.core.fits import cpu_only
 from berth.core.job import Dependency
 from berth.core.order import order_key
-from berth.core.ranking import Ranking
+from berth.core.placement import Profile
+from berth.core.ranking import Ranking, Walk
+
+from .conftest import gpus
 
 Limits = tuple[int, float, float, bool, int, float]  # narrow()'s arguments
 
@@ -125,3 +130,56 @@ def test_a_narrowed_walk_leaves_out_short_jobs_too_big_for_all_that_is_free() ->
     walk = ranking.at(1000.0).walk()  # type: ignore[attr-defined]
     walk.narrow(0, 0.0, 5000.0, True, 1, 1.0)
     assert [j.id for j in walk] == [99]
+
+
+def test_the_ranking_counts_its_cpu_only_jobs_through_adds_and_prunes() -> None:
+    """``Ranking.cpu_only`` is what ``fits.cpu_only`` would find by walking the queue."""
+    rng = random.Random(20261128)
+    for policy in ("balanced", "fifo"):
+        ranking = Ranking(policy)
+        here: list[Job] = []
+        for _ in range(40):
+            for j in _queue(rng, rng.randrange(0, 30)):
+                j.id += 1000 * len(here) + rng.randrange(10**6) * 10**4  # unique ids
+                if rng.random() < 0.3:
+                    j.request = Request(gpus=0, cpu=rng.choice((0, 2)))
+                ranking.add(j)
+                here.append(j)
+            gone = [j for j in here if rng.random() < 0.3]
+            for j in gone:
+                transition(j, State.CANCELLED, now=5000.0)
+            ranking.prune(gone)
+            here = [j for j in here if j.state is State.PENDING]
+            want = sum(j.request.gpus == 0 and bool(j.request.cpu) for j in here)
+            assert ranking.cpu_only == want
+            assert (ranking.cpu_only > 0) == cpu_only(here)
+
+
+def test_a_pass_with_every_gpu_taken_does_not_walk_the_whole_queue(monkeypatch: Any) -> None:
+    """With no GPU free, the pass stops at the first job it cannot place; asking whether some
+    pending job is CPU-only reads the ranking's count instead of walking the 2,000 others
+    (it did, once a pass: ~15 % of the daemon's samples in bench/peers.py's throughput)."""
+    ranking = Ranking("balanced")
+    for i in range(1, 2001):
+        job = Job(id=i, submit_time=float(i), request=Request(gpus=1))
+        job.queue_time = job.submit_time
+        ranking.add(job)
+    holders = []
+    for i in range(2001, 2005):
+        h = Job(id=i, submit_time=0.0, request=Request(gpus=1))
+        transition(h, State.RUNNING, now=1.0, gpus=(i - 2001,), share=1.0)
+        holders.append(h)
+    walked = 0
+    real = Walk.__next__
+
+    def counting(self: Walk) -> Job:
+        nonlocal walked
+        walked += 1
+        return real(self)
+
+    monkeypatch.setattr(Walk, "__next__", counting)
+    profile = Profile.later(ranking.requests, constrained=False)  # (as the daemon's passes)
+    d = schedule(Inputs(ranking.at(3000.0), holders, gpus(4), now=3000.0, explain=False,
+                        presorted=True, profile=profile))  # fmt: skip
+    assert d.starts == []
+    assert walked < 10, walked

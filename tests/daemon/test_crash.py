@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import records
 from helpers import wait_until
@@ -228,3 +229,59 @@ def test_records_of_jobs_that_ended_long_ago_are_purged_and_ids_never_reused(dae
     daemon.start("--keep-finished", "3s")  # every job is purged now, the newest too
     wait_until(lambda: daemon.call("queue", all=True)["jobs"] == [], message="all purged")
     assert daemon.submit("true") == recent + 1  # not 1 again
+
+
+def _alive(pid: int) -> bool:
+    """A process is there and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_kill9_between_a_burst_of_starts_and_its_commit_runs_none_and_loses_none(daemon):
+    """The starts of one pass go to their supervisors while their one commit is written
+    (issue 35.3). Kill the daemon after the hand-over, before that commit: no job has run
+    (their start gates never opened), after the restart every job is PENDING as it was
+    (neither lost nor running), and each then runs exactly once."""
+    daemon.start()
+    ids = [
+        daemon.submit(*daemon.workload("--seconds", "0.2", "--record", daemon.record), hold=True)
+        for _ in range(4)
+    ]
+    db = sqlite3.connect(os.path.join(daemon.state_dir, "berth.db"), isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")  # the daemon's next commit waits (busy_timeout 5 s)
+    try:
+        with daemon.client() as c:
+            c.send("release", job_ids=ids)  # (its answer waits for that commit: not read)
+            run_dir = os.path.join(daemon.state_dir, "run")
+
+            def supervisors() -> list[int] | None:
+                names = [n for n in os.listdir(run_dir) if not n.startswith("spare.")]
+                pids = [runfile.read_run_file(os.path.join(run_dir, n)).get("sup") for n in names]
+                return pids if len(pids) == 4 and all(pids) else None
+
+            sups = wait_until(  # the four attempts handed over, each supervisor at its gate
+                supervisors, timeout=4, message="the burst's attempts reach their supervisors"
+            )
+            daemon.kill9()
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+    wait_until(  # their gates closed unopened: the supervisors leave without running anything
+        lambda: not [p for p in sups if p and _alive(p)],
+        timeout=10, message="the gated supervisors exit",
+    )  # fmt: skip
+    assert not [e for e in records.read(daemon.record) if e["event"] == "start"]
+    daemon.start()
+    rows = {r["id"]: r for r in daemon.call("queue", all=True)["jobs"]}
+    assert [rows[i]["state"] for i in ids] == ["PENDING"] * 4  # (held: its release never durable)
+    assert not [e for e in records.read(daemon.record) if e["event"] == "start"]
+    daemon.call("release", job_ids=ids)
+    rows = daemon.wait_done(ids)
+    assert {r["state"] for r in rows.values()} == {"COMPLETED"}
+    started = sorted(int(e["job"]) for e in records.read(daemon.record) if e["event"] == "start")
+    assert started == ids  # once each: nothing ran from the withdrawn hand-over
+    for job_id in ids:
+        assert len(daemon.job(job_id)["attempts"]) == 1

@@ -233,9 +233,7 @@ class Engine(Lifecycle):
                 held[g] = held.get(g, 0.0) + a.share
         if not all(held.get(g.index, 0.0) >= 1.0 - 1e-9 for g in self.res.inventory):
             return False
-        return not any(
-            j.request.gpus == 0 for j in self.jobs.values() if j.state is State.PENDING
-        )
+        return not self.order.waits_without_gpu(self.jobs.values)
 
     def _pending(self) -> Sequence[Job]:
         """Pending jobs in the policy's order (:mod:`berth.daemon.engine.queue_order`)."""

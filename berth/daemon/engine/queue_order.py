@@ -31,7 +31,7 @@ from berth.core.states import State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from berth.core.job import Job
 
@@ -74,6 +74,23 @@ class QueueOrder:
             self._gone.add(job.id)
             self._tenant(job, -1)
             self._changed = True
+
+    def counted_without_gpu(self) -> bool | None:
+        """Whether some pending job asks no GPU (-g 0), from the count the ranking keeps;
+        None when that is not known without a walk of the queue (no ranking, or one to
+        rebuild)."""
+        ranking = self._ranking
+        if ranking is None or self.dirty or self._policy != "balanced":
+            return None
+        return ranking.no_gpu > 0
+
+    def waits_without_gpu(self, jobs: Callable[[], Iterable[Job]]) -> bool:
+        """Whether some pending job of ``jobs()`` (all of them) asks no GPU: counted, or
+        else found by a walk (only then is ``jobs`` called)."""
+        known = self.counted_without_gpu()
+        if known is not None:
+            return known
+        return any(j.request.gpus == 0 for j in jobs() if j.state is State.PENDING)
 
     def pending(self, jobs: Iterable[Job], policy: str, now: float) -> Sequence[Job]:
         """The pending jobs of ``jobs`` in ``policy``'s order at ``now``."""

@@ -122,3 +122,78 @@ def test_the_profile_of_a_short_queue_is_its_pending_demand_and_listed_only_when
         for x in (0.0, 0.25, 0.5, 1.0, 1.5):
             assert order.profile.p_size_above(x) == want.p_size_above(x), (step, x)
         assert listed == [1]  # listed once, when the distribution was first read
+
+
+def test_whether_a_job_without_gpus_waits_is_counted_through_every_kind_of_change() -> None:
+    """``counted_without_gpu`` (what a pass asks when every GPU is taken: could a -g 0 job
+    start?) is the truth of the queue whenever it answers, through joins, starts, cancels
+    and rejoins; it answers None (the caller walks the queue) when it cannot know."""
+    rng = random.Random(35)
+    jobs: dict[int, Job] = {}
+    order = QueueOrder()
+    now, answered = 0.0, 0
+    for step in range(400):
+        now += 1.0
+        pending = [j for j in jobs.values() if j.state is State.PENDING]
+        kind = rng.random()
+        if kind < 0.5 or not pending:
+            j = Job(id=step + 1, submit_time=now, request=Request(gpus=rng.choice([0, 0.5, 1, 2])))
+            jobs[j.id] = j
+            order.joined(j)
+        elif kind < 0.9:
+            j = rng.choice(pending)
+            if j.request.gpus and rng.random() < 0.5:
+                transition(j, State.RUNNING, now=now, gpus=tuple(range(j.request.count)))
+            else:
+                transition(j, State.CANCELLED, now=now)
+            order.left(j)
+        else:
+            running = [j for j in jobs.values() if j.state is State.RUNNING]
+            if running:
+                j = rng.choice(running)
+                transition(j, State.PREEMPTED, now=now)
+                if j.state is State.PENDING:
+                    order.joined(j)
+        if step % 4 == 0:
+            order.pending(jobs.values(), "balanced", now)
+        known = order.counted_without_gpu()
+        truth = any(j.request.gpus == 0 for j in jobs.values() if j.state is State.PENDING)
+        if known is not None:
+            answered += 1
+            assert known == truth, step
+        assert order.waits_without_gpu(jobs.values) == truth, step
+    assert answered > 200  # (it answers most of the time: the walk it spares is the point)
+
+
+def test_a_pass_with_every_gpu_taken_does_not_walk_the_jobs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With every GPU held by our jobs, a pass asks only whether a job needing no GPU
+    waits: the queue's count answers, not a walk of every job the daemon knows (that walk
+    was the whole queue at every event, a 100,000-job queue's at every submit)."""
+    from enginekit import EngineRig
+
+    from berth.daemon.engine.jobtable import JobTable
+
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        blocker = rig.submit("sleep", "1000")
+        rig.turn()
+        assert rig.state(blocker) == "RUNNING"
+        waiting = [rig.submit("sleep", "1") for _ in range(50)]
+        rig.turn()
+        walks = 0
+        real = JobTable.values
+
+        def counting(self: JobTable):  # type: ignore[no-untyped-def]
+            nonlocal walks
+            walks += 1
+            return real(self)
+
+        monkeypatch.setattr(JobTable, "values", counting)
+        rig.engine.schedule_pass()
+        assert walks == 0
+        assert {rig.state(j) for j in waiting} == {"PENDING"}
+        monkeypatch.setattr(JobTable, "values", real)
+        rig.submit("sleep", "1", gpus=0, hold=True)  # a -g 0 job waits: a pass goes on
+        assert rig.engine._full() is False
+    finally:
+        rig.close()
