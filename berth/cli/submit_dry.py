@@ -10,7 +10,8 @@ could not be run and exits as a real submit would (5, daemon unreachable): a "ye
 real submit would not honour is worse than no answer.
 
 What it shows: the id the job would get (the next one, unless another job is submitted
-first), its GPUs, time limit, project, the reason it would wait with where that is known before
+first), its GPUs (and what they were sized from: earlier runs of the same job), what
+``--retry-oom`` would do, its time limit, project, the reason it would wait with where that is known before
 a pass, and its log files; ``--json``: the daemon's answer as it is. Never the environment
 (the daemon does not send it back): how many variables the job would export, instead.
 """
@@ -61,6 +62,11 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     what = f"an array of {len(tasks)} tasks ({tasks[0]}..{tasks[-1]})" if tasks else f"job {n}"
     out = [f"{where}would queue {what}: {cmd}"]
     out.append(f"  GPUs: {_gpus(reply)}")
+    if reply.get("learned"):
+        out.append(f"  {reply['learned']['said']}")
+    if job.get("retry_oom"):
+        out.append("  if it dies of CUDA out of memory: queued once more, with a whole GPU "
+                   "(--retry-oom)")  # fmt: skip
     limit = reply.get("limit_in_force")
     src = "-t" if reply.get("limit_from") == "job" else "the daemon's --max-job-time"
     out.append(f"  time limit {format_duration(limit)} ({src})" if limit else "  no time limit")

@@ -109,9 +109,13 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
     if args.retries:
         job["retries"] = args.retries
-    for key in ("hold", "pty", "unique", "keep_idle"):
-        if getattr(args, key):
+    for key in ("hold", "pty", "unique", "keep_idle", "retry_oom"):
+        if getattr(args, key, False):
             job[key] = True
+    if (args.gpus is None and args.mem is None and choice is None and gpu_ids is None
+            and not getattr(args, "default_gpus", None)
+            and not getattr(args, "no_learned_mem", False)):  # fmt: skip
+        job["learn_mem"] = True  # (no -g, no --mem typed: the daemon may size a share)
     _requeue(args, job)
     _tasks(args, job)
     if getattr(args, "begin", None):

@@ -28,7 +28,7 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
-from berth.daemon.engine.admission import arrays, depends, dryrun, unique, userdir
+from berth.daemon.engine.admission import arrays, depends, dryrun, learned, unique, userdir
 from berth.daemon.engine.admission.fitness import (
     check_fits,
     check_limit,
@@ -237,10 +237,13 @@ def _check(
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
         p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
-    each = memory_share(engine.res.inventory, spec) if spec.by_memory else 1.0
+    # (no -g, no --mem: a share sized by the same job's earlier runs, if any: learned.py)
+    sized, p.learned = learned.size(engine, peer.uid, spec, engine.res.inventory)
+    p.spec = sized
+    each = memory_share(engine.res.inventory, sized) if sized.by_memory else 1.0
     p.request = Request(
-        gpus=spec.gpus,
-        mem=spec.mem,
+        gpus=sized.gpus,
+        mem=sized.mem,
         gpu_ids=spec.gpu_ids,
         prefer=spec.prefer,
         name=spec.name_filter,
@@ -299,6 +302,12 @@ def insert(
         extra["notify"] = True
     if spec.dependency is not None:
         extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
+    if spec.gpus:  # (its kind, whose peaks size later runs: learned.py)
+        extra["learn"] = learned.key(peer.uid, spec)
+    if p.learned is not None:
+        extra["learned"] = p.learned
+    if spec.retry_oom:
+        extra["retry_oom"] = True  # (oom_retry.py, when it ends FAILED)
     futures = []
     task = spec
     for k, index in enumerate(order):
@@ -347,6 +356,8 @@ def insert(
         engine.note_unique(p.ident, base)
     reply: dict[str, Any] = {"job_id": base}
     reply.update(limit_in_force(spec.time_limit, engine.opts.max_job_time))
+    if p.learned is not None:
+        reply["learned"] = p.learned
     if array:
         reply["array"] = array
         reply["tasks"] = [f"{base}_{i}" for i in order]

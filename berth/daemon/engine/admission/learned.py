@@ -1,0 +1,183 @@
+"""Learned GPU memory (issue 33.3): a job submitted without ``-g`` and without ``--mem``
+(the client says so: ``learn_mem``) gets, when the same job of the same user ran before and
+completed, a share of one GPU sized by the peak GPU memory those runs used, as if it had
+asked ``--mem X`` alone (:func:`berth.daemon.engine.admission.fitness.memory_share`).
+
+The same job: the same user (uid, as the socket vouches) and the same name (``-J``), else the
+same command line (:func:`key`, kept as ``Job.extra["learn"]`` on every job). The peak: the
+most GPU memory the job's processes used together on one of its GPUs, as the enforcer's
+polls measure it through NVML (:func:`note_peaks`, ``Job.extra["peak_mem"]``): what berth
+measured, never anything the job or its user wrote. Only runs that ended COMPLETED count,
+the newest :data:`RUNS` of them.
+
+The size: the highest of those peaks plus :data:`HEADROOM` (15 %, at least 1 GiB), rounded
+up to a whole GiB (peak 11.2 GiB -> ``--mem 13G``). Where that is most of the card, the job
+keeps a whole GPU. A learned size is a placement, not a promise the job made: the enforcer
+never kills a job for outgrowing it (it is told), and a job that dies of CUDA out of memory
+is retried with a whole GPU if it asked for it (``--retry-oom``,
+:mod:`berth.daemon.engine.admission.oom_retry`). ``--mem``, ``-g`` (``-g 1``: a whole GPU)
+and ``--no-learned-mem`` keep a job off it.
+
+The peaks of each (user, job) are read from the store once and kept (:class:`Memo`, bounded)
+and added to as such jobs complete (:func:`ended`), so a submit costs no query after the
+first of its kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import weakref
+from collections import OrderedDict
+
+from berth.core.states import State
+from berth.daemon.engine.admission.fitness import memory_share
+from berth.wire.protocol import ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from berth.core.enforce import Finding
+    from berth.core.inventory import Gpu
+    from berth.core.job import Job
+    from berth.daemon.engine.engine import Engine
+    from berth.daemon.store.store import Store
+    from berth.wire.jobspec import JobSpec
+
+GIB = 1 << 30
+HEADROOM = 0.15  # above the highest peak (and at least MIN_MARGIN), then up to a whole GiB
+MIN_MARGIN = GIB
+RUNS = 5  # the newest completed runs that count
+SCAN = 2000  # the user's newest jobs the store is asked about, per (user, job), once
+MEMO = 4096  # (user, job) pairs kept in memory
+
+
+def key(uid: int, spec: JobSpec) -> str:
+    """Which job this is for learning: its user and its name, else its command line."""
+    what = f"name:{spec.name}" if spec.name else f"cmd:{spec.command}"
+    return hashlib.sha256(f"{uid}\0{what}".encode()).hexdigest()[:16]
+
+
+def label(spec: JobSpec) -> str:
+    """How the job is named to its user: its name, else its script (the command's first
+    word that is not an interpreter), else the command."""
+    if spec.name:
+        return spec.name
+    words = list(spec.argv or ())
+    if not words:
+        return (spec.wrap or "")[:60]
+    first = words[0].rsplit("/", 1)[-1]
+    if first.startswith(("python", "bash", "sh", "torchrun", "perl", "ruby", "node")):
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        if rest:
+            return rest[0].rsplit("/", 1)[-1]
+    return first
+
+
+def headroom(peak: int) -> int:
+    """The memory asked for a job whose runs peaked at ``peak`` bytes."""
+    return math.ceil(max(peak * (1 + HEADROOM), peak + MIN_MARGIN) / GIB) * GIB
+
+
+class Memo:
+    """(user, job key) -> the peaks of its newest completed runs (newest first)."""
+
+    def __init__(self) -> None:
+        self.peaks: OrderedDict[tuple[int, str], list[int]] = OrderedDict()
+
+    def get(self, store: Store, uid: int, k: str) -> list[int]:
+        found = self.peaks.get((uid, k))
+        if found is None:
+            found = _read(store, uid, k)
+            self.peaks[(uid, k)] = found
+            if len(self.peaks) > MEMO:
+                self.peaks.popitem(last=False)
+        else:
+            self.peaks.move_to_end((uid, k))
+        return found
+
+    def add(self, uid: int, k: str, peak: int) -> None:
+        found = self.peaks.get((uid, k))
+        if found is not None:  # (not kept: read from the store when next asked)
+            found.insert(0, peak)
+            del found[RUNS:]
+
+
+_MEMOS: weakref.WeakKeyDictionary[Any, Memo] = weakref.WeakKeyDictionary()
+
+
+def memo(engine: Engine) -> Memo:
+    """The engine's memo (kept beside its store: one per daemon, gone with it)."""
+    found = _MEMOS.get(engine.store)
+    if found is None:
+        found = _MEMOS[engine.store] = Memo()
+    return found
+
+
+def _read(store: Store, uid: int, k: str) -> list[int]:
+    """The peaks of the newest completed runs of job ``k`` of ``uid`` in the store."""
+    cur = store.db.execute(
+        "SELECT json_extract(data, '$.extra.peak_mem') FROM (SELECT data, state FROM jobs "
+        "WHERE uid = ? ORDER BY id DESC LIMIT ?) WHERE state = 'COMPLETED' AND "
+        "json_extract(data, '$.extra.learn') = ? AND "
+        "json_extract(data, '$.extra.peak_mem') IS NOT NULL LIMIT ?",
+        (uid, SCAN, k, RUNS),
+    )
+    return [int(r[0]) for r in cur if isinstance(r[0], int) and r[0] > 0]
+
+
+def size(
+    engine: Engine, uid: int, spec: JobSpec, inventory: list[Gpu]
+) -> tuple[JobSpec, dict[str, Any] | None]:
+    """``spec`` sized from the history of the same job (and what it was sized from, for the
+    reply, `berth show` and the dry run), or as it came."""
+    if not spec.learn_mem or spec.mem is not None or spec.gpus != 1 or spec.by_memory:
+        return spec, None
+    peaks = memo(engine).get(engine.store, uid, key(uid, spec))
+    if not peaks:
+        return spec, None
+    peak = max(peaks)
+    mem = headroom(peak)
+    sized = spec.replace(mem=mem, by_memory=True)
+    try:
+        whole = memory_share(inventory, sized) >= 1.0 if inventory else True
+    except ProtocolError:  # (a declared GPU of unknown memory: no share to size)
+        return spec, None
+    info: dict[str, Any] = {"runs": len(peaks), "peak": peak, "mem": mem, "of": label(spec),
+                            "whole": whole}  # fmt: skip
+    info["said"] = words(info)
+    return (spec if whole else sized), info
+
+
+def words(info: dict[str, Any]) -> str:
+    """``sized from 3 earlier runs of train.sh: peak 11.2 GiB -> --mem 13G``."""
+    runs = info["runs"]
+    what = f"{runs} earlier run{'s' if runs != 1 else ''} of {info['of']}"
+    peak = f"peak {info['peak'] / GIB:.1f} GiB"
+    if info.get("whole"):
+        return f"sized from {what}: {peak} -> a whole GPU ({info['mem'] // GIB}G is most of one)"
+    return f"sized from {what}: {peak} -> --mem {info['mem'] // GIB}G"
+
+
+def note_peaks(engine: Engine, found: Iterable[Finding]) -> None:
+    """One poll's processes (the enforcer's classes): each running job's peak, the most
+    memory its processes used together on one GPU so far (``Job.extra["peak_mem"]``, saved
+    with the job)."""
+    used: dict[tuple[str, int], int] = {}
+    for f in found:
+        if f.holder is not None and f.holder.startswith("job "):
+            used[(f.holder, f.gpu)] = used.get((f.holder, f.gpu), 0) + f.memory
+    for (holder, _), mem in used.items():
+        job = engine.jobs.get(int(holder.split()[1]))
+        if job is not None and mem > int(job.extra.get("peak_mem") or 0):
+            job.extra["peak_mem"] = mem
+
+
+def ended(engine: Engine, job: Job) -> None:
+    """A job ended: a completed one's peak joins its kind's history."""
+    k, peak = job.extra.get("learn"), job.extra.get("peak_mem")
+    if job.state is State.COMPLETED and k and peak:
+        memo(engine).add(job.uid, str(k), int(peak))
+

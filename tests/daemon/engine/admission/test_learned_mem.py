@@ -1,0 +1,134 @@
+"""Learned GPU memory (issue 33.3): a job submitted without -g and without --mem, whose same
+job (same user, same name or command line) completed before, gets a share sized by the peak
+GPU memory berth measured through NVML (15 % more, at least 1 GiB, whole GiB), said at submit
+and in `berth show`; --mem, -g 1 and --no-learned-mem keep a whole GPU; another user's history
+never sizes a job; the enforcer never kills a job for outgrowing a learned size."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from helpers import wait_until
+from userkit import NOBODY, request_as
+
+G = 1 << 30
+
+
+def _submit(daemon: Any, *args: str) -> tuple[int, str]:
+    out = daemon.berth("submit", *args)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[2]), out.stderr
+
+
+def _ran(daemon: Any, job: int) -> dict[str, Any]:
+    return daemon.wait_done([job])[job]
+
+
+def _first_run(daemon: Any, mem: str = "10G") -> int:
+    """One run of job `train` that used ``mem`` of its GPU long enough to be measured."""
+    work = daemon.workload("--mem", mem, "--seconds", "1.5")
+    job, said = _submit(daemon, "-J", "train", "--", *work)
+    assert "sized from" not in said  # (no history yet: a whole GPU)
+    assert _ran(daemon, job)["state"] == "COMPLETED"
+    assert daemon.job(job)["peak_mem"] == int(mem[:-1]) * G  # measured through NVML
+    return job
+
+
+def test_a_job_that_ran_before_gets_a_share_sized_by_its_peak(daemon):
+    daemon.fake.setup(n=1)  # (one 80G card: its learned shares run side by side on it)
+    daemon.start("--poll-interval", "0.2", gpus=None)
+    _first_run(daemon)
+    job, said = _submit(daemon, "-J", "train", "--", *daemon.workload("--seconds", "30"))
+    assert "sized from 1 earlier run of train: peak 10.0 GiB -> --mem 12G" in said
+    shown = daemon.job(job)
+    assert shown["request"]["mem"] == 12 * G
+    assert abs(shown["request"]["gpus"] - 12 / 80) < 0.001  # a share of one 80G card
+    assert shown["learned"]["runs"] == 1 and shown["learned"]["peak"] == 10 * G
+    text = daemon.berth("show", str(job)).stdout
+    assert "memory:     sized from 1 earlier run of train" in text
+    # Two of them run side by side on the one card, as any two shares would.
+    other, _ = _submit(daemon, "-J", "train", "--", *daemon.workload("--seconds", "30"))
+    wait_until(lambda: all(daemon.job(i)["state"] == "RUNNING" for i in (job, other)),
+               timeout=15, message="both learned shares run on GPU 0")  # fmt: skip
+    daemon.call("cancel", job_ids=[job, other])
+
+
+def test_mem_g1_and_no_learned_mem_keep_a_whole_gpu(daemon):
+    daemon.start("--poll-interval", "0.2")
+    _first_run(daemon)
+    for args in (("-g", "1"), ("--mem", "20G", "-g", "1"), ("--no-learned-mem",)):
+        job, said = _submit(daemon, "--hold", "-J", "train", *args, "--", "true")
+        shown = daemon.job(job)
+        assert "sized from" not in said and shown["learned"] is None, args
+        assert shown["request"]["gpus"] == 1 and shown["request"].get("each", 1) == 1, args
+    job, said = _submit(daemon, "--hold", "-J", "train", "--mem", "20G", "--", "true")
+    assert "sized from" not in said and daemon.job(job)["request"]["mem"] == 20 * G  # (its own)
+
+
+def test_a_peak_near_the_whole_card_keeps_a_whole_gpu(daemon):
+    daemon.start("--poll-interval", "0.2")
+    _first_run(daemon, "75G")  # (75 GiB + 15 %: more than the 80 GiB card)
+    job, said = _submit(daemon, "--hold", "-J", "train", "--", "true")
+    assert "peak 75.0 GiB -> a whole GPU" in said
+    assert daemon.job(job)["request"]["gpus"] == 1 and daemon.job(job)["request"]["mem"] is None
+
+
+def _open_to_all(daemon: Any) -> str:
+    """The daemon's socket reachable by another user, and a directory for their logs."""
+    os.chmod(daemon.sockdir, 0o755)
+    os.chmod(daemon.socket, 0o666)
+    logs = os.path.join(daemon.sockdir, "theirs")
+    os.mkdir(logs)
+    os.chmod(logs, 0o777)
+    return os.path.join(logs, "%j.out")
+
+
+def test_another_users_history_never_sizes_a_job(daemon):
+    daemon.start("--poll-interval", "0.2")
+    first = _first_run(daemon)
+    spec = {"argv": ["true"], "name": "train", "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
+            "learn_mem": True, "hold": True, "stdout": _open_to_all(daemon)}  # fmt: skip
+    reply = request_as(NOBODY, daemon.socket, "submit", job=spec)
+    assert "ok" in reply, reply
+    theirs = reply["ok"]
+    assert "learned" not in theirs
+    assert daemon.job(theirs["job_id"])["request"]["gpus"] == 1
+    mine = daemon.call("submit", job={**spec, "env": daemon.env, "cwd": str(daemon.fake.root)})
+    assert mine["learned"]["runs"] == 1  # (the same request of its owner is sized)
+    assert first < mine["job_id"]
+
+
+def test_the_peak_is_what_nvml_measured_not_what_the_job_wrote(daemon):
+    """A job cannot plant its own history: the peak is the enforcer's NVML reading of its
+    processes; a client's `extra`-like fields are refused as unknown."""
+    daemon.start("--poll-interval", "0.2")
+    spec = {"argv": ["true"], "env": {}, "cwd": "/", "peak_mem": 1, "stdout": _open_to_all(daemon)}
+    reply = request_as(NOBODY, daemon.socket, "submit", job=spec)
+    assert "unknown field 'peak_mem'" in reply["message"]
+    job, _ = _submit(daemon, "-J", "quiet", "--", "true")  # (no GPU memory used)
+    _ran(daemon, job)
+    assert daemon.job(job)["peak_mem"] is None
+    _, said = _submit(daemon, "--hold", "-J", "quiet", "--", "true")
+    assert "sized from" not in said  # (nothing measured: nothing learned)
+
+
+def test_a_learned_share_outgrown_is_told_never_killed(daemon):
+    path = os.path.join(daemon.fake.root, "config.toml")
+    with open(path, "w") as f:
+        f.write('[enforce]\noverrun = "kill"\ngrace = 0\n')
+    daemon.env["BERTH_CONFIG"] = path
+    daemon.start("--poll-interval", "0.2", "--kill-after", "1")
+    _first_run(daemon)
+    work = daemon.workload("--mem", "30G", "--seconds", "3")  # (12G learned: 30G overruns it)
+    job, said = _submit(daemon, "-J", "train", "--", *work)
+    assert "--mem 12G" in said
+    wait_until(
+        lambda: any(f["class"] == "overrun" and f["holder"] == f"job {job}"
+                    for f in daemon.call("status")["enforce"]["findings"]),
+        timeout=10, message="the overrun is seen",
+    )  # fmt: skip
+    assert _ran(daemon, job)["state"] == "COMPLETED"  # (not cancelled by the enforcer)
+    log = daemon.berth("admin", "log", "--json")
+    assert not [e for e in json.loads(log.stdout)["entries"] if e.get("action") == "cancel"]
