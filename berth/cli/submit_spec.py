@@ -112,10 +112,7 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
     for key in ("hold", "pty", "unique", "keep_idle", "retry_oom"):
         if getattr(args, key, False):
             job[key] = True
-    if (args.gpus is None and args.mem is None and choice is None and gpu_ids is None
-            and not getattr(args, "default_gpus", None)
-            and not getattr(args, "no_learned_mem", False)):  # fmt: skip
-        job["learn_mem"] = True  # (no -g, no --mem typed: the daemon may size a share)
+    job.update({"learn_mem": True} if _learns(args, choice is None and gpu_ids is None) else {})
     _requeue(args, job)
     _tasks(args, job)
     if getattr(args, "begin", None):
@@ -124,6 +121,15 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         job["begin"] = parse_begin(args.begin, time.time())
     _extras(args, job)
     return job
+
+
+def _learns(args: argparse.Namespace, free: bool) -> bool:
+    """Whether the daemon may size the job's share from its earlier runs: nothing said how
+    much GPU (no -g, --mem, requirement table, --gpu-ids, jobs file's GPUs;
+    ``free``), and not --no-learned-mem."""
+    return (free and args.gpus is None and args.mem is None
+            and not getattr(args, "default_gpus", None)
+            and not getattr(args, "no_learned_mem", False))  # fmt: skip
 
 
 def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:

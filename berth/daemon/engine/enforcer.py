@@ -5,7 +5,7 @@ says what follows: ``observe`` (shown in `berth status`, ``/metrics``, the dashb
 ``notify`` (the process's owner and the holder it intrudes on are told on their terminals),
 ``kill`` after ``grace`` (SIGTERM, then SIGKILL ``kill_after`` later; never a job for
 outgrowing a share berth sized from its earlier runs: :mod:`.admission.learned`, whose peaks
-each poll also measures). Idle holders:
+each poll also measures: :mod:`.admission.peaks`). Idle holders:
 ``notify``, then ``release`` or ``requeue`` after ``idle_grace``
 (:mod:`berth.daemon.engine.idle_holders`). Every action is a line of the audit log (``<state dir>/enforce.log``, JSON
 lines), which `berth admin log` reads.
@@ -29,7 +29,7 @@ import signal
 
 from berth.core.enforce import OVERRUN, OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
-from berth.daemon.engine.admission import learned
+from berth.daemon.engine.admission import peaks
 from berth.daemon.engine.audit import append_log
 from berth.daemon.engine.enforce_grant import Grants
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
@@ -92,7 +92,7 @@ class Enforcer(IdleHolders):
         res = self.engine.res
         totals = {s.index: s.memory_total for s in res.snapshots}
         found = classify(procs, holders, totals, self.cfg.tolerance)
-        learned.note_peaks(self.engine, found)  # (each job's peak: sizes its next runs)
+        peaks.note(self.engine.jobs, found)  # (each job's peak: sizes its next runs)
         self.findings, self._seen = track([f for f in found if f.kind != OWN], self._seen, now)
         util = {s.index: s.utilization for s in res.snapshots}
         self._seed_idle(holders, now)

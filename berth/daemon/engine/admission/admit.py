@@ -237,9 +237,7 @@ def _check(
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
         p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
-    # (no -g, no --mem: a share sized by the same job's earlier runs, if any: learned.py)
-    sized, p.learned = learned.size(engine, peer.uid, spec, engine.res.inventory)
-    p.spec = sized
+    sized = learned.size(engine, peer.uid, p, engine.res.inventory)  # (no -g, no --mem)
     each = memory_share(engine.res.inventory, sized) if sized.by_memory else 1.0
     p.request = Request(
         gpus=sized.gpus,
@@ -302,12 +300,7 @@ def insert(
         extra["notify"] = True
     if spec.dependency is not None:
         extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
-    if spec.gpus:  # (its kind, whose peaks size later runs: learned.py)
-        extra["learn"] = learned.key(peer.uid, spec)
-    if p.learned is not None:
-        extra["learned"] = p.learned
-    if spec.retry_oom:
-        extra["retry_oom"] = True  # (oom_retry.py, when it ends FAILED)
+    extra.update(learned.extra(peer.uid, spec, p.learned))  # (its kind; --retry-oom)
     futures = []
     task = spec
     for k, index in enumerate(order):
@@ -354,10 +347,8 @@ def insert(
         engine.note_unique(spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
-    reply: dict[str, Any] = {"job_id": base}
+    reply: dict[str, Any] = {"job_id": base, **({"learned": p.learned} if p.learned else {})}
     reply.update(limit_in_force(spec.time_limit, engine.opts.max_job_time))
-    if p.learned is not None:
-        reply["learned"] = p.learned
     if array:
         reply["array"] = array
         reply["tasks"] = [f"{base}_{i}" for i in order]

@@ -6,7 +6,7 @@ asked ``--mem X`` alone (:func:`berth.daemon.engine.admission.fitness.memory_sha
 The same job: the same user (uid, as the socket vouches) and the same name (``-J``), else the
 same command line (:func:`key`, kept as ``Job.extra["learn"]`` on every job). The peak: the
 most GPU memory the job's processes used together on one of its GPUs, as the enforcer's
-polls measure it through NVML (:func:`note_peaks`, ``Job.extra["peak_mem"]``): what berth
+polls measure it through NVML (:mod:`.peaks`, ``Job.extra["peak_mem"]``): what berth
 measured, never anything the job or its user wrote. Only runs that ended COMPLETED count,
 the newest :data:`RUNS` of them.
 
@@ -36,12 +36,11 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
     from typing import Any
 
-    from berth.core.enforce import Finding
     from berth.core.inventory import Gpu
     from berth.core.job import Job
+    from berth.daemon.engine.admission.prepared import Prepared
     from berth.daemon.engine.engine import Engine
     from berth.daemon.store.store import Store
     from berth.wire.jobspec import JobSpec
@@ -128,11 +127,16 @@ def _read(store: Store, uid: int, k: str) -> list[int]:
     return [int(r[0]) for r in cur if isinstance(r[0], int) and r[0] > 0]
 
 
-def size(
+def size(engine: Engine, uid: int, p: Prepared, inventory: list[Gpu]) -> JobSpec:
+    """``p``'s spec sized from the history of the same job (``p.learned``: what it was sized
+    from, for the reply, `berth show` and the dry run), or as it came."""
+    p.spec, p.learned = _sized(engine, uid, p.spec, inventory)
+    return p.spec
+
+
+def _sized(
     engine: Engine, uid: int, spec: JobSpec, inventory: list[Gpu]
 ) -> tuple[JobSpec, dict[str, Any] | None]:
-    """``spec`` sized from the history of the same job (and what it was sized from, for the
-    reply, `berth show` and the dry run), or as it came."""
     if not spec.learn_mem or spec.mem is not None or spec.gpus != 1 or spec.by_memory:
         return spec, None
     peaks = memo(engine).get(engine.store, uid, key(uid, spec))
@@ -151,6 +155,17 @@ def size(
     return (spec if whole else sized), info
 
 
+def extra(uid: int, spec: JobSpec, info: dict[str, Any] | None) -> dict[str, Any]:
+    """What a new job keeps for learning and retrying (``Job.extra``): its kind (``learn``,
+    whose peaks size later runs), what sized it (``learned``), ``retry_oom``."""
+    out: dict[str, Any] = {"learn": key(uid, spec)} if spec.gpus else {}
+    if info is not None:
+        out["learned"] = info
+    if spec.retry_oom:
+        out["retry_oom"] = True  # (oom_retry.py, when it ends FAILED)
+    return out
+
+
 def words(info: dict[str, Any]) -> str:
     """``sized from 3 earlier runs of train.sh: peak 11.2 GiB -> --mem 13G``."""
     runs = info["runs"]
@@ -161,23 +176,8 @@ def words(info: dict[str, Any]) -> str:
     return f"sized from {what}: {peak} -> --mem {info['mem'] // GIB}G"
 
 
-def note_peaks(engine: Engine, found: Iterable[Finding]) -> None:
-    """One poll's processes (the enforcer's classes): each running job's peak, the most
-    memory its processes used together on one GPU so far (``Job.extra["peak_mem"]``, saved
-    with the job)."""
-    used: dict[tuple[str, int], int] = {}
-    for f in found:
-        if f.holder is not None and f.holder.startswith("job "):
-            used[(f.holder, f.gpu)] = used.get((f.holder, f.gpu), 0) + f.memory
-    for (holder, _), mem in used.items():
-        job = engine.jobs.get(int(holder.split()[1]))
-        if job is not None and mem > int(job.extra.get("peak_mem") or 0):
-            job.extra["peak_mem"] = mem
-
-
 def ended(engine: Engine, job: Job) -> None:
     """A job ended: a completed one's peak joins its kind's history."""
     k, peak = job.extra.get("learn"), job.extra.get("peak_mem")
     if job.state is State.COMPLETED and k and peak:
         memo(engine).add(job.uid, str(k), int(peak))
-

@@ -105,6 +105,8 @@ async def _retry(engine: Engine, job: Job) -> None:
     paths = [p for p in dict.fromkeys((spec.stdout_path, spec.stderr_path)) if p]
     sign = await engine.loop.run_in_executor(None, _died_of_oom, paths, job.uid)
     if sign is None:
+        log.info("--retry-oom: job %s failed, and the end of its log does not say CUDA out of "
+                 "memory: not retried", job.id)  # fmt: skip
         return
     raw, how = bigger(engine, spec, job)
     if raw is None:
@@ -157,7 +159,9 @@ def bigger(engine: Engine, spec: JobSpec, job: Job) -> tuple[dict[str, Any] | No
 def _died_of_oom(paths: list[str], uid: int) -> str | None:
     """The words of :data:`SIGNS` the end of the logs ``paths`` (the user ``uid``'s) shows."""
     for path in paths:
-        try:
+        try:  # (a device is never opened: a user may not make one, nor link root's)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
