@@ -18,9 +18,9 @@ is retried with a whole GPU if it asked for it (``--retry-oom``,
 :mod:`berth.daemon.engine.admission.oom_retry`). ``--mem``, ``-g`` (``-g 1``: a whole GPU)
 and ``--no-learned-mem`` keep a job off it.
 
-The peaks of each (user, job) are read from the store once and kept (:class:`Memo`, bounded)
-and added to as such jobs complete (:func:`ended`), so a submit costs no query after the
-first of its kind.
+Each user's peaks are read from the store once (their newest :data:`SCAN` jobs, one query)
+and kept (:class:`Memo`, bounded) and added to as such jobs complete (:func:`ended`), so a
+submit costs no query after the user's first (bench/learned_mem.py).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ GIB = 1 << 30
 HEADROOM = 0.15  # above the highest peak (and at least MIN_MARGIN), then up to a whole GiB
 MIN_MARGIN = GIB
 RUNS = 5  # the newest completed runs that count
-SCAN = 2000  # the user's newest jobs the store is asked about, per (user, job), once
-MEMO = 4096  # (user, job) pairs kept in memory
+SCAN = 2000  # the user's newest jobs the store is asked about, once per user
+MEMO = 256  # users whose peaks are kept in memory
 
 
 def key(uid: int, spec: JobSpec) -> str:
@@ -81,27 +81,28 @@ def headroom(peak: int) -> int:
 
 
 class Memo:
-    """(user, job key) -> the peaks of its newest completed runs (newest first)."""
+    """uid -> (job key -> the peaks of its newest completed runs, newest first): each user's
+    read from the store once (one query, whatever the job), then kept up to date."""
 
     def __init__(self) -> None:
-        self.peaks: OrderedDict[tuple[int, str], list[int]] = OrderedDict()
+        self.users: OrderedDict[int, dict[str, list[int]]] = OrderedDict()
 
     def get(self, store: Store, uid: int, k: str) -> list[int]:
-        found = self.peaks.get((uid, k))
-        if found is None:
-            found = _read(store, uid, k)
-            self.peaks[(uid, k)] = found
-            if len(self.peaks) > MEMO:
-                self.peaks.popitem(last=False)
+        known = self.users.get(uid)
+        if known is None:
+            known = self.users[uid] = _read(store, uid)
+            if len(self.users) > MEMO:
+                self.users.popitem(last=False)
         else:
-            self.peaks.move_to_end((uid, k))
-        return found
+            self.users.move_to_end(uid)
+        return known.get(k, [])
 
     def add(self, uid: int, k: str, peak: int) -> None:
-        found = self.peaks.get((uid, k))
-        if found is not None:  # (not kept: read from the store when next asked)
-            found.insert(0, peak)
-            del found[RUNS:]
+        known = self.users.get(uid)
+        if known is not None:  # (not kept: read from the store when next asked)
+            runs = known.setdefault(k, [])
+            runs.insert(0, peak)
+            del runs[RUNS:]
 
 
 _MEMOS: weakref.WeakKeyDictionary[Any, Memo] = weakref.WeakKeyDictionary()
@@ -115,16 +116,22 @@ def memo(engine: Engine) -> Memo:
     return found
 
 
-def _read(store: Store, uid: int, k: str) -> list[int]:
-    """The peaks of the newest completed runs of job ``k`` of ``uid`` in the store."""
+def _read(store: Store, uid: int) -> dict[str, list[int]]:
+    """Job key -> the peaks of its newest completed runs, of ``uid``'s newest jobs in the
+    store (at most :data:`SCAN`)."""
     cur = store.db.execute(
-        "SELECT json_extract(data, '$.extra.peak_mem') FROM (SELECT data, state FROM jobs "
-        "WHERE uid = ? ORDER BY id DESC LIMIT ?) WHERE state = 'COMPLETED' AND "
-        "json_extract(data, '$.extra.learn') = ? AND "
-        "json_extract(data, '$.extra.peak_mem') IS NOT NULL LIMIT ?",
-        (uid, SCAN, k, RUNS),
+        "SELECT json_extract(data, '$.extra.learn'), json_extract(data, '$.extra.peak_mem') "
+        "FROM (SELECT data, state FROM jobs WHERE uid = ? ORDER BY id DESC LIMIT ?) "
+        "WHERE state = 'COMPLETED' AND json_extract(data, '$.extra.peak_mem') IS NOT NULL",
+        (uid, SCAN),
     )
-    return [int(r[0]) for r in cur if isinstance(r[0], int) and r[0] > 0]
+    out: dict[str, list[int]] = {}
+    for k, peak in cur:
+        if isinstance(k, str) and isinstance(peak, int) and peak > 0:
+            runs = out.setdefault(k, [])
+            if len(runs) < RUNS:
+                runs.append(peak)
+    return out
 
 
 def size(engine: Engine, uid: int, p: Prepared, inventory: list[Gpu]) -> JobSpec:
