@@ -132,3 +132,47 @@ def test_a_learned_share_outgrown_is_told_never_killed(daemon):
     assert _ran(daemon, job)["state"] == "COMPLETED"  # (not cancelled by the enforcer)
     log = daemon.berth("admin", "log", "--json")
     assert not [e for e in json.loads(log.stdout)["entries"] if e.get("action") == "cancel"]
+
+
+def test_headroom_and_the_words_as_the_docs_give_them():
+    from berth.daemon.engine.admission import learned
+
+    assert learned.headroom(int(11.2 * G)) == 13 * G  # (15 %, up to a whole GiB)
+    assert learned.headroom(10 * G) == 12 * G
+    assert learned.headroom(G // 2) == 2 * G  # (at least 1 GiB more)
+    info = {"runs": 3, "peak": int(11.2 * G), "mem": 13 * G, "of": "train.sh", "whole": False}
+    assert learned.words(info) == "sized from 3 earlier runs of train.sh: peak 11.2 GiB -> --mem 13G"
+
+
+def test_only_the_users_completed_runs_of_the_same_job_count(tmp_path):
+    from berth.daemon.engine.admission import learned
+    from berth.daemon.store.store import open_store
+    from berth.wire.jobspec import JobSpec
+
+    def spec(**f: Any) -> JobSpec:
+        return JobSpec.from_dict({"env": {}, "cwd": "/", **f})
+
+    train = learned.key(1000, spec(argv=["python", "train.py"]))
+    assert train == learned.key(1000, spec(argv=["python", "train.py"], gpus=2))
+    assert train != learned.key(1001, spec(argv=["python", "train.py"]))  # (another user)
+    assert train != learned.key(1000, spec(argv=["python", "eval.py"]))
+    named = learned.key(1000, spec(argv=["python", "a.py"], name="t"))
+    assert named == learned.key(1000, spec(argv=["python", "b.py"], name="t"))  # (-J: its name)
+    assert learned.label(spec(argv=["python", "-u", "/w/train.py", "--lr", "1"])) == "train.py"
+    store = open_store(str(tmp_path / "state"))
+    rows = [  # id, uid, state, its kind, its peak
+        (1, 1000, "COMPLETED", train, 8 * G), (2, 1000, "FAILED", train, 70 * G),
+        (3, 1000, "CANCELLED", train, 60 * G), (4, 1001, "COMPLETED", train, 50 * G),
+        (5, 1000, "COMPLETED", named, 3 * G), (6, 1000, "COMPLETED", train, None),
+        (7, 1000, "COMPLETED", train, 9 * G), (8, 1000, "RUNNING", train, 40 * G),
+    ]  # fmt: skip
+    for i, uid, state, k, peak in rows:
+        extra = {"learn": k, **({"peak_mem": peak} if peak else {})}
+        store.db.execute(
+            "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) VALUES "
+            "(?, ?, 'u', ?, 0, ?, '{}')", (i, uid, state, json.dumps({"extra": extra})),
+        )  # fmt: skip
+    assert learned._read(store, 1000) == {train: [9 * G, 8 * G], named: [3 * G]}
+    assert learned._read(store, 1001) == {train: [50 * G]}  # (keyed by uid 1000: never used)
+    assert learned._read(store, 1002) == {}
+    store.db.close()
