@@ -15,6 +15,7 @@ import tempfile
 import time
 
 from berth.daemon.engine.admission import learned
+from berth.daemon.engine.admission.peaks import key
 from berth.daemon.store.store import open_store
 from berth.wire.jobspec import JobSpec
 
@@ -24,7 +25,7 @@ def _fill(store: object, jobs: int, kinds: int, pending: int) -> None:
     rows = []
     spec = json.dumps({"argv": ["python", "x.py"], "env": {}, "cwd": "/"})
     for i in range(1, jobs + 1):
-        k = learned.key(1000, JobSpec.from_dict({"argv": ["t"], "env": {}, "cwd": "/",
+        k = key(1000, JobSpec.from_dict({"argv": ["t"], "env": {}, "cwd": "/",
                                                  "name": f"kind{i % kinds}"}))  # fmt: skip
         data = {"id": i, "extra": {"learn": k, "peak_mem": (i % 70 + 1) << 30}}
         rows.append((i, 1000, "alice", "COMPLETED", float(i), float(i + 1), json.dumps(data), spec))
@@ -47,7 +48,7 @@ def main() -> None:
         _fill(store, a.jobs, a.kinds, a.pending)
         specs = [JobSpec.from_dict({"argv": ["t"], "env": {}, "cwd": "/", "name": f"kind{k}"})
                  for k in range(a.kinds)]  # fmt: skip
-        keys = [learned.key(1000, s) for s in specs]
+        keys = [key(1000, s) for s in specs]
         times = []
         for _ in range(5):  # (the first: the database's pages not yet in SQLite's cache)
             t = time.perf_counter()

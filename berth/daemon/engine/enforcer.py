@@ -36,6 +36,7 @@ from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
 from berth.daemon.engine.idle_holders import IdleHolders
 from berth.daemon.engine.resources import _stat
+from berth.daemon.store.store import UnreadableSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from berth.core.enforce import Finding, Idle
     from berth.daemon.engine.engine import Engine
+    from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
 AUDIT_NAME = "enforce.log"
@@ -92,7 +94,7 @@ class Enforcer(IdleHolders):
         res = self.engine.res
         totals = {s.index: s.memory_total for s in res.snapshots}
         found = classify(procs, holders, totals, self.cfg.tolerance)
-        peaks.note(self.engine.jobs, found)  # (each job's peak: sizes its next runs)
+        peaks.note(self.engine.jobs, found, self._spec)  # (each job's peak: sizes its next runs)
         self.findings, self._seen = track([f for f in found if f.kind != OWN], self._seen, now)
         util = {s.index: s.utilization for s in res.snapshots}
         self._seed_idle(holders, now)
@@ -283,6 +285,12 @@ class Enforcer(IdleHolders):
         elif f.ident not in self._killed and now >= self._termed[f.ident] + self._kill_after():
             self._killed.add(f.ident)
             self._signal(f.pid, f.uid, f.start, signal.SIGKILL, f)
+
+    def _spec(self, job_id: int) -> JobSpec | None:
+        try:
+            return self.engine.store.spec(job_id)
+        except UnreadableSpec:
+            return None
 
     def _learned(self, holder: Holder) -> bool:
         """Whether the job's memory is a learned size (no -g, no --mem: learned.py)."""

@@ -300,7 +300,7 @@ def insert(
         extra["notify"] = True
     if spec.dependency is not None:
         extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
-    extra.update(learned.extra(peer.uid, spec, p.learned))  # (its kind; --retry-oom)
+    extra.update(learned.extra(spec, p.learned))  # (what sized it; --retry-oom)
     futures = []
     task = spec
     for k, index in enumerate(order):

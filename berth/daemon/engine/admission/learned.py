@@ -4,7 +4,7 @@ completed, a share of one GPU sized by the peak GPU memory those runs used, as i
 asked ``--mem X`` alone (:func:`berth.daemon.engine.admission.fitness.memory_share`).
 
 The same job: the same user (uid, as the socket vouches) and the same name (``-J``), else the
-same command line (:func:`key`, kept as ``Job.extra["learn"]`` on every job). The peak: the
+same command line (:func:`.peaks.key`, kept as ``Job.extra["learn"]`` with its peak). The peak: the
 most GPU memory the job's processes used together on one of its GPUs, as the enforcer's
 polls measure it through NVML (:mod:`.peaks`, ``Job.extra["peak_mem"]``): what berth
 measured, never anything the job or its user wrote. Only runs that ended COMPLETED count,
@@ -25,13 +25,13 @@ submit costs no query after the user's first (bench/learned_mem.py).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import weakref
 from collections import OrderedDict
 
 from berth.core.states import State
 from berth.daemon.engine.admission.fitness import memory_share
+from berth.daemon.engine.admission.peaks import key
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -51,12 +51,6 @@ MIN_MARGIN = GIB
 RUNS = 5  # the newest completed runs that count
 SCAN = 2000  # the user's newest jobs the store is asked about, once per user
 MEMO = 256  # users whose peaks are kept in memory
-
-
-def key(uid: int, spec: JobSpec) -> str:
-    """Which job this is for learning: its user and its name, else its command line."""
-    what = f"name:{spec.name}" if spec.name else f"cmd:{spec.command}"
-    return hashlib.sha256(f"{uid}\0{what}".encode()).hexdigest()[:16]
 
 
 def label(spec: JobSpec) -> str:
@@ -162,10 +156,10 @@ def _sized(
     return (spec if whole else sized), info
 
 
-def extra(uid: int, spec: JobSpec, info: dict[str, Any] | None) -> dict[str, Any]:
-    """What a new job keeps for learning and retrying (``Job.extra``): its kind (``learn``,
-    whose peaks size later runs), what sized it (``learned``), ``retry_oom``."""
-    out: dict[str, Any] = {"learn": key(uid, spec)} if spec.gpus else {}
+def extra(spec: JobSpec, info: dict[str, Any] | None) -> dict[str, Any]:
+    """What a new job keeps for learning and retrying (``Job.extra``): what sized it
+    (``learned``), ``retry_oom`` (its kind and peak come once it uses memory: peaks.py)."""
+    out: dict[str, Any] = {}
     if info is not None:
         out["learned"] = info
     if spec.retry_oom:

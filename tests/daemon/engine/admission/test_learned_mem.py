@@ -146,18 +146,19 @@ def test_headroom_and_the_words_as_the_docs_give_them():
 
 def test_only_the_users_completed_runs_of_the_same_job_count(tmp_path):
     from berth.daemon.engine.admission import learned
+    from berth.daemon.engine.admission.peaks import key
     from berth.daemon.store.store import open_store
     from berth.wire.jobspec import JobSpec
 
     def spec(**f: Any) -> JobSpec:
         return JobSpec.from_dict({"env": {}, "cwd": "/", **f})
 
-    train = learned.key(1000, spec(argv=["python", "train.py"]))
-    assert train == learned.key(1000, spec(argv=["python", "train.py"], gpus=2))
-    assert train != learned.key(1001, spec(argv=["python", "train.py"]))  # (another user)
-    assert train != learned.key(1000, spec(argv=["python", "eval.py"]))
-    named = learned.key(1000, spec(argv=["python", "a.py"], name="t"))
-    assert named == learned.key(1000, spec(argv=["python", "b.py"], name="t"))  # (-J: its name)
+    train = key(1000, spec(argv=["python", "train.py"]))
+    assert train == key(1000, spec(argv=["python", "train.py"], gpus=2))
+    assert train != key(1001, spec(argv=["python", "train.py"]))  # (another user)
+    assert train != key(1000, spec(argv=["python", "eval.py"]))
+    named = key(1000, spec(argv=["python", "a.py"], name="t"))
+    assert named == key(1000, spec(argv=["python", "b.py"], name="t"))  # (-J: its name)
     assert learned.label(spec(argv=["python", "-u", "/w/train.py", "--lr", "1"])) == "train.py"
     store = open_store(str(tmp_path / "state"))
     rows = [  # id, uid, state, its kind, its peak
