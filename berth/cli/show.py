@@ -84,8 +84,10 @@ def _at_limit(j: dict[str, Any]) -> str:
 def _memory(j: dict[str, Any]) -> list[str]:
     """What its GPU memory was sized from, what it used, and --retry-oom's doing."""
     out = []
-    if j.get("learned"):
-        out.append(f"  memory:     {shown(j['learned'].get('said', ''))}")
+    learned = j.get("learned")  # (what sized it: a dict; "(private)" under --private)
+    if learned:
+        said = learned.get("said", "") if isinstance(learned, dict) else learned
+        out.append(f"  memory:     {shown(said)}")
     if j.get("peak_mem"):
         out.append(f"  peak GPU memory: {j['peak_mem'] / (1 << 30):.1f} GiB (measured)")
     if j.get("retry_of") is not None:

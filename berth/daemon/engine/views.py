@@ -111,7 +111,7 @@ def detail(
 PRIVATE = "(private)"
 _PRIVATE_FIELDS = (
     "command", "cwd", "stdout", "stderr", "env_setup", "conda", "notify", "mail_user",
-    "request_source",
+    "request_source", "learned",
 )  # fmt: skip
 
 
