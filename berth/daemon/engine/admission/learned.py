@@ -8,7 +8,9 @@ same command line (:func:`.peaks.key`, kept as ``Job.extra["learn"]`` with its p
 most GPU memory the job's processes used together on one of its GPUs, as the enforcer's
 polls measure it through NVML (:mod:`.peaks`, ``Job.extra["peak_mem"]``): what berth
 measured, never anything the job or its user wrote. Only runs that ended COMPLETED count,
-the newest :data:`RUNS` of them.
+the newest :data:`RUNS` of them, and none older than a run that FAILED (out of memory on a
+learned share, or anything else: the history may be wrong, and the next run gets a whole
+GPU; its peak starts the history again).
 
 The size: the highest of those peaks plus :data:`HEADROOM` (15 %, at least 1 GiB), rounded
 up to a whole GiB (peak 11.2 GiB -> ``--mem 13G``). Where that is most of the card, the job
@@ -91,12 +93,17 @@ class Memo:
             self.users.move_to_end(uid)
         return known.get(k, [])
 
-    def add(self, uid: int, k: str, peak: int) -> None:
+    def add(self, uid: int, k: str, peak: int | None) -> None:
+        """A run of job ``k`` completed with ``peak``, or (None) failed: the runs before it
+        are not trusted any more."""
         known = self.users.get(uid)
         if known is not None:  # (not kept: read from the store when next asked)
             runs = known.setdefault(k, [])
-            runs.insert(0, peak)
-            del runs[RUNS:]
+            if peak is None:
+                runs.clear()
+            else:
+                runs.insert(0, peak)
+                del runs[RUNS:]
 
 
 _MEMOS: weakref.WeakKeyDictionary[Any, Memo] = weakref.WeakKeyDictionary()
@@ -114,17 +121,22 @@ def _read(store: Store, uid: int) -> dict[str, list[int]]:
     """Job key -> the peaks of its newest completed runs, of ``uid``'s newest jobs in the
     store (at most :data:`SCAN`)."""
     cur = store.db.execute(
-        "SELECT json_extract(data, '$.extra.learn'), json_extract(data, '$.extra.peak_mem') "
-        "FROM (SELECT data, state FROM jobs WHERE uid = ? ORDER BY id DESC LIMIT ?) "
-        "WHERE state = 'COMPLETED' AND json_extract(data, '$.extra.peak_mem') IS NOT NULL",
+        "SELECT state, json_extract(data, '$.extra.learn'), "
+        "json_extract(data, '$.extra.peak_mem') FROM (SELECT data, state FROM jobs WHERE "
+        "uid = ? ORDER BY id DESC LIMIT ?) WHERE state IN ('COMPLETED', 'FAILED') AND "
+        "json_extract(data, '$.extra.peak_mem') IS NOT NULL",
         (uid, SCAN),
     )
     out: dict[str, list[int]] = {}
-    for k, peak in cur:
-        if isinstance(k, str) and isinstance(peak, int) and peak > 0:
-            runs = out.setdefault(k, [])
-            if len(runs) < RUNS:
-                runs.append(peak)
+    failed: set[str] = set()  # (a run failed after those older: they are not trusted)
+    for state, k, peak in cur:
+        if not isinstance(k, str) or not isinstance(peak, int) or peak <= 0 or k in failed:
+            continue
+        runs = out.setdefault(k, [])
+        if state != "COMPLETED":
+            failed.add(k)
+        elif len(runs) < RUNS:
+            runs.append(peak)
     return out
 
 
@@ -178,7 +190,8 @@ def words(info: dict[str, Any]) -> str:
 
 
 def ended(engine: Engine, job: Job) -> None:
-    """A job ended: a completed one's peak joins its kind's history."""
+    """A job ended: a completed one's peak joins its kind's history; a failed one (that used
+    GPU memory) starts it again."""
     k, peak = job.extra.get("learn"), job.extra.get("peak_mem")
-    if job.state is State.COMPLETED and k and peak:
-        memo(engine).add(job.uid, str(k), int(peak))
+    if k and peak and job.state in (State.COMPLETED, State.FAILED):
+        memo(engine).add(job.uid, str(k), int(peak) if job.state is State.COMPLETED else None)

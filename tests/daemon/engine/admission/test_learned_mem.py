@@ -173,7 +173,32 @@ def test_only_the_users_completed_runs_of_the_same_job_count(tmp_path):
             "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) VALUES "
             "(?, ?, 'u', ?, 0, ?, '{}')", (i, uid, state, json.dumps({"extra": extra})),
         )  # fmt: skip
-    assert learned._read(store, 1000) == {train: [9 * G, 8 * G], named: [3 * G]}
+    # (job 1's 8G is older than job 2's failure: not trusted; the newer completed job 7 is)
+    assert learned._read(store, 1000) == {train: [9 * G], named: [3 * G]}
+    # A run that failed after them: they are not trusted (a whole GPU, until one completes).
+    store.db.execute("INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec) VALUES "
+                     "(9, 1000, 'u', 'FAILED', 0, ?, '{}')",
+                     (json.dumps({"extra": {"learn": train, "peak_mem": 9 * G}}),))  # fmt: skip
+    assert learned._read(store, 1000) == {train: [], named: [3 * G]}
+    memo = learned.Memo()
+    assert memo.get(store, 1000, train) == []
+    memo.add(1000, train, 20 * G)  # (a whole GPU's run completes: learned from it alone)
+    assert memo.get(store, 1000, train) == [20 * G]
+    memo.add(1000, train, None)
+    assert memo.get(store, 1000, train) == []
     assert learned._read(store, 1001) == {train: [50 * G]}  # (keyed by uid 1000: never used)
     assert learned._read(store, 1002) == {}
     store.db.close()
+
+
+def test_a_run_that_failed_on_a_learned_share_gets_the_next_a_whole_gpu(daemon):
+    """The history may be wrong: after a run that failed (out of memory, or anything), the
+    next gets a whole GPU, and what it uses is the history from then on."""
+    daemon.start("--poll-interval", "0.2")
+    _first_run(daemon)
+    work = " ".join(daemon.workload("--mem", "10G", "--seconds", "1.5"))
+    job, said = _submit(daemon, "-J", "train", "--wrap", f"{work}; exit 1")
+    assert "--mem 12G" in said
+    assert _ran(daemon, job)["state"] == "FAILED" and daemon.job(job)["peak_mem"] == 10 * G
+    again, said = _submit(daemon, "--hold", "-J", "train", "--", "true")
+    assert "sized from" not in said and daemon.job(again)["request"]["gpus"] == 1
