@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 
 def key(uid: int, spec: JobSpec) -> str:
-    """Which job this is for learning: its user and its name, else its command line."""
+    """Which job this is for learning: its user and its name, else its command line (any
+    string: a name that is not UTF-8 comes as surrogates)."""
     what = f"name:{spec.name}" if spec.name else f"cmd:{spec.command}"
-    return hashlib.sha256(f"{uid}\0{what}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{uid}\0{what}".encode(errors="surrogatepass")).hexdigest()[:16]
 
 
 def note(
