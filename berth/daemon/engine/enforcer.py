@@ -273,8 +273,12 @@ class Enforcer(IdleHolders):
             return
         holder = self.holders.get(f.holder or "")
         if holder is not None and holder.kind == "job":
-            if f.kind == OVERRUN and self._learned(holder):
-                return  # (a size berth learned, not one the job declared: told, never killed)
+            if f.kind == OVERRUN and self._learned(holder):  # (told, never killed)
+                if f.ident not in self._termed:
+                    self._termed[f.ident] = now  # (logged once)
+                    self.audit("skip", f, reason="a size berth learned, not one the job "
+                               "declared: never killed for outgrowing it")  # fmt: skip
+                return
             if f.ident not in self._termed:
                 self._termed[f.ident] = now
                 self._cancel(holder, f"{f.kind} on GPU {f.gpu}", f)

@@ -131,7 +131,10 @@ def test_a_learned_share_outgrown_is_told_never_killed(daemon):
     )  # fmt: skip
     assert _ran(daemon, job)["state"] == "COMPLETED"  # (not cancelled by the enforcer)
     log = daemon.berth("admin", "log", "--json")
-    assert not [e for e in json.loads(log.stdout)["entries"] if e.get("action") == "cancel"]
+    entries = json.loads(log.stdout)["entries"]
+    assert not [e for e in entries if e.get("action") == "cancel"]
+    skips = [e for e in entries if e.get("action") == "skip" and e.get("holder") == f"job {job}"]
+    assert len(skips) == 1 and "never killed for outgrowing it" in skips[0]["reason"]
 
 
 def test_headroom_and_the_words_as_the_docs_give_them():
