@@ -65,8 +65,7 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     if reply.get("learned"):
         out.append(f"  {reply['learned']['said']}")
     if job.get("retry_oom"):
-        out.append("  if it dies of CUDA out of memory: queued once more, with a whole GPU "
-                   "(--retry-oom)")  # fmt: skip
+        out.append(f"  if it dies of CUDA out of memory: {_retry_said(reply)} (--retry-oom)")
     limit = reply.get("limit_in_force")
     src = "-t" if reply.get("limit_from") == "job" else "the daemon's --max-job-time"
     out.append(f"  time limit {format_duration(limit)} ({src})" if limit else "  no time limit")
@@ -82,6 +81,16 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     )
     out.append(f"  environment: {reply['env_vars']} variables exported (not shown)")
     return "\n".join(out) + "\n"
+
+
+def _retry_said(reply: dict[str, Any]) -> str:
+    """What --retry-oom would queue (the daemon's rule: admission/oom_retry.py)."""
+    job = reply["job"]
+    if float(reply["gpus"]) < 1 or job.get("by_memory"):
+        return "queued once more, with whole GPUs"
+    if job.get("mem") is not None:
+        return "queued once more, on the GPUs of the most memory here (if it has more)"
+    return "not queued again: it has whole GPUs, nothing more to give"
 
 
 def _gpus(reply: dict[str, Any]) -> str:

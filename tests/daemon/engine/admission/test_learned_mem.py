@@ -48,6 +48,9 @@ def test_a_job_that_ran_before_gets_a_share_sized_by_its_peak(daemon):
     assert shown["learned"]["runs"] == 1 and shown["learned"]["peak"] == 10 * G
     text = daemon.berth("show", str(job)).stdout
     assert "memory:     sized from 1 earlier run of train" in text
+    dry = daemon.berth("submit", "--dry-run", "-J", "train", "--", "true")
+    assert "sized from 1 earlier run of train: peak 10.0 GiB -> --mem 12G" in dry.stdout
+    assert "0.15 of one, 12.0G of memory" in dry.stdout, dry.stdout
     # Two of them run side by side on the one card, as any two shares would.
     other, _ = _submit(daemon, "-J", "train", "--", *daemon.workload("--seconds", "30"))
     wait_until(lambda: all(daemon.job(i)["state"] == "RUNNING" for i in (job, other)),

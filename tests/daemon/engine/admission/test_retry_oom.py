@@ -79,11 +79,21 @@ def test_whole_gpus_of_the_largest_memory_have_nothing_more_to_get(daemon):
     assert [r["id"] for r in _rows(daemon)] == [job]
 
 
-def test_the_dry_run_says_what_retry_oom_would_do(daemon):
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("-g", "0.5"), "queued once more, with whole GPUs"),
+        (("--mem", "8G"), "queued once more, with whole GPUs"),
+        (("-g", "1", "--mem", "8G"),
+         "queued once more, on the GPUs of the most memory here (if it has more)"),
+        (("-g", "1"), "not queued again: it has whole GPUs, nothing more to give"),
+    ],
+)
+def test_the_dry_run_says_what_retry_oom_would_do(daemon, args, words):
     daemon.start()
-    out = daemon.berth("submit", "--dry-run", "-g", "0.5", "--retry-oom", "--", "true")
+    out = daemon.berth("submit", "--dry-run", *args, "--retry-oom", "--", "true")
     assert out.returncode == 0, out.stderr
-    assert "if it dies of CUDA out of memory: queued once more" in out.stdout
+    assert f"if it dies of CUDA out of memory: {words} (--retry-oom)" in out.stdout
 
 
 @pytest.mark.parametrize(
