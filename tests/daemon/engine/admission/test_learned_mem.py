@@ -6,14 +6,17 @@ never sizes a job; the enforcer never kills a job for outgrowing a learned size.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shlex
 from typing import Any
 
 from helpers import wait_until
 from userkit import NOBODY, request_as
 
 G = 1 << 30
+_STOPS = itertools.count()
 
 
 def _submit(daemon: Any, *args: str) -> tuple[int, str]:
@@ -26,13 +29,34 @@ def _ran(daemon: Any, job: int) -> dict[str, Any]:
     return daemon.wait_done([job])[job]
 
 
+def _running(daemon: Any, mem: str, *args: str, code: int = 0) -> tuple[int, str, str]:
+    """Job `train` using ``mem`` of its GPU until the file it names appears, then ending
+    with exit code ``code``: (its id, what submit said, that file)."""
+    stop = os.path.join(daemon.fake.root, f"stop-{next(_STOPS)}")
+    work = shlex.join(daemon.workload("--mem", mem, "--seconds", "120"))
+    wrap = (f"{work} & w=$!; while [ ! -e {stop} ]; do sleep 0.02; done; "
+            f"kill $w; wait $w; exit {code}")  # fmt: skip
+    job, said = _submit(daemon, "-J", "train", *args, "--wrap", wrap)
+    return job, said, stop
+
+
+def _measured(daemon: Any, mem: str, code: int = 0) -> tuple[int, str]:
+    """A run of job `train` that ended with ``code`` once berth had measured its ``mem``."""
+    job, said, stop = _running(daemon, mem, code=code)
+    size = int(mem[:-1]) * G
+    wait_until(lambda: daemon.job(job)["peak_mem"] == size, timeout=15,
+               message=f"job {job}'s peak measured through NVML")  # fmt: skip
+    open(stop, "w").close()
+    state = _ran(daemon, job)["state"]
+    assert state == ("COMPLETED" if code == 0 else "FAILED"), state
+    assert daemon.job(job)["peak_mem"] == size
+    return job, said
+
+
 def _first_run(daemon: Any, mem: str = "10G") -> int:
-    """One run of job `train` that used ``mem`` of its GPU long enough to be measured."""
-    work = daemon.workload("--mem", mem, "--seconds", "1.5")
-    job, said = _submit(daemon, "-J", "train", "--", *work)
+    """One completed run of job `train` that used ``mem`` of its GPU."""
+    job, said = _measured(daemon, mem)
     assert "sized from" not in said  # (no history yet: a whole GPU)
-    assert _ran(daemon, job)["state"] == "COMPLETED"
-    assert daemon.job(job)["peak_mem"] == int(mem[:-1]) * G  # measured through NVML
     return job
 
 
@@ -124,20 +148,26 @@ def test_a_learned_share_outgrown_is_told_never_killed(daemon):
     daemon.env["BERTH_CONFIG"] = path
     daemon.start("--poll-interval", "0.2", "--kill-after", "1")
     _first_run(daemon)
-    work = daemon.workload("--mem", "30G", "--seconds", "3")  # (12G learned: 30G overruns it)
-    job, said = _submit(daemon, "-J", "train", "--", *work)
+    job, said, stop = _running(daemon, "30G")  # (12G learned: 30G overruns it)
     assert "--mem 12G" in said
-    wait_until(
-        lambda: any(f["class"] == "overrun" and f["holder"] == f"job {job}"
-                    for f in daemon.call("status")["enforce"]["findings"]),
-        timeout=10, message="the overrun is seen",
+
+    def entries() -> list[dict[str, Any]]:
+        log = daemon.berth("admin", "log", "--json")
+        found: list[dict[str, Any]] = json.loads(log.stdout)["entries"]
+        return found
+
+    skipped = wait_until(
+        lambda: [e for e in entries() if e.get("action") == "skip"
+                 and e.get("holder") == f"job {job}"],
+        timeout=15, message="the overrun seen, and let be",
     )  # fmt: skip
-    assert _ran(daemon, job)["state"] == "COMPLETED"  # (not cancelled by the enforcer)
-    log = daemon.berth("admin", "log", "--json")
-    entries = json.loads(log.stdout)["entries"]
-    assert not [e for e in entries if e.get("action") == "cancel"]
-    skips = [e for e in entries if e.get("action") == "skip" and e.get("holder") == f"job {job}"]
-    assert len(skips) == 1 and "never killed for outgrowing it" in skips[0]["reason"]
+    assert skipped[0]["class"] == "overrun" and "never killed" in skipped[0]["reason"]
+    wait_until(lambda: daemon.job(job)["peak_mem"] == 30 * G, message="polled again")
+    assert daemon.job(job)["state"] == "RUNNING"  # (past grace 0 and a poll: not cancelled)
+    open(stop, "w").close()
+    assert _ran(daemon, job)["state"] == "COMPLETED"
+    assert not [e for e in entries() if e.get("action") == "cancel"]
+    assert len([e for e in entries() if e.get("action") == "skip"]) == 1  # (logged once)
 
 
 def test_headroom_and_the_words_as_the_docs_give_them():
@@ -202,9 +232,7 @@ def test_a_run_that_failed_on_a_learned_share_gets_the_next_a_whole_gpu(daemon):
     next gets a whole GPU, and what it uses is the history from then on."""
     daemon.start("--poll-interval", "0.2")
     _first_run(daemon)
-    work = " ".join(daemon.workload("--mem", "10G", "--seconds", "1.5"))
-    job, said = _submit(daemon, "-J", "train", "--wrap", f"{work}; exit 1")
+    _, said = _measured(daemon, "10G", code=1)
     assert "--mem 12G" in said
-    assert _ran(daemon, job)["state"] == "FAILED" and daemon.job(job)["peak_mem"] == 10 * G
     again, said = _submit(daemon, "--hold", "-J", "train", "--", "true")
     assert "sized from" not in said and daemon.job(again)["request"]["gpus"] == 1
