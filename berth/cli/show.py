@@ -94,7 +94,7 @@ def _memory(j: dict[str, Any]) -> list[str]:
         out.append(f"  retry of job {j['retry_of']}: {shown(j.get('retry_why') or '')}")
     if j.get("oom_retried"):
         out.append(f"  died of CUDA out of memory: retried as job {j['oom_retried']}")
-    elif j.get("retry_oom"):
+    elif j.get("retry_oom") and j.get("state") in ("PENDING", "RUNNING", "COMPLETING"):
         out.append("  --retry-oom: queued once more with more memory if it dies of CUDA OOM")
     return out
 
