@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
+from berth.client import DaemonError
 from berth.daemon.engine.admission.oom_retry import _died_of_oom
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; "
@@ -29,6 +30,17 @@ def _submit(daemon: Any, *args: str) -> int:
     return int(out.stdout)
 
 
+def _durable(daemon: Any, job: int) -> dict[str, Any] | None:
+    """`show` of ``job`` once its insert is committed (the queue lists it a moment before:
+    its spec is read from the store)."""
+    try:
+        shown: dict[str, Any] = daemon.job(job)
+    except DaemonError as e:
+        assert "stored spec does not read" in str(e), e
+        return None
+    return shown
+
+
 def _rows(daemon: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = daemon.call("queue", all=True)["jobs"]
     return rows
@@ -42,7 +54,7 @@ def test_a_job_that_died_of_cuda_oom_is_retried_once_with_a_whole_gpu(daemon):
         lambda: next((r for r in _rows(daemon) if r.get("retry_of") == job), None),
         timeout=15, message="the retry is queued",
     )  # fmt: skip
-    shown = daemon.job(retry["id"])
+    shown = wait_until(lambda: _durable(daemon, retry["id"]), message="the retry is durable")
     assert shown["request"]["gpus"] == 1  # (it had half a GPU: now a whole one)
     assert shown["retry_of"] == job and "CUDA out of memory" in shown["retry_why"]
     assert f"retry of job {job}: CUDA out of memory" in shown["history"][0]["detail"]
@@ -50,7 +62,8 @@ def test_a_job_that_died_of_cuda_oom_is_retried_once_with_a_whole_gpu(daemon):
     assert f"retry of job {job}: CUDA out of memory" in text
     queue = daemon.berth("queue", "--all").stdout
     assert f"retry of {job} (CUDA OOM)" in queue
-    wait_until(lambda: daemon.job(job)["oom_retried"] == retry["id"], message="the first says")
+    wait_until(lambda: daemon.job(job)["oom_retried"] == retry["id"], timeout=15,
+               message="the first says it was retried (once its save is committed)")  # fmt: skip
     assert f"retried as job {retry['id']}" in daemon.berth("show", str(job)).stdout
     # The retry dies the same way: it is not retried again (decided as its end commits).
     assert daemon.wait_done([retry["id"]])[retry["id"]]["state"] == "FAILED"
