@@ -75,7 +75,8 @@ def info(raw: dict[str, Any]) -> JobInfo:
 
 # What puts a pending job where it is in line (the daemon's queue rows, issue 27.3).
 _ORDER_FIELDS = ("order", "priority", "share_factor", "queued_at", "project")
-_EXTRA_FIELDS = (*_ORDER_FIELDS, "dependency", "depends_on", "array_tasks")  # (--tree, fold)
+_EXTRA_FIELDS = (*_ORDER_FIELDS, "dependency", "depends_on", "array_tasks",  # (--tree, fold)
+                 "retry_of")  # (--retry-oom)  # fmt: skip
 
 
 def _queue_fields(user: str | None, finished: bool, states: Sequence[str]) -> dict[str, Any]:

@@ -46,7 +46,9 @@ script on the node, to the GPUs Slurm gave the job, as the local daemon applies 
 
 Refused, with the reason (Slurm cannot do it, or it would mean something else there):
 ``--mem`` (GPU memory: Slurm does not schedule by it), ``--gpu-ids`` / ``--prefer`` (GPUs of one
-machine), ``--retries``, ``--pty``, ``--unique``, ``--notify``, and a fraction without shards.
+machine), ``--retries``, ``--retry-oom``, ``--pty``, ``--unique``, ``--notify``, and a fraction
+without shards. Learned memory (``learn_mem``: no -g, no --mem) does not apply there: the job
+gets whole GPUs, as it asked.
 """
 
 from __future__ import annotations
@@ -186,6 +188,8 @@ def _check(job: JobSpec) -> None:
          "--requeue (Slurm requeues after a node failure or preemption)"),
         ("pty", "--pty", "a batch job has no terminal to attach to; use `srun --pty`"),
         ("unique", "--unique", "Slurm keeps no record berth could match a job against"),
+        ("retry_oom", "--retry-oom", "berth does not watch a Slurm job's end to read its log "
+         "and queue it again; ask for the memory it needs (-g 1, --gpu-name), or resubmit it"),
         ("notify", "--notify", "Slurm runs no command of yours when a job ends; --mail-user "
          "asks Slurm to mail you"),
     )  # fmt: skip

@@ -101,9 +101,11 @@ def format_rows(
             "GPUS": r.gpus, "PARTITION": shown((r.extra or {}).get("partition") or ""),
             "NODES": str((r.extra or {}).get("nodes") or ""),
         }  # fmt: skip
+        retry = (r.extra or {}).get("retry_of")  # (--retry-oom's retry of an OOM death)
         lines.append(_Line(
             [cells[h] for h in head[:-1]],
-            f"({r.reason or 'None'})" if pending else r.where,
+            (f"({r.reason or 'None'})" if pending else r.where)
+            + (f" retry of {retry} (CUDA OOM)" if retry is not None else ""),
             place_parts(r) if pending else [],
         ))  # fmt: skip
     caps = {head.index("NAME"): NAME_MOST, head.index("USER"): USER_MOST}  # (narrowed)

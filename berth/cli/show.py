@@ -81,6 +81,24 @@ def _at_limit(j: dict[str, Any]) -> str:
     return f"; then requeued at the end of the queue ({left})"
 
 
+def _memory(j: dict[str, Any]) -> list[str]:
+    """What its GPU memory was sized from, what it used, and --retry-oom's doing."""
+    out = []
+    learned = j.get("learned")  # (what sized it: a dict; "(private)" under --private)
+    if learned:
+        said = learned.get("said", "") if isinstance(learned, dict) else learned
+        out.append(f"  memory:     {shown(said)}")
+    if j.get("peak_mem"):
+        out.append(f"  peak GPU memory: {j['peak_mem'] / (1 << 30):.1f} GiB (measured)")
+    if j.get("retry_of") is not None:
+        out.append(f"  retry of job {j['retry_of']}: {shown(j.get('retry_why') or '')}")
+    if j.get("oom_retried"):
+        out.append(f"  died of CUDA out of memory: retried as job {j['oom_retried']}")
+    elif j.get("retry_oom") and j.get("state") in ("PENDING", "RUNNING", "COMPLETING"):
+        out.append("  --retry-oom: queued once more with more memory if it dies of CUDA OOM")
+    return out
+
+
 def format_job(j: dict[str, Any]) -> str:
     req = j["request"]
     cmd = j["command"]
@@ -118,6 +136,7 @@ def format_job(j: dict[str, Any]) -> str:
             lines.append(f"  {what + ':':<11} {shown(j[key])}")
     if j.get("resubmitted_from") is not None:
         lines.append(f"  resubmitted from job {j['resubmitted_from']}")
+    lines += _memory(j)
     if j.get("dependency") or j.get("dependencies"):
         lines.append(f"  depends on: {j.get('dependency') or ','.join(j['dependencies'])}")
     if j.get("retries"):

@@ -135,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
             out = sys.stderr if (args.wait or args.interactive) else sys.stdout
             out.write(f"Submitted job {job_id}{_array_said(reply)}\n")
             sys.stderr.write(_limit_said(reply))  # (stdout stays one line, for scripts)
+            if reply.get("learned"):  # (no -g, no --mem: sized from earlier runs)
+                sys.stderr.write(f"  {reply['learned']['said']}\n")
             if job.request_source:
                 out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()

@@ -10,7 +10,8 @@ could not be run and exits as a real submit would (5, daemon unreachable): a "ye
 real submit would not honour is worse than no answer.
 
 What it shows: the id the job would get (the next one, unless another job is submitted
-first), its GPUs, time limit, project, the reason it would wait with where that is known before
+first), its GPUs (and what they were sized from: earlier runs of the same job), what
+``--retry-oom`` would do, its time limit, project, the reason it would wait with where that is known before
 a pass, and its log files; ``--json``: the daemon's answer as it is. Never the environment
 (the daemon does not send it back): how many variables the job would export, instead.
 """
@@ -61,6 +62,10 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     what = f"an array of {len(tasks)} tasks ({tasks[0]}..{tasks[-1]})" if tasks else f"job {n}"
     out = [f"{where}would queue {what}: {cmd}"]
     out.append(f"  GPUs: {_gpus(reply)}")
+    if reply.get("learned"):
+        out.append(f"  {reply['learned']['said']}")
+    if job.get("retry_oom"):
+        out.append(f"  if it dies of CUDA out of memory: {_retry_said(reply)} (--retry-oom)")
     limit = reply.get("limit_in_force")
     src = "-t" if reply.get("limit_from") == "job" else "the daemon's --max-job-time"
     out.append(f"  time limit {format_duration(limit)} ({src})" if limit else "  no time limit")
@@ -76,6 +81,16 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     )
     out.append(f"  environment: {reply['env_vars']} variables exported (not shown)")
     return "\n".join(out) + "\n"
+
+
+def _retry_said(reply: dict[str, Any]) -> str:
+    """What --retry-oom would queue (the daemon's rule: admission/oom_retry.py)."""
+    job = reply["job"]
+    if float(reply["gpus"]) < 1 or job.get("by_memory"):
+        return "queued once more, with whole GPUs"
+    if job.get("mem") is not None:
+        return "queued once more, on the GPUs of the most memory here (if it has more)"
+    return "not queued again: it has whole GPUs, nothing more to give"
 
 
 def _gpus(reply: dict[str, Any]) -> str:

@@ -116,6 +116,11 @@ def _where(a: Any) -> None:
 def _behaviour(a: Any, command: bool, dry_run: bool) -> None:
     """What happens around the job, and how submit answers."""
     a("--retries", type=int, default=0, help="retry a failed job N times (backoff doubles)")
+    a("--retry-oom", action="store_true",
+      help="if it dies of CUDA out of memory (its log says so), queue it once more with a "
+      "whole GPU (docs/daemon.md \"Learned memory\")")  # fmt: skip
+    a("--no-learned-mem", action="store_true",
+      help="without -g and --mem, a whole GPU, not a share sized by earlier runs of the job")  # fmt: skip
     a(
         "--requeue",
         action="store_true",

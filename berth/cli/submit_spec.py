@@ -109,9 +109,10 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         raise UsageError(f"invalid --retries {args.retries}: must be 0 or more")
     if args.retries:
         job["retries"] = args.retries
-    for key in ("hold", "pty", "unique", "keep_idle"):
-        if getattr(args, key):
+    for key in ("hold", "pty", "unique", "keep_idle", "retry_oom"):
+        if getattr(args, key, False):
             job[key] = True
+    job.update({"learn_mem": True} if _learns(args, choice is None and gpu_ids is None) else {})
     _requeue(args, job)
     _tasks(args, job)
     if getattr(args, "begin", None):
@@ -120,6 +121,15 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
         job["begin"] = parse_begin(args.begin, time.time())
     _extras(args, job)
     return job
+
+
+def _learns(args: argparse.Namespace, free: bool) -> bool:
+    """Whether the daemon may size the job's share from its earlier runs: nothing said how
+    much GPU (no -g, --mem, requirement table, --gpu-ids, jobs file's GPUs;
+    ``free``), and not --no-learned-mem."""
+    return (free and args.gpus is None and args.mem is None
+            and not getattr(args, "default_gpus", None)
+            and not getattr(args, "no_learned_mem", False))  # fmt: skip
 
 
 def _extras(args: argparse.Namespace, job: dict[str, Any]) -> None:

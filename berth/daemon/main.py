@@ -26,7 +26,7 @@ from berth.claims.listing import Listing
 from berth.claims.wake import Watcher
 from berth.daemon import process, sockets
 from berth.daemon.engine import notify_events
-from berth.daemon.engine.admission import userdir
+from berth.daemon.engine.admission import oom_retry, userdir
 from berth.daemon.engine.endings import PURGE_BATCH, PURGE_SOON
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
@@ -134,6 +134,7 @@ async def _main(
     store, unclean, rebooted = _open_store(opts)
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
     announcer = notify_events.start(engine, os.path.join(opts.state_dir, AUDIT_NAME))  # [notify]
+    oom_retry.attach(engine)  # (--retry-oom, and each completed run's peak: learned memory)
     process.tune_gc()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)

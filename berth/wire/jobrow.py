@@ -35,7 +35,8 @@ FIELDS = (
 # A pending job's row in the queue view: its place in line and what puts it there.
 PENDING_FIELDS = ("order", "share_factor", "queued_at", "start_estimate")
 # Where asked: an array's pending tasks folded into one row; the job's model (--what-if).
-EXTRA_FIELDS = ("array_tasks", "model")
+# A retry of an earlier job (--retry-oom): that job's id.
+EXTRA_FIELDS = ("array_tasks", "model", "retry_of")
 ALL_FIELDS = (*FIELDS, *PENDING_FIELDS, *EXTRA_FIELDS)
 
 
@@ -73,6 +74,7 @@ class JobRow:
     start_estimate: Any
     array_tasks: list[int] | None
     model: dict[str, Any] | None
+    retry_of: int | None
 
     def __init__(self, **fields: Any) -> None:
         unknown = sorted(set(fields) - set(ALL_FIELDS))

@@ -106,6 +106,8 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "request_source": (k.text_of(1024), None),
     "once": (k.text_of(256), None),
     "project": (k.optional(k.project), None),
+    "learn_mem": (k.boolean, False),  # no -g/--mem typed: a share sized by earlier runs' peak
+    "retry_oom": (k.boolean, False),  # --retry-oom: once more, with more, after CUDA OOM
 }
 # What the daemon adds when it accepts a job (never sent by a client; stored with the job).
 DAEMON_FIELDS: dict[str, tuple[Check, Any]] = {
@@ -180,6 +182,8 @@ class JobSpec(tuple):  # type: ignore[type-arg]
     request_source: str | None  # where -g/--mem came from (the requirement table)
     once: str | None  # `berth watch`'s key of the line
     project: str | None  # --project (Slurm's account); the daemon may give its default_project
+    learn_mem: bool  # the client typed no -g/--mem: the daemon may size a share from history
+    retry_oom: bool  # --retry-oom (berth.daemon.engine.admission.oom_retry)
     # set by the daemon:
     stdout_path: str | None  # the log files, patterns expanded
     stderr_path: str | None
@@ -236,13 +240,17 @@ class JobSpec(tuple):  # type: ignore[type-arg]
                           f"needs an argv and an array of as many tasks (it has {n})")  # fmt: skip
         if self.array is not None and (self.unique or self.once is not None):
             raise ProtocolError(BAD_REQUEST, "--unique is for one job, not an --array")
+        if self.array is not None and self.retry_oom:
+            raise ProtocolError(BAD_REQUEST, "--retry-oom is for one job, not an --array (a "
+                                "task retried alone would be no array's): submit it without")  # fmt: skip
         if self.by_memory and (self.mem is None or self.gpus < 1 or self.gpus != int(self.gpus)):
             raise bad("job field 'by_memory'", True,
                       "goes with 'mem' and a whole number of GPUs ('gpus' 1 or more)")  # fmt: skip
         if self.gpus == 0:  # (a CPU-only job: nothing of a GPU to choose)
             for field, value in (("gpu_ids", self.gpu_ids), ("prefer", self.prefer),
                                  ("mem", self.mem), ("name_filter", self.name_filter),
-                                 ("inject_arg", self.inject_arg)):  # fmt: skip
+                                 ("inject_arg", self.inject_arg),
+                                 ("retry_oom", self.retry_oom)):  # fmt: skip
                 if value:
                     raise bad(f"job field '{field}'", value, "is about GPUs, and this job asks "
                               "for none ('gpus' 0: CPU only): drop it, or ask for GPUs")  # fmt: skip

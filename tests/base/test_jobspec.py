@@ -61,6 +61,7 @@ EVERY: list[tuple[dict[str, Any], bool]] = [
     ({**BASE, "wrap": "echo {gpus} && sleep 1", "gpus": 0.5, "unique": True}, False),
     ({**BASE, "argv": ["true"], "once": "line-7", "time_limit": 60}, False),
     ({**BASE, "argv": ["true"], "mem": 8 << 30, "by_memory": True}, False),
+    ({**BASE, "argv": ["true"], "learn_mem": True, "retry_oom": True}, False),
     (
         {
             **BASE,

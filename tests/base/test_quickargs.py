@@ -59,6 +59,7 @@ LINES: list[str] = [
     "--max-requeues 2 --no-requeue -- x",
     "--begin 2030-12-01T09:00 -- x",
     "--pty --keep-idle --unique -- x",
+    "--retry-oom --no-learned-mem -g 0.5 -- x",
     "--requirements /no/such/llm_config.json -- python eval.py --llm qwen",
     "--inject-arg=--cuda -- python train.py",
     "--inject-arg=--cuda=machine --wrap 'echo {cuda}'",

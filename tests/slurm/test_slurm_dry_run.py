@@ -36,11 +36,12 @@ def test_a_dry_run_on_slurm_asks_slurm_and_submits_nothing(berth: Cli, fake_gpus
 
 
 def test_a_dry_run_on_slurm_refuses_what_submit_refuses(berth: Cli, fake_gpus: Any) -> None:
-    for flags in (["-g", "9"], ["-d", "afterok:99999"], ["--gpu-ids", "12"]):
+    for flags in (["-g", "9"], ["-d", "afterok:99999"], ["--gpu-ids", "12"], ["--retry-oom"]):
         dry = berth("submit", "--dry-run", *flags, "--", "true")
         real = berth("submit", *flags, "--", "true")
         assert real.returncode != 0, (flags, real)
         assert (dry.returncode, dry.stderr, dry.stdout) == (real.returncode, real.stderr, ""), flags
+    assert "--retry-oom: not on Slurm" in dry.stderr  # (the last: refused by name)
     assert berth.slurm("squeue", "-h").stdout == ""
 
 

@@ -87,11 +87,18 @@ def test_gpu_name_picks_a_typed_gres_or_is_refused() -> None:
         ("pty", True, "--pty"),
         ("unique", True, "--unique"),
         ("notify", "true", "--notify: not on Slurm"),
+        ("retry_oom", True, "--retry-oom: not on Slurm"),
     ],
 )
 def test_what_slurm_cannot_do_is_refused(field: str, value: object, flag: str) -> None:
     with pytest.raises(Unsupported, match=flag):
         argv(job(**{field: value}))
+
+
+def test_a_job_without_g_or_mem_gets_whole_gpus_on_slurm_not_a_learned_share() -> None:
+    """`berth submit` without -g and --mem asks the local daemon to size a share from earlier
+    runs (learn_mem); Slurm has no such history: the job is the one whole GPU it asked."""
+    assert argv(job(learn_mem=True)) == argv(job())
 
 
 def test_dependencies_requeue_hold_priority_partition_memory() -> None:

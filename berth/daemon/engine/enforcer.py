@@ -3,7 +3,9 @@ berth granted (:mod:`berth.core.enforce`: own, outside, intrusion, overrun) and 
 GPUs stay idle are flagged; the config's ``[enforce]`` policy (:mod:`berth.config.enforce`)
 says what follows: ``observe`` (shown in `berth status`, ``/metrics``, the dashboard),
 ``notify`` (the process's owner and the holder it intrudes on are told on their terminals),
-``kill`` after ``grace`` (SIGTERM, then SIGKILL ``kill_after`` later). Idle holders:
+``kill`` after ``grace`` (SIGTERM, then SIGKILL ``kill_after`` later; never a job for
+outgrowing a share berth sized from its earlier runs: :mod:`.admission.learned`, whose peaks
+each poll also measures: :mod:`.admission.peaks`). Idle holders:
 ``notify``, then ``release`` or ``requeue`` after ``idle_grace``
 (:mod:`berth.daemon.engine.idle_holders`). Every action is a line of the audit log (``<state dir>/enforce.log``, JSON
 lines), which `berth admin log` reads.
@@ -25,14 +27,16 @@ import os
 import pwd
 import signal
 
-from berth.core.enforce import OWN, Holder, Proc, classify, idle, track
+from berth.core.enforce import OVERRUN, OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
+from berth.daemon.engine.admission import peaks
 from berth.daemon.engine.audit import append_log
 from berth.daemon.engine.enforce_grant import Grants
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
 from berth.daemon.engine.idle_holders import IdleHolders
 from berth.daemon.engine.resources import _stat
+from berth.daemon.store.store import UnreadableSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 
     from berth.core.enforce import Finding, Idle
     from berth.daemon.engine.engine import Engine
+    from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
 AUDIT_NAME = "enforce.log"
@@ -89,6 +94,7 @@ class Enforcer(IdleHolders):
         res = self.engine.res
         totals = {s.index: s.memory_total for s in res.snapshots}
         found = classify(procs, holders, totals, self.cfg.tolerance)
+        peaks.note(self.engine.jobs, found, self._spec)  # (each job's peak: sizes its next runs)
         self.findings, self._seen = track([f for f in found if f.kind != OWN], self._seen, now)
         util = {s.index: s.utilization for s in res.snapshots}
         self._seed_idle(holders, now)
@@ -267,6 +273,12 @@ class Enforcer(IdleHolders):
             return
         holder = self.holders.get(f.holder or "")
         if holder is not None and holder.kind == "job":
+            if f.kind == OVERRUN and self._learned(holder):  # (told, never killed)
+                if f.ident not in self._termed:
+                    self._termed[f.ident] = now  # (logged once)
+                    self.audit("skip", f, reason="a size berth learned, not one the job "
+                               "declared: never killed for outgrowing it")  # fmt: skip
+                return
             if f.ident not in self._termed:
                 self._termed[f.ident] = now
                 self._cancel(holder, f"{f.kind} on GPU {f.gpu}", f)
@@ -277,6 +289,17 @@ class Enforcer(IdleHolders):
         elif f.ident not in self._killed and now >= self._termed[f.ident] + self._kill_after():
             self._killed.add(f.ident)
             self._signal(f.pid, f.uid, f.start, signal.SIGKILL, f)
+
+    def _spec(self, job_id: int) -> JobSpec | None:
+        try:
+            return self.engine.store.spec(job_id)
+        except UnreadableSpec:
+            return None
+
+    def _learned(self, holder: Holder) -> bool:
+        """Whether the job's memory is a learned size (no -g, no --mem: learned.py)."""
+        job = self.engine.jobs.get(int(holder.key.split()[1]))
+        return job is not None and bool(job.extra.get("learned"))
 
     def _kill_after(self) -> float:
         return float(self.engine.opts.kill_after)

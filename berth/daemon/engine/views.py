@@ -29,7 +29,7 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         reason = "Held"
     short = reason.split(":", 1)[0] if reason else None
     array = job.extra.get("array")
-    return {
+    out: dict[str, Any] = {
         "id": job.id,
         "name": job.name,
         "user": job.user,
@@ -54,6 +54,9 @@ def row(job: Job, reason: str | None) -> dict[str, Any]:
         "dependency": dependency(job),
         "depends_on": sorted({d.job_id for d in job.dependencies if d.job_id}),
     }
+    if "retry_of" in job.extra:  # (--retry-oom's retry: rare, so only then)
+        out["retry_of"] = job.extra["retry_of"]
+    return out
 
 
 def dependency(job: Job) -> str | None:
@@ -96,13 +99,19 @@ def detail(
     out["mail_user"] = spec.mail_user
     out["mail_type"] = spec.mail_type  # --mail-type (None: END,FAIL)
     out["resubmitted_from"] = job.extra.get("resubmitted_from")  # (`berth resubmit`)
+    out["learned"] = job.extra.get("learned")  # (no -g, no --mem: admission/learned.py)
+    out["peak_mem"] = job.extra.get("peak_mem")  # (the most GPU memory it used, by NVML)
+    out["retry_oom"] = bool(job.extra.get("retry_oom"))
+    out["retry_of"] = job.extra.get("retry_of")  # (--retry-oom: admission/oom_retry.py)
+    out["retry_why"] = job.extra.get("retry_why")
+    out["oom_retried"] = job.extra.get("oom_retried")
     return out
 
 
 PRIVATE = "(private)"
 _PRIVATE_FIELDS = (
     "command", "cwd", "stdout", "stderr", "env_setup", "conda", "notify", "mail_user",
-    "request_source",
+    "request_source", "learned",
 )  # fmt: skip
 
 

@@ -28,7 +28,7 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
-from berth.daemon.engine.admission import arrays, depends, dryrun, unique, userdir
+from berth.daemon.engine.admission import arrays, depends, dryrun, learned, unique, userdir
 from berth.daemon.engine.admission.fitness import (
     check_fits,
     check_limit,
@@ -237,10 +237,11 @@ def _check(
     own: dict[str, Any] = {"array": None, "array_argvs": None}
     if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
         p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
-    each = memory_share(engine.res.inventory, spec) if spec.by_memory else 1.0
+    sized = learned.size(engine, peer.uid, p, engine.res.inventory)  # (no -g, no --mem)
+    each = memory_share(engine.res.inventory, sized) if sized.by_memory else 1.0
     p.request = Request(
-        gpus=spec.gpus,
-        mem=spec.mem,
+        gpus=sized.gpus,
+        mem=sized.mem,
         gpu_ids=spec.gpu_ids,
         prefer=spec.prefer,
         name=spec.name_filter,
@@ -299,6 +300,7 @@ def insert(
         extra["notify"] = True
     if spec.dependency is not None:
         extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
+    extra.update(learned.extra(spec, p.learned))  # (what sized it; --retry-oom)
     futures = []
     task = spec
     for k, index in enumerate(order):
@@ -345,7 +347,7 @@ def insert(
         engine.note_unique(spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
-    reply: dict[str, Any] = {"job_id": base}
+    reply: dict[str, Any] = {"job_id": base, **({"learned": p.learned} if p.learned else {})}
     reply.update(limit_in_force(spec.time_limit, engine.opts.max_job_time))
     if array:
         reply["array"] = array

@@ -9,7 +9,8 @@ fields: the time limit in force, the project, the dependency with ``@`` resolved
 environment (``env_vars`` says how many variables it exports: a dry run's answer is printed,
 pasted and shown to agents; the values stay with the caller), the id it would get now
 (``would_be``: the next id, unless another job is submitted first), its log files, what stops
-it (``limit_in_force``), and the reason it would wait with where that is known before a pass
+it (``limit_in_force``), what its share was sized from (``learned``: no -g, no --mem, and
+earlier runs of the same job), and the reason it would wait with where that is known before a pass
 (``Held``, ``BeginTime``, ``Dependency``; otherwise the next pass decides).
 """
 
@@ -49,6 +50,8 @@ def reply(engine: Engine, peer: Peer, p: Prepared, job_id: int) -> dict[str, Any
         where = (job_id, "%a")
     out["stdout"] = expand_pattern(p.out, job_id, spec.cwd, peer.user, where)
     out["stderr"] = expand_pattern(p.err, job_id, spec.cwd, peer.user, where)
+    if p.learned is not None:
+        out["learned"] = p.learned  # (its share sized from earlier runs: learned.py)
     reason = _reason(p, engine.clock.time())
     if reason is not None:
         out["reason"] = reason.value

@@ -53,8 +53,8 @@ class Prepared:
     are taken out of it, into ``array`` and ``argvs``)."""
 
     __slots__ = (
-        "any_of", "argvs", "array", "count", "deps", "dup", "err", "ident", "out", "request", "requeue",
-        "spec", "stored",
+        "any_of", "argvs", "array", "count", "deps", "dup", "err", "ident", "learned", "out", "request",
+        "requeue", "spec", "stored",
     )  # fmt: skip
 
     def __init__(self, spec: JobSpec) -> None:
@@ -70,3 +70,4 @@ class Prepared:
         self.requeue: tuple[bool, int | None] = (False, None)  # at the time limit; how often
         self.ident = ""  # the job's identity (unique.key)
         self.stored = 0  # bytes it keeps in the store (berth.wire.jobsize), all its tasks
+        self.learned: dict[str, Any] | None = None  # what its share was sized from (learned.py)
