@@ -42,8 +42,10 @@ starves, and no GPU idles that the blocked job could not use anyway.
 Admin reservations (``reservations=``, :mod:`berth.core.reservations`): GPUs kept for a
 user, group or project over a time window; only the holders' jobs start there during it,
 others' before it only if their time limit ends by its start (a job without one: never,
-unless the admin allows it). Such a job waits with ``Reservation``, and takes no EASY
-reservation.
+unless the admin allows it). Such a job waits with ``Reservation``, and the first such job (or
+one that does not fit) is the head: it takes the EASY reservation, sought on the GPUs it may
+use as the windows open and close (under ``fifo`` too: it blocks nobody, as blocking every job
+would keep the holders off their own GPUs).
 
 Time limits are not the core's to enforce: a job's supervisor ends its attempt at its limit
 (the daemon's overdue watch, ``daemon/procs/overdue.py``, one whose supervisor does not), the

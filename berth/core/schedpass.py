@@ -293,6 +293,8 @@ class Pass:
                                               self.shadow)
             if free is not None or free_behind:  # it would fit, but for the reservations
                 self.wait(job, Reason.RESERVATION, why(first, job, now))
+                if self.head is None:  # it is the head all the same (issue 32.2)
+                    self._head(job, kept=True)
                 return True
         if behind:
             return self._behind(job)
@@ -371,22 +373,38 @@ class Pass:
 
     # -- 4. reserve ------------------------------------------------------------------------
 
+    def _head(self, job: Job, kept: bool = False) -> None:
+        """``job`` is the first that cannot start (for resources, or ``kept`` off by admin
+        reservations): under ``fifo`` it blocks every job after it, else it gets the EASY
+        reservation, found with the windows that keep it off (and those that close later).
+        A job kept off by a window takes the EASY reservation under ``fifo`` too: blocking
+        every job would block the holders' own jobs for the whole window."""
+        inp = self.inp
+        self.head = job
+        if inp.policy == "fifo" and not kept:
+            self.blocked_all = True
+            return
+        off: frozenset[int] = frozenset()
+        changes: list[tuple[float, frozenset[int]]] = []
+        if self.windows:
+            pos, now = self.cap.pos, inp.now
+            off = kept_off(self.windows, job, now, pos)[0]
+            times = sorted({t for w in self.windows for t in (w.start, w.end) if t > now})
+            changes = [(t, kept_off(self.windows, job, t, pos)[0]) for t in times]
+        self.shadow, self.reserved = reservation(
+            self.cap, self.ends, self.placed, job.request, inp.placement, self.profile, off,
+            changes,
+        )  # fmt: skip
+        if self.shadow < INF:
+            self.out.expected[job.id] = self.shadow
+        self.skim = not inp.explain
+
     def reserve(self, job: Job) -> None:
         """The job does not fit: the first such job gets the reservation (under ``fifo``: it
         blocks every job after it); every one waits for resources."""
         inp, req = self.inp, job.request
         if self.head is None:
-            self.head = job
-            if inp.policy == "fifo":
-                self.blocked_all = True
-            else:
-                off = kept_off(self.windows, job, inp.now, self.cap.pos)[0] if self.windows else ()
-                self.shadow, self.reserved = reservation(
-                    self.cap, self.ends, self.placed, req, inp.placement, self.profile, off
-                )
-                if self.shadow < INF:
-                    self.out.expected[job.id] = self.shadow
-                self.skim = not inp.explain
+            self._head(job)
         if inp.explain:
             details, rkey = self.fits.details, req_key(req)
             if rkey not in details:
