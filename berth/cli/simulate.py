@@ -88,7 +88,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--idle-tail", default="4h", metavar="T", help="... for this long (4h)")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots there (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    w = p.add_argument_group("--what-if (ask the running daemon)")
+    w = p.add_argument_group(
+        "--what-if (ask the running daemon); --reserve-*: with --what-if what one more "
+        "reservation would cost the queue, in a replay kept in it"
+    )
     w.add_argument("--what-if", action="store_true", help="predict start times of pending jobs")
     w.add_argument("-g", "--gpus", default=None, help="a job you are about to submit: GPUs")
     w.add_argument("--mem", default=None, help="... its GPU memory per GPU (e.g. 20G)")
@@ -100,13 +103,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.what_if:
+    from berth.cli.simulate_modes import check  # rare: read what each mode uses
+
+    mode = check(args, add_arguments)  # (an option the mode cannot use: refused by name)
+    if mode == "what-if":
         return _what_if(args)
     if not args.trace:
         raise UsageError("name a trace file (or use --what-if); `berth help simulate` has examples")
-    if args.fill:
+    if mode == "fill":
         return _fill(args)
-    if args.idle_reclaim:
+    if mode == "idle":
         return _idle(args)
     return _replay(args)
 
@@ -114,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 def _idle(args: argparse.Namespace) -> int:
     """`--idle-reclaim T`: the model of berth.sim.idle, replayed without and with reclaim."""
     from berth.sim.idle import estimate  # heavy: the simulator
-    from berth.sim.run import prepare  # heavy: the simulator
+    from berth.sim.run import policy_list, prepare  # heavy: the simulator
 
     reclaim = parse_duration(args.idle_reclaim, what="--idle-reclaim")
     tail = parse_duration(args.idle_tail, what="--idle-tail")
@@ -127,11 +133,21 @@ def _idle(args: argparse.Namespace) -> int:
         start_day=args.start_day, days=args.days, max_duration=max_dur,
         time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
     )  # fmt: skip
-    out = estimate(wl.jobs, wl.inv, reclaim=reclaim, idle_share=args.idle_share,
-                   idle_tail=tail, seed=args.seed, policy=args.policy or "balanced")  # fmt: skip
-    if args.json:
-        sys.stdout.write(json.dumps(out) + "\n")
-        return 0
+    policies = policy_list(args.policy or "balanced")
+    for policy in policies:
+        out = estimate(wl.jobs, wl.inv, reclaim=reclaim, idle_share=args.idle_share,
+                       idle_tail=tail, seed=args.seed, policy=policy)  # fmt: skip
+        if args.json:  # (one line per policy)
+            sys.stdout.write(json.dumps(out) + "\n")
+            continue
+        if len(policies) > 1:
+            gap = "" if policy == policies[0] else "\n"
+            sys.stdout.write(f"{gap}policy {policy}:\n")
+        _idle_table(out, reclaim, tail)
+    return 0
+
+
+def _idle_table(out: dict[str, Any], reclaim: float, tail: float) -> None:
     m = out["model"]
     rows = [("", "GPU-h idle", "mean wait", "p99 wait", "makespan")]
     for name, key in (("without reclaim", "without_reclaim"),
@@ -146,9 +162,8 @@ def _idle(args: argparse.Namespace) -> int:
     sys.stdout.write(
         f"# an estimate, not a measurement: {m['idle_jobs']} of {m['jobs']} jobs (share "
         f"{m['idle_share']:g}) modelled as holding their GPUs idle {format_duration(tail)} "
-        "after their work; both replayed by berth's scheduler\n"
+        f"after their work; both replayed by berth's scheduler (policy {m['policy']})\n"
     )
-    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -176,7 +191,10 @@ def _replay(args: argparse.Namespace) -> int:
             time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
         )  # fmt: skip
         notes = [*wl.notes, f"native offered load {wl.native_load:.3f} on the inventory"]
-        r, res = compare(wl, policies, placements, fair, half_life)
+        kept = simulate_reserve.replayed(args, wl.inv[0], wl.jobs)  # admin reservations
+        if kept:
+            notes.append(simulate_reserve.describe(kept, wl.jobs))
+        r, res = compare(wl, policies, placements, fair, half_life, kept)
         rows += r
         results += [(f"{label} @{wl.load:.2f}", x) for label, x in res]
     base = report.add_ratios(rows)

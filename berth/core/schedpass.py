@@ -412,4 +412,3 @@ class Pass:
             # (when it should start is not part of the reason: the daemon's one estimate,
             # berth.daemon.engine.estimates, says it, and stays true as time passes)
             self.wait(job, Reason.RESOURCES, details[rkey])
-
