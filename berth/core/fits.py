@@ -147,6 +147,20 @@ def reservation(
     return INF, set()
 
 
+def passed_over(
+    free_out: tuple[int, float, int, float], job: Job, now: float, shadow: float, reserved: bool
+) -> bool:
+    """After a reservation: ``job`` can neither fit outside it (``free_out``:
+    :meth:`Capacity.free_outside`) nor end before the ``shadow`` time in all that is free."""
+    whole_out, share_out, whole_all, share_all = free_out
+    g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
+    limit = job.time_limit
+    return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
+        reserved and limit is not None and now + limit <= shadow < INF
+        and (g <= whole_all if g >= 1 else g - EPS <= share_all)
+    )  # fmt: skip
+
+
 def cpu_only(jobs: Sequence[Job]) -> bool:
     """Some job asks for no GPU, only node CPU (``-g 0``: a CPU slot)."""
     return any(j.request.gpus == 0 and j.request.cpu for j in jobs)

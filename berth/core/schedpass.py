@@ -23,18 +23,19 @@ import itertools
 from collections.abc import Iterable
 
 from berth.core import deps
-from berth.core.capacity import EPS, INF, Capacity
+from berth.core.capacity import INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
-from berth.core.fits import End, Fits, cpu_only, nothing_left, req_key, reservation
+from berth.core.fits import End, Fits, cpu_only, nothing_left, passed_over, req_key, reservation
 from berth.core.groups import GroupLimits
+from berth.core.guard import overdue_in
 from berth.core.job import Job
 from berth.core.limits import Held, ProjectHeld
 from berth.core.order import ordered
 from berth.core.placement import Placement, Profile
 from berth.core.ranking import View, Walk
-from berth.core.reservations import holding, kept_off, live, next_change, why
+from berth.core.reservations import ahead, holding, kept_off, live, next_change, why
 from berth.core.states import Reason
 from berth.units import format_duration
 
@@ -169,10 +170,12 @@ class Pass:
         pending = inp.pending
         if inp.presorted and isinstance(pending, View):
             self.walk = pending.walk()
+        guarded = inp.policy == "guarded"  # (its overdue job first: berth.core.guard)
+        head = overdue_in(pending, inp.running, inp.now, inp.arrivals) if guarded else None
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
                              done=self.done, charged_projects=self.charged_projects,
-                             done_projects=self.done_projects)  # fmt: skip
+                             done_projects=self.done_projects, head=head)  # fmt: skip
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -335,13 +338,7 @@ class Pass:
                 whole_out, share_out, whole_all, share_all = self.free_out
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
-        whole_out, share_out, whole_all, share_all = self.free_out
-        g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
-        shadow, limit = self.shadow, job.time_limit
-        return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
-            self.reserved and limit is not None and self.inp.now + limit <= shadow < INF
-            and (g <= whole_all if g >= 1 else g - EPS <= share_all)
-        )  # fmt: skip
+        return passed_over(self.free_out, job, self.inp.now, self.shadow, bool(self.reserved))
 
     def _start(self, job: Job, pl: Placement) -> None:
         inp, cap, req = self.inp, self.cap, job.request
@@ -374,27 +371,16 @@ class Pass:
     # -- 4. reserve ------------------------------------------------------------------------
 
     def _head(self, job: Job, kept: bool = False) -> None:
-        """``job`` is the first that cannot start (for resources, or ``kept`` off by admin
-        reservations): under ``fifo`` it blocks every job after it, else it gets the EASY
-        reservation, found with the windows that keep it off (and those that close later).
-        A job kept off by a window takes the EASY reservation under ``fifo`` too: blocking
-        every job would block the holders' own jobs for the whole window."""
+        """``job`` is the first that cannot start (or ``kept`` off by admin reservations): the
+        EASY reservation (``fifo``: it blocks every job after it, unless ``kept``)."""
         inp = self.inp
         self.head = job
         if inp.policy == "fifo" and not kept:
             self.blocked_all = True
             return
-        off: frozenset[int] = frozenset()
-        changes: list[tuple[float, frozenset[int]]] = []
-        if self.windows:
-            pos, now = self.cap.pos, inp.now
-            off = kept_off(self.windows, job, now, pos)[0]
-            times = sorted({t for w in self.windows for t in (w.start, w.end) if t > now})
-            changes = [(t, kept_off(self.windows, job, t, pos)[0]) for t in times]
-        self.shadow, self.reserved = reservation(
-            self.cap, self.ends, self.placed, job.request, inp.placement, self.profile, off,
-            changes,
-        )  # fmt: skip
+        off, changes = ahead(self.windows, job, inp.now, self.cap.pos)
+        self.shadow, self.reserved = reservation(self.cap, self.ends, self.placed, job.request,
+                                                 inp.placement, self.profile, off, changes)
         if self.shadow < INF:
             self.out.expected[job.id] = self.shadow
         self.skim = not inp.explain

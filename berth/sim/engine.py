@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, charged_gpus, usage_at
+from berth.core.guard import Arrivals
 from berth.core.job import Job
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
@@ -106,7 +107,7 @@ class _Replay:
     that arrive, the pass, its starts, the timeline."""
 
     __slots__ = (
-        "allocated", "arrived", "book", "changes", "core", "ends", "free", "gpus", "held",
+        "allocated", "arrived", "arrivals", "book", "changes", "core", "ends", "free", "gpus", "held",
         "index", "jobs", "nodes", "pbook", "placement", "policy", "pos", "profile", "queue",
         "recent", "res", "running", "stranded", "waiting", "windows", "last",
     )  # fmt: skip
@@ -137,6 +138,7 @@ class _Replay:
         self.recent: list[Request] = []
         self.profile: Profile | None = None
         self.arrived = 0
+        self.arrivals = Arrivals()  # the work that joined the queue (guarded)
         self.windows: list[Window] = []  # admin reservations
         self.changes: list[float] = []  # their starts and ends, in time order
         self.last = -float("inf")  # the last event's time
@@ -195,6 +197,7 @@ class _Replay:
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             self.core[sj.id] = job
+            self.arrivals.add(job)
             self.queue.add(job)
             self.waiting[job.id] = job
             if self.placement == "packer":
@@ -221,7 +224,7 @@ class _Replay:
             [] if full else self.queue.at(now), list(self.running.values()), self.gpus, None,
             (), now, policy=self.policy, placement=self.placement, nodes=self.nodes,
             profile=self.profile, explain=False, presorted=True, capacity=self.held.capacity(),
-            fair=fair, reservations=self.windows,
+            fair=fair, reservations=self.windows, arrivals=self.arrivals,
         ))  # fmt: skip
 
     def start(self, d: Decisions, now: float) -> None:
