@@ -11,8 +11,9 @@ first (EASY backfill), so only jobs that end before then or fit elsewhere pass i
 are counted in time limits, so limits that overstate run times overstate both alike.
 
 "The work queued after it" counts every job that joined the queue since (``Arrivals``: the
-simulator keeps it); a caller without that record (the daemon) counts the jobs it sees (pending
-and running), which can only make the job overdue later. Priority still comes first: the
+simulator and the daemon keep it; the daemon's starts anew when it restarts, and until a job
+joins after a restart its pass counts the jobs it holds, pending and running, which can only
+make the job overdue later). Priority still comes first: the
 guarantee holds between jobs of one priority. Measured on the ten ITP clusters: docs/scheduling.md.
 
 Pure: the pass gives the numbers; :func:`overdue` finds the job, :func:`first` puts it first.
@@ -20,6 +21,7 @@ Pure: the pass gives the numbers; :func:`overdue` finds the job, :func:`first` p
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -39,21 +41,29 @@ def work(job: Job) -> float:
 
 
 class Arrivals:
-    """The work that joined the queue, by queue time: what :func:`overdue` compares (kept by
-    the caller as jobs arrive, in queue time order; a requeued job arrives again)."""
+    """The work that joined the queue, by queue time: what :func:`overdue` compares, kept by
+    the caller as jobs arrive (a requeued job arrives again). An entry queued before the last
+    one (a start undone: the job rejoins with its old queue time), or the same job again at
+    once, is not an arrival and is left out. Two floats per arrival (``array``)."""
 
-    __slots__ = ("cum", "times")
+    __slots__ = ("cum", "last", "times")
 
     def __init__(self) -> None:
-        self.times: list[float] = []
-        self.cum: list[float] = []  # the work of the jobs up to each one
+        self.times = array("d")
+        self.cum = array("d")  # the work of the jobs up to each one
+        self.last = -1  # the id of the last job added
 
     def add(self, job: Job) -> None:
         t = job.queue_time
-        if self.times and t < self.times[-1]:
-            t = self.times[-1]  # (kept in order: a late entry counts as the latest)
+        if (self.times and t < self.times[-1]) or job.id == self.last:
+            return
+        self.last = job.id
         self.times.append(t)
         self.cum.append((self.cum[-1] if self.cum else 0.0) + work(job))
+
+    def any(self) -> Arrivals | None:
+        """This record, or None while it is empty (then the pass counts the jobs it holds)."""
+        return self if self.times else None
 
     def after(self, t: float) -> float:
         """The work that joined the queue after ``t``."""
