@@ -23,7 +23,7 @@ daemon's berth.db, or JSON lines of jobs); --format auto guesses from the header
 Inventories: 8 (one host), 8:40G, 8x8 (nodes x GPUs), or an openb node-list CSV. Load scaling: --scale stretch (time-stretch
 submit times) or thin (drop jobs at random). Time limits (traces have none): exact (the
 duration, an oracle), round (rounded up to 10m/30m/1h/2h/4h/8h/1d/2d/7d), factor:F, none.
-Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced (the default); the first
+Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced (the default), guarded; the first
 one listed is the baseline of the xBASE column. --fairshare on|both adds fair share between
 tenants (users, Philly's virtual clusters, ITP's clusters) by decayed usage over the policy,
 as the system daemon does (docs/scheduling.md); with several tenants the table has "jain
@@ -42,6 +42,7 @@ import time
 
 from berth import config
 from berth.cli import simulate_reserve
+from berth.cli.simulate_idle import idle, number
 from berth.errors import UsageError
 from berth.units import format_duration, parse_duration, parse_gpu_indices, parse_size
 
@@ -88,7 +89,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--idle-tail", default="4h", metavar="T", help="... for this long (4h)")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots there (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    w = p.add_argument_group("--what-if (ask the running daemon)")
+    w = p.add_argument_group(
+        "--what-if (ask the running daemon); --reserve-*: with --what-if what one more "
+        "reservation would cost the queue, in a replay kept in it"
+    )
     w.add_argument("--what-if", action="store_true", help="predict start times of pending jobs")
     w.add_argument("-g", "--gpus", default=None, help="a job you are about to submit: GPUs")
     w.add_argument("--mem", default=None, help="... its GPU memory per GPU (e.g. 20G)")
@@ -100,55 +104,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.what_if:
+    from berth.cli.simulate_modes import check  # rare: read what each mode uses
+
+    mode = check(args, add_arguments)  # (an option the mode cannot use: refused by name)
+    if mode == "what-if":
         return _what_if(args)
     if not args.trace:
         raise UsageError("name a trace file (or use --what-if); `berth help simulate` has examples")
-    if args.fill:
+    if mode == "fill":
         return _fill(args)
-    if args.idle_reclaim:
-        return _idle(args)
+    if mode == "idle":
+        return idle(args)
     return _replay(args)
-
-
-def _idle(args: argparse.Namespace) -> int:
-    """`--idle-reclaim T`: the model of berth.sim.idle, replayed without and with reclaim."""
-    from berth.sim.idle import estimate  # heavy: the simulator
-    from berth.sim.run import prepare  # heavy: the simulator
-
-    reclaim = parse_duration(args.idle_reclaim, what="--idle-reclaim")
-    tail = parse_duration(args.idle_tail, what="--idle-tail")
-    if not 0 <= args.idle_share <= 1 or not reclaim >= 0 or not tail >= 0:
-        raise UsageError("--idle-share must be in [0, 1], --idle-reclaim and --idle-tail >= 0")
-    load = None if args.load is None else _float(args.load, "--load")
-    max_dur = None if args.max_duration == "none" else parse_duration(args.max_duration)
-    wl = prepare(
-        args.trace, fmt=args.format, inventory=args.inventory, load=load, scale=args.scale,
-        start_day=args.start_day, days=args.days, max_duration=max_dur,
-        time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
-    )  # fmt: skip
-    out = estimate(wl.jobs, wl.inv, reclaim=reclaim, idle_share=args.idle_share,
-                   idle_tail=tail, seed=args.seed, policy=args.policy or "balanced")  # fmt: skip
-    if args.json:
-        sys.stdout.write(json.dumps(out) + "\n")
-        return 0
-    m = out["model"]
-    rows = [("", "GPU-h idle", "mean wait", "p99 wait", "makespan")]
-    for name, key in (("without reclaim", "without_reclaim"),
-                      (f"--idle-reclaim {format_duration(reclaim)}", "with_reclaim"),
-                      ("saved", "saved")):  # fmt: skip
-        r = out[key]
-        rows.append((name, f"{r['idle_gpu_hours']:.1f}", format_duration(r["wait_mean"]),
-                     format_duration(r["wait_p99"]), format_duration(r["makespan"])))  # fmt: skip
-    widths = [max(len(r[k]) for r in rows) for k in range(5)]
-    for r in rows:
-        sys.stdout.write("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + "\n")
-    sys.stdout.write(
-        f"# an estimate, not a measurement: {m['idle_jobs']} of {m['jobs']} jobs (share "
-        f"{m['idle_share']:g}) modelled as holding their GPUs idle {format_duration(tail)} "
-        "after their work; both replayed by berth's scheduler\n"
-    )
-    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -160,7 +127,7 @@ def _replay(args: argparse.Namespace) -> int:
     placements = policy_list(args.placement, PLACEMENTS) if args.placement else None
     loads: list[float | None] = [None]
     if args.load:
-        loads = [_float(x, "--load") for x in args.load.split(",")]
+        loads = [number(x, "--load") for x in args.load.split(",")]
     max_dur = None if args.max_duration == "none" else parse_duration(args.max_duration)
     fair = {"off": (False,), "on": (True,), "both": (False, True)}[args.fairshare]
     half_life = parse_duration(args.half_life, what="--half-life")
@@ -176,7 +143,10 @@ def _replay(args: argparse.Namespace) -> int:
             time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
         )  # fmt: skip
         notes = [*wl.notes, f"native offered load {wl.native_load:.3f} on the inventory"]
-        r, res = compare(wl, policies, placements, fair, half_life)
+        kept = simulate_reserve.replayed(args, wl.inv[0], wl.jobs)  # admin reservations
+        if kept:
+            notes.append(simulate_reserve.describe(kept, wl.jobs))
+        r, res = compare(wl, policies, placements, fair, half_life, kept)
         rows += r
         results += [(f"{label} @{wl.load:.2f}", x) for label, x in res]
     base = report.add_ratios(rows)
@@ -241,13 +211,6 @@ def _fill(args: argparse.Namespace) -> int:
             f"{row['placement']:<10} {cells}   [{len(seeds)} seeds, {row['wall_s']:.0f}s]\n"
         )
     return 0
-
-
-def _float(text: str, what: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(f"invalid {what} value {text!r}: expected a number like 0.9") from None
 
 
 def _seeds(text: str) -> list[int]:
@@ -342,7 +305,7 @@ def _your_job(args: argparse.Namespace, jobs: list[Job], now: float) -> Job | No
         return None
     ids = None if args.gpu_ids is None else parse_gpu_indices(args.gpu_ids, what="--gpu-ids")
     gpus = args.gpus if args.gpus is not None else str(len(ids or ()))
-    req = Request(gpus=_float(gpus, "-g"),
+    req = Request(gpus=number(gpus, "-g"),
                   mem=None if args.mem is None else parse_size(args.mem, what="--mem"),
                   gpu_ids=None if ids is None else tuple(ids))  # fmt: skip
     mine = max((j.id for j in jobs), default=0) + 1

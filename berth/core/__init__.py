@@ -47,7 +47,7 @@ Stable API (import from ``berth.core``)::
              .expected {job_id: time}   predicted start of the blocked head job
              .wakeup   earliest time a pass may decide something new by itself (timer); the
                        next time limit of a running job is one
-    POLICIES = fifo, fifo-backfill, priority, sjf, fairshare, balanced (DEFAULT_POLICY)
+    POLICIES = fifo, fifo-backfill, priority, sjf, fairshare, balanced (DEFAULT_POLICY), guarded
     PLACEMENTS = first-fit, best-fit, packer (DEFAULT_PLACEMENT)
     check_policy(name, placement) raises UsageError for unknown names.
 

@@ -110,13 +110,23 @@ class Fits:
 def reservation(
     cap: Capacity, ends: list[End], placed: dict[int, Placement], req: Request, how: str,
     profile: Profile | None, exclude: Collection[int] = (),
+    changes: Sequence[tuple[float, Collection[int]]] = (),
 ) -> tuple[float, set[int]]:  # fmt: skip
     """(shadow time, positions) of the blocked head job's reservation: release the running
     jobs (and those ``placed`` in this pass) in order of their expected end until ``req``
     fits; (INF, no positions) if it never does. ``exclude``: positions admin reservations
-    keep the job off now (taken as kept off for the whole search)."""
+    keep the job off now; ``changes``: (time, the positions kept off from then), in time
+    order (the admin reservations' starts and ends: a window that closes frees its GPUs)."""
     trial = cap.copy()
-    for end, _, jid, job in sorted(ends):  # (ids are unique: jobs are never compared)
+    steps = sorted(ends)  # (ids are unique: jobs are never compared)
+    k, n = 0, len(changes)
+    for end, _, jid, job in steps:
+        while k < n and changes[k][0] < end:  # a window opens or closes before this end
+            exclude = changes[k][1]
+            fit = place(trial, req, how, profile, exclude) if could_fit(trial, req) else None
+            if fit is not None:
+                return changes[k][0], set(fit.positions)
+            k += 1
         a = job.attempt
         r = job.request
         pl = placed.get(jid)
@@ -124,12 +134,31 @@ def reservation(
             trial.take(pl.positions, r.share, pl.mem, pl.node, r.cpu, r.ram, sign=-1.0)
         elif a is not None:
             trial.take_gpus(a.gpus, a.share, a.mem, a.node, r.cpu, r.ram, sign=-1.0)
+        while k < n and changes[k][0] <= end:
+            exclude, k = changes[k][1], k + 1
         if not could_fit(trial, req):
             continue  # (what place() would find at once, without building its arguments)
         fit = place(trial, req, how, profile, exclude)
         if fit is not None:
             return end, set(fit.positions)
+    for t, off in changes[k:]:  # every job released: only the windows still change
+        if (fit := place(trial, req, how, profile, off)) is not None:
+            return t, set(fit.positions)
     return INF, set()
+
+
+def passed_over(
+    free_out: tuple[int, float, int, float], job: Job, now: float, shadow: float, reserved: bool
+) -> bool:
+    """After a reservation: ``job`` can neither fit outside it (``free_out``:
+    :meth:`Capacity.free_outside`) nor end before the ``shadow`` time in all that is free."""
+    whole_out, share_out, whole_all, share_all = free_out
+    g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
+    limit = job.time_limit
+    return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
+        reserved and limit is not None and now + limit <= shadow < INF
+        and (g <= whole_all if g >= 1 else g - EPS <= share_all)
+    )  # fmt: skip
 
 
 def cpu_only(jobs: Sequence[Job]) -> bool:

@@ -26,10 +26,9 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from berth.core.capacity import INF
 from berth.core.fairshare import FairShare, interleave
+from berth.core.guard import UNKNOWN_LIMIT as UNKNOWN_LIMIT
+from berth.core.guard import first
 from berth.core.job import Job
-
-#: The run time ``balanced`` assumes for a job without a time limit.
-UNKNOWN_LIMIT = 86400.0
 
 
 def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
@@ -39,6 +38,9 @@ def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
         limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
         urgency = max(0.0, now - job.queue_time) / math.sqrt(max(limit, 1.0))
         return (-job.priority, -urgency, job.queue_time, job.id)
+    if policy == "guarded":  # (and one overdue job first: berth.core.guard)
+        limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
+        return (-job.priority, limit, job.queue_time, job.id)
     if policy in ("fifo", "fifo-backfill"):
         return (job.queue_time, job.id)
     if policy == "sjf":
@@ -53,12 +55,13 @@ def ordered(
     walk: Iterable[Job] | None = None,
     fair: FairShare | None = None, charged: Mapping[str, float] | None = None,
     done: Collection[str] = (), charged_projects: Mapping[str, float] | None = None,
-    done_projects: Collection[str] = (),
+    done_projects: Collection[str] = (), head: Job | None = None,
 ) -> Iterator[Job]:  # fmt: skip
     """``pending`` in the order a pass considers them (``presorted``: already in
     :func:`order_key` order; ``walk``: that order, walked lazily). For fairshare,
     ``tenant_gpus`` may grow while this is consumed (jobs started in the pass); with fair
-    share by usage, the tenants in ``done`` (filled while this is consumed) give no more."""
+    share by usage, the tenants in ``done`` (filled while this is consumed) give no more.
+    ``head``: ``guarded``'s overdue job, first within its priority (:mod:`berth.core.guard`)."""
     jobs: Iterable[Job]
     if walk is not None:
         jobs = walk
@@ -66,6 +69,8 @@ def ordered(
         jobs = pending
     else:
         jobs = sorted(pending, key=lambda j: order_key(j, policy, now))
+    if head is not None:
+        jobs = first(jobs, head)
     if fair is not None:  # fair share by decayed usage, over any policy
         jobs = interleave(jobs, fair, charged if charged is not None else {}, done,
                           charged_projects, done_projects)  # fmt: skip

@@ -19,6 +19,10 @@ balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs
 (the default)   a job's urgency grows as it waits, faster for
                 short jobs, so short jobs go first and every job's
                 turn comes (a job without a limit counts as 1 day)
+guarded         priority, then the overdue job (the oldest, once   reserves GPUs (EASY)
+                the work queued after it is 1.4x the work left:
+                :mod:`berth.core.guard`), then time limit
+                (shorter first; none = 1 day), queue time
 ==============  =================================================  ==========================
 
 Fair share (``fair=``, :mod:`berth.core.fairshare`), over any policy: between users, the
@@ -42,8 +46,10 @@ starves, and no GPU idles that the blocked job could not use anyway.
 Admin reservations (``reservations=``, :mod:`berth.core.reservations`): GPUs kept for a
 user, group or project over a time window; only the holders' jobs start there during it,
 others' before it only if their time limit ends by its start (a job without one: never,
-unless the admin allows it). Such a job waits with ``Reservation``, and takes no EASY
-reservation.
+unless the admin allows it). Such a job waits with ``Reservation``, and the first such job (or
+one that does not fit) is the head: it takes the EASY reservation, sought on the GPUs it may
+use as the windows open and close (under ``fifo`` too: it blocks nobody, as blocking every job
+would keep the holders off their own GPUs).
 
 Time limits are not the core's to enforce: a job's supervisor ends its attempt at its limit
 (the daemon's overdue watch, ``daemon/procs/overdue.py``, one whose supervisor does not), the
@@ -58,6 +64,7 @@ from typing import NamedTuple
 from berth.core.capacity import Capacity
 from berth.core.decisions import Decisions
 from berth.core.fairshare import FairShare
+from berth.core.guard import Arrivals
 from berth.core.inventory import Gpu, Node, Usage
 from berth.core.job import Job
 from berth.core.limits import UserLimits
@@ -68,7 +75,7 @@ from berth.core.schedpass import Pass
 from berth.core.states import State
 from berth.errors import UsageError
 
-POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced")
+POLICIES = ("fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced", "guarded")
 DEFAULT_POLICY = "balanced"
 DEFAULT_PLACEMENT = "packer"
 
@@ -120,6 +127,8 @@ class Inputs(NamedTuple):
       exactly as in a whole pass (a job's fate depends only on the jobs before it); the rest
       get no reason, start, ``Cancel`` or ``wakeup``, and ``Decisions.partial`` is True.
       It must be a pure function of the jobs it is shown (it may count them).
+    - ``arrivals``: ``guarded``'s record of the work that joined the queue
+      (:class:`~berth.core.guard.Arrivals`); None: the pending and running jobs are counted.
     """
 
     pending: Sequence[Job]
@@ -141,6 +150,7 @@ class Inputs(NamedTuple):
     capacity: Capacity | None = None
     reservations: Sequence[Window] = ()
     explain_stop: Callable[[Job], bool] | None = None
+    arrivals: Arrivals | None = None
 
 
 def schedule(inputs: Inputs) -> Decisions:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from berth.core.capacity import EPS, INF
+from berth.core.guard import work
 from berth.core.job import Job
 from berth.core.order import UNKNOWN_LIMIT, order_key, requeued
 from berth.core.profile import restricts
@@ -73,8 +74,7 @@ class Ranking:
 
     __slots__ = (
         "count", "cpu_only", "dirty", "dynamic", "groups", "jobs", "keys", "no_gpu", "policy",
-        "requeued", "restricted", "roots",
-        "where",
+        "queued", "requeued", "restricted", "roots", "where", "work",
     )  # fmt: skip
 
     def __init__(self, policy: str) -> None:
@@ -91,6 +91,9 @@ class Ranking:
         self.restricted = 0  # balanced: jobs here whose request only some GPUs may serve
         self.cpu_only = 0  # jobs here that ask no GPU, only node CPU (fits.cpu_only's test)
         self.no_gpu = 0  # jobs here that ask no GPU (-g 0)
+        # guarded: the jobs by (queue time, id), and the GPU-seconds they ask (berth.core.guard)
+        self.queued: list[tuple[float, int, Job]] | None = [] if policy == "guarded" else None
+        self.work = 0.0
 
     def __len__(self) -> int:
         return self.count
@@ -117,6 +120,9 @@ class Ranking:
             k = bisect_left(self.keys, key)
             self.keys.insert(k, key)
             self.jobs.insert(k, job)
+            if self.queued is not None:
+                insort(self.queued, (job.queue_time, job.id, job), key=lambda it: it[:2])
+                self.work += work(job)
             return
         limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
         root = self.roots.get(limit)
@@ -163,6 +169,12 @@ class Ranking:
                 if k < len(self.jobs) and self.jobs[k] is job:
                     del self.keys[k]
                     del self.jobs[k]
+                    if self.queued is not None:
+                        q = self.queued
+                        i = bisect_left(q, (job.queue_time, job.id), key=lambda it: it[:2])
+                        if i < len(q) and q[i][2] is job:
+                            del q[i]
+                        self.work = self.work - work(job) if q else 0.0
                 continue
             g = self.where.pop(job.id, None)
             if g is None:
@@ -187,7 +199,7 @@ class Ranking:
         """The jobs in the order of ``order_key(job, policy, now)``: for ``balanced`` a
         :class:`View` that ``schedule()`` walks lazily (valid until the ranking changes)."""
         if not self.dynamic:
-            return self.jobs
+            return self.jobs if self.queued is None else Queued(self)
         for g in self.dirty:  # skip what left from the front
             items, i = g.items, g.start
             while i < len(items) and items[i][3].state is not State.PENDING:
@@ -203,6 +215,37 @@ class Ranking:
 def _cpu_only(job: Job) -> bool:
     r = job.request
     return r.gpus == 0 and bool(r.cpu)
+
+
+class Queued(Sequence[Job]):
+    """A ``guarded`` ranking's jobs in its order, with the same jobs oldest first (the
+    overdue job's search, :mod:`berth.core.guard`); valid until the ranking changes."""
+
+    __slots__ = ("ranking",)
+
+    def __init__(self, ranking: Ranking) -> None:
+        self.ranking = ranking
+
+    def by_queue(self) -> Iterator[Job]:
+        return (it[2] for it in self.ranking.queued or ())
+
+    @property
+    def work(self) -> float:
+        """GPU-seconds the jobs ask (their time limits on their GPUs)."""
+        return self.ranking.work
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.ranking.jobs)
+
+    def __len__(self) -> int:
+        return len(self.ranking.jobs)
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Job]: ...
+    def __getitem__(self, i: int | slice) -> Job | Sequence[Job]:
+        return self.ranking.jobs[i]
 
 
 class View(Sequence[Job]):

@@ -98,6 +98,17 @@ def kept_off(
     return frozenset(out), first
 
 
+def ahead(
+    windows: Sequence[Window], job: Job, now: float, pos: Mapping[int, int]
+) -> tuple[frozenset[int], list[tuple[float, frozenset[int]]]]:
+    """The positions ``job`` may not use now, and from each later start or end of a window
+    on: (time, positions) in time order (the head job's reservation counts them)."""
+    if not windows:
+        return frozenset(), []
+    times = sorted({t for w in windows for t in (w.start, w.end) if t > now})
+    return kept_off(windows, job, now, pos)[0], [(t, kept_off(windows, job, t, pos)[0]) for t in times]
+
+
 def holding(
     windows: Sequence[Window], job: Job, now: float, pos: Mapping[int, int]
 ) -> frozenset[int]:

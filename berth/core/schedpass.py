@@ -23,18 +23,19 @@ import itertools
 from collections.abc import Iterable
 
 from berth.core import deps
-from berth.core.capacity import EPS, INF, Capacity
+from berth.core.capacity import INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
-from berth.core.fits import End, Fits, cpu_only, nothing_left, req_key, reservation
+from berth.core.fits import End, Fits, cpu_only, nothing_left, passed_over, req_key, reservation
 from berth.core.groups import GroupLimits
+from berth.core.guard import overdue_in
 from berth.core.job import Job
 from berth.core.limits import Held, ProjectHeld
 from berth.core.order import ordered
 from berth.core.placement import Placement, Profile
 from berth.core.ranking import View, Walk
-from berth.core.reservations import holding, kept_off, live, next_change, why
+from berth.core.reservations import ahead, holding, kept_off, live, next_change, why
 from berth.core.states import Reason
 from berth.units import format_duration
 
@@ -172,10 +173,12 @@ class Pass:
         pending = inp.pending
         if inp.presorted and isinstance(pending, View):
             self.walk = pending.walk()
+        guarded = inp.policy == "guarded"  # (its overdue job first: berth.core.guard)
+        head = overdue_in(pending, inp.running, inp.now, inp.arrivals) if guarded else None
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
                              done=self.done, charged_projects=self.charged_projects,
-                             done_projects=self.done_projects)  # fmt: skip
+                             done_projects=self.done_projects, head=head)  # fmt: skip
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -296,6 +299,8 @@ class Pass:
                                               self.shadow)
             if free is not None or free_behind:  # it would fit, but for the reservations
                 self.wait(job, Reason.RESERVATION, why(first, job, now))
+                if self.head is None:  # it is the head all the same (issue 32.2)
+                    self._head(job, kept=True)
                 return True
         if behind:
             return self._behind(job)
@@ -336,13 +341,7 @@ class Pass:
                 whole_out, share_out, whole_all, share_all = self.free_out
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
-        whole_out, share_out, whole_all, share_all = self.free_out
-        g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
-        shadow, limit = self.shadow, job.time_limit
-        return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
-            self.reserved and limit is not None and self.inp.now + limit <= shadow < INF
-            and (g <= whole_all if g >= 1 else g - EPS <= share_all)
-        )  # fmt: skip
+        return passed_over(self.free_out, job, self.inp.now, self.shadow, bool(self.reserved))
 
     def _start(self, job: Job, pl: Placement) -> None:
         inp, cap, req = self.inp, self.cap, job.request
@@ -374,22 +373,27 @@ class Pass:
 
     # -- 4. reserve ------------------------------------------------------------------------
 
+    def _head(self, job: Job, kept: bool = False) -> None:
+        """``job`` is the first that cannot start (or ``kept`` off by admin reservations): the
+        EASY reservation (``fifo``: it blocks every job after it, unless ``kept``)."""
+        inp = self.inp
+        self.head = job
+        if inp.policy == "fifo" and not kept:
+            self.blocked_all = True
+            return
+        off, changes = ahead(self.windows, job, inp.now, self.cap.pos)
+        self.shadow, self.reserved = reservation(self.cap, self.ends, self.placed, job.request,
+                                                 inp.placement, self.profile, off, changes)
+        if self.shadow < INF:
+            self.out.expected[job.id] = self.shadow
+        self.skim = not inp.explain
+
     def reserve(self, job: Job) -> None:
         """The job does not fit: the first such job gets the reservation (under ``fifo``: it
         blocks every job after it); every one waits for resources."""
         inp, req = self.inp, job.request
         if self.head is None:
-            self.head = job
-            if inp.policy == "fifo":
-                self.blocked_all = True
-            else:
-                off = kept_off(self.windows, job, inp.now, self.cap.pos)[0] if self.windows else ()
-                self.shadow, self.reserved = reservation(
-                    self.cap, self.ends, self.placed, req, inp.placement, self.profile, off
-                )
-                if self.shadow < INF:
-                    self.out.expected[job.id] = self.shadow
-                self.skim = not inp.explain
+            self._head(job)
         if inp.explain:
             details, rkey = self.fits.details, req_key(req)
             if rkey not in details:
@@ -397,4 +401,3 @@ class Pass:
             # (when it should start is not part of the reason: the daemon's one estimate,
             # berth.daemon.engine.estimates, says it, and stays true as time passes)
             self.wait(job, Reason.RESOURCES, details[rkey])
-

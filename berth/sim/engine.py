@@ -15,16 +15,19 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, charged_gpus, usage_at
+from berth.core.guard import Arrivals
 from berth.core.job import Job
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, check_policy, schedule
 from berth.core.ranking import Ranking
 from berth.core.request import Request
+from berth.core.reservations import Window
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.errors import UsageError
@@ -63,10 +66,13 @@ def simulate(
     timeline: bool = True,
     fairshare: bool = False,
     half_life: float = DEFAULT_HALF_LIFE,
+    reservations: Sequence[Window] = (),
 ) -> RunResult:
     """Replay ``jobs`` (sorted by submit) on ``inv`` under ``policy``; deterministic.
     ``fairshare``: with fair share between tenants by decayed usage, as the system daemon
-    (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds)."""
+    (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds).
+    ``reservations``: admin reservations (:mod:`berth.core.reservations`; a job's user is its
+    tenant): each window's start and end is an event, as the daemon's timer wakes its pass."""
     check_policy(policy, placement)
     too_big = [j for j in jobs if j.gpus > len(inv[0])]
     if too_big:
@@ -76,16 +82,19 @@ def simulate(
         )
     wall0 = time.perf_counter()
     sim = _Replay(jobs, inv, policy, placement, Book(half_life) if fairshare else None)
+    sim.windows = list(reservations)
+    sim.changes = sorted({t for w in reservations for t in (w.start, w.end)})
     n = len(jobs)
-    while sim.arrived < n or sim.ends:
-        now = sim.next_event()
+    while sim.arrived < n or sim.ends or sim.window_ahead():
+        now = sim.last = sim.next_event()
         sim.end(now)
         sim.arrive(now)
         d = sim.decide(now)
         sim.start(d, now)
         if timeline:
             sim.record(now)
-        if not d.starts and not sim.ends and sim.arrived >= n and len(sim.queue):
+        stuck = not d.starts and not sim.ends and sim.arrived >= n and len(sim.queue) > 0
+        if stuck and not sim.window_ahead():
             raise AssertionError(
                 f"{len(sim.queue)} jobs can never start (first: job {sim.queue.at(now)[0].id})"
             )
@@ -98,9 +107,9 @@ class _Replay:
     that arrive, the pass, its starts, the timeline."""
 
     __slots__ = (
-        "allocated", "arrived", "book", "core", "ends", "free", "gpus", "held", "index", "jobs",
-        "nodes", "pbook", "placement", "policy", "pos", "profile", "queue", "recent", "res",
-        "running", "stranded", "waiting",
+        "allocated", "arrived", "arrivals", "book", "changes", "core", "ends", "free", "gpus", "held",
+        "index", "jobs", "nodes", "pbook", "placement", "policy", "pos", "profile", "queue",
+        "recent", "res", "running", "stranded", "waiting", "windows", "last",
     )  # fmt: skip
 
     def __init__(
@@ -129,11 +138,25 @@ class _Replay:
         self.recent: list[Request] = []
         self.profile: Profile | None = None
         self.arrived = 0
+        self.arrivals = Arrivals()  # the work that joined the queue (guarded)
+        self.windows: list[Window] = []  # admin reservations
+        self.changes: list[float] = []  # their starts and ends, in time order
+        self.last = -float("inf")  # the last event's time
+
+    def window_ahead(self) -> bool:
+        """Jobs wait and a window opens or closes after the last event (then a pass runs)."""
+        changes = self.changes
+        while changes and changes[0] <= self.last:
+            del changes[0]  # (passed: the pass at that time has run)
+        return bool(changes) and len(self.queue) > 0
 
     def next_event(self) -> float:
         jobs, ends = self.jobs, self.ends
         t_arr = jobs[self.arrived].submit if self.arrived < len(jobs) else float("inf")
-        return min(t_arr, ends[0][0]) if ends else t_arr
+        t = min(t_arr, ends[0][0]) if ends else t_arr
+        if self.window_ahead() and self.changes[0] < t:
+            return self.changes[0]  # a window opens or closes while jobs wait
+        return t
 
     def end(self, now: float) -> None:
         """The jobs whose run ends by ``now``: completed, or timed out at their limit."""
@@ -169,10 +192,12 @@ class _Replay:
             self.arrived += 1
             job = Job(
                 id=sj.id, submit_time=sj.submit, name=sj.name, tenant=sj.tenant or "-",
+                user=sj.tenant or "-",
                 project=sj.project, priority=sj.priority, time_limit=sj.time_limit,
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             self.core[sj.id] = job
+            self.arrivals.add(job)
             self.queue.add(job)
             self.waiting[job.id] = job
             if self.placement == "packer":
@@ -199,7 +224,7 @@ class _Replay:
             [] if full else self.queue.at(now), list(self.running.values()), self.gpus, None,
             (), now, policy=self.policy, placement=self.placement, nodes=self.nodes,
             profile=self.profile, explain=False, presorted=True, capacity=self.held.capacity(),
-            fair=fair,
+            fair=fair, reservations=self.windows, arrivals=self.arrivals,
         ))  # fmt: skip
 
     def start(self, d: Decisions, now: float) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from berth.core.fairshare import DEFAULT_HALF_LIFE
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, POLICIES, check_policy
+from berth.core.reservations import Window
 from berth.errors import UsageError
 from berth.sim import gpuspec, traces, workload
 from berth.sim.engine import RunResult, simulate
@@ -101,9 +103,10 @@ def compare(
     placements: list[str] | None = None,
     fairshare: tuple[bool, ...] = (False,),
     half_life: float = DEFAULT_HALF_LIFE,
+    reservations: Sequence[Window] = (),
 ) -> tuple[list[dict[str, Any]], list[tuple[str, RunResult]]]:
     """Run every (policy, placement, fair share off/on) on copies of the workload: metric
-    rows and results."""
+    rows and results. ``reservations``: admin reservations kept in every run."""
     rows: list[dict[str, Any]] = []
     results: list[tuple[str, RunResult]] = []
     for policy in policies or [DEFAULT_POLICY]:
@@ -112,7 +115,7 @@ def compare(
                 check_policy(policy, placement)
                 res = simulate(
                     copy.deepcopy(wl.jobs), wl.inv, policy=policy, placement=placement,
-                    fairshare=fair, half_life=half_life,
+                    fairshare=fair, half_life=half_life, reservations=reservations,
                 )  # fmt: skip
                 m = metrics(res)
                 m["load"] = wl.load

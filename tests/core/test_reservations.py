@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from berth.core import Inputs, Job, Reason, State, Window, schedule, transition
 
 from .conftest import gpus
@@ -139,3 +141,67 @@ def test_the_simulator_style_pass_decides_the_same(make_job: MakeJob) -> None:
             for e in (True, False)]  # fmt: skip
     assert _started(both[0]) == _started(both[1])
     assert set(_started(both[0])) == {jobs[0].id, jobs[1].id, jobs[2].id}
+
+
+def _replay(jobs: list[Job], running: list[Job], n: int, windows: list[Window]) -> dict[int, float]:
+    """Pass after pass, at each end and window change, as the daemon's timer would: every
+    job runs exactly its time limit. The start time of each job."""
+    started: dict[int, float] = {}
+    pending, now = list(jobs), 0.0
+    while pending:
+        d = schedule(Inputs(pending, running, gpus(n), now=now, reservations=windows))
+        for s in d.starts:
+            job = next(j for j in pending if j.id == s.job_id)
+            transition(job, State.RUNNING, now=now, gpus=s.gpus)
+            started[job.id] = now
+            pending.remove(job)
+            running.append(job)
+        ends = [j.attempt.start + j.time_limit for j in running if j.attempt and j.time_limit]
+        for j in [j for j in running if j.attempt and j.attempt.start + (j.time_limit or 0) <= now]:
+            transition(j, State.COMPLETED, now=now, exit_code=0)
+            running.remove(j)
+        later = [t for t in (*ends, d.wakeup or now) if t > now]
+        if not later:
+            break
+        now = min(later)
+    return started
+
+
+@pytest.mark.parametrize("until", [100.0, 10 * H])
+def test_a_job_kept_off_by_a_reservation_is_the_head_and_long_jobs_do_not_jump_it(
+    make_job: MakeJob, until: float
+) -> None:
+    """Issue 32.2: 8 GPUs, GPUs 0-1 reserved until 100 s (or 10 h), four 1-h jobs ending at
+    95.0-95.3 s; pending a 4-GPU 1-h job then six 1-GPU 24-h jobs. The 4-GPU job would fit
+    now but for the reservation: it takes the EASY reservation (the GPUs that free at 95 s),
+    so the 24-h jobs may not take them, and it starts at 95.1 s. Before the fix it had none
+    while it would fit but for the window: the 24-h jobs took GPUs 2-3 as they freed, and it
+    started when the window closed (100 s; after 10 h for the longer window)."""
+    win = Window(1, (0, 1), 0.0, until, frozenset({"alice"}), label="alice")
+    running = []
+    for k in range(4):
+        r = make_job(1, user="carol", time_limit=H)
+        transition(r, State.RUNNING, now=95.0 + k / 10 - H, gpus=(2 + k,))
+        running.append(r)
+    wide = make_job(4, user="bob", time_limit=H, t=0.0)
+    longs = [make_job(1, user="bob", time_limit=24 * H, t=0.0) for _ in range(6)]
+    d = schedule(Inputs([wide, *longs], running, gpus(8), now=0.0, reservations=[win]))
+    assert d.pending[wide.id].reason is Reason.RESERVATION  # (it would fit on 0, 1, 6, 7)
+    assert d.expected[wide.id] == pytest.approx(95.1)  # (GPUs 6, 7 and the first two to end)
+    started = _replay([wide, *longs], running, 8, [win])
+    assert started[wide.id] < 96.0  # on GPUs 6, 7 (kept for it) and the first two that free
+    assert all(started[j.id] > started[wide.id] for j in longs)
+
+
+def test_a_reservation_head_waits_for_the_window_to_close_when_that_frees_gpus_first(
+    make_job: MakeJob,
+) -> None:
+    """The head's reservation counts a window's end as GPUs freed: kept off GPUs 0-1 until
+    100 s, with GPUs 2-3 busy for an hour, it expects GPUs 0-1 at 100 s (not after the hour)."""
+    win = Window(1, (0, 1), 0.0, 100.0, frozenset({"alice"}), label="alice")
+    busy = make_job(2, user="carol", time_limit=H)
+    transition(busy, State.RUNNING, now=0.0, gpus=(2, 3))
+    bob = make_job(2, user="bob", time_limit=H)
+    d = schedule(Inputs([bob], [busy], gpus(4), now=10.0, reservations=[win]))
+    assert d.pending[bob.id].reason is Reason.RESERVATION
+    assert d.expected[bob.id] == 100.0

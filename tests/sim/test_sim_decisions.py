@@ -19,6 +19,7 @@ import pytest
 
 from berth.core import Inputs, Job, Request, State, schedule, transition
 from berth.core.capacity import Capacity
+from berth.core.guard import Arrivals
 from berth.core.occupancy import Occupancy
 from berth.core.order import order_key
 from berth.core.placement import Profile
@@ -47,6 +48,7 @@ def reference(
     recent: list[Request] = []
     profile: Profile | None = None
     arrived = 0
+    arrivals = Arrivals()  # guarded: the work that joined the queue, as the simulator keeps it
     key_policy = "priority" if policy == "fairshare" else policy
     while arrived < n or ends:
         t_arr = jobs[arrived].submit if arrived < n else float("inf")
@@ -66,6 +68,7 @@ def reference(
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             pending.append(job)
+            arrivals.add(job)
             if placement == "packer":  # the simulator's demand profile, as it builds it
                 recent.append(job.request)
                 if arrived % PROFILE_EVERY == 1 or profile is None:
@@ -78,7 +81,7 @@ def reference(
                     profile = Profile.of(recent + [p.request for p in head[:PROFILE_WINDOW]])
         d = schedule(Inputs(
             pending, list(running.values()), gpus, None, (), now, policy=policy,
-            placement=placement, nodes=nodes, profile=profile, explain=True,
+            placement=placement, nodes=nodes, profile=profile, explain=True, arrivals=arrivals,
         ))  # fmt: skip
         for s in d.starts:
             job = next(j for j in pending if j.id == s.job_id)

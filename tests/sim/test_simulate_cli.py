@@ -30,7 +30,7 @@ def test_json_and_plot_without_matplotlib(
     assert code == 0
     runs = json.loads(cap.out)["runs"]
     assert [r["policy"] for r in runs] == [
-        "fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced",
+        "fifo", "fifo-backfill", "priority", "sjf", "fairshare", "balanced", "guarded",
     ]  # fmt: skip
     assert all(0 < r["utilisation"] <= 1 for r in runs)
     assert all("jain" in r for r in runs)  # several VCs: per-tenant fairness

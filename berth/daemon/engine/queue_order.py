@@ -24,6 +24,7 @@ builds it.
 
 from __future__ import annotations
 
+from berth.core.guard import Arrivals
 from berth.core.placement import Profile
 from berth.core.policy import order_key
 from berth.core.ranking import Ranking
@@ -42,6 +43,7 @@ PROFILE_AGE = 60.0  # seconds: a long queue's profile is rebuilt at least this o
 class QueueOrder:
     def __init__(self) -> None:
         self.dirty = True  # a job joined (or rejoined) the queue: re-sort (or rebuild)
+        self.arrivals = Arrivals()  # the work that joined the queue (core.guard, guarded)
         self._left = 0  # jobs of the sorted list that left PENDING since it was filtered
         self._sorted: list[Job] = []
         self.presorted = False  # (what the pass may tell core.schedule)
@@ -60,6 +62,8 @@ class QueueOrder:
 
     def joined(self, job: Job | None = None) -> None:
         """``job`` joined (or rejoined) the queue; None: the queue changed otherwise."""
+        if job is not None and self._policy in ("", "guarded"):  # (only guarded reads it)
+            self.arrivals.add(job)  # (guarded's record; a start undone is left out)
         ranking = self._ranking
         if job is None or ranking is None or job.id in ranking.where or job.id in self._gone:
             self.dirty = True

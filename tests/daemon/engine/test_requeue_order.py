@@ -8,7 +8,7 @@ import pytest
 from helpers import wait_until
 
 
-@pytest.mark.parametrize("policy", ["balanced", "sjf"])
+@pytest.mark.parametrize("policy", ["balanced", "sjf", "guarded"])
 def test_requeued_job_runs_again_only_after_the_jobs_that_waited(daemon, policy):
     daemon.fake.setup(n=1, memory="80G")
     daemon.start("--kill-after", "0.2", "--policy", policy, gpus=None)

@@ -1,0 +1,81 @@
+"""``guarded``'s wait guarantee (issue 32.1, :mod:`berth.core.guard`): shortest time limit
+first, except the oldest job once the work queued after it is 1.4x the work left: it goes
+first and holds the EASY reservation, so short jobs stop passing it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core import Inputs, Job, Reason, State, schedule, transition
+from berth.core.guard import GUARD, Arrivals, overdue, work
+
+from .conftest import gpus
+
+MakeJob = Callable[..., Job]
+H = 3600.0
+
+
+def _scene(make_job: MakeJob) -> tuple[Job, list[Job], list[Job]]:
+    """2 GPUs, each held by a job ending at 1 h and 2 h; pending: a 2-GPU 10-h job queued
+    first, then five 1-GPU 1-h jobs."""
+    running = []
+    for k, end in enumerate((H, 2 * H)):
+        r = make_job(1, time_limit=end, t=0.0)
+        transition(r, State.RUNNING, now=0.0, gpus=(k,))
+        running.append(r)
+    wide = make_job(2, time_limit=10 * H, t=10.0)
+    short = [make_job(1, time_limit=H, t=20.0 + k) for k in range(5)]
+    return wide, short, running
+
+
+def _arrivals(jobs: list[Job], extra: float) -> Arrivals:
+    """Every job's arrival, and ``extra`` GPU-seconds of jobs that came after them all and
+    ended (the simulator's record; the pass never sees those jobs)."""
+    a = Arrivals()
+    for j in sorted(jobs, key=lambda j: j.queue_time):
+        a.add(j)
+    if extra:
+        a.add(Job(id=999, submit_time=100.0, time_limit=extra))
+    return a
+
+
+def test_the_overdue_job_goes_first_and_holds_the_reservation(make_job: MakeJob) -> None:
+    wide, short, running = _scene(make_job)
+    pending = [wide, *short]
+    left = sum(map(work, pending)) + H + 2 * H - 2 * 10.0  # the running jobs' rest at 10 s
+    now = 10.0 + 1
+    # not overdue yet: the work after it (5 GPU-h) is far below 1.4x the work left (28 GPU-h)
+    d = schedule(Inputs(pending, running, gpus(2), now=now, policy="guarded",
+                        arrivals=_arrivals([*running, *pending], 0.0)))  # fmt: skip
+    assert list(d.expected) == [short[0].id]  # as sjf: the first short job reserves GPU 0
+    assert d.order[:2] == [short[0].id, short[1].id]
+    # overdue: 35 GPU-h of jobs came after it and ended (5 + 35 >= 1.4 x 28)
+    d = schedule(Inputs(pending, running, gpus(2), now=now, policy="guarded",
+                        arrivals=_arrivals([*running, *pending], 35 * H)))  # fmt: skip
+    assert d.order[0] == wide.id
+    assert d.expected == {wide.id: 2 * H}  # both GPUs, when the second running job ends
+    assert left * GUARD <= 40 * H
+
+
+def test_without_a_record_of_arrivals_the_visible_jobs_count(make_job: MakeJob) -> None:
+    """The daemon's pass has no record of arrivals: only the jobs it sees are counted, which
+    can make a job overdue later, never sooner."""
+    wide, short, running = _scene(make_job)
+    d = schedule(Inputs([wide, *short], running, gpus(2), now=11.0, policy="guarded"))
+    assert d.order[0] == short[0].id
+    many = [make_job(1, time_limit=8 * H, t=30.0 + k) for k in range(8)]  # 64 GPU-h after it
+    pending = [wide, *short, *many]
+    assert overdue(iter(sorted(pending, key=lambda j: j.queue_time)),
+                   sum(map(work, pending)), 3 * H, 11.0, None, (*pending, *running)) is None  # fmt: skip
+
+
+def test_a_held_job_is_never_the_overdue_one(make_job: MakeJob) -> None:
+    wide, short, running = _scene(make_job)
+    wide.held = True
+    pending = [wide, *short]
+    arrivals = _arrivals([*running, *pending], 100 * H)
+    head = overdue(iter(pending), sum(map(work, pending)), 3 * H, 11.0, arrivals)
+    assert head is short[0]  # the oldest that may start: it goes first
+    d = schedule(Inputs(pending, running, gpus(2), now=11.0, policy="guarded",
+                        arrivals=arrivals))  # fmt: skip
+    assert wide.id not in d.expected and d.pending[wide.id].reason is Reason.HELD

@@ -1,0 +1,42 @@
+"""``guarded`` in the daemon (issue 32.1): the queue order keeps the record of arrivals the
+guard compares (berth/daemon/engine/queue_order.py, berth/core/guard.py), so the pass the
+daemon runs finds the overdue job as the simulator's does; a start undone is no arrival."""
+
+from __future__ import annotations
+
+from berth.core import GIB, Gpu, Inputs, Job, Request, State, schedule, transition
+from berth.daemon.engine.queue_order import QueueOrder
+
+H = 3600.0
+
+
+def test_the_daemons_record_makes_the_oldest_job_overdue() -> None:
+    order = QueueOrder()
+    gpu = [Gpu(0, "GPU-0", "A100", 80 * GIB)]
+    x = Job(id=1, submit_time=0.0, request=Request(gpus=1), time_limit=H)
+    order.joined(x)
+    transition(x, State.RUNNING, now=0.0, gpus=(0,))
+    order.left(x)
+    old = Job(id=2, submit_time=1.0, request=Request(gpus=1), time_limit=10 * H)
+    order.joined(old)
+    jobs = {1: x, 2: old}
+    for i in range(3, 1003):  # 1,000 one-minute jobs after it; all but 5 ran and ended
+        j = Job(id=i, submit_time=float(i), request=Request(gpus=1), time_limit=60.0)
+        order.joined(j)
+        jobs[i] = j
+        if i < 998:
+            transition(j, State.RUNNING, now=float(i), gpus=(0,))
+            order.left(j)
+            transition(j, State.COMPLETED, now=float(i), exit_code=0)
+    n = len(order.arrivals.times)
+    order.joined(old)  # (a start undone: the job rejoins, it did not arrive again)
+    assert len(order.arrivals.times) == n == 1002
+    now = 1100.0
+    pending = order.pending(jobs.values(), "guarded", now)
+    # 60,000 s of work came after the old job; left: 36,000 + 300 + what x has left (2,500)
+    d = schedule(Inputs(pending, [x], gpu, now=now, policy="guarded",
+                        presorted=order.presorted, arrivals=order.arrivals.any()))  # fmt: skip
+    assert d.order[0] == old.id and d.expected == {old.id: H}
+    # without the record (a daemon just restarted): only the jobs it holds count
+    d = schedule(Inputs(pending, [x], gpu, now=now, policy="guarded"))
+    assert d.order[0] == 998 and list(d.expected) == [998]
