@@ -1,10 +1,8 @@
 """One scheduling pass, in parts: what :func:`berth.core.policy.schedule` runs.
 
-A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides in four steps
-(the rules themselves are in :mod:`berth.core.policy`'s docstring):
+A :class:`Pass` takes one ``Inputs`` record and decides in four steps (rules: ``core.policy``):
 
-1. :meth:`Pass.charge`: what the running jobs hold (the capacity left) and their expected
-   ends (for reservations; a wakeup at the next time limit).
+1. :meth:`Pass.charge`: what the running jobs hold and their expected ends (reservations).
 2. :meth:`Pass.gate`: in the order of :func:`berth.core.order.ordered`, each pending job's
    reason to wait that no free GPU would lift: held, a dependency (or a ``Cancel`` when it can
    never be met), a retry backoff, its array's ``%K``, its user's GPU limit, its project's.
@@ -13,8 +11,7 @@ A :class:`Pass` takes one :class:`~berth.core.policy.Inputs` record and decides 
 4. :meth:`Pass.reserve`: a job that does not fit waits for resources; the first such job gets
    the reservation (EASY backfill; under ``fifo`` it blocks every job after it).
 
-The state between the steps (capacity, reservation, what started) lives on the pass, one
-object per call: pure as a whole (it changes no job, only the ``capacity`` handed to it).
+The state between the steps lives on the pass, one object per call: pure as a whole.
 """
 
 from __future__ import annotations
