@@ -174,7 +174,7 @@ class Routes:
 
     def metrics(self) -> bytes:
         front = self.server.front
-        status, seen = front.status(), front.gpus()
+        status, seen = front.view("status"), front.view("gpus")
         gpus = view.gpus(front, auth.anonymous(self.server.rules), status, seen)
         binding = self.server.binding
         text = metrics.render(

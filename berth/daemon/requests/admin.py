@@ -86,7 +86,7 @@ def limits(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 def projects(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """`berth admin projects` (anyone reads): each project's usage, quotas and members."""
-    return front.projects()
+    return front.view("projects")
 
 
 def pause(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -122,4 +122,4 @@ def enforce_log(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]
     limit = req.get("limit", 50)
     if not 1 <= limit <= 10000:
         raise ProtocolError(protocol.BAD_REQUEST, f"limit {limit} must be in 1..10000")
-    return front.enforce_log(limit)
+    return front.view("enforce_log", limit)
