@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.enforce import Finding, Idle
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.host import Host
 
 log = logging.getLogger("berth.daemon")
 AUDIT_NAME = "enforce.log"
@@ -49,7 +49,7 @@ AUDIT_NAME = "enforce.log"
 class Enforcer(IdleHolders):
     def __init__(
         self,
-        engine: Engine,
+        engine: Host,
         audit_path: str,
         *,
         tell: Callable[[int, str], int] = write_ttys,
@@ -317,7 +317,7 @@ class Enforcer(IdleHolders):
         job = self.engine.jobs.get(int(holder.key.split()[1]))
         if job is None:
             return
-        result = self.engine.cancel(job, None)
+        result = self.engine.control.cancel(job, None)
         self.engine.flush()
         if f is not None:
             self.audit("cancel", f, job=job.id, reason=why, result=result)

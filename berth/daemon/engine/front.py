@@ -107,7 +107,7 @@ class Front:
             if job.state not in FINISHED:
                 task = arrays.of(job)
                 label = f"{task[0]}_{task[1]}" if task else str(job.id)
-                done[label] = self._engine.cancel(job, sig)  # (unfinished: in memory)
+                done[label] = self._engine.control.cancel(job, sig)  # (unfinished: in memory)
         failing = self._engine.journal.failing
         if failing is not None and sig is None:  # (each line says it: the CLI)
             note = f" (not saved yet: the state database cannot commit: {failing})"
