@@ -76,7 +76,7 @@ STATIC = {
     "/app.css": ("app.css", "text/css; charset=utf-8"),
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
-ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release"}
+ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release_job"}  # page -> request
 LOG_TAIL = 16384  # bytes of a log sent when no offset is given
 LOG_CHUNK = 65536  # at most this many bytes per answer
 CACHE_SECONDS = 1.0  # /metrics and /api/history are made at most once a second, however asked

@@ -90,8 +90,13 @@ def projects(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def pause(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """Pause GPUs: nothing new starts there (`berth pause`). With a ``note`` (`berth admin
+    drain`, the CLI's other name for it): all of them if none is named, and who and why kept."""
+    if "note" in req:
+        return _drain(front, peer, req)
     admins_only(peer, "pause GPUs")
-    # (`berth admin drain` says why too)
+    if not req.get("gpus"):
+        raise ProtocolError(protocol.BAD_REQUEST, "name the GPUs to pause, e.g. `berth pause 0 3`")
     return front.pause(peer.user, validate.gpu_names("gpus", req["gpus"]))
 
 
@@ -101,7 +106,7 @@ def resume(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return front.pause(peer.user, names, resume=True, everything=bool(req.get("all")))
 
 
-def drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def _drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Pause GPUs (all of them without a list) and record who and why."""
     admins_only(peer, "drain GPUs")
     names = validate.gpu_names("gpus", req.get("gpus"))
@@ -109,11 +114,6 @@ def drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     if note is not None:
         note = text("note", note, empty=True, limit=200) or None
     return front.pause(peer.user, names, note, drain=True)
-
-
-def undrain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    """Resume GPUs: exactly `berth resume`."""
-    return resume(front, peer, req)
 
 
 def enforce_log(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
