@@ -28,6 +28,7 @@ from berth import config
 from berth.api import banned_reasons, not_mine, read, visible_note
 from berth.claims.ledger import Ledger
 from berth.claims.waiting import wait_claim
+from berth.devices.visible import cuda_env, cuda_index, restrict_to_visible
 from berth.errors import BerthError, NotEnoughGpus, UsageError
 from berth.selection.choose import select
 from berth.selection.filters import Filters, for_python
@@ -108,14 +109,11 @@ class Lease:
             current = os.environ.get("CUDA_VISIBLE_DEVICES") or ""
             ids = [x for x in current.split(",") if x] if _active else []
             ids += [str(i) for i in self.ids if str(i) not in ids]
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
-            os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+            os.environ.update(cuda_env(ids))
             self.devices = [f"cuda:{ids.index(str(i))}" for i in self.ids]
             _active.append(self)
             return
         torch = sys.modules["torch"]  # already imported: cuda_initialized() saw it
-
-        from berth.devices.visible import cuda_index  # rare: CUDA initialised before
 
         indices = [cuda_index(u, gpus, os.environ) for u in self.uuids]
         if indices[0] is None:
@@ -201,8 +199,6 @@ def claim(
         last[:] = snaps
         visible = None if all else user_visible()
         if visible is not None:
-            from berth.devices.visible import restrict_to_visible  # rare: CUDA_VISIBLE_DEVICES
-
             snaps = restrict_to_visible(snaps, visible)
         return snaps
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from berth.devices.visible import cuda_env
 from berth.errors import BerthError
 from berth.units import format_duration
 
@@ -40,8 +41,7 @@ def job_env(claim: Claim, snaps: Sequence[GpuSnapshot], *, gpu_var: bool = False
     by_uuid = {g.uuid: g.index for g in snaps}
     ids = [str(by_uuid.get(u, i)) for u, i in zip(claim.uuids, claim.indices, strict=True)]
     env = dict(os.environ)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env.update(cuda_env(ids))
     env["BERTH_GPUS"] = ",".join(ids)
     env["BERTH_GPU_UUIDS"] = ",".join(claim.uuids)
     env["BERTH_LEASE"] = claim.lease_id

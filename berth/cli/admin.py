@@ -165,12 +165,13 @@ def run(args: argparse.Namespace) -> int:
         _out(args, call("unreserve", id=args.id), admin_reserve.removed)
         return 0
     if args.action == "drain":
-        reply = call("drain", gpus=parse_gpu_words(args.gpus, what="GPU"), note=args.reason)
+        # (`berth admin drain` is `berth pause` with why: one request, its note sent even if null)
+        reply = call("pause", gpus=parse_gpu_words(args.gpus, what="GPU"), note=args.reason)
         _out(args, reply, _drained_text)
         return 0
     if not args.gpus and not args.all:
         raise UsageError("name the GPUs to undrain, or use --all")
-    reply = call("undrain", gpus=parse_gpu_words(args.gpus, what="GPU"), all=args.all)
+    reply = call("resume", gpus=parse_gpu_words(args.gpus, what="GPU"), all=args.all)  # undrain
     _out(args, reply, _drained_text)
     return 0
 

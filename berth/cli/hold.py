@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             import time  # rare: --at
 
             fields["at"] = parse_begin(args.at, time.time(), what="--at")
-        reply = call("release" if releasing else "hold", **fields)
+        reply = call("release_job" if releasing else "hold", **fields)
     if args.json:
         sys.stdout.write(json.dumps(reply) + "\n")
     else:

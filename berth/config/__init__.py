@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeVar
 
-    from berth.config.key import Check
+    from berth.config.key import Check, SoFar
 
     T = TypeVar("T")
 
@@ -56,7 +56,7 @@ INF = float("inf")
 def _bounded(ok: Callable[[float], bool], says: str, kind: Callable[[Any], T]) -> Check[T]:
     """A number's check: ``ok`` or "[section] key = value must be ``says``"."""
 
-    def check(value: float, at: At, cfg: Config) -> T:
+    def check(value: float, at: At, cfg: SoFar) -> T:
         if not ok(value):
             raise at.fail(f"[{at.section}] {at.key} = {value} must be {says}")
         return kind(value)
@@ -64,7 +64,7 @@ def _bounded(ok: Callable[[float], bool], says: str, kind: Callable[[Any], T]) -
     return check
 
 
-def _ids(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
+def _ids(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
     out = []
     for v in value:
         if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 0):
@@ -75,7 +75,7 @@ def _ids(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _indices(value: list[Any], at: At, cfg: Config) -> tuple[int, ...]:
+def _indices(value: list[Any], at: At, cfg: SoFar) -> tuple[int, ...]:
     ids = _ids(value, at, cfg)
     if not all(i.isdigit() for i in ids):
         raise at.fail(f"[inventory] {at.key} takes indices")
@@ -89,20 +89,20 @@ MAX_REQUEST_SIZE = 8 * 1024 * 1024  # (a request frame's most: berth.wire.protoc
 _env_size = sized(1, MAX_REQUEST_SIZE, "(0, 8M]")  # (at most a request frame: wire.protocol)
 
 
-def _size(value: str | int, at: At, cfg: Config) -> int | None:
+def _size(value: str | int, at: At, cfg: SoFar) -> int | None:
     try:
         return parse_size(value if isinstance(value, str) else str(value))
     except ValueError as e:
         raise at.fail(f"[inventory] {at.key}: {e}") from None
 
 
-def _absolute(value: str, at: At, cfg: Config) -> str | None:
+def _absolute(value: str, at: At, cfg: SoFar) -> str | None:
     if not os.path.isabs(value):
         raise at.fail(f"[{at.section}] {at.key} = {value!r} must be an absolute path")
     return value
 
 
-def _bind(value: str, at: At, cfg: Config) -> str | None:
+def _bind(value: str, at: At, cfg: SoFar) -> str | None:
     try:  # (a late key: http_allow_remote is read already)
         parse_bind(value, cfg.http_allow_remote)
     except UsageError as e:
@@ -113,45 +113,45 @@ def _bind(value: str, at: At, cfg: Config) -> str | None:
 ON_TIME_LIMIT = ("end", "requeue")
 
 
-def _on_time_limit(value: str, at: At, cfg: Config) -> str:
+def _on_time_limit(value: str, at: At, cfg: SoFar) -> str:
     if value not in ON_TIME_LIMIT:
         raise at.fail(f'[{at.section}] {at.key} = {value!r} must be "end" or "requeue"')
     return value
 
 
-def _duration(value: str | float, at: At, cfg: Config) -> float:
+def _duration(value: str | float, at: At, cfg: SoFar) -> float:
     try:
         return parse_duration(value, what=f"[{at.section}] {at.key}")
     except ValueError as e:
         raise at.fail(str(e)) from None
 
 
-def _positive(value: str | float, at: At, cfg: Config) -> float:
+def _positive(value: str | float, at: At, cfg: SoFar) -> float:
     seconds = _duration(value, at, cfg)
     if not seconds > 0:
         raise at.fail(f"[{at.section}] {at.key} must be positive")
     return seconds
 
 
-def _limit_time(value: str | float, at: At, cfg: Config) -> float | None:
+def _limit_time(value: str | float, at: At, cfg: SoFar) -> float | None:
     seconds = _positive(value, at, cfg)
     return None if seconds == INF else seconds
 
 
-def _backend(value: str, at: At, cfg: Config) -> str:
+def _backend(value: str, at: At, cfg: SoFar) -> str:
     if value not in ("local", "slurm"):
         raise at.fail(f'[queue] backend = {value!r} must be "local" or "slurm"')
     return value
 
 
-def _beside(value: str, at: At, cfg: Config) -> str | None:
+def _beside(value: str, at: At, cfg: SoFar) -> str | None:
     value = os.path.expanduser(value)
     if not os.path.isabs(value):  # relative to the config file that names it
         value = os.path.join(os.path.dirname(os.path.abspath(at.path)), value)
     return value
 
 
-def _names(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
+def _names(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 

@@ -13,15 +13,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.config import Config
-    from berth.config.key import At, Check
+    from berth.config.key import At, Check, SoFar
 
 POLICIES = ("observe", "notify", "kill")
 IDLE_POLICIES = ("observe", "notify", "release", "requeue")
 
 
 def _one_of(words: tuple[str, ...]) -> Check[str]:
-    def check(value: str, at: At, cfg: Config) -> str:
+    def check(value: str, at: At, cfg: SoFar) -> str:
         if value not in words:
             raise at.fail(f"[{at.section}] {at.key} = {value!r} must be one of {', '.join(words)}")
         return value
@@ -29,7 +28,7 @@ def _one_of(words: tuple[str, ...]) -> Check[str]:
     return check
 
 
-def _seconds(value: str | float, at: At, cfg: Config) -> float:
+def _seconds(value: str | float, at: At, cfg: SoFar) -> float:
     try:
         seconds = parse_duration(value, what=f"[{at.section}] {at.key}")
     except ValueError as e:
@@ -39,20 +38,20 @@ def _seconds(value: str | float, at: At, cfg: Config) -> float:
     return seconds
 
 
-def _fraction(value: float, at: At, cfg: Config) -> float:
+def _fraction(value: float, at: At, cfg: SoFar) -> float:
     if not 0 <= value <= 10:
         raise at.fail(f"[{at.section}] {at.key} = {value} must be in [0, 10] (0.1: 10%)")
     return float(value)
 
 
-def isolate_mode(value: bool | str, at: At, cfg: Config) -> bool | str:
+def isolate_mode(value: bool | str, at: At, cfg: SoFar) -> bool | str:
     """[daemon] isolate_devices: false, true (where the host allows it), or "required"."""
     if value not in (True, False, "required"):
         raise at.fail(f'[{at.section}] {at.key} = {value!r} must be true, false or "required"')
     return value
 
 
-def _names(value: list[Any], at: At, cfg: Config) -> tuple[str, ...]:
+def _names(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 

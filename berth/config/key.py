@@ -16,12 +16,20 @@ from berth.units import parse_size
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Generic, TypeVar, overload
+    from typing import Any, Generic, Protocol, TypeVar, overload
 
-    from berth.config import Config
+    class SoFar(Protocol):
+        """The config read so far, as a key's check sees it (a ``Config``: named so, the
+        checks would import the module that imports them)."""
+
+        @property
+        def projects(self) -> dict[str, Any]: ...
+
+        @property
+        def http_allow_remote(self) -> bool: ...
 
     T = TypeVar("T")
-    Check = Callable[[Any, "At", Config], T]  # (value, where, the config so far) -> value
+    Check = Callable[[Any, "At", SoFar], T]  # (value, where, the config so far) -> value
 
     class _Typed(Generic[T]):
         pass
@@ -89,7 +97,7 @@ class Key(_Typed[T]):
 def sized(lo: int, hi: int, words: str) -> Check[int]:
     """The check of a size ("256K", or bytes) from ``lo`` to ``hi`` (``words``: the range)."""
 
-    def check(value: str | int, at: At, cfg: Config) -> int:
+    def check(value: str | int, at: At, cfg: SoFar) -> int:
         try:
             size = parse_size(value if isinstance(value, str) else str(value))
         except ValueError as e:

@@ -22,8 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.config import Config
-    from berth.config.key import At
+    from berth.config.key import At, SoFar
 
 KEYS = {
     "max_gpus": "GPUs the project's jobs may hold at once (more wait: ProjectGpuLimit)",
@@ -108,7 +107,7 @@ def _names(where: str, key: str, table: dict[str, Any]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def default_project(value: str, at: At, cfg: Config) -> str | None:
+def default_project(value: str, at: At, cfg: SoFar) -> str | None:
     """``[scheduling] default_project``'s check (a late key: the projects are read)."""
     if value not in cfg.projects:
         known = ", ".join(sorted(cfg.projects)) or "none"

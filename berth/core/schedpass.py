@@ -38,7 +38,7 @@ from berth.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from berth.core.policy import Inputs
+    from berth.core.inputs import Inputs
 
 
 class Pass:

@@ -27,7 +27,7 @@ from berth.claims.wake import Watcher
 from berth.daemon import process, sockets
 from berth.daemon.engine import notify_events
 from berth.daemon.engine.admission import oom_retry, userdir
-from berth.daemon.engine.endings import PURGE_BATCH, PURGE_SOON
+from berth.daemon.engine.control import PURGE_BATCH, PURGE_SOON
 from berth.daemon.engine.enforcer import AUDIT_NAME, Enforcer
 from berth.daemon.engine.engine import Engine
 from berth.daemon.engine.front import Front
@@ -162,7 +162,7 @@ async def _end_jobs(engine: Engine, grace: float) -> None:
     ends = []
     for job in list(engine.unfinished()):
         fut = engine.on_end(job.id)
-        engine.cancel(job, None)
+        engine.control.cancel(job, None)
         if fut is not None:
             ends.append(fut)
     log.info("the allocation ends: ending %d job(s)", len(ends))
@@ -323,7 +323,7 @@ def _watch(
     loop.call_later(opts.poll_interval if watcher.fd is not None else 0.25, poll)
 
     def purge() -> None:
-        more = engine.purge_finished() >= PURGE_BATCH  # (a backlog: the next batch soon)
+        more = engine.control.purge_finished() >= PURGE_BATCH  # (a backlog: the next batch soon)
         loop.call_later(PURGE_SOON if more else PURGE_EVERY, purge)
 
     purge()

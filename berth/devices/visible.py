@@ -24,17 +24,20 @@ but on a machine mixing models CUDA puts the fastest first and berth cannot know
 ranking, so an index may then name a different GPU than CUDA's. Jobs that berth launches
 always get ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so this only concerns values a user sets by hand;
 use UUIDs there to be exact.
+
+The environment berth gives a command on its GPUs is written here too, in one place
+(:func:`cuda_env`): `berth run`'s, a lease's and the daemon's jobs'.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from berth.devices.model import GpuSnapshot
 
-__all__ = ["cuda_index", "cuda_order", "restrict_to_visible", "visible_uuids"]
+__all__ = ["cuda_env", "cuda_index", "cuda_order", "restrict_to_visible", "visible_uuids"]
 
 
 def cuda_order(gpus: Sequence[GpuSnapshot]) -> list[GpuSnapshot]:
@@ -128,3 +131,14 @@ def cuda_index(
     """
     uuids = visible_uuids(gpus, environ, mig_parent=mig_parent)
     return uuids.index(gpu_uuid) if gpu_uuid in uuids else None
+
+
+def cuda_env(ids: Iterable[int | str]) -> dict[str, str]:
+    """The CUDA environment of a command on the GPUs ``ids`` (NVML indices, in the order CUDA
+    is to number them: the first is ``cuda:0``), in this one place for `berth run`
+    (:mod:`berth.claims.launch`), a lease (:mod:`berth.api.lease`) and the daemon's jobs
+    (:mod:`berth.daemon.engine.command`). No GPU: ``-1`` (an invalid index: CUDA enumerates
+    up to the first one, so none); "" would be none to CUDA too, but a shell's ``${VAR:-0,1}``
+    and Python's ``if os.environ.get(...)`` read an empty value as unset (all GPUs)."""
+    shown = ",".join(str(i) for i in ids)
+    return {"CUDA_VISIBLE_DEVICES": shown or "-1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}

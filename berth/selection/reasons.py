@@ -54,10 +54,24 @@ from berth.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from berth.devices.model import GpuSnapshot
-    from berth.selection.choose import Claimed
     from berth.selection.filters import Filters
     from berth.selection.outside import OutsideRule
+
+    class Claimed(Protocol):
+        """What this module reads of a :class:`~berth.selection.choose.Claimed` (named so,
+        it would import the module that imports it)."""
+
+        @property
+        def share(self) -> float: ...
+
+        @property
+        def mem(self) -> int: ...
+
+        @property
+        def pids(self) -> frozenset[int]: ...
 
 _EPS = 1e-9
 

@@ -81,7 +81,7 @@ class Observer:
         self._ended: dict[int, int] = {}  # job id -> highest attempt seen ended
         self._live: set[int] = set()  # unfinished jobs known
         self._freed: dict[int, float] = {}  # GPU index -> when an attempt last left it
-        for job in front.unfinished():  # what ran before we looked is not counted
+        for job in front.view("unfinished"):  # what ran before we looked is not counted
             self._seen(job)
 
     def attach(self) -> None:
@@ -149,10 +149,10 @@ class Observer:
     def queue_counts(self) -> dict[str, int]:
         """Unfinished jobs by state (every state named, 0 included)."""
         counts = {s.value: 0 for s in (State.PENDING, State.RUNNING, State.COMPLETING)}
-        for job in self.front.unfinished():
+        for job in self.front.view("unfinished"):
             counts[job.state.value] = counts.get(job.state.value, 0) + 1
         counts["HELD"] = sum(
-            1 for j in self.front.unfinished() if j.state is State.PENDING and j.held
+            1 for j in self.front.view("unfinished") if j.state is State.PENDING and j.held
         )
         return counts
 

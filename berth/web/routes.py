@@ -34,12 +34,38 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, Protocol
 
+    from berth.daemon.engine.front import Front
+    from berth.daemon.options import Options
     from berth.daemon.requests.authority import Peer
+    from berth.web.auth import Tokens
+    from berth.web.bind import Binding
     from berth.web.caps import Slot
-    from berth.web.server import WebServer
+    from berth.web.history import History
+    from berth.web.observe import Observer
+
+    class WebServer(Protocol):
+        """What the routes read and call of :class:`berth.web.server.WebServer` (named so,
+        this module would import the one that imports it)."""
+
+        front: Front
+        rules: Options
+        anonymous: bool
+        admin_gid: int | None
+        tokens: Tokens
+        loop: asyncio.AbstractEventLoop
+        observer: Observer
+        history: History
+        binding: Binding | None
+
+        def state(self) -> bytes: ...
+
+        async def stream(
+            self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slot: Slot
+        ) -> None: ...
 
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
@@ -50,7 +76,7 @@ STATIC = {
     "/app.css": ("app.css", "text/css; charset=utf-8"),
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
-ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release"}
+ACTIONS = {"cancel": "cancel", "hold": "hold", "release": "release_job"}  # page -> request
 LOG_TAIL = 16384  # bytes of a log sent when no offset is given
 LOG_CHUNK = 65536  # at most this many bytes per answer
 CACHE_SECONDS = 1.0  # /metrics and /api/history are made at most once a second, however asked
@@ -174,7 +200,7 @@ class Routes:
 
     def metrics(self) -> bytes:
         front = self.server.front
-        status, seen = front.status(), front.gpus()
+        status, seen = front.view("status"), front.view("gpus")
         gpus = view.gpus(front, auth.anonymous(self.server.rules), status, seen)
         binding = self.server.binding
         text = metrics.render(

@@ -85,7 +85,7 @@ class WebServer:
         self.loop = asyncio.get_running_loop()
         self.tick = min(5.0, max(0.5, rules.poll_interval))
         self.observer = Observer(front)
-        kept = front.samples(since=time.time() - 86400, recent=RECENT)
+        kept = front.view("samples", since=time.time() - 86400, recent=RECENT)
         self.observer.load_recent(kept["recent"][::-1])  # (oldest first)
         self.history = History(self.tick, kept["samples"])
         self.usage = Usage(self.tick)
@@ -101,7 +101,8 @@ class WebServer:
         self.routes = Routes(self)
         self.binding: Binding | None = None  # how it got its port (for /metrics)
         telemetry.want()  # /metrics gives the DCGM exporter's readings: poll them
-        dcgm.remember(front.gpus()["snapshots"])  # (the daemon's first read: UUIDs of GPUs lost later)
+        # (the daemon's first read: UUIDs of GPUs lost later)
+        dcgm.remember(front.view("gpus")["snapshots"])
 
     @property
     def url(self) -> str:
@@ -248,7 +249,7 @@ class WebServer:
         self.usage.add(now, gpus)
         if row is not None:
             # (with `berth report`'s efficiency and outside use gathered since the last)
-            self.front.samples(keep=row, before=now - DAY, usage=self.usage.flush())
+            self.front.view("samples", keep=row, before=now - DAY, usage=self.usage.flush())
         if self.streams:
             point = self.history.series(now, span=self.tick / 2)["points"]
             data = json.dumps({"gpus": sorted(util), "points": point}, separators=(",", ":"))

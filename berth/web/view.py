@@ -42,7 +42,7 @@ def gpus(front: Front, peer: Peer, status: Any = None, seen: Any = None) -> list
     """Every GPU with its reading and its holders (``status``, ``seen``: the ``status``
     handler's answer and the front's GPUs, if read already)."""
     status = _call("status", front, peer) if status is None else status
-    seen = front.gpus() if seen is None else seen
+    seen = front.view("gpus") if seen is None else seen
     by_uuid = seen["by_uuid"]
     # A private daemon hides others' commands from non-admins: the page is the same for every
     # viewer, so it shows no claim's command at all.
@@ -170,7 +170,7 @@ def users(
             user, {"user": user, "gpus": 0.0, "running": 0, "pending": 0, "gpu_hours": 0.0}
         )
 
-    for job in front.unfinished():
+    for job in front.view("unfinished"):
         e = entry(job.user)
         if job.state is State.PENDING:
             e["pending"] += 1
@@ -185,7 +185,7 @@ def users(
 
 def projects(front: Front) -> list[dict[str, Any]]:
     """Each project's line (usage, quotas: `berth admin projects`); none configured: []."""
-    out: list[dict[str, Any]] = front.projects()["projects"]
+    out: list[dict[str, Any]] = front.view("projects")["projects"]
     return out
 
 
@@ -193,7 +193,7 @@ def snapshot(front: Front, peer: Peer, observer: Observer, history: History) -> 
     """Everything the page shows (the same for every viewer: who may act is the page's
     business to show, and the server's to enforce)."""
     now = time.time()
-    status, seen = _call("status", front, peer), front.gpus()
+    status, seen = _call("status", front, peer), front.view("gpus")
     gpu_list = gpus(front, peer, status, seen)
     return {
         "now": now,
@@ -223,8 +223,8 @@ async def usage(front: Front, peer: Peer, now: float) -> dict[str, Any]:
     """The Usage tab: GPU-hours per user, per project and per day and user over the last
     :data:`USAGE_DAYS` days, as `berth report` gives them to ``peer`` (their own rows and
     the totals; an admin's: everyone's), in one pass over the records on the report thread."""
-    out = await front.report(
-        peer, now - USAGE_DAYS * 86400.0, now,
+    out = await front.view(
+        "report", peer, now - USAGE_DAYS * 86400.0, now,
         {"users": ["user"], "projects": ["project"], "daily": ["day", "user"]}, ["user"],
     )  # fmt: skip
     out["days"] = USAGE_DAYS

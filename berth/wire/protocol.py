@@ -31,7 +31,7 @@ UNKNOWN_REQUEST = "UNKNOWN_REQUEST"
 BAD_REQUEST = "BAD_REQUEST"  # a field is missing, unknown or of the wrong type/value
 NO_SUCH_JOB = "NO_SUCH_JOB"
 NOT_OWNER = "NOT_OWNER"
-INVALID_STATE = "INVALID_STATE"  # e.g. release of a job that is not held
+INVALID_STATE = "INVALID_STATE"  # e.g. release_job of a job that is not held
 NO_SUCH_GPU = "NO_SUCH_GPU"
 INTERNAL = "INTERNAL"
 TOO_MANY_CONNECTIONS = "TOO_MANY_CONNECTIONS"  # the caller's uid has too many open
@@ -94,19 +94,19 @@ REQUESTS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "states": (_L, False),
     },
     "hold": {"job_ids": (_L, True)},
-    "release": {"job_ids": (_L, True), "at": (_F, False)},
+    "release_job": {"job_ids": (_L, True), "at": (_F, False)},  # (claims release GPUs)
     # `berth update` (berth.daemon.engine.admission.update): set = {gpus, time_limit, priority, name,
     # after_ok}, each checked as the job spec's field; `berth resubmit` (...engine.admission.resubmit)
     "update": {"job_id": (_I + _S, True), "set": (_D, True)},
     "resubmit": {"job_id": (_I + _S, True), "cascade": (_B, False)},
-    "pause": {"gpus": (_L, True)},
+    # `berth pause` GPUs; `berth admin drain` is the CLI's other name for it: it sends a
+    # ``note`` (why; even null), and names no GPU for all of them (berth.daemon.requests.admin)
+    "pause": {"gpus": (_L, False), "note": (_S + _N, False)},
     "resume": {"gpus": (_L, False), "all": (_B, False)},
     "status": {},
-    # `berth admin` (berth.daemon.requests.admin): limits read by anyone, set by admins; drain/undrain
+    # `berth admin` (berth.daemon.requests.admin): limits read by anyone, set by admins
     "limits": {"user": (_S + _N, False), "set": (_D, False)},
     "projects": {},  # each project's usage, quotas, members (berth.daemon.engine.projects)
-    "drain": {"gpus": (_L, False), "note": (_S + _N, False)},
-    "undrain": {"gpus": (_L, False), "all": (_B, False)},
     "enforce_log": {"limit": (_I, False)},  # `berth admin log` (daemon/engine/enforcer.py)
     # admin reservations (berth.daemon.requests.reserve): read by anyone, made by admins
     "reserve": {

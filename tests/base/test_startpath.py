@@ -131,3 +131,76 @@ def test_submits_common_form_loads_no_re_argparse_or_json(
         f"`berth {' '.join(args)}` now loads {sorted(names & set(NOT_FOR_SUBMIT))}: keep "
         "them off submit's path (import them where they are needed: --help, errors, --json)"
     )
+
+
+# -- docs/ARCHITECTURE.md's start path: every file a job crosses, each once ------------------
+
+ARCH = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
+# Issue 38 asks for at most 12 files; the path crosses this many now, and may only shrink.
+MOST = 16
+
+
+def _start_path(text: str) -> list[tuple[str, str]]:
+    """The list under "From `berth submit` to the job's process": (arrow, file), the first
+    with arrow ""."""
+    block = text.split("### From `berth submit` to the job's process", 1)[1]
+    block = block.split("```", 2)[1]
+    out = []
+    for line in block.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] in ("->", "=>"):
+            out.append((words[0], words[1]))
+        elif not line.startswith(" "):
+            out.append(("", words[0]))
+    return out
+
+
+def _module(file: str) -> str:
+    """The module a file of the list is (the daemon's rooms named without ``daemon/``)."""
+    root = ARCH.parents[1] / "berth"
+    where = file if (root / file).exists() or not (root / "daemon" / file).exists() else f"daemon/{file}"
+    return "berth." + where.removesuffix(".py").replace("/", ".")
+
+
+def _problems(steps: list[tuple[str, str]]) -> list[str]:
+    from test_import_cycles import edges, modules
+
+    known = modules()
+    out = []
+    names = [f for _, f in steps]
+    out += [f"{f} named twice" for f in sorted({f for f in names if names.count(f) > 1})]
+    side: list[str] = []  # the steps since the last hand-over
+    for arrow, file in steps:
+        mod = _module(file)
+        if mod not in known:
+            out.append(f"{file}: no such file under berth/")
+            continue
+        if arrow == "->":
+            by = [s for s in side if mod in edges(s, known[s], known, typing=False)]
+            if not by:
+                out.append(f"-> {file}: no step above it imports it (a file between is missing)")
+        else:
+            side = []
+        side.append(mod)
+    return out
+
+
+def test_the_start_path_in_the_architecture_page_is_the_one_the_code_takes() -> None:
+    steps = _start_path(ARCH.read_text())
+    assert steps[0] == ("", "cli/submit.py") and steps[-1][1] == "supervisor/attempt.py"
+    assert _problems(steps) == []
+    assert len(steps) <= MOST, f"{len(steps)} files on the start path: at most {MOST}"
+
+
+def test_the_start_path_check_sees_a_missing_file_a_duplicate_and_a_file_gone() -> None:
+    steps = _start_path(ARCH.read_text())
+    without = [s for s in steps if s[1] != "requests/handlers.py"]  # server -> handlers -> submit
+    assert _problems(without) == [
+        "-> requests/submit.py: no step above it imports it (a file between is missing)"
+    ]
+    assert _problems([*steps, ("=>", "client.py")]) == ["client.py named twice"]
+    assert _problems([*steps, ("->", "engine/endings.py")]) == [
+        "engine/endings.py: no such file under berth/"
+    ]

@@ -1,5 +1,5 @@
 """An engine in the test's own process, given a fake clock and a fake process port
-(berth/daemon/engine/ports.py): its passes, commits and state changes are the real ones (a real
+(berth/daemon/ports.py): its passes, commits and state changes are the real ones (a real
 SQLite store, the real claim ledger in a temporary directory, declared GPUs), but nothing is
 forked: each attempt handed to the fake port "runs" `sleep N` in fake time.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from berth.config import Config, Inventory
-from berth.daemon.engine.ports import Run
+from berth.daemon.ports import Run
 from berth.daemon.requests.authority import Peer
 
 FAKE_PID = 4_000_000  # (beyond any real pid)

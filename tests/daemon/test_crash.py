@@ -105,7 +105,7 @@ def test_hold_and_release_are_durable_once_answered(daemon):
     assert daemon.job(held)["state"] == "PENDING"
     assert daemon.job(held)["reason"].startswith("Held")
     daemon.call("cancel", job_ids=blocker)
-    daemon.call("release", job_ids=[held])
+    daemon.call("release_job", job_ids=[held])
     assert daemon.wait_done([held])[held]["state"] == "COMPLETED"
 
 

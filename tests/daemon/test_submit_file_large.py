@@ -58,6 +58,6 @@ def test_a_file_of_100000_lines_is_queued_once_in_bounded_memory(daemon):
     held = {j["id"] for j in queued if j["state"] == "PENDING" and j["name"] == "big"}
     assert held == set(ids)
     assert daemon.job(ids[-2])["command"] == ["true", str(LINES - 2)]
-    daemon.call("release", job_ids=[ids[-1]])  # it runs in the environment sent once
+    daemon.call("release_job", job_ids=[ids[-1]])  # it runs in the environment sent once
     assert daemon.wait_done([ids[-1]], timeout=60)[ids[-1]]["state"] == "COMPLETED"
     assert out.read_text().strip() == daemon.socket

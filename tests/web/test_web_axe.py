@@ -41,7 +41,7 @@ def _axe() -> str:
 def test_axe_finds_no_wcag_violation(web: Any, browser: Any) -> None:
     source = _axe()
     web.start(gpus=4)
-    web.daemon.call("drain", gpus=[3], note="fan replaced")
+    web.daemon.call("pause", gpus=[3], note="fan replaced")
     running, _ = gate_job(web, "train", gpus=1, time_limit=3600.0)
     gate_job(web, "half", gpus=0.5, time_limit=600.0)
     waiting, _ = gate_job(web, "big", gpus=4, time_limit=60.0)

@@ -19,7 +19,7 @@ def test_cards_say_who_uses_each_gpu(web: Any, browser: Any, tmp_path: Any) -> N
     web.start(gpus=4)
     fake = web.daemon.fake
     outside = fake.spawn_workload(visible="3", mem="6G", util=70)
-    web.daemon.call("drain", gpus=[2], note="driver upgrade")
+    web.daemon.call("pause", gpus=[2], note="driver upgrade")
     half = web.daemon.submit(*fake.workload_cmd("--mem", "3G", "--util", "40"), name="half-eval",
                              gpus=0.5, time_limit=3600.0)  # fmt: skip
     wait_until(lambda: web.daemon.job(half)["state"] == "RUNNING", timeout=10, message="runs")

@@ -60,7 +60,7 @@ def test_one_estimate_everywhere_and_unknown_behind_a_job_without_a_limit(
 def test_the_whole_reason_is_readable(web: Any, browser: Any) -> None:
     web.start(gpus=1)
     web.daemon.call(
-        "drain", gpus=[0], note="driver upgrade to 550.54 on this machine; back at noon"
+        "pause", gpus=[0], note="driver upgrade to 550.54 on this machine; back at noon"
     )
     job, _ = gate_job(web, "drained-out", gpus=1, time_limit=60.0)
     open_page(browser, web.url)

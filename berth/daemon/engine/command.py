@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from berth.devices.visible import cuda_env
 from berth.wire import inject
 from berth.wire.env import CONDA_HOOK, CONDA_SETUP, SETUP_SCRIPT
 
@@ -79,12 +80,8 @@ def build_env(
     checkpoint), as Slurm's SLURM_RESTART_COUNT."""
     env = dict(spec.env)
     indices = ",".join(str(i) for i, _ in gpus)
+    env.update(cuda_env([i for i, _ in gpus] if spec.gpus else []))  # (-g 0: "-1", none)
     env.update(
-        # -g 0: none for CUDA, as "-1" says (an invalid index: CUDA enumerates up to the first
-        # one, so none); "" would be none to CUDA too, but a shell's ${VAR:-0,1} and Python's
-        # `if os.environ.get(...)` read an empty value as unset (all GPUs)
-        CUDA_VISIBLE_DEVICES=indices if spec.gpus else "-1",
-        CUDA_DEVICE_ORDER="PCI_BUS_ID",
         BERTH_JOB_ID=str(job_id),
         BERTH_GPUS=indices,
         BERTH_GPU_UUIDS=",".join(u for _, u in gpus),

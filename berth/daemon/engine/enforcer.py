@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.enforce import Finding, Idle
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.host import Host
     from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
@@ -54,7 +54,7 @@ AUDIT_NAME = "enforce.log"
 class Enforcer(IdleHolders):
     def __init__(
         self,
-        engine: Engine,
+        engine: Host,
         audit_path: str,
         *,
         tell: Callable[[int, str], int] = write_ttys,
@@ -340,7 +340,7 @@ class Enforcer(IdleHolders):
         job = self.engine.jobs.get(int(holder.key.split()[1]))
         if job is None:
             return
-        result = self.engine.cancel(job, None)
+        result = self.engine.control.cancel(job, None)
         self.engine.flush()
         if f is not None:
             self.audit("cancel", f, job=job.id, reason=why, result=result)

@@ -1,14 +1,14 @@
-"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time. The I/O shell
-around :mod:`berth.core`; starting attempts (:mod:`berth.daemon.engine.starts`) and recording how
-they end (:class:`berth.daemon.engine.endings.Lifecycle`) are its other parts; commits go through
+"""The daemon's heart: unfinished jobs in memory, one scheduling pass at a time: the I/O shell
+around :mod:`berth.core`. It holds its parts (composed, not inherited), each given the books it
+shares and the calls it needs: starting attempts (``engine.launcher``, :mod:`.starts`), hearing how
+they end, controlling and adopting them (``engine.control``, :mod:`.control`). Commits go through
 its journal (:mod:`berth.daemon.store.journal`). It reads the time from its clock and reaches the
 processes that run its jobs only through its process port, both given to it
-(:mod:`berth.daemon.engine.ports`; the real ones by default), so its passes run in a test without
-a fork. (A pass's own time, by the performance counter, paces the passes: :meth:`kick`.)
-Every state change goes through :func:`berth.core.transition.transition` and is committed to
-the store before anything acts on it (write-ahead: a job's command runs only once the job is
-RUNNING with ``launched`` set in the database; its attempt waits for that at its start gate,
-:mod:`berth.daemon.supervisor.gate`). Event-driven: :meth:`kick` schedules one pass at the next turn.
+(:mod:`berth.daemon.ports`), so its passes run in a test without a fork. Every state change
+goes through :func:`berth.core.transition.transition` and is committed before anything acts
+on it (write-ahead: a job's command runs only once the job is RUNNING with ``launched`` set in
+the database; its attempt waits for that at its start gate, :mod:`berth.daemon.supervisor.gate`).
+Event-driven: :meth:`kick` schedules one pass at the next turn (paced by the passes' own time).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from berth.core.states import State
 from berth.daemon.engine import cpuslots, explaining
 from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.command import PRIVATE
+from berth.daemon.engine.control import Control
 from berth.daemon.engine.diskfull import DiskFull
-from berth.daemon.engine.endings import Lifecycle
 from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
-from berth.daemon.engine.ports import SystemClock
 from berth.daemon.engine.queue_order import QueueOrder
 from berth.daemon.engine.reservations import Reservations
-from berth.daemon.procs.port import Supervisors
+from berth.daemon.engine.starts import Launcher
+from berth.daemon.ports import SystemClock
 from berth.daemon.store import summaries
 from berth.daemon.store.journal import Journal
 from berth.daemon.store.store import Store
@@ -44,16 +44,16 @@ if TYPE_CHECKING:
     from berth.claims.claim import Claim
     from berth.core.inventory import Usage
     from berth.daemon.engine.enforcer import Enforcer
-    from berth.daemon.engine.explaining import Until
-    from berth.daemon.engine.ports import Clock, Processes, Run
+    from berth.daemon.engine.host import Until
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
+    from berth.daemon.ports import Clock, Processes, Run
     from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
 
 
-class Engine(Lifecycle):
+class Engine:
     def __init__(
         self,
         opts: Options,
@@ -61,19 +61,16 @@ class Engine(Lifecycle):
         res: Resources,
         loop: asyncio.AbstractEventLoop,
         *,
+        procs: Processes,
         clock: Clock | None = None,
-        procs: Processes | None = None,
     ) -> None:
-        """``clock`` and ``procs``: the engine's ports (:mod:`berth.daemon.engine.ports`); by
-        default the real clock and the supervisors under ``<state dir>/run``."""
+        """``procs``, ``clock``: its ports (:mod:`berth.daemon.ports`; the real clock if none)."""
         self.opts = opts
         self.store = store
         self.res = res
         self.loop = loop
         self.clock: Clock = clock or SystemClock()
-        if procs is None:
-            procs = Supervisors(loop, f"{opts.state_dir}/run", res.ledger.path)
-        self.procs: Processes = procs
+        self.procs = procs
         self.jobs = JobTable()  # unfinished jobs (and how many each user has)
         self.runs: dict[int, Run] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
@@ -98,7 +95,6 @@ class Engine(Lifecycle):
         self.depended: set[int] = set()  # jobs some job depends on (and may be doomed by)
         # Group commit: state changes made in one turn of the loop commit together.
         self.journal = Journal(store, loop, self._committed)
-        procs.listen(self._on_done, self._on_gone, self._on_adopted_exit)
         self.committing: dict[int, Claim] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
         self.purging: set[int] = set()  # old jobs summarized and purged, not yet committed
@@ -110,6 +106,23 @@ class Engine(Lifecycle):
         self.diskfull = DiskFull(loop, self.kick)  # starts that wait for space (issue 41.7)
         self.notes.append(self.diskfull.note)
         self.journal.on_recovered = self.diskfull.room
+        # Its parts: each given the books it shares (the same objects) and what it calls.
+        books = (
+            opts, store, res, self.clock, procs, self.journal, self.jobs, self.runs,
+            self.committing, self.cancel_on_start, self.reasons, self.order, self.diskfull,
+        )  # fmt: skip
+        self.control: Control  # (made next: what starts call to change a state)
+        self.launcher = Launcher(
+            *books, kick=self.kick, save=self.save,
+            change=lambda *a, **k: self.control._change(*a, **k),  # (made next)
+        )  # fmt: skip
+        self.control = Control(
+            *books, self.accounts, self.settling, self.finished_states, self.waiters,
+            self.depended, self.purging, kick=self.kick, save=self.save,
+            deps_changed=self._deps_changed, last_id=lambda: self.next_id - 1,
+            unstart=self.launcher._unstart, launch_failed=self.launcher._launch_failed,
+        )  # fmt: skip
+        procs.listen(self.control._on_done, self.control._on_gone, self.control._on_adopted_exit)
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -194,14 +207,20 @@ class Engine(Lifecycle):
                 continue
             launches.append((job, (start, claim)))
         if explain and not launches:
-            self.set_reasons(decisions)
-        self._arm_timer(decisions.wakeup, now)
+            explaining.set_reasons(self, decisions)
+            self._reasons_valid = True
+        if self._timer is not None:  # (the next pass the decisions ask for, if any)
+            self._timer.cancel()
+            self._timer = None
+        if decisions.wakeup is not None:
+            delay = max(0.0, decisions.wakeup - now) + 0.001
+            self._timer = self.loop.call_later(delay, self.kick)
         if launches:
-            self._launch(launches, now)
+            self.launcher._launch(launches, now)
         for c in decisions.cancels:
             doomed = self.jobs.get(c.job_id)
             if doomed is not None and doomed.state is State.PENDING:
-                self._change(doomed, State.CANCELLED, now, reason=c.reason)
+                self.control._change(doomed, State.CANCELLED, now, reason=c.reason)
 
     def own_lease_ids(self) -> set[str]:
         """The daemon's own claims (the ``lease_id`` of each): those of its jobs running,
@@ -241,19 +260,6 @@ class Engine(Lifecycle):
         policy = self.opts.policy or DEFAULT_POLICY
         return self.order.pending(self.jobs.values(), policy, self.clock.time())
 
-    def set_reasons(self, decisions: Any) -> None:
-        drained = self.pauses.drained()
-        said: dict[str, str] = {}  # (jobs that wait alike share one string: a long queue)
-        self.reasons = {}
-        for i, p in decisions.pending.items():
-            s = p.reason.value + (f": {p.detail}" if p.detail else "")
-            if drained and p.reason.value == "GpuPaused":
-                s += drained
-            self.reasons[i] = said.setdefault(s, s)
-        self.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
-        self.explained_all = not decisions.partial
-        self._reasons_valid = True
-
     def explain(self, until: Until | None = None) -> None:
         """Bring the pending reasons up to date (for `berth queue`/`show`/`status`), for the
         whole queue or, with ``until``, its head (:mod:`berth.daemon.engine.explaining`)."""
@@ -288,12 +294,8 @@ class Engine(Lifecycle):
             out.update(p for p in (r.job_pid, r.sup_pid) if p is not None)
         return out
 
-    def _arm_timer(self, wakeup: float | None, now: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if wakeup is not None:
-            self._timer = self.loop.call_later(max(0.0, wakeup - now) + 0.001, self.kick)
+    def _deps_changed(self) -> None:  # (a job some job depends on has ended)
+        self._deps_dirty = True
 
     # -- what requests and the web ask of the engine ---------------------------------------
 
@@ -339,8 +341,7 @@ class Engine(Lifecycle):
         return fut
 
     def unique_job(self, key: str) -> int | None:
-        """The newest job with identity ``key`` (unique.key, or a watched line's) since the
-        start."""
+        """The newest job with identity ``key`` (unique.key, or a watched line's), if any."""
         return self.unique.get(key)
 
     def note_unique(self, key: str, job_id: int) -> None:

@@ -34,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.host import Host
 
 MOST = 300  # pending jobs estimated (in the policy's order): ~0.1 s of replay on 8 GPUs
 MAX_AGE = 60.0  # seconds an estimate is kept when nothing changes
@@ -50,7 +50,7 @@ class Starts:
     __slots__ = ("_engine", "_far", "_head")
 
     def __init__(
-        self, engine: Engine, head: dict[int, dict[str, Any]], far: dict[str, Any]
+        self, engine: Host, head: dict[int, dict[str, Any]], far: dict[str, Any]
     ) -> None:
         self._engine, self._head, self._far = engine, head, far
 
@@ -66,7 +66,7 @@ class Starts:
 class Estimates:
     """The daemon's start estimates, kept until the queue changes."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Host) -> None:
         self.engine = engine
         self._key = 0  # (a hash of what the estimates depend on: not the queue's copy)
         self._at = float("-inf")

@@ -21,15 +21,13 @@ from berth.daemon.engine import cpuslots
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from berth.core.job import Job
-    from berth.daemon.engine.engine import Engine
+    from typing import Any
 
-    Until = Callable[[], Callable[[Job], bool]]
+    from berth.daemon.engine.host import Host, Until
 
 
-def covered(engine: Engine, until: Until | None) -> bool:
+def covered(engine: Host, until: Until | None) -> bool:
     """Whether the reasons in hand (still valid) are all ``until`` needs."""
     if engine.explained_all:
         return True
@@ -44,13 +42,14 @@ def covered(engine: Engine, until: Until | None) -> bool:
     return False
 
 
-def explain(engine: Engine, until: Until | None = None) -> None:
+def explain(engine: Host, until: Until | None = None) -> None:
     """Bring the pending reasons up to date (:meth:`Engine.explain`)."""
     t0 = time.perf_counter()
     now = engine.clock.time()
     if engine.pauses.queue:
-        engine.reasons = {j.id: "QueuePaused" for j in engine.jobs.values()
-                          if j.state is State.PENDING}  # fmt: skip
+        engine.reasons.clear()  # (in place: the engine's parts share it)
+        engine.reasons.update((j.id, "QueuePaused") for j in engine.jobs.values()
+                              if j.state is State.PENDING)  # fmt: skip
         engine.considered = {}
         engine.explained_all = True
         return
@@ -74,9 +73,23 @@ def explain(engine: Engine, until: Until | None = None) -> None:
         explain_stop=None if until is None else until(),
         arrivals=order.arrivals.any(),  # (guarded: berth.core.guard)
     ))  # fmt: skip
-    engine.set_reasons(decisions)
+    set_reasons(engine, decisions)
     for start in decisions.starts:
         engine.reasons[start.job_id] = "None: starting"
     engine.last_explain_seconds = time.perf_counter() - t0
     if decisions.starts or decisions.cancels:
         engine.kick()
+
+
+def set_reasons(engine: Host, decisions: Any) -> None:
+    """Keep what a pass that explained said of each pending job (its reason, its place)."""
+    drained = engine.pauses.drained()
+    said: dict[str, str] = {}  # (jobs that wait alike share one string: a long queue)
+    engine.reasons.clear()  # (in place: the engine's parts share it)
+    for i, p in decisions.pending.items():
+        s = p.reason.value + (f": {p.detail}" if p.detail else "")
+        if drained and p.reason.value == "GpuPaused":
+            s += drained
+        engine.reasons[i] = said.setdefault(s, s)
+    engine.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
+    engine.explained_all = not decisions.partial

@@ -13,14 +13,14 @@ admin) is a :class:`~berth.daemon.engine.admission.prepared.Caller`: the socket'
 from __future__ import annotations
 
 import asyncio
+from typing import Literal, overload
 
 from berth.core.states import FINISHED, State
 from berth.core.transition import hold, release
 from berth.daemon.engine import front_reads as reads
-from berth.daemon.engine import queue_view, reports
+from berth.daemon.engine import queue_view
 from berth.daemon.engine.accounts import EVERYONE
 from berth.daemon.engine.admission import admit, arrays, resubmit, update
-from berth.daemon.engine.audit import read_log
 from berth.daemon.engine.command import pty_path
 from berth.daemon.engine.reservations import when
 from berth.daemon.engine.views import TaskIds, detail, row, with_task_ids
@@ -55,16 +55,19 @@ class Front:
     # -- jobs in (engine/admission/) ----------------------------------------------------------
 
     def admit(
-        self, caller: Caller, raw: Any, dry: bool = False
+        self, caller: Caller, raw: Any, dry: bool = False, *, each: bool = False, env: Any = None
     ) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
-        """Queue one job (or array), answered once durable; ``dry``: what it would be."""
+        """Queue one job (or array), answered once durable; ``dry``: what it would be.
+        ``each``: ``raw`` is a jobs file's list, all or none in one commit (``env``: of each
+        job naming none), answered ``{"replies": [...]}``, one per job."""
+        if each:
+            return self._admit_all(caller, raw, env, dry)
         return admit.submit(self._engine, caller, raw, dry)
 
-    async def admit_all(
-        self, caller: Caller, raws: list[Any], env: Any = None, dry: bool = False
-    ) -> list[dict[str, Any]]:
-        """A jobs file's jobs, all or none, in one commit."""
-        return await admit.submit_all(self._engine, caller, raws, env, dry)
+    async def _admit_all(
+        self, caller: Caller, raws: Any, env: Any, dry: bool
+    ) -> dict[str, Any]:
+        return {"replies": await admit.submit_all(self._engine, caller, raws, env, dry)}
 
     async def update(
         self, caller: Caller, ref: Any, values: dict[str, Any], allow: Allow
@@ -80,7 +83,7 @@ class Front:
 
     # -- jobs by id ---------------------------------------------------------------------------
 
-    def job(self, ref: Any) -> Job:
+    def _job(self, ref: Any) -> Job:
         """The job ``ref`` names (``12``, ``"12_3"``); NO_SUCH_JOB if none is on record."""
         engine = self._engine
         job_id = arrays.resolve(engine, ref)
@@ -95,7 +98,7 @@ class Front:
         ids = arrays.resolve_all(self._engine, refs)
         if mine is not None:
             ids += [j.id for j in self._engine.unfinished() if j.uid == mine and j.id not in ids]
-        return [self.job(i) for i in ids]
+        return [self._job(i) for i in ids]
 
     def cancel(self, jobs: list[Job], sig: int | None) -> dict[str, str]:
         """Cancel (or signal) the unfinished ones of ``jobs``: task label -> what happened."""
@@ -104,7 +107,7 @@ class Front:
             if job.state not in FINISHED:
                 task = arrays.of(job)
                 label = f"{task[0]}_{task[1]}" if task else str(job.id)
-                done[label] = self._engine.cancel(job, sig)  # (unfinished: in memory)
+                done[label] = self._engine.control.cancel(job, sig)  # (unfinished: in memory)
         failing = self._engine.journal.failing
         if failing is not None and sig is None:  # (each line says it: the CLI)
             note = f" (not saved yet: the state database cannot commit: {failing})"
@@ -136,8 +139,13 @@ class Front:
 
     # -- views --------------------------------------------------------------------------------
 
-    def show(self, job: Job) -> dict[str, Any]:
-        """Everything of one job (`berth show`), with where to attach to its terminal."""
+    def show(self, ref: Any, allow: Allow | None = None) -> tuple[Job, dict[str, Any]]:
+        """The job ``ref`` names (``12``, ``"12_3"``; NO_SUCH_JOB if none is on record) and
+        everything of it (`berth show`), with where to attach to its terminal; ``allow``
+        is asked first (`berth logs`, `attach`: its owner or an admin)."""
+        job = self._job(ref)
+        if allow is not None:
+            allow(job)
         engine = self._engine
         engine.explain()
         try:
@@ -157,7 +165,7 @@ class Front:
             if run is not None and out["pty"]
             else None
         )
-        return out
+        return job, out
 
     def queue(self, sel: Selection, see: Callable[[Job], bool]) -> Iterator[dict[str, Any]]:
         """`berth queue`'s answer in frames (:mod:`berth.daemon.engine.queue_view`)."""
@@ -168,13 +176,13 @@ class Front:
         answer is its first task's row with the array's outcome (COMPLETED if every task
         did, else the first other outcome, in task order), as the Slurm backend answers."""
         engine = self._engine
-        job = self.job(ref)
+        job = self._job(ref)
         tasks = None if type(ref) is str else arrays.members(engine, job.id)
         deadline = None if timeout is None else engine.loop.time() + timeout
         ended = []
         for task_id in tasks or [job.id]:
             left = None if deadline is None else max(0.0, deadline - engine.loop.time())
-            ended.append(await self._wait_one(self.job(task_id), left))
+            ended.append(await self._wait_one(self._job(task_id), left))
         out = row(ended[0], engine.reason(ended[0].id))
         finished = all(j.state in FINISHED for j in ended)
         if tasks and finished:
@@ -191,17 +199,48 @@ class Front:
                 await asyncio.wait_for(asyncio.shield(fut), limit)
             except asyncio.TimeoutError:
                 pass
-            job = self.job(job.id)
+            job = self._job(job.id)
         return job
 
-    def status(self) -> dict[str, Any]:
-        """`berth status`'s view of the daemon: each GPU's jobs and others' use, pauses,
-        notes, enforcement, reservations."""
-        return reads.status(self._engine)
+    # -- what is read (berth/daemon/engine/front_reads.py) ------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """`berth ping`'s: the daemon, its jobs, the last passes' cost, the GPUs' error."""
-        return reads.stats(self._engine)
+    @overload
+    def view(self, kind: Literal["status", "stats", "gpus", "projects"]) -> dict[str, Any]: ...
+    @overload
+    def view(self, kind: Literal["enforce_log"], limit: int) -> dict[str, Any]: ...
+    @overload
+    def view(self, kind: Literal["unfinished"]) -> list[Job]: ...
+    @overload
+    def view(
+        self, kind: Literal["samples"], *, since: float | None = None,
+        keep: tuple[Any, ...] | None = None, before: float | None = None, recent: int = 0,
+        usage: list[tuple[str, list[tuple[Any, ...]]]] | None = None,
+    ) -> dict[str, Any]: ...  # fmt: skip
+    @overload
+    def view(
+        self, kind: Literal["report"], caller: Caller, since: float, until: float | None,
+        groupings: dict[str, list[str]], by: list[str],
+    ) -> asyncio.Future[dict[str, Any]]: ...  # fmt: skip
+
+    def view(self, kind: str, *args: Any, **kwargs: Any) -> Any:
+        """One of the read answers, by ``kind`` (each is :mod:`front_reads`' function of
+        that name):
+
+        - ``status``: `berth status`'s view of the daemon (each GPU's jobs and others' use,
+          pauses, notes, enforcement, reservations);
+        - ``stats``: `berth ping`'s (the daemon, its jobs, the last passes' cost, the GPUs'
+          error);
+        - ``gpus``: the GPUs as the daemon sees them, for the dashboard;
+        - ``projects``: each project's usage, quotas and members (`berth admin projects`);
+        - ``enforce_log``: the last ``limit`` entries of the enforcement audit log
+          (`berth admin log`);
+        - ``unfinished``: the unfinished jobs (pending, running, completing), in no order;
+        - ``samples``: the dashboard's history in the store (``keep``: a sample row, and
+          ``usage``, what the page gathered for `berth report`, kept with the next commit);
+        - ``report``: `berth report` and the Usage tab (GPU-hours, waits, end states and
+          efficiency over ``since``..``until``, grouped; on its own thread).
+        """
+        return reads.VIEWS[kind](self._engine, *args, **kwargs)
 
     def stop(self) -> int:
         """Stop the daemon (its jobs run on); the jobs running now."""
@@ -261,16 +300,6 @@ class Front:
             engine.kick()  # (a raised limit may let jobs start)
         return accounts.table(user)
 
-    def projects(self) -> dict[str, Any]:
-        """Each project's usage, quotas and members (`berth admin projects`)."""
-        engine = self._engine
-        p = engine.accounts.projects
-        return {
-            "projects": p.summary(engine.unfinished(), engine.clock.time()),
-            "require_project": p.require,
-            "default_project": p.default,
-        }
-
     def reserve(
         self, entry: dict[str, Any] | None, names: list[Any], count: int | None,
         remove: int | None = None,
@@ -304,23 +333,6 @@ class Front:
         kept = book.add(entry, count, now)
         return {"reservation": next(v for v in book.view(now) if v["id"] == kept["id"])}
 
-    def enforce_log(self, limit: int) -> dict[str, Any]:
-        """The last ``limit`` entries of the enforcement audit log (`berth admin log`)."""
-        enforcer = self._engine.enforcer
-        path = enforcer.audit_path if enforcer is not None else ""
-        devices = enforcer.devices if enforcer is not None else ""
-        return {"path": path, "entries": read_log(path, limit) if path else [], "devices": devices}
-
-    # -- the dashboard (berth/web/) -----------------------------------------------------------
-
-    def gpus(self) -> dict[str, Any]:
-        """The GPUs as the daemon sees them, for the dashboard (:func:`reads.gpus`)."""
-        return reads.gpus(self._engine)
-
-    def unfinished(self) -> list[Job]:
-        """The unfinished jobs (pending, running, completing), in no particular order."""
-        return list(self._engine.unfinished())
-
     def follow(self, on_commit: Callable[[list[Job], list[Job], bool], None]) -> None:
         """Call ``on_commit(inserted, saved, ok)`` after each commit of the engine's journal
         (after the engine's own bookkeeping): the jobs whose new state is durable."""
@@ -332,21 +344,3 @@ class Front:
             on_commit(inserted, saved, ok)
 
         journal.on_committed = chained
-
-    def report(
-        self, caller: Caller, since: float, until: float | None,
-        groupings: dict[str, list[str]], by: list[str],
-    ) -> asyncio.Future[dict[str, Any]]:  # fmt: skip
-        """`berth report` and the Usage tab: GPU-hours, waits, end states and efficiency over
-        ``since``..``until`` grouped as each of ``groupings`` says (:mod:`reports`, on its own
-        thread: the loop schedules meanwhile)."""
-        return reports.run(reports.ask(self._engine, caller, since, until, by), groupings)
-
-    def samples(
-        self, since: float | None = None, keep: tuple[Any, ...] | None = None,
-        before: float | None = None, recent: int = 0,
-        usage: list[tuple[str, list[tuple[Any, ...]]]] | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
-        """The dashboard's history in the store (:func:`reads.samples`; ``usage``: what the
-        page gathered for `berth report`, kept with the next commit)."""
-        return reads.samples(self._engine, since, keep, before, recent, usage)

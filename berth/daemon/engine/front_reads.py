@@ -1,6 +1,6 @@
 """What the engine's front reads for `berth status`, `ping` and the dashboard
-(:class:`berth.daemon.engine.front.Front`'s ``status``, ``stats``, ``gpus``, ``samples``): the
-engine's parts read in one place, answered as plain data."""
+(:meth:`berth.daemon.engine.front.Front.view`'s kinds, each a function here of that name:
+:data:`VIEWS`): the engine's parts read in one place, answered as plain data."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import os
 
 from berth.core.job import Job
 from berth.core.states import State
-from berth.daemon.engine import queue_view
+from berth.daemon.engine import queue_view, reports
+from berth.daemon.engine.audit import read_log
 from berth.daemon.engine.views import TaskIds, row
 from berth.daemon.store.store import Store
 from berth.wire import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
     from typing import Any
 
+    from berth.daemon.engine.admission.prepared import Caller
     from berth.daemon.engine.engine import Engine
 
 
@@ -143,3 +147,42 @@ def samples(
                 continue
         out["recent"] = rows
     return out
+
+
+def projects(engine: Engine) -> dict[str, Any]:
+    """Each project's usage, quotas and members (`berth admin projects`)."""
+    p = engine.accounts.projects
+    return {
+        "projects": p.summary(engine.unfinished(), engine.clock.time()),
+        "require_project": p.require,
+        "default_project": p.default,
+    }
+
+
+def enforce_log(engine: Engine, limit: int) -> dict[str, Any]:
+    """The last ``limit`` entries of the enforcement audit log (`berth admin log`)."""
+    enforcer = engine.enforcer
+    path = enforcer.audit_path if enforcer is not None else ""
+    devices = enforcer.devices if enforcer is not None else ""
+    return {"path": path, "entries": read_log(path, limit) if path else [], "devices": devices}
+
+
+def unfinished(engine: Engine) -> list[Job]:
+    """The unfinished jobs (pending, running, completing), in no particular order."""
+    return list(engine.unfinished())
+
+
+def report(
+    engine: Engine, caller: Caller, since: float, until: float | None,
+    groupings: dict[str, list[str]], by: list[str],
+) -> asyncio.Future[dict[str, Any]]:  # fmt: skip
+    """`berth report` and the Usage tab: GPU-hours, waits, end states and efficiency over
+    ``since``..``until`` grouped as each of ``groupings`` says (:mod:`reports`, on its own
+    thread: the loop schedules meanwhile)."""
+    return reports.run(reports.ask(engine, caller, since, until, by), groupings)
+
+
+VIEWS: dict[str, Callable[..., Any]] = {
+    "status": status, "stats": stats, "gpus": gpus, "projects": projects,
+    "enforce_log": enforce_log, "unfinished": unfinished, "samples": samples, "report": report,
+}  # fmt: skip

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from berth.config.enforce import Enforce
     from berth.core.enforce import Finding, Holder, Idle
-    from berth.daemon.engine.engine import Engine
+    from berth.daemon.engine.host import Host
 
 log = logging.getLogger("berth.daemon")
 
@@ -40,7 +40,7 @@ META_KEY = "enforce_idle"
 class IdleHolders:
     """The idle half of the enforcer (its state lives there)."""
 
-    engine: Engine
+    engine: Host
     cfg: Enforce
     holders: dict[str, Holder]
     idle: list[Idle]
@@ -141,7 +141,7 @@ class IdleHolders:
         job = self.engine.jobs.get(int(holder.key.split()[1]))
         if job is None:
             return
-        result = self.engine.requeue(job, why)
+        result = self.engine.control.requeue(job, why)
         self.engine.flush()
         self.audit_idle("requeue", holder, job=job.id, reason=why, result=result)
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.core.job import Job
-    from berth.daemon.engine.ports import Processes
+    from berth.daemon.ports import Processes
     from berth.daemon.store.store import Store
     from berth.wire.jobspec import JobSpec
 

@@ -111,33 +111,33 @@ def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -
     procs = engine.procs
     info = procs.record(path)
     if "exit" in info:
-        engine.record_exit(job, info["exit"], path)
+        engine.control.record_exit(job, info["exit"], path)
         return "ended_while_down"
     if rebooted:
         why = "the machine restarted while it ran"
         if job.requeue:
-            engine.requeue_unstarted(job, engine.clock.time(), why + "; requeued (--requeue)")
+            engine.control.requeue_unstarted(job, engine.clock.time(), why + "; requeued (--requeue)")
             procs.discard(path)
             return "requeued"
-        engine.record_exit(job, None, path, lost=why)
+        engine.control.record_exit(job, None, path, lost=why)
         return "lost"
     if procs.alive(path):
         pid = _wait_for_pid(engine, path)
         if pid is not None:
             try:
-                engine.adopt(job.id, pid, path, attempt, job.extra.get("lease"))
+                engine.control.adopt(job.id, pid, path, attempt, job.extra.get("lease"))
                 return "adopted"
             except ProcessLookupError:
                 pass
         info = procs.record(path)
         if "exit" in info:
-            engine.record_exit(job, info["exit"], path)
+            engine.control.record_exit(job, info["exit"], path)
             return "ended_while_down"
     if not runfile.began(info):  # (no run file: nothing either)
-        engine.requeue_unstarted(job, engine.clock.time(), runfile.NEVER_STARTED)
+        engine.control.requeue_unstarted(job, engine.clock.time(), runfile.NEVER_STARTED)
         procs.discard(path)
         return "requeued"
-    engine.record_exit(job, None, path, lost=engine.end_leftovers(job, path, "its supervisor died"))
+    engine.control.record_exit(job, None, path, lost=engine.control.end_leftovers(job, path, "its supervisor died"))
     return "lost"
 
 

@@ -1,14 +1,14 @@
 """Starting what a scheduling pass decided: the write-ahead of each start, and its hand-over
-to a supervisor while that is being committed. :class:`Launching` is a part of
-:class:`berth.daemon.engine.engine.Engine` (through :class:`~berth.daemon.engine.endings.Lifecycle`),
+to a supervisor while that is being committed. :class:`Launcher` is a part the engine
+(:class:`berth.daemon.engine.engine.Engine`) holds, as it holds :class:`~berth.daemon.engine.control.Control`,
 kept apart to keep each file one idea.
 
 A start is saved (the job RUNNING, its attempt ``launched``) and its command runs only once
 that is durable: the attempt goes to a supervisor at once, through the engine's process port
-(:mod:`berth.daemon.engine.ports`), and waits at its start gate (:mod:`berth.daemon.supervisor.gate`), which the
+(:mod:`berth.daemon.ports`), and waits at its start gate (:mod:`berth.daemon.supervisor.gate`), which the
 journal's committer opens the moment the commit is durable. A commit that fails withdraws
 the starts (their gates close unopened: nothing runs), and the jobs wait, PENDING again as if
-never started (:meth:`Launching._unstart`; :mod:`berth.daemon.engine.diskfull` says why and
+never started (:meth:`Launcher._unstart`; :mod:`berth.daemon.engine.diskfull` says why and
 when they are tried again): a full state disk fails no job (issue 41.7).
 """
 
@@ -20,24 +20,33 @@ from berth.core.states import ACTIVE, State
 from berth.core.transition import transition, unstart
 from berth.daemon.engine.command import launch_spec
 from berth.daemon.engine.diskfull import is_full
-from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.supervisor import runfile
 from berth.wire.jobspec import JobSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, Protocol
 
     from berth.claims.claim import Claim
     from berth.core.job import Job
     from berth.daemon.engine.diskfull import DiskFull
     from berth.daemon.engine.jobtable import JobTable
-    from berth.daemon.engine.ports import Clock, Processes, Run
     from berth.daemon.engine.queue_order import QueueOrder
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
+    from berth.daemon.ports import Clock, Processes, Run
     from berth.daemon.store.journal import Journal
     from berth.daemon.store.store import Store
+
+    class Save(Protocol):
+        def __call__(self, job: Job, **cols: Any) -> None: ...
+
+    class Change(Protocol):
+        def __call__(
+            self, job: Job, to: State, now: float, *, reason: str = "",
+            exit_code: int | None = None,
+        ) -> None: ...  # fmt: skip
 
 log = logging.getLogger("berth.daemon")
 
@@ -62,34 +71,26 @@ class Launch:
         self.failed = False  # settled as failed already
 
 
-class Launching:
-    """Launch attempts (state lives in the engine)."""
+class Launcher:
+    """Launch attempts: a part the engine holds (``engine.launcher``), given the engine's
+    books it reads and changes (shared, not copied) and what it calls of the rest:
+    ``kick`` (a pass at the next turn), ``save`` (a job's new state for the next commit),
+    ``change`` (a state change: :meth:`berth.daemon.engine.control.Control._change`)."""
 
-    opts: Options
-    store: Store
-    res: Resources
-    clock: Clock
-    procs: Processes
-    jobs: JobTable
-    runs: dict[int, Run]
-    journal: Journal
-    committing: dict[int, Claim]  # started, the start not yet durable
-    cancel_on_start: set[int]
-    order: QueueOrder
-    diskfull: DiskFull
-    reasons: dict[int, str]
+    def __init__(
+        self, opts: Options, store: Store, res: Resources, clock: Clock, procs: Processes,
+        journal: Journal, jobs: JobTable, runs: dict[int, Run], committing: dict[int, Claim],
+        cancel_on_start: set[int], reasons: dict[int, str], order: QueueOrder,
+        diskfull: DiskFull, *, kick: Callable[[], None], save: Save, change: Change,
+    ) -> None:  # fmt: skip
+        self.opts, self.store, self.res, self.clock, self.procs = opts, store, res, clock, procs
+        self.journal, self.jobs, self.runs, self.committing = journal, jobs, runs, committing
+        self.cancel_on_start, self.reasons, self.order = cancel_on_start, reasons, order
+        self.diskfull = diskfull
+        self.kick, self.save, self._change = kick, save, change
 
-    if TYPE_CHECKING:
-
-        def kick(self) -> None: ...
-
-        def save(self, job: Job, **cols: Any) -> None: ...
-
-        def flush(self, force: bool = False) -> None: ...
-
-        def _change(
-            self, job: Job, to: State, now: float, *, reason: str = "", exit_code: int | None = None
-        ) -> None: ...
+    def flush(self, force: bool = False) -> None:
+        self.journal.flush(force)
 
     def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
         """Start what a pass decided (see the module): ``launches`` are (job, (its start, its

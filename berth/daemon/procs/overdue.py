@@ -30,10 +30,21 @@ from berth.units import KILL_AFTER
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
-    from typing import Any
+    from typing import Any, Protocol
 
-    from berth.daemon.engine.ports import Run
-    from berth.daemon.procs.port import Supervisors
+    from berth.daemon.ports import Run
+
+    class Supervisors(Protocol):
+        """What the watches ask of :class:`berth.daemon.procs.port.Supervisors` (named so,
+        this module would import the one that imports it)."""
+
+        loop: asyncio.AbstractEventLoop
+
+        def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None: ...
+
+        def signal_supervisor(self, run: Run, sig: int) -> None: ...
+
+        def kill_attempt(self, job_id: int, run: Run, verdict: dict[str, Any]) -> None: ...
 
 log = logging.getLogger("berth.daemon")
 

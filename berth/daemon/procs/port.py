@@ -1,4 +1,4 @@
-"""The engine's real process port (:class:`berth.daemon.engine.ports.Processes`): the supervisors
+"""The engine's real process port (:class:`berth.daemon.ports.Processes`): the supervisors
 that run its jobs, reached through their pool (:mod:`berth.daemon.procs.pool`), or, for those a
 previous daemon left, through their pidfd and run file; the run files themselves (made,
 read, kept as spares, removed: :mod:`berth.daemon.supervisor.runfile`); start gates
@@ -21,7 +21,7 @@ import os
 import signal
 import time
 
-from berth.daemon.engine.ports import Run
+from berth.daemon.ports import Run
 from berth.daemon.procs import cgroup, devfilter, overdue, reap
 from berth.daemon.procs.pool import Pool
 from berth.daemon.supervisor import gate, ingroup, runfile
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import asyncio
     from typing import Any
 
-    from berth.daemon.engine.ports import OnDone, OnExit, OnGone, Owner
+    from berth.daemon.ports import OnDone, OnExit, OnGone, Owner
 
 log = logging.getLogger("berth.daemon")
 

@@ -86,12 +86,17 @@ def limits(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 def projects(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """`berth admin projects` (anyone reads): each project's usage, quotas and members."""
-    return front.projects()
+    return front.view("projects")
 
 
 def pause(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """Pause GPUs: nothing new starts there (`berth pause`). With a ``note`` (`berth admin
+    drain`, the CLI's other name for it): all of them if none is named, and who and why kept."""
+    if "note" in req:
+        return _drain(front, peer, req)
     admins_only(peer, "pause GPUs")
-    # (`berth admin drain` says why too)
+    if not req.get("gpus"):
+        raise ProtocolError(protocol.BAD_REQUEST, "name the GPUs to pause, e.g. `berth pause 0 3`")
     return front.pause(peer.user, validate.gpu_names("gpus", req["gpus"]))
 
 
@@ -101,7 +106,7 @@ def resume(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return front.pause(peer.user, names, resume=True, everything=bool(req.get("all")))
 
 
-def drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+def _drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Pause GPUs (all of them without a list) and record who and why."""
     admins_only(peer, "drain GPUs")
     names = validate.gpu_names("gpus", req.get("gpus"))
@@ -111,15 +116,10 @@ def drain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     return front.pause(peer.user, names, note, drain=True)
 
 
-def undrain(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    """Resume GPUs: exactly `berth resume`."""
-    return resume(front, peer, req)
-
-
 def enforce_log(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """`berth admin log`: the last entries of the enforcement audit log (admins only)."""
     admins_only(peer, "read the enforcement log")
     limit = req.get("limit", 50)
     if not 1 <= limit <= 10000:
         raise ProtocolError(protocol.BAD_REQUEST, f"limit {limit} must be in 1..10000")
-    return front.enforce_log(limit)
+    return front.view("enforce_log", limit)

@@ -47,8 +47,7 @@ def _states(req: dict[str, Any]) -> set[State]:
 def show(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """Anyone may look at a job; with ``--private`` others see no command, directory or
     paths, and only its owner and the admins learn where to attach."""
-    job = front.job(req["job_id"])
-    out = front.show(job)
+    job, out = front.show(req["job_id"])
     if not may_see(peer, job):
         out = redact(out)
     if job.uid != peer.uid and not peer.admin:
@@ -58,12 +57,12 @@ def show(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 
 def logs(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """The job (as `show`) for `berth logs`: its owner or an admin only."""
-    return {"job": front.show(owned(front.job(req["job_id"]), peer, "read its logs"))}
+    return {"job": front.show(req["job_id"], lambda job: owned(job, peer, "read its logs"))[1]}
 
 
 def attach(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """The job (as `show`, with its terminal) for `berth attach`: its owner or an admin."""
-    return {"job": front.show(owned(front.job(req["job_id"]), peer, "attach to it"))}
+    return {"job": front.show(req["job_id"], lambda job: owned(job, peer, "attach to it"))[1]}
 
 
 async def wait(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -115,15 +114,15 @@ def report(front: Front, peer: Peer, req: dict[str, Any]) -> Awaitable[dict[str,
         by = tally.check_by([str(b) for b in req.get("by") or ()])
     except ValueError as e:
         raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
-    return front.report(peer, req["since"], req.get("until"), {"rows": by}, by)
+    return front.view("report", peer, req["since"], req.get("until"), {"rows": by}, by)
 
 
 def status(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return front.status()
+    return front.view("status")
 
 
 def ping(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return front.stats()
+    return front.view("stats")
 
 
 def shutdown(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +141,7 @@ HANDLERS: dict[str, Handler] = {
     "wait": wait,
     "cancel": cancel,
     "hold": hold_jobs,
-    "release": release_jobs,
+    "release_job": release_jobs,
     "update": update,
     "resubmit": resubmit,
     "pause": admin.pause,
@@ -150,8 +149,6 @@ HANDLERS: dict[str, Handler] = {
     "status": status,
     "limits": admin.limits,
     "projects": admin.projects,
-    "drain": admin.drain,
-    "undrain": admin.undrain,
     "enforce_log": admin.enforce_log,
     "reserve": reserve.reserve,
     "unreserve": reserve.unreserve,

@@ -29,8 +29,9 @@ def submit(
 
 async def submit_all(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     """A jobs file's jobs, all or none, in one commit; ``env``: of each job naming none."""
-    jobs = await front.admit_all(peer, req["jobs"], req.get("env"), bool(req.get("dry_run")))
-    return {"replies": jobs}
+    return await front.admit(
+        peer, req["jobs"], bool(req.get("dry_run")), each=True, env=req.get("env")
+    )
 
 
 async def update(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The engine's passes driven through its ports (berth/daemon/engine/ports.py) with a fake clock and
+"""The engine's passes driven through its ports (berth/daemon/ports.py) with a fake clock and
 a fake process port: nothing is forked, time is exact (tests/daemon/enginekit.py)."""
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def test_rows_in_the_earlier_format_load_and_run(daemon: Any) -> None:
     )
     assert (daemon.job(b)["array_job"], daemon.job(b)["array_task"]) == (b, 3)
     assert daemon.job(c)["command"] == rows[c]["wrap"]
-    daemon.call("release", job_ids=ids)
+    daemon.call("release_job", job_ids=ids)
     done = daemon.wait_done(ids)
     assert [done[i]["state"] for i in ids] == ["COMPLETED"] * 3
     with open(f"{root}/o-{a}.log") as f:
@@ -167,7 +167,7 @@ def test_a_stored_spec_that_no_longer_reads_fails_its_job_not_the_daemon(daemon:
     db.close()
 
     daemon.start()
-    daemon.call("release", job_ids=[bad_type, not_json, good])
+    daemon.call("release_job", job_ids=[bad_type, not_json, good])
     done = daemon.wait_done([bad_type, not_json, good])
     assert done[good]["state"] == "COMPLETED"
     for job_id in (bad_type, not_json):

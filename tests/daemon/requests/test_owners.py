@@ -17,7 +17,7 @@ def test_another_user_cannot_touch_my_jobs_or_my_gpus(daemon):
     os.chmod(daemon.socket, 0o666)  # let nobody reach the socket: ownership must still hold
     for kind, fields in (
         ("cancel", {"job_ids": [job_id]}),
-        ("release", {"job_ids": [job_id]}),
+        ("release_job", {"job_ids": [job_id]}),
         ("pause", {"gpus": ["0"]}),
     ):
         reply = request_as(NOBODY, daemon.socket, kind, **fields)

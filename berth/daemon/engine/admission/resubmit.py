@@ -187,7 +187,7 @@ async def resubmit(
             now, None, State.PENDING, f"resubmitted from {job.id} by {peer.user}"
         )
         if p.deps:
-            engine.changed(new, dependencies=True)
+            engine.control.changed(new, dependencies=True)
         new_ids[job.id] = new.id
         futures += futs
     for fut in futures:

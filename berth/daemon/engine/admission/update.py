@@ -214,7 +214,7 @@ async def update(
                 job.extra.pop("dependency", None)
         if said:
             job.extra["updated"] = sorted({*job.extra.get("updated", ()), *_fields(said)})
-            engine.changed(job, dependencies=deps is not None)
+            engine.control.changed(job, dependencies=deps is not None)
             engine.save(job)  # (committed with this turn's group)
         task = arrays.of(job)
         changed[f"{task[0]}_{task[1]}" if task else str(job.id)] = said

@@ -1,8 +1,8 @@
 """Recording how attempts end, controlling running ones, adopting those a previous daemon
-left, and forgetting jobs that ended long ago (:meth:`Lifecycle.purge_finished`): the half of
+left, and forgetting jobs that ended long ago (:meth:`Control.purge_finished`): the part of
 the engine that hears from supervisors (through its process port,
-:mod:`berth.daemon.engine.ports`) and changes job states accordingly. :class:`Lifecycle` is a
-part of :class:`berth.daemon.engine.engine.Engine`, kept apart to keep each file one idea;
+:mod:`berth.daemon.ports`) and changes job states accordingly. :class:`Control` is a
+part :class:`berth.daemon.engine.engine.Engine` holds, kept apart to keep each file one idea;
 starting attempts is its other part (:mod:`berth.daemon.engine.starts`).
 
 Every state change goes through :func:`berth.core.transition.transition` and is saved with
@@ -18,7 +18,6 @@ import logging
 from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import transition
 from berth.daemon.engine import notify
-from berth.daemon.engine.starts import Launching
 from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
@@ -26,10 +25,20 @@ from berth.daemon.supervisor import runfile
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
     from typing import Any
 
+    from berth.claims.claim import Claim
     from berth.core.job import Job
     from berth.daemon.engine.accounts import Accounts
+    from berth.daemon.engine.diskfull import DiskFull
+    from berth.daemon.engine.jobtable import JobTable
+    from berth.daemon.engine.queue_order import QueueOrder
+    from berth.daemon.engine.resources import Resources
+    from berth.daemon.engine.starts import Save
+    from berth.daemon.options import Options
+    from berth.daemon.ports import Clock, Processes, Run
+    from berth.daemon.store.journal import Journal
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
 PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
@@ -37,18 +46,32 @@ PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
 log = logging.getLogger("berth.daemon")
 
 
-class Lifecycle(Launching):
-    """Launch, end, control and adopt attempts (state lives in the engine)."""
+class Control:
+    """Hear how attempts end, control, adopt and forget them: a part the engine holds
+    (``engine.control``), given the engine's books it reads and changes (shared, not copied)
+    and what it calls of the rest: ``kick`` (a pass at the next turn), ``save`` (a job's new
+    state for the next commit), ``deps_changed`` (a job some job depends on has ended),
+    ``last_id`` (the newest job id given), and of :class:`~berth.daemon.engine.starts.Launcher`
+    ``unstart`` and ``launch_failed``."""
 
-    reasons: dict[int, str]
-    finished_states: dict[int, State]
-    waiters: dict[int, list[asyncio.Future[None]]]
-    settling: dict[int, Job]
-    purging: set[int]
-    accounts: Accounts
-    next_id: int
-    _deps_dirty: bool
-    depended: set[int]
+    def __init__(
+        self, opts: Options, store: Store, res: Resources, clock: Clock, procs: Processes,
+        journal: Journal, jobs: JobTable, runs: dict[int, Run], committing: dict[int, Claim],
+        cancel_on_start: set[int], reasons: dict[int, str], order: QueueOrder,
+        diskfull: DiskFull, accounts: Accounts, settling: dict[int, Job],
+        finished_states: dict[int, State], waiters: dict[int, list[asyncio.Future[None]]],
+        depended: set[int], purging: set[int], *, kick: Callable[[], None], save: Save,
+        deps_changed: Callable[[], None], last_id: Callable[[], int],
+        unstart: Callable[..., None], launch_failed: Callable[[Job, str], None],
+    ) -> None:  # fmt: skip
+        self.opts, self.store, self.res, self.clock, self.procs = opts, store, res, clock, procs
+        self.journal, self.jobs, self.runs, self.committing = journal, jobs, runs, committing
+        self.cancel_on_start, self.reasons, self.order = cancel_on_start, reasons, order
+        self.diskfull, self.accounts, self.settling = diskfull, accounts, settling
+        self.finished_states, self.waiters = finished_states, waiters
+        self.depended, self.purging = depended, purging
+        self.kick, self.save, self.deps_changed, self.last_id = kick, save, deps_changed, last_id
+        self._unstart, self._launch_failed = unstart, launch_failed
 
     def changed(self, job: Job, dependencies: bool = False) -> None:
         """A pending job was changed in place (`berth update`): its place in line is worked
@@ -57,7 +80,7 @@ class Lifecycle(Launching):
         self.order.joined()  # (its priority or limit may have moved it: re-sorted)
         if dependencies:
             self.depended.update(d.job_id for d in job.dependencies)
-            self._deps_dirty = True
+            self.deps_changed()
 
     # -- endings ------------------------------------------------------------------------------
 
@@ -194,7 +217,7 @@ class Lifecycle(Launching):
                 self.journal.execute(Store.USAGE_SQL, rows)
         if finished:
             if job.id in self.depended:  # (afterok, afternotok: it may doom another)
-                self._deps_dirty = True  # (only if a job waits on it: else no full pass)
+                self.deps_changed()  # (only if a job waits on it: else no full pass)
             self.depended.discard(job.id)
             del self.jobs[job.id]
             self.settling[job.id] = job
@@ -281,7 +304,7 @@ class Lifecycle(Launching):
         purging.update(ids)
         models = {s.index: s.name for s in self.res.snapshots}
         self.journal.execute(summaries.ADD_SQL, summaries.summarize(self.store, ids, models))
-        self.journal.execute(Store.LAST_ID_SQL, [(str(self.next_id - 1),)])
+        self.journal.execute(Store.LAST_ID_SQL, [(str(self.last_id()),)])
         self.journal.execute(Store.PURGE_SQL, [(i,) for i in ids])
 
         def forget() -> None:
