@@ -4,7 +4,7 @@ or running job whose GPUs all showed no utilisation for ``idle_after`` is flagge
 --notify/--mail-user), then, ``idle_grace`` after the notice, ``release`` (a job is
 cancelled, a claim's holders get SIGTERM) or ``requeue`` (a job goes back to the end of the
 queue, as a time limit does with --requeue: :meth:`Lifecycle.requeue
-<berth.daemon.engine.endings.Lifecycle.requeue>`; a claim, which cannot wait in the queue, is
+<berth.daemon.engine.control.Control.requeue>`; a claim, which cannot wait in the queue, is
 released).
 
 What was flagged, since when, and when it was told are kept in the store (``meta``

@@ -3,7 +3,7 @@ kind, user, project, GPU model and end state with the sums of
 :mod:`berth.daemon.report.tally`, and ``job_usage``, each job's sampled utilisation.
 
 Finished jobs beyond ``keep_finished`` are summarized in the same commit that deletes them
-(:meth:`berth.daemon.engine.endings.Lifecycle.purge_finished` with :func:`summarize`), and
+(:meth:`berth.daemon.engine.control.Control.purge_finished` with :func:`summarize`), and
 claims outside the queue are added by the hour as they end (the engine's ledger scans), and
 the dashboard adds its minutes of outside use (:mod:`berth.web.usage`, per hour), so a
 report reaches back :data:`KEEP_DAYS` days while the jobs table stays bounded. Summary rows older than that are dropped with the next purge.
