@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from berth.core.job import Job
     from berth.daemon.engine.accounts import Accounts
+    from berth.daemon.engine.estimates import Estimates
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
 PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
@@ -46,6 +47,7 @@ class Lifecycle(Launching):
     settling: dict[int, Job]
     purging: set[int]
     accounts: Accounts
+    estimates: Estimates
     next_id: int
     _deps_dirty: bool
     depended: set[int]
@@ -199,6 +201,7 @@ class Lifecycle(Launching):
             del self.jobs[job.id]
             self.settling[job.id] = job
             self.finished_states[job.id] = job.state
+            self.estimates.learn(job)  # (its run time, for the start estimates)
             self.reasons.pop(job.id, None)
             waiters = self.waiters.pop(job.id, [])
             if waiters:

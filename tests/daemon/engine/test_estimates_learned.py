@@ -1,0 +1,134 @@
+"""Issue 33.1-2: every pending job gets a start estimate from the one estimator, from time
+limits where given and from run times learned from the daemon's finished jobs; "unknown" only
+where a job ahead has neither (the 2-GPU case of the issue: before, one running job without a
+limit made every estimate "unknown", even on the other GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from enginekit import EngineRig
+
+from berth.cli.queue_starts import text
+from berth.daemon.engine import history
+
+
+def _est(rig: EngineRig, job: int) -> dict[str, Any]:
+    est = rig.engine.estimates.get().get(job)
+    assert est is not None
+    return est
+
+
+def _gpu(rig: EngineRig, job: int) -> int:
+    live = rig.engine.live(job)
+    assert live is not None and live.attempt is not None
+    return live.attempt.gpus[0]
+
+
+def test_a_limit_on_one_gpu_tells_even_beside_a_job_without_one(tmp_path: Path) -> None:
+    rig = EngineRig(tmp_path, gpus=2)
+    try:
+        x = rig.submit("sleep", "3000", time_limit=600.0)
+        y = rig.submit("sleep", "9000")  # no limit, nothing learned
+        rig.turn()
+        assert rig.state(x) == rig.state(y) == "RUNNING"
+        r = rig.submit("sleep", "10", time_limit=60.0, gpu_ids=[_gpu(rig, x)])
+        est = _est(rig, r)
+        assert est["start"] == rig.t0 + 600.0 and est["exact"], est
+        assert est["gpus"] == [_gpu(rig, x)]
+        assert text(est, rig.t0).startswith("in <= 10:00 (at ")
+        # A job that needs both GPUs waits for the one nobody can tell: unknown, saying why.
+        both = rig.submit("sleep", "10", time_limit=60.0, gpus=2)
+        est = _est(rig, both)
+        assert est["start"] is None and not est["exact"]
+        assert est["note"].startswith("unknown: a job ahead has no time limit")
+        assert f"job {y}" in est["note"]
+    finally:
+        rig.close()
+
+
+def test_a_dependency_on_a_limited_job_waits_for_its_limit_not_for_an_unlimited_share(
+    tmp_path: Path,
+) -> None:
+    rig = EngineRig(tmp_path, gpus=3)
+    try:
+        a = rig.submit("sleep", "9000", time_limit=7200.0)
+        s = rig.submit("sleep", "9000", gpus=0.5)  # a share job without a limit
+        rig.turn()
+        assert rig.state(a) == rig.state(s) == "RUNNING"
+        d = rig.submit("sleep", "10", dependency=f"afterok:{a}")
+        est = _est(rig, d)
+        assert est["start"] == rig.t0 + 7200.0 and est["exact"], est
+        assert est["after"] == [a]
+        assert text(est, rig.t0).startswith(f"after job {a}, in <= 2:00:00")
+        b = rig.submit("sleep", "10", begin=rig.t0 + 3600.0)
+        est = _est(rig, b)
+        assert est["start"] == rig.t0 + 3600.0 and est["begin"] == rig.t0 + 3600.0
+        assert text(est, rig.t0).startswith("not before ")
+    finally:
+        rig.close()
+
+
+def _learn(rig: EngineRig, seconds: list[int], name: str = "train.sh") -> None:
+    for n in seconds:
+        job = rig.submit("sleep", str(n), name=name)
+        rig.turn()
+        rig.advance_to(rig.clock.t + n)
+        assert rig.state(job) == "COMPLETED"
+
+
+def test_run_times_learned_from_finished_jobs_give_an_estimate_with_a_range(
+    tmp_path: Path,
+) -> None:
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        _learn(rig, [120, 130, 140, 150, 300])
+        y = rig.submit("sleep", "5000", name="train.sh")  # no limit: its runs tell
+        rig.turn()
+        began = rig.clock.t
+        r = rig.submit("sleep", "10", name="eval")
+        est = _est(rig, r)
+        assert est["start"] == began + 140.0 and not est["exact"], est  # the median
+        assert est["latest"] == began + 300.0  # the 90th percentile
+        said = text(est, began)
+        assert said.startswith("in ~2:20 (at ") and said.endswith(", p90 5:00)"), said
+        mine = rig.submit("sleep", "10", name="train.sh")
+        own = _est(rig, mine)["runtime"]
+        assert own["text"] == "typical 2:20, p90 5:00, from 5 runs of train.sh"
+        # A prediction never ends a job: one that outruns it runs on and is re-predicted.
+        rig.advance_to(began + 1000.0)
+        assert rig.state(y) == "RUNNING"
+        est = _est(rig, r)
+        assert est["start"] == began + 2000.0, est  # twice what it ran so far
+    finally:
+        rig.close()
+
+
+def test_the_limit_caps_a_prediction(tmp_path: Path) -> None:
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        _learn(rig, [1000, 1000])
+        x = rig.submit("sleep", "5000", name="train.sh", time_limit=300.0)
+        rig.turn()
+        assert rig.state(x) == "RUNNING"
+        r = rig.submit("sleep", "10", name="train.sh")
+        est = _est(rig, r)
+        assert est["start"] == rig.clock.t + 300.0, est
+        assert est["runtime"]["typical"] == 1000.0
+    finally:
+        rig.close()
+
+
+def test_the_history_is_read_once_from_the_store(tmp_path: Path) -> None:
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        _learn(rig, [60, 90, 120])
+        rig.loop.run_until_complete(rig.engine.drain())
+        rows = list(history.finished(rig.store))
+        runs = [r.run() for r in rows]
+        assert [r.seconds for r in runs if r is not None] == [60.0, 90.0, 120.0]
+        assert {r.name for r in rows} == {"train.sh"}
+        assert rig.engine.estimates.runtimes.added == 3  # (each learned once, read or ended)
+    finally:
+        rig.close()
