@@ -35,8 +35,9 @@ def test_the_same_name_first_then_the_users_shape_then_the_hosts() -> None:
     named = rt.predict(_job())
     assert named is not None and named.typical == 140.0 and named.p90 == 150.0
     assert named.text() == "typical 2:20, p90 2:30, from 2 runs of train.sh"
-    assert rt.predict(_job(gpus=2)) is None  # (another shape: nothing of it learned)
-    assert rt.predict(_job(user="bob", name="train.sh")).basis == "this host's 1-GPU jobs"  # type: ignore[union-attr]
+    assert rt.predict(_job(name="new", gpus=2)) is None  # (another shape: nothing learned)
+    other = rt.predict(_job(user="cat"))  # (ann's train.sh is not cat's)
+    assert other is not None and other.basis == "this host's 1-GPU jobs"
 
 
 def test_the_limit_caps_and_a_long_run_is_re_predicted_never_below_what_it_ran() -> None:
