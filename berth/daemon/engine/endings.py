@@ -26,11 +26,15 @@ from berth.daemon.supervisor import runfile
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
-    from typing import Any
+    from typing import Any, Protocol
 
     from berth.core.job import Job
     from berth.daemon.engine.accounts import Accounts
-    from berth.daemon.engine.estimates import Estimates
+
+    class Learns(Protocol):
+        """The start estimates, as a job's end feeds them (engine/estimates.py)."""
+
+        def learn(self, job: Job) -> None: ...
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
 PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
@@ -47,7 +51,7 @@ class Lifecycle(Launching):
     settling: dict[int, Job]
     purging: set[int]
     accounts: Accounts
-    estimates: Estimates
+    estimates: Learns
     next_id: int
     _deps_dirty: bool
     depended: set[int]

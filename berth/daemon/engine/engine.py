@@ -106,7 +106,7 @@ class Engine(Lifecycle):
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
         self.enforcer: Enforcer | None = None  # [enforce] (enforcer.py), set at start-up
-        self.estimates = Estimates(self)  # when each pending job should start
+        self.estimates: Estimates = Estimates(self)  # when each pending job should start
         self.diskfull = DiskFull(loop, self.kick)  # starts that wait for space (issue 41.7)
         self.notes.append(self.diskfull.note)
         self.journal.on_recovered = self.diskfull.room
