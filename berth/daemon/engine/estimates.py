@@ -42,6 +42,7 @@ from berth.core.policy import DEFAULT_POLICY, order_key
 from berth.core.runtimes import RunTimes, run_of
 from berth.core.states import State
 from berth.daemon.engine import history
+from berth.daemon.engine.accuracy import Accuracy
 from berth.sim.whatif import Prediction, predict
 
 TYPE_CHECKING = False
@@ -90,6 +91,7 @@ class Estimates:
         self._out = Starts(engine, {}, _entry(None, None, (), "unknown: not estimated yet"))
         self._runtimes: RunTimes | None = None
         self._read: set[int] = set()  # the jobs the history gave (until the first learned)
+        self.accuracy = Accuracy()  # how good the first estimates were (the last week)
         self.computed = 0  # how many times they were computed (for tests)
 
     @property
@@ -102,6 +104,8 @@ class Estimates:
                 if run is not None:
                     learned.add(run)
                     self._read.add(row.id)
+                if row.estimated is not None:
+                    self.accuracy.add(row.ended, row.estimated, row.first)
         return self._runtimes
 
     def learn(self, job: Job) -> None:
@@ -109,9 +113,14 @@ class Estimates:
         learned here, once either way, as the history is read before)."""
         learned = self.runtimes
         read, self._read = self._read, set()
+        if job.id in read:
+            return
         run = run_of(job)
-        if run is not None and job.id not in read:
+        if run is not None:
             learned.add(run)
+        if "estimated" in job.extra and job.attempts:
+            ended = job.attempts[-1].end or job.attempts[-1].start
+            self.accuracy.add(ended, job.extra["estimated"], job.attempts[0].start)
 
     def predicted(self, job: Job) -> RunTime | None:
         """The job's run time as learned (capped by its time limit), or None."""
@@ -189,6 +198,8 @@ class Estimates:
             e["after"] = sorted({d.job_id for d in j.dependencies
                                  if eng.state_of(d.job_id) in _WAITED})  # fmt: skip
             out[j.id] = e
+            if "estimated" not in j.extra:  # (its first estimate: bench and the page's line)
+                j.extra["estimated"] = [now, e["start"], e["latest"], e["exact"]]
         return Starts(eng, out, _entry(None, None, (), f"unknown: more than {MOST} jobs ahead"))
 
     def _durations(

@@ -26,7 +26,8 @@ _SQL = """
     SELECT jobs.id, jobs.user, json_extract(data, '$.name'),
            json_extract(data, '$.request.gpus'), json_extract(data, '$.request.each'),
            json_extract(data, '$.attempts[#-1].start'), json_extract(data, '$.attempts[#-1].end'),
-           jobs.state, job_usage.peak_mem
+           jobs.state, job_usage.peak_mem, jobs.ended_at,
+           json_extract(data, '$.attempts[0].start'), json_extract(data, '$.extra.estimated')
     FROM jobs LEFT JOIN job_usage ON job_usage.id = jobs.id
     WHERE jobs.state NOT IN ('PENDING', 'RUNNING', 'COMPLETING') AND ended_at IS NOT NULL
     ORDER BY ended_at DESC LIMIT ?
@@ -36,8 +37,9 @@ _SQL = """
 @dataclass(frozen=True, slots=True)
 class Finished:
     """One finished job as the history reads it: its last attempt's ``start`` and ``end``
-    (None: it never ran), its end ``state`` and its sampled ``peak_mem`` (bytes, None: not
-    sampled)."""
+    (None: it never ran), its end ``state``, its sampled ``peak_mem`` (bytes, None: not
+    sampled), when it ended, when its first attempt started (``first``) and the start
+    estimate made when it was submitted (``estimated``: its JSON text, or None)."""
 
     id: int
     user: str
@@ -48,6 +50,9 @@ class Finished:
     end: float | None
     state: str
     peak_mem: float | None
+    ended: float
+    first: float | None
+    estimated: str | None
 
     def run(self) -> Run | None:
         """The run it teaches (:func:`berth.core.runtimes.run_of`): a COMPLETED attempt."""
@@ -67,7 +72,8 @@ def finished(store: Store, most: int = MOST) -> Iterator[Finished]:
                 int(r[0]), str(r[1]), str(r[2] or ""), float(r[3] if r[3] is not None else 1),
                 float(r[4] if r[4] is not None else 1.0),
                 None if r[5] is None else float(r[5]), None if r[6] is None else float(r[6]),
-                str(r[7]), None if r[8] is None else float(r[8]),
+                str(r[7]), None if r[8] is None else float(r[8]), float(r[9]),
+                None if r[10] is None else float(r[10]), None if r[11] is None else str(r[11]),
             )  # fmt: skip
         except (TypeError, ValueError):
             continue  # (a damaged row teaches nothing)

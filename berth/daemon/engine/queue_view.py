@@ -11,7 +11,8 @@ screenful of a 100,000-job queue costs the daemon the jobs it shows; ``left`` co
 state, the jobs the filters keep that no line shows (exact: a count, no explanation).
 
 The frames (streamed by the request, :class:`berth.daemon.requests.stream.Stream`): a head
-(``daemon``, ``users``, ``projects``, ``fairshare``, ``reservations``, ``total``), then the
+(``daemon``, ``users``, ``projects``, ``fairshare``, ``reservations``, ``estimates``: how
+good the last week's start estimates were, :mod:`berth.daemon.engine.accuracy`; ``total``), then the
 rows in frames of at most :data:`CHUNK` (``{"jobs": [...]}``, nothing else), then
 ``{"end": true, "dependency_states": ..., "left": ...}``. Each frame is rendered when the
 connection is ready for it (the writer awaits the client's reading between frames), so the
@@ -99,6 +100,7 @@ def frames(engine: Engine, sel: Selection, see: Callable[[Job], bool]) -> Iterat
         "projects": acc.projects.summary(engine.unfinished(), now),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
         "reservations": engine.reservations.view(now),
+        "estimates": engine.estimates.accuracy.summary(now),  # (how good, the last week)
         "total": sum(counts.values()),
     }
     factors = {u["user"]: u["factor"] for u in users}

@@ -58,6 +58,15 @@ function startText(est, now) {
   return head + 'in ~' + fmtDur(est.start - now) + ' (at ' + clock(est.start) + late + ')';
 }
 
+// How good the last week's start estimates were (berth/daemon/engine/accuracy.py).
+function accuracyText(a) {
+  if (!a || !a.jobs) return '';
+  const n = a.jobs - a.unknown;
+  if (!n) return ` · start estimates, last ${a.days} days: ${a.unknown} unknown`;
+  return ` · start estimates, last ${a.days} days: off by ${fmtDur(a.median)} (median), ${fmtDur(a.p90)} (p90)` +
+    `, ${Math.round(100 * a.within)}% by their bound, over ${n} jobs` + (a.unknown ? `, ${a.unknown} unknown` : '');
+}
+
 // Keep focus where it was: a focusable element carries data-key; one replaced by an equal
 // key's new element gets the focus back. One that is gone (an action done: "hold" became
 // "release", a finished row has no action) leaves it on its row's control in the same place,
@@ -259,7 +268,7 @@ function renderQueue(q) {
     if (tc.textContent !== t) tc.textContent = t;
     if (sc.textContent !== s) sc.textContent = s;
   }
-  $('queue-note').textContent = `${q.total} unfinished`;
+  $('queue-note').textContent = `${q.total} unfinished` + accuracyText(q.estimates);
 }
 
 function renderProjects(projects) {

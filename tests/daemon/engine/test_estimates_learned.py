@@ -11,7 +11,8 @@ from typing import Any
 from enginekit import EngineRig
 
 from berth.cli.queue_starts import text
-from berth.daemon.engine import history
+from berth.core.job import Job
+from berth.daemon.engine import history, queue_view
 
 
 def _est(rig: EngineRig, job: int) -> dict[str, Any]:
@@ -132,3 +133,42 @@ def test_the_history_is_read_once_from_the_store(tmp_path: Path) -> None:
         assert rig.engine.estimates.runtimes.added == 3  # (each learned once, read or ended)
     finally:
         rig.close()
+
+
+def test_each_first_estimate_is_kept_and_compared_with_the_real_start(tmp_path: Path) -> None:
+    """Issue 33.5: the estimate made when a job is first estimated is stored with the job; once
+    it ended, the last week's errors are summed up (the queue's head, the page's line), and
+    read back from the store when the daemon starts again."""
+    from berth.daemon.engine.estimates import Estimates
+
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        x = rig.submit("sleep", "300", time_limit=600.0)
+        rig.turn()
+        r = rig.submit("sleep", "100", time_limit=200.0)
+        assert _est(rig, r)["start"] == rig.t0 + 600.0
+        rig.advance_to(rig.t0 + 1000.0)
+        assert rig.state(x) == rig.state(r) == "COMPLETED"
+        assert rig.job(r).extra["estimated"] == [rig.t0, rig.t0 + 600.0, rig.t0 + 600.0, True]
+        summary = rig.engine.estimates.accuracy.summary(rig.clock.t)
+        assert summary == {"days": 7.0, "jobs": 1, "unknown": 0, "median": 300.0,
+                           "p90": 300.0, "within": 1.0}  # fmt: skip
+        head = next(queue_view.frames(rig.engine, _All(), lambda job: True))
+        assert head["estimates"] == summary
+        rig.loop.run_until_complete(rig.engine.drain())
+        again = Estimates(rig.engine)
+        assert again.runtimes.added == 2  # (x and r, from the store)
+        assert again.accuracy.summary(rig.clock.t) == summary
+        assert again.accuracy.summary(rig.clock.t + 8 * 86400.0)["jobs"] == 0  # (a week)
+    finally:
+        rig.close()
+
+
+class _All:
+    """A `queue` request for every job."""
+
+    uid = limit = None
+    fold = model = finished = False
+
+    def wants(self, job: Job) -> bool:
+        return True
