@@ -240,6 +240,8 @@ class Config:
         "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
     fairshare = Key("scheduling", (bool,), True, None, "true",
         "order users by their decayed GPU usage (docs/scheduling.md)")
+    predict = Key("scheduling", (bool,), False, None, "true",
+        "backfill by run times learned from finished jobs where a job gives no time limit (docs/scheduling.md)")
     fairshare_half_life = Key("scheduling", _DURATION, 7 * 86400.0, _positive, '"7d"',
         'a GPU-hour counts half as much a half-life later ("inf": never)')
     require_project = Key("scheduling", (bool,), False, None, "false",

@@ -120,6 +120,11 @@ class Inputs(NamedTuple):
       exactly as in a whole pass (a job's fate depends only on the jobs before it); the rest
       get no reason, start, ``Cancel`` or ``wakeup``, and ``Decisions.partial`` is True.
       It must be a pure function of the jobs it is shown (it may count them).
+    - ``predicted``: ([scheduling] predict) a job without a time limit -> its predicted run
+      seconds from its start, or None (:mod:`berth.core.runtimes`; a running job's
+      re-predicted by the caller once it outran it): EASY's shadow time and a backfill's
+      "ends before it" read them where a limit is not given. No stop and no wakeup rests on
+      them. A pure function of the job, as ``explain_stop``.
     """
 
     pending: Sequence[Job]
@@ -141,6 +146,7 @@ class Inputs(NamedTuple):
     capacity: Capacity | None = None
     reservations: Sequence[Window] = ()
     explain_stop: Callable[[Job], bool] | None = None
+    predicted: Callable[[Job], float | None] | None = None
 
 
 def schedule(inputs: Inputs) -> Decisions:

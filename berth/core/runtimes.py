@@ -119,14 +119,16 @@ class RunTimes:
             self._cache.pop(key, None)
         self.added += 1
 
-    def predict(self, job: Job) -> RunTime | None:
-        """The job's predicted run time, capped by its time limit; None: too few runs."""
+    def predict(self, job: Job, user: str | None = None) -> RunTime | None:
+        """The job's predicted run time, capped by its time limit; None: too few runs.
+        ``user``: whose runs are its own (default: the job's user; the simulator: tenant)."""
         count, share = shape_of(job)
+        user = job.user if user is None else user
         shape = f"{count}x{share:g}"
         what = f"{count}-GPU jobs" if share >= 1 else f"{share:g}-GPU share jobs"
         for key, least, basis in (
-            (("n", job.user, job.name), MIN_NAMED, job.name),
-            (("s", job.user, shape), MIN_SHAPE, f"{job.user}'s {what}"),
+            (("n", user, job.name), MIN_NAMED, job.name),
+            (("s", user, shape), MIN_SHAPE, f"{user}'s {what}"),
             (("h", "", shape), MIN_SHAPE, f"this host's {what}"),
         ):
             stats = self._stats(key)

@@ -147,7 +147,7 @@ class Pass:
                               f"job {job.id}" if explain else "")  # fmt: skip
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
             deadline = a.start + job.time_limit if job.time_limit is not None else INF
-            ends.append((deadline, a.start, job.id, job))
+            ends.append((self._end(job, a.start, deadline), a.start, job.id, job))
             if now < deadline < soonest:
                 soonest = deadline
         if soonest < INF:
@@ -263,8 +263,7 @@ class Pass:
         pl = self.fits.get(req, reserved)
         if pl is None and reserved:
             fits_all = self.fits.get(req, ())
-            limit = job.time_limit
-            ends_by = self.inp.now + limit if limit is not None else INF
+            ends_by = self._ends_by(job)
             if fits_all is not None and ends_by <= self.shadow < INF:
                 pl = fits_all
             elif fits_all is not None:
@@ -321,7 +320,14 @@ class Pass:
         return True
 
     def _ends_by(self, job: Job) -> float:
-        return self.inp.now + job.time_limit if job.time_limit is not None else INF
+        return self._end(job, self.inp.now, INF)
+
+    def _end(self, job: Job, start: float, deadline: float) -> float:
+        """Its expected end: by its limit, else its prediction (``Inputs.predicted``)."""
+        if job.time_limit is not None:
+            return start + job.time_limit
+        took = self.inp.predicted(job) if self.inp.predicted is not None else None
+        return deadline if took is None else max(self.inp.now, start + took)
 
     def _passed_over(self, job: Job) -> bool:
         """After a reservation, without explanations: the job can neither fit outside the
@@ -329,15 +335,16 @@ class Pass:
         if self.out_stale:
             self.free_out = self.cap.free_outside(self.reserved)
             self.out_stale = False
-            if self.walk is not None:  # leave out the jobs passed over just below
+            if self.walk is not None and self.inp.predicted is None:  # (the walk narrows by limits)
+                # leave out the jobs passed over just below
                 whole_out, share_out, whole_all, share_all = self.free_out
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
         whole_out, share_out, whole_all, share_all = self.free_out
         g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
-        shadow, limit = self.shadow, job.time_limit
+        shadow, ends_by = self.shadow, self._ends_by(job)
         return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
-            self.reserved and limit is not None and self.inp.now + limit <= shadow < INF
+            self.reserved and ends_by <= shadow < INF
             and (g <= whole_all if g >= 1 else g - EPS <= share_all)
         )  # fmt: skip
 
@@ -366,8 +373,7 @@ class Pass:
             self.user_gpus.started(job, gpus)
         if self.project_gpus is not None:
             self.project_gpus.started(job)
-        limit = job.time_limit
-        self.ends.append((inp.now + limit if limit is not None else INF, inp.now, job.id, job))
+        self.ends.append((self._ends_by(job), inp.now, job.id, job))
 
     # -- 4. reserve ------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from berth.core.placement import Profile
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, check_policy, schedule
 from berth.core.ranking import Ranking
 from berth.core.request import Request
+from berth.core.runtimes import Run, RunTimes, shape_of
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.errors import UsageError
@@ -63,10 +64,13 @@ def simulate(
     timeline: bool = True,
     fairshare: bool = False,
     half_life: float = DEFAULT_HALF_LIFE,
+    predict: bool = False,
 ) -> RunResult:
     """Replay ``jobs`` (sorted by submit) on ``inv`` under ``policy``; deterministic.
     ``fairshare``: with fair share between tenants by decayed usage, as the system daemon
-    (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds)."""
+    (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds). ``predict``: as
+    ``[scheduling] predict``: backfill by run times learned from the jobs ended so far (a
+    tenant's jobs of the same name, :mod:`berth.core.runtimes`) where no limit is given."""
     check_policy(policy, placement)
     too_big = [j for j in jobs if j.gpus > len(inv[0])]
     if too_big:
@@ -76,6 +80,7 @@ def simulate(
         )
     wall0 = time.perf_counter()
     sim = _Replay(jobs, inv, policy, placement, Book(half_life) if fairshare else None)
+    sim.learned = RunTimes() if predict else None
     n = len(jobs)
     while sim.arrived < n or sim.ends:
         now = sim.next_event()
@@ -99,8 +104,8 @@ class _Replay:
 
     __slots__ = (
         "allocated", "arrived", "book", "core", "ends", "free", "gpus", "held", "index", "jobs",
-        "nodes", "pbook", "placement", "policy", "pos", "profile", "queue", "recent", "res",
-        "running", "stranded", "waiting",
+        "learned", "nodes", "pbook", "placement", "policy", "pos", "predicted", "profile",
+        "queue", "recent", "res", "running", "stranded", "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -129,6 +134,8 @@ class _Replay:
         self.recent: list[Request] = []
         self.profile: Profile | None = None
         self.arrived = 0
+        self.learned: RunTimes | None = None  # (predict) run times learned from ended jobs
+        self.predicted: dict[int, float] = {}  # (predict) jobs without a limit: their run
 
     def next_event(self) -> float:
         jobs, ends = self.jobs, self.ends
@@ -160,6 +167,9 @@ class _Replay:
                 self.free[self.index[g]] += a.share
             self.allocated -= job.request.gpu_amount
             self.stranded = None
+            if self.learned is not None and not timed_out:
+                self.learned.add(Run(job.tenant, job.name, *shape_of(job), now - a.start))
+                self.predicted.pop(jid, None)
 
     def arrive(self, now: float) -> None:
         """The jobs submitted by ``now`` join the queue (and the packer's demand profile)."""
@@ -173,6 +183,10 @@ class _Replay:
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             self.core[sj.id] = job
+            if self.learned is not None and sj.time_limit is None:
+                rt = self.learned.predict(job, job.tenant)
+                if rt is not None:
+                    self.predicted[job.id] = rt.typical
             self.queue.add(job)
             self.waiting[job.id] = job
             if self.placement == "packer":
@@ -195,12 +209,20 @@ class _Replay:
             if self.pbook is not None:  # two levels: projects, then tenants within one
                 fair = FairShare(fair.usage, {}, usage_at(self.pbook, running, now, "project"))
         self.res.passes += 1
+        predicted = self.predicted
+        for jid, job in self.running.items() if predicted else ():
+            took = predicted.get(jid)
+            if took is not None and job.attempts[-1].start + took <= now:  # outran it
+                predicted[jid] = 2 * (now - job.attempts[-1].start)  # (re-predicted)
         return schedule(Inputs(
             [] if full else self.queue.at(now), list(self.running.values()), self.gpus, None,
             (), now, policy=self.policy, placement=self.placement, nodes=self.nodes,
             profile=self.profile, explain=False, presorted=True, capacity=self.held.capacity(),
-            fair=fair,
+            fair=fair, predicted=self._predicted if self.learned is not None else None,
         ))  # fmt: skip
+
+    def _predicted(self, job: Job) -> float | None:
+        return self.predicted.get(job.id)
 
     def start(self, d: Decisions, now: float) -> None:
         """The pass's starts: running until their end (or time limit)."""

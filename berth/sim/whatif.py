@@ -17,7 +17,7 @@ included), their shares and their GPU limits are replayed too: ``usage``, ``shar
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from berth.core.decisions import Decisions
@@ -61,6 +61,7 @@ def predict(
     placement: str = DEFAULT_PLACEMENT,
     assume: float | None = DEFAULT_ASSUME,
     durations: Mapping[int, float] | None = None,
+    predicted: Callable[[Job], float | None] | None = None,
     done: Mapping[int, State] | None = None,
     usage: Mapping[str, float] | None = None,
     shares: Mapping[str, float] | None = None,
@@ -70,6 +71,7 @@ def predict(
 ) -> dict[int, Prediction]:
     """A prediction for every pending job (the jobs given are not changed). ``usage``: each
     tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share).
+    ``predicted``: the passes' ``Inputs.predicted`` (backfill by learned run times).
     ``reservations``: admin reservations, kept as the daemon keeps them."""
     if not pending:
         return {}
@@ -79,7 +81,7 @@ def predict(
                    durations or {})
     base = Inputs([], [], inventory, others, paused, now, policy=policy, placement=placement,
                   nodes=nodes, done=fwd.finished, explain=False, limits=limits,
-                  reservations=reservations)  # fmt: skip
+                  reservations=reservations, predicted=predicted)  # fmt: skip
     while fwd.pend and fwd.t <= now + HORIZON:
         d = fwd.decide(base, shares or {})
         fwd.start(d)

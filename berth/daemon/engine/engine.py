@@ -175,6 +175,7 @@ class Engine(Lifecycle):
             presorted=self.order.presorted,
             profile=self.order.profile,
             reservations=self.reservations.windows(now),
+            predicted=self.estimates.backfill(now),  # ([scheduling] predict)
         ))
         self._decide_seconds = time.perf_counter() - t0
         private = self.opts.private  # (claim files are readable by all: no command then)

@@ -47,6 +47,7 @@ from berth.sim.whatif import Prediction, predict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from berth.core.runtimes import RunTime
@@ -126,6 +127,25 @@ class Estimates:
         """The job's run time as learned (capped by its time limit), or None."""
         return self.runtimes.predict(job)
 
+    def backfill(self, now: float) -> Callable[[Job], float | None] | None:
+        """``Inputs.predicted`` for a pass at ``now`` with ``[scheduling] predict`` (else
+        None): a job's learned run time (typical; a running job that outran it: re-predicted,
+        :meth:`berth.core.runtimes.RunTime.remaining`)."""
+        if not self.engine.res.cfg.predict:
+            return None
+        learned = self.runtimes
+
+        def predicted(job: Job) -> float | None:
+            rt = learned.predict(job)
+            if rt is None:
+                return None
+            a = job.attempt
+            if a is None or a.end is not None:
+                return rt.typical
+            return rt.remaining(max(0.0, now - a.start), None)[0]
+
+        return predicted
+
     def get(self) -> Starts:
         """The estimate of every pending job (:meth:`Starts.get`)."""
         eng = self.engine
@@ -179,6 +199,7 @@ class Estimates:
                 shares=None if fair is None else dict(fair.shares),
                 half_life=eng.accounts.book.half_life, limits=eng.accounts.user_limits(),
                 reservations=eng.reservations.windows(now), assume=None, durations=durations,
+                predicted=self.backfill(now),
             )  # fmt: skip
 
         preds = replay(likely)

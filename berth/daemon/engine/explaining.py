@@ -72,6 +72,7 @@ def explain(engine: Engine, until: Until | None = None) -> None:
         profile=order.profile,
         reservations=engine.reservations.windows(now),
         explain_stop=None if until is None else until(),
+        predicted=engine.estimates.backfill(now),  # ([scheduling] predict)
     ))  # fmt: skip
     engine.set_reasons(decisions)
     for start in decisions.starts:

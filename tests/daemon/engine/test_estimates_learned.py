@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from enginekit import EngineRig
 
 from berth.cli.queue_starts import text
@@ -172,3 +173,28 @@ class _All:
 
     def wants(self, job: Job) -> bool:
         return True
+
+
+@pytest.mark.parametrize("predict", [False, True])
+def test_predict_backfills_by_learned_run_times_and_kills_nothing(
+    tmp_path: Path, predict: bool
+) -> None:
+    """Issue 33.4: with `[scheduling] predict = true` a job without a limit whose learned run
+    time ends before the blocked job's predicted start backfills; without it, it waits. A job
+    that outruns its prediction runs on."""
+    rig = EngineRig(tmp_path, gpus=2)
+    rig.engine.res.cfg.predict = predict
+    try:
+        _learn(rig, [50, 50], name="short")
+        _learn(rig, [1000, 1000], name="long")
+        long_ = rig.submit("sleep", "5000", name="long")
+        rig.turn()
+        head = rig.submit("sleep", "10", gpus=2, time_limit=60.0)
+        short = rig.submit("sleep", "50", name="short")
+        rig.turn()
+        assert rig.state(head) == "PENDING"
+        assert rig.state(short) == ("RUNNING" if predict else "PENDING")
+        rig.advance_to(rig.clock.t + 3000.0)  # (past the long job's 1000 s)
+        assert rig.state(long_) == "RUNNING"
+    finally:
+        rig.close()
