@@ -72,3 +72,30 @@ def test_the_whole_reason_is_readable(web: Any, browser: Any) -> None:
                  "return c.scrollWidth > c.clientWidth + 1;", job)  # fmt: skip
         assert not cut, f"the reason is cut at {width}px"
     browser.set_window_size(1400, 1000)
+
+
+def test_the_queue_line_says_how_good_the_last_weeks_estimates_were(
+    web: Any, browser: Any
+) -> None:
+    """Issue 33.5: a job's first estimate is kept; once it ran, the page says how far off the
+    last week's estimates were."""
+    web.start(gpus=1)
+    first, gate_a = gate_job(web, "first", gpus=1, time_limit=600.0)
+    wait_until(lambda: web.daemon.job(first)["state"] == "RUNNING", timeout=10, message="runs")
+    second, gate_b = gate_job(web, "second", gpus=1, time_limit=60.0)
+    open_page(browser, web.url)
+    wait_until(lambda: cell(browser, second, "starts").startswith("in <= "), timeout=10,
+               message="the second job is estimated")  # fmt: skip
+    assert "start estimates" not in _note(browser)  # (nothing ended yet)
+    open(gate_a, "w").close()
+    open(gate_b, "w").close()
+    wait_until(lambda: web.daemon.job(second)["state"] == "COMPLETED", timeout=15,
+               message="both ran")  # fmt: skip
+
+    wait_until(lambda: "start estimates, last 7 days: off by" in _note(browser), timeout=10,
+               message="the queue line says how good the estimates were")  # fmt: skip
+    assert "100% by their bound, over 1 job" in _note(browser)  # (it started before)
+
+
+def _note(browser: Any) -> str:
+    return str(js(browser, "return document.getElementById('queue-note').textContent"))

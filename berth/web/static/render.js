@@ -64,7 +64,7 @@ function accuracyText(a) {
   const n = a.jobs - a.unknown;
   if (!n) return ` · start estimates, last ${a.days} days: ${a.unknown} unknown`;
   return ` · start estimates, last ${a.days} days: off by ${fmtDur(a.median)} (median), ${fmtDur(a.p90)} (p90)` +
-    `, ${Math.round(100 * a.within)}% by their bound, over ${n} jobs` + (a.unknown ? `, ${a.unknown} unknown` : '');
+    `, ${Math.round(100 * a.within)}% by their bound, over ${n} job${n === 1 ? '' : 's'}` + (a.unknown ? `, ${a.unknown} unknown` : '');
 }
 
 // Keep focus where it was: a focusable element carries data-key; one replaced by an equal
