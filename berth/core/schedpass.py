@@ -147,7 +147,7 @@ class Pass:
                               f"job {job.id}" if explain else "")  # fmt: skip
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
             deadline = a.start + job.time_limit if job.time_limit is not None else INF
-            ends.append((self._end(job, a.start, deadline), a.start, job.id, job))
+            ends.append((self._ends_by(job, a.start), a.start, job.id, job))
             if now < deadline < soonest:
                 soonest = deadline
         if soonest < INF:
@@ -319,15 +319,13 @@ class Pass:
                   f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
         return True
 
-    def _ends_by(self, job: Job) -> float:
-        return self._end(job, self.inp.now, INF)
-
-    def _end(self, job: Job, start: float, deadline: float) -> float:
+    def _ends_by(self, job: Job, start: float | None = None) -> float:
         """Its expected end: by its limit, else its prediction (``Inputs.predicted``)."""
+        start = self.inp.now if start is None else start
         if job.time_limit is not None:
             return start + job.time_limit
         took = self.inp.predicted(job) if self.inp.predicted is not None else None
-        return deadline if took is None else max(self.inp.now, start + took)
+        return INF if took is None else max(self.inp.now, start + took)
 
     def _passed_over(self, job: Job) -> bool:
         """After a reservation, without explanations: the job can neither fit outside the
@@ -335,8 +333,7 @@ class Pass:
         if self.out_stale:
             self.free_out = self.cap.free_outside(self.reserved)
             self.out_stale = False
-            if self.walk is not None and self.inp.predicted is None:  # (the walk narrows by limits)
-                # leave out the jobs passed over just below
+            if self.walk is not None and self.inp.predicted is None:  # drop those passed over
                 whole_out, share_out, whole_all, share_all = self.free_out
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
