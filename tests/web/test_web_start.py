@@ -99,3 +99,28 @@ def test_the_queue_line_says_how_good_the_last_weeks_estimates_were(
 
 def _note(browser: Any) -> str:
     return str(js(browser, "return document.getElementById('queue-note').textContent"))
+
+
+def test_a_learned_run_time_is_shown_where_the_estimate_is(web: Any, browser: Any) -> None:
+    """Issue 33.1-2: two finished runs of a name make its next job's prediction; `berth show`
+    says it, the page's Starts cell has it on hover, and a job behind one of them without a
+    limit is estimated from it ("~"), not "unknown"."""
+    web.start(gpus=1)
+    for _ in range(2):
+        done = web.daemon.submit("true", name="quick")
+        wait_until(lambda: web.daemon.job(done)["state"] == "COMPLETED", timeout=10,  # noqa: B023
+                   message="a quick run ends")  # fmt: skip
+    blocker, gate = gate_job(web, "quick")  # (no limit: its name's runs tell)
+    wait_until(lambda: web.daemon.job(blocker)["state"] == "RUNNING", timeout=10, message="runs")
+    waiting = web.daemon.submit("true", name="quick")
+    open_page(browser, web.url)
+    wait_until(lambda: cell(browser, waiting, "starts").startswith(("in ~", "now")), timeout=10,
+               message="estimated from the learned run time")  # fmt: skip
+    shown = web.daemon.berth("show", str(waiting)).stdout
+    assert "runs:       typical 0:00, p90 0:00, from 2 runs of quick" in shown, shown
+    title = js(browser, f"return document.querySelector(\"#queue tr[data-job='{waiting}'] "
+                        "td.starts\").title")  # fmt: skip
+    assert title == "runs: typical 0:00, p90 0:00, from 2 runs of quick"
+    est = _cli_start(web, waiting)
+    assert est["runtime"]["runs"] == 2 and not est["exact"] and est["start"] is not None
+    open(gate, "w").close()
