@@ -1,7 +1,7 @@
 """How good the start estimates are (issue 33.5): on a replayed history, the error of each
 job's estimate made when it is submitted, with and without learned run times.
 
-    .venv/bin/python bench/estimates.py [--traces ../shared/traces] [--quick]
+    .venv/bin/python bench/estimates.py [--traces ../shared/traces] [--quick] [--vcs 103959,...]
 
 The history: bench/sim_predict.py's workload (Philly jobs of a VC, with recurring names, one
 in four with a typed time limit), replayed by the simulator under the default policy. At each
@@ -101,12 +101,16 @@ def main() -> int:
     ap.add_argument("--traces", default=os.path.join(here, "..", "..", "shared", "traces"))
     ap.add_argument("--rho", type=float, default=0.9)
     ap.add_argument("--quick", action="store_true", help="400 jobs per VC")
+    ap.add_argument("--vcs", default=",".join(vc for vc, _ in VCS), help="which VCs (a list)")
     args = ap.parse_args()
+    want = args.vcs.split(",")
     path = os.path.join(args.traces, "philly_pollux", "philly.csv")
     print(f"policy {DEFAULT_POLICY}, load {args.rho:g}; |estimated - actual start| in minutes\n")
     print("| VC | GPUs | jobs | estimates | median | p90 | unknown |")
     print("|---|---|---|---|---|---|---|")
     for vc, gpus in VCS:
+        if vc not in want:
+            continue
         jobs = vc_jobs(path, vc, gpus, args.rho, args.quick)
         got = replay(jobs, gpus)
         actual = {j: float(s) for j, s in got["actual"].items() if s is not None}
