@@ -6,7 +6,8 @@ run times under each of three keys and predicts a job's run time from the first 
 enough runs:
 
 1. the same user's jobs of the same name (a job's name is ``--name``, else its command's
-   file name: ``train.sh``), at least :data:`MIN_NAMED` runs;
+   file name: ``train.sh``; or the script its interpreter runs, ``python train.py``:
+   ``train.py``, :func:`script_of`), at least :data:`MIN_NAMED` runs;
 2. that user's jobs of the same shape (GPU count and share), at least :data:`MIN_SHAPE`;
 3. the host's (every user's) jobs of that shape, at least :data:`MIN_SHAPE`.
 
@@ -26,6 +27,8 @@ from berth.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from berth.core.job import Job
 
     Key = tuple[str, str, str]
@@ -85,6 +88,39 @@ class RunTime:
                 "basis": self.basis, "text": self.text()}  # fmt: skip
 
 
+_INTERPRETERS = frozenset((
+    "python", "python3", "bash", "sh", "zsh", "perl", "ruby", "node", "Rscript", "julia",
+    "torchrun", "accelerate", "deepspeed", "srun", "uv", "poetry", "conda", "env", "nohup",
+))  # fmt: skip
+
+
+def script_of(argv: Sequence[str] | None) -> str | None:
+    """What a command runs when its file is an interpreter or launcher (``python train.py
+    --lr 1`` -> ``train.py``; ``python -m pkg.train`` -> ``-m pkg.train``), else None: the
+    job's name (its command's file name unless ``--name``) says it already."""
+    if not argv:
+        return None
+    exe = argv[0].rsplit("/", 1)[-1]
+    if exe not in _INTERPRETERS and not exe.startswith("python"):
+        return None
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg == "-m":
+            return f"-m {next(rest, '')}"
+        if arg == "-c":
+            return None
+        if not arg.startswith("-") and "=" not in arg:
+            return arg.rsplit("/", 1)[-1] or None
+    return None
+
+
+def what_of(job: Job) -> str:
+    """What a job runs, as learning keys it: the script an interpreter runs (admission keeps
+    it as ``extra["script"]`` when no ``--name`` is given), else the job's name."""
+    script = job.extra.get("script")
+    return script if isinstance(script, str) and script else job.name
+
+
 def shape_of(job: Job) -> tuple[int, float]:
     """A job's shape: how many GPUs, and what share of each."""
     return job.request.count, round(job.request.share, 3)
@@ -96,7 +132,7 @@ def run_of(job: Job) -> Run | None:
     if a is None or a.end is None or job.state.value != "COMPLETED":
         return None
     count, share = shape_of(job)
-    return Run(job.user, job.name, count, share, max(0.0, a.end - a.start))
+    return Run(job.user, what_of(job), count, share, max(0.0, a.end - a.start))
 
 
 class RunTimes:
@@ -126,8 +162,9 @@ class RunTimes:
         user = job.user if user is None else user
         shape = f"{count}x{share:g}"
         what = f"{count}-GPU jobs" if share >= 1 else f"{share:g}-GPU share jobs"
+        name = what_of(job)
         for key, least, basis in (
-            (("n", user, job.name), MIN_NAMED, job.name),
+            (("n", user, name), MIN_NAMED, name),
             (("s", user, shape), MIN_SHAPE, f"{user}'s {what}"),
             (("h", "", shape), MIN_SHAPE, f"this host's {what}"),
         ):

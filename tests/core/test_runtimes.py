@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from berth.core.job import Job, Request
-from berth.core.runtimes import KEEP, Run, RunTimes, run_of
+from berth.core.runtimes import KEEP, Run, RunTimes, run_of, script_of
 from berth.core.states import State
 from berth.core.transition import transition
 
@@ -81,3 +81,33 @@ def test_the_p90_is_a_run_that_happened_and_not_below_the_median(n: int) -> None
     if p is not None:
         assert p.p90 in {float(s) for s in range(1, n + 1)} and p.p90 >= p.typical
         assert p.p90 == float(-(-9 * n // 10))
+
+
+@pytest.mark.parametrize(("argv", "script"), [
+    (["python", "train.py", "--lr", "1"], "train.py"),
+    (["/usr/bin/python3.11", "-u", "/home/a/exp/train.py"], "train.py"),
+    (["python", "-m", "pkg.train", "--x"], "-m pkg.train"),
+    (["torchrun", "--nproc_per_node=2", "fit.py"], "fit.py"),
+    (["bash", "-c", "echo hi"], None),
+    (["./train.sh", "a"], None),  # (its name, train.sh, says it)
+    ([], None),
+])  # fmt: skip
+def test_the_script_an_interpreter_runs_is_what_is_learned(argv: list[str], script: str | None) -> None:
+    assert script_of(argv) == script
+
+
+def test_runs_of_one_script_teach_its_next_run_whatever_the_interpreter_is_named() -> None:
+    rt = RunTimes()
+    for s in (100.0, 120.0):
+        job = _job(name="python")
+        job.extra["script"] = "train.py"
+        transition(job, State.RUNNING, now=0.0, gpus=(0,))
+        transition(job, State.COMPLETED, now=s, exit_code=0)
+        run = run_of(job)
+        assert run is not None and run.name == "train.py"
+        rt.add(run)
+    rt.add(Run("ann", "python", 1, 1.0, 9999.0))  # (another script of the same interpreter)
+    nxt = _job(name="python")
+    nxt.extra["script"] = "train.py"
+    p = rt.predict(nxt)
+    assert p is not None and p.basis == "train.py" and p.typical == 110.0

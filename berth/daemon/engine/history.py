@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 MOST = 20_000  # finished jobs read at start (the newest): ~50 ms
 
 _SQL = """
-    SELECT jobs.id, jobs.user, json_extract(data, '$.name'),
+    SELECT jobs.id, jobs.user,
+           coalesce(json_extract(data, '$.extra.script'), json_extract(data, '$.name')),
            json_extract(data, '$.request.gpus'), json_extract(data, '$.request.each'),
            json_extract(data, '$.attempts[#-1].start'), json_extract(data, '$.attempts[#-1].end'),
            jobs.state, job_usage.peak_mem, jobs.ended_at,
@@ -36,7 +37,8 @@ _SQL = """
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """One finished job as the history reads it: its last attempt's ``start`` and ``end``
+    """One finished job as the history reads it: what it ran (``name``: the script its
+    interpreter ran, else its name: :func:`berth.core.runtimes.what_of`), its last attempt's ``start`` and ``end``
     (None: it never ran), its end ``state``, its sampled ``peak_mem`` (bytes, None: not
     sampled), when it ended, when its first attempt started (``first``) and the start
     estimate made when it was submitted (``estimated``: its JSON text, or None)."""

@@ -198,3 +198,26 @@ def test_predict_backfills_by_learned_run_times_and_kills_nothing(
         assert rig.state(long_) == "RUNNING"
     finally:
         rig.close()
+
+
+def test_an_interpreters_script_is_what_its_runs_teach(tmp_path: Path) -> None:
+    """`python3 train.py` is named python3; its runs are learned as train.py's, read back from
+    the store as such, and a `--name` keeps its own name."""
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        jobs = [rig.submit("python3", "train.py", "--lr", "1") for _ in range(2)]
+        named = rig.submit("python3", "train.py", name="mine")
+        for _ in range(3):  # (each runs 0 s in fake time)
+            rig.turn()
+            rig.advance_to(rig.clock.t + 1.0)
+        assert [rig.state(j) for j in [*jobs, named]] == ["COMPLETED"] * 3
+        assert rig.job(jobs[0]).name == "python3"
+        assert rig.job(jobs[0]).extra["script"] == "train.py"
+        assert "script" not in rig.job(named).extra
+        rig.loop.run_until_complete(rig.engine.drain())
+        assert [r.name for r in history.finished(rig.store)] == ["train.py", "train.py", "mine"]
+        nxt = rig.job(jobs[0])  # (a job of the same script)
+        rt = rig.engine.estimates.predicted(nxt)
+        assert rt is not None and (rt.basis, rt.runs) == ("train.py", 2)
+    finally:
+        rig.close()

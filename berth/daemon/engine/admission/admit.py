@@ -28,6 +28,7 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
+from berth.core.runtimes import script_of
 from berth.daemon.engine.admission import arrays, depends, dryrun, unique, userdir
 from berth.daemon.engine.admission.fitness import (
     check_fits,
@@ -299,6 +300,8 @@ def insert(
         extra["notify"] = True
     if spec.dependency is not None:
         extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
+    if not spec.name and (script := script_of(spec.argv)):  # (learned run times' key)
+        extra["script"] = script
     futures = []
     task = spec
     for k, index in enumerate(order):
