@@ -293,15 +293,14 @@ def insert(
     name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
     order, throttle = arrays.indices(array) if array else ([0], None)
     base = engine.new_ids(len(order))
-    extra: dict[str, Any] = {}
+    script = None if spec.name else script_of(spec.argv)  # (learned run times' key)
+    extra: dict[str, Any] = {"script": script} if script else {}
     if spec.pty:
         extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
     if spec.notify or spec.mail_user:
         extra["notify"] = True
     if spec.dependency is not None:
         extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
-    if not spec.name and (script := script_of(spec.argv)):  # (learned run times' key)
-        extra["script"] = script
     futures = []
     task = spec
     for k, index in enumerate(order):
