@@ -28,6 +28,7 @@ from berth.units import format_duration
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
     from berth.core.job import Job
 
@@ -86,6 +87,16 @@ class RunTime:
     def to_dict(self) -> dict[str, object]:
         return {"typical": self.typical, "p90": self.p90, "runs": self.runs,
                 "basis": self.basis, "text": self.text()}  # fmt: skip
+
+
+def unnamed(estimate: dict[str, Any]) -> dict[str, Any]:
+    """A start estimate as others see it under ``--private``: its run time without what it
+    rests on (a script's name is part of a command)."""
+    rt = estimate.get("runtime")
+    if not rt:
+        return estimate
+    said = RunTime(rt["typical"], rt["p90"], rt["runs"], "its kind").text()
+    return {**estimate, "runtime": {**rt, "basis": "", "text": said}}
 
 
 _INTERPRETERS = frozenset((

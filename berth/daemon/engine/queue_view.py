@@ -28,6 +28,7 @@ from collections import Counter
 
 from berth.claims.procs import user_name
 from berth.core.job import Job
+from berth.core.runtimes import unnamed
 from berth.core.states import FINISHED, State
 from berth.daemon.engine import views
 
@@ -147,7 +148,8 @@ def _row(
         r["order"] = None if place is None else place + 1
         r["share_factor"] = factors.get(job.tenant)
         r["queued_at"] = job.queue_time
-        r["start_estimate"] = starts.get(job.id) if starts is not None else None
+        est = starts.get(job.id) if starts is not None else None
+        r["start_estimate"] = est if est is None or see(job) else unnamed(est)
     if sel.model and job.state not in FINISHED:  # (`simulate --what-if`)
         model = {k: v for k, v in job.to_dict().items() if k != "extra"}
         r["model"] = model if see(job) else views.redact(model)
