@@ -1,7 +1,7 @@
 """Backfill by learned run times (`[scheduling] predict = true`, issue 33.4) against backfill
 by time limits only, in the simulator.
 
-    .venv/bin/python bench/sim_predict.py [--traces ../shared/traces] [--quick]
+    .venv/bin/python bench/sim_predict.py [--traces ../shared/traces] [--quick] [--noise 0.2]
 
 The workload: Philly's jobs of a VC (their submit times, durations and GPU counts), each
 given one of a few hundred recurring names, as a team's scripts recur: names follow the
@@ -57,15 +57,18 @@ def vc_jobs(path: str, vc: str, gpus: int, rho: float, quick: bool) -> list[SimJ
 
 
 def main() -> int:
+    global NOISE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--traces", default=os.path.join(here, "..", "..", "shared", "traces"))
     ap.add_argument("--rho", type=float, default=0.9)
     ap.add_argument("--quick", action="store_true", help="400 jobs per VC")
+    ap.add_argument("--noise", type=float, default=NOISE, help="the part of random names")
     args = ap.parse_args()
+    NOISE = args.noise
     path = os.path.join(args.traces, "philly_pollux", "philly.csv")
     print(f"policy {DEFAULT_POLICY}, load {args.rho:g}, {NAMES} names per VC, "
-          f"{LIMITED:.0%} with limits\n")  # fmt: skip
+          f"{NOISE:.0%} of names random, {LIMITED:.0%} with limits\n")  # fmt: skip
     print("| VC | GPUs | jobs | mean JCT h (limits / predict) | max wait h (limits / predict) | |")
     print("|---|---|---|---|---|---|")
     keep, gained = True, False
