@@ -101,10 +101,10 @@ class Estimates:
         if self._runtimes is None:
             learned = self._runtimes = RunTimes()
             for row in history.finished(self.engine.store):
+                self._read.add(row.id)
                 run = row.run()
                 if run is not None:
                     learned.add(run)
-                    self._read.add(row.id)
                 if row.estimated is not None:
                     self.accuracy.add(row.ended, row.estimated, row.first)
         return self._runtimes

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from berth.daemon.store.store import Store
 
-MOST = 20_000  # finished jobs read at start (the newest): ~50 ms
+MOST = 20_000  # finished jobs read at start (the newest)
 
 _SQL = """
     SELECT jobs.id, jobs.user,
