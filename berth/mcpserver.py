@@ -35,6 +35,7 @@ import pwd
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -44,6 +45,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from berth import __version__
+from berth.cli.queue_starts import runtime_text, text
 from berth.errors import EXIT_OK, EXIT_TIMEOUT, EXIT_UNSATISFIED
 
 INSTRUCTIONS = (
@@ -285,9 +287,11 @@ AHEAD = 20  # jobs ahead listed by why_pending (all are counted)
 
 def why_pending(job_id: JobId) -> dict[str, Any]:
     """Why a job has not started (its pending reason in plain words), when it is predicted
-    to start (from the queue's time limits), the pending jobs ahead of it in the queue's
-    order (``ahead``, the first 20; ``ahead_count``, all) and the jobs its reason names
-    (``waiting_for``: those holding the GPUs it needs, or its dependencies)."""
+    to start (``prediction``, in words ``starts``: from the queue's time limits and the run
+    times learned from finished jobs; ``runs``: its own predicted run time), the pending
+    jobs ahead of it in the queue's order (``ahead``, the first 20; ``ahead_count``, all)
+    and the jobs its reason names (``waiting_for``: those holding the GPUs it needs, or its
+    dependencies)."""
     job = show_job(job_id)
     out: dict[str, Any] = {"id": job_id, "state": job.get("state"), "reason": job.get("reason")}
     if job.get("state") != "PENDING":
@@ -298,7 +302,9 @@ def why_pending(job_id: JobId) -> dict[str, Any]:
         order = mine[0].get("order")
         ahead = [r for r in rows if order is not None and (r.get("order") or 0) < order]
         ahead.sort(key=lambda r: r.get("order") or 0)
-        out["prediction"] = mine[0].get("start_estimate")
+        out["prediction"] = est = mine[0].get("start_estimate")
+        out["starts"] = text(est, time.time())  # (the words `berth queue --start` says)
+        out["runs"] = runtime_text(est)
         out["ahead_count"] = len(ahead)
         out["ahead"] = [{k: _short(r)[k] for k in ("id", "name", "user", "gpus", "reason")}
                         for r in ahead[:AHEAD]]  # fmt: skip

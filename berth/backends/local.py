@@ -203,7 +203,8 @@ class Local:
         project: str | None = None,
     ) -> Iterator[bytes]:  # fmt: skip
         """`berth queue --json`: ``{"daemon": {...}, "jobs": [...], "dependency_states":
-        {...}, "users": [...], "projects": [...], "fairshare": {...}, "reservations": [...]}``,
+        {...}, "users": [...], "projects": [...], "fairshare": {...}, "reservations": [...],
+        "estimates": {...}}`` (how good the last week's start estimates were),
         the document one unstreamed answer gives (without its ``"ok":true``), in pieces as
         the daemon's frames come: each frame's rows are passed on as the daemon encoded them,
         not decoded and encoded again, and no more than a frame is held."""
@@ -227,7 +228,8 @@ class Local:
                 yield sep + body
                 sep = b","
         tail = {"dependency_states": end.get("dependency_states") or {},
-                **{k: head.get(k) for k in ("users", "projects", "fairshare", "reservations")}}  # fmt: skip
+                **{k: head.get(k) for k in ("users", "projects", "fairshare", "reservations",
+                                            "estimates")}}  # fmt: skip
         yield b"]," + _dump(tail)[1:]
 
     def list(

@@ -1,8 +1,9 @@
 """``berth queue --start``: when each pending job is expected to start (as ``squeue --start``).
 
 The daemon computes the estimates (``berth.daemon.engine.estimates``: the queue replayed
-forward with the scheduler, every job running until its time limit), once per change of the
-queue, and hands the same ones to ``berth queue --json``, ``berth show`` and the dashboard.
+forward with the scheduler, every job running for its learned run time within its time
+limit), once per change of the queue, and hands the same ones to ``berth queue --json``,
+``berth show``, the dashboard and MCP's why_pending.
 This module only prints them.
 """
 
@@ -22,17 +23,39 @@ if TYPE_CHECKING:
 
 
 def text(est: dict[str, Any] | None, now: float) -> str:
-    """One estimate in words: "now", "in 1:46:56 (at 20:08)", "unknown: ...", "never: ..."."""
+    """One estimate in words: "now", "in <= 1:46:56 (at 20:08)" (by time limits: at the
+    latest), "in ~5:00 (at 18:26, p90 8:00)" (by learned run times), "not before 18:00",
+    "after job 12, in <= 2:00:00 (at 19:00)", "unknown: ...", "never: ..."."""
     if not est:
         return "unknown"
     start = est.get("start")
+    after = est.get("after") or []
+    head = "after job " + ", ".join(str(i) for i in after) + ", " if after else ""
+    begin = est.get("begin")
     if start is None:
         note = str(est.get("note") or "")
-        return note if note.startswith("unknown") else "never" + (f" ({note})" if note else "")
+        if begin:
+            head += f"not before {_at(begin, now)}, "
+        return head + (note if note.startswith("unknown") or not note else f"never ({note})")
     if start <= now + 1:
         return "now"
-    at = time.strftime("%H:%M" if start - now < 86400 else "%Y-%m-%d %H:%M", time.localtime(start))
-    return f"in {format_duration(start - now)} (at {at})"
+    if begin and start <= begin + 1:
+        return head + f"not before {_at(begin, now)} (in {format_duration(begin - now)})"
+    if est.get("exact", True):
+        return head + f"in <= {format_duration(start - now)} (at {_at(start, now)})"
+    latest = est.get("latest")
+    late = (f", p90 {format_duration(latest - now)}" if latest and latest > start + 1 else "")
+    return head + f"in ~{format_duration(start - now)} (at {_at(start, now)}{late})"
+
+
+def runtime_text(est: dict[str, Any] | None) -> str | None:
+    """The job's own learned run time in words, or None."""
+    rt = (est or {}).get("runtime")
+    return str(rt["text"]) if rt else None
+
+
+def _at(t: float, now: float) -> str:
+    return time.strftime("%H:%M" if t - now < 86400 else "%Y-%m-%d %H:%M", time.localtime(t))
 
 
 def run(as_json: bool) -> int:
@@ -45,7 +68,9 @@ def run(as_json: bool) -> int:
         jobs = [{"id": r["id"], "start": ests[r["id"]].get("start"),
                  "end": ests[r["id"]].get("end"), "gpus": ests[r["id"]].get("gpus") or [],
                  "exact": bool(ests[r["id"]].get("exact", True)),
-                 "note": ests[r["id"]].get("note") or ""} for r in rows]  # fmt: skip
+                 "note": ests[r["id"]].get("note") or "",
+                 **{k: ests[r["id"]].get(k) for k in ("latest", "runtime", "begin", "after")},
+                 } for r in rows]  # fmt: skip
         policy = (reply.get("daemon") or {}).get("policy")
         sys.stdout.write(json.dumps({"now": now, "policy": policy, "jobs": jobs}) + "\n")
         return 0
@@ -65,5 +90,6 @@ def run(as_json: bool) -> int:
         sys.stdout.write(
             "  ".join(c.ljust(w) for c, w in zip(x, widths, strict=True)).rstrip() + "\n"
         )
-    sys.stdout.write("# jobs run until their time limit; 'unknown': a job ahead has none\n")
+    sys.stdout.write("# '<=': by time limits; '~': by run times learned from finished jobs; "
+                     "'unknown': a job ahead has neither\n")
     return 0

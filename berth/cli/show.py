@@ -120,7 +120,10 @@ def format_job(j: dict[str, Any]) -> str:
         f"  stderr:     {shown(j['stderr'])}",
     ]
     if j.get("state") == "PENDING":  # (the daemon's estimate, as `berth queue --start`)
-        lines.insert(7, f"  starts:     {queue_starts.text(j.get('start_estimate'), time.time())}")
+        est = j.get("start_estimate")
+        lines.insert(7, f"  starts:     {queue_starts.text(est, time.time())}")
+        if (runs := queue_starts.runtime_text(est)) is not None:
+            lines.insert(8, f"  runs:       {shown(runs)}")
     if j.get("request_source"):  # (a requirement table gave -g / --mem)
         lines.insert(4, f"              GPUs from {shown(j['request_source'])}")
     if j.get("array_job") is not None:

@@ -15,8 +15,7 @@ Environment variables (they override the file):
 - ``BERTH_PTS_DIR``: where the daemon finds users' terminals (default /dev/pts)
 """
 
-# Each key is declared once, as a Key (berth.config.key) on its class (Inventory, Config): its
-# [section], name, TOML types, default, check and line in `berth help config`'s example.
+# Each key is declared once, as a Key (berth.config.key) on its class (Inventory, Config): its [section], name, TOML types, default, check and line in `berth help config`'s example.
 
 from __future__ import annotations
 
@@ -240,6 +239,7 @@ class Config:
         "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
     fairshare = Key("scheduling", (bool,), True, None, "true",
         "order users by their decayed GPU usage (docs/scheduling.md)")
+    predict = Key("scheduling", (bool,), False, None, "true", "backfill by run times learned from finished jobs where a job gives no time limit (docs/scheduling.md)")
     fairshare_half_life = Key("scheduling", _DURATION, 7 * 86400.0, _positive, '"7d"',
         'a GPU-hour counts half as much a half-life later ("inf": never)')
     require_project = Key("scheduling", (bool,), False, None, "false",

@@ -7,7 +7,7 @@ pass starts another job; every answer here is what ``place()`` would say now.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from berth.core.capacity import EPS, INF, Capacity
 from berth.core.job import Job
@@ -148,17 +148,30 @@ def reservation(
 
 
 def passed_over(
-    free_out: tuple[int, float, int, float], job: Job, now: float, shadow: float, reserved: bool
+    free_out: tuple[int, float, int, float], job: Job, ends_by: float, shadow: float,
+    reserved: bool,
 ) -> bool:
     """After a reservation: ``job`` can neither fit outside it (``free_out``:
-    :meth:`Capacity.free_outside`) nor end before the ``shadow`` time in all that is free."""
+    :meth:`Capacity.free_outside`) nor end (``ends_by``: its expected end) before the
+    ``shadow`` time in all that is free."""
     whole_out, share_out, whole_all, share_all = free_out
     g = job.request.size  # (shares of several GPUs: the share of each, a necessary test)
-    limit = job.time_limit
     return (g > whole_out if g >= 1 else g - EPS > share_out) and not (
-        reserved and limit is not None and now + limit <= shadow < INF
+        reserved and ends_by <= shadow < INF
         and (g <= whole_all if g >= 1 else g - EPS <= share_all)
     )  # fmt: skip
+
+
+def ends_by(
+    job: Job, start: float | None, now: float, predicted: Callable[[Job], float | None] | None
+) -> float:
+    """A job started at ``start`` (None: ``now``): its expected end by its limit, else by its
+    ``predicted`` run time (``Inputs.predicted``; never before ``now``), else never."""
+    start = now if start is None else start
+    if job.time_limit is not None:
+        return start + job.time_limit
+    took = predicted(job) if predicted is not None else None
+    return INF if took is None else max(now, start + took)
 
 
 def cpu_only(jobs: Sequence[Job]) -> bool:

@@ -63,6 +63,11 @@ class Inputs(NamedTuple):
       It must be a pure function of the jobs it is shown (it may count them).
     - ``arrivals``: ``guarded``'s record of the work that joined the queue
       (:class:`~berth.core.guard.Arrivals`); None: the pending and running jobs are counted.
+    - ``predicted``: ([scheduling] predict) a job without a time limit -> its predicted run
+      seconds from its start, or None (:mod:`berth.core.runtimes`; a running job's
+      re-predicted by the caller once it outran it): EASY's shadow time and a backfill's
+      "ends before it" read them where a limit is not given. No stop and no wakeup rests on
+      them. A pure function of the job, as ``explain_stop``.
     """
 
     pending: Sequence[Job]
@@ -85,3 +90,4 @@ class Inputs(NamedTuple):
     reservations: Sequence[Window] = ()
     explain_stop: Callable[[Job], bool] | None = None
     arrivals: Arrivals | None = None
+    predicted: Callable[[Job], float | None] | None = None

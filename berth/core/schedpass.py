@@ -24,7 +24,16 @@ from berth.core.capacity import INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
-from berth.core.fits import End, Fits, cpu_only, nothing_left, passed_over, req_key, reservation
+from berth.core.fits import (
+    End,
+    Fits,
+    cpu_only,
+    ends_by,
+    nothing_left,
+    passed_over,
+    req_key,
+    reservation,
+)
 from berth.core.groups import GroupLimits
 from berth.core.guard import overdue_in
 from berth.core.job import Job
@@ -148,7 +157,7 @@ class Pass:
                               f"job {job.id}" if explain else "")  # fmt: skip
             tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
             deadline = a.start + job.time_limit if job.time_limit is not None else INF
-            ends.append((deadline, a.start, job.id, job))
+            ends.append((self._ends_by(job, a.start), a.start, job.id, job))
             if now < deadline < soonest:
                 soonest = deadline
         if soonest < INF:
@@ -266,8 +275,7 @@ class Pass:
         pl = self.fits.get(req, reserved)
         if pl is None and reserved:
             fits_all = self.fits.get(req, ())
-            limit = job.time_limit
-            ends_by = self.inp.now + limit if limit is not None else INF
+            ends_by = self._ends_by(job)
             if fits_all is not None and ends_by <= self.shadow < INF:
                 pl = fits_all
             elif fits_all is not None:
@@ -325,8 +333,9 @@ class Pass:
                   f"behind job {head.id if head else '?'}, which has GPUs reserved")  # fmt: skip
         return True
 
-    def _ends_by(self, job: Job) -> float:
-        return self.inp.now + job.time_limit if job.time_limit is not None else INF
+    def _ends_by(self, job: Job, start: float | None = None) -> float:
+        """Its expected end: by its limit, else its prediction (``Inputs.predicted``)."""
+        return ends_by(job, start, self.inp.now, self.inp.predicted)
 
     def _passed_over(self, job: Job) -> bool:
         """After a reservation, without explanations: the job can neither fit outside the
@@ -334,11 +343,11 @@ class Pass:
         if self.out_stale:
             self.free_out = self.cap.free_outside(self.reserved)
             self.out_stale = False
-            if self.walk is not None:  # leave out the jobs passed over just below
+            if self.walk is not None and self.inp.predicted is None:  # drop those passed over
                 whole_out, share_out, whole_all, share_all = self.free_out
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
-        return passed_over(self.free_out, job, self.inp.now, self.shadow, bool(self.reserved))
+        return passed_over(self.free_out, job, self._ends_by(job), self.shadow, bool(self.reserved))
 
     def _start(self, job: Job, pl: Placement) -> None:
         inp, cap, req = self.inp, self.cap, job.request
@@ -365,8 +374,7 @@ class Pass:
             self.user_gpus.started(job, gpus)
         if self.project_gpus is not None:
             self.project_gpus.started(job)
-        limit = job.time_limit
-        self.ends.append((inp.now + limit if limit is not None else INF, inp.now, job.id, job))
+        self.ends.append((self._ends_by(job), inp.now, job.id, job))
 
     # -- 4. reserve ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, check_p
 from berth.core.ranking import Ranking
 from berth.core.request import Request
 from berth.core.reservations import Window
+from berth.core.runtimes import Run, RunTimes, shape_of
 from berth.core.states import State
 from berth.core.transition import transition
 from berth.errors import UsageError
@@ -67,12 +68,16 @@ def simulate(
     fairshare: bool = False,
     half_life: float = DEFAULT_HALF_LIFE,
     reservations: Sequence[Window] = (),
+    predict: bool = False,
 ) -> RunResult:
     """Replay ``jobs`` (sorted by submit) on ``inv`` under ``policy``; deterministic.
     ``fairshare``: with fair share between tenants by decayed usage, as the system daemon
     (:mod:`berth.core.fairshare`; usage halves every ``half_life`` seconds).
     ``reservations``: admin reservations (:mod:`berth.core.reservations`; a job's user is its
-    tenant): each window's start and end is an event, as the daemon's timer wakes its pass."""
+    tenant): each window's start and end is an event, as the daemon's timer wakes its pass.
+    ``predict``: as ``[scheduling] predict``: backfill by run times learned from the jobs ended
+    so far (a tenant's jobs of the same name, :mod:`berth.core.runtimes`) where no limit is
+    given."""
     check_policy(policy, placement)
     too_big = [j for j in jobs if j.gpus > len(inv[0])]
     if too_big:
@@ -84,6 +89,7 @@ def simulate(
     sim = _Replay(jobs, inv, policy, placement, Book(half_life) if fairshare else None)
     sim.windows = list(reservations)
     sim.changes = sorted({t for w in reservations for t in (w.start, w.end)})
+    sim.learned = RunTimes() if predict else None
     n = len(jobs)
     while sim.arrived < n or sim.ends or sim.window_ahead():
         now = sim.last = sim.next_event()
@@ -107,9 +113,10 @@ class _Replay:
     that arrive, the pass, its starts, the timeline."""
 
     __slots__ = (
-        "allocated", "arrived", "arrivals", "book", "changes", "core", "ends", "free", "gpus", "held",
-        "index", "jobs", "nodes", "pbook", "placement", "policy", "pos", "profile", "queue",
-        "recent", "res", "running", "stranded", "waiting", "windows", "last",
+        "allocated", "arrived", "arrivals", "book", "changes", "core", "ends", "free", "gpus",
+        "held", "index", "jobs", "last", "learned", "nodes", "pbook", "placement", "policy", "pos",
+        "predicted", "profile", "queue", "recent", "res", "running", "stranded", "waiting",
+        "windows",
     )  # fmt: skip
 
     def __init__(
@@ -142,6 +149,8 @@ class _Replay:
         self.windows: list[Window] = []  # admin reservations
         self.changes: list[float] = []  # their starts and ends, in time order
         self.last = -float("inf")  # the last event's time
+        self.learned: RunTimes | None = None  # (predict) run times learned from ended jobs
+        self.predicted: dict[int, float] = {}  # (predict) jobs without a limit: their run
 
     def window_ahead(self) -> bool:
         """Jobs wait and a window opens or closes after the last event (then a pass runs)."""
@@ -183,6 +192,9 @@ class _Replay:
                 self.free[self.index[g]] += a.share
             self.allocated -= job.request.gpu_amount
             self.stranded = None
+            if self.learned is not None and not timed_out:
+                self.learned.add(Run(job.tenant, job.name, *shape_of(job), now - a.start))
+                self.predicted.pop(jid, None)
 
     def arrive(self, now: float) -> None:
         """The jobs submitted by ``now`` join the queue (and the packer's demand profile)."""
@@ -198,6 +210,10 @@ class _Replay:
             )  # fmt: skip
             self.core[sj.id] = job
             self.arrivals.add(job)
+            if self.learned is not None and sj.time_limit is None:
+                rt = self.learned.predict(job, job.tenant)
+                if rt is not None:
+                    self.predicted[job.id] = rt.typical
             self.queue.add(job)
             self.waiting[job.id] = job
             if self.placement == "packer":
@@ -220,12 +236,21 @@ class _Replay:
             if self.pbook is not None:  # two levels: projects, then tenants within one
                 fair = FairShare(fair.usage, {}, usage_at(self.pbook, running, now, "project"))
         self.res.passes += 1
+        predicted = self.predicted
+        for jid, job in self.running.items() if predicted else ():
+            took = predicted.get(jid)
+            if took is not None and job.attempts[-1].start + took <= now:  # outran it
+                predicted[jid] = 2 * (now - job.attempts[-1].start)  # (re-predicted)
         return schedule(Inputs(
             [] if full else self.queue.at(now), list(self.running.values()), self.gpus, None,
             (), now, policy=self.policy, placement=self.placement, nodes=self.nodes,
             profile=self.profile, explain=False, presorted=True, capacity=self.held.capacity(),
             fair=fair, reservations=self.windows, arrivals=self.arrivals,
+            predicted=self._predicted if self.learned is not None else None,
         ))  # fmt: skip
+
+    def _predicted(self, job: Job) -> float | None:
+        return self.predicted.get(job.id)
 
     def start(self, d: Decisions, now: float) -> None:
         """The pass's starts: running until their end (or time limit)."""

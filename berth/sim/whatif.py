@@ -5,6 +5,10 @@ it replays the queue forward with the core's ``schedule()``, assuming every job 
 time limit (the only duration anybody declared), dependencies succeed, outside usage and
 paused GPUs stay as they are, and nothing else is submitted. A job without a time limit is
 assumed to run ``assume`` seconds and the predictions that depend on it are marked inexact.
+The daemon's estimates (:mod:`berth.daemon.engine.estimates`) give ``durations`` instead: the
+run time predicted for each job it knows one of (also inexact), and ``assume`` None: a job
+with neither a limit nor a prediction never ends, and a job that can only start after it is
+"unknown" (its note says so).
 On a daemon with fair share (the system daemon) the users' usage as of now (running jobs
 included), their shares and their GPU limits are replayed too: ``usage``, ``shares``,
 ``half_life``, ``limits``.
@@ -13,7 +17,7 @@ included), their shares and their GPU limits are replayed too: ``usage``, ``shar
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from berth.core.decisions import Decisions
@@ -28,6 +32,7 @@ from berth.core.transition import transition
 
 DEFAULT_ASSUME = 3600.0
 HORIZON = 365 * 86400.0
+UNKNOWN = "unknown: a job ahead has no time limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +59,9 @@ def predict(
     nodes: Mapping[str, Node] | None = None,
     policy: str = DEFAULT_POLICY,
     placement: str = DEFAULT_PLACEMENT,
-    assume: float = DEFAULT_ASSUME,
+    assume: float | None = DEFAULT_ASSUME,
+    durations: Mapping[int, float] | None = None,
+    predicted: Callable[[Job], float | None] | None = None,
     done: Mapping[int, State] | None = None,
     usage: Mapping[str, float] | None = None,
     shares: Mapping[str, float] | None = None,
@@ -64,23 +71,31 @@ def predict(
 ) -> dict[int, Prediction]:
     """A prediction for every pending job (the jobs given are not changed). ``usage``: each
     tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share).
+    ``predicted``: the passes' ``Inputs.predicted`` (backfill by learned run times).
     ``reservations``: admin reservations, kept as the daemon keeps them."""
     if not pending:
         return {}
     run = {j.id: Job.from_dict(j.to_dict()) for j in running}
     book = None if usage is None else _ended_usage(usage, run.values(), now, half_life)
-    fwd = _Forward([Job.from_dict(j.to_dict()) for j in pending], run, now, assume, book, done)
+    fwd = _Forward([Job.from_dict(j.to_dict()) for j in pending], run, now, assume, book, done,
+                   durations or {})
     base = Inputs([], [], inventory, others, paused, now, policy=policy, placement=placement,
                   nodes=nodes, done=fwd.finished, explain=False, limits=limits,
-                  reservations=reservations)  # fmt: skip
+                  reservations=reservations, predicted=predicted)  # fmt: skip
     while fwd.pend and fwd.t <= now + HORIZON:
         d = fwd.decide(base, shares or {})
         fwd.start(d)
         if not fwd.advance(d):
             break
+    endless = ", ".join(str(i) for i in sorted(fwd.endless)[:3])
     for j in fwd.pend:
-        note = "held" if j.held else "cannot start with the GPUs as they are"
-        fwd.out[j.id] = Prediction(j.id, None, None, (), True, note)
+        if j.held:
+            note = "held"
+        elif endless:
+            note = f"{UNKNOWN} and no runs to learn from (job {endless})"
+        else:
+            note = "cannot start with the GPUs as they are"
+        fwd.out[j.id] = Prediction(j.id, None, None, (), not endless or j.held, note)
     return fwd.out
 
 
@@ -100,27 +115,41 @@ class _Forward:
     """The queue replayed forward (on copies of the jobs): a pass at ``t``, its starts and
     cancels, then the next end or wakeup."""
 
-    __slots__ = ("assume", "book", "ends", "finished", "inexact", "out", "pend", "run", "t")
+    __slots__ = ("assume", "book", "durations", "endless", "ends", "finished", "inexact", "out",
+                 "pend", "run", "t")  # fmt: skip
 
     def __init__(
-        self, pend: list[Job], run: dict[int, Job], now: float, assume: float, book: Book | None,
-        done: Mapping[int, State] | None,
+        self, pend: list[Job], run: dict[int, Job], now: float, assume: float | None,
+        book: Book | None, done: Mapping[int, State] | None, durations: Mapping[int, float],
     ) -> None:  # fmt: skip
         self.pend, self.run, self.t, self.assume, self.book = pend, run, now, assume, book
+        self.durations = durations
         self.out: dict[int, Prediction] = {}
-        self.inexact: set[int] = set()  # jobs without a time limit: their end is assumed
+        self.inexact: set[int] = set()  # jobs whose end is assumed or predicted
+        self.endless: set[int] = set()  # jobs that never end (assume None)
         self.finished: dict[int, State] = dict(done or {})  # for dependencies
         self.ends: list[tuple[float, int]] = []
         for j in run.values():
             a = j.attempt
             if a is None:
                 continue
-            if j.time_limit is None:
-                self.inexact.add(j.id)
-                end = max(now, a.start + assume)
-            else:
-                end = max(now, a.start + j.time_limit)
-            heapq.heappush(self.ends, (end, j.id))
+            took = self._took(j)
+            if took is not None:
+                heapq.heappush(self.ends, (max(now, a.start + took), j.id))
+
+    def _took(self, job: Job) -> float | None:
+        """How long ``job`` runs in the replay (None: for ever)."""
+        took = self.durations.get(job.id)
+        if took is not None:
+            self.inexact.add(job.id)
+            return took
+        if job.time_limit is not None:
+            return job.time_limit
+        if self.assume is None:
+            self.endless.add(job.id)
+            return None
+        self.inexact.add(job.id)
+        return self.assume
 
     def decide(self, base: Inputs, shares: Mapping[str, float]) -> Decisions:
         fair = None
@@ -140,14 +169,15 @@ class _Forward:
             transition(
                 job, State.RUNNING, now=t, gpus=s.gpus, share=s.share, mem=s.mem, node=s.node
             )
-            limit = job.time_limit
-            if limit is None:
-                self.inexact.add(job.id)
-            end = t + (limit if limit is not None else assume)
-            out[job.id] = Prediction(job.id, t, end, s.gpus, not blame,
-                                     "" if limit is not None else f"no time limit: assumed {assume:g}s")  # fmt: skip
+            took = self._took(job)
+            end = None if took is None else t + took
+            note = "" if job.time_limit is not None or job.id in self.durations else (
+                "no time limit: runs until it ends" if assume is None
+                else f"no time limit: assumed {assume:g}s")  # fmt: skip
+            out[job.id] = Prediction(job.id, t, end, s.gpus, not blame, note)
             self.run[job.id] = job
-            heapq.heappush(self.ends, (end, job.id))
+            if end is not None:
+                heapq.heappush(self.ends, (end, job.id))
         for c in d.cancels:
             out[c.job_id] = Prediction(c.job_id, None, None, (), True, c.reason)
             by_id[c.job_id].state = State.CANCELLED  # a copy: leaves the queue

@@ -149,12 +149,14 @@ def held_by_user(gpu_list: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def queue(front: Front, peer: Peer, observer: Observer) -> dict[str, Any]:
-    rows = _call("queue", front, peer)["jobs"]
+    reply = _call("queue", front, peer)
+    rows = reply["jobs"]
     return {
         "counts": observer.queue_counts(),
         "total": len(rows),
         "rows": rows[:MAX_ROWS],
         "recent": list(observer.recent),
+        "estimates": reply.get("estimates"),  # (how good the last week's estimates were)
     }
 
 

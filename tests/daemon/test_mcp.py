@@ -92,6 +92,7 @@ def test_an_agent_sees_submits_follows_and_cancels(daemon):
     assert not waited[0] and '"ended": true' in waited[2].lower() and "COMPLETED" in waited[2]
     assert "from-agent" in logs[2]
     assert not why[0] and "PENDING" in why[2] and "Held" in why[2]
+    assert '"starts": "never (held)"' in why[2]  # (the words `berth queue --start` says)
     assert not cancel[0]
     assert bad[0] and "999" in bad[2]  # the command's own message, as an error
     states = {j["id"]: j["state"] for j in daemon.call("queue", all=True)["jobs"]}

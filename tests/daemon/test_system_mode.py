@@ -224,6 +224,30 @@ def test_private_hides_commands_and_paths_from_other_users(system: System) -> No
     assert listed["daemon"]["private"] is True and listed["jobs"][0]["user"] == A
 
 
+def test_private_hides_what_a_learned_run_time_rests_on(system: System) -> None:
+    """Issue 33.1 under --private: another user sees a job's learned run time, not the script
+    it rests on (part of the command); the owner sees both."""
+    system.start("--private")
+    script = os.path.join(system.shared, "plan.py")
+    with open(script, "w") as f:
+        f.write("pass\n")
+    os.chmod(script, 0o644)
+    done = [system.submit(A, "--", "python3", script) for _ in range(2)]
+    assert {r["state"] for r in system.rig.wait_done(done).values()} == {"COMPLETED"}
+    held = system.submit(A, "--hold", "--", "python3", script)
+
+    def runtime(user: str, *how: str) -> dict[str, Any]:
+        out = json.loads(system.berth(user, *how).stdout)
+        row = out if "start_estimate" in out else next(r for r in out["jobs"] if r["id"] == held)
+        rt: dict[str, Any] = row["start_estimate"]["runtime"]
+        return rt
+
+    for how in (("show", "--json", str(held)), ("queue", "--json")):
+        seen = runtime(B, *how)
+        assert seen["runs"] == 2 and "plan" not in json.dumps(seen), seen
+        assert runtime(A, *how)["basis"] == "plan.py"
+
+
 def test_users_find_the_system_daemon_and_are_told_which_answered(system: System) -> None:
     system.start()
     queue = system.berth(A, "queue")

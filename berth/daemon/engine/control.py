@@ -63,6 +63,7 @@ class Control:
         depended: set[int], purging: set[int], *, kick: Callable[[], None], save: Save,
         deps_changed: Callable[[], None], last_id: Callable[[], int],
         unstart: Callable[..., None], launch_failed: Callable[[Job, str], None],
+        learn: Callable[[Job], None],
     ) -> None:  # fmt: skip
         self.opts, self.store, self.res, self.clock, self.procs = opts, store, res, clock, procs
         self.journal, self.jobs, self.runs, self.committing = journal, jobs, runs, committing
@@ -72,6 +73,7 @@ class Control:
         self.depended, self.purging = depended, purging
         self.kick, self.save, self.deps_changed, self.last_id = kick, save, deps_changed, last_id
         self._unstart, self._launch_failed = unstart, launch_failed
+        self.learn = learn  # a job's run time, for the start estimates (estimates.py)
 
     def changed(self, job: Job, dependencies: bool = False) -> None:
         """A pending job was changed in place (`berth update`): its place in line is worked
@@ -222,6 +224,7 @@ class Control:
             del self.jobs[job.id]
             self.settling[job.id] = job
             self.finished_states[job.id] = job.state
+            self.learn(job)  # (its run time, for the start estimates)
             self.reasons.pop(job.id, None)
             waiters = self.waiters.pop(job.id, [])
             if waiters:

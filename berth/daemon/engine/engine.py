@@ -102,7 +102,7 @@ class Engine:
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
         self.enforcer: Enforcer | None = None  # [enforce] (enforcer.py), set at start-up
-        self.estimates = Estimates(self)  # when each pending job should start
+        self.estimates: Estimates = Estimates(self)  # when each pending job should start
         self.diskfull = DiskFull(loop, self.kick)  # starts that wait for space (issue 41.7)
         self.notes.append(self.diskfull.note)
         self.journal.on_recovered = self.diskfull.room
@@ -121,6 +121,7 @@ class Engine:
             self.depended, self.purging, kick=self.kick, save=self.save,
             deps_changed=self._deps_changed, last_id=lambda: self.next_id - 1,
             unstart=self.launcher._unstart, launch_failed=self.launcher._launch_failed,
+            learn=self.estimates.learn,
         )  # fmt: skip
         procs.listen(self.control._on_done, self.control._on_gone, self.control._on_adopted_exit)
 
@@ -189,6 +190,7 @@ class Engine:
             profile=self.order.profile,
             reservations=self.reservations.windows(now),
             arrivals=self.order.arrivals.any(),  # (guarded: berth.core.guard)
+            predicted=self.estimates.backfill(now),  # ([scheduling] predict)
         ))
         self._decide_seconds = time.perf_counter() - t0
         private = self.opts.private  # (claim files are readable by all: no command then)

@@ -72,6 +72,7 @@ def explain(engine: Host, until: Until | None = None) -> None:
         reservations=engine.reservations.windows(now),
         explain_stop=None if until is None else until(),
         arrivals=order.arrivals.any(),  # (guarded: berth.core.guard)
+        predicted=engine.estimates.backfill(now),  # ([scheduling] predict)
     ))  # fmt: skip
     set_reasons(engine, decisions)
     for start in decisions.starts:

@@ -34,6 +34,12 @@ else:
     Protocol = object
 
 
+class Backfills(Protocol):
+    """The start estimates as a pass reads them (:mod:`.estimates`: ``[scheduling] predict``)."""
+
+    def backfill(self, now: float) -> Callable[[Job], float | None] | None: ...
+
+
 class Host(Protocol):
     """What the engine's helpers see of it (each uses a few of these)."""
 
@@ -58,11 +64,16 @@ class Host(Protocol):
     explained_all: bool
     last_explain_seconds: float
 
+    @property
+    def estimates(self) -> Backfills: ...
+
     def kick(self) -> None: ...
 
     def flush(self, force: bool = False) -> None: ...
 
     def live(self, job_id: int) -> Job | None: ...
+
+    def state_of(self, job_id: int) -> State | None: ...
 
     def unfinished(self) -> ValuesView[Job]: ...
 

@@ -11,7 +11,8 @@ screenful of a 100,000-job queue costs the daemon the jobs it shows; ``left`` co
 state, the jobs the filters keep that no line shows (exact: a count, no explanation).
 
 The frames (streamed by the request, :class:`berth.daemon.requests.stream.Stream`): a head
-(``daemon``, ``users``, ``projects``, ``fairshare``, ``reservations``, ``total``), then the
+(``daemon``, ``users``, ``projects``, ``fairshare``, ``reservations``, ``estimates``: how
+good the last week's start estimates were, :mod:`berth.daemon.engine.accuracy`; ``total``), then the
 rows in frames of at most :data:`CHUNK` (``{"jobs": [...]}``, nothing else), then
 ``{"end": true, "dependency_states": ..., "left": ...}``. Each frame is rendered when the
 connection is ready for it (the writer awaits the client's reading between frames), so the
@@ -27,6 +28,7 @@ from collections import Counter
 
 from berth.claims.procs import user_name
 from berth.core.job import Job
+from berth.core.runtimes import unnamed
 from berth.core.states import FINISHED, State
 from berth.daemon.engine import views
 
@@ -99,6 +101,7 @@ def frames(engine: Engine, sel: Selection, see: Callable[[Job], bool]) -> Iterat
         "projects": acc.projects.summary(engine.unfinished(), now),
         "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
         "reservations": engine.reservations.view(now),
+        "estimates": engine.estimates.accuracy.summary(now),  # (how good, the last week)
         "total": sum(counts.values()),
     }
     factors = {u["user"]: u["factor"] for u in users}
@@ -145,7 +148,8 @@ def _row(
         r["order"] = None if place is None else place + 1
         r["share_factor"] = factors.get(job.tenant)
         r["queued_at"] = job.queue_time
-        r["start_estimate"] = starts.get(job.id) if starts is not None else None
+        est = starts.get(job.id) if starts is not None else None
+        r["start_estimate"] = est if est is None or see(job) else unnamed(est)
     if sel.model and job.state not in FINISHED:  # (`simulate --what-if`)
         model = {k: v for k, v in job.to_dict().items() if k != "extra"}
         r["model"] = model if see(job) else views.redact(model)

@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Mapping
 
+from berth.core.runtimes import unnamed
 from berth.core.states import CODES, State
 
 TYPE_CHECKING = False
@@ -125,6 +126,8 @@ def redact(job: dict[str, Any]) -> dict[str, Any]:
             out[key] = PRIVATE
     if "attach" in out:
         out["attach"] = None
+    if out.get("start_estimate"):  # (what a learned run time rests on names a script)
+        out["start_estimate"] = unnamed(out["start_estimate"])
     out["attempts"] = [
         {**a, "reason": PRIVATE if a.get("reason") else a.get("reason")}
         for a in out.get("attempts") or ()

@@ -66,7 +66,8 @@ def queue(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any] | Str
         else:
             jobs += frame["jobs"]
     out = {"daemon": head["daemon"], "jobs": jobs, "dependency_states": end["dependency_states"]}
-    out.update((k, head[k]) for k in ("users", "projects", "fairshare", "reservations"))
+    out.update((k, head[k]) for k in ("users", "projects", "fairshare", "reservations",
+                                      "estimates"))
     if sel.limit is not None:
         out["left"] = end["left"]
     return out

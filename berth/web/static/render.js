@@ -40,15 +40,31 @@ function clock(t, secs) {
 }
 function jobLabel(r) { return r.array_job !== null && r.array_job !== undefined ? `${r.array_job}_${r.array_task}` : String(r.id); }
 
-// The daemon's start estimate in words (as `berth queue --start` and `berth show` say it).
+// The daemon's start estimate in words (as `berth queue --start` and `berth show` say it:
+// berth/cli/queue_starts.py): "<=" by time limits, "~" by learned run times.
 function startText(est, now) {
   if (!est) return 'unknown';
+  const after = est.after || [];
+  let head = after.length ? 'after job ' + after.join(', ') + ', ' : '';
   if (est.start === null || est.start === undefined) {
     const note = est.note || '';
-    return note.startsWith('unknown') ? note : 'never' + (note ? ' (' + note + ')' : '');
+    if (est.begin) head += 'not before ' + clock(est.begin) + ', ';
+    return head + (note.startsWith('unknown') || !note ? note : 'never (' + note + ')');
   }
   if (est.start <= now + 1) return 'now';
-  return 'in ' + fmtDur(est.start - now) + ' (at ' + clock(est.start) + ')';
+  if (est.begin && est.start <= est.begin + 1) return head + 'not before ' + clock(est.begin) + ' (in ' + fmtDur(est.begin - now) + ')';
+  if (est.exact !== false) return head + 'in <= ' + fmtDur(est.start - now) + ' (at ' + clock(est.start) + ')';
+  const late = est.latest && est.latest > est.start + 1 ? ', p90 ' + fmtDur(est.latest - now) : '';
+  return head + 'in ~' + fmtDur(est.start - now) + ' (at ' + clock(est.start) + late + ')';
+}
+
+// How good the last week's start estimates were (berth/daemon/engine/accuracy.py).
+function accuracyText(a) {
+  if (!a || !a.jobs) return '';
+  const n = a.jobs - a.unknown;
+  if (!n) return ` · start estimates, last ${a.days} days: ${a.unknown} unknown`;
+  return ` · start estimates, last ${a.days} days: off by ${fmtDur(a.median)} (median), ${fmtDur(a.p90)} (p90)` +
+    `, ${Math.round(100 * a.within)}% by their bound, over ${n} job${n === 1 ? '' : 's'}` + (a.unknown ? `, ${a.unknown} unknown` : '');
 }
 
 // Keep focus where it was: a focusable element carries data-key; one replaced by an equal
@@ -227,7 +243,8 @@ function queueRow(r) {
   el('td', { class: 'state', 'data-label': 'State' }, el('span', { class: 'pill ' + (held ? 'held' : r.state), text: held ? 'HELD' : r.state })),
   el('td', { class: 'num ngpus', 'data-label': 'GPUs', text: fmtGpus(r.gpus) }), el('td', { class: 'num time', 'data-label': 'Time', text: rowTime(r) }),
   el('td', { class: 'why', 'data-label': r.state === 'PENDING' ? 'Waits for' : 'On', text: why }),
-  el('td', { class: 'starts', 'data-label': 'Starts', text: starts }),
+  el('td', { class: 'starts', 'data-label': 'Starts', text: starts,
+    title: r.state === 'PENDING' && r.start_estimate && r.start_estimate.runtime ? 'runs: ' + r.start_estimate.runtime.text : '' }),
   el('td', { class: 'act' }, acts));
   return tr;
 }
@@ -251,7 +268,7 @@ function renderQueue(q) {
     if (tc.textContent !== t) tc.textContent = t;
     if (sc.textContent !== s) sc.textContent = s;
   }
-  $('queue-note').textContent = `${q.total} unfinished`;
+  $('queue-note').textContent = `${q.total} unfinished` + accuracyText(q.estimates);
 }
 
 function renderProjects(projects) {

@@ -27,7 +27,8 @@ def test_only_the_head_has_its_own_estimate(tmp_path: Path, monkeypatch: pytest.
         far = [starts.get(j) for j in waiting[3:]]
         assert all(f is far[0] for f in far)  # (one shared entry, not one per job)
         assert far[0] == {"start": None, "end": None, "gpus": [], "exact": False,
-                          "note": "unknown: more than 3 jobs ahead"}  # fmt: skip
+                          "note": "unknown: more than 3 jobs ahead", "latest": None,
+                          "runtime": None, "begin": None, "after": []}  # fmt: skip
         assert starts.get(running) is None and starts.get(99999) is None
         assert rig.engine.estimates.computed == 1
         late = rig.submit("sleep", "10", time_limit=60)  # a new job: estimated again at once

@@ -1,16 +1,14 @@
 """Accepting a job (the ``submit`` request): read it as a :class:`~berth.wire.jobspec.JobSpec`
-(:meth:`~berth.wire.jobspec.JobSpec.from_dict`: every field and the rules between them; the
-client ran the same checks, but is not trusted), check it against this machine, apply
-``--unique`` (:mod:`berth.daemon.engine.admission.unique`) or ``once`` (a key `berth watch` gives each line it
-reads: a job with that key, in any state, is that line's job, so a line is queued once even if
-the watcher dies between sending it and noting it), fix its log paths, and add it to the
-queue, or all the tasks of an ``--array`` (:mod:`berth.daemon.engine.admission.arrays`) in one commit; the
-answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs: every one is
-checked before any is queued, then all go in one commit. A time limit above the daemon's
-``max_job_time`` is refused here (not cut: the user learns the limit before the job is queued).
-With ``dry_run``, either runs every one of these checks and answers what it would queue
-(:mod:`berth.daemon.engine.admission.dryrun`), with no side effect: no id given, nothing written, no
-directory made.
+(every field and the rules between them; the client ran the same checks, but is not trusted),
+check it against this machine, apply ``--unique`` (:mod:`.unique`) or ``once`` (a key `berth
+watch` gives each line it reads: a job with that key, in any state, is that line's job, so a
+line is queued once even if the watcher dies between sending it and noting it), fix its log
+paths, and add it to the queue, or all the tasks of an ``--array`` (:mod:`.arrays`) in one
+commit; the answer comes once the job is durable. ``submit_all`` takes a jobs file's jobs:
+every one is checked before any is queued, then all go in one commit. A time limit above the
+daemon's ``max_job_time`` is refused here (not cut: the user learns the limit before the job
+is queued). With ``dry_run``, either runs every one of these checks and answers what it would
+queue (:mod:`.dryrun`), with no side effect: no id given, nothing written, no directory made.
 
 What one request may cost is bounded (:meth:`~berth.daemon.engine.accounts.Accounts.check_request`):
 a job's environment, an array's tasks, the jobs of one request, a job's bytes
@@ -18,7 +16,6 @@ a job's environment, an array's tasks, the jobs of one request, a job's bytes
 (``max_jobs``) and the bytes they keep in the store (``max_user_bytes``), both kept by the
 engine's :class:`~berth.daemon.engine.jobtable.JobTable` (``Job.extra["bytes"]``).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -28,6 +25,7 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
+from berth.core.runtimes import script_of
 from berth.daemon.engine.admission import arrays, depends, dryrun, learned, unique, userdir
 from berth.daemon.engine.admission.fitness import (
     check_fits,
@@ -293,7 +291,8 @@ def insert(
     name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
     order, throttle = arrays.indices(array) if array else ([0], None)
     base = engine.new_ids(len(order))
-    extra: dict[str, Any] = {}
+    script = None if spec.name else script_of(spec.argv)  # (learned run times' key)
+    extra: dict[str, Any] = {"script": script} if script else {}
     if spec.pty:
         extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
     if spec.notify or spec.mail_user:
