@@ -55,7 +55,7 @@ def env(field: str, v: Any) -> dict[str, str]:
             raise bad(field, k, "a variable name must be a non-empty string without '=' or NUL")
         if type(val) is not str or "\0" in val:
             raise bad(f"{field} {k!r}", val, "must be a string without NUL")
-    return dict(v)
+    return v  # (itself, never changed: the jobs of one request share their one environment)
 
 
 def argv(field: str, v: Any) -> tuple[str, ...]:

@@ -10,10 +10,17 @@ command, directory...) is stored once, in ``shared_specs`` under the array's id,
 task's row keeps only its own fields and ``"shared": ARRAY_ID`` (:meth:`Store.insert_rows`);
 :meth:`Store.spec` puts them together. A 10,000-task array with a large environment costs
 one copy of it, not 10,000. Rows written before (whole specs) load as they are.
+
+A job's environment is stored once per user (schema 10): in ``envs``, keyed by a hash of the
+uid and the environment's JSON, which the job's spec names (``"env_key"``, also the row's
+``env_key`` column, whose last row's deletion deletes the environment). 100,000 submits from
+one shell cost one copy of its environment, not 100,000 (the store's size, and the daemon's
+memory while a batch is written: one row of a few hundred bytes a job).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -146,9 +153,10 @@ class Store:
 
     # Batches for :class:`berth.daemon.store.writer.Writer` (``executemany`` inside one transaction).
     INSERT_SQL = (
-        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec, unique_key) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec, unique_key, env_key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    ENV_SQL = "INSERT OR IGNORE INTO envs(key, env) VALUES (?, ?)"
     # ``launched`` is kept when the row's value is NULL (not given).
     SAVE_SQL = (
         "UPDATE jobs SET state = ?, ended_at = ?, data = ?, "
@@ -164,10 +172,14 @@ class Store:
         array (again in a later batch with more of its tasks: it is inserted if missing)."""
         rows: list[tuple[Any, ...]] = []
         shared: dict[int, tuple[tuple[str, ...] | None, tuple[Any, ...]]] = {}
+        envs = Envs()
         for job, spec in new:
             task = spec.array_task
             if task is None:
-                rows.append(Store.insert_row(job, spec.to_dict()))
+                own = spec.to_dict()
+                if own.get("env"):  # (stored once per user: envs)
+                    own["env_key"] = envs.key(job["uid"], own.pop("env"))
+                rows.append(Store.insert_row(job, own))
                 continue
             head = task[0]
             if head not in shared:
@@ -183,6 +195,8 @@ class Store:
                     own[key] = list(value) if type(value) is tuple else value
             rows.append(Store.insert_row(job, own))
         out: list[tuple[str, list[Any]]] = []
+        if envs.rows:
+            out.append((Store.ENV_SQL, list(envs.rows.items())))
         if shared:
             out.append((Store.SHARED_SQL, [row for _, row in shared.values()]))
         if rows:
@@ -200,6 +214,7 @@ class Store:
             cjson.dumps(job),
             cjson.dumps(spec),
             spec.get("unique_key"),
+            spec.get("env_key"),
         )
 
     @staticmethod
@@ -239,6 +254,12 @@ class Store:
                 if common is None:
                     raise ValueError(f"the shared spec of array {head!r} is missing")
                 raw = {**json.loads(common[0]), **raw}
+            key = raw.pop("env_key", None) if type(raw) is dict else None
+            if key is not None:  # its environment, stored once (envs)
+                env = self.db.execute("SELECT env FROM envs WHERE key = ?", (key,)).fetchone()
+                if env is None:
+                    raise ValueError(f"its environment {key!r} is missing")
+                raw["env"] = json.loads(env[0])
             return JobSpec.from_dict(raw, stored=True)
         except (ValueError, TypeError, ProtocolError) as e:  # damaged, or written by hand
             raise UnreadableSpec(
@@ -355,6 +376,25 @@ class Store:
             "VALUES (?, ?, ?, ?, ?)",
             (user, *(values.get(k) for k in keys)),
         )
+
+
+class Envs:
+    """The environments of one batch of new jobs: each (user, environment) hashed once (the
+    jobs of one request share one dict: looked at once), and the ``envs`` rows to insert."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}  # key -> the environment's JSON
+        self._seen: dict[tuple[int, int], tuple[dict[str, str], str]] = {}
+
+    def key(self, uid: int, env: dict[str, str]) -> str:
+        seen = self._seen.get((uid, id(env)))
+        if seen is not None and seen[0] is env:
+            return seen[1]
+        text = cjson.dumps(env)
+        key = hashlib.sha256(f"{uid}:{text}".encode(errors="surrogatepass")).hexdigest()[:32]
+        self.rows[key] = text
+        self._seen[uid, id(env)] = (env, key)
+        return key
 
 
 def _refuse_empty(path: str) -> None:
