@@ -135,6 +135,8 @@ async def _main(
     engine, procs = _start_engine(opts, cfg, store, loop, spawner, rebooted, unclean)
     announcer = notify_events.start(engine, os.path.join(opts.state_dir, AUDIT_NAME))  # [notify]
     process.tune_gc()
+    trimmer = process.Trimmer(loop)  # (what bursts leave in the C heap, given back)
+    trimmer.start()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
     watcher = _watch(engine, procs, opts, loop, announcer)
@@ -142,6 +144,7 @@ async def _main(
     if ready is not None:
         ready()
     await engine.stop_event.wait()
+    trimmer.stop()
     srv.close()
     if web is not None:
         if web.binding is not None:

@@ -37,7 +37,7 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 
@@ -166,7 +166,7 @@ class Store:
     SHARED_SQL = "INSERT OR IGNORE INTO shared_specs(id, tasks, spec) VALUES (?, ?, ?)"
 
     @staticmethod
-    def insert_rows(new: list[tuple[dict[str, Any], JobSpec]]) -> list[tuple[str, list[Any]]]:
+    def insert_rows(new: Iterable[tuple[dict[str, Any], JobSpec]]) -> list[tuple[str, list[Any]]]:
         """The statements that insert ``new`` jobs (the job's ``to_dict()``, its spec): an
         array task's row keeps only its own fields, with the array's shared spec once per
         array (again in a later batch with more of its tasks: it is inserted if missing)."""
@@ -176,10 +176,10 @@ class Store:
         for job, spec in new:
             task = spec.array_task
             if task is None:
-                own = spec.to_dict()
-                if own.get("env"):  # (stored once per user: envs)
-                    own["env_key"] = envs.key(job["uid"], own.pop("env"))
-                rows.append(Store.insert_row(job, own))
+                whole = spec.to_dict()
+                if whole.get("env"):  # (stored once per user: envs)
+                    whole["env_key"] = envs.key(job["uid"], whole.pop("env"))
+                rows.append(Store.insert_row(job, whole))
                 continue
             head = task[0]
             if head not in shared:

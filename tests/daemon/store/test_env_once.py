@@ -24,7 +24,9 @@ def _stored(state_dir: str) -> tuple[int, int, int]:
     db = sqlite3.connect(os.path.join(state_dir, "berth.db"))
     try:
         specs = db.execute("SELECT COALESCE(SUM(LENGTH(spec)), 0) FROM jobs").fetchone()[0]
-        envs, rows = db.execute("SELECT COALESCE(SUM(LENGTH(env)), 0), COUNT(*) FROM envs").fetchone()
+        envs, rows = db.execute(
+            "SELECT COALESCE(SUM(LENGTH(env)), 0), COUNT(*) FROM envs"
+        ).fetchone()
     finally:
         db.close()
     return int(specs), int(envs), int(rows)
