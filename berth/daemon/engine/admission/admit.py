@@ -40,7 +40,7 @@ from berth.daemon.engine.admission.prepared import Prepared
 from berth.daemon.engine.command import expand_pattern
 from berth.daemon.engine.cpuslots import CPU_SLOT
 from berth.wire import protocol
-from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, job_bytes, stored_bytes
+from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, sizes
 from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
@@ -212,6 +212,8 @@ def _check(
 ) -> tuple[Prepared, dict[str, Any]]:
     """The checks of one job before its twin is looked for: (the job, what the daemon adds
     to its spec so far)."""
+    if type(raw) is dict and type(raw.get("env")) is dict:  # (the request's own dict)
+        raw["env"] = _same_env(peer.uid, raw["env"])
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -227,8 +229,8 @@ def _check(
         raise ProtocolError(protocol.BAD_REQUEST, f"{why}; nothing was queued")
     p = Prepared(spec)
     engine.accounts.check_request(env_bytes(spec), p.count, queued + p.count)
-    check_job_bytes(job_bytes(spec), engine.accounts.max_job_bytes)  # (every field)
-    p.stored = stored_bytes(spec, p.count)
+    size, p.stored = sizes(spec, p.count)  # (one encoding of the spec for both)
+    check_job_bytes(size, engine.accounts.max_job_bytes)  # (every field)
     engine.accounts.check_bytes(peer.user, engine.jobs.bytes_of(peer.uid), adds + p.stored)
     for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
@@ -356,6 +358,22 @@ def insert(
     else:
         reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
     return reply, futures
+
+
+# uid -> the environment of its last job: the next one most often brings it again, in a dict
+# of its own (each submit of a shell); equal, it is that one (one copy in memory for the
+# specs kept until their start, and for the store's encoding: berth.daemon.store.store.Envs)
+_ENVS: dict[int, Any] = {}
+
+
+def _same_env(uid: int, env: dict[Any, Any]) -> dict[Any, Any]:
+    last = _ENVS.get(uid)
+    if last is not None and (last is env or last == env):
+        return last  # type: ignore[no-any-return]
+    if len(_ENVS) >= 1024:  # (bounded: many users' environments cost no more)
+        _ENVS.clear()
+    _ENVS[uid] = env  # (checked by JobSpec.from_dict before any job keeps it)
+    return env
 
 
 def _identities(peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]) -> None:
