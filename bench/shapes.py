@@ -9,6 +9,8 @@ daemon and the CLI run there (``python -m berth.cli.main`` in DIR); the bench is
 Shapes (each in a fresh daemon, 8 declared GPUs held by 8 running jobs, so everything else
 waits):
 
+The daemon's RSS is read as the submits end and again after :data:`SETTLE` seconds idle.
+
 - ``cli``: N single submits of the job the CLI sends (``berth submit -g 1 -- true``'s
   JobSpec, made by ``cli/submit_spec.job_spec`` from this process's real environment,
   ``--export ALL``), pipelined on one connection: submits/s, the daemon's CPU a submit, its
@@ -39,11 +41,13 @@ from daemon_bench import Daemon, _time_one
 
 TARGETS = {
     "daemon_rss_mb_queued": 120.0,  # <= (every shape, 100,000 queued)
+    "daemon_rss_mb_settled": 120.0,
     "submits_per_second": 5000.0,  # >= (the CLI's spec, pipelined)
     "cancel_all_mine_seconds": 2.0,  # <= (100,000 jobs)
     "queue_screen_seconds": 0.5,  # <= (100,000 queued as arrays)
 }
 GPUS = 8
+SETTLE = 5.0  # seconds the daemon is left idle before its RSS is read again
 
 
 def cli_spec(argv: list[str]) -> dict[str, Any]:
@@ -119,6 +123,8 @@ def run_shape(name: str, n: int = 100_000) -> dict[str, Any]:
         row: dict[str, Any] = {"shape": name, "jobs": n, "loadavg": os.getloadavg()[0]}
         row.update(SHAPES[name](d, n))
         row["daemon_rss_mb_queued"] = round(d.call("ping")["rss"] / 2**20, 1)
+        time.sleep(SETTLE)  # (an idle daemon: what a burst left is given back, if it can be)
+        row["daemon_rss_mb_settled"] = round(d.call("ping")["rss"] / 2**20, 1)
         if name == "arrays":
             env = {**d.env, "PYTHONPATH": daemon_bench.ROOT}
             screens = [_time_one(_cli("queue", "-n", "46"), env)[0] for _ in range(3)]
