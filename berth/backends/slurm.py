@@ -23,14 +23,7 @@ import time
 
 from berth.backends import sbatch, slurm_act, slurm_config, slurm_deps
 from berth.backends import slurm_query as q
-from berth.backends.base import (
-    JobInfo,
-    SubmitRefused,
-    Submitted,
-    aggregate,
-    cancel_listed,
-    named,
-)
+from berth.backends.base import JobInfo, SubmitRefused, Submitted, aggregate, named
 from berth.errors import BerthError, UsageError
 from berth.wire.paths import state_dir
 
@@ -397,8 +390,7 @@ class Slurm:
         return slurm_act.cancel(self, ids, signal)
 
     def cancel_mine(self, states: Sequence[str], signal: int | None = None) -> dict[str, str]:
-        """Listed, then cancelled by id (:func:`berth.backends.base.cancel_listed`)."""
-        return cancel_listed(self, q.user(), states, signal)
+        return slurm_act.cancel_mine(self, states, signal)
 
     def hold(self, ids: Sequence[str], release: bool = False) -> Sequence[str]:
         """``berth hold`` / ``release-job``: :func:`berth.backends.slurm_act.hold`."""

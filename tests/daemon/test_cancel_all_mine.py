@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 from berth.backends import base, local
 from berth.backends.local import Local
@@ -80,3 +81,17 @@ def test_cancel_by_ids_matches_each_row_once(daemon: Any, monkeypatch: pytest.Mo
     assert done == {i: "cancelled" for i in ids}
     assert seen.kinds == ["queue", "cancel"]  # the ids checked in one listing, one cancel
     assert seen.matches <= 2 * N  # (was N * N: every id against every row)
+
+
+def test_cancel_all_mine_by_state_in_its_one_request(daemon: Any) -> None:
+    """`--state` goes with it: only the pending job is cancelled, as the listing did."""
+    daemon.start()
+    running = daemon.submit("sleep", "60")
+    held = daemon.submit("true", hold=True)
+    wait_until(lambda: daemon.job(running)["state"] == "RUNNING", message="it runs")
+    out = daemon.berth("cancel", "--all-mine", "--state", "PD")
+    assert (out.returncode, out.stdout) == (0, f"job {held}: cancelled\n"), out.stderr
+    assert daemon.job(running)["state"] == "RUNNING"
+    bad = daemon.berth("cancel", "--all-mine", "--state", "XX")
+    assert bad.returncode == 2 and "XX" in bad.stderr
+    assert daemon.berth("cancel", "--all-mine").stdout == f"job {running}: terminating\n"

@@ -11,22 +11,20 @@ task's row keeps only its own fields and ``"shared": ARRAY_ID`` (:meth:`Store.in
 :meth:`Store.spec` puts them together. A 10,000-task array with a large environment costs
 one copy of it, not 10,000. Rows written before (whole specs) load as they are.
 
-A job's environment is stored once per user (schema 10): in ``envs``, keyed by a hash of the
-uid and the environment's JSON, which the job's spec names (``"env_key"``, also the row's
-``env_key`` column, whose last row's deletion deletes the environment). 100,000 submits from
-one shell cost one copy of its environment, not 100,000 (the store's size, and the daemon's
-memory while a batch is written: one row of a few hundred bytes a job).
+A job's environment is stored once per user (schema 10, :mod:`berth.daemon.store.envs`): its
+spec names it (``"env_key"``, also a column: its last job's deletion deletes it). 100,000
+submits from one shell cost one copy of its environment, not 100,000.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import time
 from contextlib import contextmanager
 
+from berth.daemon.store.envs import Envs
 from berth.daemon.store.schema import MIGRATIONS as MIGRATIONS
 from berth.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from berth.daemon.store.upgrade import migrate
@@ -376,33 +374,6 @@ class Store:
             "VALUES (?, ?, ?, ?, ?)",
             (user, *(values.get(k) for k in keys)),
         )
-
-
-class Envs:
-    """The environments of one batch of new jobs and the ``envs`` rows to insert: each
-    (user, environment) encoded and hashed once. The jobs of one request share one dict
-    (looked at once); a user's next submit most often brings the same environment again in
-    a dict of its own, compared with that user's last (:data:`_LAST`) instead of encoded."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}  # key -> the environment's JSON
-
-    def key(self, uid: int, env: dict[str, str]) -> str:
-        last = _LAST.get(uid)
-        if last is not None and (last[0] is env or last[0] == env):
-            self.rows[last[1]] = last[2]
-            return last[1]
-        text = cjson.dumps(env)
-        key = hashlib.sha256(f"{uid}:{text}".encode(errors="surrogatepass")).hexdigest()[:32]
-        self.rows[key] = text
-        if len(_LAST) >= 1024:  # (bounded: many users' environments cost no more)
-            _LAST.clear()
-        _LAST[uid] = (env, key, text)
-        return key
-
-
-# uid -> (the environment its last job stored, its key, its JSON) (the loop's thread only)
-_LAST: dict[int, tuple[dict[str, str], str, str]] = {}
 
 
 def _refuse_empty(path: str) -> None:

@@ -28,7 +28,7 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
-from berth.daemon.engine.admission import arrays, depends, dryrun, unique, userdir
+from berth.daemon.engine.admission import arrays, depends, dryrun, envs, unique, userdir
 from berth.daemon.engine.admission.fitness import (
     check_fits,
     check_limit,
@@ -213,7 +213,7 @@ def _check(
     """The checks of one job before its twin is looked for: (the job, what the daemon adds
     to its spec so far)."""
     if type(raw) is dict and type(raw.get("env")) is dict:  # (the request's own dict)
-        raw["env"] = _same_env(peer.uid, raw["env"])
+        raw["env"] = envs.same_env(peer.uid, raw["env"])  # (one copy in memory: equal ones)
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -358,22 +358,6 @@ def insert(
     else:
         reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
     return reply, futures
-
-
-# uid -> the environment of its last job: the next one most often brings it again, in a dict
-# of its own (each submit of a shell); equal, it is that one (one copy in memory for the
-# specs kept until their start, and for the store's encoding: berth.daemon.store.store.Envs)
-_ENVS: dict[int, Any] = {}
-
-
-def _same_env(uid: int, env: dict[Any, Any]) -> dict[Any, Any]:
-    last = _ENVS.get(uid)
-    if last is not None and (last is env or last == env):
-        return last  # type: ignore[no-any-return]
-    if len(_ENVS) >= 1024:  # (bounded: many users' environments cost no more)
-        _ENVS.clear()
-    _ENVS[uid] = env  # (checked by JobSpec.from_dict before any job keeps it)
-    return env
 
 
 def _identities(peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]) -> None:
