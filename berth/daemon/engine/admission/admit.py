@@ -343,8 +343,8 @@ def insert(
         )
         task = spec.replace(**own)
         futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
-    if spec.unique_key is not None:
-        engine.note_unique(spec.unique_key, base)
+    if spec.unique_key is not None:  # (in memory until durable: the store's index then)
+        unique.note_until_durable(engine, spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
     reply: dict[str, Any] = {"job_id": base}
