@@ -30,7 +30,7 @@ from berth.wire.arrays import ArraySpec as ArraySpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from typing import Any, Protocol
 
     from berth.wire.jobspec import JobSpec
@@ -45,6 +45,11 @@ if TYPE_CHECKING:
             """Cancel these jobs (or only send them ``signal``): id -> what happened
             (``already CANCELLED`` for one that had ended). An id the backend does not know
             is a UsageError naming it, and nothing is cancelled."""
+
+        def cancel_mine(self, states: Sequence[str], signal: int | None = None) -> dict[str, str]:
+            """Cancel (or signal) every unfinished job of the caller (only those in
+            ``states``, if any): id -> what happened, as :meth:`cancel`; in one request where
+            the backend can (`berth cancel --all-mine`: linear in the jobs)."""
 
         def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
             """The jobs named, in one query (an unknown id is left out). An array's id gives
@@ -162,6 +167,27 @@ def exit_status(info: JobInfo | None) -> int:
 def named(job: JobInfo, job_id: str) -> bool:
     """Whether ``job_id`` names the job: its id, its raw id, or its array's id."""
     return job_id in (job.id, job.extra.get("raw_id"), job.array_job)
+
+
+def by_name(jobs: Iterable[JobInfo]) -> dict[str, list[JobInfo]]:
+    """Each id that names some of ``jobs`` (:func:`named`: its id, raw id, array's id) ->
+    those jobs: one walk of the jobs, then a look-up per id (not a walk per id)."""
+    out: dict[str, list[JobInfo]] = {}
+    for j in jobs:
+        for key in {j.id, j.extra.get("raw_id"), j.array_job}:
+            if key is not None:
+                out.setdefault(str(key), []).append(j)
+    return out
+
+
+def cancel_listed(
+    backend: Backend, user: str, states: Sequence[str], signal: int | None
+) -> dict[str, str]:
+    """`berth cancel --all-mine` where the backend has no request for it: ``user``'s
+    unfinished jobs (in ``states``) listed once, then cancelled by id."""
+    ids = list(dict.fromkeys(j.id for j in backend.list(user=user, states=states)
+                             if not j.finished))  # fmt: skip
+    return backend.cancel(ids, signal) if ids else {}
 
 
 def aggregate(job_id: str, jobs: list[JobInfo]) -> JobInfo:

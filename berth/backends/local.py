@@ -10,7 +10,7 @@ last ``list`` in :attr:`Local.about`, for `berth queue`'s header and users' bloc
 
 from __future__ import annotations
 
-from berth.backends.base import JobInfo, Submitted, aggregate, named
+from berth.backends.base import JobInfo, Submitted, aggregate, by_name
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
 from berth.wire import cjson
@@ -93,6 +93,11 @@ def _queue_fields(user: str | None, finished: bool, states: Sequence[str]) -> di
     return fields
 
 
+def _names(j: JobInfo) -> tuple[str | None, ...]:
+    """What names a job (:func:`berth.backends.base.named`)."""
+    return (j.id, j.extra.get("raw_id"), j.array_job)
+
+
 class Local:
     name = "local"
 
@@ -124,11 +129,11 @@ class Local:
         )
 
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
-        rows = self._rows(ids)  # every id checked before anything is cancelled
+        rows = by_name(self._rows(ids))  # every id checked before anything is cancelled
         out: dict[str, str] = {}
         live: list[int | str] = []
         for i in ids:
-            mine = [j for j in rows if named(j, i)]
+            mine = rows.get(i, [])
             if not mine:
                 raise UsageError(f"no job {i}: see `berth queue --all`")
             if all(j.finished for j in mine):
@@ -148,11 +153,22 @@ class Local:
             out.update({str(k): str(v) for k, v in done.items()})
         return out
 
+    def cancel_mine(self, states: Sequence[str], signal: int | None = None) -> dict[str, str]:
+        """One request: the daemon cancels every unfinished job of the caller (its socket's
+        uid) in ``states``, and says what happened to each."""
+        fields: dict[str, Any] = {"all_mine": True}
+        if states:
+            fields["states"] = list(states)
+        if signal is not None:
+            fields["signal"] = signal
+        done = self._call("cancel", **fields)["cancelled"]
+        return {str(k): str(v) for k, v in done.items()}
+
     def _rows(self, ids: Sequence[str]) -> list[JobInfo]:
         """Every job the ids name (an array's id: all its tasks), finished ones too."""
         wanted = {str(_int(i)) for i in ids}
         rows = [info(r) for r in self._call("queue", all=True)["jobs"]]
-        return [j for j in rows if any(named(j, i) for i in wanted)]
+        return [j for j in rows if not wanted.isdisjoint(_names(j))]
 
     def status(self, ids: Sequence[str]) -> dict[str, JobInfo]:
         """By the ids asked: ``12`` (a job, or every task of array 12) or ``12_3``."""

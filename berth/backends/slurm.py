@@ -389,6 +389,9 @@ class Slurm:
     def cancel(self, ids: Sequence[str], signal: int | None = None) -> dict[str, str]:
         return slurm_act.cancel(self, ids, signal)
 
+    def cancel_mine(self, states: Sequence[str], signal: int | None = None) -> dict[str, str]:
+        return slurm_act.cancel_mine(self, states, signal)
+
     def hold(self, ids: Sequence[str], release: bool = False) -> Sequence[str]:
         """``berth hold`` / ``release-job``: :func:`berth.backends.slurm_act.hold`."""
         return slurm_act.hold(self, ids, release)

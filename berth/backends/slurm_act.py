@@ -9,7 +9,7 @@ that ended between the check and scancel is said to be so, and is no error.
 from __future__ import annotations
 
 from berth.backends import slurm_query as q
-from berth.backends.base import aggregate, named
+from berth.backends.base import aggregate, cancel_listed, named
 from berth.errors import Refused, UsageError
 
 TYPE_CHECKING = False
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Protocol
 
-    from berth.backends.base import JobInfo
+    from berth.backends.base import Backend, JobInfo
 
     class Slurm(Protocol):  # (berth.backends.slurm.Slurm: what these use of it)
         def status(self, ids: Sequence[str]) -> dict[str, JobInfo]: ...
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
             self, argv: Sequence[str], env: Mapping[str, str] | None = None,
             check: bool = True, input: str | None = None,
         ) -> subprocess.CompletedProcess[str]: ...  # fmt: skip
+
 
 # scancel's words for a job that ended meanwhile (not a refusal)
 ENDED = ("already completing or completed", "Invalid job id specified")
@@ -65,6 +66,11 @@ def cancel(slurm: Slurm, ids: Sequence[str], signal: int | None = None) -> dict[
         also = f" ({'; '.join(rest)})" if rest else ""
         raise Refused("; ".join(refused) + also)
     return out
+
+
+def cancel_mine(slurm: Backend, states: Sequence[str], signal: int | None) -> dict[str, str]:
+    """`berth cancel --all-mine`: listed, then cancelled by id (:func:`cancel_listed`)."""
+    return cancel_listed(slurm, q.user(), states, signal)
 
 
 def _refused(job_id: str, why: str, found: dict[str, JobInfo]) -> str:

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from berth.backends.base import named
+from berth.backends.base import by_name
 from berth.cli.backend_choice import of
 from berth.cli.job_ids import job_id
 from berth.errors import UsageError
@@ -63,12 +63,17 @@ def run(args: argparse.Namespace) -> int:
     sig = parse_signal(args.signal) if args.signal else None
     states = [s for s in (args.state or "").split(",") if s.strip()]
     ids = list(dict.fromkeys(args.job_ids))
-    if args.all_mine:
-        ids += [j.id for j in backend.list(user=_me()) if j.id not in ids]
-    if states:  # an array's tasks in those states, each by its id
-        now = backend.list(finished=True, states=states)
-        ids = [j.id for j in now if any(named(j, i) for i in ids)]
-    done = backend.cancel(ids, sig) if ids else {}
+    if args.all_mine and not ids:  # one request where the backend has one (linear)
+        done = backend.cancel_mine(states, sig)
+    else:
+        if args.all_mine:
+            seen = set(ids)
+            ids += [j.id for j in backend.list(user=_me()) if j.id not in seen]
+        if states:  # an array's tasks in those states, each by its id
+            wanted = set(ids)
+            now = backend.list(finished=True, states=states)
+            ids = [j.id for j in now if not wanted.isdisjoint(by_name([j]))]
+        done = backend.cancel(ids, sig) if ids else {}
     if args.json:
         sys.stdout.write(json.dumps(done) + "\n")
     else:

@@ -19,21 +19,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from berth.core import deps
+from berth.core import deps, fits
 from berth.core.capacity import INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
 from berth.core.fairshare import fair_charge
-from berth.core.fits import (
-    End,
-    Fits,
-    cpu_only,
-    ends_by,
-    nothing_left,
-    passed_over,
-    req_key,
-    reservation,
-)
+from berth.core.fits import End, Fits, cpu_only, nothing_left, req_key, reservation
 from berth.core.groups import GroupLimits
 from berth.core.guard import overdue_in
 from berth.core.job import Job
@@ -335,7 +326,7 @@ class Pass:
 
     def _ends_by(self, job: Job, start: float | None = None) -> float:
         """Its expected end: by its limit, else its prediction (``Inputs.predicted``)."""
-        return ends_by(job, start, self.inp.now, self.inp.predicted)
+        return fits.ends_by(job, start, self.inp.now, self.inp.predicted)
 
     def _passed_over(self, job: Job) -> bool:
         """After a reservation, without explanations: the job can neither fit outside the
@@ -347,7 +338,7 @@ class Pass:
                 whole_out, share_out, whole_all, share_all = self.free_out
                 self.walk.narrow(whole_out, share_out, self.shadow, bool(self.reserved),
                                  whole_all, share_all)  # fmt: skip
-        return passed_over(self.free_out, job, self._ends_by(job), self.shadow, bool(self.reserved))
+        return fits.passed_over(self.free_out, job, self._ends_by(job), self.shadow, bool(self.reserved))
 
     def _start(self, job: Job, pl: Placement) -> None:
         inp, cap, req = self.inp, self.cap, job.request

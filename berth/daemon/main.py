@@ -136,6 +136,8 @@ async def _main(
     announcer = notify_events.start(engine, os.path.join(opts.state_dir, AUDIT_NAME))  # [notify]
     oom_retry.attach(engine)  # (--retry-oom, and each completed run's peak: learned memory)
     process.tune_gc()
+    trimmer = process.Trimmer(loop)  # (what bursts leave in the C heap, given back)
+    trimmer.start()
     admin_gid = _admin_gid(cfg)
     srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
     watcher = _watch(engine, procs, opts, loop, announcer)
@@ -143,6 +145,7 @@ async def _main(
     if ready is not None:
         ready()
     await engine.stop_event.wait()
+    trimmer.stop()
     srv.close()
     if web is not None:
         if web.binding is not None:

@@ -38,15 +38,30 @@ def job_bytes(spec: JobSpec) -> int:
 def stored_bytes(spec: JobSpec, tasks: int) -> int:
     """What ``spec`` (of ``tasks`` tasks: an array's; 1) keeps in the store: its spec once
     (a sweep's commands all), and :data:`TASK_BYTES` for each task of an array."""
-    whole = len(cjson.dumps(spec.to_dict()))
-    return whole + (TASK_BYTES * tasks if spec.array is not None else 0)
+    return sizes(spec, tasks)[1]
+
+
+def sizes(spec: JobSpec, tasks: int) -> tuple[int, int]:
+    """(:func:`job_bytes`, :func:`stored_bytes`) of ``spec``, from one encoding of it where
+    they are the same (the daemon's intake: the spec is read once)."""
+    d = spec.to_dict()
+    argvs = d.get("array_argvs")
+    whole = len(cjson.dumps(d))
+    extra = TASK_BYTES * tasks if spec.array is not None else 0
+    if not argvs:
+        return whole, whole + extra
+    return job_bytes(spec), whole + extra
 
 
 def env_bytes(spec: JobSpec) -> int:
     """Bytes of the job's environment (``NAME=value`` each) and setup text (``[limits]
     max_env_size``, a part of the job's bytes with a bound of its own)."""
     size = len((spec.env_setup or "").encode(errors="surrogatepass"))
-    for k, v in spec.env.items():
+    env = spec.env
+    names, values = "".join(env), "".join(env.values())
+    if names.isascii() and values.isascii():  # (its length is its size: no copy made)
+        return size + len(names) + len(values) + 2 * len(env)
+    for k, v in env.items():
         size += len(k.encode(errors="surrogatepass")) + len(v.encode(errors="surrogatepass")) + 2
     return size
 

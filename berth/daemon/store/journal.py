@@ -150,7 +150,8 @@ class Journal:
             return
         batch = []
         if inserts:  # (an array's tasks: its shared spec once)
-            batch += Store.insert_rows([(job.to_dict(), spec) for job, spec, _ in inserts])
+            # (each job's dict made as its row is: not 10,000 of them at once)
+            batch += Store.insert_rows((job.to_dict(), spec) for job, spec, _ in inserts)
         if dirty:
             rows = [
                 Store.save_row(job.to_dict(), cols.get("ended_at"), cols.get("launched"))

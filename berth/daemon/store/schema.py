@@ -4,7 +4,7 @@ database is brought to :data:`SCHEMA_VERSION` when the daemon opens it,
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Each entry migrates from version i to i + 1: statements separated by ";", or a tuple of
 # statements (a trigger's body has ";" of its own).
@@ -142,6 +142,20 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
         """
         CREATE TRIGGER job_usage_purge AFTER DELETE ON jobs BEGIN
             DELETE FROM job_usage WHERE id = OLD.id;
+        END
+        """,
+    ),
+    # 10: a job's environment stored once per user (berth.daemon.store.store: ``envs``, keyed
+    # by a hash of the user and the environment's JSON; a job's spec names it by
+    # ``env_key``), gone with the last job that names it. Rows written before keep theirs.
+    (
+        "CREATE TABLE envs(key TEXT PRIMARY KEY, env TEXT NOT NULL)",
+        "ALTER TABLE jobs ADD COLUMN env_key TEXT",
+        "CREATE INDEX jobs_env ON jobs(env_key) WHERE env_key IS NOT NULL",
+        """
+        CREATE TRIGGER envs_purge AFTER DELETE ON jobs WHEN OLD.env_key IS NOT NULL BEGIN
+            DELETE FROM envs WHERE key = OLD.env_key
+            AND NOT EXISTS (SELECT 1 FROM jobs WHERE env_key = OLD.env_key);
         END
         """,
     ),

@@ -10,6 +10,10 @@ command, directory...) is stored once, in ``shared_specs`` under the array's id,
 task's row keeps only its own fields and ``"shared": ARRAY_ID`` (:meth:`Store.insert_rows`);
 :meth:`Store.spec` puts them together. A 10,000-task array with a large environment costs
 one copy of it, not 10,000. Rows written before (whole specs) load as they are.
+
+A job's environment is stored once per user (schema 10, :mod:`berth.daemon.store.envs`): its
+spec names it (``"env_key"``, also a column: its last job's deletion deletes it). 100,000
+submits from one shell cost one copy of its environment, not 100,000.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 
+from berth.daemon.store.envs import Envs
 from berth.daemon.store.schema import MIGRATIONS as MIGRATIONS
 from berth.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from berth.daemon.store.upgrade import migrate
@@ -30,7 +35,7 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 
@@ -146,9 +151,10 @@ class Store:
 
     # Batches for :class:`berth.daemon.store.writer.Writer` (``executemany`` inside one transaction).
     INSERT_SQL = (
-        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec, unique_key) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO jobs(id, uid, user, state, submitted_at, data, spec, unique_key, env_key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    ENV_SQL = "INSERT OR IGNORE INTO envs(key, env) VALUES (?, ?)"
     # ``launched`` is kept when the row's value is NULL (not given).
     SAVE_SQL = (
         "UPDATE jobs SET state = ?, ended_at = ?, data = ?, "
@@ -158,16 +164,20 @@ class Store:
     SHARED_SQL = "INSERT OR IGNORE INTO shared_specs(id, tasks, spec) VALUES (?, ?, ?)"
 
     @staticmethod
-    def insert_rows(new: list[tuple[dict[str, Any], JobSpec]]) -> list[tuple[str, list[Any]]]:
+    def insert_rows(new: Iterable[tuple[dict[str, Any], JobSpec]]) -> list[tuple[str, list[Any]]]:
         """The statements that insert ``new`` jobs (the job's ``to_dict()``, its spec): an
         array task's row keeps only its own fields, with the array's shared spec once per
         array (again in a later batch with more of its tasks: it is inserted if missing)."""
         rows: list[tuple[Any, ...]] = []
         shared: dict[int, tuple[tuple[str, ...] | None, tuple[Any, ...]]] = {}
+        envs = Envs()
         for job, spec in new:
             task = spec.array_task
             if task is None:
-                rows.append(Store.insert_row(job, spec.to_dict()))
+                whole = spec.to_dict()
+                if whole.get("env"):  # (stored once per user: envs)
+                    whole["env_key"] = envs.key(job["uid"], whole.pop("env"))
+                rows.append(Store.insert_row(job, whole))
                 continue
             head = task[0]
             if head not in shared:
@@ -183,6 +193,8 @@ class Store:
                     own[key] = list(value) if type(value) is tuple else value
             rows.append(Store.insert_row(job, own))
         out: list[tuple[str, list[Any]]] = []
+        if envs.rows:
+            out.append((Store.ENV_SQL, list(envs.rows.items())))
         if shared:
             out.append((Store.SHARED_SQL, [row for _, row in shared.values()]))
         if rows:
@@ -200,6 +212,7 @@ class Store:
             cjson.dumps(job),
             cjson.dumps(spec),
             spec.get("unique_key"),
+            spec.get("env_key"),
         )
 
     @staticmethod
@@ -239,6 +252,12 @@ class Store:
                 if common is None:
                     raise ValueError(f"the shared spec of array {head!r} is missing")
                 raw = {**json.loads(common[0]), **raw}
+            key = raw.pop("env_key", None) if type(raw) is dict else None
+            if key is not None:  # its environment, stored once (envs)
+                env = self.db.execute("SELECT env FROM envs WHERE key = ?", (key,)).fetchone()
+                if env is None:
+                    raise ValueError(f"its environment {key!r} is missing")
+                raw["env"] = json.loads(env[0])
             return JobSpec.from_dict(raw, stored=True)
         except (ValueError, TypeError, ProtocolError) as e:  # damaged, or written by hand
             raise UnreadableSpec(

@@ -16,6 +16,7 @@ a job's environment, an array's tasks, the jobs of one request, a job's bytes
 (``max_jobs``) and the bytes they keep in the store (``max_user_bytes``), both kept by the
 engine's :class:`~berth.daemon.engine.jobtable.JobTable` (``Job.extra["bytes"]``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,19 +27,14 @@ from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
 from berth.core.runtimes import script_of
-from berth.daemon.engine.admission import arrays, depends, dryrun, learned, unique, userdir
-from berth.daemon.engine.admission.fitness import (
-    check_fits,
-    check_limit,
-    limit_in_force,
-    memory_share,
-    requeue,
-)
+from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
+from berth.daemon.engine.admission.envs import same_env
 from berth.daemon.engine.admission.prepared import Prepared
+from berth.daemon.engine.admission.userdir import log_dir as user_log_dir
 from berth.daemon.engine.command import expand_pattern
 from berth.daemon.engine.cpuslots import CPU_SLOT
 from berth.wire import protocol
-from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, job_bytes, stored_bytes
+from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, sizes
 from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
@@ -210,6 +206,8 @@ def _check(
 ) -> tuple[Prepared, dict[str, Any]]:
     """The checks of one job before its twin is looked for: (the job, what the daemon adds
     to its spec so far)."""
+    if type(raw) is dict and type(raw.get("env")) is dict:  # (the request's own dict)
+        raw["env"] = same_env(peer.uid, raw["env"])  # (one copy in memory: equal ones)
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
     me = os.geteuid()
     if me != 0 and peer.uid != me:
@@ -225,8 +223,8 @@ def _check(
         raise ProtocolError(protocol.BAD_REQUEST, f"{why}; nothing was queued")
     p = Prepared(spec)
     engine.accounts.check_request(env_bytes(spec), p.count, queued + p.count)
-    check_job_bytes(job_bytes(spec), engine.accounts.max_job_bytes)  # (every field)
-    p.stored = stored_bytes(spec, p.count)
+    size, p.stored = sizes(spec, p.count)  # (one encoding of the spec for both)
+    check_job_bytes(size, engine.accounts.max_job_bytes)  # (every field)
     engine.accounts.check_bytes(peer.user, engine.jobs.bytes_of(peer.uid), adds + p.stored)
     for i in (spec.gpu_ids or ()) + spec.prefer:
         if engine.res.inventory and i not in engine.res.by_index:
@@ -236,7 +234,7 @@ def _check(
     if spec.dependency is not None:  # (@ made the caller's last job; arrays their tasks)
         p.deps, p.any_of, own["dependency"] = depends.resolve(engine, peer, spec.dependency)
     sized = learned.size(engine, peer.uid, p, engine.res.inventory)  # (no -g, no --mem)
-    each = memory_share(engine.res.inventory, sized) if sized.by_memory else 1.0
+    each = fitness.memory_share(engine.res.inventory, sized) if sized.by_memory else 1.0
     p.request = Request(
         gpus=sized.gpus,
         mem=sized.mem,
@@ -246,10 +244,10 @@ def _check(
         each=each,  # (of one GPU: Request makes it the share gpus=each)
         cpu=CPU_SLOT if spec.gpus == 0 else None,  # (-g 0: one CPU slot, engine.cpu_nodes)
     )
-    check_fits(engine.res.inventory, p.request)
-    p.requeue = requeue(spec, engine.opts)
+    fitness.check_fits(engine.res.inventory, p.request)
+    p.requeue = fitness.requeue(spec, engine.opts)
     if not p.requeue[0]:  # (requeued at the daemon's limit, a longer -t is switched, not refused)
-        check_limit(spec.time_limit, engine.opts.max_job_time)
+        fitness.check_limit(spec.time_limit, engine.opts.max_job_time)
     # What the daemon adds to the spec it stores (above: the dependency, resolved)
     if spec.umask is None:
         own["umask"] = DEFAULT_UMASK
@@ -274,7 +272,7 @@ def _finish(
     out, err = spec.stdout, spec.stderr
     me = os.geteuid()
     if out is None or (spec.pty and me == 0):
-        log_dir = userdir.log_dir(engine.opts.state_dir, peer, make=not dry)
+        log_dir = user_log_dir(engine.opts.state_dir, peer, make=not dry)
         out = out or os.path.join(log_dir, "%A_%a.out" if p.array else "%j.out")
         if me == 0:  # a --pty job's terminal: in a directory the job's user may write
             own["pty_dir"] = log_dir
@@ -342,12 +340,12 @@ def insert(
         )
         task = spec.replace(**own)
         futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
-    if spec.unique_key is not None:
-        engine.note_unique(spec.unique_key, base)
+    if spec.unique_key is not None:  # (in memory until durable: the store's index then)
+        unique.note_until_durable(engine, spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
     reply: dict[str, Any] = {"job_id": base, **({"learned": p.learned} if p.learned else {})}
-    reply.update(limit_in_force(spec.time_limit, engine.opts.max_job_time))
+    reply.update(fitness.limit_in_force(spec.time_limit, engine.opts.max_job_time))
     if array:
         reply["array"] = array
         reply["tasks"] = [f"{base}_{i}" for i in order]

@@ -41,14 +41,34 @@ def key(uid: int, spec: JobSpec) -> str:
     return hashlib.sha256(cjson.dumps_sorted(ident).encode()).hexdigest()[:32]
 
 
+def note_until_durable(engine: Engine, k: str, job_id: int) -> None:
+    """Job ``job_id`` has the identity ``k`` (its ``unique_key``): kept in memory until the
+    job is durable, then found by the store's index (:func:`newest`). Kept for good, every
+    job's identity cost the daemon ~130 bytes for its life (13 MB for 100,000 lines of a jobs
+    file, more with every one)."""
+    engine.note_unique(k, job_id)
+
+    def forget() -> None:
+        if engine.unique.get(k) == job_id:
+            del engine.unique[k]
+
+    engine.journal.after_commit(forget)
+
+
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:
-    """(id, state) of the newest job with the identity ``k``: from memory, else the store."""
+    """(id, state) of the newest job with the identity ``k``: from memory (a job not durable
+    yet, or a watched line's), else the store; its state as the engine has it where it can."""
     job_id = engine.unique_job(k)
     if job_id is not None:
         state = engine.state_of(job_id)
         if state is not None:
             return job_id, state.value
-    return engine.store.twin(k)
+    found = engine.store.twin(k)
+    if found is not None:
+        state = engine.state_of(found[0])
+        if state is not None:  # (a change not durable yet: the engine's is the newer)
+            return found[0], state.value
+    return found
 
 
 async def twin(engine: Engine, k: str) -> dict[str, Any] | None:
