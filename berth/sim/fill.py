@@ -44,6 +44,7 @@ class FillResult:
     failed: int = 0
     constrained: int = 0  # arrived pods with a GPU-model constraint
     unsatisfiable: int = 0  # ... of which no node can host (failed, never placed)
+    first_fail: float | None = None  # GPU allocated % when the first satisfiable pod failed
     wall: float = 0.0
 
 
@@ -87,7 +88,8 @@ def fill(
         req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids)
         if placement == "packer":
             recent.append(req)
-            if profile is None or len(recent) % PROFILE_EVERY == 0:
+            m = len(recent)  # (at 1, 2, 4... arrivals first: one pod is no distribution)
+            if m % PROFILE_EVERY == 0 or (m < PROFILE_EVERY and m & (m - 1) == 0):
                 del recent[:-PROFILE_WINDOW]
                 profile = Profile.of(recent)
         # the mark is crossed by the pod that arrives when the demand reaches it
@@ -102,6 +104,8 @@ def fill(
         pl = place(cap, req, placement, profile) if ok else None
         if pl is None:
             res.failed += 1
+            if ok and res.first_fail is None:
+                res.first_fail = 100.0 * allocated / total
         else:
             cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
             allocated += pod.gpus
