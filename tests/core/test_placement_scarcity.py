@@ -94,4 +94,3 @@ def test_the_weight_grows_as_hosts_are_lost() -> None:
         for cap in (last, spare)
     ]
     assert 0.0 < costs[1] < costs[0]
-
