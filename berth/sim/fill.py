@@ -3,9 +3,13 @@ arrived GPU demand reaches a share of capacity; what share of the GPUs got alloc
 
 Each pod is placed at once by the core's placement (``berth.core.placement.place``, the step
 ``schedule()`` uses to put a job on GPUs) or fails. Pods come from the pod list in a seeded
-random order (the whole list, then the list again in another order; FGD uses seeds 42-51). The packer's demand profile is the
-last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster has been seeing, not a given
-distribution.
+random order (the whole list, then the list again in another order; FGD uses seeds 42-51).
+The packer's demand profile is the last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster
+has been seeing, not a given distribution, rebuilt every ``PROFILE_EVERY`` arrivals and at 1,
+2, 4... arrivals before that (built once from the first pod alone, it steered the first 200
+placements: a CPU-only first pod made them tightest-CPU fits, which spent the CPU of 4-GPU
+nodes and stranded their GPUs to the end). ``FillResult.first_fail`` is the GPU allocated (%)
+when the first pod failed (not counting those whose GPU models no node has enough of).
 
 GPU-model constraints (openb's ``gpu_spec``, :mod:`berth.sim.gpuspec`) are honoured as FGD's
 simulator honours them: a constrained pod may only take GPUs of its models (the request's
