@@ -130,6 +130,7 @@ def _place_whole(
             pn = profile.on_node(cap, n)
             d = _whole_waste(pn, c - k) - _whole_waste(pn, c) - k * pn.no_access
             d += _node_delta(cap, pn, n, req, float(k))
+            d += profile.scarce.delta(cap, n, k, req.cpu or 0.0, float(req.ram or 0), float(k))
             return (pref, round(d, 9), tight, n)
         return (pref, tight, n)
 
@@ -171,6 +172,7 @@ def _share_keys(
     key best: the preferred GPUs first, then by ``how`` (the packer: the rise of expected
     fragmentation; best-fit: the least left free; first-fit: the lowest index)."""
     s = req.share
+    scarce: dict[tuple[int, bool], float] = {}
     positions: Iterable[int] = range(len(cap.index)) if allowed is None else sorted(allowed)
     for p in positions:
         f = cap.free[p]
@@ -199,6 +201,13 @@ def _share_keys(
                 if n not in node_free:
                     node_free[n] = sum(cap.free[q] for q in cap.node_pos[n])
                 d += _node_delta(cap, pn, n, req, s, node_free[n])
+            if profile.scarce:  # (the same for every GPU of a node that is alike: once)
+                lost = scarce.get((n, whole))
+                if lost is None:
+                    lost = scarce[n, whole] = profile.scarce.delta(
+                        cap, n, int(whole), req.cpu or 0.0, float(req.ram or 0), s
+                    )
+                d += lost
             key = (pref, round(d, 9), f - s, p)
         else:
             key = (pref, f - s, p)
@@ -249,7 +258,9 @@ def _pick_node(
             return n
         if how == "packer" and profile is not None:
             pn = profile.on_node(cap, n)
-            key: tuple[float, ...] = (_node_delta(cap, pn, n, req, 0.0), left, n)
+            d = _node_delta(cap, pn, n, req, 0.0)
+            d += profile.scarce.delta(cap, n, 0, req.cpu or 0.0, float(req.ram or 0), 0.0)
+            key: tuple[float, ...] = (d, left, n)
         else:
             key = (left, n)
         if best is None or key < best:

@@ -11,6 +11,7 @@ from typing import Any
 
 from berth.core.capacity import EPS, INF, Capacity
 from berth.core.request import Request
+from berth.core.scarcity import Scarcity
 
 SUPPLY_WEIGHTED = True  # False: FGD's plain NoAccess share (for comparison)
 
@@ -54,6 +55,7 @@ class Profile:
         "cpu_per_gpu",
         "no_access",
         "ram_per_gpu",
+        "scarce",
     )
 
     def __init__(
@@ -89,6 +91,10 @@ class Profile:
         # whose CPU (RAM) left is below its free GPUs x this will strand the difference
         self.cpu_per_gpu = sum(c for s, c, _ in rows if s > 0) / gpu if gpu else 0.0
         self.ram_per_gpu = sum(r for s, _, r in rows if s > 0) / gpu if gpu else 0.0
+        # the multi-GPU shapes to come, weighed by how few nodes can still host each; not
+        # with demand restricted to some GPUs, whose supply-weighted NoAccess term already
+        # keeps scarce GPUs (the two together lost 1-2 points on openb's gpuspec lists)
+        self.scarce = Scarcity([] if self._groups else rows, total)
         self._subs: dict[frozenset[Access], Profile] = {}
         self._reach: dict[Access, float] = {}
         self._src: list[int] | None = None  # the Capacity.index the caches below are for

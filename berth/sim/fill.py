@@ -3,9 +3,13 @@ arrived GPU demand reaches a share of capacity; what share of the GPUs got alloc
 
 Each pod is placed at once by the core's placement (``berth.core.placement.place``, the step
 ``schedule()`` uses to put a job on GPUs) or fails. Pods come from the pod list in a seeded
-random order (the whole list, then the list again in another order; FGD uses seeds 42-51). The packer's demand profile is the
-last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster has been seeing, not a given
-distribution.
+random order (the whole list, then the list again in another order; FGD uses seeds 42-51).
+The packer's demand profile is the last ``PROFILE_WINDOW`` arrivals, i.e. what the cluster
+has been seeing, not a given distribution, rebuilt every ``PROFILE_EVERY`` arrivals and at 1,
+2, 4... arrivals before that (built once from the first pod alone, it steered the first 200
+placements: a CPU-only first pod made them tightest-CPU fits, which spent the CPU of 4-GPU
+nodes and stranded their GPUs to the end). ``FillResult.first_fail`` is the GPU allocated (%)
+when the first pod failed (not counting those whose GPU models no node has enough of).
 
 GPU-model constraints (openb's ``gpu_spec``, :mod:`berth.sim.gpuspec`) are honoured as FGD's
 simulator honours them: a constrained pod may only take GPUs of its models (the request's
@@ -44,6 +48,7 @@ class FillResult:
     failed: int = 0
     constrained: int = 0  # arrived pods with a GPU-model constraint
     unsatisfiable: int = 0  # ... of which no node can host (failed, never placed)
+    first_fail: float | None = None  # GPU allocated % when the first satisfiable pod failed
     wall: float = 0.0
 
 
@@ -87,7 +92,8 @@ def fill(
         req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids)
         if placement == "packer":
             recent.append(req)
-            if profile is None or len(recent) % PROFILE_EVERY == 0:
+            m = len(recent)  # (at 1, 2, 4... arrivals first: one pod is no distribution)
+            if m % PROFILE_EVERY == 0 or (m < PROFILE_EVERY and m & (m - 1) == 0):
                 del recent[:-PROFILE_WINDOW]
                 profile = Profile.of(recent)
         # the mark is crossed by the pod that arrives when the demand reaches it
@@ -102,6 +108,8 @@ def fill(
         pl = place(cap, req, placement, profile) if ok else None
         if pl is None:
             res.failed += 1
+            if ok and res.first_fail is None:
+                res.first_fail = 100.0 * allocated / total
         else:
             cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
             allocated += pod.gpus

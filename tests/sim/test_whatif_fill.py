@@ -61,3 +61,15 @@ def test_fill_counts_unplaceable_pods_as_arrived_and_goes_on() -> None:
         assert (r.failed, r.placed) == (4, 4)
         assert r.marks == {100: 50.0, 200: 100.0}
         assert r.window == {100: 50.0, 200: 100.0}
+
+
+def test_fill_says_how_full_the_gpus_were_when_the_first_pod_failed() -> None:
+    nodes = {"n0": Node("n0", 8000.0, 64 * GIB)}
+    inv = [Gpu(i, f"G{i}", "T4", None, True, "n0") for i in range(4)]
+    half = [SimJob(1, 0, 1, 0.5, cpu=1000.0, ram=GIB), SimJob(2, 0, 1, 1.0, cpu=1000.0, ram=GIB)]
+    for how in ("first-fit", "best-fit", "packer"):
+        assert fill(half, (inv, nodes), how, 42, until=100, marks=(100,)).first_fail is None
+        r = fill(half, (inv, nodes), how, 42, until=200, marks=(100, 200))
+        assert r.failed and r.first_fail is not None and 50.0 <= r.first_fail <= 100.0
+        # the pod that failed first found less free than it asked: 1 GPU, so more than 3 taken
+        assert r.first_fail > 75.0
