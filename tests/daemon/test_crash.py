@@ -254,7 +254,7 @@ def test_kill9_between_a_burst_of_starts_and_its_commit_runs_none_and_loses_none
     db.execute("BEGIN IMMEDIATE")  # the daemon's next commit waits (busy_timeout 5 s)
     try:
         with daemon.client() as c:
-            c.send("release", job_ids=ids)  # (its answer waits for that commit: not read)
+            c.send("release_job", job_ids=ids)  # (its answer waits for that commit: not read)
             run_dir = os.path.join(daemon.state_dir, "run")
 
             def supervisors() -> list[int] | None:
@@ -278,7 +278,7 @@ def test_kill9_between_a_burst_of_starts_and_its_commit_runs_none_and_loses_none
     rows = {r["id"]: r for r in daemon.call("queue", all=True)["jobs"]}
     assert [rows[i]["state"] for i in ids] == ["PENDING"] * 4  # (held: its release never durable)
     assert not [e for e in records.read(daemon.record) if e["event"] == "start"]
-    daemon.call("release", job_ids=ids)
+    daemon.call("release_job", job_ids=ids)
     rows = daemon.wait_done(ids)
     assert {r["state"] for r in rows.values()} == {"COMPLETED"}
     started = sorted(int(e["job"]) for e in records.read(daemon.record) if e["event"] == "start")

@@ -70,7 +70,7 @@ def test_the_job_runs_with_it_across_a_restart_and_the_row_goes_with_its_jobs(
     ids = [r["job_id"] for r in daemon.call("submit_all", jobs=[spec] * 3, env=env)["replies"]]
     daemon.stop()
     daemon.start()  # (read back from the store: nothing of it in memory)
-    daemon.call("release", job_ids=ids)
+    daemon.call("release_job", job_ids=ids)
     daemon.wait_done(ids)
     with open(out) as f:
         assert f.read().splitlines() == [f"here {len(env['BIG'])}"] * 3
