@@ -107,8 +107,8 @@ def test_a_task_failing_while_others_run_gives_the_job_its_status(berth: Cli) ->
     assert done.returncode == 3, (done.stdout, done.stderr)
     info = json.loads(berth("show", "--json", job).stdout)["jobs"][0]
     assert (info["state"], info["exit_code"]) == ("FAILED", 3)
-    logs = berth("logs", job).stdout
-    assert "n2: task 1: Exited with exit code 3" in logs and "n1 runs on" in logs
+    assert os.path.exists(marker)  # n1 ran (its echo may die in srun's forwarding, unsent)
+    assert "n2: task 1: Exited with exit code 3" in berth("logs", job).stdout
 
 
 def test_a_signal_reaches_every_task_of_a_job_across_nodes(berth: Cli) -> None:
