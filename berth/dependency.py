@@ -82,6 +82,9 @@ class Dependency:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Dependency is frozen")
 
+    def __reduce__(self) -> tuple[type[Dependency], tuple[str, str, int, int]]:
+        return (Dependency, self._key())  # (copy, deepcopy, pickle: the simulator copies jobs)
+
     def _key(self) -> tuple[str, str, int, int]:
         return (self.kind, self.job, self.minutes, self.array)
 
@@ -129,6 +132,9 @@ class Written:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Written is frozen")
+
+    def __reduce__(self) -> tuple[type[Written], tuple[tuple[Dependency, ...], bool]]:
+        return (Written, (self.terms, self.any_of))
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not Written:

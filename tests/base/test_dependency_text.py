@@ -81,6 +81,11 @@ def test_one_term_class_for_the_written_the_resolved_and_the_stored_form() -> No
     assert Job.from_dict(job.to_dict()).dependencies == (Dependency("afterok", 13, array=12),)
     with pytest.raises(UsageError, match="unknown dependency type 'afterfoo'"):
         Dependency("afterfoo", 1)
+    import copy
+    import pickle
+
+    assert copy.deepcopy(job).dependencies == job.dependencies  # (the simulator copies jobs)
+    assert pickle.loads(pickle.dumps(parse_dependency(text))) == parse_dependency(text)
 
 
 def test_berth_declares_one_dependency_class_and_one_parser() -> None:
