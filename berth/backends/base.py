@@ -152,6 +152,54 @@ class JobInfo:
 FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"})
 
 
+# What a row of `queue --json` holds on a backend that is not the local daemon (Slurm), after
+# the row's own keys: the backend's word for the state, the nodes, its logs, and ``extra``.
+ROW_OWN = ("native", "where", "stdout", "stderr")
+
+
+def as_row(info: JobInfo) -> dict[str, Any]:
+    """The job as a row of `berth queue --json`, in the one row shape
+    (:class:`~berth.wire.jobrow.JobRow`: the local daemon's keys, in its order), the backend's
+    own fields after them (:data:`ROW_OWN`, then ``extra``: Slurm's ``raw_id``, ``nodes``,
+    ``partition``). The id is the backend's (Slurm's ``1234`` or ``1234_5``: a string); what
+    the backend does not say is None (``uid`` of a user this machine does not know, ``mem``)."""
+    from berth.state_codes import CODES  # rare: --json on Slurm
+    from berth.wire.jobrow import JobRow  # rare: --json on Slurm
+
+    fields: dict[str, Any] = {
+        "id": info.id, "name": info.name, "user": info.user, "uid": _uid(info.user),
+        "project": None, "state": info.state, "st": CODES.get(info.state, info.state),
+        "time": info.elapsed, "gpus": _count(info.gpus), "each": None, "mem": None,
+        "nodelist": [], "reason": info.reason, "reason_detail": info.reason,
+        "priority": None, "submit_time": info.submit_time, "exit_code": info.exit_code,
+        "array_job": info.array_job, "array_task": info.array_task,
+        "group_limit": info.array_limit, "pty": False, "dependency": None, "depends_on": [],
+    }  # fmt: skip
+    out = JobRow(**fields).to_dict()
+    out.update((k, getattr(info, k)) for k in ROW_OWN)
+    out.update((k, v) for k, v in info.extra.items() if k not in out)
+    return out
+
+
+def _uid(user: str) -> int | None:
+    import pwd  # rare: --json on Slurm
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
+
+
+def _count(gpus: str) -> float | str:
+    """``"2"`` -> 2, ``"0.5"`` -> 0.5 (the local row's number); a gres berth cannot read, as
+    it is."""
+    try:
+        n = float(gpus)
+    except ValueError:
+        return gpus
+    return int(n) if n.is_integer() else n
+
+
 def exit_status(info: JobInfo | None) -> int:
     """What `berth wait` (and `logs -f`, `submit --wait`) exit with for a job that ended, on
     every backend: 0 if it COMPLETED (or the backend has forgotten it), its exit code (1..255)

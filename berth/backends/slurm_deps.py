@@ -1,4 +1,4 @@
-"""A job's ``--dependency`` on Slurm (:mod:`berth.wire.dependency`): the ids are Slurm's own
+"""A job's ``--dependency`` on Slurm (:mod:`berth.dependency`): the ids are Slurm's own
 (berth's Slurm backend shows and takes Slurm's ids, ``12`` and ``12_3``), so they, ``?`` and
 ``singleton`` go to sbatch as written; ``@`` (your last submitted job) becomes the newest job
 berth submitted for you to Slurm, by the record each submission leaves in berth's Slurm log
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
+from berth.dependency import LAST, parse_dependency
 from berth.errors import UsageError
-from berth.wire.dependency import LAST, parse_dependency
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

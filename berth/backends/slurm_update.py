@@ -28,8 +28,8 @@ from berth.backends import slurm_deps
 from berth.backends import slurm_query as q
 from berth.backends.base import named
 from berth.backends.sbatch import _time as slurm_time
+from berth.dependency import parse_dependency
 from berth.errors import BerthError, UsageError
-from berth.wire.dependency import parse_dependency
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

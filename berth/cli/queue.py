@@ -44,7 +44,8 @@ sent it: "daemon" (pid, socket, system, user, private, admins), "jobs" (each wit
 On Slurm (--backend slurm) the same table with squeue's PARTITION and NODES columns, -u, -t,
 --all, -r and --noheader, from squeue (and sacct, where the cluster keeps accounting, for
 --all); the GPUs column is what each job asked (a fraction for Slurm's shards), ST `NF` a job
-whose node failed (LOST). --json is then the jobs as the backend reports them; --start,
+whose node failed (LOST). --json is then a list of rows of the local queue's shape (Slurm's own fields
+after them); --start,
 --users, --pty and --tree are the local daemon's.
 
 As squeue, on both backends: -j 12,13 (those jobs, in any state), --me (mine), -o FORMAT

@@ -87,7 +87,8 @@ def _by_state(item: tuple[str, int]) -> tuple[int, str]:
 
 def write_json(backend: Backend, args: argparse.Namespace, states: list[str]) -> None:
     """`--json`: the local daemon's document, written out piece by piece as its frames come
-    (:meth:`berth.backends.local.Local.queue_json`); on Slurm, the jobs as it reports them."""
+    (:meth:`berth.backends.local.Local.queue_json`); on Slurm, its jobs as a list of rows of
+    the same shape (:func:`berth.backends.base.as_row`)."""
     import json  # rare: --json
 
     chunks: Any = getattr(backend, "queue_json", None)
@@ -101,7 +102,8 @@ def write_json(backend: Backend, args: argparse.Namespace, states: list[str]) ->
             out.write(piece)
         out.write(b"\n")
         return
+    from berth.backends.base import as_row  # rare: --json on Slurm
     from berth.cli.queue_squeue import keep  # rare: --json on Slurm
 
     rows = keep(backend.list(user=args.user, finished=args.all, states=states), args)
-    sys.stdout.write(json.dumps([r.to_dict() for r in rows]) + "\n")
+    sys.stdout.write(json.dumps([as_row(r) for r in rows]) + "\n")

@@ -102,7 +102,7 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
     if args.prefer:
         job["prefer"] = parse_gpu_indices(args.prefer, what="--prefer")
     if args.dependency:
-        from berth.wire.dependency import parse_dependency  # rare: --dependency
+        from berth.dependency import parse_dependency  # rare: --dependency
 
         job["dependency"] = str(parse_dependency(args.dependency))
     if args.retries < 0:

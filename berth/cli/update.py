@@ -29,8 +29,8 @@ from berth.cli.job_ids import job_id, job_ref
 from berth.cli.submit_options import time_limit
 from berth.cli.submit_spec import gpu_number
 from berth.client import call
+from berth.dependency import parse_dependency
 from berth.errors import UsageError
-from berth.wire.dependency import parse_dependency
 from berth.wire.jobspec import check_field
 from berth.wire.protocol import ProtocolError
 

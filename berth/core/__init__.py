@@ -65,7 +65,7 @@ from __future__ import annotations
 
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.inventory import GIB, Gpu, Node, Usage, uniform
-from berth.core.job import Attempt, Dependency, Event, Job
+from berth.core.job import Attempt, Event, Job
 from berth.core.placement import PLACEMENTS, Profile
 from berth.core.policy import (
     DEFAULT_PLACEMENT,
@@ -80,6 +80,7 @@ from berth.core.request import Request
 from berth.core.reservations import Window
 from berth.core.states import ACTIVE, CODES, FINISHED, OUTCOMES, Reason, State
 from berth.core.transition import IllegalTransition, hold, release, transition
+from berth.dependency import Dependency
 
 __all__ = [
     "ACTIVE",

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from berth.core.job import Dependency, Event, Job
+from berth.core.job import Event, Job
 from berth.core.states import State
 from berth.core.transition import IllegalTransition
+from berth.dependency import Dependency
 from berth.units import format_duration
 
 # What `berth update` may change, by the name the history and the wire use.

@@ -1,6 +1,6 @@
 """Dependencies (sbatch's ``--dependency``): satisfied, waiting, or never to be satisfied.
 
-A job's dependency is its terms (:class:`~berth.core.job.Dependency`), all needed, or with
+A job's dependency is its terms (:class:`~berth.dependency.Dependency`, resolved: job ids), all needed, or with
 ``Job.dependency_any`` (sbatch's ``?``) any one. A term on a whole array (``array`` set) is
 all its tasks together, one alternative. Each term is, against the jobs known:
 
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from berth.core.job import SINGLETON, Dependency, Job
+from berth.core.job import Job
 from berth.core.states import FINISHED, State
+from berth.dependency import SINGLETON, Dependency
 
 OK, WAIT, NEVER = "ok", "wait", "never"
 

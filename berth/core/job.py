@@ -16,80 +16,8 @@ from typing import Any
 
 from berth.core.request import Request as Request  # (re-exported)
 from berth.core.states import State
+from berth.dependency import Dependency
 from berth.errors import UsageError
-
-SINGLETON = "singleton"
-DEPENDENCY_KINDS = ("after", "afterok", "afternotok", "afterany", SINGLETON)
-
-
-@dataclass(frozen=True, slots=True)
-class Dependency:
-    """One term of a job's dependency, on one job. ``afterok:12``: start only after job 12
-    COMPLETED; ``afterany``: once 12 ended in any way; ``afternotok``: once 12 ended
-    unsuccessfully; ``after``: once 12 started (``minutes`` later: ``after:12+10``);
-    ``singleton`` (``job_id`` 0): once no earlier job of the same user and name is left.
-    ``array``: the array whose task ``job_id`` is, when the dependency named the whole array
-    (its tasks count as one term, all needed, also under ``Job.dependency_any``).
-
-    This is the scheduler's resolved form (ids only); what people write, with ``,`` and ``?``,
-    ``@`` and ``12_3``, is read by :mod:`berth.wire.dependency`. ``str()`` is the stored text:
-    ``afterok:12``, ``after:12+10``, ``afterok:13/12`` (task 13 of array 12), ``singleton``."""
-
-    kind: str
-    job_id: int = 0
-    minutes: int = 0
-    array: int = 0
-
-    def __post_init__(self) -> None:
-        if self.kind not in DEPENDENCY_KINDS:
-            raise UsageError(
-                f"unknown dependency type {self.kind!r}: use one of {', '.join(DEPENDENCY_KINDS)}"
-            )
-        if (self.kind == SINGLETON) != (self.job_id == 0) or self.job_id < 0:
-            raise UsageError(f"invalid dependency {self.kind}:{self.job_id}: a job id >= 1 "
-                             "(none for singleton)")  # fmt: skip
-        if (self.minutes and self.kind != "after") or self.minutes < 0:
-            raise UsageError(f"invalid dependency {self.kind}:{self.job_id}+{self.minutes}: "
-                             "minutes go with after only")  # fmt: skip
-
-    def __str__(self) -> str:
-        if self.kind == SINGLETON:
-            return SINGLETON
-        plus = f"+{self.minutes}" if self.minutes else ""
-        return f"{self.kind}:{self.job_id}{plus}" + (f"/{self.array}" if self.array else "")
-
-    @property
-    def group(self) -> tuple[str, int, int]:
-        """What makes one alternative of an any-of dependency: a job, or a whole array."""
-        return (self.kind, self.array or self.job_id, self.minutes)
-
-    @classmethod
-    def parse_list(cls, text: str) -> tuple[Dependency, ...]:
-        """The stored text of terms, ``,``-separated (``"afterok:1:2,afterany:3"``,
-        ``"after:4+10"``, ``"afterok:13/12"``, ``"singleton"``) -> dependencies."""
-        out: list[Dependency] = []
-        for part in text.replace(";", ",").split(","):
-            part = part.strip()
-            if not part:
-                continue
-            kind, _, ids = part.partition(":")
-            kind = kind.strip().lower()
-            if kind == SINGLETON and not ids:
-                out.append(cls(SINGLETON))
-                continue
-            if not ids:
-                raise UsageError(f"invalid dependency {part!r}: expected e.g. afterok:12[:13]")
-            for raw in ids.split(":"):
-                job, _, array = raw.partition("/")
-                job, _, minutes = job.partition("+")
-                try:
-                    numbers = int(job), int(minutes or 0), int(array or 0)
-                except ValueError:
-                    raise UsageError(
-                        f"invalid job id {raw!r} in dependency {part!r}: expected an integer"
-                    ) from None
-                out.append(cls(kind, *numbers))
-        return tuple(out)
 
 
 @dataclass(slots=True)

@@ -33,10 +33,11 @@ else:
     Protocol = object
 
 
-class Run:
-    """Runtime handles of one running attempt (never persisted): where its run file is,
-    the id of its claim (``lease_id``), the port's handle on the supervisor that runs it, and the pids of
-    the supervisor and the job once known."""
+class LiveAttempt:
+    """One attempt (the job's :class:`~berth.core.job.Attempt`) as it lives in the daemon:
+    its runtime handles (never persisted): where its run file is, the id of its claim
+    (``lease_id``), the port's handle on the supervisor that runs it, and the pids of the
+    supervisor and the job once known."""
 
     __slots__ = ("attempt", "handle", "job_pid", "lease_id", "path", "sup_pid")
 
@@ -96,19 +97,21 @@ class Processes(Protocol):
         fds: list[int],
         lease_id: str | None,
         gpus: list[int],
-    ) -> Run:
+    ) -> LiveAttempt:
         """Hand an attempt (its launch spec; ``fds``: its gate's read end, then its claims;
         ``gpus``: the NVML indices of its GPUs) to a supervisor of ``owner``, which prepares it
         and waits at the gate. The caller closes its copies of ``fds``. Raises OSError if it
         cannot."""
         ...
 
-    def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:
+    def order(self, run: LiveAttempt, job_id: int, op: str, sig: int = 0) -> None:
         """``term`` (SIGTERM to the job's group, SIGKILL after its grace) or ``signal``
         ``sig`` to the job's group, for the attempt ``run``."""
         ...
 
-    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None) -> Run:
+    def adopt(
+        self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None
+    ) -> LiveAttempt:
         """Watch the supervisor ``pid`` a previous daemon left running ``path``'s attempt;
         ``on_exit`` follows its exit. Raises ProcessLookupError if it has gone."""
         ...

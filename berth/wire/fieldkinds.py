@@ -111,9 +111,9 @@ def inject(field: str, v: Any) -> str:
 
 
 def dependency(field: str, v: Any) -> str:
-    """``--dependency``, read by :func:`berth.wire.dependency.parse_dependency` and kept as it
+    """``--dependency``, read by :func:`berth.dependency.parse_dependency` and kept as it
     writes it back (``afterok:12:13``)."""
-    from berth.wire.dependency import parse_dependency  # rare: --dependency
+    from berth.dependency import parse_dependency  # rare: --dependency
 
     try:
         return str(parse_dependency(text(field, v, limit=4096)))

@@ -3,7 +3,8 @@
 ``berth queue --json`` prints, and the local backend reads (:mod:`berth.backends.local`).
 Declared here, once, beside the requests (:mod:`berth.wire.protocol`): a row has exactly these
 keys, :data:`FIELDS` always and :data:`PENDING_FIELDS` / :data:`EXTRA_FIELDS` where the queue
-view adds them.
+view adds them. Slurm's `queue --json` gives rows of this shape too
+(:func:`berth.backends.base.as_row`), its own fields (``native``, ``where``...) after these.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 # Every row: (key, what it holds)
 FIELDS = (
-    "id",  # the job's id (an array's task has its own id: array_job/array_task name it 12_3)
+    "id",  # the job's id (an array's task has its own id: array_job/array_task name it 12_3;
+    # on Slurm, Slurm's: a string, 1234 or 1234_5)
     "name", "user", "uid", "project",
     "state",  # PENDING, RUNNING, ... (Slurm's words)
     "st",  # its code: PD, R, ...
@@ -45,7 +47,7 @@ class JobRow:
 
     __slots__ = (*ALL_FIELDS, "_given")
 
-    id: int
+    id: int | str  # (Slurm's: a string)
     name: str
     user: str
     uid: int
@@ -53,16 +55,16 @@ class JobRow:
     state: str
     st: str
     time: float | None
-    gpus: float
+    gpus: float | str  # (a gres Slurm gave that berth cannot read: as it is)
     each: float | None
     mem: int | None
     nodelist: list[int]
     reason: str | None
     reason_detail: str | None
-    priority: int
+    priority: int | None
     submit_time: float
     exit_code: int | None
-    array_job: int | None
+    array_job: int | str | None
     array_task: int | None
     group_limit: int | None
     pty: bool

@@ -51,7 +51,7 @@ MAX_TASKS_PER_NODE = 1024
 def _legacy(raw: dict[str, Any]) -> dict[str, Any]:
     """``after_ok: [12, 13]`` (the only dependency of earlier berths' clients and rows) is
     ``dependency: "afterok:12:13"``."""
-    from berth.wire.dependency import from_after_ok  # rare: an earlier berth's job
+    from berth.dependency import from_after_ok  # rare: an earlier berth's job
 
     raw = dict(raw)
     ids = raw.pop("after_ok")
@@ -86,7 +86,7 @@ FIELDS: dict[str, tuple[Check, Any]] = {
     "stderr": (k.optional(k.log_path), None),
     "env_setup": (k.text_of(1 << 20), None),
     "conda": (k.text_of(1024), None),
-    "dependency": (k.optional(k.dependency), None),  # --dependency, normalised (wire.dependency)
+    "dependency": (k.optional(k.dependency), None),  # --dependency, normalised (berth.dependency)
     "retries": (lambda f, v: integer(f, v, 0, MAX_RETRIES), 0),
     "by_memory": (k.boolean, False),  # --mem without -g: a share of each GPU sized by memory
     "requeue": (k.optional(k.boolean), None),  # None: as the daemon's --on-time-limit says
@@ -162,7 +162,7 @@ class JobSpec(tuple):  # type: ignore[type-arg]
     stderr: str | None
     env_setup: str | None  # shell text run before the command
     conda: str | None
-    dependency: str | None  # ``afterok:12:13``, ``singleton``... (berth.wire.dependency)
+    dependency: str | None  # ``afterok:12:13``, ``singleton``... (berth.dependency)
     retries: int
     by_memory: bool  # the daemon sizes the share of each GPU: mem / its memory (mgpu_srun's)
     requeue: bool | None  # at the time limit: requeue (True), end (False), the daemon's (None)

@@ -10,7 +10,7 @@ import pytest
 
 from berth.core import Decisions, Inputs, Job, Reason, State, schedule, transition
 from berth.core import deps as d
-from berth.core.job import Dependency
+from berth.dependency import Dependency
 from berth.errors import UsageError
 
 from .conftest import gpus

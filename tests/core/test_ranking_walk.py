@@ -15,10 +15,10 @@ from typing import Any
 from berth.core import Inputs, Job, Request, State, schedule, transition
 from berth.core.capacity import EPS, INF
 from berth.core.fits import cpu_only
-from berth.core.job import Dependency
 from berth.core.order import order_key
 from berth.core.placement import Profile
 from berth.core.ranking import Ranking, Walk
+from berth.dependency import Dependency
 
 from .conftest import gpus
 

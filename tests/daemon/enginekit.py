@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from berth.config import Config, Inventory
-from berth.daemon.ports import Run
+from berth.daemon.ports import LiveAttempt
 from berth.daemon.requests.authority import Peer
 
 FAKE_PID = 4_000_000  # (beyond any real pid)
@@ -92,7 +92,7 @@ class FakeProcesses:
         fds: list[int],
         lease_id: str | None,
         gpus: list[int],
-    ) -> Run:
+    ) -> LiveAttempt:
         if self.refuse is not None:
             raise OSError(self.refuse)
         gate = os.dup(fds[0])  # (what travels to a supervisor is a copy)
@@ -100,14 +100,16 @@ class FakeProcesses:
         a = FakeAttempt(job_id, attempt, spec, gate, [os.dup(fd) for fd in fds[1:]])
         self.attempts[a.path] = a
         self.handed.append((job_id, attempt))
-        return Run(a.path, attempt, lease_id, a)
+        return LiveAttempt(a.path, attempt, lease_id, a)
 
-    def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:
+    def order(self, run: LiveAttempt, job_id: int, op: str, sig: int = 0) -> None:
         a: FakeAttempt = run.handle
         if op == "term" and a.state == "running":
             self._end(a, rc=143, signal=15, cancelled=True)
 
-    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None) -> Run:
+    def adopt(
+        self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None
+    ) -> LiveAttempt:
         raise ProcessLookupError(pid)
 
     def run_file(self, job_id: int, attempt: int) -> str:

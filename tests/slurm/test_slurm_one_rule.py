@@ -189,3 +189,31 @@ def test_a_cancelled_jobs_exit_code_is_the_signals_on_both(both: dict[str, Berth
         codes = {r["id"]: r["exit_code"] for r in _rows(berth)}
         seen[name] = (codes[running], codes[pending])
     assert seen["local"] == seen["slurm"] == (143, None)
+
+
+def test_queue_json_gives_rows_of_one_shape_on_both(both: dict[str, Berth]) -> None:
+    """`queue --json`'s rows have the one row shape (berth.wire.jobrow: its keys, in its
+    order) on both backends, with the same values where both know them; Slurm's own fields
+    (its word for the state) come after them."""
+    from berth.wire.jobrow import FIELDS
+
+    seen = {}
+    for name, berth in both.items():
+        failed = _submit(berth, "-g", "0.5", "-J", "rowed", "--", "sh", "-c", "exit 3")
+        held = _submit(berth, "--hold", "-g", "2", "-J", "rowed", "--", "true")
+        assert berth("wait", failed).returncode == 3
+        data = json.loads(berth("queue", "--all", "--json").stdout)
+        rows = {str(r["id"]): r for r in (data["jobs"] if isinstance(data, dict) else data)}
+        seen[name] = [rows[failed], rows[held]]
+        assert berth("cancel", held).returncode == 0
+    for name, rows in seen.items():
+        for row in rows:
+            assert list(row)[: len(FIELDS)] == list(FIELDS), (name, row)
+    values = {
+        name: [(r["name"], r["state"], r["st"], r["exit_code"], r["gpus"]) for r in rows]
+        for name, rows in seen.items()
+    }
+    assert values["local"] == values["slurm"] == [
+        ("rowed", "FAILED", "F", 3, 0.5), ("rowed", "PENDING", "PD", None, 2),
+    ]  # fmt: skip
+    assert [r["native"] for r in seen["slurm"]] == ["FAILED", "PENDING"]

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.resources import Resources
     from berth.daemon.engine.starts import Save
     from berth.daemon.options import Options
-    from berth.daemon.ports import Clock, Processes, Run
+    from berth.daemon.ports import Clock, LiveAttempt, Processes
     from berth.daemon.store.journal import Journal
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
@@ -56,7 +56,8 @@ class Control:
 
     def __init__(
         self, opts: Options, store: Store, res: Resources, clock: Clock, procs: Processes,
-        journal: Journal, jobs: JobTable, runs: dict[int, Run], committing: dict[int, Claim],
+        journal: Journal, jobs: JobTable, runs: dict[int, LiveAttempt],
+        committing: dict[int, Claim],
         cancel_on_start: set[int], reasons: dict[int, str], order: QueueOrder,
         diskfull: DiskFull, accounts: Accounts, settling: dict[int, Job],
         finished_states: dict[int, State], waiters: dict[int, list[asyncio.Future[None]]],

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.host import Until
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
-    from berth.daemon.ports import Clock, Processes, Run
+    from berth.daemon.ports import Clock, LiveAttempt, Processes
     from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
@@ -72,7 +72,7 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.procs = procs
         self.jobs = JobTable()  # unfinished jobs (and how many each user has)
-        self.runs: dict[int, Run] = {}  # job id -> its running attempt
+        self.runs: dict[int, LiveAttempt] = {}  # job id -> its running attempt
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.considered: dict[int, int] = {}  # pending job -> its place in the last pass
         self.explained_all = False  # the reasons in hand cover every pending job

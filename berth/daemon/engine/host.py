@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.reservations import Reservations
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
-    from berth.daemon.ports import Clock, Processes, Run
+    from berth.daemon.ports import Clock, LiveAttempt, Processes
     from berth.daemon.store.store import Store
 
     # What `berth queue` asks explaining to cover: a test of the jobs it shows, made when asked.
@@ -50,7 +50,7 @@ class Host(Protocol):
     clock: Clock
     procs: Processes
     jobs: JobTable
-    runs: dict[int, Run]
+    runs: dict[int, LiveAttempt]
     committing: dict[int, Claim]
     finished_states: dict[int, State]
     order: QueueOrder

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.queue_order import QueueOrder
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
-    from berth.daemon.ports import Clock, Processes, Run
+    from berth.daemon.ports import Clock, LiveAttempt, Processes
     from berth.daemon.store.journal import Journal
     from berth.daemon.store.store import Store
 
@@ -48,15 +48,18 @@ if TYPE_CHECKING:
             exit_code: int | None = None,
         ) -> None: ...  # fmt: skip
 
+
 log = logging.getLogger("berth.daemon")
 
 ELSEWHERE_WAIT = 60.0  # seconds a job waits whose own log's disk (not the state's) is full
 
 
-class Launch:
-    """One attempt being started, from the pass that decided it until its start is durable
-    (or withdrawn). ``wait``/``gate``: the read and write ends of its start gate (-1 once
-    closed); ``durable``: None until its commit is done, then whether it succeeded."""
+class AttemptStart:
+    """One attempt's start, from the pass that decided it until its start is durable (or
+    withdrawn): the bookkeeping of that one transaction (the attempt itself is the job's
+    :class:`~berth.core.job.Attempt`; its handles once handed over, ``run``, a
+    :class:`~berth.daemon.ports.LiveAttempt`). ``wait``/``gate``: the read and write ends of
+    its start gate (-1 once closed); ``durable``: None until its commit is done, then whether it succeeded."""
 
     __slots__ = ("claim", "durable", "error", "failed", "gate", "job", "run", "start", "wait")
 
@@ -66,7 +69,7 @@ class Launch:
         self.claim = claim
         self.wait = self.gate = -1
         self.error = ""
-        self.run: Run | None = None  # once handed over
+        self.run: LiveAttempt | None = None  # once handed over
         self.durable: bool | None = None
         self.failed = False  # settled as failed already
 
@@ -79,7 +82,8 @@ class Launcher:
 
     def __init__(
         self, opts: Options, store: Store, res: Resources, clock: Clock, procs: Processes,
-        journal: Journal, jobs: JobTable, runs: dict[int, Run], committing: dict[int, Claim],
+        journal: Journal, jobs: JobTable, runs: dict[int, LiveAttempt],
+        committing: dict[int, Claim],
         cancel_on_start: set[int], reasons: dict[int, str], order: QueueOrder,
         diskfull: DiskFull, *, kick: Callable[[], None], save: Save, change: Change,
     ) -> None:  # fmt: skip
@@ -95,7 +99,7 @@ class Launcher:
     def _launch(self, launches: list[tuple[Job, Any]], now: float) -> None:
         """Start what a pass decided (see the module): ``launches`` are (job, (its start, its
         claim))."""
-        out: list[Launch] = []
+        out: list[AttemptStart] = []
         for job, (start, claim) in launches:
             transition(
                 job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
@@ -105,7 +109,7 @@ class Launcher:
             self.order.left(job)
             self.save(job, launched=len(job.attempts))
             self.committing[job.id] = claim
-            ln = Launch(job, start, claim)
+            ln = AttemptStart(job, start, claim)
             try:
                 ln.wait, ln.gate = self.procs.gate()
                 self.journal.open_on_commit(ln.gate)
@@ -118,7 +122,7 @@ class Launcher:
         self.flush(force=True)  # the commit leaves for the writer's thread...
         self._hand_over(out)  # ...while the attempts go to their supervisors
 
-    def _hand_over(self, launches: list[Launch]) -> None:
+    def _hand_over(self, launches: list[AttemptStart]) -> None:
         """Hand each attempt to a supervisor of its owner, to wait at its gate."""
         for ln in launches:
             if ln.durable is False:
@@ -163,7 +167,7 @@ class Launcher:
         lately = self.journal.spec(job_id)  # submitted lately (or in this very commit)
         return lately if lately is not None else self.store.spec(job_id)
 
-    def _started(self, launches: list[Launch]) -> None:
+    def _started(self, launches: list[AttemptStart]) -> None:
         """Their starts are durable (the committer has opened their gates)."""
         if self.diskfull.full and any(not ln.failed for ln in launches):
             self.diskfull.committed(lambda: self._went(launches))
@@ -174,7 +178,7 @@ class Launcher:
                 self._go(ln)
             # (else: its hand-over is still to come (a commit on the loop's thread), or failed)
 
-    def _went(self, launches: list[Launch]) -> bool | None:
+    def _went(self, launches: list[AttemptStart]) -> bool | None:
         """Whether one of these committed starts passed its gate (its run file says ``go``):
         the disk had room for it; None: none is left to ask."""
         runs = [ln.run for ln in launches if not ln.failed and ln.run is not None]
@@ -182,7 +186,7 @@ class Launcher:
             return None
         return any(runfile.began(self.procs.record(run.path)) for run in runs)
 
-    def _go(self, ln: Launch) -> None:
+    def _go(self, ln: AttemptStart) -> None:
         """Started durably and handed over: the supervisor and the job hold the claims now."""
         job = ln.job
         if self._uncommit(ln):
@@ -195,14 +199,14 @@ class Launcher:
         if cancel:
             self.procs.order(run, job.id, "term")
 
-    def _uncommit(self, ln: Launch) -> bool:
+    def _uncommit(self, ln: AttemptStart) -> bool:
         """Its start no longer awaits its commit; False if that was settled already."""
         if self.committing.get(ln.job.id) is not ln.claim:
             return False
         del self.committing[ln.job.id]
         return True
 
-    def _withdrawn(self, launches: list[Launch]) -> None:
+    def _withdrawn(self, launches: list[AttemptStart]) -> None:
         """The commit of their starts failed: their gates close unopened (nothing runs), the
         claims go, and the jobs wait again (:meth:`_unstart`)."""
         where = f"{self.opts.state_dir}/berth.db"
@@ -220,7 +224,7 @@ class Launcher:
                 ln.failed = True
                 self._unstart(job, why)
 
-    def _close(self, ln: Launch, *, wait: bool = True, gate: bool = True) -> None:
+    def _close(self, ln: AttemptStart, *, wait: bool = True, gate: bool = True) -> None:
         """Close our ends of its gate: the read end (``wait``), the write end (``gate``)."""
         if wait and ln.wait >= 0:
             self.procs.close(ln.wait)

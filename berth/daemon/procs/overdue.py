@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import asyncio
     from typing import Any, Protocol
 
-    from berth.daemon.ports import Run
+    from berth.daemon.ports import LiveAttempt
 
     class Supervisors(Protocol):
         """What the watches ask of :class:`berth.daemon.procs.port.Supervisors` (named so,
@@ -40,11 +40,11 @@ if TYPE_CHECKING:
 
         loop: asyncio.AbstractEventLoop
 
-        def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None: ...
+        def order(self, run: LiveAttempt, job_id: int, op: str, sig: int = 0) -> None: ...
 
-        def signal_supervisor(self, run: Run, sig: int) -> None: ...
+        def signal_supervisor(self, run: LiveAttempt, sig: int) -> None: ...
 
-        def kill_attempt(self, job_id: int, run: Run, verdict: dict[str, Any]) -> None: ...
+        def kill_attempt(self, job_id: int, run: LiveAttempt, verdict: dict[str, Any]) -> None: ...
 
 log = logging.getLogger("berth.daemon")
 
@@ -62,14 +62,14 @@ class Overdue:
         self.graces: dict[int, float] = {}  # job -> its kill grace
         self.cancelled: set[int] = set()  # jobs whose cancel is watched
 
-    def started(self, job: int, run: Run, limit: float | None, grace: float) -> None:
+    def started(self, job: int, run: LiveAttempt, limit: float | None, grace: float) -> None:
         """``run`` was handed over now, with time limit ``limit`` (seconds, or None) and
         kill grace ``grace``."""
         self.graces[job] = grace
         if limit and math.isfinite(limit):
             self._at(job, limit + grace + GRACE, self._late, job, run, "timeout")
 
-    def cancel(self, job: int, run: Run) -> None:
+    def cancel(self, job: int, run: LiveAttempt) -> None:
         """``run`` (of ``job``) was ordered to end now (the first order counts)."""
         if job not in self.cancelled:
             self.cancelled.add(job)
@@ -86,7 +86,7 @@ class Overdue:
     def _at(self, job: int, delay: float, *call: Any) -> None:
         self.timers.setdefault(job, []).append(self.loop.call_later(delay, *call))
 
-    def _late(self, job: int, run: Run, why: str) -> None:
+    def _late(self, job: int, run: LiveAttempt, why: str) -> None:
         log.warning(
             "job %d: its supervisor has not carried out its %s in time: continuing it "
             "(SIGCONT)", job, _WHAT[why],
@@ -96,7 +96,7 @@ class Overdue:
             self.procs.order(run, job, "term")
         self._at(job, LAST_CHANCE, self._kill, job, run, why)
 
-    def _kill(self, job: int, run: Run, why: str) -> None:
+    def _kill(self, job: int, run: LiveAttempt, why: str) -> None:
         log.error(
             "job %d: its supervisor still has not carried out its %s: killing it and every "
             "process of the job", job, _WHAT[why],

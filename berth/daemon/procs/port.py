@@ -21,7 +21,7 @@ import os
 import signal
 import time
 
-from berth.daemon.ports import Run
+from berth.daemon.ports import LiveAttempt
 from berth.daemon.procs import cgroup, devfilter, overdue, reap
 from berth.daemon.procs.pool import Pool
 from berth.daemon.supervisor import gate, ingroup, runfile
@@ -105,7 +105,7 @@ class Supervisors:
         fds: list[int],
         lease_id: str | None,
         gpus: list[int],
-    ) -> Run:
+    ) -> LiveAttempt:
         """The run file is made and locked here, and goes to the supervisor with the attempt
         (its lock is then held exactly as long as the supervisor works on it)."""
         path = runfile.run_file(self.run_dir, job_id, attempt)
@@ -120,13 +120,13 @@ class Supervisors:
             os.close(run_fd)  # the supervisor holds its lock now
         if slot.cgroup is not None:
             self.cgroup_of[path] = slot.cgroup
-        run = Run(path, attempt, lease_id, slot)
+        run = LiveAttempt(path, attempt, lease_id, slot)
         limit = spec.get("time_limit")
         grace = float(spec.get("kill_after") or KILL_AFTER)
         self.overdue.started(job_id, run, float(limit) if limit else None, grace)
         return run
 
-    def order(self, run: Run, job_id: int, op: str, sig: int = 0) -> None:
+    def order(self, run: LiveAttempt, job_id: int, op: str, sig: int = 0) -> None:
         if op == "term":
             self.overdue.cancel(job_id, run)
         if not isinstance(run.handle, int):  # one of our pool's: a message names the attempt
@@ -136,7 +136,9 @@ class Supervisors:
         else:
             runfile.send_signal(run.path, run.handle, sig)
 
-    def adopt(self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None) -> Run:
+    def adopt(
+        self, job_id: int, attempt: int, pid: int, path: str, lease_id: str | None
+    ) -> LiveAttempt:
         pidfd = os.pidfd_open(pid)
         if not runfile.supervisor_alive(path):  # it ended between reading and opening
             os.close(pidfd)
@@ -145,7 +147,7 @@ class Supervisors:
         where = self.cgroups.of_pid(pidfd, pid) if self.cgroups is not None else None
         if where is not None:
             self.cgroup_of[path] = where
-        return Run(path, attempt, lease_id, pidfd, sup_pid=pid)
+        return LiveAttempt(path, attempt, lease_id, pidfd, sup_pid=pid)
 
     def _adopted_exit(self, job_id: int, pidfd: int) -> None:
         self.loop.remove_reader(pidfd)
@@ -153,7 +155,7 @@ class Supervisors:
         if self._on_exit is not None:
             self._on_exit(job_id)
 
-    def signal_supervisor(self, run: Run, sig: int) -> None:
+    def signal_supervisor(self, run: LiveAttempt, sig: int) -> None:
         """Send ``sig`` to the supervisor of ``run`` (through its pidfd: never a reused pid)."""
         pidfd = run.handle if isinstance(run.handle, int) else run.handle.pidfd
         if pidfd is None:
@@ -163,7 +165,7 @@ class Supervisors:
         except OSError:
             pass  # it has ended: its end is on its way
 
-    def kill_attempt(self, job_id: int, run: Run, verdict: dict[str, Any]) -> None:
+    def kill_attempt(self, job_id: int, run: LiveAttempt, verdict: dict[str, Any]) -> None:
         """Kill the supervisor of ``run`` and every process of its attempt; once its death is
         heard, the attempt is recorded with ``verdict`` (see :mod:`.overdue`)."""
         where = self.cgroup_of.get(run.path)

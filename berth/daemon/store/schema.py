@@ -90,7 +90,7 @@ MIGRATIONS: list[str | tuple[str, ...]] = [
         END
         """,
     ),
-    # 7: dependencies as people write them (berth.wire.dependency): a spec's ``after_ok: [12,
+    # 7: dependencies as people write them (berth.dependency): a spec's ``after_ok: [12,
     # 13]`` becomes ``dependency: "afterok:12:13"``; each user's jobs by id, for ``@`` (your
     # last submitted job: berth.daemon.engine.admission.depends).
     (

@@ -1,5 +1,5 @@
-"""A submitted job's ``dependency`` (:mod:`berth.wire.dependency`) made into the scheduler's
-terms (:class:`berth.core.job.Dependency`): ``@`` is the caller's last submitted job, found
+"""A submitted job's ``dependency`` (:mod:`berth.dependency`) made into the scheduler's
+terms (:class:`berth.dependency.Dependency`, resolved: each a job's id): ``@`` is the caller's last submitted job, found
 from who is calling (the socket's uid, never the message); ``12_3`` is that task's job; an
 array's id stands for all its tasks (one alternative under ``?``); every job named must be
 on record, else the job is refused (as Slurm refuses an unknown id) and nothing is queued.
@@ -7,11 +7,10 @@ on record, else the job is refused (as Slurm refuses an unknown id) and nothing 
 
 from __future__ import annotations
 
-from berth.core.job import SINGLETON, Dependency
 from berth.daemon.engine.admission import arrays
+from berth.dependency import LAST, SINGLETON, Dependency, parse_dependency
 from berth.errors import UsageError
 from berth.wire import protocol
-from berth.wire.dependency import LAST, parse_dependency
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Protocol
 
-    from berth.core.job import Dependency, Job
+    from berth.core.job import Job
+    from berth.dependency import Dependency
     from berth.wire.jobspec import JobSpec
 
     class Caller(Protocol):

@@ -22,13 +22,12 @@ alone would be no array's; the request names the array and says to submit it aga
 
 from __future__ import annotations
 
-import dataclasses
-
-from berth.core.job import Dependency, Event, Job
+from berth.core.job import Event, Job
 from berth.core.states import FINISHED, State
 from berth.daemon.engine.admission import admit, arrays, depends
 from berth.daemon.engine.admission.prepared import Owner
 from berth.daemon.store.store import UnreadableSpec
+from berth.dependency import Dependency
 from berth.wire import protocol
 from berth.wire.jobspec import DAEMON_FIELDS
 from berth.wire.protocol import ProtocolError
@@ -134,7 +133,7 @@ def _deps(engine: Engine, job: Job, new_ids: dict[int, int], root: bool) -> tupl
     out = []
     for d in job.dependencies:
         if d.job_id in new_ids:
-            out.append(dataclasses.replace(d, job_id=new_ids[d.job_id]))
+            out.append(Dependency(d.kind, new_ids[d.job_id], d.minutes, d.array))
         elif not root or engine.live(d.job_id) is not None:
             out.append(d)
     return tuple(out)

@@ -1,7 +1,7 @@
 """Changing a pending job (the ``update`` request, `berth update`; Slurm's ``scontrol
 update``): its GPUs (``gpus``), time limit (``time_limit``, seconds), ``priority``, ``name``
 or dependency (``dependency``: an expression as submit's ``--dependency``,
-:mod:`berth.wire.dependency`; ``""`` clears it).
+:mod:`berth.dependency`; ``""`` clears it).
 
 - Who: the job's owner or an admin (identity from the socket), answered before anything
   else about the job (another user's running job is not theirs, before it is not pending). A priority above the user's
@@ -30,10 +30,11 @@ import dataclasses
 from berth.core.change import change
 from berth.core.deps import NEVER, Known
 from berth.core.deps import check as check_dependency
-from berth.core.job import Dependency, Job, Request
+from berth.core.job import Job, Request
 from berth.core.states import State
 from berth.daemon.engine.admission import arrays, depends
 from berth.daemon.engine.admission.fitness import check_fits, check_limit
+from berth.dependency import Dependency
 from berth.errors import UsageError
 from berth.wire import protocol
 from berth.wire.checks import MAX_ID, integer
