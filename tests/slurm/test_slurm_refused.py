@@ -68,7 +68,8 @@ def own() -> Iterator[SlurmRig]:
 
 def test_a_job_whose_node_failed_ends_by_the_one_rule(berth: Cli, own: SlurmRig) -> None:
     conf = own.conf
-    job = own.run("sbatch", "--parsable", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 60").stdout.strip()
+    sbatch = ("sbatch", "--parsable", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 60")
+    job = own.run(*sbatch).stdout.strip()
     wait_until(lambda: _state(berth, job, conf) == "RUNNING", timeout=20, message="it runs")
     own.run("scontrol", "update", "nodename=localhost", "state=down", "reason=test")
     wait_until(lambda: _state(berth, job, conf) == "LOST", timeout=20, message="node failed")
