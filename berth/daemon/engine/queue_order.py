@@ -135,8 +135,11 @@ class QueueOrder:
 
     def _ranked(self, jobs: Iterable[Job], policy: str, now: float) -> Sequence[Job]:
         ranking = self._ranking
-        if ranking is None or self.dirty or self._policy != policy or not (
-            ranking.where or ranking.ids
+        if (
+            ranking is None
+            or self.dirty
+            or self._policy != policy
+            or not (ranking.where or ranking.ids)
         ):
             self._policy = policy
             self.dirty = False
