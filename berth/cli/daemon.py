@@ -50,8 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="directory for the database and job logs")
     p.add_argument(
         "--policy",
-        help="scheduling policy: balanced (default: priority, then wait/sqrt(limit), backfill),"
-        " priority, fifo, fifo-backfill, sjf, fairshare",
+        help="scheduling policy: guarded (default: priority, then the overdue job, then smallest"
+        " GPU-area, backfill), balanced, priority, fifo, fifo-backfill, sjf, fairshare",
     )
     p.add_argument(
         "--max-job-time",

@@ -23,7 +23,7 @@ daemon's berth.db, or JSON lines of jobs); --format auto guesses from the header
 Inventories: 8 (one host), 8:40G, 8x8 (nodes x GPUs), or an openb node-list CSV. Load scaling: --scale stretch (time-stretch
 submit times) or thin (drop jobs at random). Time limits (traces have none): exact (the
 duration, an oracle), round (rounded up to 10m/30m/1h/2h/4h/8h/1d/2d/7d), factor:F, none.
-Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced (the default), guarded; the first
+Policies: fifo, fifo-backfill, priority, sjf, fairshare, balanced, guarded (the default); the first
 one listed is the baseline of the xBASE column. --fairshare on|both adds fair share between
 tenants (users, Philly's virtual clusters, ITP's clusters) by decayed usage over the policy,
 as the system daemon does (docs/scheduling.md); with several tenants the table has "jain
@@ -120,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from berth.core.placement import PLACEMENTS  # heavy: the simulator
+    from berth.core.policy import DEFAULT_POLICY  # heavy: the simulator
     from berth.sim import report  # heavy: the simulator
     from berth.sim.run import compare, policy_list, prepare  # heavy: the simulator
 
-    policies = policy_list(args.policy or "balanced")
+    policies = policy_list(args.policy or DEFAULT_POLICY)
     placements = policy_list(args.placement, PLACEMENTS) if args.placement else None
     loads: list[float | None] = [None]
     if args.load:

@@ -25,6 +25,7 @@ def number(text: str, what: str) -> float:
 
 def idle(args: argparse.Namespace) -> int:
     """`--idle-reclaim T`: the model of berth.sim.idle, replayed without and with reclaim."""
+    from berth.core.policy import DEFAULT_POLICY  # heavy: the simulator
     from berth.sim.idle import estimate  # heavy: the simulator
     from berth.sim.run import policy_list, prepare  # heavy: the simulator
 
@@ -39,7 +40,7 @@ def idle(args: argparse.Namespace) -> int:
         start_day=args.start_day, days=args.days, max_duration=max_dur,
         time_limits=args.time_limits, poisson=args.poisson, seed=args.seed,
     )  # fmt: skip
-    policies = policy_list(args.policy or "balanced")
+    policies = policy_list(args.policy or DEFAULT_POLICY)
     for policy in policies:
         out = estimate(wl.jobs, wl.inv, reclaim=reclaim, idle_share=args.idle_share,
                        idle_tail=tail, seed=args.seed, policy=policy)  # fmt: skip

@@ -215,7 +215,7 @@ class Config:
         "true: others' commands and paths are hidden (but from admins)")
     poll_interval = Key("daemon", (int, float), 5.0, _bounded(lambda s: 0 < s <= 3600, "in (0, 3600]", float), "5",
         "seconds between NVML polls (only to see what others do)")
-    policy = Key[str | None]("daemon", (str,), None, None, '"balanced"',
+    policy = Key[str | None]("daemon", (str,), None, None, '"guarded"',
         "scheduling policy (berth help daemon lists them)")
     max_job_time = Key[float | None]("daemon", _DURATION, None, _duration, '"24h"',
         "every job stops there; a longer -t is refused at submit")

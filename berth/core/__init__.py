@@ -38,7 +38,7 @@ Stable API (import from ``berth.core``)::
     Node(name, cpu, ram); uniform(gpus, memory, nodes=N) for simulated inventories
 
     # the policy (berth.core.policy; the pass in steps: berth.core.schedpass)
-    schedule(Inputs(pending, running, inventory, others, paused, now, policy="balanced",
+    schedule(Inputs(pending, running, inventory, others, paused, now, policy="guarded",
                     placement="packer", done={job_id: State}, usage=..., fair=..., limits=...,
                     reservations=[Window(id, gpus, start, end, users, projects)])) -> Decisions
     Decisions.starts [Start(job_id, gpus, share, mem, node)]   -> transition(..., RUNNING)
@@ -47,7 +47,7 @@ Stable API (import from ``berth.core``)::
              .expected {job_id: time}   predicted start of the blocked head job
              .wakeup   earliest time a pass may decide something new by itself (timer); the
                        next time limit of a running job is one
-    POLICIES = fifo, fifo-backfill, priority, sjf, fairshare, balanced (DEFAULT_POLICY), guarded
+    POLICIES = fifo, fifo-backfill, priority, sjf, fairshare, balanced, guarded (DEFAULT_POLICY)
     PLACEMENTS = first-fit, best-fit, packer (DEFAULT_PLACEMENT)
     check_policy(name, placement) raises UsageError for unknown names.
 

@@ -1,20 +1,26 @@
-"""The ``guarded`` policy's wait guarantee (issue 32.1): shortest time limit first, as ``sjf``,
-except for one job, the *overdue* one, which goes first and holds the EASY reservation.
+"""The ``guarded`` policy's wait guarantee (issue 32.1; the default policy): the smallest
+GPU-area (time limit x GPUs) first, except for one job, the *overdue* one, which goes first
+and holds the EASY reservation.
 
-The rule, as a user reads it: *the oldest waiting job is overdue once the work queued after it
-is* ``GUARD`` *(1.4) times the work still to do* (every pending job's time limit on its GPUs,
-plus what the running jobs have left of theirs). Strict FIFO would have started it by the time
-the work queued after it equalled the work left (the work ahead of it done); the guard lets it
-wait 1.4 times that long, while shorter jobs go first, then makes it the head: it starts
-before any other job of its priority, and when it does not fit it reserves the GPUs that free
-first (EASY backfill), so only jobs that end before then or fit elsewhere pass it. Both sides
-are counted in time limits, so limits that overstate run times overstate both alike.
+The rule, as a user reads it: *the oldest waiting job is overdue once the work queued after
+it is* ``GUARD`` *(1.6) times the work still to do* (every pending job's time limit on its
+GPUs, plus what the running jobs have left of theirs), *or* ``EARLY`` *(1.3) times once it has
+waited* ``RECORD`` *(2) times the longest wait of any job started so far*. Strict FIFO would
+have started it by the time the work queued after it equalled the work left (the work ahead
+of it done); the guard lets it wait 1.6 times that long (1.3 times when its wait is already
+twice anyone's: a record in the making), while smaller jobs go first, then makes it the head:
+it starts before any other job of its priority, and when it does not fit it reserves the GPUs
+that free first (EASY backfill), so only jobs that end before then or fit elsewhere pass it.
+Both sides are counted in time limits, so limits that overstate run times overstate both alike.
 
 "The work queued after it" counts every job that joined the queue since (``Arrivals``: the
 simulator and the daemon keep it; the daemon's starts anew when it restarts, and until a job
 joins after a restart its pass counts the jobs it holds, pending and running, which can only
-make the job overdue later). Priority still comes first: the
-guarantee holds between jobs of one priority. Measured on the ten ITP clusters: docs/scheduling.md.
+make the job overdue later). "The longest wait" is read from the running jobs at each pass
+(their start less their queue time) and kept in ``Arrivals`` (after a restart: the longest of
+the jobs running then, which can only make the job overdue earlier, never past 1.6). Priority
+still comes first: the guarantee holds between jobs of one priority. Measured on the ten ITP
+clusters: docs/scheduling.md.
 
 Pure: the pass gives the numbers; :func:`overdue` finds the job, :func:`first` puts it first.
 """
@@ -30,8 +36,11 @@ from berth.core.job import Job
 #: The run time a job without a time limit counts for (``sjf``'s order puts it last).
 UNKNOWN_LIMIT = 86400.0
 
-#: The oldest job is overdue once the work queued after it is this many times the work left.
-GUARD = 1.4
+#: The oldest job is overdue once the work queued after it is this many times the work left,
+GUARD = 1.6
+#: or this many times, once it has waited ``RECORD`` times the longest wait of a started job.
+EARLY = 1.3
+RECORD = 2.0
 
 
 def work(job: Job) -> float:
@@ -40,18 +49,26 @@ def work(job: Job) -> float:
     return job.request.gpu_amount * limit
 
 
+def area(job: Job) -> float:
+    """The order of the jobs not overdue: :func:`work`, a job without GPUs counted as a
+    thousandth of one (so those go first, shortest limit first)."""
+    limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
+    return max(job.request.gpu_amount, 1e-3) * limit
+
+
 class Arrivals:
     """The work that joined the queue, by queue time: what :func:`overdue` compares, kept by
     the caller as jobs arrive (a requeued job arrives again). An entry queued before the last
     one (a start undone: the job rejoins with its old queue time), or the same job again at
     once, is not an arrival and is left out. Two floats per arrival (``array``)."""
 
-    __slots__ = ("cum", "last", "times")
+    __slots__ = ("cum", "last", "longest", "times")
 
     def __init__(self) -> None:
         self.times = array("d")
         self.cum = array("d")  # the work of the jobs up to each one
         self.last = -1  # the id of the last job added
+        self.longest = 0.0  # the longest wait of a started job seen (:func:`overdue_in`)
 
     def add(self, job: Job) -> None:
         t = job.queue_time
@@ -83,12 +100,14 @@ def may_start(job: Job, now: float) -> bool:
 
 def overdue(
     by_queue: Iterable[Job], pending_work: float, running_work: float, now: float,
-    arrivals: Arrivals | None, visible: Sequence[Job] = (),
+    arrivals: Arrivals | None, visible: Sequence[Job] = (), longest: float = 0.0,
 ) -> Job | None:  # fmt: skip
     """The overdue job, or None: the oldest pending job that may start (``by_queue``: the
     pending jobs, oldest first), if the work queued after it is at least ``GUARD`` times the
-    work left (``pending_work`` + ``running_work``). ``arrivals``: every arrival; None: count
-    the ``visible`` jobs (pending and running) instead."""
+    work left (``pending_work`` + ``running_work``), or ``EARLY`` times once it has waited
+    ``RECORD`` times ``longest`` (the longest wait of a started job; 0: unknown).
+    ``arrivals``: every arrival; None: count the ``visible`` jobs (pending and running)
+    instead."""
     oldest = next((j for j in by_queue if may_start(j, now)), None)
     if oldest is None:
         return None
@@ -97,7 +116,12 @@ def overdue(
         after = arrivals.after(oldest.queue_time)
     else:
         after = sum(work(j) for j in visible if j.queue_time > oldest.queue_time)
-    return oldest if left > 0 and after >= GUARD * left else None
+    if left <= 0:
+        return None
+    if after >= GUARD * left:
+        return oldest
+    record = longest > 0 and now - oldest.queue_time >= RECORD * longest
+    return oldest if record and after >= EARLY * left else None
 
 
 def overdue_in(
@@ -107,17 +131,22 @@ def overdue_in(
     :class:`~berth.core.ranking.Queued`) or counted here."""
     run = list(running)
     left = 0.0  # what the running jobs have left, by their limits
+    longest = arrivals.longest if arrivals is not None else 0.0
     for job in run:
         a = job.attempt
         if a is not None:
             limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
             left += max(0.0, a.start + limit - now) * job.request.gpu_amount
+            longest = max(longest, a.start - job.queue_time)
+    if arrivals is not None:
+        arrivals.longest = longest
     visible = (*pending, *run) if arrivals is None else ()
     by_queue = getattr(pending, "by_queue", None)
     if by_queue is not None:
-        return overdue(by_queue(), getattr(pending, "work", 0.0), left, now, arrivals, visible)
+        pw = getattr(pending, "work", 0.0)
+        return overdue(by_queue(), pw, left, now, arrivals, visible, longest)
     ordered = sorted(pending, key=lambda j: (j.queue_time, j.id))
-    return overdue(ordered, sum(map(work, pending)), left, now, arrivals, visible)
+    return overdue(ordered, sum(map(work, pending)), left, now, arrivals, visible, longest)
 
 
 def first(jobs: Iterable[Job], head: Job | None) -> Iterator[Job]:

@@ -18,7 +18,7 @@ from berth.core.placement import Profile
 from berth.core.reservations import Window
 from berth.core.states import State
 
-DEFAULT_POLICY = "balanced"
+DEFAULT_POLICY = "guarded"
 DEFAULT_PLACEMENT = "packer"
 
 

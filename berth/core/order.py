@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from berth.core.capacity import INF
 from berth.core.fairshare import FairShare, interleave
 from berth.core.guard import UNKNOWN_LIMIT as UNKNOWN_LIMIT
-from berth.core.guard import first
+from berth.core.guard import area, first
 from berth.core.job import Job
 
 
@@ -39,8 +39,7 @@ def order_key(job: Job, policy: str, now: float = 0.0) -> tuple[float, ...]:
         urgency = max(0.0, now - job.queue_time) / math.sqrt(max(limit, 1.0))
         return (-job.priority, -urgency, job.queue_time, job.id)
     if policy == "guarded":  # (and one overdue job first: berth.core.guard)
-        limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
-        return (-job.priority, limit, job.queue_time, job.id)
+        return (-job.priority, area(job), job.queue_time, job.id)
     if policy in ("fifo", "fifo-backfill"):
         return (job.queue_time, job.id)
     if policy == "sjf":

@@ -16,13 +16,15 @@ sjf             time limit (shorter first; none = last), then      reserves GPUs
 fairshare       tenant holding the fewest GPUs (plus ``usage``),   reserves GPUs (EASY)
                 then priority, queue time
 balanced        priority, then urgency = wait / sqrt(time limit):  reserves GPUs (EASY)
-(the default)   a job's urgency grows as it waits, faster for
+                a job's urgency grows as it waits, faster for
                 short jobs, so short jobs go first and every job's
                 turn comes (a job without a limit counts as 1 day)
 guarded         priority, then the overdue job (the oldest, once   reserves GPUs (EASY)
-                the work queued after it is 1.4x the work left:
-                :mod:`berth.core.guard`), then time limit
-                (shorter first; none = 1 day), queue time
+(the default)   the work queued after it is 1.6x the work left,
+                1.3x once it waited twice the longest wait of a
+                started job: :mod:`berth.core.guard`), then
+                GPU-area (time limit x GPUs, smaller first; no
+                limit = 1 day), queue time
 ==============  =================================================  ==========================
 
 Fair share (``fair=``, :mod:`berth.core.fairshare`), over any policy: between users, the

@@ -73,8 +73,8 @@ class Ranking:
     is here (take it out and add it again)."""
 
     __slots__ = (
-        "count", "cpu_only", "dirty", "dynamic", "groups", "jobs", "keys", "no_gpu", "policy",
-        "queued", "requeued", "restricted", "roots", "where", "work",
+        "count", "cpu_only", "dirty", "dynamic", "groups", "ids", "jobs", "keys", "no_gpu",
+        "policy", "queued", "requeued", "restricted", "roots", "where", "work",
     )  # fmt: skip
 
     def __init__(self, policy: str) -> None:
@@ -84,6 +84,7 @@ class Ranking:
         self.keys: list[tuple[float, ...]] = []  # static orders: the sort keys
         self.groups: dict[tuple[int, int, bool], _Group] = {}  # balanced
         self.where: dict[int, _Group] = {}  # balanced: job id -> its group
+        self.ids: set[int] = set()  # static orders: the ids of the jobs here
         self.dirty: set[_Group] = set()  # balanced: groups some job left since at()
         self.count = 0
         self.requeued = 0  # jobs here that were requeued (order.requeued_last applies)
@@ -97,6 +98,10 @@ class Ranking:
 
     def __len__(self) -> int:
         return self.count
+
+    def __contains__(self, job_id: object) -> bool:
+        """Whether the job of this id is here (added, not pruned)."""
+        return job_id in self.where or job_id in self.ids
 
     def requests(self) -> list[Request]:
         """What the jobs here ask (balanced: read from the groups, the jobs that left skipped)."""
@@ -120,6 +125,7 @@ class Ranking:
             k = bisect_left(self.keys, key)
             self.keys.insert(k, key)
             self.jobs.insert(k, job)
+            self.ids.add(job.id)
             if self.queued is not None:
                 insort(self.queued, (job.queue_time, job.id, job), key=lambda it: it[:2])
                 self.work += work(job)
@@ -169,6 +175,7 @@ class Ranking:
                 if k < len(self.jobs) and self.jobs[k] is job:
                     del self.keys[k]
                     del self.jobs[k]
+                    self.ids.discard(job.id)
                     if self.queued is not None:
                         q = self.queued
                         i = bisect_left(q, (job.queue_time, job.id), key=lambda it: it[:2])

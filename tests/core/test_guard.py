@@ -1,13 +1,14 @@
-"""``guarded``'s wait guarantee (issue 32.1, :mod:`berth.core.guard`): shortest time limit
-first, except the oldest job once the work queued after it is 1.4x the work left: it goes
-first and holds the EASY reservation, so short jobs stop passing it."""
+"""``guarded``'s wait guarantee (issue 32.1, :mod:`berth.core.guard`; the default policy):
+smallest GPU-area first, except the oldest job once the work queued after it is 1.6x the work
+left (1.3x once it has waited twice the longest wait of a started job): it goes first and
+holds the EASY reservation, so short jobs stop passing it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from berth.core import Inputs, Job, Reason, State, schedule, transition
-from berth.core.guard import GUARD, Arrivals, overdue, work
+from berth.core.guard import EARLY, GUARD, RECORD, Arrivals, overdue, work
 
 from .conftest import gpus
 
@@ -44,17 +45,17 @@ def test_the_overdue_job_goes_first_and_holds_the_reservation(make_job: MakeJob)
     pending = [wide, *short]
     left = sum(map(work, pending)) + H + 2 * H - 2 * 10.0  # the running jobs' rest at 10 s
     now = 10.0 + 1
-    # not overdue yet: the work after it (5 GPU-h) is far below 1.4x the work left (28 GPU-h)
+    # not overdue yet: the work after it (5 GPU-h) is far below 1.6x the work left (28 GPU-h)
     d = schedule(Inputs(pending, running, gpus(2), now=now, policy="guarded",
                         arrivals=_arrivals([*running, *pending], 0.0)))  # fmt: skip
     assert list(d.expected) == [short[0].id]  # as sjf: the first short job reserves GPU 0
     assert d.order[:2] == [short[0].id, short[1].id]
-    # overdue: 35 GPU-h of jobs came after it and ended (5 + 35 >= 1.4 x 28)
+    # overdue: 40 GPU-h of jobs came after it and ended (5 + 40 >= 1.6 x 28)
     d = schedule(Inputs(pending, running, gpus(2), now=now, policy="guarded",
-                        arrivals=_arrivals([*running, *pending], 35 * H)))  # fmt: skip
+                        arrivals=_arrivals([*running, *pending], 40 * H)))  # fmt: skip
     assert d.order[0] == wide.id
     assert d.expected == {wide.id: 2 * H}  # both GPUs, when the second running job ends
-    assert left * GUARD <= 40 * H
+    assert left * GUARD <= 45 * H
 
 
 def test_without_a_record_of_arrivals_the_visible_jobs_count(make_job: MakeJob) -> None:
@@ -79,3 +80,43 @@ def test_a_held_job_is_never_the_overdue_one(make_job: MakeJob) -> None:
     d = schedule(Inputs(pending, running, gpus(2), now=11.0, policy="guarded",
                         arrivals=arrivals))  # fmt: skip
     assert wide.id not in d.expected and d.pending[wide.id].reason is Reason.HELD
+
+
+def test_a_wait_twice_the_longest_makes_the_job_overdue_sooner(make_job: MakeJob) -> None:
+    """Between 1.3x and 1.6x the work left, the oldest job is overdue only once it has waited
+    twice the longest wait of a job started so far; that record outlives the job that set it
+    (kept in ``Arrivals``)."""
+    wide, short, _ = _scene(make_job)
+    slow = make_job(1, time_limit=10 * H, t=0.0)  # waited 100 s before it started
+    transition(slow, State.RUNNING, now=100.0, gpus=(0,))
+    other = make_job(1, time_limit=10 * H, t=0.0)
+    transition(other, State.RUNNING, now=0.0, gpus=(1,))
+    pending = [wide, *short]
+    arrivals = _arrivals([slow, other, *pending], 0.0)
+    before = 10.0 + RECORD * 100.0 - 1  # the wide job (queued at 10 s) has waited 199 s
+    left = sum(map(work, pending)) + 2 * (10 * H) - (before - 100.0) - before
+    extra = 1.45 * left - 5 * H  # the work after it: 1.45x the work left, between the two
+    assert EARLY * left < 5 * H + extra < GUARD * left
+    arrivals.add(Job(id=999, submit_time=50.0, time_limit=extra))
+    d = schedule(Inputs(pending, [slow, other], gpus(2), now=before, policy="guarded",
+                        arrivals=arrivals))  # fmt: skip
+    assert d.order[0] == short[0].id  # 199 s < 2 x 100 s: not yet
+    assert arrivals.longest == 100.0
+    # the slow job ended; a 1-GPU job holds its GPU: the record of 100 s stays
+    late = make_job(1, time_limit=10 * H, t=before)
+    transition(late, State.RUNNING, now=before, gpus=(0,))
+    d = schedule(Inputs(pending, [late, other], gpus(2), now=before + 2, policy="guarded",
+                        arrivals=arrivals))  # fmt: skip
+    assert d.order[0] == wide.id  # 201 s >= 2 x 100 s, and 1.45x >= 1.3x the work left
+    assert set(d.expected) == {wide.id}
+
+
+def test_the_jobs_not_overdue_go_smallest_gpu_area_first(make_job: MakeJob) -> None:
+    """A 4-GPU 1-h job asks 4 GPU-h, a 1-GPU 2-h job 2 GPU-h: the smaller area goes first
+    (as ``sjf`` the shorter limit would)."""
+    wide = make_job(4, time_limit=H, t=0.0)
+    long1 = make_job(1, time_limit=2 * H, t=1.0)
+    cpu = make_job(0, time_limit=3 * H, t=2.0)
+    d = schedule(Inputs([wide, long1, cpu], [], gpus(4), now=10.0, policy="guarded"))
+    assert d.order == [cpu.id, long1.id, wide.id]
+    assert [s.job_id for s in d.starts] == [cpu.id, long1.id]  # the wide job waits for 4

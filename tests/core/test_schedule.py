@@ -198,8 +198,8 @@ def test_without_time_limits_only_gpus_the_head_cannot_use_backfill(make_job: Ma
     other = make_job(1)
     d = schedule(Inputs([head, other], [r], gpus(2)))
     assert started(d) == {other.id: (1,)}
-    head2 = make_job(2, t=0.5)
-    d = schedule(Inputs([head2, other], [r], gpus(2)))
+    head2 = make_job(2, t=0.5)  # the head by queue time (balanced's order at now=0)
+    d = schedule(Inputs([head2, other], [r], gpus(2), policy="balanced"))
     assert d.starts == [] and d.pending[other.id].reason is Reason.PRIORITY
 
 

@@ -1,6 +1,8 @@
 """A real berth daemon on fake GPUs for the simulator's live tests (what-if, shared scenario).
 
-``live`` (fixture) -> (env, socket path, fake_gpus): a daemon on 2 fake 80 GiB GPUs.
+``live`` (fixture) -> (env, socket path, fake_gpus): a daemon on 2 fake 80 GiB GPUs, under
+the default policy or the one given (``@pytest.mark.parametrize("live", [POLICY],
+indirect=True)``).
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ WORKLOAD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fakenvml", 
 
 
 @pytest.fixture
-def live(fake_gpus: Any) -> Iterator[tuple[Any, str, Any]]:
+def live(fake_gpus: Any, request: pytest.FixtureRequest) -> Iterator[tuple[Any, str, Any]]:
     fake_gpus.setup(n=2, memory="80G")
     sockdir = tempfile.mkdtemp(prefix="bw-", dir="/tmp")
     sock = os.path.join(sockdir, "d.sock")
     env = {**fake_gpus.env, "BERTH_SOCKET": sock}
     os.environ["BERTH_SOCKET"] = sock
+    policy: str | None = getattr(request, "param", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground"],
+        [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground",
+         *(["--policy", policy] if policy else [])],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import wait_until
 
 from berth.client import Client
@@ -19,6 +20,7 @@ from .conftest import WORKLOAD
 SCENARIO = Path(__file__).parent / "data" / "shared_scenario.json"
 
 
+@pytest.mark.parametrize("live", [json.loads(SCENARIO.read_text())["policy"]], indirect=True)
 def test_daemon_starts_the_scenario_in_the_simulators_waves(live: tuple[Any, str, Any]) -> None:
     env, sock, fake = live
     sc: dict[str, Any] = json.loads(SCENARIO.read_text())

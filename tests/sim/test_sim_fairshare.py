@@ -48,7 +48,7 @@ def test_one_tenant_runs_as_without(capsys: pytest.CaptureFixture[str]) -> None:
                  "--load", "0.9", "--fairshare", "both", "--json"])  # fmt: skip
     assert code == 0
     plain, fair = json.loads(capsys.readouterr().out)["runs"]
-    assert fair["policy"] == "balanced+fairshare"
+    assert plain["policy"] == "guarded" and fair["policy"] == "guarded+fairshare"  # the default
     for key in ("jct_mean", "wait_max", "utilisation"):
         assert fair[key] == plain[key]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from berth.core.inputs import DEFAULT_POLICY
 from berth.core.job import Job
 from berth.core.states import State
 from berth.daemon.engine import queue_view, reports
@@ -115,7 +116,7 @@ def gpus(engine: Engine) -> dict[str, Any]:
         "labels": labels,
         "drained": engine.pauses.notes,
         "private": engine.opts.private,
-        "policy": engine.opts.policy or "balanced",
+        "policy": engine.opts.policy or DEFAULT_POLICY,
         "error": engine.res.error,
         "disk_full": engine.diskfull.disk_full,
     }

@@ -2,12 +2,17 @@
 
 A pass over a long queue must not sort it every time, nor after every change.
 
-- ``balanced`` (the default; its order ages with the clock): the pending jobs are kept in a
+- ``balanced`` (its order ages with the clock): the pending jobs are kept in a
   :class:`berth.core.ranking.Ranking` (groups of one priority and similar limits, each by
   queue time), which ``core.schedule`` walks lazily and exactly at the pass's ``now``: a job
   that joins is added to its group, one that leaves is dropped from it, and a pass pays for
   the jobs it looks at, not for the queue. A job that rejoins the queue (requeued, retried)
   or a commit that failed rebuilds the ranking (rare: its old entry would still be there).
+- ``guarded`` (the default; its order does not age): kept the same way, in a static
+  :class:`~berth.core.ranking.Ranking` (bisected in, pruned as jobs leave), which also
+  keeps the jobs by queue time and the work they ask: the overdue job's search
+  (:mod:`berth.core.guard`) reads those, not a sort of the queue, and a pass with every
+  GPU taken counts the jobs asking no GPU, as ``balanced``'s does.
 - the other orders (which do not age): re-sorted only when jobs joined the queue (new,
   requeued, retried: the order of the others does not change). Jobs that leave the queue
   (started, cancelled) are dropped from the sorted list as they are met: those that started
@@ -36,6 +41,9 @@ if TYPE_CHECKING:
 
     from berth.core.job import Job
 
+#: The orders kept in a :class:`~berth.core.ranking.Ranking` between passes (each change
+#: added or pruned, not re-sorted): guarded's is static (bisected in), balanced's ages.
+RANKED = ("balanced", "guarded")
 SHORT = 2048  # a queue this short: its profile is rebuilt at every change
 PROFILE_AGE = 60.0  # seconds: a long queue's profile is rebuilt at least this often
 
@@ -65,7 +73,7 @@ class QueueOrder:
         if job is not None and self._policy in ("", "guarded"):  # (only guarded reads it)
             self.arrivals.add(job)  # (guarded's record; a start undone is left out)
         ranking = self._ranking
-        if job is None or ranking is None or job.id in ranking.where or job.id in self._gone:
+        if job is None or ranking is None or job.id in ranking or job.id in self._gone:
             self.dirty = True
             return
         self._add(ranking, job)
@@ -73,7 +81,7 @@ class QueueOrder:
     def left(self, job: Job | None = None) -> None:
         """A pending job (``job``) left the queue."""
         self._left += 1
-        if self._ranking is not None and job is not None and job.id in self._ranking.where:
+        if self._ranking is not None and job is not None and job.id in self._ranking:
             self._ranking.prune([job])
             self._gone.add(job.id)
             self._tenant(job, -1)
@@ -84,7 +92,7 @@ class QueueOrder:
         None when that is not known without a walk of the queue (no ranking, or one to
         rebuild)."""
         ranking = self._ranking
-        if ranking is None or self.dirty or self._policy != "balanced":
+        if ranking is None or self.dirty or self._policy not in RANKED:
             return None
         return ranking.no_gpu > 0
 
@@ -98,8 +106,8 @@ class QueueOrder:
 
     def pending(self, jobs: Iterable[Job], policy: str, now: float) -> Sequence[Job]:
         """The pending jobs of ``jobs`` in ``policy``'s order at ``now``."""
-        if policy == "balanced":
-            return self._balanced(jobs, now)
+        if policy in RANKED:
+            return self._ranked(jobs, policy, now)
         self._ranking = None
         if self.dirty or policy != self._policy:
             self._policy = policy
@@ -125,12 +133,17 @@ class QueueOrder:
         self._left = 0
         return list(order)
 
-    def _balanced(self, jobs: Iterable[Job], now: float) -> Sequence[Job]:
+    def _ranked(self, jobs: Iterable[Job], policy: str, now: float) -> Sequence[Job]:
         ranking = self._ranking
-        if ranking is None or self.dirty or self._policy != "balanced" or not ranking.where:
-            self._policy = "balanced"
+        if (
+            ranking is None
+            or self.dirty
+            or self._policy != policy
+            or not (ranking.where or ranking.ids)
+        ):
+            self._policy = policy
             self.dirty = False
-            ranking = self._ranking = Ranking("balanced")
+            ranking = self._ranking = Ranking(policy)
             self._gone.clear()
             self._tenants.clear()
             for j in jobs:
