@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Iterable
 
 from berth.core import deps, fits
+from berth.core.alike import waits_alike
 from berth.core.capacity import INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
@@ -99,14 +100,19 @@ class Pass:
         gate, place, reserve = self.gate, self.place, self.reserve
         considered = self.out.order if self.inp.explain else None
         enough = self.inp.explain_stop if self.inp.explain else None
+        alike = None  # the job just before, if it waited for resources (core.alike)
         for job in self.queue:
             if considered is not None:
                 considered.append(job.id)
-            if gate(job) or place(job):
+            if alike and waits_alike(job, alike) and not (self.windows or self.blocked_all):
+                reserve(job)
+            elif gate(job) or place(job):
+                alike = None
                 if self.stop:
                     break
             else:
                 reserve(job)
+                alike = job if self.inp.explain else None
             if enough is not None and enough(job):
                 self.out.partial = True  # (Inputs.explain_stop: the caller has what it needs)
                 break
