@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from berth.core import Inputs, Job, Request, State, schedpass, schedule, transition
+from berth.core import Inputs, Job, Request, State, alike, schedpass, schedule, transition
 from berth.core.limits import UserLimits
 from berth.core.reservations import Window
 
@@ -74,7 +74,7 @@ def test_a_pass_says_what_it_says_deciding_each_task(
         kw["reservations"] = [Window(1, (0,), 100.0, 200.0, users=frozenset({"bob"}))]
     inp = Inputs(pending, running, gpus(rng.choice([2, 4, 8])), now=10.0, **kw)
     fast = _decide(inp)
-    monkeypatch.setattr(schedpass, "waits_alike", lambda job, before: False)
+    monkeypatch.setattr(alike, "waits_alike", lambda job, before: False)
     assert fast == _decide(inp)
 
 

@@ -44,6 +44,14 @@ if TYPE_CHECKING:
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
 PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
+# pending jobs cancelled at once (Control.cancel_pending): (ended_at, the event's JSON, the
+# ids as a JSON list); one statement, each row changed in SQLite
+CANCEL_SQL = (
+    "UPDATE jobs SET state = 'CANCELLED', ended_at = ?1, "
+    "data = json_set(data, '$.state', 'CANCELLED', '$.history[#]', json(?2)) "
+    "WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'PENDING'"
+)
+ESTIMATED_SQL = "UPDATE jobs SET data = json_set(data, '$.extra.estimated', json(?)) WHERE id = ?"
 
 log = logging.getLogger("berth.daemon")
 
@@ -257,7 +265,7 @@ class Control:
     def cancel_pending(self, jobs: list[Job]) -> None:
         """Cancel these pending jobs at once (`cancel --all-mine`, an array): each changes
         as :meth:`cancel` changes it, but the queue drops them in one go and the store takes
-        them in one statement (:data:`Store.CANCEL_SQL`: their state and the event, not a row
+        them in one statement (:data:`CANCEL_SQL`: their state and the event, not a row
         each), with the first estimates the engine stamped in memory (a few hundred at most);
         the journal tells that commit's observers they were saved."""
         if not jobs:
@@ -274,12 +282,12 @@ class Control:
             else:
                 bulk.append(job)
         ids = cjson.dumps([j.id for j in bulk])
-        self.journal.execute(Store.CANCEL_SQL, [(now, cjson.dumps(event.to_dict()), ids)], bulk)
+        self.journal.execute(CANCEL_SQL, [(now, cjson.dumps(event.to_dict()), ids)], bulk)
         stamped = [
             (cjson.dumps(j.extra["estimated"]), j.id) for j in bulk if "estimated" in j.extra
         ]
         if stamped:
-            self.journal.execute(Store.ESTIMATED_SQL, stamped)
+            self.journal.execute(ESTIMATED_SQL, stamped)
         self.kick()
 
     def cancel(self, job: Job, sig: int | None) -> str:

@@ -133,14 +133,6 @@ class Store:
     # Purging jobs that ended long ago: remember the highest id first (see next_id).
     LAST_ID_SQL = "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_id', ?)"
     PURGE_SQL = "DELETE FROM jobs WHERE id = ?"
-    # pending jobs cancelled at once (Control.cancel_pending): (ended_at, the event's JSON,
-    # the ids as a JSON list); one statement, each row changed in SQLite
-    CANCEL_SQL = (
-        "UPDATE jobs SET state = 'CANCELLED', ended_at = ?1, "
-        "data = json_set(data, '$.state', 'CANCELLED', '$.history[#]', json(?2)) "
-        "WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'PENDING'"
-    )
-    ESTIMATED_SQL = "UPDATE jobs SET data = json_set(data, '$.extra.estimated', json(?)) WHERE id = ?"
 
     def ended_before(self, before: float) -> list[int]:
         """Ids of finished jobs that ended before ``before``."""
