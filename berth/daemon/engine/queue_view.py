@@ -62,6 +62,8 @@ class Head:
 
     def __init__(self, need: int, sel: Selection) -> None:
         self.need, self.sel = need, sel
+        what = getattr(sel, "key", None)  # (a pass run for the same head covers it)
+        self.key = None if what is None else ("head", need, what)
         self.lines = 0
         self.arrays: set[int] = set()
 
@@ -219,6 +221,8 @@ def _pending(
                 continue
             folded.add(array[0])
         out.append((job, tasks.get(array[0]) if array else None))
+        if room is not None and len(out) >= room:
+            break  # (not after the next: the jobs not considered are sorted first)
     return out
 
 

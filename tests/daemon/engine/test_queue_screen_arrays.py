@@ -13,6 +13,7 @@ from enginekit import EngineRig
 
 from berth.core import schedpass
 from berth.core.job import Job
+from berth.daemon.engine import queue_view
 from berth.daemon.engine.front import Front
 from berth.daemon.requests import queueview
 
@@ -61,6 +62,17 @@ def test_a_screen_of_folded_arrays_walks_to_its_last_line(
         walked = len(rig.engine.considered)
         assert walked == (ARRAYS - 1) * TASKS + 1  # up to the last array's first task
         assert placed == ARRAYS  # each array's first task (was every task walked)
+        asked = 0
+        head = queue_view.Head.__call__
+
+        def counted_head(me: queue_view.Head, job: Job) -> bool:
+            nonlocal asked
+            asked += 1
+            return head(me, job)
+
+        monkeypatch.setattr(queue_view.Head, "__call__", counted_head)
+        assert _screen(rig, limit=46) == screen
+        assert placed == ARRAYS and asked == 0  # the next screen: no pass, no walk to see
         monkeypatch.undo()
         rig.engine.kick()
         whole = _screen(rig)  # (no limit: the whole queue explained, each task placed)
