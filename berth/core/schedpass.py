@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from berth.core import deps, fits
+from berth.core import alike, deps, fits
 from berth.core.capacity import INF, Capacity
 from berth.core.decisions import Cancel, Decisions, Pending, Start
 from berth.core.explain import resources_detail, static_reason
@@ -78,10 +78,8 @@ class Pass:
         self.started: list[Job] = []  # jobs started in this pass
         limits = inputs.limits
         self.user_gpus = Held(limits, inputs.running) if limits is not None else None
-        self.project_gpus = (
-            ProjectHeld(limits.projects, inputs.running)
-            if limits is not None and limits.projects else None
-        )  # fmt: skip
+        projects = limits.projects if limits is not None else None
+        self.project_gpus = ProjectHeld(projects, inputs.running) if projects else None
         self.profile = inputs.profile
         # admin reservations not over yet (berth.core.reservations)
         self.windows = live(inputs.reservations, inputs.now) if inputs.reservations else []
@@ -98,15 +96,19 @@ class Pass:
         self.charge()
         gate, place, reserve = self.gate, self.place, self.reserve
         considered = self.out.order if self.inp.explain else None
-        enough = self.inp.explain_stop if self.inp.explain else None
+        enough, before = self.inp.explain_stop if self.inp.explain else None, None  # core.alike
         for job in self.queue:
             if considered is not None:
                 considered.append(job.id)
-            if gate(job) or place(job):
+            if before and alike.waits_alike(job, before) and not (self.windows or self.blocked_all):
+                reserve(job)
+            elif gate(job) or place(job):
+                before = None
                 if self.stop:
                     break
             else:
                 reserve(job)
+                before = job if considered is not None else None
             if enough is not None and enough(job):
                 self.out.partial = True  # (Inputs.explain_stop: the caller has what it needs)
                 break
@@ -354,8 +356,7 @@ class Pass:
         self.out_stale = True
         self.placed[job.id] = pl
         self.stop = not inp.explain and self._nothing_left(cap)
-        tenant_gpus = self.tenant_gpus
-        tenant_gpus[job.tenant] = tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
+        self.tenant_gpus[job.tenant] = self.tenant_gpus.get(job.tenant, 0.0) + req.gpu_amount
         if inp.fair is not None:
             charge = fair_charge(job)
             self.charged[job.tenant] = self.charged.get(job.tenant, 0.0) + charge

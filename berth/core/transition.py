@@ -101,6 +101,22 @@ def transition(
     return _record(job, src, outcome, now, detail)
 
 
+def cancel_pending(jobs: list[Job], *, now: float, reason: str = "") -> Event | None:
+    """Cancel pending ``jobs`` at once, each as ``transition(job, CANCELLED)`` does, their
+    history sharing one event (returned; None if there are none); a job not pending raises
+    before any is changed."""
+    for job in jobs:
+        if job.state is not State.PENDING:
+            raise _refuse(job, State.CANCELLED, "only pending jobs are cancelled at once")
+    if not jobs:
+        return None
+    event = Event(now, State.PENDING, State.CANCELLED, reason)
+    for job in jobs:
+        job.state = State.CANCELLED
+        job.history.append(event)
+    return event
+
+
 def requeues_left(job: Job) -> int | None:
     """How many more times the time limit may requeue ``job`` (None: no end; 0: none)."""
     if not job.requeue:

@@ -285,3 +285,35 @@ def test_kill9_between_a_burst_of_starts_and_its_commit_runs_none_and_loses_none
     assert started == ids  # once each: nothing ran from the withdrawn hand-over
     for job_id in ids:
         assert len(daemon.job(job_id)["attempts"]) == 1
+
+
+def test_kill9_during_a_bulk_cancel_leaves_each_job_pending_or_cancelled(daemon):
+    """Cancelling many pending jobs is one statement in one commit (issue 35): a daemon
+    killed before that commit is durable leaves every job PENDING after its restart; once it
+    is durable, every job CANCELLED, each with its end and its event. None is lost, none is
+    half-written."""
+    n = 2000
+    daemon.start()
+    first = daemon.submit("true", array=f"0-{n - 1}", hold=True)
+    ids = list(range(first, first + n))
+    db = sqlite3.connect(os.path.join(daemon.state_dir, "berth.db"), isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")  # the daemon's commit of the cancel waits (busy_timeout 5 s)
+    try:
+        done = daemon.call("cancel", all_mine=True)["cancelled"]
+        assert len(done) == n and set(done.values()) == {"cancelled"}
+        daemon.kill9()  # (answered from memory; its commit never happened)
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+    daemon.start()
+    rows = {r["id"]: r for r in daemon.call("queue", all=True)["jobs"]}
+    assert sorted(rows) == ids and {r["state"] for r in rows.values()} == {"PENDING"}
+    assert len(daemon.call("cancel", all_mine=True)["cancelled"]) == n
+    daemon.call("wait", job_id=first, timeout=30)  # (answered once the ends are durable)
+    daemon.kill9()
+    daemon.start()
+    rows = {r["id"]: r for r in daemon.call("queue", all=True)["jobs"]}
+    assert sorted(rows) == ids and {r["state"] for r in rows.values()} == {"CANCELLED"}
+    for i in (ids[0], ids[-1]):
+        job = daemon.job(i)
+        assert job["history"][-1]["detail"] == "cancelled before it started", job

@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 
 from berth.core.states import ACTIVE, FINISHED, State
+from berth.core.transition import cancel_pending as cancel_all
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
+from berth.wire import cjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,6 +44,14 @@ if TYPE_CHECKING:
 
 PURGE_BATCH = 20_000  # jobs summarized and purged at most per call (~1 s; the rest: soon after)
 PURGE_SOON = 10.0  # seconds to the next batch while a backlog is purged
+# pending jobs cancelled at once (Control.cancel_pending): (ended_at, the event's JSON, the
+# ids as a JSON list); one statement, each row changed in SQLite
+CANCEL_SQL = (
+    "UPDATE jobs SET state = 'CANCELLED', ended_at = ?1, "
+    "data = json_set(data, '$.state', 'CANCELLED', '$.history[#]', json(?2)) "
+    "WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'PENDING'"
+)
+ESTIMATED_SQL = "UPDATE jobs SET data = json_set(data, '$.extra.estimated', json(?)) WHERE id = ?"
 
 log = logging.getLogger("berth.daemon")
 
@@ -219,20 +229,24 @@ class Control:
             if rows:
                 self.journal.execute(Store.USAGE_SQL, rows)
         if finished:
-            if job.id in self.depended:  # (afterok, afternotok: it may doom another)
-                self.deps_changed()  # (only if a job waits on it: else no full pass)
-            self.depended.discard(job.id)
-            del self.jobs[job.id]
-            self.settling[job.id] = job
-            self.finished_states[job.id] = job.state
-            self.learn(job)  # (its run time, for the start estimates)
-            self.reasons.pop(job.id, None)
-            waiters = self.waiters.pop(job.id, [])
-            if waiters:
-                self.journal.after_commit(lambda: _wake(waiters))
-            if job.extra.get("notify"):  # --notify / --mail-user, once the end is durable
-                self.journal.after_commit(lambda: notify.send(self.store, self.procs, job))
+            self._ended(job)
         self.kick()
+
+    def _ended(self, job: Job) -> None:
+        """What follows a job's end, in memory (its new state is saved by the caller)."""
+        if job.id in self.depended:  # (afterok, afternotok: it may doom another)
+            self.deps_changed()  # (only if a job waits on it: else no full pass)
+            self.depended.discard(job.id)
+        del self.jobs[job.id]
+        self.settling[job.id] = job
+        self.finished_states[job.id] = job.state
+        self.learn(job)  # (its run time, for the start estimates)
+        self.reasons.pop(job.id, None)
+        waiters = self.waiters.pop(job.id, None)
+        if waiters:
+            self.journal.after_commit(lambda: _wake(waiters))
+        if job.extra.get("notify"):  # --notify / --mail-user, once the end is durable
+            self.journal.after_commit(lambda: notify.send(self.store, self.procs, job))
 
     # -- control ------------------------------------------------------------------------------
 
@@ -248,6 +262,34 @@ class Control:
         self.save(job)
         self.procs.order(run, job.id, "term")
         return "requeuing"
+
+    def cancel_pending(self, jobs: list[Job]) -> None:
+        """Cancel these pending jobs at once (`cancel --all-mine`, an array): each changes
+        as :meth:`cancel` changes it, but the queue drops them in one go and the store takes
+        them in one statement (:data:`CANCEL_SQL`: their state and the event, not a row
+        each), with the first estimates the engine stamped in memory (a few hundred at most);
+        the journal tells that commit's observers they were saved."""
+        if not jobs:
+            return
+        now = self.clock.time()
+        event = cancel_all(jobs, now=now, reason="cancelled before it started")
+        assert event is not None
+        self.order.left_all(jobs)
+        bulk = []
+        for job in jobs:
+            self._ended(job)
+            if self.journal.queued(job.id):  # (its row is written from memory: as it is now)
+                self.save(job, ended_at=now, launched=0)
+            else:
+                bulk.append(job)
+        ids = cjson.dumps([j.id for j in bulk])
+        self.journal.execute(CANCEL_SQL, [(now, cjson.dumps(event.to_dict()), ids)], bulk)
+        stamped = [
+            (cjson.dumps(j.extra["estimated"]), j.id) for j in bulk if "estimated" in j.extra
+        ]
+        if stamped:
+            self.journal.execute(ESTIMATED_SQL, stamped)
+        self.kick()
 
     def cancel(self, job: Job, sig: int | None) -> str:
         """Cancel a job (or send it a signal); returns what happened."""

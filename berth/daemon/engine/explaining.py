@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from berth.daemon.engine.host import Host, Until
 
 
+class Considered(dict[int, int]):
+    """Pending job -> its place in the last explaining pass; ``heads``: the keys of the
+    ``until`` it ran for (a screen's: ``queue_view.Head.key``), covered without a walk."""
+
+    __slots__ = ("heads",)
+
+    def __init__(self, places: dict[int, int]) -> None:
+        super().__init__(places)
+        self.heads: set[object] = set()
+
+
 def covered(engine: Host, until: Until | None) -> bool:
     """Whether the reasons in hand (still valid) are all ``until`` needs."""
     if engine.explained_all:
@@ -34,6 +45,9 @@ def covered(engine: Host, until: Until | None) -> bool:
     if until is None:
         return False
     enough = until()
+    key = getattr(enough, "key", None)
+    if key is not None and key in getattr(engine.considered, "heads", ()):
+        return True
     jobs = engine.jobs
     for job_id in engine.considered:
         job = jobs.get(job_id)
@@ -57,6 +71,7 @@ def explain(engine: Host, until: Until | None = None) -> None:
     order = engine.order
     pending = order.pending(engine.jobs.values(), policy, now)
     running = [j for j in engine.jobs.values() if j.state in (State.RUNNING, State.COMPLETING)]
+    stop = None if until is None else until()
     multi = order.tenants > 1 or engine.accounts.projects.any
     decisions = schedule(Inputs(
         pending, running, engine.res.inventory, engine.outside_usage(), engine.pauses.indexes(),
@@ -70,11 +85,14 @@ def explain(engine: Host, until: Until | None = None) -> None:
         presorted=order.presorted,
         profile=order.profile,
         reservations=engine.reservations.windows(now),
-        explain_stop=None if until is None else until(),
+        explain_stop=stop,
         arrivals=order.arrivals.any(),  # (guarded: berth.core.guard)
         predicted=engine.estimates.backfill(now),  # ([scheduling] predict)
     ))  # fmt: skip
     set_reasons(engine, decisions)
+    key = getattr(stop, "key", None)
+    if key is not None and isinstance(engine.considered, Considered):
+        engine.considered.heads.add(key)
     for start in decisions.starts:
         engine.reasons[start.job_id] = "None: starting"
     engine.last_explain_seconds = time.perf_counter() - t0
@@ -92,5 +110,5 @@ def set_reasons(engine: Host, decisions: Any) -> None:
         if drained and p.reason.value == "GpuPaused":
             s += drained
         engine.reasons[i] = said.setdefault(s, s)
-    engine.considered = {job_id: k for k, job_id in enumerate(decisions.order)}
+    engine.considered = Considered({job_id: k for k, job_id in enumerate(decisions.order)})
     engine.explained_all = not decisions.partial

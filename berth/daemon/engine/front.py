@@ -96,18 +96,27 @@ class Front:
         """The jobs ``refs`` name, an array's id all its tasks; ``mine``: and every unfinished
         job of that uid."""
         ids = arrays.resolve_all(self._engine, refs)
+        named = [self._job(i) for i in ids]
         if mine is not None:
-            ids += [j.id for j in self._engine.unfinished() if j.uid == mine and j.id not in ids]
-        return [self._job(i) for i in ids]
+            given = set(ids)
+            named += [j for j in self._engine.unfinished() if j.uid == mine and j.id not in given]
+        return named
 
     def cancel(self, jobs: list[Job], sig: int | None) -> dict[str, str]:
         """Cancel (or signal) the unfinished ones of ``jobs``: task label -> what happened."""
         done = {}
+        control = self._engine.control
+        pending = []  # cancelled together (control.cancel_pending: one statement)
         for job in jobs:
             if job.state not in FINISHED:
                 task = arrays.of(job)
                 label = f"{task[0]}_{task[1]}" if task else str(job.id)
-                done[label] = self._engine.control.cancel(job, sig)  # (unfinished: in memory)
+                if sig is None and job.state is State.PENDING and "requeue" not in job.extra:
+                    pending.append(job)
+                    done[label] = "cancelled"
+                else:
+                    done[label] = control.cancel(job, sig)  # (unfinished: in memory)
+        control.cancel_pending(pending)
         failing = self._engine.journal.failing
         if failing is not None and sig is None:  # (each line says it: the CLI)
             note = f" (not saved yet: the state database cannot commit: {failing})"

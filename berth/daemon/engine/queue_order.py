@@ -87,6 +87,18 @@ class QueueOrder:
             self._tenant(job, -1)
             self._changed = True
 
+    def left_all(self, jobs: list[Job]) -> None:
+        """Pending ``jobs`` left the queue at once (a bulk cancel): pruned from the ranking,
+        or, when they are half of it or more, the ranking rebuilt at the next pass from the
+        jobs that remain (cheaper than pruning each)."""
+        ranking = self._ranking
+        if ranking is not None and len(jobs) * 2 >= len(ranking):
+            self.dirty = True
+            self._left += len(jobs)
+            return
+        for job in jobs:
+            self.left(job)
+
     def counted_without_gpu(self) -> bool | None:
         """Whether some pending job asks no GPU (-g 0), from the count the ranking keeps;
         None when that is not known without a walk of the queue (no ranking, or one to

@@ -62,6 +62,8 @@ class Head:
 
     def __init__(self, need: int, sel: Selection) -> None:
         self.need, self.sel = need, sel
+        what = getattr(sel, "key", None)  # (a pass run for the same head covers it)
+        self.key = None if what is None else ("head", need, what)
         self.lines = 0
         self.arrays: set[int] = set()
 
@@ -161,6 +163,7 @@ def _lines(engine: Engine, sel: Selection) -> tuple[list[Line], Counter[str]]:
     counts: Counter[str] = Counter()
     active: list[Job] = []
     tasks: dict[int, list[int]] = {}  # fold: array -> its pending tasks kept
+    singles = 0  # pending jobs kept that are a line each
     wants, fold = sel.wants, sel.fold
     for job in engine.unfinished():
         if not wants(job):
@@ -170,14 +173,18 @@ def _lines(engine: Engine, sel: Selection) -> tuple[list[Line], Counter[str]]:
             active.append(job)
         elif fold and (array := job.extra.get("array")):
             tasks.setdefault(array[0], []).append(array[1])
+        else:
+            singles += 1
     active.sort(key=lambda j: (_ORDER.get(j.state, 3), -j.priority, j.queue_time, j.id))
     limit = sel.limit
     lines: list[Line] = [(j, None) for j in active[:limit]]
     room = None if limit is None else limit - len(lines)
     if counts[State.PENDING.value] and room != 0:
-        need = room
+        # (every pending line there is, when fewer than the room: the screen is full once
+        # each is explained, an array's line by its first task)
+        need = None if room is None else min(room, singles + len(tasks))
         engine.explain(None if need is None else (lambda: Head(need, sel)))
-        lines += _pending(engine, sel, tasks, room)
+        lines += _pending(engine, sel, tasks, need)
     if sel.finished and room != 0:
         room = None if limit is None else limit - len(lines)
         for job in _ended(engine, sel):
@@ -214,6 +221,8 @@ def _pending(
                 continue
             folded.add(array[0])
         out.append((job, tasks.get(array[0]) if array else None))
+        if room is not None and len(out) >= room:
+            break  # (not after the next: the jobs not considered are sorted first)
     return out
 
 

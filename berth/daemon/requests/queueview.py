@@ -43,6 +43,8 @@ class Select:
         self.fold = bool(req.get("fold"))
         self.model = bool(req.get("model"))
         self.finished = bool(req.get("all")) or bool(self.states & FINISHED)
+        # which jobs it keeps, folded or not (an explaining pass run for it stays valid)
+        self.key = (self.uid, self.project, frozenset(self.states), self.fold)
 
     def wants(self, job: Job) -> bool:
         return (

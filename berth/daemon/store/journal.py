@@ -66,6 +66,7 @@ class Journal:
         self._after: list[Callable[[], None]] = []
         self._on_fail: list[Callable[[], None]] = []
         self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
+        self._written: list[Job] = []  # jobs whose new state a statement writes (bulk)
         self._gates: list[int] = []  # start gates to open once the next commit is durable
         self.unsaved: dict[int, JobSpec] = {}  # specs of new jobs not yet committed
         # Specs of the last RECENT new jobs committed, until their launch takes them (a spec
@@ -100,9 +101,20 @@ class Journal:
         self._dirty[job.id] = (job, {**old[1], **cols} if old else cols)
         self._arm()
 
-    def execute(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        """Queue ``executemany(sql, rows)`` for the next commit (after its inserts and saves)."""
+    def queued(self, job_id: int) -> bool:
+        """Whether a row of this job waits to be written (inserted or saved: made from the
+        job as it is at the commit)."""
+        return job_id in self._dirty or job_id in self.unsaved
+
+    def execute(
+        self, sql: str, rows: list[tuple[Any, ...]], jobs: list[Job] | None = None
+    ) -> None:
+        """Queue ``executemany(sql, rows)`` for the next commit (after its inserts and saves);
+        ``jobs``: those whose new state it writes (not saved each: a bulk change), told to
+        ``on_committed`` as saved."""
         self._statements.append((sql, rows))
+        if jobs:
+            self._written += jobs
         self._arm()
 
     def open_on_commit(self, fd: int) -> None:
@@ -139,14 +151,14 @@ class Journal:
             self._retry.cancel()
             self._retry = None
         inserts, dirty, after, on_fail = self._inserts, self._dirty, self._after, self._on_fail
-        statements, gates = self._statements, self._gates
+        statements, gates, written = self._statements, self._gates, self._written
         if not (inserts or dirty or after or statements or gates):
             return
         self._inserts, self._dirty, self._after, self._on_fail = [], {}, [], []
-        self._statements, self._gates = [], []
+        self._statements, self._gates, self._written = [], [], []
         if not (inserts or dirty or statements):
             gate.open_all(gates)  # (everything they wait for is durable already)
-            self._committed(None, inserts, dirty, statements, after, on_fail)
+            self._committed(None, inserts, dirty, statements, after, on_fail, written)
             return
         batch = []
         if inserts:  # (an array's tasks: its shared spec once)
@@ -169,13 +181,13 @@ class Journal:
                 error = e
             else:
                 gate.open_all(gates)
-            self._committed(error, inserts, dirty, statements, after, on_fail)
+            self._committed(error, inserts, dirty, statements, after, on_fail, written)
             return
         self._in_flight = True
         self.writer.submit(
             batch,
             lambda error: self._committed(
-                error, inserts, dirty, statements, after, on_fail, was_in_flight=True
+                error, inserts, dirty, statements, after, on_fail, written, True
             ),
             gates,
         )
@@ -188,6 +200,7 @@ class Journal:
         statements: list[tuple[str, list[tuple[Any, ...]]]],
         after: list[Callable[[], None]],
         on_fail: list[Callable[[], None]],
+        written: list[Job],
         was_in_flight: bool = False,
     ) -> None:
         if was_in_flight:
@@ -197,14 +210,14 @@ class Journal:
             self.unsaved.pop(job.id, None)
         if error is not None:
             self.on_committed(inserted, [], False)
-            self._failed(error, inserts, dirty, statements, after, on_fail)
+            self._failed(error, inserts, dirty, statements, after, on_fail, written)
             return
         recent = self._recent
         for job, spec, _ in inserts:
             recent[job.id] = spec
         while len(recent) > RECENT:
             del recent[next(iter(recent))]
-        self.on_committed(inserted, [job for job, _ in dirty.values()], True)
+        self.on_committed(inserted, [job for job, _ in dirty.values()] + written, True)
         recovered = self.failing is not None
         if recovered:
             log.warning("the state database commits again")
@@ -228,6 +241,7 @@ class Journal:
         statements: list[tuple[str, list[tuple[Any, ...]]]],
         after: list[Callable[[], None]],
         on_fail: list[Callable[[], None]],
+        written: list[Job],
     ) -> None:
         """A commit failed: refuse its new jobs, run the ``otherwise`` of paired actions, and
         queue everything else again, before what was queued since, for a retry."""
@@ -241,6 +255,7 @@ class Journal:
             newer = self._dirty.get(job_id)  # saved again since: its newest state wins
             self._dirty[job_id] = (job, cols) if newer is None else (newer[0], {**cols, **newer[1]})
         self._statements = statements + self._statements
+        self._written = written + self._written
         self._after = [a for a in after if id(a) not in self._paired] + self._after
         self._paired.difference_update(id(a) for a in after)
         for action in on_fail:

@@ -1,0 +1,82 @@
+"""One screen of `berth queue` over arrays (issue 35): the explaining pass for a screen stops
+once every line it can show is explained (an array's line by its first task), and an
+array's tasks after the first wait alike without being placed each (berth/core/alike.py);
+the screen says what it said. Counted (jobs the pass walks, jobs it places), not timed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from enginekit import EngineRig
+
+from berth.core import schedpass
+from berth.core.job import Job
+from berth.daemon.engine import queue_view
+from berth.daemon.engine.front import Front
+from berth.daemon.requests import queueview
+
+ARRAYS, TASKS, GPUS = 4, 500, 2
+
+
+def _rig(tmp: Path) -> EngineRig:
+    from berth.daemon.engine.admission import admit
+
+    rig = EngineRig(tmp, gpus=GPUS)
+    for _ in range(GPUS):
+        rig.submit("sleep", "60", gpus=1)
+    rig.turn()
+    for a in range(ARRAYS):  # (each array's request unlike the one before it)
+        spec = {"argv": ["true"], "env": {"PATH": "/bin"}, "cwd": str(tmp),
+                "array": f"0-{TASKS - 1}", "gpus": 1 + a % 2}  # fmt: skip
+        rig.loop.run_until_complete(admit.submit(rig.engine, rig.peer, spec))
+    rig.turn()
+    return rig
+
+
+def _screen(rig: EngineRig, **req: Any) -> list[dict[str, Any]]:
+    rows = queueview.queue(Front(rig.engine), rig.peer, {"fold": True, **req})
+    assert isinstance(rows, dict)
+    return [{k: r.get(k) for k in ("id", "state", "reason", "order", "array_tasks")}
+            for r in rows["jobs"]]  # fmt: skip
+
+
+def test_a_screen_of_folded_arrays_walks_to_its_last_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = _rig(tmp_path)
+    try:
+        placed = 0
+        place = schedpass.Pass.place
+
+        def counted(me: schedpass.Pass, job: Job) -> bool:
+            nonlocal placed
+            placed += 1
+            return place(me, job)
+
+        monkeypatch.setattr(schedpass.Pass, "place", counted)
+        rig.engine.kick()  # (the reasons in hand forgotten: the screen explains afresh)
+        screen = _screen(rig, limit=46)
+        assert len(screen) == GPUS + ARRAYS  # every line fits
+        walked = len(rig.engine.considered)
+        assert walked == (ARRAYS - 1) * TASKS + 1  # up to the last array's first task
+        assert placed == ARRAYS  # each array's first task (was every task walked)
+        asked = 0
+        head = queue_view.Head.__call__
+
+        def counted_head(me: queue_view.Head, job: Job) -> bool:
+            nonlocal asked
+            asked += 1
+            return head(me, job)
+
+        monkeypatch.setattr(queue_view.Head, "__call__", counted_head)
+        assert _screen(rig, limit=46) == screen
+        assert placed == ARRAYS and asked == 0  # the next screen: no pass, no walk to see
+        monkeypatch.undo()
+        rig.engine.kick()
+        whole = _screen(rig)  # (no limit: the whole queue explained, each task placed)
+        assert len(rig.engine.considered) == ARRAYS * TASKS
+        assert screen == whole  # the screen says what the whole queue's lines say
+    finally:
+        rig.close()
