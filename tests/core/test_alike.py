@@ -99,7 +99,7 @@ def test_an_arrays_tasks_are_placed_once(monkeypatch: pytest.MonkeyPatch) -> Non
         return place(me, job)
 
     monkeypatch.setattr(schedpass.Pass, "place", counted)
-    d = schedule(Inputs(jobs, busy, gpus(8), now=1.0))
+    d = schedule(Inputs(jobs, busy, gpus(8), now=1.0, policy="balanced"))  # (in submit order)
     assert len(d.order) == 10_000 and len(d.pending) == 10_000 and not d.starts
     assert placed == 10  # (was 10,000)
     assert {p.reason.value for p in d.pending.values()} == {"Resources"}

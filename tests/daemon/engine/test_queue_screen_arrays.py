@@ -23,7 +23,7 @@ ARRAYS, TASKS, GPUS = 4, 500, 2
 def _rig(tmp: Path) -> EngineRig:
     from berth.daemon.engine.admission import admit
 
-    rig = EngineRig(tmp, gpus=GPUS)
+    rig = EngineRig(tmp, gpus=GPUS, policy="balanced")  # (the arrays in submit order)
     for _ in range(GPUS):
         rig.submit("sleep", "60", gpus=1)
     rig.turn()
