@@ -40,6 +40,9 @@ def backend(
         forgetful.clear()
 
 
+KILLED = (("CANCELLED", 143), ("CANCELLED", 137))  # 128 + TERM, or KILL after KillWait
+
+
 def test_ended_jobs_exit_codes_before_and_after_the_controller_forgets(
     forgetful: SlurmRig, backend: tuple[Slurm, dict[str, str]], tmp_path: Any
 ) -> None:
@@ -57,9 +60,12 @@ def test_ended_jobs_exit_codes_before_and_after_the_controller_forgets(
         info = b.wait(i, 30)
         assert info is not None and info.finished
     before = b.status([ok, bad, killed])
-    assert [(before[i].state, before[i].exit_code) for i in (ok, bad, killed)] == [
-        ("COMPLETED", 0), ("FAILED", 3), ("CANCELLED", 143),
+    assert [(before[i].state, before[i].exit_code) for i in (ok, bad)] == [
+        ("COMPLETED", 0), ("FAILED", 3),
     ]  # fmt: skip
+    # 128 + the signal that ended it: TERM, or KILL where the step outlived the rig's
+    # KillWait=2 (seen once at load 10): the one rule either way, never 0 or None.
+    assert (before[killed].state, before[killed].exit_code) in KILLED
 
     if forgetful.accounting:  # sacct's time-window queries lag the jobs' end by a second
         wait_until(
@@ -74,7 +80,7 @@ def test_ended_jobs_exit_codes_before_and_after_the_controller_forgets(
         assert [(after[i].state, after[i].exit_code, after[i].gpus) for i in (ok, bad)] == [
             ("COMPLETED", 0, "1"), ("FAILED", 3, "1"),
         ]  # fmt: skip
-        assert (after[killed].state, after[killed].exit_code) == ("CANCELLED", 143)
+        assert (after[killed].state, after[killed].exit_code) in KILLED
         assert {ok, bad} <= ended
         assert b.cancel([ok]) == {ok: "already COMPLETED"}
     else:  # nobody knows them any more
