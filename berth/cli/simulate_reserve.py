@@ -78,11 +78,7 @@ def window(
         raise UsageError(f"--reserve-duration {args.reserve_duration!r}: must be positive")
     end = start + span
     if args.reserve_gpu_ids is not None:
-        gpus = tuple(parse_gpu_indices(args.reserve_gpu_ids, what="--reserve-gpu-ids"))
-        known = {g.index for g in inventory}
-        if not set(gpus) <= known:
-            raise UsageError(f"--reserve-gpu-ids {args.reserve_gpu_ids!r}: GPUs here are "
-                             f"{','.join(str(i) for i in sorted(known))}")  # fmt: skip
+        gpus = _gpu_ids(args.reserve_gpu_ids, inventory, "GPUs here are")
     else:
         if args.reserve_gpus < 1:
             raise UsageError(f"--reserve-gpus {args.reserve_gpus}: at least 1")
@@ -171,11 +167,7 @@ def replayed(args: argparse.Namespace, inventory: list[Gpu], jobs: Sequence[SimJ
             raise UsageError(f"--reserve-every {args.reserve_every!r}: at least the "
                              f"--reserve-duration ({format_duration(span)})")  # fmt: skip
     if args.reserve_gpu_ids is not None:
-        gpus = tuple(parse_gpu_indices(args.reserve_gpu_ids, what="--reserve-gpu-ids"))
-        known = {g.index for g in inventory}
-        if not set(gpus) <= known:
-            raise UsageError(f"--reserve-gpu-ids {args.reserve_gpu_ids!r}: the inventory's "
-                             f"GPUs are {','.join(str(i) for i in sorted(known))}")  # fmt: skip
+        gpus = _gpu_ids(args.reserve_gpu_ids, inventory, "the inventory's GPUs are")
     else:
         if not 1 <= args.reserve_gpus <= len(inventory):
             raise UsageError(f"--reserve-gpus {args.reserve_gpus}: from 1 to the inventory's "
@@ -205,3 +197,13 @@ def describe(windows: Sequence[Window], jobs: Sequence[SimJob]) -> str:
         again = f", {len(windows)} times every {format_duration(windows[1].start - w.start)}"
     return (f"reserved {gpus} for {w.label} from {format_duration(w.start - first)} after "
             f"the first arrival for {format_duration(w.end - w.start)}{again}")
+
+
+def _gpu_ids(text: str, inventory: Sequence[Gpu], known_are: str) -> tuple[int, ...]:
+    """``--reserve-gpu-ids``'s GPUs, each one of the inventory's (else UsageError naming them)."""
+    gpus = tuple(parse_gpu_indices(text, what="--reserve-gpu-ids"))
+    known = {g.index for g in inventory}
+    if not set(gpus) <= known:
+        raise UsageError(f"--reserve-gpu-ids {text!r}: {known_are} "
+                         f"{','.join(str(i) for i in sorted(known))}")  # fmt: skip
+    return gpus
