@@ -1,4 +1,4 @@
-"""The ``guarded`` policy's wait guarantee (issue 32.1; the default policy): the smallest
+"""The ``guarded`` policy's bound on waiting (issue 32.1; the default policy): the smallest
 GPU-area (time limit x GPUs) first, except for one job, the *overdue* one, which goes first
 and holds the EASY reservation.
 
@@ -19,8 +19,8 @@ joins after a restart its pass counts the jobs it holds, pending and running, wh
 make the job overdue later). "The longest wait" is read from the running jobs at each pass
 (their start less their queue time) and kept in ``Arrivals`` (after a restart: the longest of
 the jobs running then, which can only make the job overdue earlier, never past 1.6). Priority
-still comes first: the guarantee holds between jobs of one priority. Measured on the ten ITP
-clusters: docs/scheduling.md.
+still comes first: the bound holds between jobs of one priority. Measured on the ten ITP
+clusters (docs/scheduling.md): a measurement on them, not a proof for every workload.
 
 Pure: the pass gives the numbers; :func:`overdue` finds the job, :func:`first` puts it first.
 """
