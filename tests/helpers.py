@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -30,3 +30,23 @@ def wait_until(
                 f"timed out after {timeout}s waiting for {message or pred!r}; last value {value!r}"
             )
         time.sleep(interval)
+
+
+class Calls:
+    """How many times a method was called since :func:`count_calls` wrapped it (``n``)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def count_calls(monkeypatch: Any, owner: type, name: str) -> Calls:
+    """Wrap ``owner.name`` (a method) with ``monkeypatch`` so each call is counted; it still
+    runs. Undone with the monkeypatch."""
+    calls, real = Calls(), getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.n += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls

@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+from helpers import count_calls
 
 from berth.core import Inputs, Job, Request, State, alike, schedpass, schedule, transition
 from berth.core.limits import UserLimits
@@ -90,16 +91,8 @@ def test_an_arrays_tasks_are_placed_once(monkeypatch: pytest.MonkeyPatch) -> Non
     busy = [Job(id=100_000 + g, submit_time=0.0, request=Request(gpus=1)) for g in range(8)]
     for g, j in enumerate(busy):
         transition(j, State.RUNNING, now=0.0, gpus=(g,))
-    placed = 0
-    place = schedpass.Pass.place
-
-    def counted(me: schedpass.Pass, job: Job) -> bool:
-        nonlocal placed
-        placed += 1
-        return place(me, job)
-
-    monkeypatch.setattr(schedpass.Pass, "place", counted)
+    placed = count_calls(monkeypatch, schedpass.Pass, "place")
     d = schedule(Inputs(jobs, busy, gpus(8), now=1.0, policy="balanced"))  # (in submit order)
     assert len(d.order) == 10_000 and len(d.pending) == 10_000 and not d.starts
-    assert placed == 10  # (was 10,000)
+    assert placed.n == 10  # (was 10,000)
     assert {p.reason.value for p in d.pending.values()} == {"Resources"}

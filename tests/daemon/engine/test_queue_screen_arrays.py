@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from enginekit import EngineRig
+from helpers import count_calls
 
 from berth.core import schedpass
-from berth.core.job import Job
 from berth.daemon.engine import queue_view
 from berth.daemon.engine.front import Front
 from berth.daemon.requests import queueview
@@ -47,32 +47,16 @@ def test_a_screen_of_folded_arrays_walks_to_its_last_line(
 ) -> None:
     rig = _rig(tmp_path)
     try:
-        placed = 0
-        place = schedpass.Pass.place
-
-        def counted(me: schedpass.Pass, job: Job) -> bool:
-            nonlocal placed
-            placed += 1
-            return place(me, job)
-
-        monkeypatch.setattr(schedpass.Pass, "place", counted)
+        placed = count_calls(monkeypatch, schedpass.Pass, "place")
         rig.engine.kick()  # (the reasons in hand forgotten: the screen explains afresh)
         screen = _screen(rig, limit=46)
         assert len(screen) == GPUS + ARRAYS  # every line fits
         walked = len(rig.engine.considered)
         assert walked == (ARRAYS - 1) * TASKS + 1  # up to the last array's first task
-        assert placed == ARRAYS  # each array's first task (was every task walked)
-        asked = 0
-        head = queue_view.Head.__call__
-
-        def counted_head(me: queue_view.Head, job: Job) -> bool:
-            nonlocal asked
-            asked += 1
-            return head(me, job)
-
-        monkeypatch.setattr(queue_view.Head, "__call__", counted_head)
+        assert placed.n == ARRAYS  # each array's first task (was every task walked)
+        asked = count_calls(monkeypatch, queue_view.Head, "__call__")
         assert _screen(rig, limit=46) == screen
-        assert placed == ARRAYS and asked == 0  # the next screen: no pass, no walk to see
+        assert placed.n == ARRAYS and asked.n == 0  # the next screen: no pass, no walk to see
         monkeypatch.undo()
         rig.engine.kick()
         whole = _screen(rig)  # (no limit: the whole queue explained, each task placed)
