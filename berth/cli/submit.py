@@ -65,6 +65,7 @@ from __future__ import annotations
 import sys
 
 from berth.cli import submit_options
+from berth.cli.escape import shown
 from berth.cli.submit_spec import check_mail, job_spec
 from berth.client import Client
 from berth.errors import UsageError
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"Submitted job {job_id}{_array_said(reply)}\n")
             sys.stderr.write(_limit_said(reply))  # (stdout stays one line, for scripts)
             if reply.get("learned"):  # (no -g, no --mem: sized from earlier runs)
-                sys.stderr.write(f"  {reply['learned']['said']}\n")
+                sys.stderr.write(f"  {shown(reply['learned']['said'])}\n")
             if job.request_source:
                 out.write(f"  GPUs from {job.request_source}\n")
         sys.stdout.flush()

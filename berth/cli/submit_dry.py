@@ -21,6 +21,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from berth.cli.escape import shown
 from berth.client import Client
 from berth.errors import DaemonUnreachable
 from berth.units import format_duration, format_size
@@ -63,7 +64,7 @@ def said(reply: dict[str, Any], line: int | None = None, cmd: str | None = None)
     out = [f"{where}would queue {what}: {cmd}"]
     out.append(f"  GPUs: {_gpus(reply)}")
     if reply.get("learned"):
-        out.append(f"  {reply['learned']['said']}")
+        out.append(f"  {shown(reply['learned']['said'])}")
     if job.get("retry_oom"):
         out.append(f"  if it dies of CUDA out of memory: {_retry_said(reply)} (--retry-oom)")
     limit = reply.get("limit_in_force")
