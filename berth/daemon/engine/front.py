@@ -158,7 +158,8 @@ class Front:
         engine = self._engine
         engine.explain()
         try:
-            spec = engine.store.spec(job.id)
+            # a job listed a moment ago may not be written yet: its spec is the journal's
+            spec = engine.journal.peek(job.id) or engine.store.spec(job.id)
         except UnreadableSpec as e:
             raise ProtocolError(
                 protocol.INTERNAL,

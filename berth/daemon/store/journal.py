@@ -95,6 +95,12 @@ class Journal:
         spec = self.unsaved.get(job_id)
         return spec if spec is not None else self._recent.pop(job_id, None)
 
+    def peek(self, job_id: int) -> JobSpec | None:
+        """The spec of a job submitted lately, left in place (`berth show` of a job queued a
+        moment ago, before its row is written); None: read it from the store."""
+        spec = self.unsaved.get(job_id)
+        return spec if spec is not None else self._recent.get(job_id)
+
     def save(self, job: Job, **cols: Any) -> None:
         """Queue a job's new state for the next commit (``cols``: ended_at, launched)."""
         old = self._dirty.get(job.id)
