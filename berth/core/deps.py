@@ -11,6 +11,11 @@ all its tasks together, one alternative. Each term is, against the jobs known:
 - ``singleton``: once no other job of the same user with the same name is running, nor
   pending ahead of it (a lower id): such jobs run one at a time, in submission order.
 
+A job that failed and is retried (``--retry-oom``: a new job queued with more GPU memory) is
+not its terms' last word: ``afterok``/``afterany``/``afternotok`` on it wait while the daemon
+looks at whether it is retried (``Finished.retried``: None), then read its retry's outcome
+(the new id), as a Slurm job requeued keeps its dependents waiting.
+
 A term on a job nobody knows is never satisfied. *Never* for the whole dependency: one term
 never met (all of), or every alternative never met (any of). The pass cancels such a job
 with the reason ``DependencyNeverSatisfied`` (as Slurm with ``--kill-on-invalid-dep=yes``).
@@ -29,17 +34,29 @@ OK, WAIT, NEVER = "ok", "wait", "never"
 Verdict = tuple[str, str, "float | None"]  # (OK | WAIT | NEVER, detail, wake-up time)
 
 
+class Finished(dict[int, State]):
+    """Finished jobs' states (what dependencies may name), and ``retried``: a failed job ->
+    the job that retries it, or None while it is not yet known whether one will."""
+
+    __slots__ = ("retried",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.retried: dict[int, int | None] = {}
+
+
 class Known:
     """What dependencies may look at in one pass: every job's state (pending, running and
     finished ones), when each job that ran first started, and (for ``singleton``, built at
     first need) the unfinished jobs by user and name."""
 
-    __slots__ = ("_unfinished", "by_name", "starts", "states")
+    __slots__ = ("_unfinished", "by_name", "retried", "starts", "states")
 
     def __init__(
         self, pending: Iterable[Job], running: Iterable[Job], done: Mapping[int, State] | None
     ) -> None:
         self.states: dict[int, State] = dict(done or {})
+        self.retried: dict[int, int | None] = done.retried if isinstance(done, Finished) else {}
         self.starts: dict[int, float] = {}
         self._unfinished: list[Job] = []
         for j in (*pending, *running):
@@ -103,12 +120,13 @@ def _term(job: Job, dep: Dependency, known: Known, now: float) -> Verdict:
     if dep.kind == SINGLETON:
         return _singleton(job, known)
     shown = f"{dep.kind}:{dep.job_id}" + (f"+{dep.minutes}" if dep.minutes else "")
-    st = known.states.get(dep.job_id)
+    target = dep.job_id
+    st = known.states.get(target)
     if st is None:
-        return NEVER, f"{shown}: job {dep.job_id} does not exist", None
+        return NEVER, f"{shown}: job {target} does not exist", None
     done = st in FINISHED
     if dep.kind == "after":
-        start = known.starts.get(dep.job_id)
+        start = known.starts.get(target)
         if st is State.PENDING and start is None:
             return WAIT, shown, None
         if dep.minutes and start is not None and not done:
@@ -116,12 +134,20 @@ def _term(job: Job, dep: Dependency, known: Known, now: float) -> Verdict:
             if at > now:
                 return WAIT, shown, at
         return OK, "", None
+    while done and target in known.retried:  # it failed, and is (or may be) run again
+        again = known.retried[target]
+        if again is None:
+            return WAIT, f"{shown} (job {target} died of CUDA out of memory: retried?)", None
+        target = again
+        shown = f"{dep.kind}:{dep.job_id} (retried as job {target})"
+        st = known.states.get(target, State.PENDING)  # (its row may not be written yet)
+        done = st in FINISHED
     if not done:
         return WAIT, shown, None
     if dep.kind == "afterok" and st is not State.COMPLETED:
-        return NEVER, f"{shown}: job {dep.job_id} ended {st.value}", None
+        return NEVER, f"{shown}: job {target} ended {st.value}", None
     if dep.kind == "afternotok" and st is State.COMPLETED:
-        return NEVER, f"{shown}: job {dep.job_id} COMPLETED", None
+        return NEVER, f"{shown}: job {target} COMPLETED", None
     return OK, "", None
 
 

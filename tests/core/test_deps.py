@@ -144,3 +144,28 @@ def test_terms_round_trip_through_the_store(make_job: MakeJob) -> None:
     assert Job.from_dict(old).dependencies == (Dependency("afterok", 3),)
     with pytest.raises(UsageError, match="minutes go with after only"):
         Dependency("afterok", 3, 5)
+
+
+def test_a_failed_job_being_retried_is_not_its_dependents_last_word(make_job: MakeJob) -> None:
+    """--retry-oom: while it is unknown whether the failed job is queued again, its dependents
+    wait; once retried, the retry's end decides (a chain of retries is followed)."""
+    first = _ended(make_job(1), State.FAILED)
+    ok = make_job(1, dependencies=(Dependency("afterok", first.id),))
+    notok = make_job(1, dependencies=(Dependency("afternotok", first.id),))
+    done = d.Finished()
+    done[first.id] = State.FAILED
+    done.retried[first.id] = None  # (the daemon is reading its log)
+    assert d.check(ok, d.Known([ok], [], done))[0] == d.WAIT
+    assert d.check(notok, d.Known([notok], [], done))[0] == d.WAIT
+    retry = make_job(1)
+    done.retried[first.id] = retry.id
+    assert d.check(ok, d.Known([ok, retry], [], done))[0] == d.WAIT  # the retry is pending
+    done[retry.id] = _ended(retry, State.COMPLETED).state
+    assert d.check(ok, d.Known([ok], [], done))[0] == d.OK
+    assert d.check(notok, d.Known([notok], [], done)) == (
+        d.NEVER, f"afternotok:{first.id} (retried as job {retry.id}): job {retry.id} COMPLETED",
+        None,
+    )  # fmt: skip
+    del done.retried[first.id]  # (not retried after all: its own end decides)
+    assert d.check(ok, d.Known([ok], [], done))[0] == d.NEVER
+    assert d.check(notok, d.Known([notok], [], done))[0] == d.OK

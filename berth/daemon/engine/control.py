@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from berth.claims.claim import Claim
+    from berth.core.deps import Finished
     from berth.core.job import Job
     from berth.daemon.engine.accounts import Accounts
     from berth.daemon.engine.diskfull import DiskFull
@@ -70,7 +71,7 @@ class Control:
         committing: dict[int, Claim],
         cancel_on_start: set[int], reasons: dict[int, str], order: QueueOrder,
         diskfull: DiskFull, accounts: Accounts, settling: dict[int, Job],
-        finished_states: dict[int, State], waiters: dict[int, list[asyncio.Future[None]]],
+        finished_states: Finished, waiters: dict[int, list[asyncio.Future[None]]],
         depended: set[int], purging: set[int], *, kick: Callable[[], None], save: Save,
         deps_changed: Callable[[], None], last_id: Callable[[], int],
         unstart: Callable[..., None], launch_failed: Callable[[Job, str], None],
@@ -240,6 +241,10 @@ class Control:
         del self.jobs[job.id]
         self.settling[job.id] = job
         self.finished_states[job.id] = job.state
+        if job.state is State.FAILED and job.extra.get("retry_oom") and not (
+            {"retry_of", "oom_retried"} & job.extra.keys()
+        ):  # --retry-oom may queue it again: its dependents wait (admission/oom_retry.py)
+            self.finished_states.retried[job.id] = None
         self.learn(job)  # (its run time, for the start estimates)
         self.reasons.pop(job.id, None)
         waiters = self.waiters.pop(job.id, None)
@@ -356,6 +361,7 @@ class Control:
         def forget() -> None:
             for i in ids:
                 self.finished_states.pop(i, None)
+                self.finished_states.retried.pop(i, None)
             purging.difference_update(ids)
 
         self.journal.after_commit(forget)

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 
+from berth.core.deps import Finished
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
@@ -76,7 +77,7 @@ class Engine:
         self.reasons: dict[int, str] = {}  # pending job -> why it waits (last pass)
         self.considered: dict[int, int] = {}  # pending job -> its place in the last pass
         self.explained_all = False  # the reasons in hand cover every pending job
-        self.finished_states: dict[int, State] = {}  # for dependencies
+        self.finished_states = Finished()  # for dependencies (and --retry-oom's retries)
         self.pauses = Pauses(store, res, self.kick)  # paused GPUs, a paused queue
         self.accounts = Accounts(store, res.cfg)  # fair share and per-user limits
         self.reservations = Reservations(store, res, self.kick)  # `berth admin reserve`
@@ -93,8 +94,7 @@ class Engine:
         self._reasons_valid = False
         self._deps_dirty = False  # a job depended on ended, or one depends: one may be doomed
         self.depended: set[int] = set()  # jobs some job depends on (and may be doomed by)
-        # Group commit: state changes made in one turn of the loop commit together.
-        self.journal = Journal(store, loop, self._committed)
+        self.journal = Journal(store, loop, self._committed)  # group commit: a turn's changes
         self.committing: dict[int, Claim] = {}  # started, waiting for the write-ahead commit
         self.settling: dict[int, Job] = {}  # finished, the final state not yet committed
         self.purging: set[int] = set()  # old jobs summarized and purged, not yet committed

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from berth.claims.claim import Claim
+    from berth.core.deps import Finished
     from berth.core.inventory import Usage
     from berth.core.job import Job
     from berth.core.states import State
@@ -52,7 +53,7 @@ class Host(Protocol):
     jobs: JobTable
     runs: dict[int, LiveAttempt]
     committing: dict[int, Claim]
-    finished_states: dict[int, State]
+    finished_states: Finished
     order: QueueOrder
     accounts: Accounts
     pauses: Pauses

@@ -71,12 +71,17 @@ def recover(engine: Engine, rebooted: bool = False) -> dict[str, int]:
         else:
             to_settle.append((job, launched or len(job.attempts)))
     for row in store.db.execute(
-        "SELECT id, state FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING', 'COMPLETING')"
+        "SELECT id, state, CASE WHEN state = 'FAILED' THEN json_extract(data, "
+        "'$.extra.oom_retried') END FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING', "
+        "'COMPLETING')"
     ):
         try:
             engine.finished_states[int(row[0])] = State(row[1])
         except ValueError:
             bad.append((int(row[0]), f"unknown state {row[1]!r}"))
+        if type(row[2]) is int:  # --retry-oom retried it: its dependents follow the retry
+            engine.finished_states.retried[int(row[0])] = row[2]
+            engine.depended.add(row[2])
     if bad:
         with store.tx():
             for job_id, why in bad:

@@ -84,12 +84,8 @@ def committed(engine: Engine, saved: list[Job]) -> None:
         if job.state not in FINISHED:
             continue
         learned.ended(engine, job)
-        if (
-            job.state is State.FAILED
-            and job.extra.get("retry_oom")
-            and "oom_retried" not in job.extra
-            and "retry_of" not in job.extra
-        ):
+        retried = engine.finished_states.retried
+        if job.id in retried and retried[job.id] is None and "oom_retried" not in job.extra:
             job.extra["oom_retried"] = None  # (looked at: once, whatever it finds)
             task = engine.loop.create_task(_retry(engine, job))
             _tasks.add(task)
@@ -97,6 +93,19 @@ def committed(engine: Engine, saved: list[Job]) -> None:
 
 
 async def _retry(engine: Engine, job: Job) -> None:
+    """Queue the retry, if the log says CUDA out of memory and there is more to give; then
+    the jobs that depend on ``job`` follow the retry, or learn that there is none."""
+    try:
+        await _look(engine, job)
+    finally:
+        retried = engine.finished_states.retried
+        if retried.get(job.id, 0) is None:  # no retry: they read job's own end
+            del retried[job.id]
+        engine.control.deps_changed()
+        engine.kick()
+
+
+async def _look(engine: Engine, job: Job) -> None:
     try:
         spec = engine.store.spec(job.id)
     except UnreadableSpec as e:
@@ -128,6 +137,8 @@ async def _retry(engine: Engine, job: Job) -> None:
         now, None, State.PENDING, f"retry of job {job.id}: CUDA out of memory ({sign}); now {how}"
     )
     job.extra["oom_retried"] = new.id
+    engine.finished_states.retried[job.id] = new.id  # (its dependents now wait on the retry)
+    engine.depended.add(new.id)
     engine.save(job, ended_at=job.attempts[-1].end if job.attempts else now, launched=0)
     engine.kick()
     await asyncio.gather(*futures)

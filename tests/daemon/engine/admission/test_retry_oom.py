@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from helpers import wait_until
 
-from berth.client import DaemonError
 from berth.daemon.engine.admission.oom_retry import _died_of_oom
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; "
@@ -30,17 +29,6 @@ def _submit(daemon: Any, *args: str) -> int:
     return int(out.stdout)
 
 
-def _durable(daemon: Any, job: int) -> dict[str, Any] | None:
-    """`show` of ``job`` once its insert is committed (the queue lists it a moment before:
-    its spec is read from the store)."""
-    try:
-        shown: dict[str, Any] = daemon.job(job)
-    except DaemonError as e:
-        assert "stored spec does not read" in str(e), e
-        return None
-    return shown
-
-
 def _rows(daemon: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = daemon.call("queue", all=True)["jobs"]
     return rows
@@ -54,7 +42,7 @@ def test_a_job_that_died_of_cuda_oom_is_retried_once_with_a_whole_gpu(daemon):
         lambda: next((r for r in _rows(daemon) if r.get("retry_of") == job), None),
         timeout=15, message="the retry is queued",
     )  # fmt: skip
-    shown = wait_until(lambda: _durable(daemon, retry["id"]), message="the retry is durable")
+    shown = daemon.job(retry["id"])  # (`show` answers as soon as `queue` lists it)
     assert shown["request"]["gpus"] == 1  # (it had half a GPU: now a whole one)
     assert shown["retry_of"] == job and "CUDA out of memory" in shown["retry_why"]
     assert f"retry of job {job}: CUDA out of memory" in shown["history"][0]["detail"]
@@ -144,3 +132,31 @@ def test_only_the_jobs_own_regular_log_is_read(tmp_path):
     for words in ("CUDA_ERROR_OUT_OF_MEMORY", "RESOURCE_EXHAUSTED: OOM when allocating"):
         mine.write_text(f"... {words} ...\n")
         assert _died_of_oom([str(mine)], me) is not None
+
+
+def test_the_jobs_that_depend_on_it_follow_its_retry_even_across_a_restart(daemon):
+    """afterok/afternotok on a job --retry-oom retries read the retry's end, as a requeued
+    Slurm job's dependents do: before, `afterok` was cancelled (DependencyNeverSatisfied) and
+    `afternotok` ran as soon as the first attempt failed."""
+    daemon.start("--poll-interval", "0.2")
+    mark, gate = daemon.fake.root / "oom-once", daemon.fake.root / "gate"
+    line = (f"if [ -e {mark} ]; then while [ ! -e {gate} ]; do sleep 0.05; done; exit 0; fi; "
+            f"touch {mark}; {_dies_of_oom(daemon)}")  # fmt: skip
+    job = _submit(daemon, "-g", "0.5", "--retry-oom", "--wrap", line)
+    ok = _submit(daemon, "-g", "0.5", "--dependency", f"afterok:{job}", "--wrap", "true")
+    notok = _submit(daemon, "-g", "0.5", "--dependency", f"afternotok:{job}", "--wrap", "true")
+    assert daemon.wait_done([job])[job]["state"] == "FAILED"
+    retry = wait_until(lambda: daemon.job(job)["oom_retried"], timeout=15,
+                       message="the retry is queued, and the first says so durably")  # fmt: skip
+    wait_until(lambda: f"retried as job {retry}" in (daemon.job(ok)["reason"] or ""),
+               message="the dependent waits on the retry")  # fmt: skip
+    daemon.kill9()  # the retry runs on; the daemon that starts reads who retried whom
+    daemon.start("--poll-interval", "0.2")
+    gate.touch()
+    ended = daemon.wait_done([retry, ok, notok])
+    assert ended[retry]["state"] == "COMPLETED"
+    assert ended[ok]["state"] == "COMPLETED"
+    assert ended[notok]["state"] == "CANCELLED"
+    assert f"afternotok:{job} (retried as job {retry}): job {retry} COMPLETED" in str(
+        daemon.job(notok)["history"]
+    )
