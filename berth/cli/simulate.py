@@ -80,6 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--half-life", default="7d", help="--fairshare: usage halves every ...")
     p.add_argument(
+        "--predict", choices=("off", "on", "both"), default="off",
+        help="backfill by run times learned from the replayed jobs' names, as [scheduling] "
+        "predict (both: each policy without and with it)",
+    )  # fmt: skip
+    p.add_argument(
         "--tenants", action="store_true", help="per tenant: GPU-hours, mean wait, service"
     )
     i = p.add_argument_group("--idle-reclaim (an estimate: docs/admin.md Enforcement)")
@@ -147,7 +152,8 @@ def _replay(args: argparse.Namespace) -> int:
         kept = simulate_reserve.replayed(args, wl.inv[0], wl.jobs)  # admin reservations
         if kept:
             notes.append(simulate_reserve.describe(kept, wl.jobs))
-        r, res = compare(wl, policies, placements, fair, half_life, kept)
+        learned = {"off": (False,), "on": (True,), "both": (False, True)}[args.predict]
+        r, res = compare(wl, policies, placements, fair, half_life, kept, learned)
         rows += r
         results += [(f"{label} @{wl.load:.2f}", x) for label, x in res]
     base = report.add_ratios(rows)

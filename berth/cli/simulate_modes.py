@@ -27,7 +27,7 @@ _RESERVE = (
 MODES: dict[str, tuple[str, frozenset[str]]] = {
     "replay": ("a replay (berth simulate TRACE)", frozenset((
         *_WORKLOAD, *_RESERVE, "reserve_every", "policy", "placement", "fairshare",
-        "half_life", "tenants", "plot", "json",
+        "half_life", "predict", "tenants", "plot", "json",
     ))),
     "fill": ("--fill", frozenset(("trace", "format", "inventory", "placement", "seeds", "fill",
                                   "json"))),

@@ -56,6 +56,7 @@ class RunResult:
     wall: float = 0.0
     timeouts: int = 0
     fairshare: bool = False
+    predict: bool = False  # backfilled by learned run times ([scheduling] predict)
 
 
 def simulate(
@@ -90,6 +91,7 @@ def simulate(
     sim.windows = list(reservations)
     sim.changes = sorted({t for w in reservations for t in (w.start, w.end)})
     sim.learned = RunTimes() if predict else None
+    sim.res.predict = predict
     n = len(jobs)
     while sim.arrived < n or sim.ends or sim.window_ahead():
         now = sim.last = sim.next_event()

@@ -48,8 +48,10 @@ def metrics(res: RunResult) -> dict[str, Any]:
     makespan = max(res.end) - t0
     work = sum(j.gpus * ran[i] for i, j in enumerate(jobs))
     out: dict[str, Any] = {
-        "policy": res.policy + ("+fairshare" if res.fairshare else ""),
+        "policy": res.policy + ("+fairshare" if res.fairshare else "")
+        + ("+predict" if res.predict else ""),
         "fairshare": res.fairshare,
+        "predict": res.predict,
         "placement": res.placement,
         "jobs": n,
         "capacity": res.capacity,

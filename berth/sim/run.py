@@ -104,18 +104,21 @@ def compare(
     fairshare: tuple[bool, ...] = (False,),
     half_life: float = DEFAULT_HALF_LIFE,
     reservations: Sequence[Window] = (),
+    predict: tuple[bool, ...] = (False,),
 ) -> tuple[list[dict[str, Any]], list[tuple[str, RunResult]]]:
-    """Run every (policy, placement, fair share off/on) on copies of the workload: metric
-    rows and results. ``reservations``: admin reservations kept in every run."""
+    """Run every (policy, placement, fair share off/on, predict off/on) on copies of the
+    workload: metric rows and results. ``reservations``: admin reservations kept in every
+    run; ``predict``: backfill by learned run times ([scheduling] predict) off, on, or both."""
     rows: list[dict[str, Any]] = []
     results: list[tuple[str, RunResult]] = []
     for policy in policies or [DEFAULT_POLICY]:
         for placement in placements or [DEFAULT_PLACEMENT]:
-            for fair in fairshare:
+            for fair, learned in ((f, p) for f in fairshare for p in predict):
                 check_policy(policy, placement)
                 res = simulate(
                     copy.deepcopy(wl.jobs), wl.inv, policy=policy, placement=placement,
                     fairshare=fair, half_life=half_life, reservations=reservations,
+                    predict=learned,
                 )  # fmt: skip
                 m = metrics(res)
                 m["load"] = wl.load

@@ -66,6 +66,8 @@ def test_a_repeated_reservation_repeats_to_the_replays_end(capsys: pytest.Captur
         (["--seeds", "1-3"], "--seeds", "a replay"),
         (["--assume", "2h"], "--assume", "a replay"),
         (["--idle-reclaim", "2h", "--fairshare", "on"], "--fairshare", "--idle-reclaim"),
+        (["--idle-reclaim", "2h", "--predict", "on"], "--predict", "--idle-reclaim"),
+        (["--fill", "--predict", "both"], "--predict", "--fill"),
     ],
 )
 def test_an_option_the_mode_cannot_use_is_refused_by_name(
@@ -95,3 +97,17 @@ def test_idle_reclaim_takes_every_policy(capsys: pytest.CaptureFixture[str]) -> 
     assert main([*idle, "--policy", "all"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x["model"]["policy"] for x in lines] == list(POLICIES)
+
+
+def test_a_replay_runs_each_policy_without_and_with_predictions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--predict both`: [scheduling] predict's effect on one's own queue, policy by policy
+    (simulate(predict=True) is tests/sim/test_sim_predict.py's)."""
+    out = _run(capsys, "--policy", "fifo,guarded", "--predict", "both")
+    rows = out["runs"]
+    assert [(r["policy"], r["predict"]) for r in rows] == [  # type: ignore[union-attr,index]
+        ("fifo", False), ("fifo+predict", True), ("guarded", False), ("guarded+predict", True),
+    ]  # fmt: skip
+    only = _run(capsys, "--policy", "fifo", "--predict", "on")
+    assert [r["policy"] for r in only["runs"]] == ["fifo+predict"]  # type: ignore[union-attr,index]
