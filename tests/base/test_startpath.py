@@ -137,7 +137,7 @@ def test_submits_common_form_loads_no_re_argparse_or_json(
 
 ARCH = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
 # Issue 38 asks for at most 12 files; the path crosses this many now, and may only shrink.
-MOST = 14
+MOST = 13
 
 
 def _start_path(text: str) -> list[tuple[str, str]]:
