@@ -12,7 +12,7 @@ waits):
 The daemon's RSS is read as the submits end and again after :data:`SETTLE` seconds idle.
 
 - ``cli``: N single submits of the job the CLI sends (``berth submit -g 1 -- true``'s
-  JobSpec, made by ``cli/submit_spec.job_spec`` from this process's real environment,
+  JobSpec, made by ``cli/submit.job_spec`` from this process's real environment,
   ``--export ALL``), pipelined on one connection: submits/s, the daemon's CPU a submit, its
   RSS queued;
 - ``arrays``: N / 10,000 x ``berth submit --array 0-9999 -g 1 -- true`` (the CLI): the
@@ -53,7 +53,7 @@ SETTLE = 5.0  # seconds the daemon is left idle before its RSS is read again
 def cli_spec(argv: list[str]) -> dict[str, Any]:
     """The job ``berth submit ARGV`` sends (its ``to_dict()``), made as the CLI makes it."""
     from berth.cli import submit_options
-    from berth.cli.submit_spec import job_spec
+    from berth.cli.submit import job_spec
 
     p = argparse.ArgumentParser()
     submit_options.add_arguments(p)

@@ -51,7 +51,7 @@ PRELOAD = (
     "berth.claims.waiting", "berth.claims.wake", "berth.cli.attach", "berth.cli.cancel",
     "berth.cli.command", "berth.cli.hold", "berth.cli.logs", "berth.cli.main",
     "berth.cli.pause", "berth.cli.queue", "berth.cli.release", "berth.cli.resubmit",
-    "berth.cli.show", "berth.cli.submit", "berth.cli.update", "berth.client", "berth.config", "berth.daemon.engine.command",
+    "berth.cli.show", "berth.cli.submit", "berth.cli.update", "berth.client", "berth.config", "berth.daemon.engine.starts",
     "berth.daemon.supervisor.ptyrelay", "berth.devices", "berth.devices.declared",
     "berth.devices.visible", "berth.errors", "berth.selection.filters", "berth.api.lease", "berth.units",
     "berth.wire.env", "berth.wire.inject", "berth.wire.paths", "berth.wire.protocol",

@@ -10,7 +10,8 @@ queue, show, cancel, logs and wait are one module each, whichever the backend: t
 through the :class:`berth.backends.base.Backend` that
 :func:`berth.cli.backend_choice.of` gives. submit and sweep on
 Slurm go to :mod:`berth.cli.on_slurm` (what they take differs: --partition, --mem-per-gpu;
--i attaches to a terminal only locally); locally to the command's own module.
+-i attaches to a terminal only locally); locally to the command's own module (submit
+--file: :mod:`berth.cli.submit_file`).
 
 Job ids are taken as Slurm writes them (``12``, or ``12_3`` for task 3 of array 12), on
 either backend: the local daemon has arrays too (:mod:`berth.daemon.engine.admission.arrays`).
@@ -85,7 +86,12 @@ class Wrapped(ModuleType):
             from berth.wire.paths import state_dir  # rare: a submitted script
 
             snapshot.apply(args, state_dir())
-        code = self.module.run(args)
+        if self.name == "submit" and args.file:  # (a jobs file: many jobs, one request)
+            from berth.cli import submit_file  # rare: --file
+
+            code = submit_file.run(args)
+        else:
+            code = self.module.run(args)
         return code
 
 

@@ -21,7 +21,7 @@ from berth.backends.slurm import Slurm
 from berth.cli import submit_file
 from berth.cli.backend_choice import of
 from berth.cli.logs import follow, wait_end
-from berth.cli.submit_spec import job_spec
+from berth.cli.submit import job_spec
 from berth.cli.sweep import grid
 from berth.cli.sweep import show as show_grid
 from berth.errors import UsageError

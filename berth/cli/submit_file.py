@@ -31,8 +31,8 @@ import shlex
 import sys
 
 from berth.cli import submit_bulk
+from berth.cli.submit import check_mail, job_spec
 from berth.cli.submit_options import add_arguments
-from berth.cli.submit_spec import check_mail, job_spec
 from berth.client import Client, DaemonError
 from berth.errors import UsageError
 from berth.jobsfile import checks, detect, gjs_line

@@ -25,9 +25,8 @@ import json
 import shlex
 import sys
 
-from berth.cli.submit import _array_said
+from berth.cli.submit import _array_said, check_mail, job_spec
 from berth.cli.submit_options import add_arguments as submit_arguments
-from berth.cli.submit_spec import check_mail, job_spec
 from berth.client import Client
 from berth.errors import UsageError
 from berth.jobsfile.grid import expand

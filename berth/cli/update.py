@@ -26,8 +26,8 @@ import sys
 
 from berth.cli.backend_choice import chosen, of
 from berth.cli.job_ids import job_id, job_ref
+from berth.cli.submit import gpu_number
 from berth.cli.submit_options import time_limit
-from berth.cli.submit_spec import gpu_number
 from berth.client import call
 from berth.dependency import parse_dependency
 from berth.errors import UsageError

@@ -33,8 +33,8 @@ import sys
 import time
 
 from berth.cli import submit_file
+from berth.cli.submit import check_mail
 from berth.cli.submit_options import add_arguments as submit_arguments
-from berth.cli.submit_spec import check_mail
 from berth.client import Client, DaemonError
 from berth.errors import EXIT_NO_DAEMON, DaemonUnreachable, UsageError
 from berth.jobsfile import detect, gjs_line

@@ -137,7 +137,7 @@ def cuda_env(ids: Iterable[int | str]) -> dict[str, str]:
     """The CUDA environment of a command on the GPUs ``ids`` (NVML indices, in the order CUDA
     is to number them: the first is ``cuda:0``), in this one place for `berth run`
     (:mod:`berth.claims.launch`), a lease (:mod:`berth.api.lease`) and the daemon's jobs
-    (:mod:`berth.daemon.engine.command`). No GPU: ``-1`` (an invalid index: CUDA enumerates
+    (:mod:`berth.daemon.engine.starts`). No GPU: ``-1`` (an invalid index: CUDA enumerates
     up to the first one, so none); "" would be none to CUDA too, but a shell's ``${VAR:-0,1}``
     and Python's ``if os.environ.get(...)`` read an empty value as unset (all GPUs)."""
     shown = ",".join(str(i) for i in ids)

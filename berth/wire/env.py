@@ -1,6 +1,6 @@
 """The job's environment, as both sides see it: what ``berth submit`` captures
 (``--export``), how a job's setup runs before its command (``--env-setup``, ``--conda``: the
-local launcher, :mod:`berth.daemon.engine.command`, and the Slurm batch script,
+local launcher, :mod:`berth.daemon.engine.starts`, and the Slurm batch script,
 :mod:`berth.backends.sbatch`, run the same shell text), and which ``sendmail`` a job's
 ``PATH`` finds (``--mail-user``: the client refuses it where none exists; the daemon mails
 through it).

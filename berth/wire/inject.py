@@ -1,5 +1,5 @@
 """The job's GPU ids in its command: ``--inject-arg --cuda`` (the GPU Job Scheduler rewrote ``--cuda``) and
-the ``{gpus}`` / ``{cuda}`` placeholders. Pure; :mod:`berth.daemon.engine.command` applies it when
+the ``{gpus}`` / ``{cuda}`` placeholders. Pure; :mod:`berth.daemon.engine.starts` applies it when
 the attempt's GPUs are known.
 
 Two ways to number the same GPUs, and the job chooses:

@@ -1,6 +1,6 @@
 """The CUDA environment berth gives a command on its GPUs is built in one place
 (berth/devices/visible.py's ``cuda_env``, issue 38): `berth run` (claims/launch.py), a lease
-(api/lease.py) and the daemon's jobs (daemon/engine/command.py) take it from there. Read from
+(api/lease.py) and the daemon's jobs (daemon/engine/starts.py) take it from there. Read from
 the source: no other module of berth sets ``CUDA_VISIBLE_DEVICES`` or ``CUDA_DEVICE_ORDER``
 (the compat/ shims, which copy other tools' own ways, aside)."""
 

@@ -16,7 +16,7 @@ import pytest
 from berth import config
 from berth.cli import main, quickargs, submit_options
 from berth.cli.backend import options as backend_options
-from berth.cli.submit_spec import job_spec
+from berth.cli.submit import job_spec
 from berth.errors import UsageError
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "X": "1"}

@@ -119,7 +119,7 @@ class Cli:
 
 def local_argv(argv: list[str], inject_arg: str | None, gpus: list[int]) -> list[str]:
     """The command the local queue runs for ``argv`` on GPUs ``gpus`` (machine indices, in the
-    job's CUDA order): berth.daemon.engine.command's calls of berth.wire.inject, which
+    job's CUDA order): berth.daemon.engine.starts's calls of berth.wire.inject, which
     tests/daemon/engine/test_inject_requirements.py checks on the local daemon."""
     from berth.wire import inject
 

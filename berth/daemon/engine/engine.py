@@ -23,7 +23,6 @@ from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
 from berth.core.states import State
 from berth.daemon.engine import cpuslots, explaining
 from berth.daemon.engine.accounts import Accounts
-from berth.daemon.engine.command import PRIVATE
 from berth.daemon.engine.control import Control
 from berth.daemon.engine.diskfull import DiskFull
 from berth.daemon.engine.estimates import Estimates
@@ -31,7 +30,7 @@ from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.queue_order import QueueOrder
 from berth.daemon.engine.reservations import Reservations
-from berth.daemon.engine.starts import Launcher
+from berth.daemon.engine.starts import PRIVATE, Launcher
 from berth.daemon.ports import SystemClock
 from berth.daemon.store import summaries
 from berth.daemon.store.journal import Journal

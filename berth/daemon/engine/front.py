@@ -21,8 +21,8 @@ from berth.daemon.engine import front_reads as reads
 from berth.daemon.engine import queue_view
 from berth.daemon.engine.accounts import EVERYONE
 from berth.daemon.engine.admission import admit, arrays, resubmit, update
-from berth.daemon.engine.command import pty_path
 from berth.daemon.engine.reservations import when
+from berth.daemon.engine.starts import pty_path
 from berth.daemon.engine.views import TaskIds, detail, row, with_task_ids
 from berth.daemon.store.store import UnreadableSpec
 from berth.units import format_duration

@@ -7,6 +7,9 @@ a job's owner or an admin acts on it (and reads its logs, attaches to it); every
 queue; with ``--private`` only they see its command and paths; pausing GPUs and stopping the
 daemon are for admins), call a verb, and return the response fields or raise ProtocolError / a
 berth error.
+
+The jobs' family: reading them (``queue``: :mod:`berth.daemon.requests.queueview`), acting
+on them, and their coming in and changing (below, "jobs coming in and changed").
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from berth.daemon.engine.views import redact
 from berth.daemon.report import tally
 from berth.daemon.requests import admin, queueview, reserve, validate
 from berth.daemon.requests.authority import Peer, admins_only, may_see, owned
-from berth.daemon.requests.submit import resubmit, submit, submit_all, update
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Awaitable, Callable
     from typing import Any
 
@@ -128,6 +131,47 @@ def ping(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
 def shutdown(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
     admins_only(peer, "stop the daemon")
     return {"stopping": True, "running_jobs": front.stop()}
+
+
+# -- jobs coming in and changed --------------------------------------------------------------
+# The handlers of jobs coming in and changed: ``submit`` and ``submit_all`` (a job as the
+# client sent it, handed to the engine's admission: :mod:`berth.daemon.engine.admission.admit`,
+# every check, the queue, the answer once durable), ``update`` (a pending job changed, checked as
+# submit checks it) and ``resubmit`` (an ended job queued again). Who may change or resubmit a
+# job (its owner or an admin) is judged here, for each job the engine names, before it changes
+# any.
+
+
+def submit(
+    front: Front, peer: Peer, req: dict[str, Any]
+) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
+    """One job (or one array), answered once it is durable (``dry_run``: what it would be)."""
+    return front.admit(peer, req["job"], bool(req.get("dry_run")))
+
+
+async def submit_all(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """A jobs file's jobs, all or none, in one commit; ``env``: of each job naming none."""
+    return await front.admit(
+        peer, req["jobs"], bool(req.get("dry_run")), each=True, env=req.get("env")
+    )
+
+
+async def update(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """`berth update`: the pending job (or an array's pending tasks) changed."""
+
+    def allow(job: Job) -> object:
+        return owned(job, peer, "update it")
+
+    return await front.update(peer, req["job_id"], req["set"], allow)
+
+
+async def resubmit(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """`berth resubmit`: an ended job queued again (``cascade``: its doomed dependents)."""
+
+    def allow(job: Job) -> object:
+        return owned(job, peer, "resubmit it")
+
+    return await front.resubmit(peer, req["job_id"], bool(req.get("cascade")), allow)
 
 
 HANDLERS: dict[str, Handler] = {

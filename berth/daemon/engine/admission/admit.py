@@ -30,8 +30,8 @@ from berth.core.runtimes import script_of
 from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
 from berth.daemon.engine.admission.envs import same_env
 from berth.daemon.engine.admission.prepared import Prepared
+from berth.daemon.engine.admission.userdir import expand_pattern
 from berth.daemon.engine.admission.userdir import log_dir as user_log_dir
-from berth.daemon.engine.command import expand_pattern
 from berth.daemon.engine.cpuslots import CPU_SLOT
 from berth.wire import protocol
 from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, sizes

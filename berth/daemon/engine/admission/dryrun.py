@@ -19,7 +19,7 @@ from __future__ import annotations
 from berth.core.states import Reason
 from berth.daemon.engine.admission import arrays
 from berth.daemon.engine.admission.fitness import limit_in_force
-from berth.daemon.engine.command import expand_pattern
+from berth.daemon.engine.admission.userdir import expand_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -17,6 +17,9 @@ one else can plant a link or a file where the directory is made (``mkdir`` and `
 without following links, relative to a descriptor of ``<state>/logs``); an existing entry is
 used only if it is a real directory owned by the user, else the submit is refused with what
 the admin should do. A non-root daemon (one user's own) keeps its logs in ``<state>/logs``.
+
+A job's log names (``-o``/``-e``, or the default) are expanded here too, at submit:
+:func:`expand_pattern`.
 """
 
 from __future__ import annotations
@@ -128,3 +131,18 @@ def log_dir(state: str, peer: Peer, make: bool = True) -> str:
             f"cannot make the log directory of {peer.user} under {logs_root(state)}: "
             f"{e.strerror or e}; ask the admin, or give your own log file with -o",
         ) from None
+
+
+def expand_pattern(
+    pattern: str, job_id: int, cwd: str, user: str, array: tuple[int, int | str] | None = None
+) -> str:
+    """sbatch's filename patterns: %j job id, %u user, %A / %a an array's id and the task's
+    index (outside an array: the job id, and nothing: a job that is not an array has no task
+    index, so ``-o run_%A_%a.out`` is ``run_12_.out``; some sbatch versions write Slurm's
+    NO_VAL, 4294967294, there); %x is not supported; %% a percent."""
+    out = pattern.replace("%%", "\0").replace("%j", str(job_id)).replace("%u", user)
+    if "%A" in out or "%a" in out:
+        head, task = array if array is not None else (job_id, "")
+        out = out.replace("%A", str(head)).replace("%a", str(task))
+    out = out.replace("\0", "%")
+    return out if os.path.isabs(out) else os.path.join(cwd, out)
