@@ -80,15 +80,15 @@ def _limit(job: Job) -> float:
     return job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
 
 
-def victims(running: Iterable[Job], now: float, rule: Rule) -> list[Job]:
-    """The running jobs the rule may stop now: opted in (``requeue``), RUNNING (not already
-    told to stop), on whole GPUs, past ``min_run``, preempted fewer than ``cap`` times."""
+def victims(running: Iterable[Job], rule: Rule) -> list[Job]:
+    """The running jobs the rule may stop (once past ``min_run``): opted in (``requeue``),
+    RUNNING (not already told to stop), on whole GPUs, preempted fewer than ``cap`` times."""
     out = []
     for job in running:
         a = job.attempt
         if (
             job.requeue and job.state is State.RUNNING and a is not None and a.share >= 1.0
-            and a.gpus and now - a.start >= rule.min_run and preempted(job) < rule.cap
+            and a.gpus and preempted(job) < rule.cap
         ):  # fmt: skip
             out.append(job)
     return out
@@ -96,13 +96,15 @@ def victims(running: Iterable[Job], now: float, rule: Rule) -> list[Job]:
 
 def preemptions(
     waiting: Iterable[Job], running: Iterable[Job], now: float, rule: Rule
-) -> list[Preempt]:
-    """What to preempt at ``now``: ``waiting`` are the pending jobs the pass did not start, in
-    its order; ``running`` the jobs holding GPUs. See the module's rule."""
-    free = victims(running, now, rule)
-    if not free:
-        return []
+) -> tuple[list[Preempt], float | None]:
+    """What to preempt at ``now``, and when a preemption held back only by ``min_run`` could
+    be made (a pass is worth running then; None: none): ``waiting`` are the pending jobs the
+    pass did not start, in its order; ``running`` the jobs holding GPUs. See the module's
+    rule."""
+    free = victims(running, rule)
     out: list[Preempt] = []
+    if not free:
+        return out, None
     for k, w in enumerate(waiting):
         if k >= rule.scan or not free:
             break
@@ -113,6 +115,7 @@ def preemptions(
             break  # (fractional or no GPU: served by the packer, not by a victim)
         want = rule.ratio * _limit(w)
         best: tuple[float, int, Job] | None = None
+        soon: float | None = None  # the earliest a victim too young now may serve it
         for v in free:
             a = v.attempt
             assert a is not None
@@ -120,11 +123,15 @@ def preemptions(
                 continue
             if a.start + _limit(v) - now < want:
                 continue
+            if now - a.start < rule.min_run:
+                ready = a.start + rule.min_run
+                soon = ready if soon is None else min(soon, ready)
+                continue
             lost = (now - a.start) * len(a.gpus)
             if best is None or (lost, v.id) < best[:2]:
                 best = (lost, v.id, v)
         if best is None:
-            break  # (the freed GPUs would go to this job first)
+            return out, soon  # (the freed GPUs would go to this job first)
         free.remove(best[2])
         out.append(Preempt(best[2].id, w.id))
-    return out
+    return out, None
