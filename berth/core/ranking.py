@@ -67,6 +67,22 @@ class _Group:
         self.share = INF  # the smallest share of a GPU asked here
 
 
+def _back(g: _Group, item: _Item) -> None:
+    """Put an older job in its place in ``g``: one that joins late, or one back with its old
+    queue time (a start undone, a preemption), whose entry may still be there (left) or
+    before ``g.start``: it is seen once, and from where a walk begins."""
+    items = g.items
+    k = bisect_left(items, item[:2], key=lambda it: it[:2])
+    again = k < len(items) and items[k][3] is item[3]
+    if not again:
+        items.insert(k, item)
+    if k < g.start:  # (the left entries between it and the old start count as dead)
+        g.dead += g.start - k - 1 if again else g.start - k
+        g.start = k
+    elif again:
+        g.dead = max(0, g.dead - 1)
+
+
 class Ranking:
     """The pending jobs of a policy, in its order (see the module docstring). A job's
     priority, time limit, queue time, hold, dependencies and backoff must not change while it
@@ -150,7 +166,7 @@ class Ranking:
         if not g.items or g.items[-1][:2] < item[:2]:
             g.items.append(item)  # the usual case: the newest job
         else:
-            insort(g.items, item, key=lambda it: it[:2])
+            _back(g, item)
         g.root = min(g.root, root)
         g.limit = min(g.limit, job.time_limit if job.time_limit is not None else INF)
         gpus = job.request.size

@@ -5,6 +5,13 @@ applied, then ONE scheduling pass runs -- the very ``schedule()`` the daemon cal
 same ``Job`` objects and ``transition()`` -- and its starts schedule their ends. Nothing runs
 between events, so a replay costs (events x one pass), not (simulated seconds).
 
+With a preemption rule (``preempt``: :mod:`berth.core.preempt`) each pass is followed by the
+rule's decisions: a victim is told to stop (COMPLETING) and ends ``grace`` later as PREEMPTED,
+back in the queue with its old queue time; its run is lost (it starts again from the
+beginning, as Slurm's requeue), counted in ``RunResult.lost``. Its ``start`` is its last start,
+so its wait counts the lost run. With ``checkpoint`` the job instead resumes where it was
+told to stop (it saves its state in the grace): only the grace is lost -- the best case.
+
 For speed the simulator keeps the pending list in the policy's order (``presorted=True``) and
 asks for no explanations (``explain=False``), which lets a pass stop as soon as nothing more
 can fit; neither changes what starts.
@@ -20,11 +27,12 @@ from dataclasses import dataclass, field
 
 from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, charged_gpus, usage_at
-from berth.core.guard import Arrivals
-from berth.core.job import Job
+from berth.core.guard import Arrivals, first, overdue_in
+from berth.core.job import Attempt, Job
 from berth.core.occupancy import Occupancy
 from berth.core.placement import Profile
 from berth.core.policy import DEFAULT_PLACEMENT, DEFAULT_POLICY, Inputs, check_policy, schedule
+from berth.core.preempt import Rule, preemptions
 from berth.core.ranking import Ranking
 from berth.core.request import Request
 from berth.core.reservations import Window
@@ -37,6 +45,7 @@ from berth.sim.workload import Inventory
 
 PROFILE_WINDOW = 1000  # the packer's demand profile: the last N arrivals plus the queue
 PROFILE_EVERY = 100  # rebuilt every N arrivals
+WAKE = -1  # (an entry in the ends' heap that ends no job: a pass runs at its time)
 
 
 @dataclass(slots=True)
@@ -57,6 +66,9 @@ class RunResult:
     timeouts: int = 0
     fairshare: bool = False
     predict: bool = False  # backfilled by learned run times ([scheduling] predict)
+    preemptions: int = 0  # attempts the preemption rule ended
+    lost: float = 0.0  # GPU-seconds of those attempts (their work is lost), grace included
+    saved: dict[int, float] = field(default_factory=dict)  # (checkpoint) index -> run kept
 
 
 def simulate(
@@ -70,6 +82,8 @@ def simulate(
     half_life: float = DEFAULT_HALF_LIFE,
     reservations: Sequence[Window] = (),
     predict: bool = False,
+    preempt: Rule | None = None,
+    checkpoint: bool = False,
 ) -> RunResult:
     """Replay ``jobs`` (sorted by submit) on ``inv`` under ``policy``; deterministic.
     ``fairshare``: with fair share between tenants by decayed usage, as the system daemon
@@ -78,7 +92,9 @@ def simulate(
     tenant): each window's start and end is an event, as the daemon's timer wakes its pass.
     ``predict``: as ``[scheduling] predict``: backfill by run times learned from the jobs ended
     so far (a tenant's jobs of the same name, :mod:`berth.core.runtimes`) where no limit is
-    given."""
+    given.
+    ``preempt``: preempt jobs that opted in (``SimJob.requeue``) by this rule; ``checkpoint``:
+    a preempted job resumes where it was told to stop (else it starts again from nothing)."""
     check_policy(policy, placement)
     too_big = [j for j in jobs if j.gpus > len(inv[0])]
     if too_big:
@@ -92,6 +108,8 @@ def simulate(
     sim.changes = sorted({t for w in reservations for t in (w.start, w.end)})
     sim.learned = RunTimes() if predict else None
     sim.res.predict = predict
+    sim.rule = preempt
+    sim.done = {} if checkpoint else None
     n = len(jobs)
     while sim.arrived < n or sim.ends or sim.window_ahead():
         now = sim.last = sim.next_event()
@@ -99,6 +117,8 @@ def simulate(
         sim.arrive(now)
         d = sim.decide(now)
         sim.start(d, now)
+        if preempt is not None and sim.queue:
+            sim.preempt(now)
         if timeline:
             sim.record(now)
         stuck = not d.starts and not sim.ends and sim.arrived >= n and len(sim.queue) > 0
@@ -117,8 +137,8 @@ class _Replay:
     __slots__ = (
         "allocated", "arrived", "arrivals", "book", "changes", "core", "ends", "free", "gpus",
         "held", "index", "jobs", "last", "learned", "nodes", "pbook", "placement", "policy", "pos",
-        "predicted", "profile", "queue", "recent", "res", "running", "stranded", "waiting",
-        "windows",
+        "predicted", "profile", "queue", "recent", "res", "rule", "running", "stopping",
+        "stranded", "waiting", "wake", "windows", "due", "done",
     )  # fmt: skip
 
     def __init__(
@@ -140,6 +160,11 @@ class _Replay:
         self.running: dict[int, Job] = {}
         self.held = Occupancy(gpus, nodes)  # what the running jobs hold, kept across passes
         self.ends: list[tuple[float, int]] = []  # (end, job id), a heap
+        self.due: dict[int, float] = {}  # running job -> its end in the heap (others: stale)
+        self.rule: Rule | None = None  # preemption
+        self.stopping: dict[int, tuple[float, str]] = {}  # preempted: (its stop, the reason)
+        self.done: dict[int, float] | None = None  # (checkpoint) preempted job -> run so far
+        self.wake = -1.0  # (preemption) the last pass asked for, at a victim's minimum run
         self.free = [1.0] * len(gpus)
         self.index = {g.index: k for k, g in enumerate(gpus)}
         self.allocated = 0.0
@@ -171,10 +196,17 @@ class _Replay:
 
     def end(self, now: float) -> None:
         """The jobs whose run ends by ``now``: completed, or timed out at their limit."""
-        ends, res, book = self.ends, self.res, self.book
+        ends, res = self.ends, self.res
         while ends and ends[0][0] <= now:
-            _, jid = heapq.heappop(ends)
+            t, jid = heapq.heappop(ends)
+            if self.due.get(jid) != t:
+                continue  # (a job preempted before this end, or its stop after it ended)
+            del self.due[jid]
             job = self.running.pop(jid)
+            stop = self.stopping.pop(jid, None)
+            if stop is not None and stop[0] == t:
+                self.requeue(job, now, stop[1])
+                continue
             i = self.pos[jid]
             sj = self.jobs[i]
             timed_out = sj.time_limit is not None and sj.time_limit < sj.duration
@@ -184,19 +216,67 @@ class _Replay:
             if res.end[i] >= 0:
                 raise AssertionError(f"job {jid} finished twice")
             res.end[i] = now
-            self.held.end(job)
-            a = job.attempts[-1]
-            if book is not None:
-                book.add(job.tenant, charged_gpus(job.request), a.start, now, now)
-            if self.pbook is not None:  # (fair share's upper level: the project's usage)
-                self.pbook.add(job.project, charged_gpus(job.request), a.start, now, now)
-            for g in a.gpus:
-                self.free[self.index[g]] += a.share
-            self.allocated -= job.request.gpu_amount
-            self.stranded = None
+            a = self.release(job, now)
             if self.learned is not None and not timed_out:
                 self.learned.add(Run(job.tenant, job.name, *shape_of(job), now - a.start))
                 self.predicted.pop(jid, None)
+
+    def release(self, job: Job, now: float) -> Attempt:
+        """Free what the job's attempt (just ended) held; charge it to fair share."""
+        self.held.end(job)
+        a = job.attempts[-1]
+        if self.book is not None:
+            self.book.add(job.tenant, charged_gpus(job.request), a.start, now, now)
+        if self.pbook is not None:  # (fair share's upper level: the project's usage)
+            self.pbook.add(job.project, charged_gpus(job.request), a.start, now, now)
+        for g in a.gpus:
+            self.free[self.index[g]] += a.share
+        self.allocated -= job.request.gpu_amount
+        self.stranded = None
+        return a
+
+    def preempt(self, now: float) -> None:
+        """The preemption rule after the pass: each victim is told to stop; it ends after the
+        grace (or at its own end, if sooner)."""
+        rule = self.rule
+        assert rule is not None
+        running = list(self.running.values())
+        if not any(j.requeue for j in running):
+            return
+        head = None
+        if self.policy == "guarded":
+            head = overdue_in(self.queue.at(now), running, now, self.arrivals.any())
+        order = first(self.queue.at(now), head)
+        todo, ready = preemptions(order, running, now, rule)
+        if ready is not None and ready != self.wake:  # (a pass then: a minimum run is over)
+            self.wake = ready
+            heapq.heappush(self.ends, (ready, WAKE))
+        for p in todo:
+            job = self.running[p.job_id]
+            transition(job, State.COMPLETING, now=now, reason=p.reason)
+            stop = now + rule.grace
+            self.stopping[job.id] = (stop, p.reason)
+            if stop < self.due[job.id]:
+                self.due[job.id] = stop
+                heapq.heappush(self.ends, (stop, job.id))
+
+    def requeue(self, job: Job, now: float, reason: str) -> None:
+        """A preempted job's stop: its attempt is PREEMPTED (its work lost), and it rejoins
+        the queue with its old queue time (its place kept)."""
+        queued = job.queue_time
+        transition(job, State.PREEMPTED, now=now, reason=reason)
+        job.queue_time = queued
+        a = self.release(job, now)
+        self.res.preemptions += 1
+        ran = now - a.start
+        if self.done is not None and self.rule is not None:  # (saved when told to stop)
+            ran = max(0.0, ran - self.rule.grace)
+            self.done[job.id] = self.res.saved[self.pos[job.id]] = self.done.get(job.id, 0.0) + ran
+            ran = now - a.start - ran
+        self.res.lost += a.share * len(a.gpus) * ran
+        self.queue.add(job)
+        self.waiting[job.id] = job
+        self.arrivals.add(job)  # (its old queue time: not an arrival again)
 
     def arrive(self, now: float) -> None:
         """The jobs submitted by ``now`` join the queue (and the packer's demand profile)."""
@@ -209,6 +289,7 @@ class _Replay:
                 user=sj.tenant or "-",
                 project=sj.project, priority=sj.priority, time_limit=sj.time_limit,
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
+                requeue=sj.requeue, max_requeues=0,  # (preemption only: a time limit ends it)
             )  # fmt: skip
             self.core[sj.id] = job
             self.arrivals.add(job)
@@ -272,7 +353,10 @@ class _Replay:
             res.placed[i] = s.gpus
             sj = self.jobs[i]
             run = sj.duration if sj.time_limit is None else min(sj.duration, sj.time_limit)
+            if self.done:  # (checkpoint: the run left)
+                run = max(0.0, run - self.done.get(job.id, 0.0))
             heapq.heappush(self.ends, (now + run, job.id))
+            self.due[job.id] = now + run
             for g in s.gpus:
                 self.free[self.index[g]] -= s.share
             self.allocated += job.request.gpu_amount

@@ -63,6 +63,7 @@ class SimJob:
     gpu_ids: tuple[int, ...] | None = None
     gpu_models: tuple[str, ...] = ()  # GPU models allowed (exact names); () = any
     project: str = ""  # the job's project (berth's records: --project), "" for none
+    requeue: bool = False  # opted in to preemption (--requeue; berth.core.preempt)
 
     @property
     def gpu_seconds(self) -> float:

@@ -19,11 +19,12 @@ import pytest
 
 from berth.core import Inputs, Job, Request, State, schedule, transition
 from berth.core.capacity import Capacity
-from berth.core.guard import Arrivals
+from berth.core.guard import Arrivals, first, overdue_in
 from berth.core.occupancy import Occupancy
 from berth.core.order import order_key
 from berth.core.placement import Profile
 from berth.core.policy import POLICIES
+from berth.core.preempt import Rule, preemptions
 from berth.core.ranking import Ranking
 from berth.sim import engine, workload
 from berth.sim.engine import PROFILE_EVERY, PROFILE_WINDOW, simulate
@@ -34,9 +35,11 @@ DATA = Path(__file__).parent / "data"
 
 
 def reference(
-    jobs: list[SimJob], inv: workload.Inventory, policy: str, placement: str
-) -> tuple[list[float], list[tuple[int, ...]]]:
-    """Start times and GPUs of every job, one fully explaining pass per event."""
+    jobs: list[SimJob], inv: workload.Inventory, policy: str, placement: str,
+    rule: Rule | None = None,
+) -> tuple[list[float], list[tuple[int, ...]]]:  # fmt: skip
+    """Start times and GPUs of every job, one fully explaining pass per event (``rule``: and
+    the preemption rule after each pass, on the whole queue sorted anew)."""
     gpus, nodes = inv
     n = len(jobs)
     start = [-1.0] * n
@@ -45,6 +48,8 @@ def reference(
     pending: list[Job] = []  # in arrival order
     running: dict[int, Job] = {}
     ends: list[tuple[float, int]] = []
+    due: dict[int, float] = {}  # (preemption) each running job's end in ``ends``
+    stopping: dict[int, tuple[float, str]] = {}  # (preemption) told to stop: when, why
     recent: list[Request] = []
     profile: Profile | None = None
     arrived = 0
@@ -54,7 +59,19 @@ def reference(
         t_arr = jobs[arrived].submit if arrived < n else float("inf")
         now = min(t_arr, ends[0][0]) if ends else t_arr
         while ends and ends[0][0] <= now:
-            job = running.pop(heapq.heappop(ends)[1])
+            t, jid = heapq.heappop(ends)
+            if rule is not None:
+                if due.get(jid) != t:
+                    continue  # (stale: replaced by a stop)
+                del due[jid]
+            job = running.pop(jid)
+            stop = stopping.pop(jid, None)
+            if stop is not None and stop[0] == t:
+                queued = job.queue_time
+                transition(job, State.PREEMPTED, now=now, reason=stop[1])
+                job.queue_time = queued  # (its place kept)
+                pending.append(job)
+                continue
             sj = jobs[pos[job.id]]
             timed_out = sj.time_limit is not None and sj.time_limit < sj.duration
             transition(job, State.TIMEOUT if timed_out else State.COMPLETED, now=now,
@@ -64,7 +81,7 @@ def reference(
             arrived += 1
             job = Job(
                 id=sj.id, submit_time=sj.submit, tenant=sj.tenant or "-", priority=sj.priority,
-                time_limit=sj.time_limit,
+                time_limit=sj.time_limit, requeue=sj.requeue, max_requeues=0,
                 request=Request(gpus=sj.gpus, mem=sj.mem, gpu_ids=sj.gpu_ids, cpu=sj.cpu, ram=sj.ram),
             )  # fmt: skip
             pending.append(job)
@@ -93,7 +110,23 @@ def reference(
             sj = jobs[i]
             run = sj.duration if sj.time_limit is None else min(sj.duration, sj.time_limit)
             heapq.heappush(ends, (now + run, job.id))
+            due[job.id] = now + run
         pending = [j for j in pending if j.state is State.PENDING]
+        if rule is not None and pending:
+            order = sorted(pending, key=lambda j: order_key(j, key_policy, now))
+            head = None
+            if policy == "guarded":
+                head = overdue_in(pending, list(running.values()), now, arrivals)
+            todo, ready = preemptions(first(order, head), list(running.values()), now, rule)
+            if ready is not None:
+                heapq.heappush(ends, (ready, -1))  # (a pass at a victim's minimum run)
+            for p in todo:
+                job = running[p.job_id]
+                transition(job, State.COMPLETING, now=now, reason=p.reason)
+                stopping[job.id] = (now + rule.grace, p.reason)
+                if now + rule.grace < due[job.id]:
+                    due[job.id] = now + rule.grace
+                    heapq.heappush(ends, (now + rule.grace, job.id))
     return start, placed
 
 
@@ -244,3 +277,47 @@ def test_ranking_forgets_started_jobs_at_the_front_of_its_groups() -> None:
     assert [j.id for j in ranking.at(70.0)] == list(range(31, 50))
     for g in ranking.groups.values():
         assert g.items[g.start][3].state is State.PENDING
+
+
+@pytest.mark.parametrize("policy", ["guarded", "sjf", "balanced"])
+def test_same_decisions_with_preemption(policy: str) -> None:
+    """Issue 32.5: the simulator applies the preemption rule (its order kept, its stale ends
+    left in the heap) exactly as the slow way does."""
+    jobs = _synthetic(400, seed=7)
+    rng = random.Random(7)
+    for j in jobs:
+        j.requeue = rng.random() < 0.5
+    inv = workload.inventory("3x4")
+    rule = Rule(ratio=3.0, min_run=300.0, cap=2, grace=30.0)
+    res = simulate(copy.deepcopy(jobs), inv, policy=policy, preempt=rule)
+    start, placed = reference(copy.deepcopy(jobs), inv, policy, "packer", rule)
+    assert res.preemptions >= 5  # (the rule had work to do)
+    assert res.start == start
+    assert res.placed == placed
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_ranking_takes_back_a_job_with_its_old_queue_time(policy: str) -> None:
+    """A preempted job rejoins keeping its place (issue 32.5): its entry, left behind when it
+    started, must not make it appear twice, nor hide it before where a walk begins."""
+    ranking = Ranking(policy)
+    jobs = [Job(id=i, submit_time=float(i), time_limit=100.0 * (i % 3 + 1)) for i in range(1, 80)]
+    for j in jobs:
+        ranking.add(j)
+    gone = jobs[:40]
+    for j in gone:
+        transition(j, State.RUNNING, now=100.0, gpus=(0,))
+    ranking.prune(gone)
+    list(ranking.at(110.0))  # (a pass: the groups skip what left from their front)
+    back = [jobs[3], jobs[25], jobs[39]]
+    for j in back:
+        queued = j.queue_time
+        transition(j, State.PREEMPTED, now=120.0)
+        j.queue_time = queued
+        ranking.add(j)
+    left = [j for j in jobs if j.state is State.PENDING]
+    key_policy = "priority" if policy == "fairshare" else policy
+    for now in (130.0, 5000.0):
+        want = sorted(left, key=lambda j: order_key(j, key_policy, now))
+        assert [j.id for j in ranking.at(now)] == [j.id for j in want]
+    assert len(ranking) == len(left)
