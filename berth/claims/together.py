@@ -66,7 +66,7 @@ def claim_each(ledger: Claimer, wants: Sequence[Want]) -> list[Claim | None]:
     totals: dict[str, int | None] = {}
     try:
         for w in wants:
-            pairs = [(g.uuid, g.index) for g in w.chosen]
+            pairs: list[tuple[str, int | None]] = [(g.uuid, g.index) for g in w.chosen]
             for g in w.chosen:
                 totals[g.uuid] = g.memory_total
             made.append(

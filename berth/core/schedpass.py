@@ -116,11 +116,9 @@ class Pass:
 
     def _nothing_left(self, cap: Capacity) -> bool:
         if self.cpu_only is None and not cap.n_whole_free:  # (asked at most once a pass)
-            pending = self.inp.pending  # (a ranking counts its CPU-only jobs: no walk)
+            p = self.inp.pending  # (a ranking counts its CPU-only jobs: no walk)
             self.cpu_only = (
-                pending.ranking.cpu_only > 0
-                if isinstance(pending, (View, Queued))
-                else cpu_only(pending)
+                p.ranking.cpu_only > 0 if isinstance(p, (View, Queued)) else cpu_only(p)
             )
         return nothing_left(cap, bool(self.cpu_only))
 
