@@ -1,6 +1,7 @@
 """The engine's own CPU per job on the start path, without sockets or supervisors: N queued
 1-GPU jobs on 8 GPUs drained by the daemon's engine in this process (tests/daemon/enginekit.py's
-``EngineRig``: the real store, the real claim ledger in /dev/shm, fake supervisors), each
+``EngineRig``: the real store, the real claim ledger in /dev/shm with its listing kept as
+the daemon keeps it, fake supervisors), each
 attempt ending as soon as it started. What it counts, on the thread's CPU clock: the passes,
 the claims, the write-ahead and the hand-over, the ends, the commits (on the loop's thread
 here). Deterministic where the daemon's bench is not: every pass starts 8 jobs, so a tree's
@@ -30,6 +31,8 @@ from enginekit import EngineRig
 from berth.daemon.engine.admission import admit
 tmp = pathlib.Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
 rig = EngineRig(tmp, gpus=8, policy=policy)
+from berth.claims.ledger import Ledger
+rig.engine.res.ledger = Ledger(rig.ledger.path, keep=True)  # (the daemon's: a kept listing)
 rig.engine.pauses.queue = True  # (all queued before the first pass)
 spec = {"argv": ["true"], "env": {"PATH": "/bin"}, "cwd": str(tmp), "gpus": 1}
 for _ in range(n):
