@@ -42,6 +42,8 @@ _ESC = {"%": "%25", ".": "%2E", "/": "%2F"}
 
 def escape(uuid: str) -> str:
     """A GPU uuid made safe for a file name field (no ``.`` or ``/``)."""
+    if "." not in uuid and "/" not in uuid and "%" not in uuid:
+        return uuid  # (NVML's uuids: a claim made per start, not a character at a time)
     return "".join(_ESC.get(ch, ch) for ch in uuid)
 
 

@@ -27,7 +27,7 @@ from berth.claims import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Mapping
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
     from berth.claims.claim import Claim
 
@@ -49,12 +49,34 @@ def conflicts(
 
     ``skip``: leases of ours whose capacity this claim may use (``$BERTH_LEASE``'s, held by
     an ancestor): their files count only if this user owns them."""
-    mine: set[tuple[int, int]] = set()
-    for fd in claim.fds:
-        st = os.fstat(fd)
-        mine.add((st.st_dev, st.st_ino))
-    share = dict.fromkeys(claim.uuids, claim.share)
-    mem = dict.fromkeys(claim.uuids, claim.mem or 0)
+    return conflicts_each(path, [claim], memory_total, skip, names)[0]
+
+
+def conflicts_each(
+    path: str,
+    claims: Sequence[Claim],
+    memory_total: Mapping[str, int | None],
+    skip: Collection[str] = (),
+    names: Iterable[str] | None = None,
+) -> list[str | None]:
+    """:func:`conflicts` of several claims made together (all their files made before
+    ``names`` was listed), in one look at the ledger: each counts every other living claim
+    of its GPUs, the others of ``claims`` included, as it would if checked alone after all
+    were made (so a GPU they overfill together withdraws each of them there)."""
+    mine: list[set[tuple[int, int]]] = []
+    for claim in claims:
+        idents = set()
+        for fd in claim.fds:
+            st = os.fstat(fd)
+            idents.add((st.st_dev, st.st_ino))
+        mine.append(idents)
+    ours = set().union(*mine)
+    share: dict[str, float] = {}
+    mem: dict[str, int] = {}
+    for claim in claims:
+        for uuid in claim.uuids:
+            share[uuid] = share.get(uuid, 0.0) + claim.share
+            mem[uuid] = mem.get(uuid, 0) + (claim.mem or 0)
     seen: set[tuple[int, int, str]] = set()
     present: set[tuple[int, int]] = set()
     euid = os.geteuid()
@@ -73,7 +95,7 @@ def conflicts(
         if not p.alive:
             continue
         ident = (p.dev, p.ino)
-        if ident in mine:
+        if ident in ours:
             present.add(ident)
             continue
         if (other_id in skip and p.uid == euid) or (*ident, uuid) in seen:
@@ -81,7 +103,17 @@ def conflicts(
         seen.add((*ident, uuid))
         share[uuid] += s
         mem[uuid] += m
-    if present != mine:
+    return [
+        _why(claim, idents <= present, share, mem, memory_total)
+        for claim, idents in zip(claims, mine, strict=True)
+    ]
+
+
+def _why(
+    claim: Claim, whole: bool, share: Mapping[str, float], mem: Mapping[str, int],
+    memory_total: Mapping[str, int | None],
+) -> str | None:  # fmt: skip
+    if not whole:
         return "a file of this claim was removed while it was made"
     for uuid in claim.uuids:
         if share[uuid] > 1 + 1e-9:

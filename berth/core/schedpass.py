@@ -31,7 +31,7 @@ from berth.core.job import Job
 from berth.core.limits import Held, ProjectHeld
 from berth.core.order import ordered
 from berth.core.placement import Placement, Profile
-from berth.core.ranking import View, Walk
+from berth.core.ranking import Queued, View, Walk
 from berth.core.reservations import ahead, holding, kept_off, live, next_change, why
 from berth.core.states import Reason
 from berth.units import format_duration
@@ -116,9 +116,9 @@ class Pass:
 
     def _nothing_left(self, cap: Capacity) -> bool:
         if self.cpu_only is None and not cap.n_whole_free:  # (asked at most once a pass)
-            pending = self.inp.pending  # (a ranking counts its CPU-only jobs: no walk)
+            p = self.inp.pending  # (a ranking counts its CPU-only jobs: no walk)
             self.cpu_only = (
-                pending.ranking.cpu_only > 0 if isinstance(pending, View) else cpu_only(pending)
+                p.ranking.cpu_only > 0 if isinstance(p, (View, Queued)) else cpu_only(p)
             )
         return nothing_left(cap, bool(self.cpu_only))
 

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 
+from berth.claims.together import Want, claim_each
 from berth.core.deps import Finished
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
@@ -193,20 +194,17 @@ class Engine:
         ))
         self._decide_seconds = time.perf_counter() - t0
         private = self.opts.private  # (claim files are readable by all: no command then)
-        for start in decisions.starts:
-            job = self.jobs[start.job_id]
-            claim = ledger.claim(
-                [self.res.by_index[i] for i in start.gpus],
-                start.share,
-                start.mem,
-                label=f"berth job {job.id} {PRIVATE if private else f'({job.name})'}",
-                command=PRIVATE if private else None,
-            )
-            if claim is None:
-                # Another process claimed at the same moment (the ledger has no lock: see
-                # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
-                continue
-            launches.append((job, (start, claim)))
+        wants = [Want(
+            [self.res.by_index[i] for i in start.gpus], start.share, start.mem,
+            label=f"berth job {start.job_id} {PRIVATE if private else f'({self.jobs[start.job_id].name})'}",
+            command=PRIVATE if private else None,
+        ) for start in decisions.starts]  # fmt: skip
+        # The pass's claims, checked in one look (berth.claims.together). One that is None:
+        # another process claimed at the same moment (the ledger has no lock: see
+        # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
+        for start, claim in zip(decisions.starts, claim_each(ledger, wants), strict=True):
+            if claim is not None:
+                launches.append((self.jobs[start.job_id], (start, claim)))
         if explain and not launches:
             explaining.set_reasons(self, decisions)
             self._reasons_valid = True
