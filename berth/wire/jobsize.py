@@ -16,7 +16,7 @@ The JSON is ASCII (as the store writes it), so its length is its size in bytes.
 from __future__ import annotations
 
 from berth.units import format_size
-from berth.wire import cjson
+from berth.wire import cjson, keptenv
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
 
 TYPE_CHECKING = False
@@ -43,10 +43,16 @@ def stored_bytes(spec: JobSpec, tasks: int) -> int:
 
 def sizes(spec: JobSpec, tasks: int) -> tuple[int, int]:
     """(:func:`job_bytes`, :func:`stored_bytes`) of ``spec``, from one encoding of it where
-    they are the same (the daemon's intake: the spec is read once)."""
+    they are the same (the daemon's intake: the spec is read once); an environment the daemon
+    keeps (:mod:`berth.wire.keptenv`) is counted from its JSON made once, not encoded again."""
     d = spec.to_dict()
     argvs = d.get("array_argvs")
-    whole = len(cjson.dumps(d))
+    text = keptenv.json_of(spec.env)
+    if text is None:
+        whole = len(cjson.dumps(d))
+    else:  # (its place in the object: '"env":' and its JSON, a comma; cwd is always there)
+        del d["env"]
+        whole = len(cjson.dumps(d)) + len('"env":,') + len(text)
     extra = TASK_BYTES * tasks if spec.array is not None else 0
     if not argvs:
         return whole, whole + extra

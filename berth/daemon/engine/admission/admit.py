@@ -28,7 +28,7 @@ from berth.core.job import Job
 from berth.core.request import Request
 from berth.core.runtimes import script_of
 from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
-from berth.daemon.engine.admission.envs import same_env
+from berth.daemon.engine.admission.envs import kept, same_env
 from berth.daemon.engine.admission.prepared import Prepared
 from berth.daemon.engine.admission.userdir import log_dir as user_log_dir
 from berth.daemon.engine.command import expand_pattern
@@ -209,6 +209,7 @@ def _check(
     if type(raw) is dict and type(raw.get("env")) is dict:  # (the request's own dict)
         raw["env"] = same_env(peer.uid, raw["env"])  # (one copy in memory: equal ones)
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
+    kept(peer.uid, spec.env)  # (checked: the user's next equal environment is this one)
     me = os.geteuid()
     if me != 0 and peer.uid != me:
         owner = user_name(me)
