@@ -62,8 +62,11 @@ def sizes(spec: JobSpec, tasks: int) -> tuple[int, int]:
 def env_bytes(spec: JobSpec) -> int:
     """Bytes of the job's environment (``NAME=value`` each) and setup text (``[limits]
     max_env_size``, a part of the job's bytes with a bound of its own)."""
-    size = len((spec.env_setup or "").encode(errors="surrogatepass"))
+    size = len(spec.env_setup.encode(errors="surrogatepass")) if spec.env_setup else 0
     env = spec.env
+    kept = keptenv.size_of(env)  # (a kept environment: measured once)
+    if kept is not None:
+        return size + kept
     names, values = "".join(env), "".join(env.values())
     if names.isascii() and values.isascii():  # (its length is its size: no copy made)
         return size + len(names) + len(values) + 2 * len(env)

@@ -20,8 +20,9 @@ from berth.wire import cjson
 
 MOST = 1024  # environments kept (the daemon keeps one per user: admission/envs.py)
 
-# id -> (the environment, its JSON): held, so that no other object can have its id
-_KEPT: dict[int, tuple[dict[str, str], str]] = {}
+# id -> (the environment, its JSON, its size as jobsize.env_bytes counts it): held, so that no
+# other object can have its id
+_KEPT: dict[int, tuple[dict[str, str], str, int]] = {}
 _OWNER: dict[int, int] = {}  # uid -> the id of its environment kept
 
 
@@ -36,7 +37,7 @@ def keep(uid: int, env: dict[str, str]) -> None:
     if len(_KEPT) >= MOST:
         _KEPT.clear()
         _OWNER.clear()
-    _KEPT[id(env)] = (env, cjson.dumps(env))
+    _KEPT[id(env)] = (env, cjson.dumps(env), _size(env))
     _OWNER[uid] = id(env)
 
 
@@ -50,6 +51,22 @@ def json_of(env: object) -> str | None:
     """The JSON of ``env`` if it is kept (:func:`cjson.dumps`'s text), else None."""
     kept = _KEPT.get(id(env))
     return kept[1] if kept is not None and kept[0] is env else None
+
+
+def size_of(env: object) -> int | None:
+    """The bytes of ``env``'s variables (``NAME=value`` each) if it is kept, else None."""
+    kept = _KEPT.get(id(env))
+    return kept[2] if kept is not None and kept[0] is env else None
+
+
+def _size(env: dict[str, str]) -> int:
+    names, values = "".join(env), "".join(env.values())
+    if names.isascii() and values.isascii():  # (its length is its size: no copy made)
+        return len(names) + len(values) + 2 * len(env)
+    return sum(
+        len(k.encode(errors="surrogatepass")) + len(v.encode(errors="surrogatepass")) + 2
+        for k, v in env.items()
+    )
 
 
 def forget() -> None:

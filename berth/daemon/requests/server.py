@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
 
-MAX_PIPELINE = 32  # requests of one connection in hand at once
+MAX_PIPELINE = 128  # requests of one connection in hand at once
 MAX_CONNECTIONS_PER_USER = 128
 MAX_BYTES_PER_USER = 64 * 1024 * 1024  # frames of one uid in hand at once (8 of the largest)
 HANDSHAKE_TIMEOUT = 10.0  # seconds
@@ -93,12 +93,12 @@ class Server:
         self.handlers: dict[str, Handler] = dict(HANDLERS)  # (+ what others register)
         self.tasks: set[asyncio.Task[None]] = set()  # one per open connection
         self.answers: set[Answers] = set()  # each open connection's answers to come
+        self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
         ``handler``: how the dashboard (:mod:`berth.web`) serves ``web_token``."""
         self.handlers[kind] = handler
-        self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
 
     def _reserve(self, conn: _Conn, n: int) -> str | None:
         """Count a frame of ``n`` bytes in its uid's share; the refusal if it would not fit."""

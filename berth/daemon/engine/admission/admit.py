@@ -304,10 +304,9 @@ def insert(
     for k, index in enumerate(order):
         job_id = base + k
         where = (base, index) if array else None
-        own: dict[str, Any] = {
-            "stdout_path": expand_pattern(out, job_id, spec.cwd, peer.user, where),
-            "stderr_path": expand_pattern(err, job_id, spec.cwd, peer.user, where),
-        }
+        path = expand_pattern(out, job_id, spec.cwd, peer.user, where)  # (-e: err's own)
+        own: dict[str, Any] = {"stdout_path": path, "stderr_path": path if err == out else
+                               expand_pattern(err, job_id, spec.cwd, peer.user, where)}  # fmt: skip
         job_extra = dict(extra)
         job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1) if k == 0 else TASK_BYTES
         if array:
