@@ -258,8 +258,9 @@ class JobSpec(tuple):  # type: ignore[type-arg]
             raise bad("job field 'gpus'", self.gpus,
                       f"asks for more GPUs than gpu_ids allows ({list(ids)})")  # fmt: skip
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object for the wire and the store: fields at their default left out."""
+    def to_dict(self, env: bool = True) -> dict[str, Any]:
+        """The JSON object for the wire and the store: fields at their default left out
+        (``env=False``: and the environment, which the store and a job's size take apart)."""
         out: dict[str, Any] = {}
         for (key, default), value in zip(_DEFAULTS, self, strict=True):
             if value is default or (
@@ -268,7 +269,9 @@ class JobSpec(tuple):  # type: ignore[type-arg]
                 continue  # (most fields of most jobs: their default, the same object)
             if type(value) is tuple:
                 value = [list(v) if type(v) is tuple else v for v in value]
-            elif type(value) is dict:
+            elif type(value) is dict:  # (env, the one field that is a dict)
+                if not env:
+                    continue
                 value = dict(value)
             out[key] = value
         return out
