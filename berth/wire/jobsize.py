@@ -45,13 +45,13 @@ def sizes(spec: JobSpec, tasks: int) -> tuple[int, int]:
     """(:func:`job_bytes`, :func:`stored_bytes`) of ``spec``, from one encoding of it where
     they are the same (the daemon's intake: the spec is read once); an environment the daemon
     keeps (:mod:`berth.wire.keptenv`) is counted from its JSON made once, not encoded again."""
-    text = keptenv.json_of(spec.env)
-    d = spec.to_dict(env=text is None)
+    env = keptenv.json_length(spec.env)
+    d = spec.to_dict(env=env is None)
     argvs = d.get("array_argvs")
-    if text is None:
+    if env is None:
         whole = len(cjson.dumps(d))
     else:  # (its place in the object: '"env":' and its JSON, a comma; cwd is always there)
-        whole = len(cjson.dumps(d)) + len('"env":,') + len(text)
+        whole = len(cjson.dumps(d)) + len('"env":,') + env
     extra = TASK_BYTES * tasks if spec.array is not None else 0
     if not argvs:
         return whole, whole + extra

@@ -37,6 +37,7 @@ from berth.daemon.requests.answers import Answers
 from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.frames import Frames
 from berth.daemon.requests.handlers import HANDLERS
+from berth.daemon.requests.reading import read
 from berth.daemon.requests.replies import error_reply, guard
 from berth.daemon.requests.stream import Stream
 from berth.wire import protocol
@@ -238,7 +239,7 @@ class Server:
             if payload is None:
                 return  # (refused, or it did not come whole: the stream is not to be trusted)
             try:
-                msg = protocol.decode(payload)
+                msg = read(peer.uid, payload)  # (a kept environment not decoded again)
                 if not greeted:
                     self._handshake(msg)
                     greeted = True

@@ -5,7 +5,8 @@ real :class:`~berth.daemon.requests.server.Server`, a writer thread committing),
 a plain socket in a thread, so what the daemon does can be counted:
 
 - the answers of one commit go out in one write (they went out one write each);
-- the user's environment is encoded once, not once a submit for the job's size;
+- the user's environment is decoded once and encoded once, not once a submit (to read the
+  request; for the job's size);
 - every answer still says its job, in order, and each job is durable before it.
 """
 
@@ -82,6 +83,14 @@ def test_a_burst_of_cli_submits_is_answered_per_commit_and_its_environment_encod
             encoded[0] += 1
         return text
 
+    decoded = [0]
+    real_loads = cjson.loads
+
+    def loads(data: bytes) -> Any:
+        if MARK.encode() in data:
+            decoded[0] += 1
+        return real_loads(data)
+
     rig = EngineRig(tmp_path, gpus=1)
     writer = rig.use_writer()
     server = Server(Front(rig.engine))
@@ -100,6 +109,7 @@ def test_a_burst_of_cli_submits_is_answered_per_commit_and_its_environment_encod
         commits = writer.commits
         monkeypatch.setattr(asyncio.StreamWriter, "write", write)
         monkeypatch.setattr(cjson, "dumps", dumps)
+        monkeypatch.setattr(cjson, "loads", loads)
         answers = rig.loop.run_until_complete(burst())
         monkeypatch.undo()
         commits = writer.commits - commits
@@ -120,3 +130,5 @@ def test_a_burst_of_cli_submits_is_answered_per_commit_and_its_environment_encod
     assert writes[0] <= N // 10
     # the environment's JSON made once for its size (and once for the store's row of it)
     assert encoded[0] <= 2, f"the environment was encoded {encoded[0]} times for {N} submits"
+    # the frames read without decoding it again once it is kept (the first submit's)
+    assert decoded[0] <= 2, f"the environment was decoded {decoded[0]} times for {N} submits"
