@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from berth.errors import UsageError
 from berth.units import MAX_GPU_INDEX, gpu_count
+from berth.wire import keptenv
 from berth.wire.checks import MAX_ID, bad, int_list, text
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
 
@@ -48,6 +49,8 @@ def abs_path(field: str, v: Any, limit: int = MAX_PATH) -> str:
 
 
 def env(field: str, v: Any) -> dict[str, str]:
+    if keptenv.checked(v):  # (the daemon's own dict of its user's environment, checked once)
+        return v  # type: ignore[no-any-return]
     if type(v) is not dict:
         raise bad(field, v, "must be an object of strings")
     names, values = list(v), list(v.values())

@@ -16,7 +16,7 @@ The JSON is ASCII (as the store writes it), so its length is its size in bytes.
 from __future__ import annotations
 
 from berth.units import format_size
-from berth.wire import cjson
+from berth.wire import cjson, keptenv
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
 
 TYPE_CHECKING = False
@@ -43,10 +43,15 @@ def stored_bytes(spec: JobSpec, tasks: int) -> int:
 
 def sizes(spec: JobSpec, tasks: int) -> tuple[int, int]:
     """(:func:`job_bytes`, :func:`stored_bytes`) of ``spec``, from one encoding of it where
-    they are the same (the daemon's intake: the spec is read once)."""
-    d = spec.to_dict()
+    they are the same (the daemon's intake: the spec is read once); an environment the daemon
+    keeps (:mod:`berth.wire.keptenv`) is counted from its JSON made once, not encoded again."""
+    env = keptenv.json_length(spec.env)
+    d = spec.to_dict(env=env is None)
     argvs = d.get("array_argvs")
-    whole = len(cjson.dumps(d))
+    if env is None:
+        whole = len(cjson.dumps(d))
+    else:  # (its place in the object: '"env":' and its JSON, a comma; cwd is always there)
+        whole = len(cjson.dumps(d)) + len('"env":,') + env
     extra = TASK_BYTES * tasks if spec.array is not None else 0
     if not argvs:
         return whole, whole + extra
@@ -56,8 +61,11 @@ def sizes(spec: JobSpec, tasks: int) -> tuple[int, int]:
 def env_bytes(spec: JobSpec) -> int:
     """Bytes of the job's environment (``NAME=value`` each) and setup text (``[limits]
     max_env_size``, a part of the job's bytes with a bound of its own)."""
-    size = len((spec.env_setup or "").encode(errors="surrogatepass"))
+    size = len(spec.env_setup.encode(errors="surrogatepass")) if spec.env_setup else 0
     env = spec.env
+    kept = keptenv.size_of(env)  # (a kept environment: measured once)
+    if kept is not None:
+        return size + kept
     names, values = "".join(env), "".join(env.values())
     if names.isascii() and values.isascii():  # (its length is its size: no copy made)
         return size + len(names) + len(values) + 2 * len(env)

@@ -198,10 +198,10 @@ class JobSpec(tuple):  # type: ignore[type-arg]
         between them. Raises ProtocolError(BAD_REQUEST) naming the first bad field."""
         if type(raw) is not dict:
             raise bad("job", raw, "must be an object")
-        known = _ALL if stored else FIELDS
+        known = _CHECKS_ALL if stored else _CHECKS
         if "after_ok" in raw:
             raw = _legacy(raw)
-        values: dict[str, Any] = {}
+        values = list(_DEFAULT_VALUES)  # (each field given set in its place: None is its default)
         for key, value in raw.items():
             entry = known.get(key)
             if entry is None:
@@ -209,18 +209,15 @@ class JobSpec(tuple):  # type: ignore[type-arg]
                     BAD_REQUEST,
                     f"job: unknown field {key!r} (known: {', '.join(FIELDS)}); nothing was queued",
                 )
-            values[key] = entry[0](f"job field {key!r}", value)
-        for key, (_, default) in FIELDS.items():
-            if default is _REQUIRED and key not in values:
+            check, label, i = entry
+            if (v := check(label, value)) is not None:
+                values[i] = v
+        for key in _REQUIRED_KEYS:
+            if key not in raw:
                 raise ProtocolError(BAD_REQUEST, f"job: missing field {key!r}")
-        spec = cls._make(values)
+        spec: JobSpec = tuple.__new__(cls, values)
         spec._check_together()
         return spec
-
-    @classmethod
-    def _make(cls, values: dict[str, Any]) -> JobSpec:
-        get = values.get
-        return tuple.__new__(cls, [d if (v := get(k)) is None else v for k, d in _DEFAULTS])
 
     def _check_together(self) -> None:
         """The rules between fields."""
@@ -261,8 +258,9 @@ class JobSpec(tuple):  # type: ignore[type-arg]
             raise bad("job field 'gpus'", self.gpus,
                       f"asks for more GPUs than gpu_ids allows ({list(ids)})")  # fmt: skip
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object for the wire and the store: fields at their default left out."""
+    def to_dict(self, env: bool = True) -> dict[str, Any]:
+        """The JSON object for the wire and the store: fields at their default left out
+        (``env=False``: and the environment, which the store and a job's size take apart)."""
         out: dict[str, Any] = {}
         for (key, default), value in zip(_DEFAULTS, self, strict=True):
             if value is default or (
@@ -271,7 +269,9 @@ class JobSpec(tuple):  # type: ignore[type-arg]
                 continue  # (most fields of most jobs: their default, the same object)
             if type(value) is tuple:
                 value = [list(v) if type(v) is tuple else v for v in value]
-            elif type(value) is dict:
+            elif type(value) is dict:  # (env, the one field that is a dict)
+                if not env:
+                    continue
                 value = dict(value)
             out[key] = value
         return out
@@ -318,7 +318,14 @@ class JobSpec(tuple):  # type: ignore[type-arg]
 # Each field's name and default, in the tuple's order; each field's place in it; and each
 # field read by name (a property of its item).
 _DEFAULTS: tuple[tuple[str, Any], ...] = tuple((key, d) for key, (_, d) in _ALL.items())
+_DEFAULT_VALUES: tuple[Any, ...] = tuple(d for _, d in _DEFAULTS)
 _INDEX: dict[str, int] = {key: i for i, key in enumerate(_ALL)}
+# What from_dict reads a field with: its check, its name in messages, its place in the tuple
+_CHECKS_ALL: dict[str, tuple[Check, str, int]] = {
+    key: (check, f"job field {key!r}", _INDEX[key]) for key, (check, _) in _ALL.items()
+}
+_CHECKS = {key: _CHECKS_ALL[key] for key in FIELDS}
+_REQUIRED_KEYS = tuple(key for key, (_, d) in FIELDS.items() if d is _REQUIRED)
 for _key, _i in _INDEX.items():
     setattr(JobSpec, _key, property(operator.itemgetter(_i), doc=f"the job's {_key}"))
 del _key, _i

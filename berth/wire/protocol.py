@@ -166,19 +166,24 @@ def decode(payload: bytes) -> dict[str, object]:
 
 
 def _check_fields(
-    where: str, msg: dict[str, object], fields: dict[str, tuple[tuple[type, ...], bool]]
+    kind: str, msg: dict[str, object], fields: dict[str, tuple[tuple[type, ...], bool]]
 ) -> None:
+    """The fields of request ``kind`` (but its ``type``)."""
     for key, value in msg.items():
         spec = fields.get(key)
         if spec is None:
-            raise ProtocolError(BAD_REQUEST, f"{where}: unknown field {key!r}")
+            if key == "type":
+                continue
+            raise ProtocolError(BAD_REQUEST, f"request {kind!r}: unknown field {key!r}")
         types = spec[0]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             names = "/".join(t.__name__ for t in types)
-            raise ProtocolError(BAD_REQUEST, f"{where}: field {key!r} = {value!r} must be {names}")
+            raise ProtocolError(
+                BAD_REQUEST, f"request {kind!r}: field {key!r} = {value!r} must be {names}"
+            )
     for key, (_, required) in fields.items():
         if required and key not in msg:
-            raise ProtocolError(BAD_REQUEST, f"{where}: missing field {key!r}")
+            raise ProtocolError(BAD_REQUEST, f"request {kind!r}: missing field {key!r}")
 
 
 def check_request(msg: dict[str, object]) -> str:
@@ -192,8 +197,7 @@ def check_request(msg: dict[str, object]) -> str:
             UNKNOWN_REQUEST,
             f"unknown request type {kind!r}; known: {', '.join(sorted(REQUESTS))}",
         )
-    body = {k: v for k, v in msg.items() if k != "type"}
-    _check_fields(f"request {kind!r}", body, fields)
+    _check_fields(kind, msg, fields)
     return kind
 
 

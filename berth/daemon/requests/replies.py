@@ -4,7 +4,6 @@ unforeseen is logged and answered ``INTERNAL``)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from berth.daemon.engine.diskfull import is_full
@@ -20,32 +19,6 @@ if TYPE_CHECKING:
     from berth.daemon.requests.stream import Stream
 
 log = logging.getLogger("berth.daemon")
-
-
-def answered(
-    loop: asyncio.AbstractEventLoop, result: asyncio.Future[dict[str, Any]]
-) -> asyncio.Future[dict[str, Any] | Stream]:
-    """The answer to a request whose handler gave a future of its result (a submit that
-    waits for its commit): what :func:`guard` makes of a coroutine, without a task."""
-    out: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
-
-    def settle(f: asyncio.Future[dict[str, Any]]) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-            return
-        e = f.exception()
-        if e is None:
-            out.set_result({"ok": True, **f.result()})
-        elif isinstance(e, Exception):
-            out.set_result(error_reply(e))
-        else:
-            out.set_exception(e)
-
-    result.add_done_callback(settle)
-    out.add_done_callback(lambda o: result.cancel() if o.cancelled() else None)
-    return out
 
 
 async def guard(result: Awaitable[dict[str, Any]]) -> dict[str, Any] | Stream:

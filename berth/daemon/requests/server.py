@@ -33,11 +33,13 @@ import logging
 import socket
 import struct
 
+from berth.daemon.requests.answers import Answers
 from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.frames import Frames
 from berth.daemon.requests.handlers import HANDLERS
-from berth.daemon.requests.replies import answered, error_reply, guard
-from berth.daemon.requests.stream import Stream, write_stream
+from berth.daemon.requests.reading import read
+from berth.daemon.requests.replies import error_reply, guard
+from berth.daemon.requests.stream import Stream
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -50,13 +52,10 @@ if TYPE_CHECKING:
     from berth.daemon.options import Options
     from berth.daemon.requests.handlers import Handler
 
-    # an answer to come (one frame, or a Stream of them), its request frame's size
-    Reply = tuple[asyncio.Future[dict[str, Any] | Stream], int]
-
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
 
-MAX_PIPELINE = 32  # requests of one connection in hand at once
+MAX_PIPELINE = 128  # requests of one connection in hand at once
 MAX_CONNECTIONS_PER_USER = 128
 MAX_BYTES_PER_USER = 64 * 1024 * 1024  # frames of one uid in hand at once (8 of the largest)
 HANDSHAKE_TIMEOUT = 10.0  # seconds
@@ -94,13 +93,13 @@ class Server:
         self.per_uid: dict[int, int] = {}
         self.handlers: dict[str, Handler] = dict(HANDLERS)  # (+ what others register)
         self.tasks: set[asyncio.Task[None]] = set()  # one per open connection
-        self.requests: set[asyncio.Future[Any]] = set()  # awaited ones in hand
+        self.answers: set[Answers] = set()  # each open connection's answers to come
+        self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
         ``handler``: how the dashboard (:mod:`berth.web`) serves ``web_token``."""
         self.handlers[kind] = handler
-        self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
 
     def _reserve(self, conn: _Conn, n: int) -> str | None:
         """Count a frame of ``n`` bytes in its uid's share; the refusal if it would not fit."""
@@ -131,9 +130,10 @@ class Server:
         """The daemon stops (before its store closes): the requests in hand (a ``wait`` whose
         job has just ended) get ``grace`` s to be answered, then the rest are cancelled and
         every connection closed, so that no request runs on over a closed store."""
-        if self.requests:
-            await asyncio.wait(list(self.requests), timeout=grace)
-        for fut in list(self.requests):
+        waiting = [fut for answers in self.answers for fut in answers.waiting()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=grace)
+        for fut in [fut for answers in self.answers for fut in answers.waiting()]:
             fut.cancel()
         tasks = list(self.tasks)
         for task in tasks:
@@ -188,61 +188,43 @@ class Server:
         self, peer: Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         """Read frames as they come; answer them in order. Requests are handled concurrently
-        (pipelined submits commit together), responses written in request order."""
-        replies: asyncio.Queue[Reply | None] = asyncio.Queue()
+        (pipelined submits commit together), responses written in request order, those ready
+        together in one write (:mod:`berth.daemon.requests.answers`)."""
+        replies = Answers()
         in_hand = asyncio.Semaphore(MAX_PIPELINE)
         conn = _Conn(peer)
-        out = asyncio.ensure_future(self._write(conn, replies, writer, in_hand))
-        try:
-            await self._read(conn, reader, replies, in_hand)
-        finally:
-            replies.put_nowait(None)
-            try:
-                await out
-            finally:
-                self._release(conn, conn.held)  # (answers never written: the client left)
 
-    async def _write(
-        self,
-        conn: _Conn,
-        replies: asyncio.Queue[Reply | None],
-        writer: asyncio.StreamWriter,
-        in_hand: asyncio.Semaphore,
-    ) -> None:
-        while True:
-            item = await replies.get()
-            if item is None:
-                break
-            fut, size = item
-            answer = await fut
-            del item, fut
-            if isinstance(answer, Stream):
-                await write_stream(answer, writer, error_reply)
-            else:
-                writer.write(protocol.encode(answer))
-                del answer
-                await writer.drain()  # returns at once unless the client does not read
+        def written(size: int) -> None:
             conn.unanswered -= 1
             self._release(conn, size)
             in_hand.release()
+
+        self.answers.add(replies)
+        out = asyncio.ensure_future(replies.write(writer, written))
+        try:
+            await self._read(conn, reader, replies, in_hand)
+        finally:
+            replies.end()
+            try:
+                await out
+            finally:
+                self.answers.discard(replies)
+                self._release(conn, conn.held)  # (answers never written: the client left)
 
     async def _read(
         self,
         conn: _Conn,
         reader: asyncio.StreamReader,
-        replies: asyncio.Queue[Reply | None],
+        replies: Answers,
         in_hand: asyncio.Semaphore,
     ) -> None:
-        loop = asyncio.get_running_loop()
         peer = conn.peer
         greeted = False
         frames = Frames(reader)
 
         def answer(response: dict[str, Any] | Stream, size: int = 0) -> None:
-            fut: asyncio.Future[dict[str, Any] | Stream] = loop.create_future()
-            fut.set_result(response)
             conn.unanswered += 1
-            replies.put_nowait((fut, size))
+            replies.put(response, size)
 
         while True:
             await in_hand.acquire()  # released once its answer is written and taken
@@ -257,7 +239,7 @@ class Server:
             if payload is None:
                 return  # (refused, or it did not come whole: the stream is not to be trusted)
             try:
-                msg = protocol.decode(payload)
+                msg = read(peer.uid, payload)  # (a kept environment not decoded again)
                 if not greeted:
                     self._handshake(msg)
                     greeted = True
@@ -280,15 +262,12 @@ class Server:
                 if not greeted:
                     return  # a failed handshake ends the connection
                 continue
-            if inspect.isawaitable(result):  # an answer to come (a future: no task for it)
+            if isinstance(result, asyncio.Future):  # an answer to come (no task for it)
                 conn.unanswered += 1
-                fut = (
-                    answered(loop, result) if isinstance(result, asyncio.Future)
-                    else asyncio.ensure_future(guard(result))
-                )  # fmt: skip
-                self.requests.add(fut)
-                fut.add_done_callback(self.requests.discard)
-                replies.put_nowait((fut, n))
+                replies.put(result, n, handler=True)
+            elif inspect.isawaitable(result):
+                conn.unanswered += 1
+                replies.put(asyncio.ensure_future(guard(result)), n)
             elif isinstance(result, Stream):
                 answer(result, n)  # (its frames are made as the writer takes them)
             else:

@@ -174,9 +174,9 @@ class Store:
         for job, spec in new:
             task = spec.array_task
             if task is None:
-                whole = spec.to_dict()
-                if whole.get("env"):  # (stored once per user: envs)
-                    whole["env_key"] = envs.key(job["uid"], whole.pop("env"))
+                whole = spec.to_dict(env=not spec.env)  # (an environment: once per user, envs)
+                if spec.env:
+                    whole["env_key"] = envs.key(job["uid"], spec.env)
                 rows.append(Store.insert_row(job, whole))
                 continue
             head = task[0]

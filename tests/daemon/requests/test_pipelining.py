@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from berth.client import Client, DaemonError
+from berth.daemon.requests.server import MAX_PIPELINE
+
+MORE = MAX_PIPELINE + 72  # submits after the first four
 
 
 def _job(**fields: Any) -> dict[str, Any]:
@@ -23,7 +26,7 @@ def test_answers_come_in_the_order_of_the_requests(daemon: Any) -> None:
         c.send("submit", job=_job(gpus=99))  # refused: no such request fits here
         c.send("queue", all=True, stream=True)  # an answer in several frames
         c.send("ping")
-        for _ in range(100):  # (more than the 32 in hand at once: read as answers go)
+        for _ in range(MORE):  # (more than the requests in hand at once: read as answers go)
             c.send("submit", job=_job())
         first = c.receive()["job_id"]
         with pytest.raises(DaemonError):
@@ -33,7 +36,7 @@ def test_answers_come_in_the_order_of_the_requests(daemon: Any) -> None:
             frames.append(c.receive())
         listed = [r["id"] for f in frames for r in f.get("jobs", ())]
         assert "jobs" in c.receive()  # the ping's answer
-        ids = [c.receive()["job_id"] for _ in range(100)]
-        assert ids == list(range(first + 1, first + 101))
+        ids = [c.receive()["job_id"] for _ in range(MORE)]
+        assert ids == list(range(first + 1, first + 1 + MORE))
         # (a streamed answer is made as it is written: it may list the submits read after it)
         assert listed[0] == first and set(listed) <= {first, *ids}

@@ -28,7 +28,7 @@ from berth.core.job import Job
 from berth.core.request import Request
 from berth.core.runtimes import script_of
 from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
-from berth.daemon.engine.admission.envs import same_env
+from berth.daemon.engine.admission.envs import kept, same_env
 from berth.daemon.engine.admission.prepared import Prepared
 from berth.daemon.engine.admission.userdir import expand_pattern
 from berth.daemon.engine.admission.userdir import log_dir as user_log_dir
@@ -209,6 +209,7 @@ def _check(
     if type(raw) is dict and type(raw.get("env")) is dict:  # (the request's own dict)
         raw["env"] = same_env(peer.uid, raw["env"])  # (one copy in memory: equal ones)
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
+    kept(peer.uid, spec.env)  # (checked: the user's next equal environment is this one)
     me = os.geteuid()
     if me != 0 and peer.uid != me:
         owner = user_name(me)
@@ -303,10 +304,9 @@ def insert(
     for k, index in enumerate(order):
         job_id = base + k
         where = (base, index) if array else None
-        own: dict[str, Any] = {
-            "stdout_path": expand_pattern(out, job_id, spec.cwd, peer.user, where),
-            "stderr_path": expand_pattern(err, job_id, spec.cwd, peer.user, where),
-        }
+        path = expand_pattern(out, job_id, spec.cwd, peer.user, where)  # (-e: err's own)
+        own: dict[str, Any] = {"stdout_path": path, "stderr_path": path if err == out else
+                               expand_pattern(err, job_id, spec.cwd, peer.user, where)}  # fmt: skip
         job_extra = dict(extra)
         job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1) if k == 0 else TASK_BYTES
         if array:
