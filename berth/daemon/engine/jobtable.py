@@ -1,6 +1,6 @@
 """The engine's unfinished jobs by id, with how many each user has (``max_jobs``) and the
 bytes their specs keep in the store (``max_user_bytes``: ``Job.extra["bytes"]``, set at
-submit), and one copy of what many jobs have alike (their name, their request).
+submit and read there again as the job leaves: not kept twice), and one copy of what many jobs have alike (their name, their request).
 
 Counting a user's jobs by walking every unfinished job made each submit O(queue): 100,000
 pipelined submits took minutes. The table keeps the count as jobs come and go. And 100,000
@@ -30,7 +30,6 @@ class JobTable(dict[int, Job]):
         super().__init__()
         self._per_uid: Counter[int] = Counter()
         self._per_project: Counter[str] = Counter()
-        self._bytes: dict[int, int] = {}  # job id -> its bytes in the store, as counted
         self._bytes_per_uid: Counter[int] = Counter()
         self._pool: dict[object, object] = {}
 
@@ -69,9 +68,8 @@ class JobTable(dict[int, Job]):
         self._per_uid[job.uid] += 1
         if job.project:
             self._per_project[job.project] += 1
-        size = job.extra.get("bytes")
-        if type(size) is int and size > 0:
-            self._bytes[job_id] = size
+        size = _size(job)
+        if size:
             self._bytes_per_uid[job.uid] += size
 
     def __delitem__(self, job_id: int) -> None:
@@ -90,7 +88,7 @@ class JobTable(dict[int, Job]):
 
     def _drop(self, job: Job) -> None:
         _less(self._per_uid, job.uid)
-        size = self._bytes.pop(job.id, 0)
+        size = _size(job)  # (set at submit, never changed: read again, not kept twice)
         if size:
             _less(self._bytes_per_uid, job.uid, size)
         if job.project:
@@ -100,6 +98,12 @@ class JobTable(dict[int, Job]):
         raise TypeError("JobTable: use item assignment, del or pop")
 
     update = setdefault = popitem = clear = _refused  # type: ignore[assignment]
+
+
+def _size(job: Job) -> int:
+    """The bytes ``job``'s spec keeps in the store (``Job.extra["bytes"]``), or 0."""
+    size = job.extra.get("bytes")
+    return size if type(size) is int and size > 0 else 0
 
 
 def _less(counts: Counter[K], key: K, by: int = 1) -> None:

@@ -124,9 +124,9 @@ async def _retry(engine: Engine, job: Job) -> None:
     new.extra["retry_of"] = job.id
     new.extra["retry_why"] = f"CUDA out of memory ({sign}); now {how}"
     now = engine.clock.time()
-    new.history[0] = Event(
+    new.history = [Event(
         now, None, State.PENDING, f"retry of job {job.id}: CUDA out of memory ({sign}); now {how}"
-    )
+    )]
     job.extra["oom_retried"] = new.id
     engine.save(job, ended_at=job.attempts[-1].end if job.attempts else now, launched=0)
     engine.kick()

@@ -182,9 +182,7 @@ async def resubmit(
         reply, futs = admit.insert(engine, owner, p)
         new = engine.jobs[reply["job_id"]]
         new.extra["resubmitted_from"] = job.id
-        new.history[0] = Event(
-            now, None, State.PENDING, f"resubmitted from {job.id} by {peer.user}"
-        )
+        new.history = [Event(now, None, State.PENDING, f"resubmitted from {job.id} by {peer.user}")]
         if p.deps:
             engine.control.changed(new, dependencies=True)
         new_ids[job.id] = new.id
