@@ -13,7 +13,9 @@ pending job's lists cost nothing of their own: its attempts are the one empty :c
 list, and its history the one ``submitted`` event that every job submitted at the same time
 (an array's tasks, a jobs file's lines) shares. A :class:`Shared` list refuses to change:
 whoever adds to a job's history or attempts assigns it a new list
-(:func:`berth.core.transition.transition` does).
+(:func:`berth.core.transition.transition` does). Its ``extra`` may be one that equal jobs
+share too (:class:`SharedExtra`): it is changed through :meth:`Job.note` and
+:meth:`Job.unnote` only.
 """
 
 from __future__ import annotations
@@ -120,6 +122,28 @@ class Event:
                    d.get("detail") or "")  # fmt: skip
 
 
+class SharedExtra(dict):  # type: ignore[type-arg]
+    """A job's ``extra`` that equal jobs share (the daemon's job table gives them one): it
+    refuses to change; :meth:`Job.note` and :meth:`Job.unnote` give the job its own first."""
+
+    __slots__ = ()
+
+    def _refused(self, *_: object, **__: object) -> None:
+        raise TypeError("an extra jobs share: change it through job.note() / job.unnote()")
+
+    __setitem__ = __delitem__ = __ior__ = _refused  # type: ignore[assignment]
+    update = setdefault = pop = popitem = clear = _refused  # type: ignore[assignment]
+
+    def __copy__(self) -> SharedExtra:
+        return self
+
+    def __deepcopy__(self, memo: object) -> SharedExtra:
+        return self
+
+    def __reduce__(self) -> tuple[type[SharedExtra], tuple[dict[str, Any]]]:
+        return (SharedExtra, (dict(self),))
+
+
 NO_ATTEMPTS: list[Attempt] = Shared()
 _submitted: list[Any] = [None, None]  # (submit time, its shared history): the last one made
 
@@ -206,6 +230,21 @@ class Job:
         if self.time_limit is None or a is None or a.end is not None:
             return None
         return a.start + self.time_limit
+
+    def note(self, key: str, value: Any) -> None:
+        """``extra[key] = value``, in an ``extra`` of its own (it may share one)."""
+        extra = self.extra
+        if type(extra) is not dict:
+            extra = self.extra = dict(extra)
+        extra[key] = value
+
+    def unnote(self, key: str) -> Any:
+        """``extra.pop(key, None)``, in an ``extra`` of its own (it may share one)."""
+        if key not in self.extra:
+            return None
+        if type(self.extra) is not dict:
+            self.extra = dict(self.extra)
+        return self.extra.pop(key)
 
     def to_dict(self) -> dict[str, Any]:
         return {

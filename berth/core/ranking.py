@@ -73,7 +73,7 @@ class Ranking:
     is here (take it out and add it again)."""
 
     __slots__ = (
-        "count", "cpu_only", "dirty", "dynamic", "groups", "jobs", "keys", "no_gpu",
+        "areas", "count", "cpu_only", "dirty", "dynamic", "groups", "jobs", "keys", "no_gpu",
         "policy", "queued", "requeued", "restricted", "roots", "where", "work",
     )  # fmt: skip
 
@@ -95,6 +95,7 @@ class Ranking:
         # (no set of their ids, no tuple an entry: a queue of 100,000 keeps little but them)
         self.queued: list[Job] | None = [] if policy == "guarded" else None
         self.work = 0.0
+        self.areas: dict[float, float] = {}  # guarded: one float for the jobs of one area
 
     def __len__(self) -> int:
         return self.count
@@ -125,6 +126,10 @@ class Ranking:
         self.no_gpu += job.request.gpus == 0
         if not self.dynamic:
             key = order_key(job, self.policy)
+            if self.queued is not None:  # (guarded: its key's area, one float for many)
+                if len(self.areas) >= 4096:
+                    self.areas.clear()
+                key = (key[0], self.areas.setdefault(key[1], key[1]), *key[2:])
             k = bisect_left(self.keys, key)
             self.keys.insert(k, key)
             self.jobs.insert(k, job)

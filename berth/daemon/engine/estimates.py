@@ -220,7 +220,7 @@ class Estimates:
                                  if eng.state_of(d.job_id) in _WAITED})  # fmt: skip
             out[j.id] = e
             if "estimated" not in j.extra:  # (its first estimate: bench and the page's line)
-                j.extra["estimated"] = [now, e["start"], e["latest"], e["exact"]]
+                j.note("estimated", [now, e["start"], e["latest"], e["exact"]])
         return Starts(eng, out, _entry(None, None, (), f"unknown: more than {MOST} jobs ahead"))
 
     def _durations(

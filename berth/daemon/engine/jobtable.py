@@ -1,11 +1,14 @@
 """The engine's unfinished jobs by id, with how many each user has (``max_jobs``) and the
 bytes their specs keep in the store (``max_user_bytes``: ``Job.extra["bytes"]``, set at
-submit and read there again as the job leaves: not kept twice), and one copy of what many jobs have alike (their name, their request).
+submit and read there again as the job leaves: not kept twice), and one copy of what many
+jobs have alike (their name, their request, their ``extra``).
 
 Counting a user's jobs by walking every unfinished job made each submit O(queue): 100,000
 pipelined submits took minutes. The table keeps the count as jobs come and go. And 100,000
 jobs of one sweep each kept their own equal name and request (~150 bytes a job):
-:meth:`JobTable.shared` gives them one.
+:meth:`JobTable.shared` gives them one; and one ``extra`` (~100 bytes a job: a
+:class:`~berth.core.job.SharedExtra`, changed through ``Job.note``) to the jobs whose
+``extra`` is equal and of plain values (the CLI's jobs: ``{"bytes": N}``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TypeVar
 
-from berth.core.job import Job
+from berth.core.job import Job, SharedExtra
 
 T = TypeVar("T")
 K = TypeVar("K")
 POOL = 4096  # distinct names and requests kept (a hostile mix of them costs nothing more)
+_SCALARS = (str, int, bool, float, type(None))  # an extra of these only is shared
 
 
 class JobTable(dict[int, Job]):
@@ -64,6 +68,9 @@ class JobTable(dict[int, Job]):
         key = ("request", r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram, r.each)
         job.request = self.shared(key, r)
         job.name = self.shared(("name", job.name), job.name)
+        extra = job.extra
+        if type(extra) is dict and all(type(v) in _SCALARS for v in extra.values()):
+            job.extra = self.shared(("extra", *extra.items()), SharedExtra(extra))
         super().__setitem__(job_id, job)
         self._per_uid[job.uid] += 1
         if job.project:
