@@ -70,7 +70,9 @@ class JobTable(dict[int, Job]):
         job.name = self.shared(("name", job.name), job.name)
         extra = job.extra
         if type(extra) is dict and all(type(v) in _SCALARS for v in extra.values()):
-            job.extra = self.shared(("extra", *extra.items()), SharedExtra(extra))
+            plain: tuple[object, ...] = ("extra", *extra.items())
+            found = self._pool.get(plain)  # (found: no SharedExtra made for nothing)
+            job.extra = found if found is not None else self.shared(plain, SharedExtra(extra))  # type: ignore[assignment]
         super().__setitem__(job_id, job)
         self._per_uid[job.uid] += 1
         if job.project:
