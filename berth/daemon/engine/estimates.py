@@ -153,7 +153,9 @@ class Estimates:
         others = eng.outside_usage()
         key = hash((
             tuple(
-                (j.id, j.state.value, len(j.attempts), j.held, j.priority, j.time_limit)
+                # (``_value_``, not ``.value``: an attribute, not the enum's property, read
+                # for every unfinished job at every look: a screen's third of a second)
+                (j.id, j.state._value_, len(j.attempts), j.held, j.priority, j.time_limit)
                 for j in eng.unfinished()
             ),
             tuple(sorted(eng.pauses.indexes())),
