@@ -35,10 +35,10 @@ are; the queue is paused. ``runtime``: the job's own predicted run time
 
 from __future__ import annotations
 
-import heapq
+import itertools
 
 from berth.core.job import Job
-from berth.core.policy import DEFAULT_POLICY, order_key
+from berth.core.policy import DEFAULT_POLICY
 from berth.core.runtimes import RunTimes, run_of
 from berth.core.states import State
 from berth.daemon.engine import history
@@ -178,11 +178,9 @@ class Estimates:
         if eng.pauses.queue:
             return Starts(eng, {}, _entry(None, None, (), "the queue is paused"))
         policy = eng.opts.policy or DEFAULT_POLICY
-        pending = heapq.nsmallest(  # (the head only: O(queue), not a sort of it)
-            MOST,
-            (j for j in eng.unfinished() if j.state is State.PENDING),
-            key=lambda j: order_key(j, policy, now),
-        )
+        # the head only, in the policy's order at ``now``: the order the passes keep (a
+        # sorted list, or the ranking walked), not a key made for each of 100,000 jobs
+        pending = list(itertools.islice(eng.order.pending(eng.jobs.values(), policy, now), MOST))
         most = eng.opts.max_job_time
         running = [
             _limited(j, most)
