@@ -145,15 +145,19 @@ class SharedExtra(dict):  # type: ignore[type-arg]
 
 
 NO_ATTEMPTS: list[Attempt] = Shared()
-_submitted: list[Any] = [None, None]  # (submit time, its shared history): the last one made
+_last: list[tuple[float, list[Event]]] = []  # (submit time, its shared history), the last
 
 
 def _history(at: float) -> list[Event]:
     """The history of a job submitted at ``at``: the one ``submitted`` event, shared by the
-    jobs submitted at that time."""
-    if _submitted[0] != at:
-        _submitted[:] = [at, Shared([Event(at, None, State.PENDING, "submitted")])]
-    return _submitted[1]  # type: ignore[no-any-return]
+    jobs submitted at that time. (One tuple read and one written: a thread that reads jobs
+    meanwhile, `berth report`'s, gets its own time's, whatever the other does.)"""
+    last = _last[0] if _last else None
+    if last is not None and last[0] == at:
+        return last[1]
+    made: list[Event] = Shared([Event(at, None, State.PENDING, "submitted")])
+    _last[:] = [(at, made)]
+    return made
 
 
 @dataclass(slots=True)
