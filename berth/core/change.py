@@ -80,6 +80,5 @@ def change(
         said.append(f"dependencies {old} -> {new}")
         job.dependencies, job.dependency_any = dependencies, any_of
     lines = [f"updated: {what} by {by}" for what in said]
-    for line in lines:
-        job.history.append(Event(now, State.PENDING, State.PENDING, line))
+    job.history = [*job.history, *(Event(now, State.PENDING, State.PENDING, x) for x in lines)]
     return lines

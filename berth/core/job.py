@@ -7,6 +7,15 @@ which the core never reads.
 
 Jobs change state only through :func:`berth.core.transition.transition`. ``Request`` lives
 in :mod:`berth.core.request` and is re-exported here.
+
+A queue of 100,000 pending jobs keeps 100,000 of these (issue 35: the daemon's memory), so a
+pending job's lists cost nothing of their own: its attempts are the one empty :class:`Shared`
+list, and its history the one ``submitted`` event that every job submitted at the same time
+(an array's tasks, a jobs file's lines) shares. A :class:`Shared` list refuses to change:
+whoever adds to a job's history or attempts assigns it a new list
+(:func:`berth.core.transition.transition` does). Its ``extra`` may be one that equal jobs
+share too (:class:`SharedExtra`): it is changed through :meth:`Job.note` and
+:meth:`Job.unnote` only.
 """
 
 from __future__ import annotations
@@ -18,6 +27,29 @@ from berth.core.request import Request as Request  # (re-exported)
 from berth.core.states import State
 from berth.dependency import Dependency
 from berth.errors import UsageError
+
+
+class Shared(list):  # type: ignore[type-arg]
+    """A list that many jobs share (their empty attempts, their one ``submitted`` event):
+    it refuses to change; a job given more gets a list of its own (``job.history =
+    [*job.history, event]``)."""
+
+    __slots__ = ()
+
+    def _refused(self, *_: object, **__: object) -> None:
+        raise TypeError("a list jobs share: assign a new one ([*job.history, event])")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refused
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refused  # type: ignore[assignment]
+
+    def __copy__(self) -> Shared:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Shared:
+        return self
+
+    def __reduce__(self) -> tuple[type[Shared], tuple[list[object]]]:
+        return (Shared, (list(self),))
 
 
 @dataclass(slots=True)
@@ -90,6 +122,44 @@ class Event:
                    d.get("detail") or "")  # fmt: skip
 
 
+class SharedExtra(dict):  # type: ignore[type-arg]
+    """A job's ``extra`` that equal jobs share (the daemon's job table gives them one): it
+    refuses to change; :meth:`Job.note` and :meth:`Job.unnote` give the job its own first."""
+
+    __slots__ = ()
+
+    def _refused(self, *_: object, **__: object) -> None:
+        raise TypeError("an extra jobs share: change it through job.note() / job.unnote()")
+
+    __setitem__ = __delitem__ = __ior__ = _refused  # type: ignore[assignment]
+    update = setdefault = pop = popitem = clear = _refused  # type: ignore[assignment]
+
+    def __copy__(self) -> SharedExtra:
+        return self
+
+    def __deepcopy__(self, memo: object) -> SharedExtra:
+        return self
+
+    def __reduce__(self) -> tuple[type[SharedExtra], tuple[dict[str, Any]]]:
+        return (SharedExtra, (dict(self),))
+
+
+NO_ATTEMPTS: list[Attempt] = Shared()
+_last: list[tuple[float, list[Event]]] = []  # (submit time, its shared history), the last
+
+
+def _history(at: float) -> list[Event]:
+    """The history of a job submitted at ``at``: the one ``submitted`` event, shared by the
+    jobs submitted at that time. (One tuple read and one written: a thread that reads jobs
+    meanwhile, `berth report`'s, gets its own time's, whatever the other does.)"""
+    last = _last[0] if _last else None
+    if last is not None and last[0] == at:
+        return last[1]
+    made: list[Event] = Shared([Event(at, None, State.PENDING, "submitted")])
+    _last[:] = [(at, made)]
+    return made
+
+
 @dataclass(slots=True)
 class Job:
     """A job and everything the store keeps of it.
@@ -126,8 +196,8 @@ class Job:
     state: State = State.PENDING
     queue_time: float = -1.0
     not_before: float | None = None
-    attempts: list[Attempt] = field(default_factory=list)
-    history: list[Event] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=lambda: NO_ATTEMPTS)
+    history: list[Event] = field(default_factory=list)  # (none given: the shared one)
     extra: dict[str, Any] = field(default_factory=dict)
     group: str = ""
     group_limit: int = 0
@@ -144,7 +214,9 @@ class Job:
         if self.time_limit is not None and not self.time_limit > 0:
             raise UsageError(f"invalid time limit {self.time_limit!r}: must be positive")
         if not self.history:
-            self.history.append(Event(self.submit_time, None, State.PENDING, "submitted"))
+            self.history = _history(self.submit_time)
+        if not self.attempts:
+            self.attempts = NO_ATTEMPTS
 
     @property
     def attempt(self) -> Attempt | None:
@@ -162,6 +234,21 @@ class Job:
         if self.time_limit is None or a is None or a.end is not None:
             return None
         return a.start + self.time_limit
+
+    def note(self, key: str, value: Any) -> None:
+        """``extra[key] = value``, in an ``extra`` of its own (it may share one)."""
+        extra = self.extra
+        if type(extra) is not dict:
+            extra = self.extra = dict(extra)
+        extra[key] = value
+
+    def unnote(self, key: str) -> Any:
+        """``extra.pop(key, None)``, in an ``extra`` of its own (it may share one)."""
+        if key not in self.extra:
+            return None
+        if type(self.extra) is not dict:
+            self.extra = dict(self.extra)
+        return self.extra.pop(key)
 
     def to_dict(self) -> dict[str, Any]:
         return {

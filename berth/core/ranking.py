@@ -89,7 +89,7 @@ class Ranking:
     is here (take it out and add it again)."""
 
     __slots__ = (
-        "count", "cpu_only", "dirty", "dynamic", "groups", "ids", "jobs", "keys", "no_gpu",
+        "areas", "count", "cpu_only", "dirty", "dynamic", "groups", "jobs", "keys", "no_gpu",
         "policy", "queued", "requeued", "restricted", "roots", "where", "work",
     )  # fmt: skip
 
@@ -100,7 +100,6 @@ class Ranking:
         self.keys: list[tuple[float, ...]] = []  # static orders: the sort keys
         self.groups: dict[tuple[int, int, bool], _Group] = {}  # balanced
         self.where: dict[int, _Group] = {}  # balanced: job id -> its group
-        self.ids: set[int] = set()  # static orders: the ids of the jobs here
         self.dirty: set[_Group] = set()  # balanced: groups some job left since at()
         self.count = 0
         self.requeued = 0  # jobs here that were requeued (order.requeued_last applies)
@@ -109,15 +108,20 @@ class Ranking:
         self.cpu_only = 0  # jobs here that ask no GPU, only node CPU (fits.cpu_only's test)
         self.no_gpu = 0  # jobs here that ask no GPU (-g 0)
         # guarded: the jobs by (queue time, id), and the GPU-seconds they ask (berth.core.guard)
-        self.queued: list[tuple[float, int, Job]] | None = [] if policy == "guarded" else None
+        # (no set of their ids, no tuple an entry: a queue of 100,000 keeps little but them)
+        self.queued: list[Job] | None = [] if policy == "guarded" else None
         self.work = 0.0
+        self.areas: dict[float, float] = {}  # guarded: one float for the jobs of one area
 
     def __len__(self) -> int:
         return self.count
 
-    def __contains__(self, job_id: object) -> bool:
-        """Whether the job of this id is here (added, not pruned)."""
-        return job_id in self.where or job_id in self.ids
+    def has(self, job: Job) -> bool:
+        """Whether ``job`` is here (added, not pruned)."""
+        if self.dynamic:
+            return job.id in self.where
+        k = bisect_left(self.keys, order_key(job, self.policy))
+        return k < len(self.jobs) and self.jobs[k] is job
 
     def requests(self) -> list[Request]:
         """What the jobs here ask (balanced: read from the groups, the jobs that left skipped)."""
@@ -138,12 +142,15 @@ class Ranking:
         self.no_gpu += job.request.gpus == 0
         if not self.dynamic:
             key = order_key(job, self.policy)
+            if self.queued is not None:  # (guarded: its key's area, one float for many)
+                if len(self.areas) >= 4096:
+                    self.areas.clear()
+                key = (key[0], self.areas.setdefault(key[1], key[1]), *key[2:])
             k = bisect_left(self.keys, key)
             self.keys.insert(k, key)
             self.jobs.insert(k, job)
-            self.ids.add(job.id)
             if self.queued is not None:
-                insort(self.queued, (job.queue_time, job.id, job), key=lambda it: it[:2])
+                insort(self.queued, job, key=_by_queue)
                 self.work += work(job)
             return
         limit = job.time_limit if job.time_limit is not None else UNKNOWN_LIMIT
@@ -191,11 +198,10 @@ class Ranking:
                 if k < len(self.jobs) and self.jobs[k] is job:
                     del self.keys[k]
                     del self.jobs[k]
-                    self.ids.discard(job.id)
                     if self.queued is not None:
                         q = self.queued
-                        i = bisect_left(q, (job.queue_time, job.id), key=lambda it: it[:2])
-                        if i < len(q) and q[i][2] is job:
+                        i = bisect_left(q, (job.queue_time, job.id), key=_by_queue)
+                        if i < len(q) and q[i] is job:
                             del q[i]
                         self.work = self.work - work(job) if q else 0.0
                 continue
@@ -235,6 +241,10 @@ class Ranking:
         return View(self, now)
 
 
+def _by_queue(job: Job) -> tuple[float, int]:
+    return (job.queue_time, job.id)
+
+
 def _cpu_only(job: Job) -> bool:
     r = job.request
     return r.gpus == 0 and bool(r.cpu)
@@ -250,7 +260,7 @@ class Queued(Sequence[Job]):
         self.ranking = ranking
 
     def by_queue(self) -> Iterator[Job]:
-        return (it[2] for it in self.ranking.queued or ())
+        return iter(self.ranking.queued or ())
 
     @property
     def work(self) -> float:

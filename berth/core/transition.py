@@ -66,7 +66,8 @@ def transition(
             raise _refuse(job, to, f"its retry backoff lasts until t={job.not_before:.3f}")
         if job.request.count != len(gpus):
             raise _refuse(job, to, f"it needs {job.request.count} GPU(s), given {list(gpus)}")
-        job.attempts.append(Attempt(len(job.attempts) + 1, now, tuple(gpus), share, mem, node))
+        attempt = Attempt(len(job.attempts) + 1, now, tuple(gpus), share, mem, node)
+        job.attempts = [*job.attempts, attempt]  # (a pending job's may be shared: core.job)
         job.not_before = None
         return _record(job, src, to, now, reason or f"on GPU {_ids(gpus)}")
     if to is State.COMPLETING:
@@ -113,7 +114,7 @@ def cancel_pending(jobs: list[Job], *, now: float, reason: str = "") -> Event | 
     event = Event(now, State.PENDING, State.CANCELLED, reason)
     for job in jobs:
         job.state = State.CANCELLED
-        job.history.append(event)
+        job.history = [*job.history, event]
     return event
 
 
@@ -157,13 +158,13 @@ def unstart(job: Job, *, now: float, reason: str) -> Job:
     if job.state not in ACTIVE or not job.attempts or job.attempts[-1].end is not None:
         why = f"only a start not yet run can be taken back (it is {job.state})"
         raise _refuse(job, State.PENDING, why)
-    job.attempts.pop()
+    job.attempts = job.attempts[:-1]
     return _record(job, job.state, State.PENDING, now, f"not started: {reason}")
 
 
 def _record(job: Job, prev: State, state: State, now: float, detail: str) -> Job:
     job.state = state
-    job.history.append(Event(now, prev, state, detail))
+    job.history = [*job.history, Event(now, prev, state, detail)]  # (maybe shared: core.job)
     return job
 
 

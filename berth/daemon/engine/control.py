@@ -181,7 +181,7 @@ class Control:
         ``lost`` says why). ``leftovers``: it may have left a ``.sig`` or ``.pty`` file.
         The attempt's claim files go now, whoever still holds them (issue 20.6)."""
         self.res.ledger.withdraw(job.extra.get("lease"))
-        requeue = job.extra.pop("requeue", None)  # (ended by :meth:`requeue`)
+        requeue = job.unnote("requeue")  # (ended by :meth:`requeue`)
         end = self.clock.time()
         if result is None:
             self._change(job, State.LOST, end, reason=lost)
@@ -262,7 +262,7 @@ class Control:
         run = self.runs.get(job.id)
         if job.state is not State.RUNNING or run is None or job.id in self.committing:
             return f"not requeued: {job.state.value.lower()}"
-        job.extra["requeue"] = why
+        job.note("requeue", why)
         transition(job, State.COMPLETING, now=self.clock.time(), reason=f"requeue: {why}")
         self.save(job)
         self.procs.order(run, job.id, "term")
@@ -300,7 +300,7 @@ class Control:
         """Cancel a job (or send it a signal); returns what happened."""
         now = self.clock.time()
         if sig is None:
-            job.extra.pop("requeue", None)  # (a cancel during a requeue: cancelled)
+            job.unnote("requeue")  # (a cancel during a requeue: cancelled)
         if job.state is State.PENDING:
             if sig is not None:
                 return "pending: no process to signal"

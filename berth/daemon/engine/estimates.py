@@ -35,10 +35,10 @@ are; the queue is paused. ``runtime``: the job's own predicted run time
 
 from __future__ import annotations
 
-import heapq
+import itertools
 
 from berth.core.job import Job
-from berth.core.policy import DEFAULT_POLICY, order_key
+from berth.core.policy import DEFAULT_POLICY
 from berth.core.runtimes import RunTimes, run_of
 from berth.core.states import State
 from berth.daemon.engine import history
@@ -153,7 +153,9 @@ class Estimates:
         others = eng.outside_usage()
         key = hash((
             tuple(
-                (j.id, j.state.value, len(j.attempts), j.held, j.priority, j.time_limit)
+                # (``_value_``, not ``.value``: an attribute, not the enum's property, read
+                # for every unfinished job at every look: a screen's third of a second)
+                (j.id, j.state._value_, len(j.attempts), j.held, j.priority, j.time_limit)
                 for j in eng.unfinished()
             ),
             tuple(sorted(eng.pauses.indexes())),
@@ -176,11 +178,9 @@ class Estimates:
         if eng.pauses.queue:
             return Starts(eng, {}, _entry(None, None, (), "the queue is paused"))
         policy = eng.opts.policy or DEFAULT_POLICY
-        pending = heapq.nsmallest(  # (the head only: O(queue), not a sort of it)
-            MOST,
-            (j for j in eng.unfinished() if j.state is State.PENDING),
-            key=lambda j: order_key(j, policy, now),
-        )
+        # the head only, in the policy's order at ``now``: the order the passes keep (a
+        # sorted list, or the ranking walked), not a key made for each of 100,000 jobs
+        pending = list(itertools.islice(eng.order.pending(eng.jobs.values(), policy, now), MOST))
         most = eng.opts.max_job_time
         running = [
             _limited(j, most)
@@ -220,7 +220,7 @@ class Estimates:
                                  if eng.state_of(d.job_id) in _WAITED})  # fmt: skip
             out[j.id] = e
             if "estimated" not in j.extra:  # (its first estimate: bench and the page's line)
-                j.extra["estimated"] = [now, e["start"], e["latest"], e["exact"]]
+                j.note("estimated", [now, e["start"], e["latest"], e["exact"]])
         return Starts(eng, out, _entry(None, None, (), f"unknown: more than {MOST} jobs ahead"))
 
     def _durations(

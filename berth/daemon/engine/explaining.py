@@ -29,13 +29,16 @@ if TYPE_CHECKING:
 
 class Considered(dict[int, int]):
     """Pending job -> its place in the last explaining pass; ``heads``: the keys of the
-    ``until`` it ran for (a screen's: ``queue_view.Head.key``), covered without a walk."""
+    ``until`` it ran for (a screen's: ``queue_view.Head.key``), covered without a walk;
+    ``lines``: the jobs of a screen's pending lines found in this order
+    (``queue_view._pending``), so the same screen again walks none of the jobs ahead."""
 
-    __slots__ = ("heads",)
+    __slots__ = ("heads", "lines")
 
     def __init__(self, places: dict[int, int]) -> None:
         super().__init__(places)
         self.heads: set[object] = set()
+        self.lines: dict[object, list[int]] = {}
 
 
 def covered(engine: Host, until: Until | None) -> bool:

@@ -1,11 +1,14 @@
 """The engine's unfinished jobs by id, with how many each user has (``max_jobs``) and the
 bytes their specs keep in the store (``max_user_bytes``: ``Job.extra["bytes"]``, set at
-submit), and one copy of what many jobs have alike (their name, their request).
+submit and read there again as the job leaves: not kept twice), and one copy of what many
+jobs have alike (their name, their request, their ``extra``).
 
 Counting a user's jobs by walking every unfinished job made each submit O(queue): 100,000
 pipelined submits took minutes. The table keeps the count as jobs come and go. And 100,000
 jobs of one sweep each kept their own equal name and request (~150 bytes a job):
-:meth:`JobTable.shared` gives them one.
+:meth:`JobTable.shared` gives them one; and one ``extra`` (~100 bytes a job: a
+:class:`~berth.core.job.SharedExtra`, changed through ``Job.note``) to the jobs whose
+``extra`` is equal and of plain values (the CLI's jobs: ``{"bytes": N}``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TypeVar
 
-from berth.core.job import Job
+from berth.core.job import Job, SharedExtra
 
 T = TypeVar("T")
 K = TypeVar("K")
 POOL = 4096  # distinct names and requests kept (a hostile mix of them costs nothing more)
+_SCALARS = (str, int, bool, float, type(None))  # an extra of these only is shared
 
 
 class JobTable(dict[int, Job]):
@@ -30,7 +34,6 @@ class JobTable(dict[int, Job]):
         super().__init__()
         self._per_uid: Counter[int] = Counter()
         self._per_project: Counter[str] = Counter()
-        self._bytes: dict[int, int] = {}  # job id -> its bytes in the store, as counted
         self._bytes_per_uid: Counter[int] = Counter()
         self._pool: dict[object, object] = {}
 
@@ -65,13 +68,17 @@ class JobTable(dict[int, Job]):
         key = ("request", r.gpus, r.mem, r.gpu_ids, r.prefer, r.name, r.cpu, r.ram, r.each)
         job.request = self.shared(key, r)
         job.name = self.shared(("name", job.name), job.name)
+        extra = job.extra
+        if type(extra) is dict and all(type(v) in _SCALARS for v in extra.values()):
+            plain: tuple[object, ...] = ("extra", *extra.items())
+            found = self._pool.get(plain)  # (found: no SharedExtra made for nothing)
+            job.extra = found if found is not None else self.shared(plain, SharedExtra(extra))  # type: ignore[assignment]
         super().__setitem__(job_id, job)
         self._per_uid[job.uid] += 1
         if job.project:
             self._per_project[job.project] += 1
-        size = job.extra.get("bytes")
-        if type(size) is int and size > 0:
-            self._bytes[job_id] = size
+        size = _size(job)
+        if size:
             self._bytes_per_uid[job.uid] += size
 
     def __delitem__(self, job_id: int) -> None:
@@ -90,7 +97,7 @@ class JobTable(dict[int, Job]):
 
     def _drop(self, job: Job) -> None:
         _less(self._per_uid, job.uid)
-        size = self._bytes.pop(job.id, 0)
+        size = _size(job)  # (set at submit, never changed: read again, not kept twice)
         if size:
             _less(self._bytes_per_uid, job.uid, size)
         if job.project:
@@ -100,6 +107,12 @@ class JobTable(dict[int, Job]):
         raise TypeError("JobTable: use item assignment, del or pop")
 
     update = setdefault = popitem = clear = _refused  # type: ignore[assignment]
+
+
+def _size(job: Job) -> int:
+    """The bytes ``job``'s spec keeps in the store (``Job.extra["bytes"]``), or 0."""
+    size = job.extra.get("bytes")
+    return size if type(size) is int and size > 0 else 0
 
 
 def _less(counts: Counter[K], key: K, by: int = 1) -> None:

@@ -73,7 +73,7 @@ class QueueOrder:
         if job is not None and self._policy in ("", "guarded"):  # (only guarded reads it)
             self.arrivals.add(job)  # (guarded's record; a start undone is left out)
         ranking = self._ranking
-        if job is None or ranking is None or job.id in ranking or job.id in self._gone:
+        if job is None or ranking is None or job.id in self._gone or ranking.has(job):
             self.dirty = True
             return
         self._add(ranking, job)
@@ -81,7 +81,7 @@ class QueueOrder:
     def left(self, job: Job | None = None) -> None:
         """A pending job (``job``) left the queue."""
         self._left += 1
-        if self._ranking is not None and job is not None and job.id in self._ranking:
+        if self._ranking is not None and job is not None and self._ranking.has(job):
             self._ranking.prune([job])
             self._gone.add(job.id)
             self._tenant(job, -1)
@@ -151,7 +151,7 @@ class QueueOrder:
             ranking is None
             or self.dirty
             or self._policy != policy
-            or not (ranking.where or ranking.ids)
+            or not (ranking.where or ranking.jobs)
         ):
             self._policy = policy
             self.dirty = False

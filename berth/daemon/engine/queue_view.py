@@ -168,7 +168,7 @@ def _lines(engine: Engine, sel: Selection) -> tuple[list[Line], Counter[str]]:
     for job in engine.unfinished():
         if not wants(job):
             continue
-        counts[job.state.value] += 1
+        counts[job.state._value_] += 1  # (not the enum's property: every job, every screen)
         if job.state is not State.PENDING:
             active.append(job)
         elif fold and (array := job.extra.get("array")):
@@ -207,6 +207,13 @@ def _pending(
         left = [j for j in jobs.values() if j.state is State.PENDING and j.id not in considered]
         yield from sorted(left, key=lambda j: (-j.priority, j.queue_time, j.id))
 
+    memo: dict[object, list[int]] | None = getattr(considered, "lines", None)  # (found once)
+    what = getattr(sel, "key", None)
+    key = None if memo is None or what is None or room is None else (room, what)
+    if key is not None and memo is not None and key in memo:
+        again = [jobs.get(i) for i in memo[key]]
+        if all(j is not None and j.state is State.PENDING and sel.wants(j) for j in again):
+            return [(j, _tasks(j, sel, tasks)) for j in again if j is not None]
     ahead = (jobs.get(i) for i in considered)
     out: list[Line] = []
     folded: set[int] = set()
@@ -222,8 +229,16 @@ def _pending(
             folded.add(array[0])
         out.append((job, tasks.get(array[0]) if array else None))
         if room is not None and len(out) >= room:
+            if key is not None and memo is not None and job.id in considered:
+                memo[key] = [j.id for j, _ in out]  # (all of them in the pass's order)
             break  # (not after the next: the jobs not considered are sorted first)
     return out
+
+
+def _tasks(job: Job, sel: Selection, tasks: dict[int, list[int]]) -> list[int] | None:
+    """The pending tasks folded into ``job``'s line (None: a line of its own)."""
+    array = job.extra.get("array") if sel.fold else None
+    return tasks.get(array[0]) if array else None
 
 
 def _ended(engine: Engine, sel: Selection) -> Iterator[Job]:

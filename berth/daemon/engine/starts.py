@@ -110,7 +110,7 @@ class Launcher:
                 job, State.RUNNING, now=now, gpus=tuple(start.gpus), share=start.share,
                 mem=start.mem,
             )  # fmt: skip
-            job.extra["lease"] = claim.lease_id
+            job.note("lease", claim.lease_id)
             self.order.left(job)
             self.save(job, launched=len(job.attempts))
             self.committing[job.id] = claim
@@ -250,7 +250,7 @@ class Launcher:
             return
         cancel = job.id in self.cancel_on_start or job.state is State.COMPLETING
         self.cancel_on_start.discard(job.id)
-        job.extra.pop("lease", None)
+        job.unnote("lease")
         now = self.clock.time()
         unstart(job, now=now, reason=why)
         self.order.joined(job)

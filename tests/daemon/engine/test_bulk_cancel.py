@@ -92,7 +92,7 @@ def test_a_bulk_cancel_stores_what_one_cancel_at_a_time_stores(tmp_path: Path) -
         ids = _held_array(rig, 20)
         rig.turn()
         job = rig.engine.jobs[ids[3]]
-        job.extra["estimated"] = [rig.t0, None, None, False]  # (as estimates.py stamps it)
+        job.note("estimated", [rig.t0, None, None, False])  # (as estimates.py stamps it)
         front = Front(rig.engine)
         front.cancel([rig.engine.jobs[i] for i in ids], None)
         rig.loop.run_until_complete(rig.engine.drain())

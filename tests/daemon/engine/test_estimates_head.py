@@ -36,3 +36,42 @@ def test_only_the_head_has_its_own_estimate(tmp_path: Path, monkeypatch: pytest.
         assert rig.engine.estimates.computed == 2
     finally:
         rig.close()
+
+
+@pytest.mark.parametrize("policy", ["guarded", "balanced", "fifo", "sjf"])
+def test_the_head_is_taken_from_the_kept_order_not_a_key_per_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """The estimates' head (issue 35: the first screen of `berth queue` over 100,000 jobs)
+    is the first MOST pending jobs of the order the passes keep, not ``nsmallest`` over a
+    key made for every pending job; it is the same head."""
+    from berth.core import order
+
+    monkeypatch.setattr(estimates, "MOST", 5)
+    rig = EngineRig(tmp_path, gpus=1, policy=policy)
+    try:
+        rig.submit("sleep", "100", time_limit=100)
+        rig.turn()
+        limits = [300, 60, 600, 60, 120, 900, 30] * 40  # (280 jobs, limits mixed)
+        ids = [rig.submit("sleep", "1", time_limit=t, priority=i % 3) for i, t in enumerate(limits)]
+        rig.turn()  # (a pass: the order kept)
+        keys = 0
+        real = order.order_key
+
+        def counted(*args: object, **kwargs: object) -> tuple[float, ...]:
+            nonlocal keys
+            keys += 1
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(estimates, "order_key", counted, raising=False)
+        monkeypatch.setattr(order, "order_key", counted)
+        starts = rig.engine.estimates.get()
+        assert keys < len(ids)  # (was one a pending job: 280; the replay's own for its 5)
+        now = rig.clock.time()
+        jobs = [rig.engine.jobs[i] for i in ids]
+        head = sorted(jobs, key=lambda j: real(j, policy, now))[:5]
+        far = "unknown: more than 5 jobs ahead"
+        own = [j for j in ids if starts.get(j)["note"] != far]  # type: ignore[index]
+        assert sorted(own) == sorted(j.id for j in head)
+    finally:
+        rig.close()

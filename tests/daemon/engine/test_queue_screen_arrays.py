@@ -64,3 +64,26 @@ def test_a_screen_of_folded_arrays_walks_to_its_last_line(
         assert screen == whole  # the screen says what the whole queue's lines say
     finally:
         rig.close()
+
+
+def test_the_same_screen_again_walks_none_of_the_jobs_ahead_of_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = _rig(tmp_path)
+    try:
+        screen = _screen(rig, limit=46)
+        walked = len(rig.engine.considered)
+        assert walked == (ARRAYS - 1) * TASKS + 1
+        asked = count_calls(monkeypatch, queueview.Select, "wants")
+        assert _screen(rig, limit=46) == screen
+        jobs = GPUS + ARRAYS * TASKS
+        # (each job once, as the answer counts them by state; the lines checked again: not
+        # the 1,501 jobs the pass considered ahead of the last line, walked again each time)
+        assert asked.n <= jobs + len(screen), asked.n
+        rig.engine.jobs[screen[GPUS]["id"]].held = True  # (a change: the screen anew)
+        rig.engine.kick()
+        again = _screen(rig, limit=46)
+        assert [r["id"] for r in again] == [r["id"] for r in screen]
+        assert again[GPUS]["reason"].startswith("Held") and asked.n > jobs + len(screen)
+    finally:
+        rig.close()

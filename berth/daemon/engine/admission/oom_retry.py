@@ -86,7 +86,7 @@ def committed(engine: Engine, saved: list[Job]) -> None:
         learned.ended(engine, job)
         retried = engine.finished_states.retried
         if job.id in retried and retried[job.id] is None and "oom_retried" not in job.extra:
-            job.extra["oom_retried"] = None  # (looked at: once, whatever it finds)
+            job.note("oom_retried", None)  # (looked at: once, whatever it finds)
             task = engine.loop.create_task(_retry(engine, job))
             _tasks.add(task)
             task.add_done_callback(_tasks.discard)
@@ -130,13 +130,13 @@ async def _look(engine: Engine, job: Job) -> None:
         return
     reply, futures = admit.insert(engine, owner, p)
     new = engine.jobs[reply["job_id"]]
-    new.extra["retry_of"] = job.id
-    new.extra["retry_why"] = f"CUDA out of memory ({sign}); now {how}"
+    new.note("retry_of", job.id)
+    new.note("retry_why", f"CUDA out of memory ({sign}); now {how}")
     now = engine.clock.time()
-    new.history[0] = Event(
+    new.history = [Event(
         now, None, State.PENDING, f"retry of job {job.id}: CUDA out of memory ({sign}); now {how}"
-    )
-    job.extra["oom_retried"] = new.id
+    )]
+    job.note("oom_retried", new.id)
     engine.finished_states.retried[job.id] = new.id  # (its dependents now wait on the retry)
     engine.depended.add(new.id)
     engine.save(job, ended_at=job.attempts[-1].end if job.attempts else now, launched=0)

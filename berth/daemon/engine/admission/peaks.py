@@ -44,5 +44,5 @@ def note(
             stored = spec(job.id)
             if stored is None:
                 continue
-            job.extra["learn"] = key(job.uid, stored)
-        job.extra["peak_mem"] = mem
+            job.note("learn", key(job.uid, stored))
+        job.note("peak_mem", mem)

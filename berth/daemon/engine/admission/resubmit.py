@@ -181,10 +181,8 @@ async def resubmit(
         p.spec = p.spec.replace(dependency=depends.text_of(p.deps, p.any_of))
         reply, futs = admit.insert(engine, owner, p)
         new = engine.jobs[reply["job_id"]]
-        new.extra["resubmitted_from"] = job.id
-        new.history[0] = Event(
-            now, None, State.PENDING, f"resubmitted from {job.id} by {peer.user}"
-        )
+        new.note("resubmitted_from", job.id)
+        new.history = [Event(now, None, State.PENDING, f"resubmitted from {job.id} by {peer.user}")]
         if p.deps:
             engine.control.changed(new, dependencies=True)
         new_ids[job.id] = new.id

@@ -210,11 +210,11 @@ async def update(
         said = change(job, now=now, by=peer.user, dependencies=deps, any_of=any_of, **values)
         if deps is not None:  # (what queue --tree, --json and show print)
             if shown:
-                job.extra["dependency"] = shown
+                job.note("dependency", shown)
             else:
-                job.extra.pop("dependency", None)
+                job.unnote("dependency")
         if said:
-            job.extra["updated"] = sorted({*job.extra.get("updated", ()), *_fields(said)})
+            job.note("updated", sorted({*job.extra.get("updated", ()), *_fields(said)}))
             engine.control.changed(job, dependencies=deps is not None)
             engine.save(job)  # (committed with this turn's group)
         task = arrays.of(job)
