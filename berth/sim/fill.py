@@ -20,12 +20,15 @@ ignores the constraints (the old, easier workload), for before/after comparisons
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from berth.core.capacity import Capacity
-from berth.core.placement import Profile, place
+from berth.core.nodeclasses import NodeClasses
+from berth.core.placement import Placement, Profile, place
 from berth.core.request import Request
 from berth.errors import UsageError
 from berth.sim.gpuspec import ModelIndex, job_count
@@ -50,6 +53,7 @@ class FillResult:
     unsatisfiable: int = 0  # ... of which no node can host (failed, never placed)
     first_fail: float | None = None  # GPU allocated % when the first satisfiable pod failed
     wall: float = 0.0
+    digest: str = ""  # a hash of every pod's placement (positions, or none), in order
 
 
 def fill(
@@ -61,8 +65,12 @@ def fill(
     until: int = 130,
     marks: tuple[int, ...] = (90, 100, 110, 120, 130),
     gpu_spec: bool = True,
+    classes: bool = True,
 ) -> FillResult:
-    """Allocation ratio (%) at each arrived-demand mark (% of GPU capacity)."""
+    """Allocation ratio (%) at each arrived-demand mark (% of GPU capacity).
+
+    ``classes``: score one node of each class of alike nodes (``NodeClasses``), not every
+    node; the same placements (``FillResult.digest``), sooner. False: the plain scan."""
     gpus, nodes = inv
     if not pods:
         raise UsageError("no pods to fill the cluster with: give a pod list with rows")
@@ -70,6 +78,8 @@ def fill(
         raise UsageError("no pod asks for a GPU: the fill experiment measures GPU allocation")
     models = ModelIndex(gpus)
     cap = Capacity(gpus, nodes)
+    alike = NodeClasses(cap) if classes else None
+    trail = hashlib.blake2b(digest_size=16)
     total = float(len(gpus))
     rng = random.Random(seed)
     res = FillResult(placement, seed, len(gpus))
@@ -79,17 +89,15 @@ def fill(
     todo = sorted(marks)
     win: dict[int, list[float]] = {m: [0.0, 0.0] for m in marks}
     wall0 = time.perf_counter()
-    order: list[SimJob] = []
+    arrivals = _arrivals(pods, rng)
     while todo:
-        if not order:  # the pod list in a seeded random order, again and again
-            order = list(pods)
-            rng.shuffle(order)
-            order.reverse()
-        pod = order.pop()
+        pod = next(arrivals)
         spec = pod.gpu_models if gpu_spec and job_count(pod) else ()
         ok = not spec or models.satisfiable(spec, job_count(pod))
         ids = models.ids(spec) if spec and ok else None  # an unsatisfiable pod is never placed
         req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids)
+        if alike is not None and ids is not None:
+            alike.learn(frozenset(ids))
         if placement == "packer":
             recent.append(req)
             m = len(recent)  # (at 1, 2, 4... arrivals first: one pod is no distribution)
@@ -105,13 +113,14 @@ def fill(
         if spec:
             res.constrained += 1
             res.unsatisfiable += not ok
-        pl = place(cap, req, placement, profile) if ok else None
+        pl = place(cap, req, placement, profile, classes=alike) if ok else None
+        trail.update(repr(None if pl is None else (pl.node, pl.positions)).encode())
         if pl is None:
             res.failed += 1
             if ok and res.first_fail is None:
                 res.first_fail = 100.0 * allocated / total
         else:
-            cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
+            _take(cap, alike, req, pl)
             allocated += pod.gpus
             res.placed += 1
         w = win.get(round(100.0 * arrived / total))
@@ -120,4 +129,21 @@ def fill(
             w[1] += 1.0
     res.window = {m: w[0] / w[1] for m, w in win.items() if w[1]}
     res.wall = time.perf_counter() - wall0
+    res.digest = trail.hexdigest()
     return res
+
+
+def _arrivals(pods: list[SimJob], rng: random.Random) -> Iterator[SimJob]:
+    """The pod list in a seeded random order, again and again."""
+    while True:
+        order = list(pods)
+        rng.shuffle(order)
+        yield from order  # (first to last, as popping the reversed list did)
+
+
+def _take(cap: Capacity, alike: NodeClasses | None, req: Request, pl: Placement) -> None:
+    """Charge a placed pod, and keep the classes of alike nodes true."""
+    cap.take(pl.positions, req.share, pl.mem, pl.node, req.cpu, req.ram)
+    if alike is not None:
+        for n in {pl.node, *(cap.node_of[p] for p in pl.positions)}:
+            alike.moved(n)
