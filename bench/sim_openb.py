@@ -96,6 +96,18 @@ def main() -> int:
     )
     ap.add_argument("--per-seed", action="store_true", help="print each seed's value at 100%%")
     ap.add_argument(
+        "--digests", action="store_true",
+        help="print each seed's digest of every placement (to compare two codes' decisions)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--plain", action="store_true",
+        help="score every node (no classes of alike nodes): the slow scan, same decisions",
+    )  # fmt: skip
+    ap.add_argument(
+        "--profile", default="list", choices=("list", "recent"),
+        help="the packer's demand profile: the whole pod list (as FGD's) or the last arrivals",
+    )  # fmt: skip
+    ap.add_argument(
         "--until", type=int, default=130, choices=(100, 130),
         help="stop at 100%% arrived (no @130 column) to save a quarter of the time",
     )  # fmt: skip
@@ -139,7 +151,13 @@ def main() -> int:
             scarcity.WEIGHTED = how != "packer-flat"
             place_how = "packer" if how.startswith("packer") else how
             marks = (90, 100, 130) if a.until == 130 else (90, 100)
-            runs = [fill(pods, inv, place_how, s, until=a.until, marks=marks) for s in seeds]
+            runs = [
+                fill(
+                    pods, inv, place_how, s, until=a.until, marks=marks,
+                    classes=not a.plain, profile=a.profile,
+                )
+                for s in seeds
+            ]  # fmt: skip
             m = {k: sum(r.window[k] for r in runs) / len(runs) for k in marks}
             m.setdefault(130, float("nan"))
             at100 = [r.window[100] for r in runs]
@@ -166,6 +184,9 @@ def main() -> int:
             )
             if a.per_seed:
                 print("   per seed @100: " + " ".join(f"{v:.2f}" for v in at100))
+                print("   1st fail %:    " + " ".join(f"{v:.1f}" for v in ff))
+            if a.digests:
+                print("   digests: " + " ".join(f"{r.seed}:{r.digest}" for r in runs))
             sys.stdout.flush()
     return 0
 

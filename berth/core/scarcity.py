@@ -22,6 +22,7 @@ from __future__ import annotations
 from berth.core.capacity import EPS, Capacity
 
 WEIGHTED = True  # False: no weight on scarce capabilities (the packer before, for comparison)
+BY_GPUS = True  # False: hosts counted as nodes, not as the free GPUs on them (before)
 
 Shape = tuple[int, float, float]  # whole GPUs, CPU, RAM that one pod of the shape asks
 
@@ -51,11 +52,17 @@ class Scarcity:
         if self._src is cap.index:  # copies of a Capacity share their index list
             return
         self._src = cap.index
-        nodes = [n for n, ps in enumerate(cap.node_pos) if ps]
+        free = [sum(cap.free[p] for p in ps if cap.usable[p]) for ps in cap.node_pos]
+        total = sum(free)
         self._weights = []
         for (k, cpu, ram), share in zip(self._shapes, self._shares, strict=True):
-            hosts = sum(1 for n in nodes if _hosts(cap, n, k, cpu, ram, 0, 0.0, 0.0))
-            self._weights.append(share * (len(nodes) / hosts - 1.0) if hosts else 0.0)
+            hosts = sum(
+                f if BY_GPUS else 1.0
+                for n, f in enumerate(free)
+                if cap.node_pos[n] and _hosts(cap, n, k, cpu, ram, 0, 0.0, 0.0)
+            )
+            whole = total if BY_GPUS else sum(1.0 for ps in cap.node_pos if ps)
+            self._weights.append(share * (whole / hosts - 1.0) if hosts > EPS else 0.0)
 
     def delta(
         self, cap: Capacity, n: int, whole: int, cpu: float, ram: float, gpus: float

@@ -37,6 +37,7 @@ from berth.sim.workload import Inventory
 
 PROFILE_WINDOW = 8000
 PROFILE_EVERY = 200
+PROFILES = ("list", "recent")
 
 
 @dataclass(slots=True)
@@ -66,11 +67,18 @@ def fill(
     marks: tuple[int, ...] = (90, 100, 110, 120, 130),
     gpu_spec: bool = True,
     classes: bool = True,
+    profile: str = "list",
 ) -> FillResult:
     """Allocation ratio (%) at each arrived-demand mark (% of GPU capacity).
 
     ``classes``: score one node of each class of alike nodes (``NodeClasses``), not every
-    node; the same placements (``FillResult.digest``), sooner. False: the plain scan."""
+    node; the same placements (``FillResult.digest``), sooner. False: the plain scan.
+    ``profile``: the packer's demand, ``list`` (the whole pod list, as FGD's typical pods)
+    or ``recent`` (the last ``PROFILE_WINDOW`` arrivals)."""
+    if profile not in PROFILES:
+        raise UsageError(
+            f"profile {profile!r}: the packer's demand is one of {', '.join(PROFILES)}"
+        )
     gpus, nodes = inv
     if not pods:
         raise UsageError("no pods to fill the cluster with: give a pod list with rows")
@@ -85,25 +93,28 @@ def fill(
     res = FillResult(placement, seed, len(gpus))
     arrived = allocated = 0.0
     recent: list[Request] = []
-    profile: Profile | None = None
+    demand: Profile | None = None
     todo = sorted(marks)
     win: dict[int, list[float]] = {m: [0.0, 0.0] for m in marks}
     wall0 = time.perf_counter()
     arrivals = _arrivals(pods, rng)
+    whole_list = None
+    if profile == "list" and placement == "packer":
+        whole_list = [_request(q, models, gpu_spec)[0] for q in pods]
+        for q in whole_list:
+            if alike is not None and q.gpu_ids is not None:
+                alike.learn(frozenset(q.gpu_ids))
     while todo:
         pod = next(arrivals)
-        spec = pod.gpu_models if gpu_spec and job_count(pod) else ()
-        ok = not spec or models.satisfiable(spec, job_count(pod))
-        ids = models.ids(spec) if spec and ok else None  # an unsatisfiable pod is never placed
-        req = Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids)
-        if alike is not None and ids is not None:
-            alike.learn(frozenset(ids))
+        req, spec, ok = _request(pod, models, gpu_spec)
+        if alike is not None and req.gpu_ids is not None:
+            alike.learn(frozenset(req.gpu_ids))
         if placement == "packer":
             recent.append(req)
             m = len(recent)  # (at 1, 2, 4... arrivals first: one pod is no distribution)
             if m % PROFILE_EVERY == 0 or (m < PROFILE_EVERY and m & (m - 1) == 0):
                 del recent[:-PROFILE_WINDOW]
-                profile = Profile.of(recent)
+                demand = Profile.of(recent if whole_list is None else whole_list)
         # the mark is crossed by the pod that arrives when the demand reaches it
         while todo and arrived + pod.gpus > todo[0] / 100.0 * total:
             res.marks[todo.pop(0)] = 100.0 * allocated / total
@@ -113,7 +124,7 @@ def fill(
         if spec:
             res.constrained += 1
             res.unsatisfiable += not ok
-        pl = place(cap, req, placement, profile, classes=alike) if ok else None
+        pl = place(cap, req, placement, demand, classes=alike) if ok else None
         trail.update(repr(None if pl is None else (pl.node, pl.positions)).encode())
         if pl is None:
             res.failed += 1
@@ -147,3 +158,14 @@ def _take(cap: Capacity, alike: NodeClasses | None, req: Request, pl: Placement)
     if alike is not None:
         for n in {pl.node, *(cap.node_of[p] for p in pl.positions)}:
             alike.moved(n)
+
+
+def _request(
+    pod: SimJob, models: ModelIndex, gpu_spec: bool
+) -> tuple[Request, tuple[str, ...], bool]:
+    """A pod's request, its GPU models (if honoured) and whether any node has enough of them
+    (an unsatisfiable pod is never placed)."""
+    spec = pod.gpu_models if gpu_spec and job_count(pod) else ()
+    ok = not spec or models.satisfiable(spec, job_count(pod))
+    ids = models.ids(spec) if spec and ok else None
+    return Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids), spec, ok
