@@ -8,9 +8,11 @@ capability that 3% of the nodes offer looks worth as little as one that half of 
 other pods took every G3 GPU long before the cluster was full, and the first 120-core pod
 failed at a third of the GPUs allocated.
 
-Here a shape's share of the GPU demand counts ``N / N_t - 1`` times over, where ``N`` is the
-number of nodes and ``N_t`` of those that can still host the shape (measured when the
-capacity table is first seen, as :class:`berth.core.profile.Profile`'s reach is): a placement
+Here a shape's share of the GPU demand counts ``F / F_t - 1`` times over, where ``F`` is the
+free GPU capacity and ``F_t`` the part of it on nodes that can still host the shape (measured
+when the capacity table is first seen, as :class:`berth.core.profile.Profile`'s reach is;
+``BY_GPUS = False``: counted in nodes, as before, which weighed a 2-GPU node as much as an
+8-GPU one and was 0.1-0.3 point lower on openb's multi-GPU lists): a placement
 that takes away a node's last capability for a shape raises the expected fragmentation by
 that weight times the node's GPU share left free (which the shape can no longer use there).
 A capability every node still has weighs nothing, so with a single node (the daemon's host)
