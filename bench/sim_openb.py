@@ -25,7 +25,12 @@
 Each row also says when the first pod failed: the GPU allocated (%) at that moment, mean
 over the seeds (and the earliest). ``vs FGD``: the row's mean at 100% less the paper's FGD.
 ``packer-flat`` is the packer without the weight on scarce capabilities
-(``berth.core.scarcity.WEIGHTED = False``), i.e. the packer before issue 32.4.
+(``berth.core.scarcity.WEIGHTED = False``), i.e. the packer before issue 32.4;
+``packer-nodes`` counts a scarce shape's hosts as nodes (``scarcity.BY_GPUS = False``), as
+before its free GPUs. ``--profile recent``: the packer's demand from the last arrivals instead
+of the whole pod list (FGD's typical pods). ``--plain`` scores every node instead of one of
+each class of alike nodes, ``--digests`` prints a hash of each seed's placements: the two
+must print the same digests.
 """
 
 from __future__ import annotations
@@ -87,7 +92,8 @@ def main() -> int:
         "--placements",
         default="first-fit,best-fit,packer",
         help="also packer-plain: the packer with FGD's unweighted NoAccess term; packer-flat: "
-        "without the weight on scarce capabilities",
+        "without the weight on scarce capabilities; packer-nodes: scarce shapes' hosts counted "
+        "as nodes",
     )
     ap.add_argument(
         "--workloads",
@@ -149,6 +155,7 @@ def main() -> int:
             t0 = time.perf_counter()
             demand_profile.SUPPLY_WEIGHTED = how != "packer-plain"
             scarcity.WEIGHTED = how != "packer-flat"
+            scarcity.BY_GPUS = how != "packer-nodes"
             place_how = "packer" if how.startswith("packer") else how
             marks = (90, 100, 130) if a.until == 130 else (90, 100)
             runs = [
