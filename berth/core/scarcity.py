@@ -50,6 +50,10 @@ class Scarcity:
     def __bool__(self) -> bool:
         return WEIGHTED and bool(self._shapes)
 
+    def recount(self) -> None:
+        """Count the hosts again at the next use (the capacity table changed since)."""
+        self._src = None
+
     def _bind(self, cap: Capacity) -> None:
         if self._src is cap.index:  # copies of a Capacity share their index list
             return

@@ -10,8 +10,11 @@ FGD's typical pods are its workload's pod shapes: a shape that few pods have (op
 first pod comes (learned from the arrivals, the packer gave every G3 GPU to small pods first
 and the first such pod failed at 38.5% allocated). ``profile="recent"``: the last
 ``PROFILE_WINDOW`` arrivals, what the cluster has been seeing. Either is rebuilt every
-``PROFILE_EVERY`` arrivals (and at 1, 2, 4... before that), so that the scarcity weights
-(:mod:`berth.core.scarcity`) count the hosts left. ``FillResult.first_fail`` is the GPU
+``PROFILE_EVERY`` arrivals (and at 1, 2, 4... before that), and the scarcity weights
+(:mod:`berth.core.scarcity`) count the hosts left every ``RECOUNT_EVERY`` arrivals: counted
+every 200, CPU-only pods of ``cpu250`` took the cores of many G3 nodes between two counts, at
+a weight for the nodes left that was too low, and the first 120-core pod failed at 78.9% (seed
+42; 91.4% with counts every 25). ``FillResult.first_fail`` is the GPU
 allocated (%) when the first pod failed (not counting those whose GPU models no node has
 enough of).
 
@@ -45,6 +48,7 @@ from berth.sim.workload import Inventory
 
 PROFILE_WINDOW = 8000
 PROFILE_EVERY = 200
+RECOUNT_EVERY = 25  # arrivals between two counts of a scarce shape's hosts
 PROFILES = ("list", "recent")
 
 
@@ -123,6 +127,8 @@ def fill(
             if m % PROFILE_EVERY == 0 or (m < PROFILE_EVERY and m & (m - 1) == 0):
                 del recent[:-PROFILE_WINDOW]
                 demand = Profile.of(recent if whole_list is None else whole_list)
+            elif demand is not None and m % RECOUNT_EVERY == 0:
+                demand.scarce.recount()
         # the mark is crossed by the pod that arrives when the demand reaches it
         while todo and arrived + pod.gpus > todo[0] / 100.0 * total:
             res.marks[todo.pop(0)] = 100.0 * allocated / total
