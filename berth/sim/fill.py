@@ -104,31 +104,18 @@ def fill(
     rng = random.Random(seed)
     res = FillResult(placement, seed, len(gpus))
     arrived = allocated = 0.0
-    recent: list[Request] = []
-    demand: Profile | None = None
+    demand = _Demand(pods if profile == "list" else None, models, gpu_spec, alike)
     todo = sorted(marks)
     win: dict[int, list[float]] = {m: [0.0, 0.0] for m in marks}
     wall0 = time.perf_counter()
     arrivals = _arrivals(pods, rng)
-    whole_list = None
-    if profile == "list" and placement == "packer":
-        whole_list = [_request(q, models, gpu_spec)[0] for q in pods]
-        for q in whole_list:
-            if alike is not None and q.gpu_ids is not None:
-                alike.learn(frozenset(q.gpu_ids))
     while todo:
         pod = next(arrivals)
         req, spec, ok = _request(pod, models, gpu_spec)
         if alike is not None and req.gpu_ids is not None:
             alike.learn(frozenset(req.gpu_ids))
         if placement == "packer":
-            recent.append(req)
-            m = len(recent)  # (at 1, 2, 4... arrivals first: one pod is no distribution)
-            if m % PROFILE_EVERY == 0 or (m < PROFILE_EVERY and m & (m - 1) == 0):
-                del recent[:-PROFILE_WINDOW]
-                demand = Profile.of(recent if whole_list is None else whole_list)
-            elif demand is not None and m % RECOUNT_EVERY == 0:
-                demand.scarce.recount()
+            demand.arrive(req)
         # the mark is crossed by the pod that arrives when the demand reaches it
         while todo and arrived + pod.gpus > todo[0] / 100.0 * total:
             res.marks[todo.pop(0)] = 100.0 * allocated / total
@@ -138,7 +125,7 @@ def fill(
         if spec:
             res.constrained += 1
             res.unsatisfiable += not ok
-        pl = place(cap, req, placement, demand, classes=alike) if ok else None
+        pl = place(cap, req, placement, demand.profile, classes=alike) if ok else None
         trail.update(repr(None if pl is None else (pl.node, pl.positions)).encode())
         if pl is None:
             res.failed += 1
@@ -183,3 +170,31 @@ def _request(
     ok = not spec or models.satisfiable(spec, job_count(pod))
     ids = models.ids(spec) if spec and ok else None
     return Request(gpus=pod.gpus, cpu=pod.cpu, ram=pod.ram, gpu_ids=ids), spec, ok
+
+
+class _Demand:
+    """The packer's demand profile as pods arrive: of the whole pod list (``pods``) or, with
+    ``pods`` None, of the last ``PROFILE_WINDOW`` arrivals; rebuilt every ``PROFILE_EVERY``
+    arrivals (at 1, 2, 4... before that: one pod is no distribution), its scarce shapes'
+    hosts counted again every ``RECOUNT_EVERY``."""
+
+    def __init__(
+        self, pods: list[SimJob] | None, models: ModelIndex, gpu_spec: bool,
+        alike: NodeClasses | None,
+    ) -> None:  # fmt: skip
+        self.profile: Profile | None = None
+        self._recent: list[Request] = []
+        self._list = None if pods is None else [_request(q, models, gpu_spec)[0] for q in pods]
+        for q in self._list or ():
+            if alike is not None and q.gpu_ids is not None:
+                alike.learn(frozenset(q.gpu_ids))
+
+    def arrive(self, req: Request) -> None:
+        recent = self._recent
+        recent.append(req)
+        m = len(recent)
+        if m % PROFILE_EVERY == 0 or (m < PROFILE_EVERY and m & (m - 1) == 0):
+            del recent[:-PROFILE_WINDOW]
+            self.profile = Profile.of(recent if self._list is None else self._list)
+        elif self.profile is not None and m % RECOUNT_EVERY == 0:
+            self.profile.scarce.recount()
