@@ -25,7 +25,12 @@
 Each row also says when the first pod failed: the GPU allocated (%) at that moment, mean
 over the seeds (and the earliest). ``vs FGD``: the row's mean at 100% less the paper's FGD.
 ``packer-flat`` is the packer without the weight on scarce capabilities
-(``berth.core.scarcity.WEIGHTED = False``), i.e. the packer before issue 32.4.
+(``berth.core.scarcity.WEIGHTED = False``), i.e. the packer before issue 32.4;
+``packer-nodes`` counts a scarce shape's hosts as nodes (``scarcity.BY_GPUS = False``), as
+before its free GPUs. ``--profile recent``: the packer's demand from the last arrivals instead
+of the whole pod list (FGD's typical pods). ``--plain`` scores every node instead of one of
+each class of alike nodes, ``--digests`` prints a hash of each seed's placements: the two
+must print the same digests.
 """
 
 from __future__ import annotations
@@ -87,7 +92,8 @@ def main() -> int:
         "--placements",
         default="first-fit,best-fit,packer",
         help="also packer-plain: the packer with FGD's unweighted NoAccess term; packer-flat: "
-        "without the weight on scarce capabilities",
+        "without the weight on scarce capabilities; packer-nodes: scarce shapes' hosts counted "
+        "as nodes",
     )
     ap.add_argument(
         "--workloads",
@@ -95,6 +101,18 @@ def main() -> int:
         help="openb pod lists for the FGD experiment (openb_pod_list_<name>.csv)",
     )
     ap.add_argument("--per-seed", action="store_true", help="print each seed's value at 100%%")
+    ap.add_argument(
+        "--digests", action="store_true",
+        help="print each seed's digest of every placement (to compare two codes' decisions)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--plain", action="store_true",
+        help="score every node (no classes of alike nodes): the slow scan, same decisions",
+    )  # fmt: skip
+    ap.add_argument(
+        "--profile", default="list", choices=("list", "recent"),
+        help="the packer's demand profile: the whole pod list (as FGD's) or the last arrivals",
+    )  # fmt: skip
     ap.add_argument(
         "--until", type=int, default=130, choices=(100, 130),
         help="stop at 100%% arrived (no @130 column) to save a quarter of the time",
@@ -137,9 +155,16 @@ def main() -> int:
             t0 = time.perf_counter()
             demand_profile.SUPPLY_WEIGHTED = how != "packer-plain"
             scarcity.WEIGHTED = how != "packer-flat"
+            scarcity.BY_GPUS = how != "packer-nodes"
             place_how = "packer" if how.startswith("packer") else how
             marks = (90, 100, 130) if a.until == 130 else (90, 100)
-            runs = [fill(pods, inv, place_how, s, until=a.until, marks=marks) for s in seeds]
+            runs = [
+                fill(
+                    pods, inv, place_how, s, until=a.until, marks=marks,
+                    classes=not a.plain, profile=a.profile,
+                )
+                for s in seeds
+            ]  # fmt: skip
             m = {k: sum(r.window[k] for r in runs) / len(runs) for k in marks}
             m.setdefault(130, float("nan"))
             at100 = [r.window[100] for r in runs]
@@ -166,6 +191,9 @@ def main() -> int:
             )
             if a.per_seed:
                 print("   per seed @100: " + " ".join(f"{v:.2f}" for v in at100))
+                print("   1st fail %:    " + " ".join(f"{v:.1f}" for v in ff))
+            if a.digests:
+                print("   digests: " + " ".join(f"{r.seed}:{r.digest}" for r in runs))
             sys.stdout.flush()
     return 0
 

@@ -119,6 +119,10 @@ class Profile:
             out.constrained = constrained
         return out
 
+    def restrictions(self) -> list[frozenset[int] | None]:
+        """The ``gpu_ids`` of each restriction some of the demand has (None: by name only)."""
+        return [ids for ids, _ in self._groups]
+
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
 

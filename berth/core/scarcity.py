@@ -8,9 +8,11 @@ capability that 3% of the nodes offer looks worth as little as one that half of 
 other pods took every G3 GPU long before the cluster was full, and the first 120-core pod
 failed at a third of the GPUs allocated.
 
-Here a shape's share of the GPU demand counts ``N / N_t - 1`` times over, where ``N`` is the
-number of nodes and ``N_t`` of those that can still host the shape (measured when the
-capacity table is first seen, as :class:`berth.core.profile.Profile`'s reach is): a placement
+Here a shape's share of the GPU demand counts ``F / F_t - 1`` times over, where ``F`` is the
+free GPU capacity and ``F_t`` the part of it on nodes that can still host the shape (measured
+when the capacity table is first seen, as :class:`berth.core.profile.Profile`'s reach is;
+``BY_GPUS = False``: counted in nodes, as before, which weighed a 2-GPU node as much as an
+8-GPU one and was 0.1-0.3 point lower on openb's multi-GPU lists): a placement
 that takes away a node's last capability for a shape raises the expected fragmentation by
 that weight times the node's GPU share left free (which the shape can no longer use there).
 A capability every node still has weighs nothing, so with a single node (the daemon's host)
@@ -22,6 +24,7 @@ from __future__ import annotations
 from berth.core.capacity import EPS, Capacity
 
 WEIGHTED = True  # False: no weight on scarce capabilities (the packer before, for comparison)
+BY_GPUS = True  # False: hosts counted as nodes, not as the free GPUs on them (before)
 
 Shape = tuple[int, float, float]  # whole GPUs, CPU, RAM that one pod of the shape asks
 
@@ -47,15 +50,25 @@ class Scarcity:
     def __bool__(self) -> bool:
         return WEIGHTED and bool(self._shapes)
 
+    def recount(self) -> None:
+        """Count the hosts again at the next use (the capacity table changed since)."""
+        self._src = None
+
     def _bind(self, cap: Capacity) -> None:
         if self._src is cap.index:  # copies of a Capacity share their index list
             return
         self._src = cap.index
-        nodes = [n for n, ps in enumerate(cap.node_pos) if ps]
+        free = [sum(cap.free[p] for p in ps if cap.usable[p]) for ps in cap.node_pos]
+        total = sum(free)
         self._weights = []
         for (k, cpu, ram), share in zip(self._shapes, self._shares, strict=True):
-            hosts = sum(1 for n in nodes if _hosts(cap, n, k, cpu, ram, 0, 0.0, 0.0))
-            self._weights.append(share * (len(nodes) / hosts - 1.0) if hosts else 0.0)
+            hosts = sum(
+                f if BY_GPUS else 1.0
+                for n, f in enumerate(free)
+                if cap.node_pos[n] and _hosts(cap, n, k, cpu, ram, 0, 0.0, 0.0)
+            )
+            whole = total if BY_GPUS else sum(1.0 for ps in cap.node_pos if ps)
+            self._weights.append(share * (whole / hosts - 1.0) if hosts > EPS else 0.0)
 
     def delta(
         self, cap: Capacity, n: int, whole: int, cpu: float, ram: float, gpus: float

@@ -104,3 +104,23 @@ def test_demand_restricted_to_some_gpus_leaves_scarcity_to_the_noaccess_term() -
     assert not restricted.scarce
     cap = cluster()
     assert restricted.scarce.delta(cap, cap.node_names.index("big"), 1, 20.0, 0.0, 0.5) == 0.0
+
+
+def test_hosts_count_by_the_free_gpus_on_them_not_as_nodes() -> None:
+    """One 8-GPU big node among eight 1-GPU nodes: by nodes it would be one host of nine (a
+    weight of 8x the shape's share); by free GPUs it holds half of them (1x). Small nodes
+    that no multi-GPU shape can use do not make a big node's capability look rarer."""
+    inv = [Gpu(i, f"GPU-{i}", "G", None, True, "big") for i in range(8)]
+    inv += [Gpu(8 + i, f"GPU-{8 + i}", "G", None, True, f"t{i}") for i in range(8)]
+    nodes = {"big": Node("big", cpu=128.0, ram=768 * GIB)}
+    nodes.update({f"t{i}": Node(f"t{i}", cpu=16.0, ram=64 * GIB) for i in range(8)})
+    rows = [(1.0, 8.0, 8.0 * GIB)] * 8 + [(8.0, 120.0, 700 * GIB)]  # the shape: half the GPUs
+    share = 8.0 / 16.0
+    lost = Profile(rows).scarce.delta(Capacity(inv, nodes), 0, 1, 8.0, 8.0 * GIB, 1.0)
+    assert lost == pytest.approx(share * (16.0 / 8.0 - 1.0) * 7.0)  # x the 7 GPUs left there
+    scarcity.BY_GPUS = False
+    try:
+        by_nodes = Profile(rows).scarce.delta(Capacity(inv, nodes), 0, 1, 8.0, 8.0 * GIB, 1.0)
+    finally:
+        scarcity.BY_GPUS = True
+    assert by_nodes == pytest.approx(share * (9.0 - 1.0) * 7.0)
