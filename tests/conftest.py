@@ -53,6 +53,13 @@ from helpers import wait_until
 
 TESTS = Path(__file__).resolve().parent
 
+# A run started in the background by a shell (`pytest &`, `nohup ... &`) has SIGINT ignored, and
+# every process it starts inherits that: then `berth watch` or `status --watch` cannot be
+# stopped with Ctrl-C as the tests stop them (each waited out its timeout). A handled signal is
+# reset to its default in a child at exec, so handling it here gives them back Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def _load_builder() -> Any:
     """tests/fakenvml/build.py, loaded by path (not a package, and `build` is a common name)."""
