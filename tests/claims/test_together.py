@@ -7,6 +7,7 @@ import os
 
 import pytest
 from claimkit import GIB, logical
+from helpers import count_calls
 
 from berth.claims import files
 from berth.claims.ledger import Ledger
@@ -23,19 +24,11 @@ def test_claims_that_fit_all_stand_in_one_look(
     ledger_dir: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger = Ledger(ledger_dir)
-    looks = 0
-    real = Ledger._names_locked
-
-    def counting(self: Ledger, clean: bool = False) -> dict[str, int]:
-        nonlocal looks
-        looks += 1
-        return real(self, clean)
-
-    monkeypatch.setattr(Ledger, "_names_locked", counting)
+    looks = count_calls(monkeypatch, Ledger, "_names_locked")
     wants = [Want([G[0]], 1.0, None), Want([G[1], G[2]], 1.0, None),
              Want([G[3]], 0.5, 10 * GIB), Want([G[3]], 0.5, 10 * GIB)]  # fmt: skip
     got = claim_each(ledger, wants)
-    assert looks == 1
+    assert looks.n == 1
     assert all(c is not None for c in got)
     assert _alive(ledger) == {G[0].uuid: 1.0, G[1].uuid: 1.0, G[2].uuid: 1.0, G[3].uuid: 1.0}
     for c in got:

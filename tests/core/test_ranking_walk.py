@@ -155,11 +155,9 @@ def test_the_ranking_counts_its_cpu_only_jobs_through_adds_and_prunes() -> None:
             assert (ranking.cpu_only > 0) == cpu_only(here)
 
 
-def test_a_pass_with_every_gpu_taken_does_not_walk_the_whole_queue(monkeypatch: Any) -> None:
-    """With no GPU free, the pass stops at the first job it cannot place; asking whether some
-    pending job is CPU-only reads the ranking's count instead of walking the 2,000 others
-    (it did, once a pass: ~15 % of the daemon's samples in bench/peers.py's throughput)."""
-    ranking = Ranking("balanced")
+def _queue_behind_full_gpus(policy: str) -> tuple[Ranking, list[Job]]:
+    """2,000 one-GPU jobs ranked under ``policy``, and four jobs holding the four GPUs."""
+    ranking = Ranking(policy)
     for i in range(1, 2001):
         job = Job(id=i, submit_time=float(i), request=Request(gpus=1))
         job.queue_time = job.submit_time
@@ -169,6 +167,14 @@ def test_a_pass_with_every_gpu_taken_does_not_walk_the_whole_queue(monkeypatch: 
         h = Job(id=i, submit_time=0.0, request=Request(gpus=1))
         transition(h, State.RUNNING, now=1.0, gpus=(i - 2001,), share=1.0)
         holders.append(h)
+    return ranking, holders
+
+
+def test_a_pass_with_every_gpu_taken_does_not_walk_the_whole_queue(monkeypatch: Any) -> None:
+    """With no GPU free, the pass stops at the first job it cannot place; asking whether some
+    pending job is CPU-only reads the ranking's count instead of walking the 2,000 others
+    (it did, once a pass: ~15 % of the daemon's samples in bench/peers.py's throughput)."""
+    ranking, holders = _queue_behind_full_gpus("balanced")
     walked = 0
     real = Walk.__next__
 
@@ -192,16 +198,7 @@ def test_a_guarded_pass_with_every_gpu_taken_does_not_walk_the_whole_queue(
     ``Queued``: whether some pending job is CPU-only is the ranking's count, not a walk of
     the 2,000 jobs once a pass (it was: every pass of the daemon's 2,000-job burst with the
     GPUs full walked the whole queue, ~4 % of its thread, more with a longer queue)."""
-    ranking = Ranking("guarded")
-    for i in range(1, 2001):
-        job = Job(id=i, submit_time=float(i), request=Request(gpus=1))
-        job.queue_time = job.submit_time
-        ranking.add(job)
-    holders = []
-    for i in range(2001, 2005):
-        h = Job(id=i, submit_time=0.0, request=Request(gpus=1))
-        transition(h, State.RUNNING, now=1.0, gpus=(i - 2001,), share=1.0)
-        holders.append(h)
+    ranking, holders = _queue_behind_full_gpus("guarded")
     walked = 0
 
     def counting(self: Queued) -> Any:

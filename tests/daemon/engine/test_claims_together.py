@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from enginekit import EngineRig
+from helpers import count_calls
 
 from berth.claims.ledger import Ledger
 
@@ -21,17 +22,9 @@ def test_a_pass_that_starts_four_jobs_looks_at_the_ledger_twice_not_five_times(
         rig.engine.pauses.queue = True  # (the four submitted before any pass)
         ids = [rig.submit("sleep", "100") for _ in range(4)]
         rig.engine.pauses.queue = False
-        looks = 0
-        real = Ledger._names_locked
-
-        def counting(self: Ledger, clean: bool = False) -> dict[str, int]:
-            nonlocal looks
-            looks += 1
-            return real(self, clean)
-
-        monkeypatch.setattr(Ledger, "_names_locked", counting)
+        looks = count_calls(monkeypatch, Ledger, "_names_locked")
         rig.engine.schedule_pass()
-        assert looks == 2, looks  # the pass's scan, then one check of its four claims
+        assert looks.n == 2, looks.n  # the pass's scan, then one check of its four claims
         rig.turn()
         assert [rig.state(i) for i in ids] == ["RUNNING"] * 4
         held = rig.ledger.scan().held()
