@@ -50,3 +50,12 @@ def count_calls(monkeypatch: Any, owner: type, name: str) -> Calls:
 
     monkeypatch.setattr(owner, name, counted)
     return calls
+
+
+def alive(pid: int) -> bool:
+    """A process is there and not a zombie (a pid's /proc entry, its state field)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

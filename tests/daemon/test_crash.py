@@ -6,7 +6,7 @@ import os
 import sqlite3
 
 import records
-from helpers import wait_until
+from helpers import alive, wait_until
 
 from berth.daemon.supervisor import runfile
 
@@ -151,7 +151,7 @@ def _power_loss(daemon) -> None:
                     pass
     for name in os.listdir(run_dir):
         path = os.path.join(run_dir, name)
-        wait_until(lambda p=path: not runfile.supervisor_alive(p), message="supervisors die")
+        wait_until(lambda p=path: not runfile.supervisoralive(p), message="supervisors die")
 
 
 def test_after_a_machine_restart_running_jobs_are_lost_or_requeued(daemon):
@@ -231,14 +231,6 @@ def test_records_of_jobs_that_ended_long_ago_are_purged_and_ids_never_reused(dae
     assert daemon.submit("true") == recent + 1  # not 1 again
 
 
-def _alive(pid: int) -> bool:
-    """A process is there and not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
 
 def test_kill9_between_a_burst_of_starts_and_its_commit_runs_none_and_loses_none(daemon):
     """The starts of one pass go to their supervisors while their one commit is written
@@ -270,7 +262,7 @@ def test_kill9_between_a_burst_of_starts_and_its_commit_runs_none_and_loses_none
         db.execute("ROLLBACK")
         db.close()
     wait_until(  # their gates closed unopened: the supervisors leave without running anything
-        lambda: not [p for p in sups if p and _alive(p)],
+        lambda: not [p for p in sups if p and alive(p)],
         timeout=10, message="the gated supervisors exit",
     )  # fmt: skip
     assert not [e for e in records.read(daemon.record) if e["event"] == "start"]

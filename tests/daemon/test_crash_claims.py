@@ -10,18 +10,10 @@ import sqlite3
 from typing import Any
 
 import records
-from helpers import wait_until
+from helpers import alive, wait_until
 
 from berth.claims.ledger import Ledger
 from berth.daemon.supervisor import runfile
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_kill9_between_a_pass_s_claims_and_its_commit_leaves_no_claim_and_runs_none(
@@ -57,7 +49,7 @@ def test_kill9_between_a_pass_s_claims_and_its_commit_leaves_no_claim_and_runs_n
         db.execute("ROLLBACK")
         db.close()
     wait_until(
-        lambda: not [p for p in sups if p and _alive(p)],
+        lambda: not [p for p in sups if p and alive(p)],
         timeout=10, message="the gated supervisors exit",
     )  # fmt: skip
     # The claims died with their holders (the daemon, the supervisors at their gates):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
+from helpers import alive, wait_until
 
 from berth.daemon.procs import cgroup
 from berth.daemon.supervisor import ingroup
@@ -57,13 +57,6 @@ def v2_groups(request: pytest.FixtureRequest) -> Iterator[cgroup.Cgroups]:
     yield from _groups(request.param)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
 
 def _member(path: str, report: int) -> int:
     """A child that joins ``path`` as root, becomes nobody, tries to leave the cgroup, and
@@ -108,7 +101,7 @@ def test_nothing_leaves_the_cgroup_and_killing_it_ends_all(groups: cgroup.Cgroup
     assert groups.owns(path) and not groups.owns(os.path.dirname(path))
     assert groups.kill(path) == 2
     os.waitpid(child, 0)
-    wait_until(lambda: not _alive(int(grandchild)), message="the grandchild is killed")
+    wait_until(lambda: not alive(int(grandchild)), message="the grandchild is killed")
     wait_until(lambda: groups.remove(path), message="the empty cgroup is removed")
     assert not os.path.exists(path)
 
@@ -124,7 +117,7 @@ def test_the_v2_freeze_way_when_there_is_no_cgroup_kill(v2_groups: cgroup.Cgroup
     groups.has_kill = False  # (as on Linux < 5.14)
     assert groups.kill(path) == 2  # frozen, each member SIGKILLed, thawed
     os.waitpid(child, 0)
-    wait_until(lambda: not _alive(int(grandchild)), message="the grandchild is killed")
+    wait_until(lambda: not alive(int(grandchild)), message="the grandchild is killed")
     with open(os.path.join(path, "cgroup.freeze")) as f:
         assert f.read().strip() == "0"  # thawed again
 

@@ -9,17 +9,9 @@ import os
 import signal
 from typing import Any
 
-from helpers import wait_until
+from helpers import alive, wait_until
 
 from berth.daemon.supervisor.runfile import read_run_file
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _start_job(daemon: Any) -> tuple[int, int, int, int]:
@@ -49,7 +41,7 @@ def test_killed_supervisor_takes_its_job_along_and_frees_the_gpu(daemon: Any) ->
     )
     why = row["attempts"][-1]["reason"]
     assert "supervisor died" in why and "process(es) were ended" in why
-    wait_until(lambda: not _alive(leader) and not _alive(child), message="job processes end")
+    wait_until(lambda: not alive(leader) and not alive(child), message="job processes end")
     daemon.wait_done([nxt])
     assert daemon.job(nxt)["state"] == "COMPLETED"  # the GPU was free again
 
@@ -59,9 +51,9 @@ def test_supervisor_killed_while_the_daemon_is_down(daemon: Any) -> None:
     job, sup, leader, child = _start_job(daemon)
     daemon.kill9()
     os.kill(sup, signal.SIGKILL)
-    wait_until(lambda: not _alive(sup), message="supervisor gone")
-    assert _alive(leader) and _alive(child)
+    wait_until(lambda: not alive(sup), message="supervisor gone")
+    assert alive(leader) and alive(child)
     daemon.start()
     row = daemon.job(job)
     assert row["state"] == "LOST" and "process(es) were ended" in row["attempts"][-1]["reason"]
-    wait_until(lambda: not _alive(leader) and not _alive(child), message="job processes end")
+    wait_until(lambda: not alive(leader) and not alive(child), message="job processes end")
