@@ -151,7 +151,7 @@ def _power_loss(daemon) -> None:
                     pass
     for name in os.listdir(run_dir):
         path = os.path.join(run_dir, name)
-        wait_until(lambda p=path: not runfile.supervisoralive(p), message="supervisors die")
+        wait_until(lambda p=path: not runfile.supervisor_alive(p), message="supervisors die")
 
 
 def test_after_a_machine_restart_running_jobs_are_lost_or_requeued(daemon):
