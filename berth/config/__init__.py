@@ -237,6 +237,8 @@ class Config:
         "viewers without a token may read (false: sign in to view)")
     http_allow_remote = Key("daemon", (bool,), False, None, "false",
         "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
+    usage_flush = Key("daemon", _DURATION, 60.0, _positive, '"1m"',
+        "how often the dashboard writes what it sampled for `berth report` to the store (a crash loses at most this much)")
     fairshare = Key("scheduling", (bool,), True, None, "true",
         "order users by their decayed GPU usage (docs/scheduling.md)")
     predict = Key("scheduling", (bool,), False, None, "true", "backfill by run times learned from finished jobs where a job gives no time limit (docs/scheduling.md)")
