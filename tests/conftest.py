@@ -53,6 +53,13 @@ from helpers import wait_until
 
 TESTS = Path(__file__).resolve().parent
 
+# A suite started in the background by a non-interactive shell (`pytest ... &`) inherits SIGINT
+# ignored (POSIX), and so would every command it starts: the tests that stop one with Ctrl-C
+# (`status --watch`, `berth watch`) then waited out their timeouts and failed. Children start
+# with SIGINT at its default again once this process handles it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def _load_builder() -> Any:
     """tests/fakenvml/build.py, loaded by path (not a package, and `build` is a common name)."""
