@@ -43,8 +43,7 @@ ENV_CLAIMS_DIR = "BERTH_CLAIMS_DIR"
 ENV_STATE_DIR = "BERTH_STATE_DIR"
 ENV_SOCKET = "BERTH_SOCKET"
 
-_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list",
-               bool: "true or false"}  # fmt: skip
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list", bool: "true or false"}  # fmt: skip
 _DURATION = (str, int, float)
 INF = float("inf")
 
@@ -237,6 +236,7 @@ class Config:
         "viewers without a token may read (false: sign in to view)")
     http_allow_remote = Key("daemon", (bool,), False, None, "false",
         "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
+    usage_flush = Key("daemon", _DURATION, 60.0, _positive, '"1m"', "how often the dashboard stores what it sampled for `berth report` (a crash loses at most this much)")
     fairshare = Key("scheduling", (bool,), True, None, "true",
         "order users by their decayed GPU usage (docs/scheduling.md)")
     predict = Key("scheduling", (bool,), False, None, "true", "backfill by run times learned from finished jobs where a job gives no time limit (docs/scheduling.md)")

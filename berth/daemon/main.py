@@ -277,6 +277,7 @@ async def _serve(
             front, host, port, rules=engine.opts, token_ttl=cfg.web_token_ttl,
             anonymous=cfg.http_anonymous,
             allow_remote=cfg.http_allow_remote, admin_gid=admin_gid,
+            usage_every=cfg.usage_flush,
         )  # fmt: skip
 
     def url() -> str | None:  # (None while another process holds the dashboard's port)

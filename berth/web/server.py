@@ -74,6 +74,7 @@ class WebServer:
         anonymous: bool = True,
         allow_remote: bool = False,
         admin_gid: int | None = None,
+        usage_every: float = 60.0,
     ) -> None:
         self.front = front
         self.rules = rules  # the daemon's settings: who may see what (requests/authority.py)
@@ -88,7 +89,7 @@ class WebServer:
         kept = front.view("samples", since=time.time() - 86400, recent=RECENT)
         self.observer.load_recent(kept["recent"][::-1])  # (oldest first)
         self.history = History(self.tick, kept["samples"])
-        self.usage = Usage(self.tick)
+        self.usage = Usage(self.tick, usage_every)
         self.caps = caps.Caps()
         self.streams: set[_Stream] = set()
         self._srv: asyncio.Server | None = None
@@ -247,9 +248,11 @@ class WebServer:
         )  # fmt: skip
         row = self.history.add(s)
         self.usage.add(now, gpus)
-        if row is not None:
+        due = self.usage.due(now)
+        if row is not None or due:
             # (with `berth report`'s efficiency and outside use gathered since the last)
-            self.front.view("samples", keep=row, before=now - DAY, usage=self.usage.flush())
+            usage = self.usage.flush() if due else None
+            self.front.view("samples", keep=row, before=now - DAY, usage=usage)
         if self.streams:
             point = self.history.series(now, span=self.tick / 2)["points"]
             data = json.dumps({"gpus": sorted(util), "points": point}, separators=(",", ":"))

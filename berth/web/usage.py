@@ -7,9 +7,10 @@ Every tick adds, for each GPU that reports it, per job holding it: the GPU-secon
 (the tick's length times the job's share), its utilisation weighed by them, the memory its
 processes use (else the GPU's, as a fraction) weighed alike, and the peaks; per outside
 user the GPU-seconds held, per hour (the hour's start in the summaries' ``day``
-column). Each minute the sums go to the store through the journal (:meth:`Usage.flush`) and
-start again, so a job's totals are exact across restarts but for the minute in hand. Samples exist only while the daemon serves --http: a report says how much of
-the held time was sampled.
+column). Each minute (``[daemon] usage_flush``: at the ticks that start a new period of that
+length) the sums go to the store through the journal (:meth:`Usage.flush`) and start again,
+so a job's totals are exact across restarts but for the period in hand. Samples exist only
+while the daemon serves --http: a report says how much of the held time was sampled.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 
 
 class Usage:
-    def __init__(self, tick: float) -> None:
+    def __init__(self, tick: float, every: float = 60.0) -> None:
         self.tick = tick
+        self.every = every  # seconds between flushes ([daemon] usage_flush)
+        self._period: float | None = None  # the period the last tick was in
         self.jobs: dict[int, list[float]] = {}  # id -> [sampled, util, mem, peak util, peak mem]
         self.held: dict[tuple[float, str, str, str], float] = {}  # (hour, kind, user, model) -> s
         self._last: float | None = None
@@ -56,6 +59,14 @@ class Usage:
                     outside.add(str(h.get("user") or "?"))
             for user in outside:
                 self._hold(hour, "outside", user, g, dt)
+
+    def due(self, t: float) -> bool:
+        """Whether the tick at ``t`` starts a new period (``every`` seconds, from the epoch:
+        with the default minute, the tick that closes the dashboard's history minute): then
+        what was gathered goes to the store (:meth:`flush`)."""
+        period, last = t // self.every, self._period
+        self._period = period
+        return last is not None and period != last
 
     def _hold(self, hour: float, kind: str, user: Any, g: dict[str, Any], secs: float) -> None:
         key = (hour, kind, str(user or "?"), str(g.get("name") or "?"))

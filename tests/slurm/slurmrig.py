@@ -15,7 +15,10 @@ What these machines taught us (Slurm 22.05):
   ``slurmd -N n1`` and ``-N n2``, each with its own spool dir, pid and log file (``%n`` in
   SlurmdSpoolDir...: the node's name) and its own device files in gres.conf. Debian's slurmd
   needs nothing more (no --enable-multiple-slurmd build).
-- ``SchedulerParameters=batch_sched_delay=0,sched_min_interval=0``: jobs start at once.
+- ``SchedulerParameters=batch_sched_delay=0,sched_min_interval=0``: jobs start at once;
+  ``sched_interval=1``: a job that becomes eligible with no event to wake the scheduler (a
+  requeued one, at its BeginTime) starts within a second, not at the next periodic pass
+  (every 60 s, or backfill's 30 s: the requeue test took 30 s).
 - ``AuthInfo=cred_expire=5``: a requeued job may start again cred_expire + 1 s after
   ``scontrol requeue`` (Slurm's default 120 s).
 - Stop by cancelling the jobs and waiting for their step daemons (``slurmstepd``) to go
@@ -102,7 +105,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu,shard
 SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=1
 JobCompType=jobcomp/none
 {accounting}
 MpiDefault=none

@@ -64,12 +64,29 @@ def test_ticks_become_job_usage_and_outside_hours_in_the_store(tmp_path: Path) -
         store.close()
 
 
+def test_the_sums_go_to_the_store_at_the_first_tick_of_each_period() -> None:
+    """By default with the history's minute (T is a minute's start); `[daemon] usage_flush`
+    sets another period."""
+    minute = Usage(tick=1.0)
+    ticks = (T - 1, T, T + 30, T + 59.9, T + 60, T + 61, T + 119, T + 120.5)
+    assert [t for t in ticks if minute.due(t)] == [T, T + 60, T + 120.5]
+    two = Usage(tick=0.5, every=2.0)
+    assert [t for t in (T, T + 0.5, T + 1.9, T + 2.0, T + 3.5, T + 4.1) if two.due(t)] == [
+        T + 2.0,
+        T + 4.1,
+    ]
+
+
 def test_a_daemon_serving_the_page_reports_efficiency_idle_holders_and_outside_use(
     web: Any,
 ) -> None:
     """End to end: two jobs, one at 1 % and one at 80 % utilisation, and a process outside
-    berth, sampled across a minute's end (when the dashboard writes its sums): the report
-    names the idle job only, with its utilisation, and reports the outside use apart."""
+    berth, sampled across a period's end (when the dashboard writes its sums: each minute,
+    here every 2 s by `[daemon] usage_flush`): the report names the idle job only, with its
+    utilisation, and reports the outside use apart."""
+    config = web.daemon.fake.root / "config.toml"
+    config.write_text('[daemon]\nusage_flush = "2s"\n')
+    web.daemon.env["BERTH_CONFIG"] = str(config)
     web.start(gpus=3)
     d, fake = web.daemon, web.daemon.fake
     outside = fake.spawn_workload(visible="2", mem="2G", util=70)
@@ -79,11 +96,11 @@ def test_a_daemon_serving_the_page_reports_efficiency_idle_holders_and_outside_u
     wait_until(lambda: all(d.job(i)["state"] == "RUNNING" for i in (idle, busy)), timeout=15,
                message="both run")  # fmt: skip
     started = max(d.job(i)["attempts"][-1]["start"] for i in (idle, busy))
-    minute = (started // 60 + 1) * 60
-    if minute - started < 10:  # (sampled for at least 10 s before the minute closes)
-        minute += 60
-    wait_until(lambda: time.time() > minute + 1.5, timeout=80, interval=0.5,
-               message="a minute's end passes")  # fmt: skip
+    period = (started // 2 + 1) * 2
+    while period - started < 10:  # (sampled for at least 10 s before the period closes)
+        period += 2
+    wait_until(lambda: time.time() > period + 1.5, timeout=30, interval=0.1,
+               message="a period's end passes")  # fmt: skip
     d.call("cancel", job_ids=[idle, busy])
     d.wait_done([idle, busy])
     report = json.loads(d.berth("report", "--since", "1h", "--format", "json").stdout)
