@@ -259,12 +259,22 @@ def locked_inodes() -> set[int] | None:
     all: outside the initial pid namespace, /proc/locks leaves out the locks of processes its
     namespace cannot see (and those of dead takers whose descriptors live on elsewhere).
     Matched by inode alone (overlay filesystems report another device there): a file of
-    another filesystem with the same inode is merely looked at."""
+    another filesystem with the same inode is merely looked at.
+
+    None too when /proc/locks did not come in one read: the kernel hands it out a page at a
+    time (~70 locks) and lets go of its lock list between reads, so a lock released meanwhile
+    shifts the rest and a living lock is skipped; only one read is a snapshot. Then the caller
+    looks at each file (exact; slower only where planted files abound)."""
     try:
         if os.stat("/proc/self/ns/pid").st_ino != _INIT_PID_NS:
             return None
-        with open("/proc/locks", "rb") as f:
-            data = f.read()
+        fd = os.open("/proc/locks", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 1 << 20)
+            if data and os.read(fd, 1 << 20):  # more than one read: no snapshot
+                return None
+        finally:
+            os.close(fd)
     except OSError:
         return None
     out: set[int] = set()
