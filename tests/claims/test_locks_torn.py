@@ -74,10 +74,11 @@ def test_a_living_claim_is_never_missed_while_other_locks_come_and_go(
     assert looks > 50 and missed == 0, f"{missed} of {looks} looks missed a living claim"
 
 
-def test_proc_locks_is_trusted_only_when_it_came_in_one_read(tmp_path: Path) -> None:
+def test_proc_locks_is_not_trusted_when_it_takes_more_than_one_read(tmp_path: Path) -> None:
+    """(Its one-read case, the fast path of a look, is what test_claims_hostile's 100,000
+    planted files measure.)"""
     fds = []
     try:
-        assert files.locked_inodes() is not None  # (this machine: a page or less)
         for i in range(200):
             fd = os.open(tmp_path / f"l{i}", os.O_CREAT | os.O_RDWR)
             fcntl.flock(fd, fcntl.LOCK_SH)
