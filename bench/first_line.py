@@ -23,7 +23,10 @@ The order of the shapes alternates from round to round; prints p50 and p90 of ea
 CPU time of its client processes (user + system: less moved by the load than wall time),
 the ratio of berth's to task-spooler's in the same run, and the load average before and
 after.
-Target: berth's submit -> first line <= 30 ms.
+Target: berth's submit -> first line <= 30 ms. Measure berth as users install it (`pip install
+.` into a venv, and run this file with that venv's python): an editable install (`pip install
+-e`, the repository's .venv) adds ~11 ms to every Python start there (setuptools' import
+finder), to berth's shapes and to ``python -c`` alike (bench/RESULTS.md).
 """
 
 from __future__ import annotations
