@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
     from berth.daemon.ports import Clock, LiveAttempt, Processes
+    from berth.daemon.store.journal import Journal
     from berth.daemon.store.store import Store
 
     # What `berth queue` asks explaining to cover: a test of the jobs it shows, made when asked.
@@ -54,6 +55,7 @@ class Host(Protocol):
     runs: dict[int, LiveAttempt]
     committing: dict[int, Claim]
     finished_states: Finished
+    journal: Journal
     order: QueueOrder
     accounts: Accounts
     pauses: Pauses

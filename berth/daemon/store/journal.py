@@ -61,6 +61,8 @@ class Journal:
         self.on_committed = on_committed
         self.writer: Writer | None = None  # commits on its own thread (else: on the loop)
         self.hold = False  # a scheduling pass is about to run: it flushes (one commit for both)
+        self.changes = 0  # jobs' changes queued so far (inserted, saved, written in bulk)
+        self.inserts = 0  # jobs inserted so far
         self._inserts: list[Insert] = []
         self._dirty: dict[int, tuple[Job, dict[str, Any]]] = {}
         self._after: list[Callable[[], None]] = []
@@ -85,6 +87,8 @@ class Journal:
         """Queue a new job; the future completes once it is durable."""
         fut: asyncio.Future[None] = self.loop.create_future()
         self._inserts.append((job, spec, fut))
+        self.inserts += 1
+        self.changes += 1
         self.unsaved[job.id] = spec
         self._arm()
         return fut
@@ -105,6 +109,7 @@ class Journal:
         """Queue a job's new state for the next commit (``cols``: ended_at, launched)."""
         old = self._dirty.get(job.id)
         self._dirty[job.id] = (job, {**old[1], **cols} if old else cols)
+        self.changes += 1
         self._arm()
 
     def queued(self, job_id: int) -> bool:
@@ -121,6 +126,7 @@ class Journal:
         self._statements.append((sql, rows))
         if jobs:
             self._written += jobs
+            self.changes += 1
         self._arm()
 
     def open_on_commit(self, fd: int) -> None:

@@ -75,3 +75,33 @@ def test_the_head_is_taken_from_the_kept_order_not_a_key_per_job(
         assert sorted(own) == sorted(j.id for j in head)
     finally:
         rig.close()
+
+
+def test_a_look_with_nothing_changed_walks_no_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the estimates are still good is a count the journal keeps of the jobs' changes,
+    not a look at every unfinished job (at each screen of `berth queue`: 100,000 of them);
+    a change (a hold) is still seen."""
+    from helpers import count_calls
+
+    from berth.daemon.engine.engine import Engine
+
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        rig.submit("sleep", "100", time_limit=100)
+        rig.turn()
+        waiting = [rig.submit("sleep", "10", time_limit=60) for _ in range(50)]
+        rig.engine.estimates.get()
+        computed = rig.engine.estimates.computed
+        walks = count_calls(monkeypatch, Engine, "unfinished")
+        rig.clock.t += estimates.MIN_AGE  # (a change now would be estimated again)
+        rig.engine.estimates.get()
+        assert walks.n == 0 and rig.engine.estimates.computed == computed
+        from berth.daemon.engine.front import Front
+
+        rig.loop.run_until_complete(Front(rig.engine).hold([rig.engine.jobs[waiting[0]]], True))
+        assert rig.engine.estimates.get().get(waiting[0])["start"] is None  # (held)
+        assert rig.engine.estimates.computed == computed + 1
+    finally:
+        rig.close()
