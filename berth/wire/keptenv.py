@@ -57,6 +57,12 @@ def keep(uid: int, env: dict[str, str]) -> None:
     _NEEDLE[uid] = (b'"env":' + text.encode(), env)
 
 
+def of(uid: int) -> dict[str, str] | None:
+    """The environment kept for ``uid`` (its last job's, checked), if any."""
+    found = _NEEDLE.get(uid)
+    return None if found is None else found[1]
+
+
 def checked(env: object) -> bool:
     """Whether ``env`` is (this very object) an environment kept: checked already."""
     kept = _KEPT.get(id(env))
