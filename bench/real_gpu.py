@@ -31,6 +31,10 @@ Steps (in this order; ``--steps`` picks some):
               after ``empty_cache()``.
 ``latency``   ``berth status`` / ``--json`` / ``select`` vs ``nvidia-smi`` vs a minimal pynvml
               script vs ``python -c pass``, interleaved, medians and ratios.
+``isolate``   a private daemon with ``[daemon] isolate_devices = "required"``: a job given GPU 0
+              opens /dev/nvidia0 and runs CUDA, not another GPU's node (195:1, made here); a
+              CPU-only job (``-g 0``) gets EPERM on nvidia0 and no CUDA device, even with
+              CUDA_VISIBLE_DEVICES removed.
 ``daemon_gap``  twenty 2-second one-GPU jobs in a row: dispatch gap (daemon: attempt end to
               next start; process: last line of one to first line of the next; GPU: to the
               next one's CUDA context), CUDA context creation time.
@@ -53,6 +57,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import statistics
 import subprocess
 import sys
@@ -604,6 +609,23 @@ def step_versions(rig: Rig, rep: Report) -> None:
             "virtualization_mode": q("virt", lambda h=h: pynvml.nvmlDeviceGetVirtualizationMode(h)),
             "memory_v1": q("mem1", lambda h=h: vars_of(pynvml.nvmlDeviceGetMemoryInfo(h))),
             "memory_v2": vars_of(mem2) if not isinstance(mem2, str) else mem2,
+            # what the fake library must imitate (issue 37): the raw answers berth reads
+            "minor_number": q("minor", lambda h=h: pynvml.nvmlDeviceGetMinorNumber(h)),
+            "pci_bus_id": q("pci", lambda h=h: pynvml.nvmlDeviceGetPciInfo(h).busId),
+            "compute_capability": q("cc", lambda h=h: pynvml.nvmlDeviceGetCudaComputeCapability(h)),
+            "clocks_event_reasons": q("cer", lambda h=h: hex(
+                pynvml.nvmlDeviceGetCurrentClocksEventReasons(h))),
+            "power_usage_mw": q("pw", lambda h=h: pynvml.nvmlDeviceGetPowerUsage(h)),
+            "power_limit_mw": q("pl", lambda h=h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h)),
+            "temperature": q("t", lambda h=h: pynvml.nvmlDeviceGetTemperature(h, 0)),
+            "pstate": q("ps", lambda h=h: pynvml.nvmlDeviceGetPerformanceState(h)),
+            "fan": q("fan", lambda h=h: pynvml.nvmlDeviceGetFanSpeed(h)),
+            "utilization": q("util", lambda h=h: vars_of(pynvml.nvmlDeviceGetUtilizationRates(h))),
+            "compute_processes": q("cp", lambda h=h: [vars_of(x) for x in
+                                   pynvml.nvmlDeviceGetComputeRunningProcesses(h)]),
+            "graphics_processes": q("gp", lambda h=h: [vars_of(x) for x in
+                                    pynvml.nvmlDeviceGetGraphicsRunningProcesses(h)]),
+            "bar1": q("bar1", lambda h=h: vars_of(pynvml.nvmlDeviceGetBAR1MemoryInfo(h))),
         })  # fmt: skip
     rep.put("gpus", gpus)
     rep.check("NVML answers and counts at least one GPU", isinstance(system["count"], int)
@@ -624,6 +646,15 @@ def step_versions(rig: Rig, rep: Report) -> None:
             env=rig.env, capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         rep.put("torch", r.stdout.strip())
+    rep.put("dev_nvidia", sorted(n for n in os.listdir("/dev") if n.startswith("nvidia")))
+    with contextlib.suppress(OSError):
+        with open("/proc/self/cgroup") as f:
+            rep.put("own_cgroup", f.read().strip())
+    with contextlib.suppress(OSError):
+        with open("/proc/self/mounts") as f:
+            rep.put("cgroup_mounts", [m for m in f.read().splitlines() if "cgroup" in m])
+    r = rig.berth("admin", "doctor", "--json", timeout=60)
+    rep.put("doctor", r.stdout.strip()[-3000:] or r.stderr.strip()[-1000:])
     smi = rig.smi()
     if smi:
         r = subprocess.run([smi, "--version"], capture_output=True, text=True, timeout=30)
@@ -1201,6 +1232,130 @@ def step_daemon_gap(rig: Rig, rep: Report) -> None:
         rep.put("daemon_log_tail", d.tail())
 
 
+# A job's view of the GPUs' device files and of CUDA, under [daemon] isolate_devices: which
+# files it can open (errno name, "ok" or "ENXIO": allowed but no device behind the node), and
+# what CUDA does with the environment berth gave and with CUDA_VISIBLE_DEVICES removed.
+PROBE = r"""
+import errno, json, os, subprocess, sys
+record, torch_ok, paths = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+out = {"job": os.environ.get("BERTH_JOB_ID"), "cvd": os.environ.get("CUDA_VISIBLE_DEVICES")}
+with open("/proc/self/cgroup") as f:
+    out["cgroup"] = f.read().strip()
+opens = {}
+for p in paths:
+    try:
+        os.close(os.open(p, os.O_RDWR))
+        opens[p] = "ok"
+    except OSError as e:
+        opens[p] = errno.errorcode.get(e.errno, str(e.errno))
+out["opens"] = opens
+code = (
+    "import json, torch\nn = torch.cuda.device_count()\ntry:\n"
+    "    x = torch.ones(1024, 1024, device='cuda'); r = float((x @ x).sum().item())\n"
+    "except Exception as e:\n    r = repr(e)[:300]\nprint(json.dumps({'count': n, 'matmul': r}))"
+)
+envs = {"as_given": dict(os.environ),
+        "cvd_removed": {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}}
+for label, env in envs.items() if torch_ok else ():
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    lines = r.stdout.strip().splitlines()
+    out[label] = json.loads(lines[-1]) if lines else {"error": r.stderr.strip()[-400:]}
+with open(record, "a") as f:
+    f.write(json.dumps(out) + "\n")
+"""
+
+
+def step_isolate(rig: Rig, rep: Report) -> None:
+    """[daemon] isolate_devices = "required" on the real /dev/nvidiaN (issue 37): a job given
+    GPU 0 opens nvidia0 and runs CUDA; it cannot open another GPU's node (195:1, made here:
+    with one GPU there is no real second one); a CPU-only job (-g 0) cannot open nvidia0 and
+    CUDA finds no device even with CUDA_VISIBLE_DEVICES removed."""
+    probe = os.path.join(rig.work, "probe.py")
+    with open(probe, "w") as f:
+        f.write(PROBE)
+    nodes = os.path.join(rig.work, "nodes")
+    os.makedirs(nodes, exist_ok=True)
+    other = os.path.join(nodes, "nvidia1-stand-in")
+    os.mknod(other, stat.S_IFCHR | 0o666, os.makedev(195, 1))
+    paths = [f"/dev/{n}" for n in sorted(os.listdir("/dev")) if n.startswith("nvidia")
+             and not os.path.isdir(f"/dev/{n}")]  # fmt: skip
+    own = "/dev/nvidia0"
+    if rig.fake:  # no driver: a 195:0 node stands in for /dev/nvidia0 too (ENXIO when allowed)
+        own = os.path.join(nodes, "nvidia0-stand-in")
+        os.mknod(own, stat.S_IFCHR | 0o666, os.makedev(195, 0))
+        paths = [own]
+    paths.append(other)
+    rep.put("paths", paths)
+    config = os.path.join(rig.work, "isolate.toml")
+    with open(config, "w") as f:
+        f.write('[daemon]\nisolate_devices = "required"\n')
+    saved = rig.env.get("BERTH_CONFIG", "")
+    rig.env["BERTH_CONFIG"] = config
+    torch_ok = "1" if not rig.torch() else "0"
+    try:
+        d = Daemon(rig)
+    except RuntimeError as e:
+        rep.check('the daemon starts with isolate_devices = "required"', False, str(e)[-1500:])
+        rig.env["BERTH_CONFIG"] = saved
+        return
+    try:
+        rep.check('the daemon starts with isolate_devices = "required"', True)
+        rep.put("daemon_log_head", d.tail()[:1500])
+        record = os.path.join(rig.work, "isolate.jsonl")
+        gpu = d.submit("-g", "1", "-J", "iso-gpu", "-D", rig.work, "--",
+                       rig.python, probe, record, torch_ok, *paths)  # fmt: skip
+        cpu = d.submit("-g", "0", "-J", "iso-cpu", "-D", rig.work, "--",
+                       rig.python, probe, record, torch_ok, *paths)  # fmt: skip
+        rows = d.wait([gpu, cpu], DONE, 150)
+        rep.check("both probe jobs COMPLETED",
+                  all(rows[i]["state"] == "COMPLETED" for i in (gpu, cpu)),
+                  {i: rows[i]["state"] for i in (gpu, cpu)})  # fmt: skip
+        seen = {}
+        with open(record) as f:
+            for line in f:
+                e = json.loads(line)
+                seen[int(e["job"])] = e
+        rep.put("probes", seen)
+        g, c = seen.get(gpu, {}), seen.get(cpu, {})
+        allowed = {"ok", "ENXIO"}  # (ENXIO: the filter let it through, no device behind it)
+        rep.check("the GPU job opens its own GPU's file", g.get("opens", {}).get(own) in allowed,
+                  g.get("opens"))  # fmt: skip
+        rep.check("the GPU job cannot open another GPU's file (195:1): EPERM",
+                  g.get("opens", {}).get(other) == "EPERM", g.get("opens"))  # fmt: skip
+        rep.check("the CPU-only job cannot open the GPU's file: EPERM",
+                  c.get("opens", {}).get(own) == "EPERM", c.get("opens"))  # fmt: skip
+        shared = [p for p in paths if p not in (own, other)]
+        rep.check(
+            "both open nvidiactl / nvidia-uvm (CUDA needs them)",
+            all(g.get("opens", {}).get(p) in allowed for p in shared),
+            g.get("opens"),
+        )
+        if torch_ok == "1":
+            rep.check(
+                "CUDA works in the GPU job (one device, a matmul)",
+                g.get("as_given", {}).get("count") == 1
+                and isinstance(g.get("as_given", {}).get("matmul"), float),
+                g.get("as_given"),
+            )
+            rep.check(
+                "the GPU job with CUDA_VISIBLE_DEVICES removed still sees one GPU",
+                g.get("cvd_removed", {}).get("count") == 1,
+                g.get("cvd_removed"),
+            )
+            rep.check(
+                "the CPU-only job finds no CUDA device, CUDA_VISIBLE_DEVICES removed too",
+                not isinstance(c.get("cvd_removed", {}).get("matmul"), float),
+                {"as_given": c.get("as_given"), "cvd_removed": c.get("cvd_removed")},
+            )
+        else:
+            rep.na("CUDA inside the jobs", rig.torch() or "")
+    finally:
+        d.stop()
+        rep.put("daemon_log_tail", d.tail())
+        rig.env["BERTH_CONFIG"] = saved
+
+
 def step_latency(rig: Rig, rep: Report) -> None:
     minimal = os.path.join(rig.work, "min_nvml.py")
     with open(minimal, "w") as f:
@@ -1343,6 +1498,7 @@ STEPS: dict[str, tuple[Callable[[Rig, Report], None], int]] = {
     "ended": (step_ended, 60),
     "caching": (step_caching, 60),
     "latency": (step_latency, 90),
+    "isolate": (step_isolate, 120),
     "daemon_gap": (step_daemon_gap, 200),
 }
 
@@ -1434,7 +1590,8 @@ def render(results: dict[str, Any]) -> str:
         for key in ("system", "gpus", "torch", "nvidia_ml_py", "nvidia_smi_version", "gaps",
                     "times_ms", "ratios", "runs", "phases", "per_process_over_8GiB_mib",
                     "ready_seconds", "memory_used_mib", "root_memory_gpu0",
-                    "unprivileged_sees_holder", "unprivileged_used_memory_is_null"):  # fmt: skip
+                    "unprivileged_sees_holder", "unprivileged_used_memory_is_null",
+                    "probes", "dev_nvidia", "doctor"):  # fmt: skip
             if key in data:
                 text = json.dumps(data[key], default=str, indent=1)
                 lines += ["", f"{key}:", "```json", text[:3000], "```"]
