@@ -48,6 +48,7 @@ class GpuSnapshot(Record):
     memory_total: int | None = None
     memory_used: int | None = None
     memory_free: int | None = None
+    memory_reserved: int | None = None  # kept by the driver (not in used; None: not said)
     utilization: int | None = None
     memory_utilization: int | None = None
     power_draw: float | None = None

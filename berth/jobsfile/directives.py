@@ -69,12 +69,26 @@ _VALUED = frozenset(
 )  # fmt: skip
 
 
+ELF_MAGIC = b"\x7fELF"  # a compiled program's first four bytes
+
+
 def script_of(argv: list[str]) -> str | None:
-    """The script a command runs when it is one (its first word a regular file that is not
-    a program found on PATH by that name), else None."""
+    """The script a command runs when it is one: its first word a regular file (looked up
+    from the working directory, not on PATH) that is not a compiled program, else None.
+
+    A compiled program (ELF) is run where it is, never copied: a virtual environment's
+    ``bin/python`` finds its environment by its own path (a copy elsewhere is the bare
+    interpreter, without the environment's packages), and a program may find its libraries
+    or data beside itself."""
     words = argv[1:] if argv[:1] == ["--"] else argv
     if not words or not os.path.isfile(words[0]):
         return None
+    try:
+        with open(words[0], "rb") as f:
+            if f.read(4) == ELF_MAGIC:
+                return None
+    except OSError:
+        pass  # (unreadable: `lines` says so, naming the file)
     return words[0]
 
 

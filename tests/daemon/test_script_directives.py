@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 SCRIPT = """#!/bin/bash
@@ -61,6 +62,19 @@ def test_the_script_runs_from_its_path(daemon, tmp_path):
     (command,) = _show(daemon, job_id)["command"]
     _is_copy(command, script)
     assert f"ran-{job_id}" in daemon.berth("logs", str(job_id)).stdout
+
+
+def test_a_compiled_program_runs_where_it_is_not_copied(daemon, tmp_path):
+    """A virtual environment's python (a compiled program) is run by its own path: a copy
+    taken "as a script" was the bare interpreter, without the environment's packages (found
+    on a real GPU machine: `import torch` failed in every queued job, issue 37)."""
+    daemon.start()
+    code = "import sys; print(sys.executable); print(sys.prefix)"
+    out = daemon.berth("submit", "--wait", "-g", "0", sys.executable, "-c", code)
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stderr.split()[2])
+    assert _show(daemon, job_id)["command"][0] == sys.executable
+    assert daemon.berth("logs", str(job_id)).stdout.splitlines() == [sys.executable, sys.prefix]
 
 
 def test_gres_with_a_type_asks_for_that_gpu_name(daemon, tmp_path):

@@ -46,6 +46,26 @@ def test_snapshot_fields_match_the_state_file(fake_gpus) -> None:
     assert gpus[0].processes == () and gpus[0].memory_used == 0
 
 
+def test_memory_the_driver_reserves_is_not_used_memory(fake_gpus, monkeypatch) -> None:
+    """As the real driver (issue 37: an idle H200, driver 580): NVML's v1 memory info counts
+    the ~615 MiB the driver reserves for itself as used, v2 and nvidia-smi do not. berth shows
+    v2's used (0 on an idle GPU) and the reserve apart; an older driver without v2 gives v1."""
+    monkeypatch.setattr(nvml, "_memory_v2", [])  # (whether v2 answers: learned afresh)
+    fake_gpus.setup(2)
+    fake_gpus.update(0, memory_total=140 << 30, memory_used=0, memory_reserved=615 << 20)
+    fake_gpus.update(1, memory_total=140 << 30, memory_used=3 << 30, memory_reserved=615 << 20)
+    idle, busy = read_gpus()
+    assert (idle.memory_used, idle.memory_reserved) == (0, 615 << 20)
+    assert idle.memory_free == (140 << 30) - (615 << 20)  # (free is the same either way)
+    assert (busy.memory_used, busy.memory_free) == (3 << 30, (137 << 30) - (615 << 20))
+    fake_gpus.update(0, errors={"nvmlDeviceGetMemoryInfo_v2": "FUNCTION_NOT_FOUND"})
+    monkeypatch.setattr(nvml, "_memory_v2", [])
+    old, busy = read_gpus()  # (learned on GPU 0: no v2 here; GPU 1 read by v1 too)
+    assert (old.memory_used, old.memory_reserved, old.healthy) == (615 << 20, None, True)
+    assert old.memory_free == (140 << 30) - (615 << 20)
+    assert (busy.memory_used, busy.memory_reserved) == ((3 << 30) + (615 << 20), None)
+
+
 def test_state_is_read_afresh_on_every_call(fake_gpus) -> None:
     fake_gpus.setup(2)
     assert read_gpus()[1].utilization == 0

@@ -243,7 +243,7 @@ typedef struct { char fn[80]; int code; } Err;
 typedef struct { int n; Err e[MAXERR]; } Errs;
 typedef struct {
 	char uuid[96], name[96], bus[32];
-	long long minor, pci_device_id, mem_total, mem_used, util, mem_util, power_mw, power_limit_mw,
+	long long minor, pci_device_id, mem_total, mem_used, mem_reserved, util, mem_util, power_mw, power_limit_mw,
 		temp, pstate, fan, clocks_event_reasons, sm_clock, mem_clock, energy_mj, memory_temp,
 		pcie_tx_bytes, pcie_rx_bytes, pcie_replay, enc_util, dec_util, nvlink_tx_kib, nvlink_rx_kib;
 	long long xid[MAXXID];
@@ -426,6 +426,7 @@ static nvmlReturn_t load(void)
 		d->minor = num(g, "minor", st.ngpu);
 		d->mem_total = num(g, "memory_total", NA);
 		d->mem_used = d->mem_total == NA ? NA : num(g, "memory_used", 0);
+		d->mem_reserved = num(g, "memory_reserved", 0);
 		d->util = num(g, "util", NA);
 		d->mem_util = num(g, "mem_util", NA);
 		d->power_mw = num(g, "power_mw", NA);
@@ -699,9 +700,13 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *pci)
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
 typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
 
+/* As the real driver (580, seen on an H200, issue 37): the memory it reserves for itself
+   ("memory_reserved", ~615 MiB there) is "used" in v1 and apart in v2, whose "used" is what
+   nvidia-smi shows (0 on an idle GPU); "free" is the same in both. */
 static unsigned long long mem_free(const Gpu *g)
 {
-	return g->mem_used >= g->mem_total ? 0 : (unsigned long long)(g->mem_total - g->mem_used);
+	long long taken = g->mem_used + g->mem_reserved;
+	return taken >= g->mem_total ? 0 : (unsigned long long)(g->mem_total - taken);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *mem)
@@ -711,7 +716,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *mem)
 	if (!rc && g->mem_total == NA) rc = E_NOT_SUPPORTED;
 	if (!rc) {
 		mem->total = (unsigned long long)g->mem_total;
-		mem->used = (unsigned long long)g->mem_used;
+		mem->used = (unsigned long long)(g->mem_used + g->mem_reserved);
 		mem->free = mem_free(g);
 	}
 	return end(rc);
@@ -725,7 +730,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *mem)
 	if (!rc && g->mem_total == NA) rc = E_NOT_SUPPORTED;
 	if (!rc) {
 		mem->total = (unsigned long long)g->mem_total;
-		mem->reserved = 0;
+		mem->reserved = (unsigned long long)g->mem_reserved;
 		mem->used = (unsigned long long)g->mem_used;
 		mem->free = mem_free(g);
 	}
