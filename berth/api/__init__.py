@@ -61,14 +61,25 @@ def not_mine(snaps: Sequence[GpuSnapshot]) -> list[GpuSnapshot]:
     """``snaps`` without this process among their GPU processes: a program that has already
     started CUDA (torch imported and used) and then asks berth for GPUs is not outside use of
     the GPU it asks for (its own context would keep it waiting for itself). Its memory stays
-    counted: it is used."""
+    counted: it is used. Where it is the only process NVML lists, the GPU's utilisation is its
+    own kernels' too and counts as idle (on a real H200 a program that had run one kernel
+    waited ~5 s for its own utilisation to fade, issue 37); beside others it stays."""
     me = os.getpid()
-    return [
-        g.replace(processes=tuple(p for p in g.processes if p.pid != me))
-        if g.processes and any(p.pid == me for p in g.processes)
-        else g
-        for g in snaps
-    ]
+    out = []
+    for g in snaps:
+        if not g.processes or not any(p.pid == me for p in g.processes):
+            out.append(g)
+            continue
+        others = tuple(p for p in g.processes if p.pid != me)
+        if others:
+            out.append(g.replace(processes=others))
+            continue
+        out.append(g.replace(
+            processes=others,
+            utilization=None if g.utilization is None else 0,
+            memory_utilization=None if g.memory_utilization is None else 0,
+        ))  # fmt: skip
+    return out
 
 
 def gpus(*, all: bool = False) -> list[GpuSnapshot]:

@@ -143,6 +143,25 @@ def test_cuda_already_initialised_sets_the_device_and_warns_once(
             assert torch.cuda.device == 1
 
 
+def test_a_program_that_ran_kernels_is_not_kept_waiting_by_its_own_utilisation(
+    fake_gpus: Any,
+) -> None:
+    """On a real H200 (issue 37) `acquire()` after torch had run one kernel waited ~5 s with the
+    default filters: NVML's utilisation was the caller's own. Where the caller is the only
+    process on the GPU its utilisation counts as idle; beside another process it counts."""
+    fake_gpus.setup(n=1)
+    me = {"pid": os.getpid(), "used_memory": 1 << 30, "type": "compute"}
+    fake_gpus.update(0, util=35, mem_util=12, processes=[me])
+    with berth.acquire(timeout=0) as lease:
+        assert lease.ids == [0]
+    other = {"pid": 999999, "used_memory": 1 << 30, "type": "compute"}
+    fake_gpus.update(0, processes=[me, other])
+    with pytest.raises(WaitTimeout, match="utilisation 35% > 10%"):
+        berth.acquire(max_procs=1, max_util=10, timeout=0)
+    fake_gpus.update(0, util=5)
+    berth.acquire(max_procs=1, max_util=10, timeout=0).release()
+
+
 def test_cuda_initialised_with_a_visible_list_maps_to_cuda_order(
     fake_gpus: Any, fake_torch: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
