@@ -7,7 +7,7 @@ The pieces, each one idea:
   timeouts); no routing, no state.
 - ``server.py``: the listening socket, connection caps, routing, server-sent events.
 - ``routes.py``: what each route answers; reads go through the same handlers as the UNIX
-  socket (:data:`berth.daemon.requests.handlers.HANDLERS`), so do actions, as the token's user.
+  socket (:data:`berth.daemon.requests.server.HANDLERS`), so do actions, as the token's user.
 - ``auth.py``: per-user tokens (an HMAC of the uid and when it was made, with a secret kept
   0600 in the state dir), handed out by ``berth web-token`` over the UNIX socket, which knows
   the caller's uid (the daemon's start-up registers :func:`berth.web.auth.token_handler` with

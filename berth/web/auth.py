@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from berth.daemon.engine.front import Front
     from berth.daemon.options import Options
-    from berth.daemon.requests.handlers import Handler
+    from berth.daemon.requests.server import Handler
 
 SECRET_FILE = "web.secret"
 REVOKED_FILE = "web.revoked"

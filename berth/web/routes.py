@@ -26,7 +26,7 @@ import time
 from importlib.resources import files
 from urllib.parse import urlsplit
 
-from berth.daemon.requests.handlers import HANDLERS
+from berth.daemon.requests.server import HANDLERS
 from berth.errors import BerthError
 from berth.web import auth, httpio, metrics, view
 from berth.wire import protocol

@@ -14,7 +14,7 @@ import time
 
 from berth.claims.ledger import user_name
 from berth.core.states import State
-from berth.daemon.requests.handlers import HANDLERS
+from berth.daemon.requests.server import HANDLERS
 from berth.web import dcgm, gpuprocs
 from berth.wire import protocol
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from berth.daemon.requests.handlers import HANDLERS
+from berth.daemon.requests.server import HANDLERS
 from berth.wire import protocol
 
 

@@ -1,7 +1,7 @@
 """The handlers of what admins do to the daemon: ``pause``/``resume`` GPUs and `berth admin`'s
-``limits`` (anyone reads; admins set), ``drain`` and ``undrain``. Drain is pausing GPUs
-(:class:`berth.daemon.engine.pauses.Pauses`) with who did it and why, which pending jobs'
-reasons then say; undrain is resume.
+``limits`` (anyone reads; admins set), ``drain`` and ``undrain``; ``shutdown`` stops it. Drain
+is pausing GPUs (:class:`berth.daemon.engine.pauses.Pauses`) with who did it and why, which
+pending jobs' reasons then say; undrain is resume.
 """
 
 from __future__ import annotations
@@ -123,3 +123,8 @@ def enforce_log(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]
     if not 1 <= limit <= 10000:
         raise ProtocolError(protocol.BAD_REQUEST, f"limit {limit} must be in 1..10000")
     return front.view("enforce_log", limit)
+
+
+def shutdown(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    admins_only(peer, "stop the daemon")
+    return {"stopping": True, "running_jobs": front.stop()}

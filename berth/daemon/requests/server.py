@@ -23,6 +23,10 @@ No client can make the daemon hold unbounded memory or descriptors:
   :data:`MAX_BYTES_PER_USER` bytes (root has no limit): a frame that would pass it is answered
   with ``TOO_MANY_REQUESTS`` and its connection closed before it is read, so connections that
   each hold a request one byte short of the frame limit cannot pile up memory.
+
+A request goes to its handler by :data:`HANDLERS` (plus what start-up registers): each family's
+in its module (jobs, queueview, overview, admin, reserve); ``submit``'s, the one every job comes
+in by, here: a job as the client sent it, handed to the engine's admission.
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ import logging
 import socket
 import struct
 
+from berth.daemon.requests import admin, jobs, overview, queueview, reserve
 from berth.daemon.requests.answers import Answers
 from berth.daemon.requests.authority import Peer, is_admin
 from berth.daemon.requests.frames import Frames
-from berth.daemon.requests.handlers import HANDLERS
 from berth.daemon.requests.reading import read
 from berth.daemon.requests.replies import error_reply, guard
 from berth.daemon.requests.stream import Stream
@@ -45,12 +49,15 @@ from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
     from typing import Any
 
     from berth.daemon.engine.front import Front
     from berth.daemon.options import Options
-    from berth.daemon.requests.handlers import Handler
+
+    Handler = Callable[
+        [Front, "Peer", dict[str, Any]], "dict[str, Any] | Stream | Awaitable[dict[str, Any]]"
+    ]
 
 log = logging.getLogger("berth.daemon")
 _CRED = struct.Struct("3i")
@@ -340,3 +347,50 @@ class Server:
                 f"{protocol.PROTOCOL_VERSION}; use the berth of the same release",
             )
         protocol.check_request(msg)
+
+
+# -- jobs coming in: ``submit`` and ``submit_all``, a job as the client sent it, handed to the
+# engine's admission (:mod:`berth.daemon.engine.admission.admit`: every check, the queue, the
+# answer once durable) --------------------------------------------------------------------------
+
+
+def submit(
+    front: Front, peer: Peer, req: dict[str, Any]
+) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
+    """One job (or one array), answered once it is durable (``dry_run``: what it would be)."""
+    return front.admit(peer, req["job"], bool(req.get("dry_run")))
+
+
+async def submit_all(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
+    """A jobs file's jobs, all or none, in one commit; ``env``: of each job naming none."""
+    return await front.admit(
+        peer, req["jobs"], bool(req.get("dry_run")), each=True, env=req.get("env")
+    )
+
+
+HANDLERS: dict[str, Handler] = {
+    "ping": overview.ping,
+    "submit": submit,
+    "submit_all": submit_all,
+    "queue": queueview.queue,
+    "show": jobs.show,
+    "logs": jobs.logs,
+    "attach": jobs.attach,
+    "wait": jobs.wait,
+    "cancel": jobs.cancel,
+    "hold": jobs.hold_jobs,
+    "release_job": jobs.release_jobs,
+    "update": jobs.update,
+    "resubmit": jobs.resubmit,
+    "pause": admin.pause,
+    "resume": admin.resume,
+    "status": overview.status,
+    "limits": admin.limits,
+    "projects": admin.projects,
+    "enforce_log": admin.enforce_log,
+    "reserve": reserve.reserve,
+    "unreserve": reserve.unreserve,
+    "reservations": reserve.reservations,
+    "report": overview.report,
+    "shutdown": admin.shutdown,
+}

@@ -12,7 +12,7 @@ from enginekit import EngineRig
 
 from berth.core.ranking import Ranking
 from berth.daemon.engine.front import Front
-from berth.daemon.requests import handlers
+from berth.daemon.requests import jobs
 from berth.daemon.store.store import Store
 
 N = 3000
@@ -59,7 +59,7 @@ def test_cancelling_many_pending_jobs_saves_no_row_each(
         ids = _held_array(rig, N)
         rig.turn()
         counts = Counts(monkeypatch)
-        done = handlers.cancel(Front(rig.engine), rig.peer, {"all_mine": True})["cancelled"]
+        done = jobs.cancel(Front(rig.engine), rig.peer, {"all_mine": True})["cancelled"]
         assert len(done) == N + 1 and done[str(busy)] == "terminating"
         assert sum(1 for what in done.values() if what == "cancelled") == N
         rig.loop.run_until_complete(rig.engine.drain())

@@ -211,7 +211,7 @@ def test_a_failed_hand_over_leaves_its_gate_to_the_commit(rig: EngineRig) -> Non
 
 def test_submit_and_release_times_come_from_the_engines_clock(rig: EngineRig) -> None:
     from berth.daemon.engine.front import Front
-    from berth.daemon.requests.handlers import release_jobs
+    from berth.daemon.requests.jobs import release_jobs
 
     rig.clock.t = rig.t0 + 5.0
     a = rig.submit("true", hold=True)

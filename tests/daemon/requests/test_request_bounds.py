@@ -159,7 +159,7 @@ def test_two_batches_at_once_stay_within_max_jobs(tmp_path):
     from enginekit import EngineRig
 
     from berth.daemon.engine.front import Front
-    from berth.daemon.requests import handlers as admit
+    from berth.daemon.requests import server as admit
 
     rig = EngineRig(tmp_path, gpus=1)
     try:

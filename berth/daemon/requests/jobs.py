@@ -1,40 +1,30 @@
-"""One handler per request type that reads or acts on jobs, and the dispatch table. Handlers
-get the engine's front (:class:`berth.daemon.engine.front.Front`: its verbs, never its parts),
-the peer (uid/gid from SO_PEERCRED, never from the message) and the request (fields typed by
+"""The jobs' family: one handler per request type that reads or acts on a job in the queue
+(``queue`` itself: :mod:`berth.daemon.requests.queueview`; a job coming in, ``submit``: the
+socket's own, :mod:`berth.daemon.requests.server`). Handlers get the engine's front
+(:class:`berth.daemon.engine.front.Front`: its verbs, never its parts), the peer (uid/gid from
+SO_PEERCRED, never from the message) and the request (fields typed by
 :mod:`berth.wire.protocol`); they check its values strictly
 (:mod:`berth.daemon.requests.validate`), judge who may (:mod:`berth.daemon.requests.authority`:
 a job's owner or an admin acts on it (and reads its logs, attaches to it); everyone sees the
-queue; with ``--private`` only they see its command and paths; pausing GPUs and stopping the
-daemon are for admins), call a verb, and return the response fields or raise ProtocolError / a
-berth error.
-
-The jobs' family: reading them (``queue``: :mod:`berth.daemon.requests.queueview`), acting
-on them, and their coming in and changing (below, "jobs coming in and changed").
+queue; with ``--private`` only they see its command and paths), call a verb, and return the
+response fields or raise ProtocolError / a berth error.
 """
 
 from __future__ import annotations
 
 from berth.core.states import FINISHED, State
 from berth.daemon.engine.views import redact
-from berth.daemon.report import tally
-from berth.daemon.requests import admin, queueview, reserve, validate
-from berth.daemon.requests.authority import Peer, admins_only, may_see, owned
+from berth.daemon.requests import validate
+from berth.daemon.requests.authority import Peer, may_see, owned
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Awaitable, Callable
     from typing import Any
 
     from berth.core.job import Job
     from berth.daemon.engine.front import Front
-    from berth.daemon.requests.stream import Stream
-
-    Handler = Callable[
-        [Front, "Peer", dict[str, Any]], "dict[str, Any] | Stream | Awaitable[dict[str, Any]]"
-    ]
 
 
 def _states(req: dict[str, Any]) -> set[State]:
@@ -111,49 +101,10 @@ async def release_jobs(front: Front, peer: Peer, req: dict[str, Any]) -> dict[st
     return await _hold_release(front, peer, req, False)
 
 
-def report(front: Front, peer: Peer, req: dict[str, Any]) -> Awaitable[dict[str, Any]]:
-    """`berth report`: the window's figures, as the peer may see them (berth.daemon.engine.reports)."""
-    try:
-        by = tally.check_by([str(b) for b in req.get("by") or ()])
-    except ValueError as e:
-        raise ProtocolError(protocol.BAD_REQUEST, str(e)) from None
-    return front.view("report", peer, req["since"], req.get("until"), {"rows": by}, by)
-
-
-def status(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return front.view("status")
-
-
-def ping(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    return front.view("stats")
-
-
-def shutdown(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    admins_only(peer, "stop the daemon")
-    return {"stopping": True, "running_jobs": front.stop()}
-
-
-# -- jobs coming in and changed --------------------------------------------------------------
-# The handlers of jobs coming in and changed: ``submit`` and ``submit_all`` (a job as the
-# client sent it, handed to the engine's admission: :mod:`berth.daemon.engine.admission.admit`,
-# every check, the queue, the answer once durable), ``update`` (a pending job changed, checked as
-# submit checks it) and ``resubmit`` (an ended job queued again). Who may change or resubmit a
-# job (its owner or an admin) is judged here, for each job the engine names, before it changes
-# any.
-
-
-def submit(
-    front: Front, peer: Peer, req: dict[str, Any]
-) -> asyncio.Future[dict[str, Any]] | Awaitable[dict[str, Any]]:
-    """One job (or one array), answered once it is durable (``dry_run``: what it would be)."""
-    return front.admit(peer, req["job"], bool(req.get("dry_run")))
-
-
-async def submit_all(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
-    """A jobs file's jobs, all or none, in one commit; ``env``: of each job naming none."""
-    return await front.admit(
-        peer, req["jobs"], bool(req.get("dry_run")), each=True, env=req.get("env")
-    )
+# -- jobs changed ------------------------------------------------------------------------------
+# ``update`` (a pending job changed, checked as submit checks it) and ``resubmit`` (an ended job
+# queued again). Who may change or resubmit a job (its owner or an admin) is judged here, for
+# each job the engine names, before it changes any.
 
 
 async def update(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, Any]:
@@ -172,31 +123,3 @@ async def resubmit(front: Front, peer: Peer, req: dict[str, Any]) -> dict[str, A
         return owned(job, peer, "resubmit it")
 
     return await front.resubmit(peer, req["job_id"], bool(req.get("cascade")), allow)
-
-
-HANDLERS: dict[str, Handler] = {
-    "ping": ping,
-    "submit": submit,
-    "submit_all": submit_all,
-    "queue": queueview.queue,
-    "show": show,
-    "logs": logs,
-    "attach": attach,
-    "wait": wait,
-    "cancel": cancel,
-    "hold": hold_jobs,
-    "release_job": release_jobs,
-    "update": update,
-    "resubmit": resubmit,
-    "pause": admin.pause,
-    "resume": admin.resume,
-    "status": status,
-    "limits": admin.limits,
-    "projects": admin.projects,
-    "enforce_log": admin.enforce_log,
-    "reserve": reserve.reserve,
-    "unreserve": reserve.unreserve,
-    "reservations": reserve.reservations,
-    "report": report,
-    "shutdown": shutdown,
-}
