@@ -73,6 +73,10 @@ if TYPE_CHECKING:
         def logs(self, job_id: str) -> tuple[str, str]:
             """The paths of the job's stdout and stderr (the same file unless -e)."""
 
+        def watch(self, job_ids: Sequence[str]) -> None:
+            """The jobs :meth:`wait` will be asked for, one after another (`berth wait A B C`):
+            a backend that polls asks of them all at once."""
+
         def wait(self, job_id: str, timeout: float) -> JobInfo | None:
             """The job once it has ended, or as it is after ``timeout`` seconds; None if the
             backend does not know it."""

@@ -261,6 +261,9 @@ class Local:
         job = self._call("logs", job_id=_int(job_id))["job"]  # its owner's or an admin's
         return str(job["stdout"]), str(job["stderr"])
 
+    def watch(self, job_ids: Sequence[str]) -> None:
+        """(The daemon answers each `wait` when its job ends: nothing to ask ahead.)"""
+
     def wait(self, job_id: str, timeout: float) -> JobInfo | None:
         left = timeout
         while True:

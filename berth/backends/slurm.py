@@ -58,8 +58,7 @@ class Slurm:
         self._config: slurm_config.Config | None = None
         self._cluster: Cluster | None = None
         self._watched: dict[str, JobInfo | None] = {}  # wait's jobs, as last seen
-        self._next_poll = 0.0
-        self._pause = POLL
+        self._next_poll, self._pause = 0.0, POLL
 
     # -- running Slurm's commands ----------------------------------------------------------
 
@@ -349,6 +348,10 @@ class Slurm:
             raise UsageError(f"job {job_id} is an array ({record['array']}): name one task")
         args = (job_id, record["user"], record["name"], record["cwd"])
         return q.expand(record["stdout"], *args), q.expand(record["stderr"], *args)
+
+    def watch(self, job_ids: Sequence[str]) -> None:
+        """`berth wait`'s jobs, asked of together at each poll (not each at a poll of its own)."""
+        self._watched.update((i, self._watched.get(i)) for i in job_ids)
 
     def wait(self, job_id: str, timeout: float) -> JobInfo | None:
         """The job once it has ended, or as last seen after ``timeout`` s. Slurm is asked at

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     deadline = deadline_of(args)
     backend = of(args)
     status = 0
+    backend.watch(args.job_ids)
     for ref in args.job_ids:
         left = float("inf") if deadline is None else max(0.0, deadline - time.monotonic())
         info = backend.wait(ref, left)

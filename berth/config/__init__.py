@@ -230,13 +230,13 @@ class Config:
         'records of finished jobs, then purged ("inf": keep all)')
     http = Key[str | None]("daemon", (str,), None, _bind, '"127.0.0.1:8765"',
         "serve the web dashboard and /metrics there (default: off)", late=True)
-    web_token_ttl = Key("daemon", _DURATION, 12 * 3600.0, _positive, '"12h"',
-        "a dashboard token (berth web-token) expires this long after it was made")
-    http_anonymous = Key("daemon", (bool,), True, None, "true",
-        "viewers without a token may read (false: sign in to view)")
-    http_allow_remote = Key("daemon", (bool,), False, None, "false",
-        "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
+    web_token_ttl = Key("daemon", _DURATION, 12 * 3600.0, _positive, '"12h"', "a dashboard token (berth web-token) expires this long after it was made")
+    http_anonymous = Key("daemon", (bool,), True, None, "true", "viewers without a token may read (false: sign in to view)")
+    http_allow_remote = Key("daemon", (bool,), False, None, "false", "allow a non-loopback http address (plain HTTP: use a TLS proxy)")
     usage_flush = Key("daemon", _DURATION, 60.0, _positive, '"1m"', "how often the dashboard stores what it sampled for `berth report` (a crash loses at most this much)")
+    supervisor_grace = Key("daemon", _DURATION, 5.0, _positive, '"5s"', "how late a job's supervisor (stopped by its user) may be with a time limit or a cancel before the daemon continues it (SIGCONT) and orders the end again")
+    supervisor_last_chance = Key("daemon", _DURATION, 3.0, _positive, '"3s"', "... and then how long before the daemon kills it and every process of the job")
+    handshake_timeout = Key("daemon", _DURATION, 10.0, _positive, '"10s"', "a connection to the daemon's socket that has not said hello by then is closed")
     fairshare = Key("scheduling", (bool,), True, None, "true",
         "order users by their decayed GPU usage (docs/scheduling.md)")
     predict = Key("scheduling", (bool,), False, None, "true", "backfill by run times learned from finished jobs where a job gives no time limit (docs/scheduling.md)")

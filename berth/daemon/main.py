@@ -208,7 +208,8 @@ def _start_engine(
     res.poll()
     if res.error:
         log.warning("cannot read GPUs: %s", res.error)
-    procs = Supervisors(loop, os.path.join(opts.state_dir, "run"), ledger.path)  # (its port)
+    late = (cfg.supervisor_grace, cfg.supervisor_last_chance)
+    procs = Supervisors(loop, os.path.join(opts.state_dir, "run"), ledger.path, late)  # (its port)
     procs.pool.spawner = spawner
     if cfg.isolate_devices:
         _isolate(cfg, res, procs)
@@ -270,6 +271,7 @@ async def _serve(
     which registers its own request (``web_token``) with the socket's server."""
     front = Front(engine)
     server = Server(front, admin_gid, engine.opts)
+    server.handshake_timeout = cfg.handshake_timeout
     web = None
     if web_sock is not None:
         host, port, first = web_sock

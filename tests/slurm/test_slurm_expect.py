@@ -11,6 +11,8 @@ from typing import Any
 from helpers import wait_until
 from slurmkit import Cli
 
+from berth.backends.slurm import MAX_POLL
+
 
 def _scontrol(berth: Cli, job: str) -> str:
     return berth.slurm("scontrol", "-o", "show", "job", job).stdout
@@ -156,13 +158,18 @@ def test_following_a_job_asks_slurm_a_bounded_number_of_times(berth: Cli) -> Non
     with open(calls) as f:
         asked = f.read().split()
     assert took >= 6 and len(asked) <= 2 * took, asked  # at most 2 a second, backing off
-    jobs = [berth.submit("--", "sleep", "3") for _ in range(5)]
+    ends = os.path.join(berth.root, "ends")
+    jobs = [berth.submit("--", "sh", "-c", f"sleep 3; date +%s.%N >> {ends}") for _ in range(5)]
     os.remove(calls)
     waited = berth("wait", *jobs, **env)
+    returned = time.time()
     assert waited.returncode == 0, waited.stderr
     with open(calls) as f:
         asked = f.read().split()
     assert 1 <= asked.count("squeue") <= 12, asked
+    with open(ends) as f:  # one poll after the last end, at most (+ squeue's own time): each
+        last = max(float(t) for t in f.read().split())  # job after the first waited MAX_POLL
+    assert returned - last < MAX_POLL + 3, returned - last
 
 
 def test_a_signal_sent_to_a_requeue_job_is_the_commands_not_the_time_limits(

@@ -15,7 +15,8 @@ or after a cancel and its grace, is *overdue*:
    once the supervisor's death is heard, with the verdict given here (its supervisor wrote
    none).
 
-So a stopped supervisor delays a time limit or a cancel by at most ``GRACE + LAST_CHANCE``.
+So a stopped supervisor delays a time limit or a cancel by at most ``GRACE + LAST_CHANCE``
+(``[daemon] supervisor_grace`` and ``supervisor_last_chance`` set other bounds).
 """
 
 from __future__ import annotations
@@ -55,8 +56,12 @@ LAST_CHANCE = 3.0  # seconds between SIGCONT and the kill
 class Overdue:
     """The watches of the running attempts (see the module)."""
 
-    def __init__(self, procs: Supervisors) -> None:
+    def __init__(
+        self, procs: Supervisors, grace: float = GRACE, last_chance: float = LAST_CHANCE
+    ) -> None:
         self.procs = procs
+        self.grace = grace  # ([daemon] supervisor_grace)
+        self.last_chance = last_chance  # ([daemon] supervisor_last_chance)
         self.loop: asyncio.AbstractEventLoop = procs.loop
         self.timers: dict[int, list[asyncio.TimerHandle]] = {}  # job -> its watches
         self.graces: dict[int, float] = {}  # job -> its kill grace
@@ -67,14 +72,14 @@ class Overdue:
         kill grace ``grace``."""
         self.graces[job] = grace
         if limit and math.isfinite(limit):
-            self._at(job, limit + grace + GRACE, self._late, job, run, "timeout")
+            self._at(job, limit + grace + self.grace, self._late, job, run, "timeout")
 
     def cancel(self, job: int, run: LiveAttempt) -> None:
         """``run`` (of ``job``) was ordered to end now (the first order counts)."""
         if job not in self.cancelled:
             self.cancelled.add(job)
             grace = self.graces.get(job, KILL_AFTER)  # (adopted: its own is not known)
-            self._at(job, grace + GRACE, self._late, job, run, "cancel")
+            self._at(job, grace + self.grace, self._late, job, run, "cancel")
 
     def forget(self, job: int) -> None:
         """The attempt of ``job`` has ended (or its supervisor has gone)."""
@@ -94,7 +99,7 @@ class Overdue:
         self.procs.signal_supervisor(run, signal.SIGCONT)
         if why == "cancel":  # (a time limit it sees itself once continued)
             self.procs.order(run, job, "term")
-        self._at(job, LAST_CHANCE, self._kill, job, run, why)
+        self._at(job, self.last_chance, self._kill, job, run, why)
 
     def _kill(self, job: int, run: LiveAttempt, why: str) -> None:
         log.error(

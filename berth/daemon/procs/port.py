@@ -40,9 +40,16 @@ MAX_SPARES = 256  # used run files kept for reuse
 
 
 class Supervisors:
-    def __init__(self, loop: asyncio.AbstractEventLoop, run_dir: str, ledger_dir: str) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        run_dir: str,
+        ledger_dir: str,
+        late: tuple[float, float] = (overdue.GRACE, overdue.LAST_CHANCE),
+    ) -> None:
         """``run_dir``: where run files live (made if missing); ``ledger_dir``: the claim
-        ledger's directory (where a dead supervisor's job is found by its claims)."""
+        ledger's directory (where a dead supervisor's job is found by its claims); ``late``:
+        the overdue watch's grace and last chance (:mod:`.overdue`)."""
         self.loop = loop
         self.run_dir = run_dir
         self.ledger_dir = ledger_dir
@@ -60,7 +67,7 @@ class Supervisors:
         self.pool.cgroups = self.cgroups
         self.devices_note = ""  # [daemon] isolate_devices: enforced, or why not (see isolate)
         self.cgroup_of: dict[str, str] = {}  # run file -> the cgroup of its supervisor
-        self.overdue = overdue.Overdue(self)
+        self.overdue = overdue.Overdue(self, *late)
 
     def isolate(self, minors: dict[int, int | None]) -> bool:
         """Confine each attempt to its GPUs' device files (``minors``: each GPU's, by NVML

@@ -16,7 +16,8 @@ No client can make the daemon hold unbounded memory or descriptors:
   is answered with a ``TOO_MANY_CONNECTIONS`` error naming the limit and closed at once, so
   one user's idle connections cannot take the descriptors the daemon needs;
 - a connection must complete its handshake within :data:`HANDSHAKE_TIMEOUT` seconds; after
-  it, a request must arrive whole within :data:`REQUEST_TIMEOUT` seconds of its first byte,
+  it (``[daemon] handshake_timeout`` sets another), a request must arrive whole within
+  :data:`REQUEST_TIMEOUT` seconds of its first byte,
   and a connection with nothing in hand (no request unanswered) that sends nothing for
   :data:`IDLE_TIMEOUT` seconds is closed;
 - the requests of one uid in hand at once, across all its connections, hold at most
@@ -102,6 +103,7 @@ class Server:
         self.tasks: set[asyncio.Task[None]] = set()  # one per open connection
         self.answers: set[Answers] = set()  # each open connection's answers to come
         self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
+        self.handshake_timeout = HANDSHAKE_TIMEOUT  # ([daemon] handshake_timeout)
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
@@ -322,8 +324,8 @@ class Server:
         otherwise, and the rest of the frame within REQUEST_TIMEOUT of its first byte."""
         loop = asyncio.get_running_loop()
         if not greeted:
-            deadline = loop.time() + HANDSHAKE_TIMEOUT
-            await frames.fill(protocol.HEADER_SIZE, HANDSHAKE_TIMEOUT)
+            deadline = loop.time() + self.handshake_timeout
+            await frames.fill(protocol.HEADER_SIZE, self.handshake_timeout)
             return deadline
         if len(frames) >= protocol.HEADER_SIZE:
             return loop.time() + REQUEST_TIMEOUT  # (pipelined: it is here already)

@@ -43,7 +43,12 @@ time.sleep(300)
 """
 
 KILL_AFTER = 0.5
-BOUND = KILL_AFTER + overdue.GRACE + overdue.LAST_CHANCE + 4.0  # (+ a loaded machine's delays)
+# The overdue watch's periods, set short ([daemon] supervisor_grace, supervisor_last_chance;
+# 5 s and 3 s by default: the bound below would not hold with them).
+GRACE, LAST_CHANCE = 1.0, 1.0
+LATE = f'[daemon]\nsupervisor_grace = "{GRACE:g}s"\nsupervisor_last_chance = "{LAST_CHANCE:g}s"\n'
+BOUND = KILL_AFTER + GRACE + LAST_CHANCE + 4.0  # (+ a loaded machine's delays)
+assert BOUND < KILL_AFTER + overdue.GRACE + overdue.LAST_CHANCE
 
 
 def _state(pid: int) -> str:
@@ -56,6 +61,13 @@ def _state(pid: int) -> str:
 
 def _alive(pid: int) -> bool:
     return _state(pid) not in ("", "Z")
+
+
+def _late(daemon: Any) -> None:
+    """The daemon's overdue watch with the short periods above (its config file)."""
+    config = daemon.fake.root / "config.toml"
+    config.write_text(LATE)
+    daemon.env["BERTH_CONFIG"] = str(config)
 
 
 def _escaper(daemon: Any, **job: Any) -> tuple[int, int, int]:
@@ -161,6 +173,7 @@ def test_an_escaped_child_dies_when_its_job_is_cancelled(daemon: Any) -> None:
 
 
 def test_a_stopped_supervisor_does_not_stop_a_cancel(daemon: Any) -> None:
+    _late(daemon)
     daemon.start("--kill-after", str(KILL_AFTER))
     job, sup, child = _escaper(daemon)
     with Stopper(sup):
@@ -176,6 +189,7 @@ def test_a_stopped_supervisor_does_not_stop_a_cancel(daemon: Any) -> None:
 
 
 def test_a_stopped_supervisor_does_not_stop_a_time_limit(daemon: Any) -> None:
+    _late(daemon)
     daemon.start("--kill-after", str(KILL_AFTER))
     limit = 1.0
     job, sup, child = _escaper(daemon, time_limit=limit)
@@ -196,6 +210,10 @@ def test_a_user_who_stops_their_own_supervisor_cannot_outlast_an_admins_cancel(
     from userkit import A
 
     system = System(daemon)
+    with open(system.config) as f:
+        config = f.read()
+    with open(system.config, "w") as f:  # (the overdue watch's short periods: LATE)
+        f.write(config.replace("[daemon]\n", LATE))
     system.start("--kill-after", str(KILL_AFTER))
     child_file = os.path.join(system.shared, "child.pid")
     spec = {"argv": ["/usr/bin/python3", "-c", ESCAPER, child_file], "cwd": "/",

@@ -68,12 +68,20 @@ def test_requests_never_read_do_not_grow_the_daemon(daemon: Any) -> None:
 def test_a_connection_that_never_says_hello_is_closed(
     daemon: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Closed once `[daemon] handshake_timeout` has passed (1 s here; 10 s by default), not
+    before, and not by our own timeout."""
+    config = daemon.fake.root / "config.toml"
+    config.write_text('[daemon]\nhandshake_timeout = "1s"\n')
+    daemon.env["BERTH_CONFIG"] = str(config)
     daemon.start()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(daemon.socket)
+    began = time.monotonic()
     s.sendall(b"\0\0")  # half a header, then nothing
     s.settimeout(server.HANDSHAKE_TIMEOUT + 10)
     assert s.recv(1) == b""  # closed by the daemon, not by our timeout
+    took = time.monotonic() - began
+    assert 0.9 < took < server.HANDSHAKE_TIMEOUT, took
     s.close()
 
 
