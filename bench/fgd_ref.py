@@ -225,6 +225,14 @@ def main() -> int:
             cpu = cap.node_cpu[n] / 1000
             band = "<4c" if cpu < 4 else "<8c" if cpu < 8 else "<16c" if cpu < 16 else ">=16c"
             left[f"{model_of[n]}x{len(ps)} {band}"] += round(free, 2)
+    slivers: collections.Counter[float] = collections.Counter()
+    for p, f in enumerate(cap.free):
+        if 1e-6 < f < 1.0 - 1e-6:
+            slivers[round(f, 2)] += 1
+    print(
+        "partly used GPUs at the end, by free share (share: GPUs): "
+        + ", ".join(f"{k:.2f}: {v}" for k, v in sorted(slivers.items()))
+    )
     print("free GPU share at the end, by node kind and cores left:")
     for k, v in sorted(left.items(), key=lambda kv: -kv[1]):
         print(f"   {v:8.2f}  {k}")

@@ -28,8 +28,12 @@ class Profile:
     fragment matters by how many of the jobs to come cannot use it; ``BY_COUNT = False``: by
     GPUs asked, one 8-GPU job as much as eight 1-GPU jobs, which with the scarcity weight on
     top kept whole nodes for big jobs twice over and left more slivers: 0.2-0.3 point lower on
-    openb's multigpu lists). The CPU and RAM asks are weighted by GPUs asked. What a node
-    must keep per free GPU (:meth:`per_gpu`) is what the GPU jobs bring per GPU, and where
+    openb's multigpu lists) -- unless some of the demand is restricted to some GPUs
+    (``constrained``, below): then by GPUs asked, as before, since the scarcity weight is off
+    there and by count nothing kept openb's G3 nodes for its 8-GPU 120-core pods (the
+    first failed at 5.6% allocated on ``gpuspec10``, seed 42; best-fit's at 20.3%). The CPU
+    and RAM asks are weighted by GPUs asked. What a node must keep per free GPU
+    (:meth:`per_gpu`) is what the GPU jobs bring per GPU, and where
     CPU binds (the demand brings more cores per GPU than the capacity has free per free
     GPU) the CPU-only jobs' share too (``CPU_BINDS``): then CPU-only work cannot all go to
     cores no GPU needs, and counting it sends it to the nodes richest in cores per GPU
@@ -47,7 +51,6 @@ class Profile:
     """
 
     __slots__ = (
-        "_count",
         "_kept",
         "_kept_src",
         "_cpu",
@@ -77,8 +80,11 @@ class Profile:
         self,
         demands: Iterable[tuple[float, float, float] | tuple[float, float, float, Access | None]],
         total: float | None = None,
-        count: float | None = None,
+        sub: bool = False,
     ) -> None:
+        """``total``: the GPU demand the shares are of (a sub-profile's: all the demand's);
+        ``sub``: a sub-profile of a constrained demand, whose sizes stay weighted by GPUs
+        asked (see the class)."""
         rows: list[tuple[float, float, float]] = []
         self._free_rows: list[tuple[float, float, float]] = []
         self._groups: dict[Access, list[tuple[float, float, float]]] = {}
@@ -96,13 +102,13 @@ class Profile:
         if total is None:
             total = sum(s for s, _, _ in rows) or 1.0
         self._total = total
-        self._count = count = float(len(rows)) if count is None else count
+        by_count = BY_COUNT and not sub and not self._groups
         self.no_access = 1.0 - gpu / total if gpu else 0.0
         self.constrained = bool(self._groups)
         if not self.constrained:
             self._free_rows = []  # (only sub-profiles of a constrained demand read them)
-        if BY_COUNT:
-            self._size, self._size_tail = _tail(sorted((s, 1.0) for s, _, _ in rows), count or 1.0)
+        if by_count:
+            self._size, self._size_tail = _tail(sorted((s, 1.0) for s, _, _ in rows), len(rows))
         else:
             self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
         self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
@@ -220,7 +226,7 @@ class Profile:
         sub = self._subs.get(key)
         if sub is None:
             rows = self._free_rows + [r for a in key for r in self._groups[a]]
-            sub = self._subs[key] = Profile(rows, self._total, self._count)
+            sub = self._subs[key] = Profile(rows, self._total, sub=True)
             if SUPPLY_WEIGHTED:
                 wanted = sum(s for s, _, _ in self._free_rows if s > 0) / self._total
                 for a in key:
