@@ -226,7 +226,7 @@ def main() -> int:
             band = "<4c" if cpu < 4 else "<8c" if cpu < 8 else "<16c" if cpu < 16 else ">=16c"
             left[f"{model_of[n]}x{len(ps)} {band}"] += round(free, 2)
     slivers: collections.Counter[float] = collections.Counter()
-    for p, f in enumerate(cap.free):
+    for f in cap.free:
         if 1e-6 < f < 1.0 - 1e-6:
             slivers[round(f, 2)] += 1
     print(
