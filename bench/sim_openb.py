@@ -27,7 +27,9 @@ over the seeds (and the earliest). ``vs FGD``: the row's mean at 100% less the p
 ``packer-flat`` is the packer without the weight on scarce capabilities
 (``berth.core.scarcity.WEIGHTED = False``), i.e. the packer before issue 32.4;
 ``packer-nodes`` counts a scarce shape's hosts as nodes (``scarcity.BY_GPUS = False``), as
-before its free GPUs. ``--profile recent``: the packer's demand from the last arrivals instead
+before its free GPUs; ``packer-w6`` weighs the demand's sizes by GPUs asked and leaves the
+CPU-only demand out of the CPU per GPU (``profile.BY_COUNT = CPU_BINDS = False``), the
+packer before their change. ``--profile recent``: the packer's demand from the last arrivals instead
 of the whole pod list (FGD's typical pods). ``--plain`` scores every node instead of one of
 each class of alike nodes, ``--digests`` prints a hash of each seed's placements: the two
 must print the same digests.
@@ -93,7 +95,8 @@ def main() -> int:
         default="first-fit,best-fit,packer",
         help="also packer-plain: the packer with FGD's unweighted NoAccess term; packer-flat: "
         "without the weight on scarce capabilities; packer-nodes: scarce shapes' hosts counted "
-        "as nodes",
+        "as nodes; packer-w6: the size distribution by GPUs asked and the CPU per GPU without "
+        "CPU-only demand (the packer before issue 32.4's third pass)",
     )
     ap.add_argument(
         "--workloads",
@@ -156,6 +159,7 @@ def main() -> int:
             demand_profile.SUPPLY_WEIGHTED = how != "packer-plain"
             scarcity.WEIGHTED = how != "packer-flat"
             scarcity.BY_GPUS = how != "packer-nodes"
+            demand_profile.BY_COUNT = demand_profile.CPU_BINDS = how != "packer-w6"
             place_how = "packer" if how.startswith("packer") else how
             marks = (90, 100, 130) if a.until == 130 else (90, 100)
             runs = [

@@ -322,17 +322,19 @@ def _node_delta(
         node_free = sum(cap.free[q] for q in cap.node_pos[n])
     before = node_free * profile.p_stranded(before_cpu, before_ram)
     after = (node_free - gpus) * profile.p_stranded(before_cpu - cpu, before_ram - ram)
-    short = _short(profile, node_free - gpus, before_cpu - cpu, before_ram - ram)
-    return after - before + short - _short(profile, node_free, before_cpu, before_ram)
+    keep = profile.per_gpu(cap)
+    short = _short(keep, node_free - gpus, before_cpu - cpu, before_ram - ram)
+    return after - before + short - _short(keep, node_free, before_cpu, before_ram)
 
 
-def _short(profile: Profile, free: float, cpu: float, ram: float) -> float:
-    """Free GPUs the node cannot feed: the demand to come brings ``cpu_per_gpu`` cores (and
-    ``ram_per_gpu`` RAM) per GPU, so a node with less CPU (RAM) left than that strands the rest
-    *in aggregate*, however small each next pod is."""
+def _short(keep: tuple[float, float], free: float, cpu: float, ram: float) -> float:
+    """Free GPUs the node cannot feed: the demand to come needs ``keep`` cores (and RAM) per
+    GPU (:meth:`Profile.per_gpu`), so a node with less CPU (RAM) left than that strands the
+    rest *in aggregate*, however small each next pod is."""
     short = 0.0
-    if cpu < INF and profile.cpu_per_gpu > 0:
-        short = free - cpu / profile.cpu_per_gpu
-    if ram < INF and profile.ram_per_gpu > 0:
-        short = max(short, free - ram / profile.ram_per_gpu)
+    cpu_per_gpu, ram_per_gpu = keep
+    if cpu < INF and cpu_per_gpu > 0:
+        short = free - cpu / cpu_per_gpu
+    if ram < INF and ram_per_gpu > 0:
+        short = max(short, free - ram / ram_per_gpu)
     return short if short > 0.0 else 0.0

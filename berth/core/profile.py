@@ -14,6 +14,8 @@ from berth.core.request import Request
 from berth.core.scarcity import Scarcity
 
 SUPPLY_WEIGHTED = True  # False: FGD's plain NoAccess share (for comparison)
+BY_COUNT = True  # False: the size distribution weighted by GPUs asked (before issue 32.4's w7)
+CPU_BINDS = True  # False: CPU-only demand never counts in what a free GPU needs kept (before)
 
 Access = tuple["frozenset[int] | None", "str | None"]  # allowed GPU indices, GPU-name filter
 
@@ -22,8 +24,20 @@ class Profile:
     """A distribution of demand: the share of GPU demand bigger than x (``p_size_above``), and
     whose CPU (RAM) ask exceeds x (``p_cpu_above``, ``p_ram_above``), by bisection.
 
-    Weighted by GPUs asked, not by job count: a fragment matters by how much of the *GPU
-    demand* to come cannot use it (one 8-GPU job weighs as much as eight 1-GPU jobs).
+    The size distribution is by job count, as FGD's popularity of its typical pods (a
+    fragment matters by how many of the jobs to come cannot use it; ``BY_COUNT = False``: by
+    GPUs asked, one 8-GPU job as much as eight 1-GPU jobs, which with the scarcity weight on
+    top kept whole nodes for big jobs twice over and left more slivers: 0.2-0.3 point lower on
+    openb's multigpu lists) -- unless some of the demand is restricted to some GPUs
+    (``constrained``, below): then by GPUs asked, as before, since the scarcity weight is off
+    there and by count nothing kept openb's G3 nodes for its 8-GPU 120-core pods (the
+    first failed at 5.6% allocated on ``gpuspec10``, seed 42; best-fit's at 20.3%). The CPU
+    and RAM asks are weighted by GPUs asked. What a node must keep per free GPU
+    (:meth:`per_gpu`) is what the GPU jobs bring per GPU, and where
+    CPU binds (the demand brings more cores per GPU than the capacity has free per free
+    GPU) the CPU-only jobs' share too (``CPU_BINDS``): then CPU-only work cannot all go to
+    cores no GPU needs, and counting it sends it to the nodes richest in cores per GPU
+    instead of the tightest fit on GPU nodes (openb ``cpu250``: +1.3 to +2.2 points).
 
     Demand may be restricted to some GPUs (a request's ``gpu_ids`` or ``name``: openb's GPU
     models). Then :meth:`at` (a GPU) and :meth:`on_node` give the part of the demand that may
@@ -37,6 +51,8 @@ class Profile:
     """
 
     __slots__ = (
+        "_kept",
+        "_kept_src",
         "_cpu",
         "_cpu_tail",
         "_free_rows",
@@ -52,8 +68,10 @@ class Profile:
         "_reach",
         "_total",
         "constrained",
+        "cpu_only_per_gpu",
         "cpu_per_gpu",
         "no_access",
+        "ram_only_per_gpu",
         "ram_per_gpu",
         "scarce",
     )
@@ -62,7 +80,11 @@ class Profile:
         self,
         demands: Iterable[tuple[float, float, float] | tuple[float, float, float, Access | None]],
         total: float | None = None,
+        sub: bool = False,
     ) -> None:
+        """``total``: the GPU demand the shares are of (a sub-profile's: all the demand's);
+        ``sub``: a sub-profile of a constrained demand, whose sizes stay weighted by GPUs
+        asked (see the class)."""
         rows: list[tuple[float, float, float]] = []
         self._free_rows: list[tuple[float, float, float]] = []
         self._groups: dict[Access, list[tuple[float, float, float]]] = {}
@@ -80,17 +102,26 @@ class Profile:
         if total is None:
             total = sum(s for s, _, _ in rows) or 1.0
         self._total = total
+        by_count = BY_COUNT and not sub and not self._groups
         self.no_access = 1.0 - gpu / total if gpu else 0.0
         self.constrained = bool(self._groups)
         if not self.constrained:
             self._free_rows = []  # (only sub-profiles of a constrained demand read them)
-        self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
+        if by_count:
+            self._size, self._size_tail = _tail(sorted((s, 1.0) for s, _, _ in rows), len(rows))
+        else:
+            self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
         self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
         self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
         # what one GPU of the demand to come brings along, on average (GPU-weighted): a node
-        # whose CPU (RAM) left is below its free GPUs x this will strand the difference
+        # whose CPU (RAM) left is below its free GPUs x this will strand the difference;
+        # and the CPU-only demand's cores (RAM) per GPU of the demand (see per_gpu)
         self.cpu_per_gpu = sum(c for s, c, _ in rows if s > 0) / gpu if gpu else 0.0
         self.ram_per_gpu = sum(r for s, _, r in rows if s > 0) / gpu if gpu else 0.0
+        self.cpu_only_per_gpu = sum(c for s, c, _ in rows if s <= 0) / gpu if gpu else 0.0
+        self.ram_only_per_gpu = sum(r for s, _, r in rows if s <= 0) / gpu if gpu else 0.0
+        self._kept: tuple[float, float] = (self.cpu_per_gpu, self.ram_per_gpu)
+        self._kept_src: list[int] | None = None
         # the multi-GPU shapes to come, weighed by how few nodes can still host each; not
         # with demand restricted to some GPUs, whose supply-weighted NoAccess term already
         # keeps scarce GPUs (the two together lost 1-2 points on openb's gpuspec lists)
@@ -122,6 +153,23 @@ class Profile:
     def restrictions(self) -> list[frozenset[int] | None]:
         """The ``gpu_ids`` of each restriction some of the demand has (None: by name only)."""
         return [ids for ids, _ in self._groups]
+
+    def per_gpu(self, cap: Capacity) -> tuple[float, float]:
+        """The cores and RAM a node of ``cap`` must keep per free GPU for the demand to come:
+        what its GPU jobs bring per GPU, plus its CPU-only jobs' share where CPU (or RAM)
+        binds: the demand brings more per GPU than ``cap`` has free per free GPU (measured
+        when first asked for this capacity table), so CPU-only work will take cores next to
+        free GPUs wherever it goes."""
+        if self._kept_src is not cap.index:  # copies of a Capacity share their index list
+            self._kept_src = cap.index
+            cpu, ram = self._kept = (self.cpu_per_gpu, self.ram_per_gpu)
+            more_cpu, more_ram = self.cpu_only_per_gpu, self.ram_only_per_gpu
+            if CPU_BINDS and (more_cpu > 0 or more_ram > 0):
+                gpus = sum(f for f, ok in zip(cap.free, cap.usable, strict=True) if ok and f > 0)
+                cores, mem = sum(cap.node_cpu), sum(cap.node_ram)
+                if gpus > 0 and (cores / gpus < cpu + more_cpu or mem / gpus < ram + more_ram):
+                    self._kept = (cpu + more_cpu, ram + more_ram)
+        return self._kept
 
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
@@ -178,7 +226,7 @@ class Profile:
         sub = self._subs.get(key)
         if sub is None:
             rows = self._free_rows + [r for a in key for r in self._groups[a]]
-            sub = self._subs[key] = Profile(rows, self._total)
+            sub = self._subs[key] = Profile(rows, self._total, sub=True)
             if SUPPLY_WEIGHTED:
                 wanted = sum(s for s, _, _ in self._free_rows if s > 0) / self._total
                 for a in key:
