@@ -24,8 +24,8 @@ from berth.daemon.engine.jobtable import JobTable
 
 N = 1000
 SINGLE_MOST = 760  # bytes a single submit's pending job (~660 now; ~1,110 at a071106)
-TASK_MOST = 880  # bytes an array's pending task (~780 now: its own extra, {"bytes",
-# "array": [A, index]}; ~1,180 at a071106; one record for an array's tasks: not done)
+TASK_MOST = 700  # bytes an array's pending task (~615 now: no dict of its own, a
+# TaskExtra; ~780 at 9a92838, its own {"bytes", "array": [A, index]}; ~1,180 at a071106)
 
 
 def _spec(tmp: Path, **more: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import hashlib
 import os
 
 from berth.claims.procs import user_name
-from berth.core.job import Job
+from berth.core.job import Job, SharedExtra, TaskExtra
 from berth.core.request import Request
 from berth.core.runtimes import script_of
 from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
@@ -324,14 +324,18 @@ def insert(
     tasks = Tasks(spec, own) if array else None
     fut: asyncio.Future[None] | None = None
     single: JobSpec | None = None
+    common = SharedExtra({**extra, "bytes": TASK_BYTES})  # (an array's tasks after its first)
     for k, index in enumerate(order):
         job_id = base + k
-        job_extra = dict(extra)
-        job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1) if k == 0 else TASK_BYTES
-        if array:
+        job_extra: dict[str, Any]
+        if array and k:  # (no dict of its own: TaskExtra)
+            job_extra = TaskExtra(common, base, index)
+        else:
+            job_extra = dict(extra)
+            job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1)
+        if array and not k:
             job_extra["array"] = [base, index]
-            if k == 0:
-                job_extra["array_spec"] = array
+            job_extra["array_spec"] = array
         job = Job(
             id=job_id,
             submit_time=now,
