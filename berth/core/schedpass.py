@@ -101,7 +101,7 @@ class Pass:
             if considered is not None:
                 considered.append(job.id)
             if before and alike.waits_alike(job, before) and not (self.windows or self.blocked_all):
-                self.same(job, before)  # (one reserve for the run: its first's)
+                self.out.pending[job.id] = self.out.pending[before.id]  # (one entry a run)
             elif gate(job) or place(job):
                 before = None
                 if self.stop:
@@ -384,11 +384,6 @@ class Pass:
         if self.shadow < INF:
             self.out.expected[job.id] = self.shadow
         self.skim = not inp.explain
-
-    def same(self, job: Job, first: Job) -> None:
-        """``job`` waits alike its run's first (:mod:`berth.core.alike`): no reserve of its
-        own; the run is one entry, the first's ``Pending`` shared."""
-        self.out.pending[job.id] = self.out.pending[first.id]
 
     def reserve(self, job: Job) -> None:
         """The job does not fit: the first such job gets the reservation (under ``fifo``: it

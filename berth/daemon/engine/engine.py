@@ -361,18 +361,13 @@ class Engine:
     def insert(
         self, job: Job, spec: JobSpec | Tasks, durable: bool = True
     ) -> asyncio.Future[None] | None:
-        """Add a new job; the future completes once it is durable (``durable`` False: no
-        future, a request's last job's answers for it: :meth:`Journal.add`)."""
+        """Add a new job; the future completes once it is durable (none if not ``durable``)."""
         self.jobs[job.id] = job
         self.order.joined(job)
         if job.dependencies:  # (one already never met: cancelled by the next pass)
             self.depended.update(d.job_id for d in job.dependencies)
             self._deps_dirty = True
-        fut = None
-        if durable:
-            fut = self.journal.insert(job, spec)
-        else:
-            self.journal.add(job, spec)
+        fut = self.journal.add(job, spec, self.loop.create_future() if durable else None)
         self.kick()
         return fut
 

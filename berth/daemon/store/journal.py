@@ -92,16 +92,17 @@ class Journal:
 
     def add(
         self, job: Job, spec: JobSpec | Tasks, fut: asyncio.Future[None] | None = None
-    ) -> None:
-        """Queue a new job without a future of its own: one of a request whose last job's
-        future (:meth:`insert`, in the same turn of the loop: the same commit) answers for
-        all (one future a request, not one a job). ``spec``: its own, or its array's
+    ) -> asyncio.Future[None] | None:
+        """Queue a new job with ``fut`` (returned), or none: one of a request whose last job's
+        future (in the same turn of the loop: the same commit) answers for all (one future a
+        request, not one a job). ``spec``: its own, or its array's
         :class:`~berth.daemon.store.tasks.Tasks` (its spec made as its row is)."""
         self._inserts.append((job, spec, fut))
         self.inserts += 1
         self.changes += 1
         self.unsaved[job.id] = spec
         self._arm()
+        return fut
 
     def spec(self, job_id: int) -> JobSpec | None:
         """The spec of a job submitted lately (not yet committed, or one of the last

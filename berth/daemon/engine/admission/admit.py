@@ -24,18 +24,16 @@ import hashlib
 import os
 
 from berth.claims.procs import user_name
-from berth.core.job import Job, SharedExtra, TaskExtra
+from berth.core.job import Job
 from berth.core.request import Request
-from berth.core.runtimes import script_of
-from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
+from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, made, unique
 from berth.daemon.engine.admission.envs import kept, same_env
 from berth.daemon.engine.admission.prepared import Prepared
-from berth.daemon.engine.admission.userdir import expand_pattern
 from berth.daemon.engine.admission.userdir import log_dir as user_log_dir
 from berth.daemon.engine.cpuslots import CPU_SLOT
 from berth.daemon.store.tasks import Tasks
 from berth.wire import protocol
-from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, sizes
+from berth.wire.jobsize import check_job_bytes, env_bytes, sizes
 from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
@@ -292,55 +290,20 @@ def insert(
     durability: one, its last job's, or none if not ``durable``: a request's jobs go in one
     commit, and its last insert's future answers for all). An array's tasks share one
     :class:`~berth.daemon.store.tasks.Tasks`: no spec a task until the commit writes it."""
-    spec, out, err, array, argvs = p.spec, p.out, p.err, p.array, p.argvs
+    spec = p.spec
     now = engine.clock.time()
-    name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
-    order, throttle = arrays.indices(array) if array else ([0], None)
+    order, throttle = arrays.indices(p.array) if p.array else ([0], None)
     base = engine.new_ids(len(order))
-    script = None if spec.name else script_of(spec.argv)  # (learned run times' key)
-    extra: dict[str, Any] = {"script": script} if script else {}
-    if spec.pty:
-        extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
-    if spec.notify or spec.mail_user:
-        extra["notify"] = True
-    if spec.dependency is not None:
-        extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
-    extra.update(learned.extra(spec, p.learned))  # (what sized it; --retry-oom)
-    user, cwd = peer.user, spec.cwd
-
-    def own(job_id: int) -> dict[str, Any]:
-        """The fields job ``job_id`` (of this request) does not share: its logs; a task's."""
-        k = job_id - base
-        where = (base, order[k]) if array else None
-        path = expand_pattern(out, job_id, cwd, user, where)  # (-e: err's own)
-        mine: dict[str, Any] = {"stdout_path": path, "stderr_path": path if err == out else
-                                expand_pattern(err, job_id, cwd, user, where)}  # fmt: skip
-        if array:
-            mine["array_task"] = arrays.task(base, order, k)
-            if argvs is not None:
-                mine["argv"] = argvs[k]
-        return mine
-
-    tasks = Tasks(spec, own) if array else None
+    own = made.own_fields(p, peer.user, base, order)
+    tasks = Tasks(spec, own) if p.array else None
     fut: asyncio.Future[None] | None = None
     single: JobSpec | None = None
-    common = SharedExtra({**extra, "bytes": TASK_BYTES})  # (an array's tasks after its first)
-    for k, index in enumerate(order):
-        job_id = base + k
-        job_extra: dict[str, Any]
-        if array and k:  # (no dict of its own: TaskExtra)
-            job_extra = TaskExtra(common, base, index)
-        else:
-            job_extra = dict(extra)
-            job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1)
-        if array and not k:
-            job_extra["array"] = [base, index]
-            job_extra["array_spec"] = array
+    for k, extra in enumerate(made.extras(p, base, order)):
         job = Job(
-            id=job_id,
+            id=base + k,
             submit_time=now,
             request=p.request,  # (the table shares equal ones: JobTable)
-            name=name,
+            name=made.name_of(spec),
             user=peer.user,
             uid=peer.uid,
             gid=peer.gid,
@@ -354,29 +317,18 @@ def insert(
             max_requeues=p.requeue[1],
             held=spec.hold,
             not_before=spec.begin if spec.begin and spec.begin > now else None,
-            extra=job_extra,
+            extra=extra,
             group=arrays.group(base) if throttle else "",
             group_limit=throttle or 0,
         )
-        last = durable and k == len(order) - 1
         # (the store keeps the spec's to_dict(); an array task's made as its row is)
-        single = None if tasks else spec.replace(**own(job_id))
-        fut = engine.insert(job, tasks or single or spec, last) or fut
+        single = None if tasks else spec.replace(**own(job.id))
+        fut = engine.insert(job, tasks or single or spec, durable and k == len(order) - 1) or fut
     if spec.unique_key is not None:  # (in memory until durable: the store's index then)
         unique.note_until_durable(engine, spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
-    reply: dict[str, Any] = {"job_id": base, **({"learned": p.learned} if p.learned else {})}
-    reply.update(fitness.limit_in_force(spec.time_limit, engine.opts.max_job_time))
-    if array:
-        reply["array"] = array
-        reply["tasks"] = [f"{base}_{i}" for i in order]
-        pattern = (base, "%a")  # (each task's index)
-        reply["stdout"] = expand_pattern(out, base, spec.cwd, peer.user, pattern)
-        reply["stderr"] = expand_pattern(err, base, spec.cwd, peer.user, pattern)
-    elif single is not None:
-        reply.update(stdout=single.stdout_path, stderr=single.stderr_path)
-    return reply, [fut] if fut is not None else []
+    return made.reply(engine, p, peer.user, base, order, single), [fut] if fut else []
 
 
 def _identities(peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]) -> None:
