@@ -6,7 +6,8 @@ task that :func:`waits_alike` the job considered just before it (which passed it
 not fit, and waited for resources) is decided by that job's outcome without the work: the
 same gate inputs, the same request, and nothing changed in between (no start, no admin
 reservation window, no strict-FIFO block), so its gate passes and its placement fails again,
-exactly; it waits for resources with the same detail (``Pass.reserve``).
+exactly; it waits for resources with the same detail, and the run is one entry: the first's
+``Pending`` (its ``Pass.reserve``: one a run, not one a task) shared by the tasks after it.
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ class Pending:
 @dataclass(slots=True)
 class Decisions:
     """One pass's result. ``pending`` has an entry for every pending job not started (when the
-    pass was asked to explain); ``expected`` the predicted start of the blocked head job (its
+    pass was asked to explain; a run of tasks that wait alike, :mod:`berth.core.alike`, share
+    their first's entry, whose ``job_id`` is that first's); ``expected`` the predicted start of the blocked head job (its
     reservation); ``wakeup`` the earliest future time at which a pass could decide something new
     without any event (a retry backoff ending, a time limit reached), or None."""
 

@@ -20,6 +20,7 @@ share too (:class:`SharedExtra`): it is changed through :meth:`Job.note` and
 
 from __future__ import annotations
 
+from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +143,78 @@ class SharedExtra(dict):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[type[SharedExtra], tuple[dict[str, Any]]]:
         return (SharedExtra, (dict(self),))
+
+
+class TaskExtra(dict):  # type: ignore[type-arg]
+    """An array task's ``extra`` without a dict of its own (issue 35: 100,000 queued tasks):
+    what its array's tasks share (``common``, one :class:`SharedExtra`) and its own
+    ``"array": [A, index]``, made when read. It reads as that dict (``get``, ``in``, ``[]``,
+    iteration, ``items``, ``dict(extra)``, ``==``) and refuses to change, as a
+    :class:`SharedExtra` does: :meth:`Job.note` gives the job a dict of its own first;
+    :meth:`Job.to_dict` writes the whole."""
+
+    __slots__ = ("array_id", "common", "index")
+
+    def __init__(self, common: dict[str, Any], array_id: int, index: int) -> None:
+        super().__init__()  # (nothing in the dict's own table: the one thing it saves)
+        self.common, self.array_id, self.index = common, array_id, index
+
+    def whole(self) -> dict[str, Any]:
+        """The dict it reads as (a new one)."""
+        return {**self.common, "array": [self.array_id, self.index]}
+
+    def __getitem__(self, key: str) -> Any:
+        return [self.array_id, self.index] if key == "array" else self.common[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return [self.array_id, self.index] if key == "array" else self.common.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key == "array" or key in self.common
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.whole())
+
+    def __len__(self) -> int:
+        return len(self.common) + ("array" not in self.common)
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        return self.whole().keys()
+
+    def values(self) -> ValuesView[Any]:  # type: ignore[override]
+        return self.whole().values()
+
+    def items(self) -> ItemsView[str, Any]:  # type: ignore[override]
+        return self.whole().items()
+
+    def copy(self) -> dict[str, Any]:
+        return self.whole()
+
+    def __eq__(self, other: object) -> bool:
+        return self.whole() == other
+
+    def __ne__(self, other: object) -> bool:
+        return self.whole() != other
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self.whole())
+
+    def _refused(self, *_: object, **__: object) -> None:
+        raise TypeError("an array task's extra: change it through job.note() / job.unnote()")
+
+    __setitem__ = __delitem__ = __ior__ = _refused  # type: ignore[assignment]
+    update = setdefault = pop = popitem = clear = _refused  # type: ignore[assignment]
+
+    def __copy__(self) -> TaskExtra:
+        return self
+
+    def __deepcopy__(self, memo: object) -> TaskExtra:
+        return self
+
+    def __reduce__(self) -> tuple[type[TaskExtra], tuple[dict[str, Any], int, int]]:
+        return (TaskExtra, (self.common, self.array_id, self.index))
 
 
 NO_ATTEMPTS: list[Attempt] = Shared()
@@ -275,7 +348,7 @@ class Job:
             "not_before": self.not_before,
             "attempts": [a.to_dict() for a in self.attempts],
             "history": [e.to_dict() for e in self.history],
-            "extra": self.extra,
+            "extra": self.extra.whole() if type(self.extra) is TaskExtra else self.extra,
             "group": self.group,
             "group_limit": self.group_limit,
         }

@@ -101,7 +101,7 @@ class Pass:
             if considered is not None:
                 considered.append(job.id)
             if before and alike.waits_alike(job, before) and not (self.windows or self.blocked_all):
-                reserve(job)
+                self.out.pending[job.id] = self.out.pending[before.id]  # (one entry a run)
             elif gate(job) or place(job):
                 before = None
                 if self.stop:

@@ -81,8 +81,8 @@ def test_a_pass_says_what_it_says_deciding_each_task(
 
 def test_an_arrays_tasks_are_placed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """10 arrays of 1,000 tasks on 8 busy GPUs (each array's request unlike the one before):
-    each array's first task is gated and placed, its other tasks wait alike (each was gated
-    and placed: 10,000)."""
+    each array's first task is gated, placed and reserved, its other tasks wait alike (each was
+    gated, placed and reserved: 10,000)."""
     jobs: list[Job] = []
     for a in range(10):
         req = Request(gpus=1 + a % 2)
@@ -92,7 +92,9 @@ def test_an_arrays_tasks_are_placed_once(monkeypatch: pytest.MonkeyPatch) -> Non
     for g, j in enumerate(busy):
         transition(j, State.RUNNING, now=0.0, gpus=(g,))
     placed = count_calls(monkeypatch, schedpass.Pass, "place")
+    reserved = count_calls(monkeypatch, schedpass.Pass, "reserve")
     d = schedule(Inputs(jobs, busy, gpus(8), now=1.0, policy="balanced"))  # (in submit order)
     assert len(d.order) == 10_000 and len(d.pending) == 10_000 and not d.starts
     assert placed.n == 10  # (was 10,000)
+    assert reserved.n == 10  # one reservation and detail a run (was 10,000: one a task)
     assert {p.reason.value for p in d.pending.values()} == {"Resources"}

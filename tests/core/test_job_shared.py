@@ -6,10 +6,11 @@ changes the other jobs)."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
-from berth.core.job import NO_ATTEMPTS, Job, Shared, SharedExtra
+from berth.core.job import NO_ATTEMPTS, Job, Shared, SharedExtra, TaskExtra
 from berth.core.states import State
 from berth.core.transition import hold, transition, unstart
 
@@ -40,3 +41,26 @@ def test_a_shared_list_or_extra_refuses_to_change_in_place() -> None:
     with pytest.raises(TypeError, match="share"):
         extra.pop("bytes")
     assert isinstance(job.history, Shared) and copy.deepcopy(job).history == job.history
+
+
+def test_an_array_tasks_extra_reads_as_its_dict_and_changes_only_its_job() -> None:
+    common = SharedExtra({"script": "train.py", "bytes": 256})
+    whole = {"script": "train.py", "bytes": 256, "array": [10, 7]}
+    t = TaskExtra(common, 10, 7)
+    assert t == whole and whole == t and dict(t) == whole and {**t} == whole
+    assert t["array"] == [10, 7] and t.get("array") == [10, 7] and "array" in t and t.get("x") is None
+    assert list(t) == list(whole) and len(t) == 3 and t.items() == whole.items()
+    assert {"bytes", "lease"} & t.keys() == {"bytes"} and repr(t) == repr(whole)
+    for change in (lambda: t.update(x=1), lambda: t.pop("bytes"), lambda: t.setdefault("x", 1)):
+        with pytest.raises(TypeError):
+            change()
+    with pytest.raises(TypeError):
+        t["x"] = 1
+    a, b = Job(11, 1.0, extra=t), Job(12, 1.0, extra=TaskExtra(common, 10, 8))
+    assert json.loads(json.dumps(a.to_dict()))["extra"] == whole  # (the store's row: whole)
+    assert Job.from_dict(a.to_dict()).extra == whole  # (read back after a restart)
+    a.note("lease", "L1")
+    assert type(a.extra) is dict and a.extra == {**whole, "lease": "L1"}
+    assert b.extra == {"script": "train.py", "bytes": 256, "array": [10, 8]}  # (untouched)
+    assert common == {"script": "train.py", "bytes": 256}
+    assert copy.deepcopy(b).extra == b.extra

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from berth.daemon.engine.resources import Resources
     from berth.daemon.options import Options
     from berth.daemon.ports import Clock, LiveAttempt, Processes
+    from berth.daemon.store.tasks import Tasks
     from berth.wire.jobspec import JobSpec
 
 log = logging.getLogger("berth.daemon")
@@ -357,14 +358,16 @@ class Engine:
 
     # -- the journal (berth.daemon.store.journal) ---------------------------------------------------
 
-    def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
-        """Add a new job; the future completes once it is durable."""
+    def insert(
+        self, job: Job, spec: JobSpec | Tasks, durable: bool = True
+    ) -> asyncio.Future[None] | None:
+        """Add a new job; the future completes once it is durable (none if not ``durable``)."""
         self.jobs[job.id] = job
         self.order.joined(job)
         if job.dependencies:  # (one already never met: cancelled by the next pass)
             self.depended.update(d.job_id for d in job.dependencies)
             self._deps_dirty = True
-        fut = self.journal.insert(job, spec)
+        fut = self.journal.add(job, spec, self.loop.create_future() if durable else None)
         self.kick()
         return fut
 

@@ -106,12 +106,19 @@ def explain(engine: Host, until: Until | None = None) -> None:
 def set_reasons(engine: Host, decisions: Any) -> None:
     """Keep what a pass that explained said of each pending job (its reason, its place)."""
     drained = engine.pauses.drained()
-    said: dict[str, str] = {}  # (jobs that wait alike share one string: a long queue)
-    engine.reasons.clear()  # (in place: the engine's parts share it)
+    said: dict[tuple[object, str], str] = {}  # (jobs that wait alike share one string)
+    reasons = engine.reasons
+    reasons.clear()  # (in place: the engine's parts share it)
+    last, s = None, ""
     for i, p in decisions.pending.items():
-        s = p.reason.value + (f": {p.detail}" if p.detail else "")
-        if drained and p.reason.value == "GpuPaused":
-            s += drained
-        engine.reasons[i] = said.setdefault(s, s)
+        if p is not last:  # (a run of alike tasks shares one entry: its string made once)
+            last = p
+            s = said.get((p.reason, p.detail), "")
+            if not s:
+                s = p.reason.value + (f": {p.detail}" if p.detail else "")
+                if drained and p.reason.value == "GpuPaused":
+                    s += drained
+                said[p.reason, p.detail] = s
+        reasons[i] = s
     engine.considered = Considered({job_id: k for k, job_id in enumerate(decisions.order)})
     engine.explained_all = not decisions.partial

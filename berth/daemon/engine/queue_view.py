@@ -68,13 +68,13 @@ class Head:
         self.arrays: set[int] = set()
 
     def __call__(self, job: Job) -> bool:
-        if self.sel.wants(job):
-            array = job.extra.get("array") if self.sel.fold else None
-            if not array:
-                self.lines += 1
-            elif array[0] not in self.arrays:
+        array = job.extra.get("array") if self.sel.fold else None
+        if array and array[0] in self.arrays:
+            pass  # (its array's line is counted: the rest of a long array, not asked)
+        elif self.sel.wants(job):
+            self.lines += 1
+            if array:
                 self.arrays.add(array[0])
-                self.lines += 1
         return self.lines >= self.need
 
 
@@ -217,15 +217,18 @@ def _pending(
     ahead = (jobs.get(i) for i in considered)
     out: list[Line] = []
     folded: set[int] = set()
+    fold = sel.fold
     for job in itertools.chain(ahead, rest()):
         if room is not None and len(out) >= room:
             break
-        if job is None or job.state is not State.PENDING or not sel.wants(job):
+        if job is None:
             continue
-        array = job.extra.get("array") if sel.fold else None
+        array = job.extra.get("array") if fold else None
+        if array and array[0] in folded:
+            continue  # (its array's line is out already: a long array's tasks, not asked)
+        if job.state is not State.PENDING or not sel.wants(job):
+            continue
         if array:
-            if array[0] in folded:
-                continue
             folded.add(array[0])
         out.append((job, tasks.get(array[0]) if array else None))
         if room is not None and len(out) >= room:

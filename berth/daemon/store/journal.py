@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from berth.daemon.store.store import Store
+from berth.daemon.store.tasks import Tasks, spec_of
 from berth.daemon.supervisor import gate
 
 TYPE_CHECKING = False
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from berth.daemon.store.writer import Writer
     from berth.wire.jobspec import JobSpec
 
-    Insert = tuple[Job, JobSpec, asyncio.Future[None] | None]
+    Insert = tuple[Job, JobSpec | Tasks, asyncio.Future[None] | None]
 
 log = logging.getLogger("berth.daemon")
 
@@ -70,11 +71,11 @@ class Journal:
         self._statements: list[tuple[str, list[tuple[Any, ...]]]] = []  # other writes
         self._written: list[Job] = []  # jobs whose new state a statement writes (bulk)
         self._gates: list[int] = []  # start gates to open once the next commit is durable
-        self.unsaved: dict[int, JobSpec] = {}  # specs of new jobs not yet committed
+        self.unsaved: dict[int, JobSpec | Tasks] = {}  # specs of new jobs not yet committed
         # Specs of the last RECENT new jobs committed, until their launch takes them (a spec
         # never changes once stored): under a stream of short jobs, a launch need not read
         # its spec back from the database and parse it again.
-        self._recent: dict[int, JobSpec] = {}
+        self._recent: dict[int, JobSpec | Tasks] = {}
         self._armed = False
         self._in_flight = False
         self._paired: set[int] = set()  # ids of actions that have an ``otherwise``
@@ -83,9 +84,19 @@ class Journal:
         self._retry_in = 0.0  # the pause before the next retry (0: not failing)
         self._retry: asyncio.TimerHandle | None = None
 
-    def insert(self, job: Job, spec: JobSpec) -> asyncio.Future[None]:
+    def insert(self, job: Job, spec: JobSpec | Tasks) -> asyncio.Future[None]:
         """Queue a new job; the future completes once it is durable."""
         fut: asyncio.Future[None] = self.loop.create_future()
+        self.add(job, spec, fut)
+        return fut
+
+    def add(
+        self, job: Job, spec: JobSpec | Tasks, fut: asyncio.Future[None] | None = None
+    ) -> asyncio.Future[None] | None:
+        """Queue a new job with ``fut`` (returned), or none: one of a request whose last job's
+        future (in the same turn of the loop: the same commit) answers for all (one future a
+        request, not one a job). ``spec``: its own, or its array's
+        :class:`~berth.daemon.store.tasks.Tasks` (its spec made as its row is)."""
         self._inserts.append((job, spec, fut))
         self.inserts += 1
         self.changes += 1
@@ -97,13 +108,15 @@ class Journal:
         """The spec of a job submitted lately (not yet committed, or one of the last
         :data:`RECENT` committed), taken for its launch; None: read it from the store."""
         spec = self.unsaved.get(job_id)
-        return spec if spec is not None else self._recent.pop(job_id, None)
+        spec = spec if spec is not None else self._recent.pop(job_id, None)
+        return None if spec is None else spec_of(job_id, spec)
 
     def peek(self, job_id: int) -> JobSpec | None:
         """The spec of a job submitted lately, left in place (`berth show` of a job queued a
         moment ago, before its row is written); None: read it from the store."""
         spec = self.unsaved.get(job_id)
-        return spec if spec is not None else self._recent.get(job_id)
+        spec = spec if spec is not None else self._recent.get(job_id)
+        return None if spec is None else spec_of(job_id, spec)
 
     def save(self, job: Job, **cols: Any) -> None:
         """Queue a job's new state for the next commit (``cols``: ended_at, launched)."""
@@ -174,8 +187,11 @@ class Journal:
             return
         batch = []
         if inserts:  # (an array's tasks: its shared spec once)
-            # (each job's dict made as its row is: not 10,000 of them at once)
-            batch += Store.insert_rows((job.to_dict(), spec) for job, spec, _ in inserts)
+            # (each job's dict and an array task's spec made as its row is: not 10,000 of
+            # them at once)
+            batch += Store.insert_rows(
+                (job.to_dict(), spec_of(job.id, spec)) for job, spec, _ in inserts
+            )
         if dirty:
             rows = [
                 Store.save_row(job.to_dict(), cols.get("ended_at"), cols.get("launched"))

@@ -58,27 +58,32 @@ class Writer:
         self.db.close()
 
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch, done, gates = item
-            error: BaseException | None = None
+        while self._one(self._queue.get()):
+            pass
+
+    def _one(self, item: Item | None) -> bool:
+        """Commit one batch (False: stop). Its rows, and what ``done`` holds (a request's jobs
+        and specs), are let go as it returns, not held until the next batch comes."""
+        if item is None:
+            return False
+        batch, done, gates = item
+        error: BaseException | None = None
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
             try:
-                self.db.execute("BEGIN IMMEDIATE")
-                try:
-                    for sql, rows in batch:
-                        self.db.executemany(sql, rows)
-                except BaseException:
-                    self.db.execute("ROLLBACK")
-                    raise
-                self.db.execute("COMMIT")
-                self.commits += 1
-                if gates:
-                    gate.open_all(list(gates))
-            except Exception as e:
-                error = e
-            try:
-                self.loop.call_soon_threadsafe(done, error)
-            except RuntimeError:  # the loop is closed: nobody waits for the answer
-                pass
+                for sql, rows in batch:
+                    self.db.executemany(sql, rows)
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+            self.commits += 1
+            if gates:
+                gate.open_all(list(gates))
+        except Exception as e:
+            error = e
+        try:
+            self.loop.call_soon_threadsafe(done, error)
+        except RuntimeError:  # the loop is closed: nobody waits for the answer
+            pass
+        return True

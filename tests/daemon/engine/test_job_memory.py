@@ -24,8 +24,8 @@ from berth.daemon.engine.jobtable import JobTable
 
 N = 1000
 SINGLE_MOST = 760  # bytes a single submit's pending job (~660 now; ~1,110 at a071106)
-TASK_MOST = 880  # bytes an array's pending task (~780 now: its own extra, {"bytes",
-# "array": [A, index]}; ~1,180 at a071106; one record for an array's tasks: not done)
+TASK_MOST = 700  # bytes an array's pending task (~615 now: no dict of its own, a
+# TaskExtra; ~780 at 9a92838, its own {"bytes", "array": [A, index]}; ~1,180 at a071106)
 
 
 def _spec(tmp: Path, **more: Any) -> dict[str, Any]:
@@ -92,3 +92,56 @@ def test_the_job_table_gives_equal_extras_one_and_a_note_its_own() -> None:
     assert table.bytes_of(7) == 4 * 300  # (counted as they came)
     del table[1], table[3], table[4]
     assert table.bytes_of(7) == 300  # (read from each job as it left: not kept twice)
+
+
+REQUEST = 2000  # jobs of the request measured
+ARRAY_PEAK = 2600  # bytes a task at most between its request and its commit (~2,220 now:
+# its job, its row; ~3,070 at 9a92838: a spec, a future and a callback each too)
+FILE_PEAK = 3600  # ... a jobs file's line (~3,120 now; ~4,400 at 9a92838: a copy of each
+# line's dict, its checked spec kept beside its stored one, a future and callbacks each)
+
+
+def _request(rig: EngineRig, shape: str, n: int) -> Any:
+    """One request of ``n`` jobs, as the `submit` or `submit_all` handler hands it over."""
+    rig.clock.t += 1.0
+    env = {"PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+    if shape == "array":
+        spec = _spec(rig.tmp, array=f"0-{n - 1}")
+
+        async def array() -> Any:  # (submit() queues as it is called: not before the base)
+            return await admit.submit(rig.engine, rig.peer, spec)
+
+        return array()
+    raws = [{"argv": ["true", str(i)], "cwd": str(rig.tmp), "gpus": 1} for i in range(n)]
+    return admit.submit_all(rig.engine, rig.peer, raws, env=env)
+
+
+@pytest.mark.parametrize(("shape", "most"), [("array", ARRAY_PEAK), ("file", FILE_PEAK)])
+def test_a_request_holds_few_bytes_a_job_until_its_commit(
+    tmp_path: Path, shape: str, most: int
+) -> None:
+    """What a 2,000-job request (an array, a jobs file's) makes between its frame and its
+    commit, at its peak (tracemalloc): its jobs and their rows, not a spec, a future and
+    a callback for each job, nor each line copied (issue 35: the fragmentation a burst's
+    transient memory leaves in the daemon's RSS)."""
+    rig = EngineRig(tmp_path, gpus=1)
+    try:
+        rig.engine.accounts.config["max_jobs"] = None
+        rig.submit("sleep", "60")
+        rig.turn()
+        tracemalloc.start(1)
+        try:
+            rig.loop.run_until_complete(_request(rig, shape, REQUEST))  # (caches filled)
+            _traced(rig)
+            request = _request(rig, shape, REQUEST)  # (its lines decoded: the frame's)
+            gc.collect()
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            rig.loop.run_until_complete(request)
+            peak = (tracemalloc.get_traced_memory()[1] - base) / REQUEST
+        finally:
+            tracemalloc.stop()
+        assert len(rig.engine.jobs) == 2 * REQUEST + 1
+        assert peak <= most, f"{peak:.0f} bytes a job at the request's peak"
+    finally:
+        rig.close()

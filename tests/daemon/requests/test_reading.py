@@ -86,3 +86,21 @@ def test_a_kept_environment_is_checked_once_and_an_equal_one_sent_is_not_it() ->
     sent["BAD"] = "a\0b"
     with pytest.raises(ProtocolError, match="NUL"):
         JobSpec.from_dict({"argv": ["x"], "env": sent, "cwd": "/"})
+
+
+def test_a_jobs_files_request_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jobs file's request of 10,000 jobs carrying the kept environment was decoded twice
+    (lifted, found not a submit, then as it came): twice the CPU, and two copies of its jobs
+    in memory at once (issue 35: `submit --file`'s RSS)."""
+    from berth.wire import cjson
+
+    jobs = ",".join(f'{{"argv":["true","{i}"],"cwd":"/"}}' for i in range(100))
+    payload = ('{"type":"submit_all","jobs":[' + jobs + '],"env":' + _env_json() + "}").encode()
+    calls: list[int] = []
+    loads = cjson.loads
+    monkeypatch.setattr(cjson, "loads", lambda b: calls.append(len(b)) or loads(b))
+    msg = read(UID, payload)
+    assert msg == json.loads(payload) and len(calls) == 1  # (was 2)
+    calls.clear()
+    submit = _submit('{"argv":["true"],"env":' + _env_json() + ',"cwd":"/"}')
+    assert read(UID, submit)["job"]["env"] is not None and len(calls) == 1  # type: ignore[index]

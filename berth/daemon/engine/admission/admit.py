@@ -26,15 +26,14 @@ import os
 from berth.claims.procs import user_name
 from berth.core.job import Job
 from berth.core.request import Request
-from berth.core.runtimes import script_of
-from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, unique
+from berth.daemon.engine.admission import arrays, depends, dryrun, fitness, learned, made, unique
 from berth.daemon.engine.admission.envs import kept, same_env
 from berth.daemon.engine.admission.prepared import Prepared
-from berth.daemon.engine.admission.userdir import expand_pattern
 from berth.daemon.engine.admission.userdir import log_dir as user_log_dir
 from berth.daemon.engine.cpuslots import CPU_SLOT
+from berth.daemon.store.tasks import Tasks
 from berth.wire import protocol
-from berth.wire.jobsize import TASK_BYTES, check_job_bytes, env_bytes, sizes
+from berth.wire.jobsize import check_job_bytes, env_bytes, sizes
 from berth.wire.jobspec import JobSpec, one_machine
 from berth.wire.protocol import ProtocolError
 
@@ -119,19 +118,17 @@ async def submit_all(
     """Several jobs (a jobs file), all or none: each is checked before any is queued, and
     they are queued in one commit. A refusal names the job by its place (``job 3 of 5``).
     ``env``: the environment of each job that names none (sent once, not per job)."""
-    if env is not None:
-        raws = [{**r, "env": env} if type(r) is dict and "env" not in r else r for r in raws]
     most = engine.accounts.max_request_jobs
     if not raws or len(raws) > most:
         raise ProtocolError(
             protocol.BAD_REQUEST,
             f"jobs: from 1 to {most} jobs ([limits] max_request_jobs), not {len(raws)}",
         )
-    return await _accept(engine, peer, raws, dry)
+    return await _accept(engine, peer, raws, dry, env)
 
 
 async def _accept(
-    engine: Engine, peer: Peer, raws: list[Any], dry: bool = False
+    engine: Engine, peer: Peer, raws: list[Any], dry: bool = False, env: Any = None
 ) -> list[dict[str, Any]]:
     prepared: list[Prepared] = []
     keys: dict[str, int] = {}  # identities (--unique, once) met in this batch -> its place
@@ -143,7 +140,7 @@ async def _accept(
         if k and not k % YIELD_EVERY:
             await asyncio.sleep(0)  # others' requests and passes go on meanwhile
         try:
-            p = await prepare(engine, peer, raw, queued, held, projects, adds, dry)
+            p = await prepare(engine, peer, raw, queued, held, projects, adds, dry, env)
         except ProtocolError as e:
             if len(raws) == 1:
                 raise
@@ -161,14 +158,17 @@ async def _accept(
         engine.accounts.check_bytes(peer.user, engine.jobs.bytes_of(peer.uid), adds)
     if dry:
         return dryrun.replies(engine, peer, prepared)
-    # Everything is checked: insert all of it in this turn of the loop (one commit).
+    # Everything is checked: insert all of it in this turn of the loop (one commit, whose
+    # one future, the last job's, answers for all); each job's checked spec let go as it goes
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
-    for p in prepared:
+    last = max((k for k, p in enumerate(prepared) if p.dup is None), default=-1)
+    prepared.reverse()
+    for k in range(len(prepared)):
+        p = prepared.pop()
         if p.dup is None:
-            reply, futs = insert(engine, peer, p)
+            reply, futures = insert(engine, peer, p, durable=k == last)
             replies.append(reply)
-            futures += futs
         elif "twin_of" in p.dup:
             first = replies[p.dup["twin_of"]]
             replies.append({**first, "duplicate": True, "state": "PENDING"})
@@ -187,13 +187,13 @@ def _batch_keys(p: Prepared) -> list[str]:
 
 async def prepare(
     engine: Engine, peer: Peer, raw: Any, queued: int = 0, held: int = 0,
-    projects: dict[str, int] | None = None, adds: int = 0, dry: bool = False,
+    projects: dict[str, int] | None = None, adds: int = 0, dry: bool = False, env: Any = None,
 ) -> Prepared:  # fmt: skip
     """A job checked for submission (``queued``: the jobs its request adds before it; ``held``:
     the user's unfinished jobs; ``projects``: each project's unfinished jobs, the engine's
     count if not given; ``adds``: the bytes its request adds to the store before it; ``dry``:
-    a dry run's, which makes no directory)."""
-    p, own = _check(engine, peer, raw, queued, adds)
+    a dry run's, which makes no directory; ``env``: its environment if it names none)."""
+    p, own = _check(engine, peer, raw, queued, adds, env)
     if _looks_for_twin(p.spec):
         await _twin(engine, p, own)
     _finish(engine, peer, p, own, queued, held,
@@ -202,10 +202,12 @@ async def prepare(
 
 
 def _check(
-    engine: Engine, peer: Peer, raw: Any, queued: int = 0, adds: int = 0
+    engine: Engine, peer: Peer, raw: Any, queued: int = 0, adds: int = 0, env: Any = None
 ) -> tuple[Prepared, dict[str, Any]]:
     """The checks of one job before its twin is looked for: (the job, what the daemon adds
-    to its spec so far)."""
+    to its spec so far). ``env``: the request's, for a job that names none."""
+    if env is not None and type(raw) is dict and "env" not in raw:
+        raw = {**raw, "env": env}  # (a line's copy while it is checked: not all kept at once)
     if type(raw) is dict and type(raw.get("env")) is dict:  # (the request's own dict)
         raw["env"] = same_env(peer.uid, raw["env"])  # (one copy in memory: equal ones)
     spec = JobSpec.from_dict(raw)  # every field, strictly; nothing is stored otherwise
@@ -282,45 +284,26 @@ def _finish(
 
 
 def insert(
-    engine: Engine, peer: Peer, p: Prepared
+    engine: Engine, peer: Peer, p: Prepared, durable: bool = True
 ) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:
-    """Queue a prepared job (or all the tasks of its array): (reply, futures of durability)."""
-    spec, out, err, array, argvs = p.spec, p.out, p.err, p.array, p.argvs
+    """Queue a prepared job (or all the tasks of its array): (reply, the future of its
+    durability: one, its last job's, or none if not ``durable``: a request's jobs go in one
+    commit, and its last insert's future answers for all). An array's tasks share one
+    :class:`~berth.daemon.store.tasks.Tasks`: no spec a task until the commit writes it."""
+    spec = p.spec
     now = engine.clock.time()
-    name = spec.name or (os.path.basename(spec.argv[0]) if spec.argv else "wrap")
-    order, throttle = arrays.indices(array) if array else ([0], None)
+    order, throttle = arrays.indices(p.array) if p.array else ([0], None)
     base = engine.new_ids(len(order))
-    script = None if spec.name else script_of(spec.argv)  # (learned run times' key)
-    extra: dict[str, Any] = {"script": script} if script else {}
-    if spec.pty:
-        extra["pty"] = True  # (`berth queue --pty` lists these without reading specs)
-    if spec.notify or spec.mail_user:
-        extra["notify"] = True
-    if spec.dependency is not None:
-        extra["dependency"] = spec.dependency  # (as written, @ resolved: queue --tree, --json)
-    extra.update(learned.extra(spec, p.learned))  # (what sized it; --retry-oom)
-    futures = []
-    task = spec
-    for k, index in enumerate(order):
-        job_id = base + k
-        where = (base, index) if array else None
-        path = expand_pattern(out, job_id, spec.cwd, peer.user, where)  # (-e: err's own)
-        own: dict[str, Any] = {"stdout_path": path, "stderr_path": path if err == out else
-                               expand_pattern(err, job_id, spec.cwd, peer.user, where)}  # fmt: skip
-        job_extra = dict(extra)
-        job_extra["bytes"] = p.stored - TASK_BYTES * (len(order) - 1) if k == 0 else TASK_BYTES
-        if array:
-            own["array_task"] = arrays.task(base, order, k)
-            if argvs is not None:
-                own["argv"] = argvs[k]
-            job_extra["array"] = [base, index]
-            if k == 0:
-                job_extra["array_spec"] = array
+    own = made.own_fields(p, peer.user, base, order)
+    tasks = Tasks(spec, own) if p.array else None
+    fut: asyncio.Future[None] | None = None
+    single: JobSpec | None = None
+    for k, extra in enumerate(made.extras(p, base, order)):
         job = Job(
-            id=job_id,
+            id=base + k,
             submit_time=now,
             request=p.request,  # (the table shares equal ones: JobTable)
-            name=name,
+            name=made.name_of(spec),
             user=peer.user,
             uid=peer.uid,
             gid=peer.gid,
@@ -334,27 +317,18 @@ def insert(
             max_requeues=p.requeue[1],
             held=spec.hold,
             not_before=spec.begin if spec.begin and spec.begin > now else None,
-            extra=job_extra,
+            extra=extra,
             group=arrays.group(base) if throttle else "",
             group_limit=throttle or 0,
         )
-        task = spec.replace(**own)
-        futures.append(engine.insert(job, task))  # (the store keeps task.to_dict())
+        # (the store keeps the spec's to_dict(); an array task's made as its row is)
+        single = None if tasks else spec.replace(**own(job.id))
+        fut = engine.insert(job, tasks or single or spec, durable and k == len(order) - 1) or fut
     if spec.unique_key is not None:  # (in memory until durable: the store's index then)
         unique.note_until_durable(engine, spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
-    reply: dict[str, Any] = {"job_id": base, **({"learned": p.learned} if p.learned else {})}
-    reply.update(fitness.limit_in_force(spec.time_limit, engine.opts.max_job_time))
-    if array:
-        reply["array"] = array
-        reply["tasks"] = [f"{base}_{i}" for i in order]
-        pattern = (base, "%a")  # (each task's index)
-        reply["stdout"] = expand_pattern(out, base, spec.cwd, peer.user, pattern)
-        reply["stderr"] = expand_pattern(err, base, spec.cwd, peer.user, pattern)
-    else:
-        reply.update(stdout=task.stdout_path, stderr=task.stderr_path)
-    return reply, futures
+    return made.reply(engine, p, peer.user, base, order, single), [fut] if fut else []
 
 
 def _identities(peer: Peer, spec: JobSpec, p: Prepared, own: dict[str, Any]) -> None:
