@@ -11,7 +11,8 @@ logical GPUs, all submitted at once: job ``a + gpus`` is the one that takes job 
 Each trace point appends ``name job CLOCK_MONOTONIC`` to one file (a few microseconds each).
 The steps, p50 / p90 in ms:
 
-- ``exit->done_sent``: the supervisor sees its job's exit (pidfd), reaps, records, says ``done``;
+- ``exit->done_sent``: the supervisor sees its job's exit (pidfd), reaps, records, is about
+  to say ``done`` (each stamp is taken just before the message it names is sent);
 - ``done_sent->daemon_read``: the daemon's loop reads it;
 - ``daemon_read->pass``: the scheduling pass it kicks begins;
 - ``pass->sent_run``: the pass decides, claims, writes ahead (the commit leaves for the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import json
 import os
 import statistics
@@ -61,7 +63,7 @@ POINTS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
     ("berth/daemon/supervisor/serve.py", [
         ("        attempt.chan.sendmsg([done(msg, line)], [], socket.MSG_NOSIGNAL)",
-         "        attempt.chan.sendmsg([done(msg, line)], [], socket.MSG_NOSIGNAL)\n        _tr('s_done', attempt.job)"),
+         "        _tr('s_done', attempt.job)\n        attempt.chan.sendmsg([done(msg, line)], [], socket.MSG_NOSIGNAL)"),
         ("        chan = _one_attempt(msg, fds, chan, r, me)",
          "        _tr('s_recv', msg.get('job'))\n        chan = _one_attempt(msg, fds, chan, r, me)"),
     ]),
@@ -69,7 +71,7 @@ POINTS: list[tuple[str, list[tuple[str, str]]]] = [
         ("            self.on_done(job, attempt, result)",
          "            _tr('d_done', job)\n            self.on_done(job, attempt, result)"),
         ("                socket.send_fds(slot.chan, [data], fds)",
-         "                socket.send_fds(slot.chan, [data], fds)\n                _tr('d_sent', msg['job'])"),
+         "                _tr('d_sent', msg['job'])\n                socket.send_fds(slot.chan, [data], fds)"),
     ]),
     ("berth/daemon/engine/engine.py", [
         ("    def schedule_pass(self) -> None:\n",
@@ -159,7 +161,7 @@ def steps(trace: str, jobs: int, gpus: int) -> dict[str, Any]:
             ("pass", passes[i]), ("sent_run", y["d_sent"]), ("sup_recv", y["s_recv"]),
             ("sup_ready", y["s_ready"]), ("gate", y["s_gate"]),
         ]  # fmt: skip
-        for (n0, t0), (n1, t1) in zip(pts, pts[1:], strict=False):
+        for (n0, t0), (n1, t1) in itertools.pairwise(pts):
             chains.setdefault(f"{n0}->{n1}", []).append((t1 - t0) * 1000)
         chains.setdefault("exit->gate", []).append((y["s_gate"] - x["s_exit"]) * 1000)
     fl, bg, cm = commits["d_flush"], commits["c_begin"], commits["c_commit"]
