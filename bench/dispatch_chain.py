@@ -43,13 +43,13 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-TRACE = '''
+TRACE = """
 import os as _tos, time as _ttime
 def _tr(name, job):
     _fd = _tos.open(_tos.environ["BENCH_TRACE"], _tos.O_WRONLY | _tos.O_APPEND | _tos.O_CREAT, 0o666)
     _tos.write(_fd, f"{name} {job} {_ttime.monotonic():.6f}\\n".encode())
     _tos.close(_fd)
-'''
+"""
 
 # (file, [(anchor, replacement)]): the trace points.
 POINTS: list[tuple[str, list[tuple[str, str]]]] = [
@@ -89,7 +89,10 @@ POINTS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
 ]  # fmt: skip
 
-SYNC = ('self.db.execute("PRAGMA synchronous=FULL")', 'self.db.execute("PRAGMA synchronous=NORMAL")')
+SYNC = (
+    'self.db.execute("PRAGMA synchronous=FULL")',
+    'self.db.execute("PRAGMA synchronous=NORMAL")',
+)
 
 CHILD = r"""
 import json, os, sys
@@ -121,7 +124,9 @@ def export(rev: str, into: str, sync: str) -> str:
             pairs = [*pairs, SYNC]
         for anchor, new in pairs:
             if anchor not in text:
-                raise SystemExit(f"{rel}: anchor not found (update bench/dispatch_chain.py): {anchor!r}")
+                raise SystemExit(
+                    f"{rel}: anchor not found (update bench/dispatch_chain.py): {anchor!r}"
+                )
             text = text.replace(anchor, new, 1)
         with open(path, "w") as f:
             f.write(text)
@@ -149,9 +154,10 @@ def steps(trace: str, jobs: int, gpus: int) -> dict[str, Any]:
     chains: dict[str, list[float]] = {}
     for a in range(1, jobs - gpus + 1):
         x, y = ev.get(a, {}), ev.get(a + gpus, {})
-        if not {"s_exit", "s_done", "d_done"} <= x.keys() or not {
-            "d_sent", "s_recv", "s_ready", "s_gate"
-        } <= y.keys():
+        if (
+            not {"s_exit", "s_done", "d_done"} <= x.keys()
+            or not {"d_sent", "s_recv", "s_ready", "s_gate"} <= y.keys()
+        ):
             continue
         i = bisect.bisect_left(passes, x["d_done"])
         if i == len(passes):
