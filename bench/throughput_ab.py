@@ -6,6 +6,7 @@ them if given, and where each job's CPU goes. Run from the repository root:
     .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
     [BENCH_SUBMITS=100000] .venv/bin/python bench/throughput_ab.py --base REV --bench submits [--rounds 4]
     BENCH_JOBS=10000 .venv/bin/python bench/throughput_ab.py --base REV   # a longer queue
+    BENCH_GPUS=16 .venv/bin/python bench/throughput_ab.py --base REV      # more GPUs (sgs too)
 
 Each tree (``git archive`` of REV, and of HEAD: commit what you measure) runs in a process of
 its own, in the tree's directory with PYTHONPATH on it, so the daemon (``python -m``, whose
@@ -113,7 +114,7 @@ if logdir:
     def job_(self, argv=None, **extra):
         return {**job(self, argv, **extra), "stdout": os.path.join(logdir, "%j.out")}
     db.Daemon.job = job_
-r = db.bench_throughput(int(os.environ.get("BENCH_JOBS", "2000")))
+r = db.bench_throughput(int(os.environ.get("BENCH_JOBS", "2000")), int(os.environ.get("BENCH_GPUS", "8")))
 n = r["jobs"]
 (b0, t0, m0), (b1, t1, m1) = burst["before"], burst["after"]
 inb = {f"daemon_{k}": v - t0.get(k, 0.0) for k, v in t1.items()}
@@ -162,7 +163,8 @@ def machine() -> list[int]:
 def sgs(path: str, n: int = 2000) -> dict[str, Any]:
     m0, t = machine(), time.perf_counter()
     subprocess.run(
-        [path, "--gpus", ",".join(str(i) for i in range(8))], input=b"true\n" * n, check=True,
+        [path, "--gpus", ",".join(str(i) for i in range(int(os.environ.get("BENCH_GPUS", "8"))))],
+        input=b"true\n" * n, check=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     rate = round(n / (time.perf_counter() - t), 1)
