@@ -25,7 +25,11 @@ The steps, p50 / p90 in ms:
 
 ``--sync normal`` runs the committer with ``PRAGMA synchronous=NORMAL`` (no fsync per commit:
 durable against a crash of the daemon, not of the machine): an experiment that shows what the
-fsync costs the chain, never a setting berth has.
+fsync costs the chain, never a setting berth has. ``--sync early``: the committer opens the
+start gates once the COMMIT is written to the write-ahead log (NORMAL), then forces the log to
+disk (``fdatasync``) before the loop hears of it: the fsync off the chain, everything the
+loop does after a commit still after it (see RESULTS.md for what it would trade). ``--seconds
+0`` runs ``true`` (the throughput bench's job); each row also gives the jobs/s of its run.
 """
 
 from __future__ import annotations
@@ -93,6 +97,24 @@ SYNC = (
     'self.db.execute("PRAGMA synchronous=FULL")',
     'self.db.execute("PRAGMA synchronous=NORMAL")',
 )
+# --sync early: the gates open once the COMMIT is in the write-ahead log (written, in the
+# system's cache: a crash of the daemon cannot lose it), and the log is forced to disk right
+# after, before the loop hears of the commit (so everything else waits for the disk as now).
+EARLY = [
+    SYNC,
+    (
+        "        self.loop = loop\n",
+        "        self.loop = loop\n        self._wal_path, self._wal = path + '-wal', -1\n",
+    ),
+    (
+        "                if gates:\n                    gate.open_all(list(gates))",
+        "                if gates:\n                    gate.open_all(list(gates))\n"
+        "                if self._wal < 0:\n"
+        "                    self._wal = _tos.open(self._wal_path, _tos.O_RDONLY | _tos.O_CLOEXEC)\n"
+        "                _tos.fdatasync(self._wal)\n"
+        "                _tr('c_synced', len(gates))",
+    ),
+]
 
 CHILD = r"""
 import json, os, sys
@@ -100,10 +122,14 @@ tree, bench, jobs, gpus, seconds = sys.argv[1:6]
 sys.path[:0] = [bench, tree]
 import daemon_bench as db
 db.ROOT = tree
+import time
 d = db.Daemon(gpus=int(gpus))
+argv = ["true"] if float(seconds) == 0 else ["sleep", seconds]
 try:
-    ids = d.submit_many([d.job(["sleep", seconds], gpus=1) for _ in range(int(jobs))])
+    t = time.perf_counter()
+    ids = d.submit_many([d.job(argv, gpus=1) for _ in range(int(jobs))])
     d.wait_idle(ids[-1])
+    print(round(int(jobs) / (time.perf_counter() - t), 1))
 finally:
     d.stop()
 """
@@ -122,6 +148,8 @@ def export(rev: str, into: str, sync: str) -> str:
         text = text[:head] + "\n" + TRACE + text[head:]
         if rel.endswith("writer.py") and sync == "normal":
             pairs = [*pairs, SYNC]
+        if rel.endswith("writer.py") and sync == "early":
+            pairs = [*pairs, *EARLY]
         for anchor, new in pairs:
             if anchor not in text:
                 raise SystemExit(
@@ -141,7 +169,7 @@ def pct(values: list[float], p: float) -> float:
 def steps(trace: str, jobs: int, gpus: int) -> dict[str, Any]:
     ev: dict[int, dict[str, float]] = {}
     passes: list[float] = []
-    commits: dict[str, list[float]] = {"d_flush": [], "c_begin": [], "c_commit": []}
+    commits: dict[str, list[float]] = {"d_flush": [], "c_begin": [], "c_commit": [], "c_synced": []}
     with open(trace) as f:
         for line in f:
             name, job, t = line.split()
@@ -173,6 +201,8 @@ def steps(trace: str, jobs: int, gpus: int) -> dict[str, Any]:
     fl, bg, cm = commits["d_flush"], commits["c_begin"], commits["c_commit"]
     chains["flush->c_begin"] = [(b - a) * 1000 for a, b in zip(fl, bg, strict=False)]
     chains["c_begin->c_commit"] = [(c - b) * 1000 for b, c in zip(bg, cm, strict=False)]
+    sy = commits["c_synced"]  # (--sync early: the log forced to disk after the gates)
+    chains["c_commit->c_synced"] = [(y - c) * 1000 for c, y in zip(cm, sy, strict=False)]
     out: dict[str, Any] = {
         k: [round(statistics.median(v), 2), round(pct(v, 0.9), 2)] for k, v in chains.items() if v
     }
@@ -188,7 +218,7 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=80)
     p.add_argument("--gpus", type=int, default=8)
     p.add_argument("--seconds", default="0.1")
-    p.add_argument("--sync", default="full", help="full, normal, or both: full,normal")
+    p.add_argument("--sync", default="full", help="full, normal, early, or several: full,early")
     a = p.parse_args()
     syncs = a.sync.split(",")
     with tempfile.TemporaryDirectory(prefix="chain-") as tmp:
@@ -198,12 +228,13 @@ def main() -> int:
                 trace = os.path.join(tmp, f"trace-{r}-{s}.txt")
                 env = {**os.environ, "PYTHONPATH": trees[s], "BENCH_TRACE": trace}
                 before = os.getloadavg()[0]
-                subprocess.run(
+                out = subprocess.run(
                     [sys.executable, "-c", CHILD, trees[s], os.path.join(ROOT, "bench"),
                      str(a.jobs), str(a.gpus), a.seconds],
-                    env=env, check=True, cwd=trees[s],
+                    env=env, check=True, cwd=trees[s], capture_output=True, text=True,
                 )  # fmt: skip
-                row = {"round": r + 1, "rev": a.rev, "sync": s, "loadavg": round(before, 2)}
+                row = {"round": r + 1, "rev": a.rev, "sync": s, "loadavg": round(before, 2),
+                       "jobs_per_second": float(out.stdout.split()[-1])}  # fmt: skip
                 print(json.dumps({**row, **steps(trace, a.jobs, a.gpus)}), flush=True)
     return 0
 
