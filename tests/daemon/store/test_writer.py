@@ -60,3 +60,60 @@ def test_a_failed_batch_changes_nothing_and_reports_the_error(tmp_path):
     assert isinstance(err, sqlite3.IntegrityError)
     db = sqlite3.connect(tmp_path / "berth.db")
     assert db.execute("SELECT COUNT(*) FROM meta").fetchone() == (0,)
+
+
+def test_a_batch_s_gates_open_once_committed_and_its_answer_waits_for_the_log_s_sync(
+    tmp_path, monkeypatch
+):
+    """The order that keeps a start safe and its answer durable (berth/daemon/store/writer.py):
+    COMMIT (another connection, as a restarted daemon would, sees the rows) -> the batch's
+    start gates open -> the write-ahead log is forced to disk -> the loop hears of it."""
+    import os
+
+    from berth.daemon.store import writer as writer_mod
+    from berth.daemon.supervisor import gate
+
+    open_store(str(tmp_path)).close()
+    path = str(tmp_path / "berth.db")
+    events: list[str] = []
+    real_open, real_sync = gate.open_all, os.fdatasync
+
+    def seen() -> list[tuple[str]]:
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("SELECT key FROM meta WHERE key = 'started'").fetchall()
+        finally:
+            db.close()
+
+    def open_all(fds: list[int]) -> None:
+        events.append(f"gates ({'committed' if seen() else 'NOT committed'})")
+        real_open(fds)
+
+    def fdatasync(fd: int) -> None:
+        assert os.path.samestat(os.fstat(fd), os.stat(path + "-wal"))  # the database's log
+        events.append("log synced")
+        real_sync(fd)
+
+    monkeypatch.setattr(writer_mod.gate, "open_all", open_all)
+    monkeypatch.setattr(writer_mod.os, "fdatasync", fdatasync)
+    wait, go = gate.make()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        writer = Writer(path, loop)
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def done(err: BaseException | None) -> None:
+            events.append(f"answered ({err})")
+            fut.set_result(None)
+
+        writer.submit(
+            [("INSERT INTO meta(key, value) VALUES (?, ?)", [("started", "1")])], done, [go]
+        )
+        await fut
+        writer.close()
+
+    asyncio.run(main())
+    os.close(go)
+    assert gate.passed(wait)
+    assert events == ["gates (committed)", "log synced", "answered (None)"]
