@@ -23,7 +23,9 @@ The steps, p50 / p90 in ms:
 - and, per commit, ``flush->c_begin`` (the committer thread wakes) and ``c_begin->c_commit``
   (the transaction and its fsync).
 
-``--sync normal`` runs the committer with ``PRAGMA synchronous=NORMAL`` (no fsync per commit:
+From e08c66c on, the committer itself opens the gates before the log's sync (``--sync early``
+below became what berth does): ``--sync normal`` and ``early`` patch the committer of earlier
+revisions only (``--rev 9a92838``). ``--sync normal`` runs the committer with ``PRAGMA synchronous=NORMAL`` (no fsync per commit:
 durable against a crash of the daemon, not of the machine): an experiment that shows what the
 fsync costs the chain, never a setting berth has. ``--sync early``: the committer opens the
 start gates once the COMMIT is written to the write-ahead log (NORMAL), then forces the log to
