@@ -22,8 +22,7 @@ def test_kill9_the_moment_a_burst_s_jobs_start_finds_each_started_one_recorded(
     # says it ran. The four start in one pass, behind one commit. (Once: the daemon's pid is
     # never signalled after its death.)
     script = (
-        f"mkdir {once} 2>/dev/null && kill -STOP {daemon.proc.pid}; "
-        f'echo "$BERTH_JOB_ID" >> {ran}'
+        f'mkdir {once} 2>/dev/null && kill -STOP {daemon.proc.pid}; echo "$BERTH_JOB_ID" >> {ran}'
     )
     ids = [daemon.submit("sh", "-c", script, hold=True) for _ in range(4)]
     daemon.call("release_job", job_ids=ids)
