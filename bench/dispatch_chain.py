@@ -86,14 +86,18 @@ POINTS: list[tuple[str, list[tuple[str, str]]]] = [
     ("berth/daemon/store/writer.py", [
         ("            batch, done, gates = item\n",
          "            batch, done, gates = item\n            _tr('c_begin', len(gates))\n"),
-        ("                if gates:\n                    gate.open_all(list(gates))",
-         "                _tr('c_commit', len(gates))\n                if gates:\n                    gate.open_all(list(gates))"),
+        ("                self.commits += 1\n",
+         "                self.commits += 1\n                _tr('c_commit', len(gates))\n"),
+        ("                self._sync()\n",  # (from e08c66c: the log's sync after the gates)
+         "                self._sync()\n                _tr('c_synced', len(gates))\n"),
     ]),
     ("berth/daemon/store/journal.py", [
         ("        self._in_flight = True\n",
          "        self._in_flight = True\n        _tr('d_flush', len(gates))\n"),
     ]),
 ]  # fmt: skip
+
+OPTIONAL = {"                self._sync()\n"}  # (absent before e08c66c)
 
 SYNC = (
     'self.db.execute("PRAGMA synchronous=FULL")',
@@ -153,6 +157,8 @@ def export(rev: str, into: str, sync: str) -> str:
         if rel.endswith("writer.py") and sync == "early":
             pairs = [*pairs, *EARLY]
         for anchor, new in pairs:
+            if anchor not in text and anchor in OPTIONAL:
+                continue
             if anchor not in text:
                 raise SystemExit(
                     f"{rel}: anchor not found (update bench/dispatch_chain.py): {anchor!r}"
