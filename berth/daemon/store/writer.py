@@ -83,9 +83,13 @@ class Writer:
 
     def _sync(self) -> None:
         """Force the write-ahead log to disk (what ``synchronous=FULL`` does inside each
-        ``COMMIT``). A failure is logged, not returned: the transaction is committed (other
-        connections, and a restarted daemon, see it), only whether the disk has it is in doubt,
-        and the next commit's sync tries again."""
+        ``COMMIT``). If that fails, the transaction is committed all the same (other
+        connections, and a restarted daemon, see it; only whether the disk has it is in
+        doubt): the failure is logged, and from then on the connection syncs inside each
+        ``COMMIT`` (``synchronous=FULL``, gates after the sync, as before issue 35), so a disk
+        that cannot sync fails the commits themselves, which the journal retries."""
+        if self._sync_failed:
+            return
         try:
             if self._wal >= 0 and os.fstat(self._wal).st_nlink == 0:
                 os.close(self._wal)  # (the log was removed and made again: sync the new one)
@@ -94,11 +98,10 @@ class Writer:
                 self._wal = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
             os.fdatasync(self._wal)
         except OSError as e:
-            if not self._sync_failed:
-                log.error("cannot force the state database's log to disk: %s", e)
+            log.error("cannot force the state database's log to disk (%s): syncing inside "
+                      "each commit from now on", e)  # fmt: skip
             self._sync_failed = True
-        else:
-            self._sync_failed = False
+            self.db.execute("PRAGMA synchronous=FULL")
 
     def _run(self) -> None:
         while True:
