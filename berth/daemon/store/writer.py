@@ -101,7 +101,10 @@ class Writer:
             log.error("cannot force the state database's log to disk (%s): syncing inside "
                       "each commit from now on", e)  # fmt: skip
             self._sync_failed = True
-            self.db.execute("PRAGMA synchronous=FULL")
+            try:
+                self.db.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error:  # (the batch is committed: never reported failed for this)
+                pass
 
     def _run(self) -> None:
         while True:
