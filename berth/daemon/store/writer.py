@@ -13,8 +13,8 @@ completion callback, on the loop, once the log is on disk. The one exception is 
 but a word: a batch may carry start gates (:mod:`berth.daemon.supervisor.gate`), which this
 thread opens the moment the ``COMMIT`` has returned, before the log is forced to disk and
 before the loop hears of it, so that an attempt waiting at its gate starts without the
-``fsync`` and without a turn of the loop in between (issue 35: the fsync was a third of the
-time between a job's end and the next start on its GPU, bench/dispatch_chain.py).
+``fsync`` and without a turn of the loop in between (issue 35: the fsync was a quarter to a
+third of the time between a job's end and the next start on its GPU, bench/dispatch_chain.py).
 
 What a gate opened before the sync still guarantees: the start is in the log, written (in the
 system's cache) before the command runs, so a daemon that dies at any point, ``kill -9``
