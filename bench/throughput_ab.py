@@ -6,6 +6,7 @@ them if given, and where each job's CPU goes. Run from the repository root:
     .venv/bin/python bench/throughput_ab.py --base REV [--rounds 4] [--sgs PATH] [--logdir DIR]
     [BENCH_SUBMITS=100000] .venv/bin/python bench/throughput_ab.py --base REV --bench submits [--rounds 4]
     BENCH_JOBS=10000 .venv/bin/python bench/throughput_ab.py --base REV   # a longer queue
+    BENCH_GPUS=16 .venv/bin/python bench/throughput_ab.py --base REV      # more GPUs (sgs too)
 
 Each tree (``git archive`` of REV, and of HEAD: commit what you measure) runs in a process of
 its own, in the tree's directory with PYTHONPATH on it, so the daemon (``python -m``, whose
@@ -16,7 +17,13 @@ runs.
 
 Per run: jobs/s, and CPU ms a job of the daemon (its threads), of the supervisors
 (``berth-sup``, read before the daemon stops), of the jobs (the supervisors' reaped
-children) and of the rest (the fork server). ``--logdir``: the jobs' logs there (``%j.out``)
+children) and of the rest (the fork server): ``cpu_ms_per_job`` over the daemon's whole life
+(its start-up and the bench's closing ``queue`` call included, as in earlier rows of
+RESULTS.md), ``burst_cpu_ms_per_job`` over the burst alone (first submit to last end), the
+daemon's event loop and its committer thread apart; ``machine``: the share of the machine's
+CPU time left idle, and taken by niced processes (other sessions' suites), during the burst
+(for simple-gpu-scheduler, during its run). A share left to niced processes is time berth
+did not want: waiting, not computing. ``--logdir``: the jobs' logs there (``%j.out``)
 instead of the bench's directory, to see what creating a log file costs on each filesystem.
 """
 
@@ -72,21 +79,51 @@ def breakdown(d):
         todo += [q for q, v in st.items() if v[0] == p]
     return out
 
+def threads(pid):
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/stat", "rb") as f:
+            x = f.read().rsplit(b")", 1)[1].split()
+        out["loop" if int(t) == pid else "committer"] = out.get(
+            "loop" if int(t) == pid else "committer", 0.0) + (int(x[11]) + int(x[12])) / tick
+    return out
+
+def machine():
+    with open("/proc/stat") as f:
+        return [int(v) for v in f.readline().split()[1:]]
+
 stop = db.Daemon.stop
-cpu = {}
+cpu, burst = {}, {}
 def stop_(self):
     cpu.update(breakdown(self))
     stop(self)
 db.Daemon.stop = stop_
+# The burst alone (first submit -> last end): what the daemon's start-up and the bench's
+# closing `queue` call cost stays out of it.
+submit_many, wait_idle = db.Daemon.submit_many, db.Daemon.wait_idle
+def submit_many_(self, jobs):
+    burst["before"] = (breakdown(self), threads(self.proc.pid), machine())
+    return submit_many(self, jobs)
+def wait_idle_(self, job_id):
+    r = wait_idle(self, job_id)
+    burst["after"] = (breakdown(self), threads(self.proc.pid), machine())
+    return r
+db.Daemon.submit_many, db.Daemon.wait_idle = submit_many_, wait_idle_
 if logdir:
     job = db.Daemon.job
     def job_(self, argv=None, **extra):
         return {**job(self, argv, **extra), "stdout": os.path.join(logdir, "%j.out")}
     db.Daemon.job = job_
-r = db.bench_throughput(int(os.environ.get("BENCH_JOBS", "2000")))
+r = db.bench_throughput(int(os.environ.get("BENCH_JOBS", "2000")), int(os.environ.get("BENCH_GPUS", "8")))
 n = r["jobs"]
+(b0, t0, m0), (b1, t1, m1) = burst["before"], burst["after"]
+inb = {f"daemon_{k}": v - t0.get(k, 0.0) for k, v in t1.items()}
+inb.update({k: b1[k] - b0.get(k, 0.0) for k in ("supervisors", "jobs", "other")})
+dm = [b - a for a, b in zip(m0, m1)]
 print(json.dumps({"jobs_per_second": r["jobs_per_second"], "completed": r["completed"],
-                  "cpu_ms_per_job": {k: round(v / n * 1000, 3) for k, v in cpu.items()}}))
+                  "cpu_ms_per_job": {k: round(v / n * 1000, 3) for k, v in cpu.items()},
+                  "burst_cpu_ms_per_job": {k: round(v / n * 1000, 3) for k, v in inb.items()},
+                  "machine": {"idle": round(dm[3] / sum(dm), 3), "nice": round(dm[1] / sum(dm), 3)}}))
 """
 
 
@@ -118,13 +155,22 @@ def one_run(tree: str, logdir: str, env: dict[str, str]) -> dict[str, Any]:
     return row
 
 
-def sgs(path: str, n: int = 2000) -> float:
-    t = time.perf_counter()
+def machine() -> list[int]:
+    with open("/proc/stat") as f:
+        return [int(v) for v in f.readline().split()[1:]]
+
+
+def sgs(path: str, n: int = 2000) -> dict[str, Any]:
+    m0, t = machine(), time.perf_counter()
     subprocess.run(
-        [path, "--gpus", ",".join(str(i) for i in range(8))], input=b"true\n" * n, check=True,
+        [path, "--gpus", ",".join(str(i) for i in range(int(os.environ.get("BENCH_GPUS", "8"))))],
+        input=b"true\n" * n, check=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    return round(n / (time.perf_counter() - t), 1)
+    rate = round(n / (time.perf_counter() - t), 1)
+    dm = [b - a for a, b in zip(m0, machine(), strict=True)]
+    share = {"idle": round(dm[3] / sum(dm), 3), "nice": round(dm[1] / sum(dm), 3)}
+    return {"jobs_per_second": rate, "machine": share}
 
 
 def load() -> str:
@@ -152,7 +198,7 @@ def main() -> int:
             for name in ("base", "head") if r % 2 == 0 else ("head", "base"):
                 row[name] = {"loadavg": load(), **one(trees[name], a.logdir)}
             if a.sgs:
-                row["sgs"] = {"loadavg": load(), "jobs_per_second": sgs(a.sgs)}
+                row["sgs"] = {"loadavg": load(), **sgs(a.sgs)}
             rate = "jobs_per_second" if a.bench == "throughput" else "submits_per_second"
             row["head_over_base"] = round(row["head"][rate] / row["base"][rate], 2)
             print(json.dumps(row), flush=True)

@@ -4,9 +4,10 @@ to a supervisor while that is being committed. :class:`Launcher` is a part the e
 kept apart to keep each file one idea.
 
 A start is saved (the job RUNNING, its attempt ``launched``) and its command runs only once
-that is durable: the attempt goes to a supervisor at once, through the engine's process port
+that is committed: the attempt goes to a supervisor at once, through the engine's process port
 (:mod:`berth.daemon.ports`), and waits at its start gate (:mod:`berth.daemon.supervisor.gate`), which the
-journal's committer opens the moment the commit is durable. A commit that fails withdraws
+journal's committer opens the moment the commit is in the database's log (its sync to disk
+follows: :mod:`berth.daemon.store.writer`). A commit that fails withdraws
 the starts (their gates close unopened: nothing runs), and the jobs wait, PENDING again as if
 never started (:meth:`Launcher._unstart`; :mod:`berth.daemon.engine.diskfull` says why and
 when they are tried again): a full state disk fails no job (issue 41.7).

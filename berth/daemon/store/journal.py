@@ -17,7 +17,8 @@ write-ahead is durable) are replaced by that alternative.
 
 A commit may also open start gates (:meth:`Journal.open_on_commit`, :mod:`berth.daemon.supervisor.gate`):
 the attempts it starts wait at them in their supervisors, and the committer opens them the
-moment the commit is durable. A gate whose commit fails is never opened: the ``otherwise`` of
+moment the commit is written (before its log's sync: :mod:`berth.daemon.store.writer`). A
+gate whose commit fails is never opened: the ``otherwise`` of
 its launch closes it, and that attempt never runs.
 """
 
@@ -143,7 +144,7 @@ class Journal:
         self._arm()
 
     def open_on_commit(self, fd: int) -> None:
-        """Open the start gate ``fd`` once everything queued so far is durable (never if that
+        """Open the start gate ``fd`` once everything queued so far is committed (never if that
         commit fails). The caller closes ``fd`` in the actions that follow the commit (or its
         ``otherwise``)."""
         self._gates.append(fd)

@@ -121,7 +121,7 @@ class AttemptRun:
 
     def _through_gate(self, note: bool = True) -> bool:
         """Wait at the start gate, if there is one still to pass: True once the start is
-        durable (then ``go`` is noted in the run file, unless not ``note``: NoSpace if it
+        committed (then ``go`` is noted in the run file, unless not ``note``: NoSpace if it
         cannot be, and the command must not run), False if it never will be."""
         if self.gate >= 0:
             fd, self.gate = self.gate, -1
@@ -193,7 +193,7 @@ class AttemptRun:
             for fd in self.claims:
                 held.append(claim_files.read_only(fd))
                 os.set_inheritable(held[-1], True)
-            if not self._through_gate():  # all is ready: wait for the start to be durable
+            if not self._through_gate():  # all is ready: wait for the start to be committed
                 raise NotStarted
             return os.posix_spawn(
                 exe, argv, env, file_actions=actions, setsid=True, setsigmask=(),

@@ -103,3 +103,109 @@ def test_a_committed_batch_is_let_go_before_the_next_one_comes(tmp_path):
 
     gone = asyncio.run(main())
     assert gone[0]() is None and gone[1]() is None
+def test_a_batch_s_gates_open_once_committed_and_its_answer_waits_for_the_log_s_sync(
+    tmp_path, monkeypatch
+):
+    """The order that keeps a start safe and its answer durable (berth/daemon/store/writer.py):
+    COMMIT (another connection, as a restarted daemon would, sees the rows) -> the batch's
+    start gates open -> the write-ahead log is forced to disk -> the loop hears of it."""
+    import os
+
+    from berth.daemon.store import writer as writer_mod
+    from berth.daemon.supervisor import gate
+
+    open_store(str(tmp_path)).close()
+    path = str(tmp_path / "berth.db")
+    events: list[str] = []
+    real_open, real_sync = gate.open_all, os.fdatasync
+
+    def seen() -> list[tuple[str]]:
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("SELECT key FROM meta WHERE key = 'started'").fetchall()
+        finally:
+            db.close()
+
+    def open_all(fds: list[int]) -> None:
+        events.append(f"gates ({'committed' if seen() else 'NOT committed'})")
+        real_open(fds)
+
+    def fdatasync(fd: int) -> None:
+        assert os.path.samestat(os.fstat(fd), os.stat(path + "-wal"))  # the database's log
+        events.append("log synced")
+        real_sync(fd)
+
+    monkeypatch.setattr(writer_mod.gate, "open_all", open_all)
+    monkeypatch.setattr(writer_mod.os, "fdatasync", fdatasync)
+    wait, go = gate.make()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        writer = Writer(path, loop)
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def done(err: BaseException | None) -> None:
+            events.append(f"answered ({err})")
+            fut.set_result(None)
+
+        writer.submit(
+            [("INSERT INTO meta(key, value) VALUES (?, ?)", [("started", "1")])], done, [go]
+        )
+        await fut
+        writer.close()
+
+    asyncio.run(main())
+    os.close(go)
+    assert gate.passed(wait)
+    assert events == ["gates (committed)", "log synced", "answered (None)"]
+
+
+def test_a_log_that_cannot_be_synced_makes_every_later_commit_sync_inside_itself(
+    tmp_path, monkeypatch, caplog
+):
+    """The committer's own sync of the log fails (a disk error): the batch stands (it is
+    committed) and is answered; the failure is logged, and the connection is back to
+    ``synchronous=FULL``, so later commits sync inside the ``COMMIT`` and no gate waits
+    on a sync that cannot be done."""
+    import os
+
+    from berth.daemon.store import writer as writer_mod
+
+    open_store(str(tmp_path)).close()
+    path = str(tmp_path / "berth.db")
+    calls = []
+
+    def fdatasync(fd: int) -> None:
+        calls.append(fd)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(writer_mod.os, "fdatasync", fdatasync)
+
+    async def main() -> tuple[list[BaseException | None], int]:
+        loop = asyncio.get_running_loop()
+        writer = Writer(path, loop)
+        errors: list[BaseException | None] = []
+        for key in ("a", "b"):
+            fut: asyncio.Future[None] = loop.create_future()
+
+            def done(err: BaseException | None, fut: asyncio.Future[None] = fut) -> None:
+                errors.append(err)
+                fut.set_result(None)
+
+            writer.submit([("INSERT INTO meta(key, value) VALUES (?, ?)", [(key, "1")])], done)
+            await fut
+        mode = writer.db.execute("PRAGMA synchronous").fetchone()[0]
+        writer.close()
+        return errors, mode
+
+    errors, mode = asyncio.run(main())
+    assert errors == [None, None]
+    assert len(calls) == 1  # (tried once; the second commit synced inside itself)
+    assert mode == 2  # FULL
+    assert "cannot force the state database's log to disk" in caplog.text
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT key FROM meta WHERE key IN ('a', 'b') ORDER BY key").fetchall() == [
+        ("a",),
+        ("b",),
+    ]
+    assert os.path.exists(path + "-wal")
