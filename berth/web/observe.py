@@ -114,6 +114,8 @@ class Observer:
             self._live.add(job.id)
         events: list[tuple[float, int, Job, Attempt]] = []
         for job in saved:
+            if job.state in FINISHED and job.id not in self._live:
+                continue  # (a finished job saved again, a note after its end: seen already)
             for a in job.attempts:
                 if a.number > self._started.get(job.id, 0):
                     events.append((a.start, 1, job, a))

@@ -213,3 +213,27 @@ def test_projects_usage_and_quotas_in_metrics_and_the_page_state(web: Any) -> No
     assert (rows["vision"]["gpus"], rows["vision"]["pending"], rows["vision"]["max_gpus"]) == (
         1.0, 1, 1.0)  # fmt: skip
     assert rows["nlp"]["running"] == 0
+
+
+def test_a_finished_job_saved_again_is_not_counted_again() -> None:
+    """A job saved once more after it finished (a note after its end) added its start to the
+    wait histogram again: 3 waits for 2 jobs, seen once in the suite."""
+    from types import SimpleNamespace
+
+    from berth.core.job import Attempt, Job
+    from berth.core.states import State
+    from berth.web.observe import Observer
+
+    front = SimpleNamespace(view=lambda kind: [], follow=lambda fn: None)
+    observer = Observer(front)  # type: ignore[arg-type]
+    job = Job(1, 100.0)
+    observer.committed([job], [], True)
+    job.attempts = [Attempt(1, 110.0, gpus=(0,))]
+    job.state = State.RUNNING
+    observer.committed([], [job], True)
+    job.attempts = [Attempt(1, 110.0, gpus=(0,), end=120.0, outcome=State.FAILED)]
+    job.state = State.FAILED
+    observer.committed([], [job], True)
+    for _ in range(2):  # (saved again after its end)
+        observer.committed([], [job], True)
+    assert (observer.wait.count, observer.finished) == (1, {"FAILED": 1})
