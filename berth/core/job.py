@@ -128,9 +128,10 @@ class SharedExtra(dict):  # type: ignore[type-arg]
     refuses to change; :meth:`Job.note` and :meth:`Job.unnote` give the job its own first."""
 
     __slots__ = ()
+    _WHAT = "an extra jobs share"
 
     def _refused(self, *_: object, **__: object) -> None:
-        raise TypeError("an extra jobs share: change it through job.note() / job.unnote()")
+        raise TypeError(f"{self._WHAT}: change it through job.note() / job.unnote()")
 
     __setitem__ = __delitem__ = __ior__ = _refused  # type: ignore[assignment]
     update = setdefault = pop = popitem = clear = _refused  # type: ignore[assignment]
@@ -145,15 +146,16 @@ class SharedExtra(dict):  # type: ignore[type-arg]
         return (SharedExtra, (dict(self),))
 
 
-class TaskExtra(dict):  # type: ignore[type-arg]
+class TaskExtra(SharedExtra):
     """An array task's ``extra`` without a dict of its own (issue 35: 100,000 queued tasks):
     what its array's tasks share (``common``, one :class:`SharedExtra`) and its own
     ``"array": [A, index]``, made when read. It reads as that dict (``get``, ``in``, ``[]``,
     iteration, ``items``, ``dict(extra)``, ``==``) and refuses to change, as a
-    :class:`SharedExtra` does: :meth:`Job.note` gives the job a dict of its own first;
-    :meth:`Job.to_dict` writes the whole."""
+    :class:`SharedExtra` does (its refusals, copies that are itself): :meth:`Job.note` gives
+    the job a dict of its own first; :meth:`Job.to_dict` writes the whole."""
 
     __slots__ = ("array_id", "common", "index")
+    _WHAT = "an array task's extra"
 
     def __init__(self, common: dict[str, Any], array_id: int, index: int) -> None:
         super().__init__()  # (nothing in the dict's own table: the one thing it saves)
@@ -196,24 +198,10 @@ class TaskExtra(dict):  # type: ignore[type-arg]
     def __ne__(self, other: object) -> bool:
         return self.whole() != other
 
-    __hash__ = None
-
     def __repr__(self) -> str:
         return repr(self.whole())
 
-    def _refused(self, *_: object, **__: object) -> None:
-        raise TypeError("an array task's extra: change it through job.note() / job.unnote()")
-
-    __setitem__ = __delitem__ = __ior__ = _refused  # type: ignore[assignment]
-    update = setdefault = pop = popitem = clear = _refused  # type: ignore[assignment]
-
-    def __copy__(self) -> TaskExtra:
-        return self
-
-    def __deepcopy__(self, memo: object) -> TaskExtra:
-        return self
-
-    def __reduce__(self) -> tuple[type[TaskExtra], tuple[dict[str, Any], int, int]]:
+    def __reduce__(self) -> tuple[type[TaskExtra], tuple[dict[str, Any], int, int]]:  # type: ignore[override]
         return (TaskExtra, (self.common, self.array_id, self.index))
 
 

@@ -85,19 +85,14 @@ class Journal:
         self._retry_in = 0.0  # the pause before the next retry (0: not failing)
         self._retry: asyncio.TimerHandle | None = None
 
-    def insert(self, job: Job, spec: JobSpec | Tasks) -> asyncio.Future[None]:
-        """Queue a new job; the future completes once it is durable."""
-        fut: asyncio.Future[None] = self.loop.create_future()
-        self.add(job, spec, fut)
-        return fut
-
     def add(
         self, job: Job, spec: JobSpec | Tasks, fut: asyncio.Future[None] | None = None
     ) -> asyncio.Future[None] | None:
-        """Queue a new job with ``fut`` (returned), or none: one of a request whose last job's
-        future (in the same turn of the loop: the same commit) answers for all (one future a
-        request, not one a job). ``spec``: its own, or its array's
-        :class:`~berth.daemon.store.tasks.Tasks` (its spec made as its row is)."""
+        """Queue a new job with ``fut`` (returned; it completes once the job is durable), or
+        none: one of a request whose last job's future (in the same turn of the loop: the
+        same commit) answers for all (one future a request, not one a job). ``spec``: its
+        own, or its array's :class:`~berth.daemon.store.tasks.Tasks` (its spec made as its
+        row is)."""
         self._inserts.append((job, spec, fut))
         self.inserts += 1
         self.changes += 1

@@ -31,14 +31,14 @@ def test_committed_specs_are_kept_for_their_launch_then_read_back(
         j = Journal(store, loop, lambda *_: None)
         specs = {n: _spec(n) for n in range(1, 6)}
         for n in (1, 2):
-            j.insert(Job(id=n, submit_time=0.0), specs[n])
+            j.add(Job(id=n, submit_time=0.0), specs[n])
         assert j.spec(1) is specs[1]  # not committed yet: the spec it was given
         j.flush()  # (no writer: committed on this thread)
         assert store.spec(1) == specs[1]
         assert j.spec(1) is specs[1]  # committed: kept for its launch...
         assert j.spec(1) is None  # ...which takes it (a later attempt reads the store)
         for n in (3, 4, 5):
-            j.insert(Job(id=n, submit_time=0.0), specs[n])
+            j.add(Job(id=n, submit_time=0.0), specs[n])
         j.flush()
         assert j.spec(2) is None  # the oldest of four went: its launch reads the store
         assert [j.spec(n) for n in (3, 4, 5)] == [specs[3], specs[4], specs[5]]
