@@ -27,6 +27,7 @@ from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.control import Control
 from berth.daemon.engine.diskfull import DiskFull
 from berth.daemon.engine.estimates import Estimates
+from berth.daemon.engine.exhausted import is_exhausted
 from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.queue_order import QueueOrder
@@ -203,7 +204,14 @@ class Engine:
         # The pass's claims, checked in one look (berth.claims.together). One that is None:
         # another process claimed at the same moment (the ledger has no lock: see
         # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
-        for start, claim in zip(decisions.starts, claim_each(ledger, wants), strict=True):
+        try:
+            claims = claim_each(ledger, wants)
+        except OSError as e:  # (no descriptor to make or read claim files: none stands)
+            if not is_exhausted(e):
+                raise
+            self.diskfull.stopped_start(0, f"cannot claim its GPUs: {e}")
+            return
+        for start, claim in zip(decisions.starts, claims, strict=True):
             if claim is not None:
                 launches.append((self.jobs[start.job_id], (start, claim)))
         if explain and not launches:

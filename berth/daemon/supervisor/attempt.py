@@ -163,7 +163,11 @@ class AttemptRun:
         if spec.get("pty"):
             # The child opens the terminal by name after setsid(): it becomes its controlling
             # terminal. Output reaches the log through the relay.
-            master, slave = os.openpty()
+            try:
+                master, slave = os.openpty()
+            except OSError as e:
+                os.close(out)
+                raise jobfiles.failed("cannot make its terminal", e) from None
             name = os.ttyname(slave)
             os.close(slave)
             where = spec.get("pty_path") or self.path + ".pty"
@@ -200,7 +204,7 @@ class AttemptRun:
                 setsigdef=JOB_SIGDEF,
             )  # fmt: skip
         except OSError as e:
-            raise SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
+            raise jobfiles.failed(f"cannot start {argv[0]!r}", e) from None
         finally:
             for fd in held:
                 os.close(fd)
@@ -256,7 +260,10 @@ class AttemptRun:
             try:
                 self.pid = pid = self._spawn()
             except (SpawnError, OSError, ValueError) as e:
-                nospace = isinstance(e, jobfiles.NoSpace)  # (nothing ran: it waits for space)
+                if isinstance(e, OSError) and e.errno in jobfiles.EXHAUSTED:
+                    e = jobfiles.failed("cannot start it", e)
+                # (nothing ran: it waits for space, or for the limit it met to be lifted)
+                nospace = isinstance(e, (jobfiles.NoSpace, jobfiles.Exhausted))
                 if nospace or not self._through_gate():
                     nospace = nospace and self._through_gate(note=False)
                     raise NotStarted(e if nospace else "") from None
@@ -265,11 +272,14 @@ class AttemptRun:
         except NotStarted as e:
             if self.relay is not None:
                 self.relay.close()
+            why = e.args[0] if e.args else None
             result.update(
                 rc=127, error=str(e) or "its start could not be recorded: not run",
                 unstarted=True, nospace=str(e) or None, end=time.time(),
-                nospace_path=getattr(e.args[0] if e.args else None, "path", None),
+                nospace_path=getattr(why, "path", None),
             )  # fmt: skip
+            if isinstance(why, jobfiles.Exhausted):
+                result["exhausted"] = why.kind  # (the daemon: who waits, see engine/exhausted.py)
             return result
         result["start"] = start = time.time()
         runfile.note(self.run_fd, f"job {pid}\n".encode())
@@ -371,7 +381,7 @@ def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     inbox = _INBOX[0]
     while True:
         try:
-            size, anc, _, _ = chan.recvmsg_into(
+            size, anc, flags, _ = chan.recvmsg_into(
                 [inbox], socket.CMSG_SPACE(64 * 4), socket.MSG_CMSG_CLOEXEC
             )
             data = inbox[:size]
@@ -392,4 +402,8 @@ def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
         msg = json.loads(data)
     except ValueError:
         msg = {}
-    return (msg if isinstance(msg, dict) else {}), fds
+    if not isinstance(msg, dict):
+        msg = {}
+    if flags & socket.MSG_CTRUNC:  # (descriptors it sent were lost: no room for them here)
+        msg["truncated"] = True
+    return msg, fds
