@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from enginekit import EngineRig
 
-from berth.daemon.engine import exhausted
+from berth.daemon.engine import exhausted, front_reads
 
 
 @pytest.fixture
@@ -38,11 +38,14 @@ def _waits_then_runs(rig: EngineRig, a: int, lift: Any) -> None:
     assert (rig.engine.reason(a) or "").startswith("SystemLimit: "), rig.engine.reason(a)
     assert "Too many open files" in (rig.engine.reason(a) or "")
     assert rig.engine.diskfull.exhausted and not rig.engine.diskfull.disk_full
+    assert front_reads.gpus(rig.engine)["starts_exhausted"] is True  # (/metrics' gauge)
+    assert "limit of the system" in str(rig.engine.diskfull.note())  # (berth status' line)
     assert "FAILED" not in [e.state.value for e in rig.engine.jobs[a].history]
     lift()
     rig.until(lambda: (a, 1) in rig.procs.started, "it starts once the limit is lifted")
     assert len(rig.engine.jobs[a].attempts) == 1
     rig.until(lambda: not rig.engine.diskfull.exhausted, "starts go through again")
+    assert front_reads.gpus(rig.engine)["starts_exhausted"] is False
 
 
 def test_a_hand_over_without_descriptors_waits(rig: EngineRig, monkeypatch: Any) -> None:
