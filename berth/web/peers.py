@@ -2,15 +2,18 @@
 vouches for it (never as the peer says): the key its unread connections are counted under
 (:mod:`berth.web.caps`), so that one user's flood of new connections cannot starve another's.
 
-- a loopback TCP peer (``127.0.0.0/8``, ``::1``, ``::ffff:127.x``) is a socket of this host:
-  the kernel's table of TCP sockets (``/proc/net/tcp``, ``tcp6``) gives the uid that made it.
+- a TCP peer on this host (the loopback, ``127.0.0.0/8``, ``::1``, ``::ffff:127.x``, or any
+  address of the host's own) is a socket of this host: the kernel's table of TCP sockets
+  (``sock_diag``; ``/proc/net/tcp``, ``tcp6`` for a loopback peer where netlink cannot be
+  used) gives the uid that made it.
   The connection is found by its exact four-tuple, seen from both ends: our end's row must be
   the very socket we accepted (its inode is our descriptor's), and the peer's row (the same
   tuple reversed) must be a live socket (inode not 0: not one already closed). While we hold
   our end no other connection can have that tuple, so the uid is the one of the process that
   made the peer's socket. Key ``uid N``.
 - a Unix socket peer: ``SO_PEERCRED``'s uid (taken at connect). Key ``uid N``.
-- a remote peer: its address (everyone behind it shares). Key ``address A``.
+- a remote peer (no socket of this host has its end): its address (everyone behind it
+  shares). Key ``address A``.
 - a loopback peer not found (it closed already, or the table cannot be read): ``unknown``
   (one bucket for all such).
 
@@ -138,8 +141,10 @@ def owner(sock: socket.socket, diag: Diag | None = None) -> str:
         inode = os.fstat(sock.fileno()).st_ino
     except OSError:
         return UNKNOWN
-    if not _loopback(peer[0]):
-        return f"address {peer[0]}"
+    local = _loopback(peer[0])
+    remote = f"address {peer[0]}"
+    if not local and (diag is None or diag.sock is None):
+        return remote  # (a peer elsewhere, or this host's own address: not told apart)
     peer_end, my_end = (peer[0], peer[1]), (mine[0], mine[1])
     if family == socket.AF_INET6 and peer[0].lower().startswith("::ffff:"):
         family = socket.AF_INET  # (an IPv4 peer of a dual-stack socket: the IPv4 tables)
@@ -150,9 +155,10 @@ def owner(sock: socket.socket, diag: Diag | None = None) -> str:
         else:
             us, them = _from_table(family, my_end, peer_end)
     except (OSError, ValueError):
-        return UNKNOWN
+        return UNKNOWN if local else remote
     if us is None or us[1] != inode or them is None or them[1] == 0:
-        return UNKNOWN  # (not our very connection, or its peer's socket is gone)
+        # (not our very connection, or its peer's socket is gone, or is not on this host)
+        return UNKNOWN if local else remote
     return f"uid {them[0]}"
 
 
