@@ -30,13 +30,17 @@ import errno
 import logging
 import sqlite3
 
+from berth.claims.together import claim_each
 from berth.core.states import Reason
 from berth.daemon.engine import exhausted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+
+    from berth.claims.claim import Claim
+    from berth.claims.together import Claimer, Want
 
 log = logging.getLogger("berth.daemon")
 
@@ -114,6 +118,19 @@ class DiskFull:
             self._confirm = None
         if self._timer is None:
             self._arm()
+
+    def claim_each(self, ledger: Claimer, wants: Sequence[Want]) -> list[Claim | None]:
+        """A pass's claims (:func:`berth.claims.together.claim_each`); all None if they could
+        not be made for a limit of the system met (no descriptor for the claim files: none
+        stands): starts wait as :meth:`stopped_start` says, and no pass tries again before
+        its pause is over."""
+        try:
+            return claim_each(ledger, wants)
+        except OSError as e:
+            if not exhausted.is_exhausted(e):
+                raise
+            self.stopped_start(0, f"cannot claim its GPUs: {e}")
+            return [None] * len(wants)
 
     def _due(self) -> None:
         self._timer = None

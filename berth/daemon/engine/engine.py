@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 
-from berth.claims.together import Want, claim_each
+from berth.claims.together import Want
 from berth.core.deps import Finished
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
@@ -27,7 +27,6 @@ from berth.daemon.engine.accounts import Accounts
 from berth.daemon.engine.control import Control
 from berth.daemon.engine.diskfull import DiskFull
 from berth.daemon.engine.estimates import Estimates
-from berth.daemon.engine.exhausted import is_exhausted
 from berth.daemon.engine.jobtable import JobTable
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.queue_order import QueueOrder
@@ -203,15 +202,8 @@ class Engine:
         ) for start in decisions.starts]  # fmt: skip
         # The pass's claims, checked in one look (berth.claims.together). One that is None:
         # another process claimed at the same moment (the ledger has no lock: see
-        # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
-        try:
-            claims = claim_each(ledger, wants)
-        except OSError as e:  # (no descriptor to make or read claim files: none stands)
-            if not is_exhausted(e):
-                raise
-            self.diskfull.stopped_start(0, f"cannot claim its GPUs: {e}")
-            return
-        for start, claim in zip(decisions.starts, claims, strict=True):
+        # berth.claims.verify), or none could be made (no descriptor left: diskfull.py).
+        for start, claim in zip(decisions.starts, self.diskfull.claim_each(ledger, wants), strict=True):
             if claim is not None:
                 launches.append((self.jobs[start.job_id], (start, claim)))
         if explain and not launches:

@@ -163,11 +163,7 @@ class AttemptRun:
         if spec.get("pty"):
             # The child opens the terminal by name after setsid(): it becomes its controlling
             # terminal. Output reaches the log through the relay.
-            try:
-                master, slave = os.openpty()
-            except OSError as e:
-                os.close(out)
-                raise jobfiles.failed("cannot make its terminal", e) from None
+            master, slave = jobfiles.openpty(out)
             name = os.ttyname(slave)
             os.close(slave)
             where = spec.get("pty_path") or self.path + ".pty"
@@ -260,26 +256,21 @@ class AttemptRun:
             try:
                 self.pid = pid = self._spawn()
             except (SpawnError, OSError, ValueError) as e:
-                if isinstance(e, OSError) and e.errno in jobfiles.EXHAUSTED:
-                    e = jobfiles.failed("cannot start it", e)
-                # (nothing ran: it waits for space, or for the limit it met to be lifted)
-                nospace = isinstance(e, (jobfiles.NoSpace, jobfiles.Exhausted))
-                if nospace or not self._through_gate():
-                    nospace = nospace and self._through_gate(note=False)
-                    raise NotStarted(e if nospace else "") from None
+                waits = jobfiles.waits(e)  # (nothing ran: it waits for space, or for a limit)
+                if waits is not None or not self._through_gate():
+                    waits = waits if waits is not None and self._through_gate(note=False) else None
+                    raise NotStarted(waits or "") from None
                 result.update(rc=127, error=str(e), start=time.time(), end=time.time())
                 return result
         except NotStarted as e:
             if self.relay is not None:
                 self.relay.close()
-            why = e.args[0] if e.args else None
+            why = e.args[0] if e.args else None  # (exhausted: who waits, see engine/exhausted.py)
             result.update(
                 rc=127, error=str(e) or "its start could not be recorded: not run",
                 unstarted=True, nospace=str(e) or None, end=time.time(),
-                nospace_path=getattr(why, "path", None),
+                nospace_path=getattr(why, "path", None), exhausted=getattr(why, "kind", None),
             )  # fmt: skip
-            if isinstance(why, jobfiles.Exhausted):
-                result["exhausted"] = why.kind  # (the daemon: who waits, see engine/exhausted.py)
             return result
         result["start"] = start = time.time()
         runfile.note(self.run_fd, f"job {pid}\n".encode())
@@ -402,8 +393,7 @@ def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
         msg = json.loads(data)
     except ValueError:
         msg = {}
-    if not isinstance(msg, dict):
-        msg = {}
+    msg = msg if isinstance(msg, dict) else {}
     if flags & socket.MSG_CTRUNC:  # (descriptors it sent were lost: no room for them here)
         msg["truncated"] = True
     return msg, fds

@@ -45,6 +45,23 @@ def own_limit(kind: object) -> bool:
     return kind in ("EMFILE", "EAGAIN")
 
 
+def waits(e: Exception) -> SpawnError | None:
+    """The error of a start that must wait rather than fail (:class:`NoSpace`,
+    :class:`Exhausted`; an OSError of a limit met made one), else None."""
+    if isinstance(e, OSError) and e.errno in EXHAUSTED:
+        return failed("cannot start it", e)
+    return e if isinstance(e, (NoSpace, Exhausted)) else None
+
+
+def openpty(out: int) -> tuple[int, int]:
+    """``os.openpty()``, else the start's error (then ``out``, its log, is closed)."""
+    try:
+        return os.openpty()
+    except OSError as e:
+        os.close(out)
+        raise failed("cannot make its terminal", e) from None
+
+
 def failed(message: str, e: OSError) -> SpawnError:
     """The error of a start that failed with ``e``: :class:`Exhausted` for a limit met, else
     :class:`SpawnError`; ``message`` says what failed, ``e``'s words follow."""

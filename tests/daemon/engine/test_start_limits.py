@@ -67,7 +67,7 @@ def test_a_start_gate_without_descriptors_waits(rig: EngineRig, monkeypatch: Any
 def test_claims_without_descriptors_wait_without_a_busy_loop(
     rig: EngineRig, monkeypatch: Any
 ) -> None:
-    from berth.daemon.engine import engine as engine_mod
+    from berth.daemon.engine import diskfull as engine_mod
 
     claim_each = engine_mod.claim_each
     calls = []
