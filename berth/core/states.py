@@ -90,6 +90,7 @@ class Reason(str, Enum):
     PROJECT_GPU_LIMIT = "ProjectGpuLimit"  # its project holds all the GPUs it may at once
     STATE_DISK_FULL = "StateDiskFull"  # its start could not be recorded: the disk is full
     STATE_UNWRITABLE = "StateUnwritable"  # its start could not be recorded: another error
+    SYSTEM_LIMIT = "SystemLimit"  # its start met a limit: no descriptor, memory, process left
 
     def __str__(self) -> str:
         return self.value

@@ -4,8 +4,12 @@ The global caps (:data:`MAX_CONNECTIONS`, :data:`MAX_STREAMS`) are the last line
 defence; below them each identity has a share, so that one local user cannot make the
 dashboard answer 503 to the others (issue 41.8):
 
-- a connection whose request is not read whole yet is *pending*: nobody is known to own it
-  (on a shared host every peer is the loopback). Past :data:`PENDING` of them, a new one
+- a connection whose request is not read whole yet is *pending*: no token is read yet, but
+  the kernel says whose socket it is (:mod:`berth.web.peers`: a loopback peer's uid, a
+  remote peer's address). Each owner has at most :data:`PENDING_PER_OWNER` pending: past
+  them, its new one closes its own oldest (408) if that one has had :data:`GRACE` seconds,
+  else the new one is refused (503): one user's flood of new connections fills only their
+  own share, never the global cap. Past :data:`PENDING` of them all, a new one
   closes the oldest pending one (answered 408) if that one has had :data:`GRACE` seconds to
   send its request: a client that sends it at once is read long before, one that sends it a
   byte at a time is what gets closed (a burst of new connections does not close each other
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 MAX_CONNECTIONS = 64
 MAX_STREAMS = 32
 PENDING = 16  # connections whose request is still being read (more only while they are new)
+PENDING_PER_OWNER = 16  # of them, of one owner (berth.web.peers: a uid, an address)
 GRACE = 1.0  # seconds a new connection has to send its request before it may be closed for room
 PER_USER = 16  # connections of one signed-in uid
 STREAMS_PER_USER = 8
@@ -55,11 +60,12 @@ class Slot:
     """One connection's place: ``pending`` until its request is read, then its identity's
     (``held``) or only the global cap's (``refused``: saying why), ``gone`` once given back."""
 
-    __slots__ = ("evict", "since", "state", "stream", "who")
+    __slots__ = ("evict", "owner", "since", "state", "stream", "who")
 
-    def __init__(self, evict: Callable[[], None], since: float) -> None:
+    def __init__(self, evict: Callable[[], None], since: float, owner: str = "") -> None:
         self.evict = evict
         self.since = since
+        self.owner = owner  # whose socket it is (berth.web.peers), known before it is read
         self.state = "pending"
         self.who = NOBODY
         self.stream = False
@@ -69,15 +75,29 @@ class Caps:
     def __init__(self) -> None:
         self.open = 0
         self.pending: dict[Slot, None] = {}  # oldest first
+        self.unread: dict[str, dict[Slot, None]] = {}  # the same, by owner
         self.held: dict[int, int] = {}  # identity -> connections
         self.streams: dict[int, int] = {}  # identity -> streams
         self.live = 0  # streams, all identities
 
-    def admit(self, evict: Callable[[], None], now: float) -> Slot:
-        """A place for a new connection at ``now`` (seconds, any clock): ``evict()`` closes it
-        if it must make room while pending. Past :data:`PENDING` pending connections (or the
-        global cap) the oldest pending one is closed, if it has had :data:`GRACE` seconds to
-        send its request; else the new one waits among them, up to the global cap."""
+    def admit(self, evict: Callable[[], None], now: float, owner: str = "") -> Slot:
+        """A place for a new connection of ``owner`` at ``now`` (seconds, any clock):
+        ``evict()`` closes it if it must make room while pending. Past
+        :data:`PENDING_PER_OWNER` of the owner's pending connections, its oldest is closed if
+        it has had :data:`GRACE` seconds to send its request, else the new one is refused.
+        Past :data:`PENDING` pending connections (or the global cap) the oldest pending one
+        is closed, if it has had :data:`GRACE` seconds to send its request; else the new one
+        waits among them, up to the global cap."""
+        mine = self.unread.get(owner)
+        if mine is not None and len(mine) >= PENDING_PER_OWNER:
+            first = next(iter(mine))
+            if now - first.since < GRACE:
+                raise Refused(
+                    f"more than {PENDING_PER_OWNER} connections of {owner or 'one peer'} "
+                    "whose request is not sent yet: send each request whole, at once"
+                )  # fmt: skip
+            self._give_back(first)
+            first.evict()
         if len(self.pending) >= PENDING or self.open >= MAX_CONNECTIONS:
             oldest = next(iter(self.pending), None)
             if oldest is not None and now - oldest.since >= GRACE:
@@ -85,8 +105,9 @@ class Caps:
                 oldest.evict()
             elif self.open >= MAX_CONNECTIONS:
                 raise Refused(f"more than {MAX_CONNECTIONS} connections open")
-        slot = Slot(evict, now)
+        slot = Slot(evict, now, owner)
         self.pending[slot] = None
+        self.unread.setdefault(owner, {})[slot] = None
         self.open += 1
         return slot
 
@@ -95,7 +116,7 @@ class Caps:
         :data:`NOBODY`) from now on, if that identity has room."""
         if slot.state != "pending":
             raise Refused(EVICTED, 408)
-        del self.pending[slot]
+        self._unpend(slot)
         have = self.held.get(who, 0)
         cap = ANONYMOUS if who == NOBODY else PER_USER
         if have >= cap:
@@ -111,7 +132,7 @@ class Caps:
         if slot.state == "held":
             _drop(self.held, slot.who)
         elif slot.state == "pending":
-            del self.pending[slot]
+            self._unpend(slot)
         if slot.state != "gone":
             slot.state = "refused"
 
@@ -140,7 +161,7 @@ class Caps:
 
     def _give_back(self, slot: Slot) -> None:
         if slot.state == "pending":
-            del self.pending[slot]
+            self._unpend(slot)
             self.open -= 1
         elif slot.state == "held":
             _drop(self.held, slot.who)
@@ -148,6 +169,13 @@ class Caps:
         elif slot.state == "refused":
             self.open -= 1
         slot.state = "gone"
+
+    def _unpend(self, slot: Slot) -> None:
+        del self.pending[slot]
+        mine = self.unread[slot.owner]
+        del mine[slot]
+        if not mine:
+            del self.unread[slot.owner]
 
     def count(self, who: int) -> tuple[int, int]:
         """(connections, streams) ``who`` holds now."""

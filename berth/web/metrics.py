@@ -145,6 +145,7 @@ def render(
     snapshots: Sequence[GpuSnapshot] = (),
     projects: Sequence[dict[str, Any]] = (),
     disk_full: bool = False,
+    starts_exhausted: bool = False,
 ) -> str:
     gpus = _dcgm_telemetry.with_readings(gpus, snapshots)
     out = _Out()
@@ -186,6 +187,12 @@ def render(
         "1 while the state disk is full: queued jobs whose turn comes wait (StateDiskFull).",
     )  # fmt: skip
     out.sample("berth_state_disk_full", [], 1 if disk_full else 0)
+    out.family(
+        "berth_starts_exhausted", "gauge",
+        "1 while starts meet a limit of the system (no file descriptor, memory or process "
+        "left): queued jobs whose turn comes wait (SystemLimit).",
+    )  # fmt: skip
+    out.sample("berth_starts_exhausted", [], 1 if starts_exhausted else 0)
     out.family("berth_daemon_start_time_seconds", "gauge", "When the daemon started (Unix time).")
     out.sample("berth_daemon_start_time_seconds", [], round(observer.started_at, 3))
     out.family(

@@ -208,7 +208,7 @@ class Routes:
             status["enforce"],
             port_waited=binding.waited if binding is not None else 0.0,
             snapshots=seen["snapshots"], projects=view.projects(front),
-            disk_full=seen["disk_full"],
+            disk_full=seen["disk_full"], starts_exhausted=seen["starts_exhausted"],
         )  # fmt: skip
         return httpio.response(200, text.encode(), metrics.CONTENT_TYPE)
 

@@ -27,7 +27,7 @@ import socket
 import time
 
 from berth.devices import telemetry
-from berth.web import auth, caps, dcgm, httpio, view
+from berth.web import auth, caps, dcgm, httpio, peers, view
 from berth.web.auth import Tokens
 from berth.web.history import DAY, History, Sample
 from berth.web.observe import RECENT, Observer
@@ -91,6 +91,7 @@ class WebServer:
         self.history = History(self.tick, kept["samples"])
         self.usage = Usage(self.tick, usage_every)
         self.caps = caps.Caps()
+        self.diag = peers.Diag()  # (whose socket a new connection is: the kernel's word)
         self.streams: set[_Stream] = set()
         self._srv: asyncio.Server | None = None
         self._timer: asyncio.Handle | None = None
@@ -126,6 +127,7 @@ class WebServer:
                 handle.cancel()
         if self._srv is not None:
             self._srv.close()
+        self.diag.close()
         for s in self.streams:
             s.state = None
             s.wake.set()
@@ -139,10 +141,13 @@ class WebServer:
             reader.set_exception(httpio.HttpError(408, caps.EVICTED))
 
         try:
-            slot = self.caps.admit(evict, self.loop.time())
+            slot = self.caps.admit(evict, self.loop.time(), self._owner(writer))
         except caps.Refused as e:
-            writer.write(httpio.error_response(e.status, e.message))
-            await _linger(reader, writer)
+            try:
+                writer.write(httpio.error_response(e.status, e.message))
+                await _linger(reader, writer)
+            except OSError:
+                pass  # (it is gone already)
             writer.close()
             return
         refused = False
@@ -175,6 +180,11 @@ class WebServer:
         finally:
             self.caps.close(slot)
             writer.close()
+
+    def _owner(self, writer: asyncio.StreamWriter) -> str:
+        """Whose socket a new connection is, as the kernel says (:mod:`peers`)."""
+        sock = writer.get_extra_info("socket")
+        return peers.UNKNOWN if sock is None else peers.owner(sock, self.diag)
 
     def identity(self, req: httpio.Request) -> int:
         """Whose share a request counts against: its valid token's uid, else everyone

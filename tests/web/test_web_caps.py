@@ -154,18 +154,18 @@ def test_caps_make_room_from_the_slowest_and_keep_each_share() -> None:
     closed: list[int] = []
     slow = [c.admit(lambda i=i: closed.append(i), now=0.0) for i in range(caps.PENDING)]
     # A burst of new connections within the grace closes no one: they wait, to the cap.
-    burst = [c.admit(lambda: closed.append(-1), now=0.5)
-             for _ in range(caps.MAX_CONNECTIONS - caps.PENDING)]  # fmt: skip
+    burst = [c.admit(lambda: closed.append(-1), now=0.5, owner=f"uid {100 + i}")
+             for i in range(caps.MAX_CONNECTIONS - caps.PENDING)]  # fmt: skip
     assert closed == [] and c.open == caps.MAX_CONNECTIONS
     with pytest.raises(caps.Refused) as refused:  # (past the cap, nobody old enough to close)
-        c.admit(lambda: None, now=0.6)
+        c.admit(lambda: None, now=0.6, owner="uid 99")
     assert refused.value.status == 503 and str(caps.MAX_CONNECTIONS) in refused.value.message
     for s in burst:
         c.read(s, caps.NOBODY if s is burst[0] else 7)
         if s is not burst[0] and c.count(7)[0] >= caps.PER_USER:
             break
     # Past the grace, the oldest pending one makes room (answered 408 by the server).
-    late = c.admit(lambda: None, now=caps.GRACE + 0.1)
+    late = c.admit(lambda: None, now=caps.GRACE + 0.1, owner="uid 7")
     assert closed == [0]
     with pytest.raises(caps.Refused) as refused:  # (a closed connection counts nowhere)
         c.read(slow[0], 7)

@@ -237,3 +237,22 @@ def test_a_finished_job_saved_again_is_not_counted_again() -> None:
     for _ in range(2):  # (saved again after its end)
         observer.committed([], [job], True)
     assert (observer.wait.count, observer.finished) == (1, {"FAILED": 1})
+
+
+def test_starts_that_meet_a_limit_of_the_system_show_in_metrics() -> None:
+    """``berth_starts_exhausted`` is 1 while starts wait for descriptors, memory or processes
+    (berth/daemon/engine/exhausted.py), else 0."""
+    from types import SimpleNamespace
+
+    from berth.web.metrics import render
+    from berth.web.observe import Histogram
+
+    observer = SimpleNamespace(
+        queue_counts=dict, wait=Histogram([1.0]), gap=Histogram([1.0]), finished={},
+        started_at=0.0,
+    )  # fmt: skip
+    for now in (True, False):
+        text = render(
+            [], observer, SimpleNamespace(gpu_seconds={}), {}, starts_exhausted=now,  # type: ignore[arg-type]
+        )
+        assert one(parse(text), "berth_starts_exhausted") == (1 if now else 0)

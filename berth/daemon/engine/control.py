@@ -19,6 +19,7 @@ from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import cancel_pending as cancel_all
 from berth.core.transition import transition
 from berth.daemon.engine import notify
+from berth.daemon.engine.exhausted import ALONE_WAIT, is_exhausted, own_limit
 from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
@@ -113,7 +114,10 @@ class Control:
             self.res.ledger.withdraw(job.extra.get("lease"))
             where = str(result.get("nospace_path") or "")  # (its own -o/-e: only it waits)
             mine = not where or where.startswith(self.opts.state_dir.rstrip("/") + "/")
-            self._unstart(job, str(result["nospace"]), elsewhere=not mine)
+            if own_limit(result.get("exhausted")):  # (its supervisor's own: it alone waits)
+                self._unstart(job, str(result["nospace"]), elsewhere=True, wait=ALONE_WAIT)
+            else:
+                self._unstart(job, str(result["nospace"]), elsewhere=not mine)
             return
         if result.get("unstarted"):  # its gate closed unopened (not by us: we forgot it then)
             self.procs.discard(run.path)
@@ -142,7 +146,11 @@ class Control:
         elif not started or not began:
             # It never reached a supervisor, or never passed its gate: nothing ran.
             self.procs.discard(run.path)
-            self._launch_failed(job, why)
+            if is_exhausted(why):  # (no supervisor could be forked: it waits)
+                self.res.ledger.withdraw(job.extra.get("lease"))
+                self._unstart(job, why)
+            else:
+                self._launch_failed(job, why)
         else:
             log.error("job %d: %s while running attempt %d", job_id, why, attempt)
             self.record_exit(job, None, run.path, lost=self.end_leftovers(job, run.path, why))

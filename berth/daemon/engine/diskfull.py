@@ -17,6 +17,11 @@ again, no attempt counted, no retry burned) and tells :class:`DiskFull`, which
 - logs one line when the disk is found full and one when a start goes through again (its
   command runs: its supervisor wrote ``go`` in its run file, or ended it; a commit alone may
   go through on a full disk, where SQLite reuses its WAL's space).
+
+A start that met a limit of the system (no descriptor, memory or process left:
+:mod:`berth.daemon.engine.exhausted`) is held back the same way, its reason ``SystemLimit``,
+tried again after at most :data:`berth.daemon.engine.exhausted.RETRY_MAX` seconds, and
+``/metrics``' ``berth_starts_exhausted`` is 1 meanwhile.
 """
 
 from __future__ import annotations
@@ -25,12 +30,17 @@ import errno
 import logging
 import sqlite3
 
+from berth.claims.together import claim_each
 from berth.core.states import Reason
+from berth.daemon.engine import exhausted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+
+    from berth.claims.claim import Claim
+    from berth.claims.together import Claimer, Want
 
 log = logging.getLogger("berth.daemon")
 
@@ -60,6 +70,7 @@ class DiskFull:
         self.since = 0.0  # (the loop's time)
         self.stopped = 0  # starts taken back since the disk was found full
         self.disk = True  # full (else another error: StateUnwritable)
+        self.limit = False  # a limit of the system met (SystemLimit), not the disk
         self._probe = False  # one pass may try to start again
         self._pause = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -84,7 +95,8 @@ class DiskFull:
     def _arm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._pause = min(RETRY_MAX, self._pause * 2 or RETRY_FIRST)
+        most = exhausted.RETRY_MAX if self.limit else RETRY_MAX
+        self._pause = min(most, self._pause * 2 or RETRY_FIRST)
         self._timer = self.loop.call_later(self._pause, self._due)
 
     def stopped_start(self, job_id: int, why: str) -> None:
@@ -93,6 +105,7 @@ class DiskFull:
         if self.why is None:
             self.since = self.loop.time()
             self.disk = is_full(why)
+            self.limit = not self.disk and exhausted.is_exhausted(why)
             log.error(
                 "%s: %s; jobs whose turn comes stay pending (%s) and start when %s",
                 self._what(), why, self.label(), self._until(),
@@ -105,6 +118,19 @@ class DiskFull:
             self._confirm = None
         if self._timer is None:
             self._arm()
+
+    def claim_each(self, ledger: Claimer, wants: Sequence[Want]) -> list[Claim | None]:
+        """A pass's claims (:func:`berth.claims.together.claim_each`); all None if they could
+        not be made for a limit of the system met (no descriptor for the claim files: none
+        stands): starts wait as :meth:`stopped_start` says, and no pass tries again before
+        its pause is over."""
+        try:
+            return claim_each(ledger, wants)
+        except OSError as e:
+            if not exhausted.is_exhausted(e):
+                raise
+            self.stopped_start(0, f"cannot claim its GPUs: {e}")
+            return [None] * len(wants)
 
     def _due(self) -> None:
         self._timer = None
@@ -147,8 +173,9 @@ class DiskFull:
             return
         log.warning(
             "%s after %.0fs: queued jobs start (%d start(s) had waited)",
-            "the state disk has room again" if self.disk else "the state database records "
-            "starts again", self.loop.time() - self.since, self.stopped,
+            "the state disk has room again" if self.disk else "starts go through again"
+            if self.limit else "the state database records starts again",
+            self.loop.time() - self.since, self.stopped,
         )  # fmt: skip
         self.why = None
         self.stopped = 0
@@ -163,15 +190,26 @@ class DiskFull:
         """Whether starts wait because the disk is full (``/metrics``' gauge)."""
         return self.why is not None and self.disk
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether starts wait for a limit of the system (``/metrics``' gauge)."""
+        return self.why is not None and self.limit
+
     def label(self) -> str:
         """``StateDiskFull``, or ``StateUnwritable`` for another error (a locked database,
         an I/O error)."""
+        if self.limit:
+            return str(Reason.SYSTEM_LIMIT)
         return str(Reason.STATE_DISK_FULL if self.disk else Reason.STATE_UNWRITABLE)
 
     def _what(self) -> str:
+        if self.limit:
+            return "starts meet a limit of the system (descriptors, memory, processes)"
         return "the state disk is full" if self.disk else "the state database cannot record starts"
 
     def _until(self) -> str:
+        if self.limit:
+            return "the limit is no longer met"
         return "space returns" if self.disk else "it can"
 
     def reason(self) -> str:
@@ -182,5 +220,8 @@ class DiskFull:
         """``berth status``'s line while starts wait."""
         if self.why is None:
             return None
-        fix = "the admin frees space" if self.disk else "the state database can be written"
+        fix = (
+            "the admin frees space" if self.disk else "descriptors, memory or processes free"
+            if self.limit else "the state database can be written"
+        )  # fmt: skip
         return f"{self._what()} ({self.why}): queued jobs wait ({self.label()}) until {fix}"

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 
-from berth.claims.together import Want, claim_each
+from berth.claims.together import Want
 from berth.core.deps import Finished
 from berth.core.job import Job
 from berth.core.policy import DEFAULT_POLICY, Inputs, schedule
@@ -202,8 +202,8 @@ class Engine:
         ) for start in decisions.starts]  # fmt: skip
         # The pass's claims, checked in one look (berth.claims.together). One that is None:
         # another process claimed at the same moment (the ledger has no lock: see
-        # berth.claims.verify); its claim, or its withdrawal, wakes the next pass.
-        for start, claim in zip(decisions.starts, claim_each(ledger, wants), strict=True):
+        # berth.claims.verify), or none could be made (no descriptor left: diskfull.py).
+        for start, claim in zip(decisions.starts, self.diskfull.claim_each(ledger, wants), strict=True):
             if claim is not None:
                 launches.append((self.jobs[start.job_id], (start, claim)))
         if explain and not launches:

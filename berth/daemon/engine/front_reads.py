@@ -119,6 +119,7 @@ def gpus(engine: Engine) -> dict[str, Any]:
         "policy": engine.opts.policy or DEFAULT_POLICY,
         "error": engine.res.error,
         "disk_full": engine.diskfull.disk_full,
+        "starts_exhausted": engine.diskfull.exhausted,
     }
 
 

@@ -23,6 +23,7 @@ import logging
 from berth.core.states import ACTIVE, State
 from berth.core.transition import transition, unstart
 from berth.daemon.engine.diskfull import is_full
+from berth.daemon.engine.exhausted import is_exhausted
 from berth.daemon.supervisor import runfile
 from berth.devices.visible import cuda_env
 from berth.wire import inject
@@ -157,6 +158,8 @@ class Launcher:
                 claim.release()
                 if self.jobs.get(job.id) is job and is_full(e):  # (its run file: it waits)
                     self._unstart(job, f"cannot make its run file: {e}")
+                elif self.jobs.get(job.id) is job and is_exhausted(e):  # (a limit met: waits)
+                    self._unstart(job, f"cannot start it: {e}")
                 elif self.jobs.get(job.id) is job:
                     self._launch_failed(job, str(e))
                 continue
@@ -239,13 +242,16 @@ class Launcher:
             self.procs.close(ln.gate)
             ln.gate = -1
 
-    def _unstart(self, job: Job, why: str, elsewhere: bool = False) -> None:
+    def _unstart(
+        self, job: Job, why: str, elsewhere: bool = False, wait: float = ELSEWHERE_WAIT
+    ) -> None:
         """Take back a start that never ran its command for want of space (``why``, naming
         the path): the job PENDING again, no attempt counted, no retry burned; it starts
         when space returns (:mod:`berth.daemon.engine.diskfull`). ``elsewhere``: the space
         is missing outside the state dir (the job's own ``-o``/``-e``, a user over quota):
-        only this job waits, :data:`ELSEWHERE_WAIT` seconds (``BeginTime``; its history says
-        why), so that one user's full disk holds back nobody else's jobs. A job cancelled
+        only this job waits, ``wait`` seconds (``BeginTime``; its history says why), so that
+        one user's full disk (or their supervisor's own limit met:
+        :mod:`berth.daemon.engine.exhausted`) holds back nobody else's jobs. A job cancelled
         while its start was being recorded is cancelled now."""
         if self.jobs.get(job.id) is not job or job.state not in ACTIVE:
             return
@@ -256,7 +262,7 @@ class Launcher:
         unstart(job, now=now, reason=why)
         self.order.joined(job)
         if elsewhere:
-            job.not_before = now + ELSEWHERE_WAIT
+            job.not_before = now + wait
         self.save(job, launched=0)
         log.warning("job %d: not started, it waits: %s", job.id, why)
         if not elsewhere:

@@ -38,6 +38,7 @@ import socket
 from berth.daemon.procs.spawner import pair
 from berth.daemon.supervisor import serve
 from berth.daemon.supervisor.attempt import MAX_MESSAGE
+from berth.daemon.supervisor.jobfiles import own_limit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -272,7 +273,10 @@ class Pool:
                 continue
             if slot.job == job and slot.attempt == attempt:
                 slot.job = None
-                self._idle(slot, self.loop.time())
+                if own_limit(result.get("exhausted")):
+                    self._close(slot)  # (it met its own limit: a fresh one takes the next)
+                else:
+                    self._idle(slot, self.loop.time())
             self.on_done(job, attempt, result)
 
     def forget_cgroup(self, path: str) -> None:

@@ -163,7 +163,7 @@ class AttemptRun:
         if spec.get("pty"):
             # The child opens the terminal by name after setsid(): it becomes its controlling
             # terminal. Output reaches the log through the relay.
-            master, slave = os.openpty()
+            master, slave = jobfiles.openpty(out)
             name = os.ttyname(slave)
             os.close(slave)
             where = spec.get("pty_path") or self.path + ".pty"
@@ -200,7 +200,7 @@ class AttemptRun:
                 setsigdef=JOB_SIGDEF,
             )  # fmt: skip
         except OSError as e:
-            raise SpawnError(f"cannot start {argv[0]!r}: {e.strerror}") from None
+            raise jobfiles.failed(f"cannot start {argv[0]!r}", e) from None
         finally:
             for fd in held:
                 os.close(fd)
@@ -256,19 +256,20 @@ class AttemptRun:
             try:
                 self.pid = pid = self._spawn()
             except (SpawnError, OSError, ValueError) as e:
-                nospace = isinstance(e, jobfiles.NoSpace)  # (nothing ran: it waits for space)
-                if nospace or not self._through_gate():
-                    nospace = nospace and self._through_gate(note=False)
-                    raise NotStarted(e if nospace else "") from None
+                waits = jobfiles.waits(e)  # (nothing ran: it waits for space, or for a limit)
+                if waits is not None or not self._through_gate():
+                    waits = waits if waits is not None and self._through_gate(note=False) else None
+                    raise NotStarted(waits or "") from None
                 result.update(rc=127, error=str(e), start=time.time(), end=time.time())
                 return result
         except NotStarted as e:
             if self.relay is not None:
                 self.relay.close()
+            why = e.args[0] if e.args else None  # (exhausted: who waits, see engine/exhausted.py)
             result.update(
                 rc=127, error=str(e) or "its start could not be recorded: not run",
                 unstarted=True, nospace=str(e) or None, end=time.time(),
-                nospace_path=getattr(e.args[0] if e.args else None, "path", None),
+                nospace_path=getattr(why, "path", None), exhausted=getattr(why, "kind", None),
             )  # fmt: skip
             return result
         result["start"] = start = time.time()
@@ -371,7 +372,7 @@ def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     inbox = _INBOX[0]
     while True:
         try:
-            size, anc, _, _ = chan.recvmsg_into(
+            size, anc, flags, _ = chan.recvmsg_into(
                 [inbox], socket.CMSG_SPACE(64 * 4), socket.MSG_CMSG_CLOEXEC
             )
             data = inbox[:size]
@@ -392,4 +393,7 @@ def receive(chan: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
         msg = json.loads(data)
     except ValueError:
         msg = {}
-    return (msg if isinstance(msg, dict) else {}), fds
+    msg = msg if isinstance(msg, dict) else {}
+    if flags & socket.MSG_CTRUNC:  # (descriptors it sent were lost: no room for them here)
+        msg["truncated"] = True
+    return msg, fds

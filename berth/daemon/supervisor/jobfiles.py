@@ -24,7 +24,51 @@ class NoSpace(SpawnError):
         self.path = path
 
 
+class Exhausted(SpawnError):
+    """The job could not be started because a limit of the system was met (no descriptor
+    left, no memory, no process to fork): it is not run, and waits instead of failing.
+    ``kind``: the errno's name (``EMFILE``...)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 NOSPACE = (errno.ENOSPC, errno.EDQUOT)
+EXHAUSTED = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN)
+
+
+def own_limit(kind: object) -> bool:
+    """Whether an attempt's ``exhausted`` (the errno's name its supervisor met) was that
+    supervisor's own limit (its descriptors, its user's processes), not the system's: only
+    its job waits, and that supervisor takes no other attempt."""
+    return kind in ("EMFILE", "EAGAIN")
+
+
+def waits(e: Exception) -> SpawnError | None:
+    """The error of a start that must wait rather than fail (:class:`NoSpace`,
+    :class:`Exhausted`; an OSError of a limit met made one), else None."""
+    if isinstance(e, OSError) and e.errno in EXHAUSTED:
+        return failed("cannot start it", e)
+    return e if isinstance(e, (NoSpace, Exhausted)) else None
+
+
+def openpty(out: int) -> tuple[int, int]:
+    """``os.openpty()``, else the start's error (then ``out``, its log, is closed)."""
+    try:
+        return os.openpty()
+    except OSError as e:
+        os.close(out)
+        raise failed("cannot make its terminal", e) from None
+
+
+def failed(message: str, e: OSError) -> SpawnError:
+    """The error of a start that failed with ``e``: :class:`Exhausted` for a limit met, else
+    :class:`SpawnError`; ``message`` says what failed, ``e``'s words follow."""
+    text = f"{message}: {e.strerror or e}"
+    if e.errno in EXHAUSTED:
+        return Exhausted(text, errno.errorcode[e.errno])
+    return SpawnError(text)
 
 
 def which(exe: str, path: str) -> str | None:
@@ -74,7 +118,7 @@ def open_log(path: str) -> int:
             raise SpawnError(f"log file {path!r} is a FIFO that nobody reads") from None
         if e.errno in NOSPACE:
             raise NoSpace(f"cannot open log file {path!r}: {e.strerror}", path) from None
-        raise SpawnError(f"cannot open log file {path!r}: {e.strerror}") from None
+        raise failed(f"cannot open log file {path!r}", e) from None
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
     return fd

@@ -137,9 +137,14 @@ def serve(chan_fd: int, owner: dict[str, Any]) -> int:  # pragma: no cover - for
             except OSError:
                 return 0
             continue
-        if msg.get("op") != "run" or not fds:
+        if msg.get("op") != "run" or not fds or msg.get("truncated"):
             for fd in fds:
                 os.close(fd)
+            if msg.get("op") == "run" and msg.get("truncated"):  # (no room for its files)
+                try:
+                    chan.sendmsg([done(msg, _NO_ROOM)], [], socket.MSG_NOSIGNAL)
+                except OSError:
+                    return 0
             continue
         chan = _one_attempt(msg, fds, chan, r, me)
     return 0
@@ -229,6 +234,14 @@ def _notify(msg: dict[str, Any], chan: socket.socket, wakeup: int) -> socket.soc
     return chan
 
 
+# An attempt whose descriptors (run file, gate, claims) found no room in our file table: not
+# run; its job waits (berth/daemon/engine/exhausted.py), and we take no other attempt.
+_NO_ROOM = (
+    b'{"rc": 127, "signal": null, "timeout": false, "cancelled": false, "start": null, '
+    b'"end": null, "error": "its supervisor had no descriptor left for its files", '
+    b'"unstarted": true, "nospace": "its supervisor had no descriptor left for its files '
+    b'(Too many open files)", "nospace_path": null, "exhausted": "EMFILE"}'
+)
 _BUSY = (
     b'{"rc": 127, "signal": null, "timeout": false, "cancelled": false, "start": null, '
     b'"end": null, "error": "internal error: its supervisor was busy"}'
