@@ -1,6 +1,6 @@
 """A claim body is checked over its own text: one decode, no encode again (issue 35.3: a
 supervisor names its job in every claim it is given, the daemon reads others' bodies at each
-scan; the second encode was a third of the supervisor's claim work). What is accepted and
+scan; the second encode cost about what the decode did). What is accepted and
 refused is unchanged."""
 
 from __future__ import annotations
