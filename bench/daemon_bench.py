@@ -157,7 +157,8 @@ class Daemon:
             self.proc.wait(timeout=30)
         except (BerthError, subprocess.TimeoutExpired):
             self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not os.environ.get("BENCH_KEEP"):  # (throughput_ab.py --keep removes it later)
+            shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.claims, ignore_errors=True)
 
 
