@@ -41,7 +41,7 @@ class Envs:
 _LAST: dict[int, tuple[dict[str, str], str, str]] = {}
 
 
-READ_KEEP = 64  # environments kept decoded for the launches that read specs back (bounded)
+READ_KEEP = 16  # environments kept decoded for the launches that read specs back (bounded)
 
 
 class EnvReads:
