@@ -67,6 +67,8 @@ class Daemon:
         os.environ.update({k: self.env[k] for k in ("BERTH_CONFIG", "BERTH_SOCKET")})
         profile = os.environ.get("BENCH_PROFILE")  # a file: run the daemon under cProfile
         prefix = ["-m", "cProfile", "-o", profile] if profile else []
+        if os.environ.get("BENCH_WRAP"):  # a script that runs `-m berth.cli.main` (loop_phases.py)
+            prefix = [os.environ["BENCH_WRAP"]]
         self.proc = subprocess.Popen(
             [sys.executable, *prefix, "-m", "berth.cli.main", "daemon", "--foreground"],
             env=self.env,
