@@ -67,6 +67,8 @@ class Daemon:
         os.environ.update({k: self.env[k] for k in ("BERTH_CONFIG", "BERTH_SOCKET")})
         profile = os.environ.get("BENCH_PROFILE")  # a file: run the daemon under cProfile
         prefix = ["-m", "cProfile", "-o", profile] if profile else []
+        if os.environ.get("BENCH_WRAP"):  # a script that runs `-m berth.cli.main` (loop_phases.py)
+            prefix = [os.environ["BENCH_WRAP"]]
         self.proc = subprocess.Popen(
             [sys.executable, *prefix, "-m", "berth.cli.main", "daemon", "--foreground"],
             env=self.env,
@@ -157,7 +159,8 @@ class Daemon:
             self.proc.wait(timeout=30)
         except (BerthError, subprocess.TimeoutExpired):
             self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not os.environ.get("BENCH_KEEP"):  # (throughput_ab.py --keep removes it later)
+            shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.claims, ignore_errors=True)
 
 

@@ -90,6 +90,13 @@ POINTS: list[tuple[str, list[tuple[str, str]]]] = [
          "                self.commits += 1\n                _tr('c_commit', len(gates))\n"),
         ("                self._sync()\n",  # (from e08c66c: the log's sync after the gates)
          "                self._sync()\n                _tr('c_synced', len(gates))\n"),
+        # (from cf09596: the committer's batch in a method of its own, one level less deep)
+        ("        batch, done, gates = item\n",
+         "        batch, done, gates = item\n        _tr('c_begin', len(gates))\n"),
+        ("            self.commits += 1\n",
+         "            self.commits += 1\n            _tr('c_commit', len(gates))\n"),
+        ("            self._sync()\n",
+         "            self._sync()\n            _tr('c_synced', len(gates))\n"),
     ]),
     ("berth/daemon/store/journal.py", [
         ("        self._in_flight = True\n",
@@ -97,7 +104,11 @@ POINTS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
 ]  # fmt: skip
 
-OPTIONAL = {"                self._sync()\n"}  # (absent before e08c66c)
+OPTIONAL = {  # (absent before e08c66c; the committer's anchors before / after cf09596)
+    "                self._sync()\n", "            batch, done, gates = item\n",
+    "                self.commits += 1\n", "        batch, done, gates = item\n",
+    "            self.commits += 1\n", "            self._sync()\n",
+}
 
 SYNC = (
     'self.db.execute("PRAGMA synchronous=FULL")',

@@ -25,6 +25,18 @@ CPU time left idle, and taken by niced processes (other sessions' suites), durin
 (for simple-gpu-scheduler, during its run). A share left to niced processes is time berth
 did not want: waiting, not computing. ``--logdir``: the jobs' logs there (``%j.out``)
 instead of the bench's directory, to see what creating a log file costs on each filesystem.
+
+``--keep``: every run's directory (its state, its 2,000 logs) is kept until the bench ends,
+in a directory of its own under ``$BENCH_DIR`` (default /tmp). On an ext4 without a journal
+(this machine's), a new inode skips every inode of its block group freed in the last 60 s
+(300 s while the inode table's block is dirty): ``recently_deleted`` in the kernel, read
+for each one skipped. A run that removes its logs as it stops makes each log the next run
+creates there scan past them (w8-thru: 8 us a create in a fresh group, 29 us after 2,000
+removals, 150-300 us in /tmp's groups churned by other sessions' test suites; ``perf``: a
+third to a half of the supervisors' samples in ``ext4_create``). A state directory is not
+emptied of thousands of files every few seconds: ``--keep`` leaves that to the bench's end.
+A later bench within ~5 minutes in the same place still pays for it: give it another
+``BENCH_DIR``.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -184,10 +197,23 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--sgs", help="simple-gpu-scheduler's simple_gpu_scheduler script")
     p.add_argument("--logdir", default="", help="the jobs' logs in this directory")
+    p.add_argument("--keep", action="store_true",
+                   help="keep every run's directory until the bench ends (see the module)")
     p.add_argument("--bench", choices=("throughput", "submits"), default="throughput",
                    help="submits: 20,000 pipelined submits (daemon_bench.py submits) instead")  # fmt: skip
     a = p.parse_args()
     WHICH[0] = a.bench
+    if a.keep:  # (the runs' directories, removed once the bench ends)
+        runs = tempfile.mkdtemp(prefix="berth-ab-runs-", dir=os.environ.get("BENCH_DIR"))
+        os.environ.update(BENCH_DIR=runs, BENCH_KEEP="1")
+        try:
+            return _rounds(a)
+        finally:
+            shutil.rmtree(runs, ignore_errors=True)
+    return _rounds(a)
+
+
+def _rounds(a: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="berth-ab-") as tmp:
         trees = {"base": export(a.base, os.path.join(tmp, "base")),
                  "head": export("HEAD", os.path.join(tmp, "head"))}  # fmt: skip

@@ -113,7 +113,7 @@ class Ledger:
         100,000 names set aside cost a look a few milliseconds; a kept listing forgets a name
         set aside at its first event, so it costs nothing more.)"""
         if self.listing is not None:
-            return self.listing.aside, self.listing.considered()
+            return self.listing.aside, self.listing.considered(names)  # (names: just applied)
         over = dict(self._over.items() & names.items()) if self._over else {}
         return over, (names.keys() - over.keys()) if over else names.keys()
 

@@ -100,9 +100,12 @@ class Listing:
         self._names, self._stale = names, False
         self.relisted += 1
 
-    def considered(self) -> Collection[str]:
-        """The names a look considers: not set aside, here or by the last scan."""
-        names = self.names()
+    def considered(self, names: dict[str, int] | None = None) -> Collection[str]:
+        """The names a look considers: not set aside, here or by the last scan. ``names``:
+        what :meth:`names` has just returned for this look (its events applied then: not
+        read again)."""
+        if names is None:
+            names = self.names()
         keys = names.keys() - self.capped.keys() if self.capped else names.keys()
         return keys - self.aside.keys() if self.aside else keys
 

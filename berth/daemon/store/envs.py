@@ -5,8 +5,13 @@ keyed by a hash of the uid and the environment's JSON; a job's spec names it (``
 from __future__ import annotations
 
 import hashlib
+import json
 
 from berth.wire import cjson
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
 
 
 class Envs:
@@ -34,3 +39,33 @@ class Envs:
 
 # uid -> (the environment its last job stored, its key, its JSON) (the loop's thread only)
 _LAST: dict[int, tuple[dict[str, str], str, str]] = {}
+
+
+READ_KEEP = 16  # environments kept decoded for the launches that read specs back (bounded)
+
+
+class EnvReads:
+    """The environments the launches read back (:meth:`berth.daemon.store.store.Store.spec`),
+    kept decoded by key: a key is a hash of its user and its environment's text, and a row
+    is never changed (``INSERT OR IGNORE``), so what a key names never changes. A queue of
+    one user's jobs then costs its launches one ``SELECT`` and one decode of that user's
+    environment, not one each (a real one is a few KB of JSON). Each caller gets a copy of
+    its own. At most :data:`READ_KEEP` are kept (then all are dropped: a new set of users)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, dict[str, str]] = {}
+
+    def get(self, db: sqlite3.Connection, key: str) -> dict[str, str] | None:
+        """The environment ``key`` names (a copy), or None if ``db`` has no such row."""
+        env = self.kept.get(key)
+        if env is None:
+            row = db.execute("SELECT env FROM envs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            env = json.loads(row[0])
+            if type(env) is not dict:
+                return env  # type: ignore[no-any-return]  # (the spec's check says what it is)
+            if len(self.kept) >= READ_KEEP:
+                self.kept.clear()
+            self.kept[key] = env
+        return dict(env)

@@ -24,7 +24,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 
-from berth.daemon.store.envs import Envs
+from berth.daemon.store.envs import EnvReads, Envs
 from berth.daemon.store.schema import MIGRATIONS as MIGRATIONS
 from berth.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from berth.daemon.store.upgrade import migrate
@@ -53,6 +53,7 @@ class Store:
     def __init__(self, db: sqlite3.Connection, path: str) -> None:
         self.db = db
         self.path = path
+        self.env_reads = EnvReads()
 
     @classmethod
     def open(cls, path: str) -> Store:
@@ -254,10 +255,10 @@ class Store:
                 raw = {**json.loads(common[0]), **raw}
             key = raw.pop("env_key", None) if type(raw) is dict else None
             if key is not None:  # its environment, stored once (envs)
-                env = self.db.execute("SELECT env FROM envs WHERE key = ?", (key,)).fetchone()
+                env = self.env_reads.get(self.db, key)  # (decoded once a user: EnvReads)
                 if env is None:
                     raise ValueError(f"its environment {key!r} is missing")
-                raw["env"] = json.loads(env[0])
+                raw["env"] = env
             return JobSpec.from_dict(raw, stored=True)
         except (ValueError, TypeError, ProtocolError) as e:  # damaged, or written by hand
             raise UnreadableSpec(

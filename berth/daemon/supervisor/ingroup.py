@@ -12,12 +12,22 @@ JOINED: list[str] = []
 
 
 def members(path: str) -> list[int]:
-    """The processes of the cgroup ``path`` (the kernel's list), [] if it has gone."""
+    """The processes of the cgroup ``path`` (the kernel's list), [] if it has gone. Read
+    with bare system calls (open, read until empty, close: asked after every attempt, where
+    a buffered text file cost 5 more calls and its objects)."""
     try:
-        with open(os.path.join(path, "cgroup.procs")) as f:
-            return [int(x) for x in f.read().split()]
+        fd = os.open(path + "/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return [int(x) for x in b"".join(chunks).split()]
     except (OSError, ValueError):
         return []
+    finally:
+        os.close(fd)
 
 
 def enter(path: str, main: bool = True) -> None:

@@ -83,3 +83,28 @@ def test_the_job_runs_with_it_across_a_restart_and_the_row_goes_with_its_jobs(
     finally:
         store.close()
     assert _stored(daemon.state_dir)[2] == 0  # gone with the last job that named it
+
+
+def test_launches_read_a_user_s_environment_back_once_each_their_own_copy(daemon: Any) -> None:
+    """The specs of a queue of one user's jobs read back for their launches (jobs not among
+    the journal's last committed: a long queue) select and decode their environment once,
+    not once a job (issue 35.3: a real environment is a few KB of JSON); each spec gets a
+    dict of its own."""
+    daemon.start()
+    env = _env("w")
+    spec = {"argv": ["true"], "cwd": str(daemon.fake.root), "hold": True}
+    ids = [r["job_id"] for r in daemon.call("submit_all", jobs=[spec] * 20, env=env)["replies"]]
+    daemon.stop()
+    store = open_store(daemon.state_dir)
+    try:
+        seen: list[str] = []
+        store.db.set_trace_callback(seen.append)
+        specs = [store.spec(i) for i in ids]
+        store.db.set_trace_callback(None)
+        assert [s.env for s in specs] == [env] * 20
+        assert sum("FROM envs" in s for s in seen) == 1  # (was 20)
+        assert sum("FROM jobs" in s for s in seen) == 20
+        specs[0].env["MARK"] = "mine"  # (a copy each: one job's is not another's)
+        assert "MARK" not in specs[1].env and "MARK" not in store.spec(ids[0]).env
+    finally:
+        store.close()
