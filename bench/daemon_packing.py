@@ -103,8 +103,9 @@ def main() -> int:
     ap.add_argument("--load", type=float, default=1.2, help="GPUs asked per GPU, per mix")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--list", default="gpushare40", help="openb_pod_list_<LIST>.csv")
+    ap.add_argument("--traces", default=TRACES, help="the folder of openb's pod lists")
     a = ap.parse_args()
-    pool = sizes(os.path.join(TRACES, f"openb_pod_list_{a.list}.csv"))
+    pool = sizes(os.path.join(a.traces, f"openb_pod_list_{a.list}.csv"))
     rng = random.Random(a.seed)
     print("mix  jobs  asked  daemon  sim-packer  same  sim-best-fit  sim-first-fit")
     tot = {"daemon": 0.0, "packer": 0.0, "best-fit": 0.0, "first-fit": 0.0}
