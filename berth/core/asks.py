@@ -5,16 +5,17 @@ Counted **by job** (FGD's popularity, as :class:`berth.core.profile.Profile` cou
 where cores and RAM are roomy: the demand brings less than ``ROOMY`` (90%) of the free cores
 (RAM) per free GPU of the capacity table. Weighted by GPUs asked (before, ``TAILS_BY_COUNT =
 False``), the few 8-GPU jobs of openb's ``multigpu*`` lists made every core below their ask
-look wanted by a third of the demand: one-GPU jobs broke whole 8-GPU nodes rather than take
-cores an 8-GPU job might have wanted, and the next 8-GPU job found no node (``multigpu40``
--0.05 point below FGD; by job +0.3).
+look wanted by a third of the demand: smaller jobs broke whole 8-GPU nodes rather than take
+cores an 8-GPU job might have wanted (``multigpu40``: 0.05 point below FGD; by job 0.31
+above; in small: tests/core/test_placement_cpu_by_count.py, where the next 8-GPU job found
+no node).
 
 Two exceptions keep the GPUs' weight:
 
 - where cores (RAM) are tight (the demand brings ``ROOMY`` or more of the free cores per
   free GPU: openb's ``cpu200`` as it starts, ``cpu250``), every core next to a free GPU
-  matters in aggregate; by job the CPU-only and CPU-heavy pods spent them (``cpu200`` -0.3
-  to -0.5 point, a G3 node's 8-GPU 120-core pod failed at 93% allocated);
+  matters in aggregate; by job the CPU-only and CPU-heavy pods spent them (``cpu200`` -0.1
+  to -0.45 point, seed 42's first failure an 8-GPU 120-core pod at 93.0% allocated);
 - a *rare* multi-GPU shape, whose hosts hold under half of the free GPUs
   (:meth:`berth.core.scarcity.Scarcity.rare`: openb's 8-GPU 120-core pods, G3 nodes only):
   by job its one pod in 250 made a node's last cores for it look worth little, and a
