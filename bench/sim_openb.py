@@ -29,7 +29,9 @@ over the seeds (and the earliest). ``vs FGD``: the row's mean at 100% less the p
 ``packer-nodes`` counts a scarce shape's hosts as nodes (``scarcity.BY_GPUS = False``), as
 before its free GPUs; ``packer-w6`` weighs the demand's sizes by GPUs asked and leaves the
 CPU-only demand out of the CPU per GPU (``profile.BY_COUNT = CPU_BINDS = False``), the
-packer before their change. ``--profile recent``: the packer's demand from the last arrivals instead
+packer before their change; ``packer-w7`` weighs the CPU/RAM asks by GPUs asked
+everywhere (``asks.TAILS_BY_COUNT = False``), the packer before they counted by job where
+cores are roomy. ``--profile recent``: the packer's demand from the last arrivals instead
 of the whole pod list (FGD's typical pods). ``--plain`` scores every node instead of one of
 each class of alike nodes, ``--digests`` prints a hash of each seed's placements: the two
 must print the same digests.
@@ -43,8 +45,8 @@ import os
 import sys
 import time
 
+from berth.core import asks, scarcity
 from berth.core import profile as demand_profile
-from berth.core import scarcity
 from berth.sim import report, traces, workload
 from berth.sim.fill import fill
 from berth.sim.run import compare, prepare
@@ -96,7 +98,8 @@ def main() -> int:
         help="also packer-plain: the packer with FGD's unweighted NoAccess term; packer-flat: "
         "without the weight on scarce capabilities; packer-nodes: scarce shapes' hosts counted "
         "as nodes; packer-w6: the size distribution by GPUs asked and the CPU per GPU without "
-        "CPU-only demand (the packer before issue 32.4's third pass)",
+        "CPU-only demand (the packer before issue 32.4's third pass); packer-w7: the CPU/RAM asks by "
+        "GPUs asked everywhere (before they counted by job where cores are roomy)",
     )
     ap.add_argument(
         "--workloads",
@@ -160,6 +163,7 @@ def main() -> int:
             scarcity.WEIGHTED = how != "packer-flat"
             scarcity.BY_GPUS = how != "packer-nodes"
             demand_profile.BY_COUNT = demand_profile.CPU_BINDS = how != "packer-w6"
+            asks.TAILS_BY_COUNT = how not in ("packer-w6", "packer-w7")
             place_how = "packer" if how.startswith("packer") else how
             marks = (90, 100, 130) if a.until == 130 else (90, 100)
             runs = [

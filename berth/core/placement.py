@@ -320,8 +320,8 @@ def _node_delta(
         return 0.0
     if node_free is None:
         node_free = sum(cap.free[q] for q in cap.node_pos[n])
-    before = node_free * profile.p_stranded(before_cpu, before_ram)
-    after = (node_free - gpus) * profile.p_stranded(before_cpu - cpu, before_ram - ram)
+    before = node_free * profile.p_stranded(cap, before_cpu, before_ram)
+    after = (node_free - gpus) * profile.p_stranded(cap, before_cpu - cpu, before_ram - ram)
     keep = profile.per_gpu(cap)
     short = _short(keep, node_free - gpus, before_cpu - cpu, before_ram - ram)
     return after - before + short - _short(keep, node_free, before_cpu, before_ram)

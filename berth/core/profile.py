@@ -9,7 +9,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from berth.core.capacity import EPS, INF, Capacity
+from berth.core.asks import Asks, roomy, tails
+from berth.core.capacity import EPS, Capacity
 from berth.core.request import Request
 from berth.core.scarcity import Scarcity
 
@@ -32,7 +33,9 @@ class Profile:
     (``constrained``, below): then by GPUs asked, as before, since the scarcity weight is off
     there and by count nothing kept openb's G3 nodes for its 8-GPU 120-core pods (the
     first failed at 5.6% allocated on ``gpuspec10``, seed 42; best-fit's at 20.3%). The CPU
-    and RAM asks are weighted by GPUs asked. What a node must keep per free GPU
+    and RAM asks (:meth:`p_stranded`) count by job too where the capacity's cores and RAM are
+    roomy, else by GPUs asked, and a shape few nodes can host always by its GPUs
+    (:mod:`berth.core.asks`). What a node must keep per free GPU
     (:meth:`per_gpu`) is what the GPU jobs bring per GPU, and where
     CPU binds (the demand brings more cores per GPU than the capacity has free per free
     GPU) the CPU-only jobs' share too (``CPU_BINDS``): then CPU-only work cannot all go to
@@ -51,16 +54,14 @@ class Profile:
     """
 
     __slots__ = (
+        "_asks",
         "_kept",
         "_kept_src",
-        "_cpu",
-        "_cpu_tail",
         "_free_rows",
         "_groups",
         "_node_sub",
         "_pos_sub",
-        "_ram",
-        "_ram_tail",
+        "_roomy",
         "_size",
         "_size_tail",
         "_src",
@@ -108,11 +109,10 @@ class Profile:
         if not self.constrained:
             self._free_rows = []  # (only sub-profiles of a constrained demand read them)
         if by_count:
-            self._size, self._size_tail = _tail(sorted((s, 1.0) for s, _, _ in rows), len(rows))
+            self._size, self._size_tail = tails(sorted((s, 1.0) for s, _, _ in rows), len(rows))
         else:
-            self._size, self._size_tail = _tail(sorted((s, s) for s, _, _ in rows), total)
-        self._cpu, self._cpu_tail = _tail(sorted((c, s) for s, c, _ in rows if s > 0), total)
-        self._ram, self._ram_tail = _tail(sorted((r, s) for s, _, r in rows if s > 0), total)
+            self._size, self._size_tail = tails(sorted((s, s) for s, _, _ in rows), total)
+        self._asks = Asks(rows, total, by_count)  # (by job too where cores are roomy)
         # what one GPU of the demand to come brings along, on average (GPU-weighted): a node
         # whose CPU (RAM) left is below its free GPUs x this will strand the difference;
         # and the CPU-only demand's cores (RAM) per GPU of the demand (see per_gpu)
@@ -122,6 +122,7 @@ class Profile:
         self.ram_only_per_gpu = sum(r for s, _, r in rows if s <= 0) / gpu if gpu else 0.0
         self._kept: tuple[float, float] = (self.cpu_per_gpu, self.ram_per_gpu)
         self._kept_src: list[int] | None = None
+        self._roomy = True
         # the multi-GPU shapes to come, weighed by how few nodes can still host each; not
         # with demand restricted to some GPUs, whose supply-weighted NoAccess term already
         # keeps scarce GPUs (the two together lost 1-2 points on openb's gpuspec lists)
@@ -164,22 +165,26 @@ class Profile:
             self._kept_src = cap.index
             cpu, ram = self._kept = (self.cpu_per_gpu, self.ram_per_gpu)
             more_cpu, more_ram = self.cpu_only_per_gpu, self.ram_only_per_gpu
+            gpus = sum(f for f, ok in zip(cap.free, cap.usable, strict=True) if ok and f > 0)
+            cores, mem = sum(cap.node_cpu), sum(cap.node_ram)
             if CPU_BINDS and (more_cpu > 0 or more_ram > 0):
-                gpus = sum(f for f, ok in zip(cap.free, cap.usable, strict=True) if ok and f > 0)
-                cores, mem = sum(cap.node_cpu), sum(cap.node_ram)
                 if gpus > 0 and (cores / gpus < cpu + more_cpu or mem / gpus < ram + more_ram):
                     self._kept = (cpu + more_cpu, ram + more_ram)
+            self._roomy = roomy(gpus, cores, mem, cpu + more_cpu, ram + more_ram)
         return self._kept
 
     def p_size_above(self, x: float) -> float:
         return self._size_tail[bisect_right(self._size, x + EPS)]
 
-    def p_stranded(self, cpu: float, ram: float) -> float:
-        """Share of GPU demand that a node with ``cpu``/``ram`` left could not take
-        (treating CPU and RAM asks as independent)."""
-        pc = self._cpu_tail[bisect_right(self._cpu, cpu + EPS)] if cpu < INF else 0.0
-        pr = self._ram_tail[bisect_right(self._ram, ram + EPS)] if ram < INF else 0.0
-        return 1.0 - (1.0 - pc) * (1.0 - pr)
+    def p_stranded(self, cap: Capacity, cpu: float, ram: float) -> float:
+        """Share of the demand that a node of ``cap`` with ``cpu``/``ram`` left could not take
+        (treating CPU and RAM asks as independent): by job where ``cap``'s cores and RAM are
+        roomy, else by GPUs asked (:mod:`berth.core.asks`)."""
+        asks = self._asks
+        if asks.by_job:
+            self.per_gpu(cap)  # (measures whether cap is roomy)
+            asks.bind(self._roomy, self.scarce.rare(cap))
+        return asks.p_stranded(cpu, ram)
 
     def at(self, cap: Capacity, p: int) -> Profile:
         """The demand that may use GPU position ``p`` of ``cap``."""
@@ -302,22 +307,3 @@ def _access(r: Request) -> Access | None:
     if r.gpu_ids is None and not r.name:
         return None
     return (None if r.gpu_ids is None else frozenset(r.gpu_ids), r.name.lower() if r.name else None)
-
-
-def _tail(pairs: list[tuple[float, float]], total: float) -> tuple[list[float], list[float]]:
-    """Sorted (key, weight) -> the distinct keys, and the total weight (share) of the keys
-    from each on. ``tail[bisect_right(keys, x)]`` is the share of keys above ``x``: with each
-    key once (the tail at its first place) that is the same number, to the bit, as with every
-    pair's (a long queue of alike jobs keeps a few keys, not one per job)."""
-    tail = [0.0] * (len(pairs) + 1)
-    for i in range(len(pairs) - 1, -1, -1):
-        w = pairs[i][1]
-        tail[i] = tail[i + 1] + w / total
-    keys: list[float] = []
-    shares: list[float] = []
-    for i, (k, _) in enumerate(pairs):
-        if not keys or k != keys[-1]:
-            keys.append(k)
-            shares.append(tail[i])
-    shares.append(0.0)
-    return keys, shares

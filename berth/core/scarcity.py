@@ -25,6 +25,7 @@ from berth.core.capacity import EPS, Capacity
 
 WEIGHTED = True  # False: no weight on scarce capabilities (the packer before, for comparison)
 BY_GPUS = True  # False: hosts counted as nodes, not as the free GPUs on them (before)
+RARE = 2.0  # a shape is rare when its hosts hold under 1/RARE of the free GPUs (see rare())
 
 Shape = tuple[int, float, float]  # whole GPUs, CPU, RAM that one pod of the shape asks
 
@@ -33,7 +34,7 @@ class Scarcity:
     """The multi-GPU shapes of a demand (each with its share of the GPU demand) and, once
     bound to a capacity table, each shape's weight by how few nodes can still host it."""
 
-    __slots__ = ("_kmin", "_shapes", "_shares", "_src", "_weights")
+    __slots__ = ("_kmin", "_rare", "_shapes", "_shares", "_src", "_weights")
 
     def __init__(self, rows: list[tuple[float, float, float]], total: float) -> None:
         share: dict[Shape, float] = {}
@@ -45,6 +46,7 @@ class Scarcity:
         self._shares = [share[t] for t in self._shapes]
         self._kmin = min((t[0] for t in self._shapes), default=0)
         self._weights: list[float] = []
+        self._rare: frozenset[Shape] = frozenset()
         self._src: list[int] | None = None
 
     def __bool__(self) -> bool:
@@ -61,14 +63,29 @@ class Scarcity:
         free = [sum(cap.free[p] for p in ps if cap.usable[p]) for ps in cap.node_pos]
         total = sum(free)
         self._weights = []
+        rare = []
         for (k, cpu, ram), share in zip(self._shapes, self._shares, strict=True):
-            hosts = sum(
-                f if BY_GPUS else 1.0
+            on = [
+                n
                 for n, f in enumerate(free)
                 if cap.node_pos[n] and _hosts(cap, n, k, cpu, ram, 0, 0.0, 0.0)
-            )
+            ]
+            gpus = sum(free[n] for n in on)
+            hosts = gpus if BY_GPUS else float(len(on))
             whole = total if BY_GPUS else sum(1.0 for ps in cap.node_pos if ps)
             self._weights.append(share * (whole / hosts - 1.0) if hosts > EPS else 0.0)
+            if gpus * RARE < total:
+                rare.append((k, cpu, ram))
+        self._rare = frozenset(rare)
+
+    def rare(self, cap: Capacity) -> frozenset[Shape]:
+        """The shapes whose hosts on ``cap`` hold under ``1 / RARE`` of its free GPUs (one
+        object until the hosts are counted again): :mod:`berth.core.asks` keeps their CPU and
+        RAM asks weighted by the GPUs they ask."""
+        if not self._shapes:
+            return self._rare
+        self._bind(cap)
+        return self._rare
 
     def delta(
         self, cap: Capacity, n: int, whole: int, cpu: float, ram: float, gpus: float

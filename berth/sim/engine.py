@@ -44,7 +44,7 @@ from berth.sim.traces import SimJob
 from berth.sim.workload import Inventory
 
 PROFILE_WINDOW = 1000  # the packer's demand profile: the last N arrivals plus the queue
-PROFILE_EVERY = 100  # rebuilt every N arrivals
+PROFILE_EVERY = 100  # rebuilt every N arrivals (at every pass with arrivals, for the first N)
 WAKE = -1  # (an entry in the ends' heap that ends no job: a pass runs at its time)
 
 
@@ -138,7 +138,7 @@ class _Replay:
         "allocated", "arrived", "arrivals", "book", "changes", "core", "ends", "free", "gpus",
         "held", "index", "jobs", "last", "learned", "nodes", "pbook", "placement", "policy", "pos",
         "predicted", "profile", "queue", "recent", "res", "rule", "running", "stopping",
-        "stranded", "waiting", "wake", "windows", "due", "done",
+        "stale", "stranded", "waiting", "wake", "windows", "due", "done",
     )  # fmt: skip
 
     def __init__(
@@ -171,6 +171,7 @@ class _Replay:
         self.stranded: float | None = None  # free share on partly used GPUs (None: to count)
         self.recent: list[Request] = []
         self.profile: Profile | None = None
+        self.stale = False  # the profile is to be built again at the next pass
         self.arrived = 0
         self.arrivals = Arrivals()  # the work that joined the queue (guarded)
         self.windows: list[Window] = []  # admin reservations
@@ -302,16 +303,19 @@ class _Replay:
             if self.placement == "packer":
                 recent = self.recent
                 recent.append(job.request)
-                if self.arrived % PROFILE_EVERY == 1 or self.profile is None:
+                if self.arrived <= PROFILE_EVERY or self.arrived % PROFILE_EVERY == 1:
                     del recent[:-PROFILE_WINDOW]
-                    first = _first(self.queue, self.waiting)
-                    self.profile = Profile.of(recent + [p.request for p in first])
+                    self.stale = True  # (built at the pass: all of this time's arrivals in)
 
     def decide(self, now: float) -> Decisions:
         """One pass, the daemon's, on the kept capacity and order."""
         # Every GPU taken: the pass can start nothing, so it needs no queue (a share of 1e-9
         # is far below what schedule() counts as free, 1e-6).
         full = max(self.free, default=0.0) <= 1e-9
+        if self.stale:
+            self.stale = False
+            first = _first(self.queue, self.waiting)
+            self.profile = Profile.of(self.recent + [p.request for p in first])
         fair = None
         if self.book is not None and not full:
             running = self.running.values()

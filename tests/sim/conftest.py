@@ -2,7 +2,7 @@
 
 ``live`` (fixture) -> (env, socket path, fake_gpus): a daemon on 2 fake 80 GiB GPUs, under
 the default policy or the one given (``@pytest.mark.parametrize("live", [POLICY],
-indirect=True)``).
+indirect=True)``; ``[(POLICY or None, N)]``: on N GPUs).
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ WORKLOAD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fakenvml", 
 
 @pytest.fixture
 def live(fake_gpus: Any, request: pytest.FixtureRequest) -> Iterator[tuple[Any, str, Any]]:
-    fake_gpus.setup(n=2, memory="80G")
+    param: str | tuple[str | None, int] | None = getattr(request, "param", None)
+    policy, n = param if isinstance(param, tuple) else (param, 2)
+    fake_gpus.setup(n=n, memory="80G")
     sockdir = tempfile.mkdtemp(prefix="bw-", dir="/tmp")
     sock = os.path.join(sockdir, "d.sock")
     env = {**fake_gpus.env, "BERTH_SOCKET": sock}
     os.environ["BERTH_SOCKET"] = sock
-    policy: str | None = getattr(request, "param", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "berth.cli.main", "daemon", "--foreground",
          *(["--policy", policy] if policy else [])],

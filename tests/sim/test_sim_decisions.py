@@ -52,6 +52,7 @@ def reference(
     stopping: dict[int, tuple[float, str]] = {}  # (preemption) told to stop: when, why
     recent: list[Request] = []
     profile: Profile | None = None
+    stale = False  # the profile is to be built again at the next pass
     arrived = 0
     arrivals = Arrivals()  # guarded: the work that joined the queue, as the simulator keeps it
     key_policy = "priority" if policy == "fairshare" else policy
@@ -88,14 +89,17 @@ def reference(
             arrivals.add(job)
             if placement == "packer":  # the simulator's demand profile, as it builds it
                 recent.append(job.request)
-                if arrived % PROFILE_EVERY == 1 or profile is None:
+                if arrived <= PROFILE_EVERY or arrived % PROFILE_EVERY == 1:
                     del recent[:-PROFILE_WINDOW]
-                    head = (
-                        pending
-                        if policy == "balanced"
-                        else sorted(pending, key=lambda j: order_key(j, key_policy))
-                    )
-                    profile = Profile.of(recent + [p.request for p in head[:PROFILE_WINDOW]])
+                    stale = True  # (built at the pass, once this time's arrivals are in)
+        if stale:
+            stale = False
+            head = (
+                pending
+                if policy == "balanced"
+                else sorted(pending, key=lambda j: order_key(j, key_policy))
+            )
+            profile = Profile.of(recent + [p.request for p in head[:PROFILE_WINDOW]])
         d = schedule(Inputs(
             pending, list(running.values()), gpus, None, (), now, policy=policy,
             placement=placement, nodes=nodes, profile=profile, explain=True, arrivals=arrivals,
