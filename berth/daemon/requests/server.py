@@ -104,6 +104,7 @@ class Server:
         self.answers: set[Answers] = set()  # each open connection's answers to come
         self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
         self.handshake_timeout = HANDSHAKE_TIMEOUT  # ([daemon] handshake_timeout)
+        self.on_large: Callable[[], None] | None = None  # after a burst's answer (answers.py)
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
@@ -199,7 +200,7 @@ class Server:
         """Read frames as they come; answer them in order. Requests are handled concurrently
         (pipelined submits commit together), responses written in request order, those ready
         together in one write (:mod:`berth.daemon.requests.answers`)."""
-        replies = Answers()
+        replies = Answers(self.on_large)
         in_hand = asyncio.Semaphore(MAX_PIPELINE)
         conn = _Conn(peer)
 
@@ -249,6 +250,7 @@ class Server:
                 return  # (refused, or it did not come whole: the stream is not to be trusted)
             try:
                 msg = read(peer.uid, payload)  # (a kept environment not decoded again)
+                del payload  # (and the request not held here once handed over: below)
                 if not greeted:
                     self._handshake(msg)
                     greeted = True
@@ -266,6 +268,7 @@ class Server:
                 if kind == "hello":
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
                 result = self.handlers[kind](self.front, peer, msg)
+                del msg  # (a jobs file's 10,000 lines: not kept until the next frame comes)
             except Exception as e:
                 answer(error_reply(e), n)
                 if not greeted:
