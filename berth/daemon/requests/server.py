@@ -250,7 +250,6 @@ class Server:
                 return  # (refused, or it did not come whole: the stream is not to be trusted)
             try:
                 msg = read(peer.uid, payload)  # (a kept environment not decoded again)
-                del payload  # (and the request not held here once handed over: below)
                 if not greeted:
                     self._handshake(msg)
                     greeted = True
@@ -268,7 +267,6 @@ class Server:
                 if kind == "hello":
                     raise ProtocolError(protocol.BAD_REQUEST, "handshake already done")
                 result = self.handlers[kind](self.front, peer, msg)
-                del msg  # (a jobs file's 10,000 lines: not kept until the next frame comes)
             except Exception as e:
                 answer(error_reply(e), n)
                 if not greeted:
