@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     Item = tuple[Answer, int, bool]
 
 BATCH_BYTES = 256 * 1024  # at most this much of ready answers goes in one write
-LARGE = 256 * 1024  # bytes of a request's frame, or of its answer, that make it a burst
+LARGE = 64 * 1024  # bytes of a request's frame, or of its answer, that make it a burst (an
+# array of 10,000 tasks: its answer names them, ~110 KB)
 
 
 class Answers:
