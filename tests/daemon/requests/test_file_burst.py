@@ -4,8 +4,9 @@ time) through the daemon's socket layer and intake, in the test's process (the r
 thread committing), so what it leaves behind can be counted (issue 35: the daemon's memory
 with 100,000 jobs queued through ``--file``):
 
-- a burst's answer, once written, is followed by one trim of the C heap (``on_large``, the
-  daemon's :class:`~berth.daemon.process.Trimmer`), a small request's by none;
+- a burst's answer (a jobs file's request, an array's 10,000 tasks), once written, is followed
+  by one trim of the C heap (``on_large``, the daemon's
+  :class:`~berth.daemon.process.Trimmer`), a small request's by none;
 - the request's jobs share one submit time (one ``submitted`` history, as an array's tasks),
   and their identities are kept in memory until durable, then forgotten together;
 - what the client is told is unchanged: one answer a line, in order, each its own id and log;
@@ -145,5 +146,21 @@ def test_a_bad_line_refuses_the_request_and_names_it(tmp_path: Path) -> None:
         assert not answer["ok"]
         assert answer["error"]["message"].startswith(f"job 1234 of {LINES}: no GPU 7 here")
         assert set(rig.engine.jobs) == before and not rig.engine.unique  # nothing queued
+    finally:
+        rig.close()
+
+
+def test_an_array_of_10000_tasks_is_a_burst_too(tmp_path: Path) -> None:
+    """Its request is small, its answer names its 10,000 tasks (over LARGE): trimmed after."""
+    rig = EngineRig(tmp_path, gpus=1)
+    rig.engine.accounts.config["max_jobs"] = None
+    rig.use_writer()
+    try:
+        job = {"argv": ["true"], "env": {}, "cwd": str(tmp_path), "gpus": 1, "hold": True}
+        one = {"type": "submit", "job": job}
+        array = {"type": "submit", "job": {**job, "array": "0-9999"}}
+        (single, answer), trims = _serve(rig, str(tmp_path / "s.sock"), [one, array])
+        assert single["ok"] and answer["ok"] and len(answer["tasks"]) == 10_000
+        assert trims == 1
     finally:
         rig.close()
