@@ -139,7 +139,7 @@ async def _main(
     trimmer = process.Trimmer(loop)  # (what bursts leave in the C heap, given back)
     trimmer.start()
     admin_gid = _admin_gid(cfg)
-    srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid)
+    srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid, trimmer.now)
     watcher = _watch(engine, procs, opts, loop, announcer)
     engine.kick()
     if ready is not None:
@@ -266,11 +266,14 @@ async def _serve(
     sock: socket.socket,
     web_sock: tuple[str, int, socket.socket | BerthError] | None,
     admin_gid: int | None,
+    on_large: Callable[[], None] | None = None,
 ) -> tuple[asyncio.AbstractServer, Server, WebServer | None]:
     """Serve the socket, and with ``--http`` the dashboard and /metrics (:mod:`berth.web`),
-    which registers its own request (``web_token``) with the socket's server."""
+    which registers its own request (``web_token``) with the socket's server. ``on_large``:
+    after a burst's answer (a trim: :mod:`berth.daemon.requests.answers`)."""
     front = Front(engine)
     server = Server(front, admin_gid, engine.opts)
+    server.on_large = on_large
     server.handshake_timeout = cfg.handshake_timeout
     web = None
     if web_sock is not None:

@@ -8,6 +8,12 @@ the batch (the ones before it are written first: none waits behind a slower one)
 answer in several frames (a :class:`~berth.daemon.requests.stream.Stream`) is written alone,
 frame by frame, as before.
 
+A request or an answer of :data:`LARGE` bytes or more (a jobs file's 10,000 jobs and their
+replies) is followed, once its answer is written and let go, by ``on_large`` (the daemon's: a
+``malloc_trim``, :class:`berth.daemon.process.Trimmer`): what its burst freed in the C heap (its
+frame, its rows, its answer) is given back at once: not at the trimmer's next look, and even
+when the daemon grew by less than the trimmer's bound since its last trim (issue 35).
+
 A handler's future is held as it is (no task, no second future to carry its answer): its
 result becomes ``{"ok": true, ...}`` and its failure the error reply as it is written. The
 futures still unanswered are what the daemon waits for, then cancels, when it stops
@@ -34,18 +40,21 @@ if TYPE_CHECKING:
     Item = tuple[Answer, int, bool]
 
 BATCH_BYTES = 256 * 1024  # at most this much of ready answers goes in one write
+LARGE = 64 * 1024  # bytes of a request's frame, or of its answer, that make it a burst (an
+# array of 10,000 tasks: its answer names them, ~110 KB)
 
 
 class Answers:
     """The answers of one connection still to be written, in order."""
 
-    __slots__ = ("_ended", "_items", "_wake", "writes")
+    __slots__ = ("_ended", "_items", "_wake", "on_large", "writes")
 
-    def __init__(self) -> None:
+    def __init__(self, on_large: Callable[[], None] | None = None) -> None:
         self._items: deque[Item] = deque()
         self._wake: asyncio.Future[None] | None = None
         self._ended = False
         self.writes = 0  # writes made (a burst's ready answers: one)
+        self.on_large = on_large  # after a write that answered a burst (see the module)
 
     def put(self, answer: Answer, size: int, handler: bool = False) -> None:
         """The next answer: one made, or a future of one (``handler``: a handler's own, whose
@@ -91,15 +100,19 @@ class Answers:
                 await write_stream(answer, writer, error_reply)
                 written(size)
                 continue
-            await self._batch(writer, written)
+            del answer  # (once written, nothing of the answer is held here)
+            if await self._batch(writer, written) and self.on_large is not None:
+                self.on_large()
 
-    async def _batch(self, writer: asyncio.StreamWriter, written: Callable[[int], None]) -> None:
+    async def _batch(self, writer: asyncio.StreamWriter, written: Callable[[int], None]) -> bool:
         """Write the ready answers at the head (at least the first, which is ready), up to a
-        stream, an answer to come or :data:`BATCH_BYTES`, in one write."""
+        stream, an answer to come or :data:`BATCH_BYTES`, in one write; whether one of them
+        (or its request) was :data:`LARGE`."""
         items = self._items
         frames: list[bytes] = []
         sizes: list[int] = []
         length = 0
+        large = False
         while items and length < BATCH_BYTES:
             answer, size, handler = items[0]
             if isinstance(answer, asyncio.Future) and (not answer.done() or answer.cancelled()):
@@ -111,12 +124,15 @@ class Answers:
             frames.append(frame)
             sizes.append(size)
             length += len(frame)
+            large = large or len(frame) >= LARGE or size >= LARGE
+            del answer, frame
         writer.write(b"".join(frames) if len(frames) > 1 else frames[0])
         self.writes += 1
         del frames
         await writer.drain()  # returns at once unless the client does not read
         for size in sizes:
             written(size)
+        return large
 
 
 async def _ready(fut: asyncio.Future[Any]) -> None:

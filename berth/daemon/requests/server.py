@@ -104,6 +104,7 @@ class Server:
         self.answers: set[Answers] = set()  # each open connection's answers to come
         self.bytes_per_uid: dict[int, int] = {}  # frames in hand (not root's)
         self.handshake_timeout = HANDSHAKE_TIMEOUT  # ([daemon] handshake_timeout)
+        self.on_large: Callable[[], None] | None = None  # after a burst's answer (answers.py)
 
     def register(self, kind: str, handler: Handler) -> None:
         """Answer requests of ``kind`` (a type :mod:`berth.wire.protocol` knows) with
@@ -199,7 +200,7 @@ class Server:
         """Read frames as they come; answer them in order. Requests are handled concurrently
         (pipelined submits commit together), responses written in request order, those ready
         together in one write (:mod:`berth.daemon.requests.answers`)."""
-        replies = Answers()
+        replies = Answers(self.on_large)
         in_hand = asyncio.Semaphore(MAX_PIPELINE)
         conn = _Conn(peer)
 

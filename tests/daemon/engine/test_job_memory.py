@@ -1,8 +1,8 @@
 """What a pending job costs the daemon's memory (issue 35: <= 120 MB with 100,000 queued in
 every shape the CLI submits). Counted, not timed: the bytes Python keeps for each more job
 queued (tracemalloc, the growth from 1,000 more jobs to 2,000 more, so the bounded caches,
-the journal's recent specs, cancel out), as single submits (each its own submit time) and as
-one array's tasks. What stays a job: its ``Job``, its place in the job table and the
+the journal's recent specs, cancel out), as single submits (each its own submit time), as
+one array's tasks and as one request of a jobs file's lines (one submit time). What stays a job: its ``Job``, its place in the job table and the
 ranking; not its own empty attempts, its own ``submitted`` event and history (shared), its
 own ``extra`` (shared with equal ones), a set of ids or a tuple an entry in the ranking, nor
 its bytes kept twice (berth/core/job.py, berth/core/ranking.py, engine/jobtable.py)."""
@@ -26,6 +26,8 @@ N = 1000
 SINGLE_MOST = 760  # bytes a single submit's pending job (~660 now; ~1,110 at a071106)
 TASK_MOST = 700  # bytes an array's pending task (~615 now: no dict of its own, a
 # TaskExtra; ~780 at 9a92838, its own {"bytes", "array": [A, index]}; ~1,180 at a071106)
+LINE_MOST = 600  # bytes a jobs file's line's pending job (~500 now: its request's submit time
+# and `submitted` history shared; ~660 at 1244a35, each line its own time, event and list)
 
 
 def _spec(tmp: Path, **more: Any) -> dict[str, Any]:
@@ -51,13 +53,33 @@ def _singles(rig: EngineRig, n: int) -> None:
     rig.loop.run_until_complete(submits())
 
 
+def _lines(rig: EngineRig, n: int) -> None:
+    """One request of ``n`` lines of a jobs file, the clock moving as the daemon's does
+    between any two looks (they are queued together: at one submit time)."""
+    env = {"PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+    raws = [{"argv": ["true", str(i)], "cwd": str(rig.tmp), "gpus": 1} for i in range(n)]
+    clock = rig.clock
+
+    def tick() -> float:
+        clock.t += 0.001
+        return clock.t
+
+    setattr(clock, "time", tick)  # noqa: B010 (the fake clock's, while the request goes)
+    try:
+        rig.loop.run_until_complete(admit.submit_all(rig.engine, rig.peer, raws, env=env))
+    finally:
+        delattr(clock, "time")
+
+
 def _array(rig: EngineRig, n: int) -> None:
     rig.clock.t += 1.0
     spec = _spec(rig.tmp, array=f"0-{n - 1}")
     rig.loop.run_until_complete(admit.submit(rig.engine, rig.peer, spec))
 
 
-@pytest.mark.parametrize(("shape", "most"), [(_singles, SINGLE_MOST), (_array, TASK_MOST)])
+@pytest.mark.parametrize(
+    ("shape", "most"), [(_singles, SINGLE_MOST), (_array, TASK_MOST), (_lines, LINE_MOST)]
+)
 def test_a_pending_job_keeps_few_bytes(tmp_path: Path, shape: Any, most: int) -> None:
     rig = EngineRig(tmp_path, gpus=1)
     try:
@@ -97,7 +119,8 @@ def test_the_job_table_gives_equal_extras_one_and_a_note_its_own() -> None:
 REQUEST = 2000  # jobs of the request measured
 ARRAY_PEAK = 2600  # bytes a task at most between its request and its commit (~2,220 now:
 # its job, its row; ~3,070 at 9a92838: a spec, a future and a callback each too)
-FILE_PEAK = 3600  # ... a jobs file's line (~3,120 now; ~4,400 at 9a92838: a copy of each
+FILE_PEAK = 3200  # ... a jobs file's line (~3,050 now; ~3,380 at 1244a35: a closure and its
+# cells a line forgetting its identity once durable; ~4,400 at 9a92838: a copy of each
 # line's dict, its checked spec kept beside its stored one, a future and callbacks each)
 
 

@@ -159,7 +159,11 @@ async def _accept(
     if dry:
         return dryrun.replies(engine, peer, prepared)
     # Everything is checked: insert all of it in this turn of the loop (one commit, whose
-    # one future, the last job's, answers for all); each job's checked spec let go as it goes
+    # one future, the last job's, answers for all); each job's checked spec let go as it goes.
+    # The request's jobs share one submit time (and so one `submitted` history, as an
+    # array's tasks do) and one action forgetting their identities once durable.
+    now = engine.clock.time()
+    noted = unique.Noted(engine)
     replies: list[dict[str, Any]] = []
     futures: list[asyncio.Future[None]] = []
     last = max((k for k, p in enumerate(prepared) if p.dup is None), default=-1)
@@ -167,13 +171,14 @@ async def _accept(
     for k in range(len(prepared)):
         p = prepared.pop()
         if p.dup is None:
-            reply, futures = insert(engine, peer, p, durable=k == last)
+            reply, futures = insert(engine, peer, p, k == last, now, noted)
             replies.append(reply)
         elif "twin_of" in p.dup:
             first = replies[p.dup["twin_of"]]
             replies.append({**first, "duplicate": True, "state": "PENDING"})
         else:
             replies.append(p.dup)
+    noted.until_durable()
     await asyncio.gather(*futures)  # durable before we answer
     return replies
 
@@ -284,14 +289,17 @@ def _finish(
 
 
 def insert(
-    engine: Engine, peer: Peer, p: Prepared, durable: bool = True
-) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:
+    engine: Engine, peer: Peer, p: Prepared, durable: bool = True, now: float | None = None,
+    noted: unique.Noted | None = None,
+) -> tuple[dict[str, Any], list[asyncio.Future[None]]]:  # fmt: skip
     """Queue a prepared job (or all the tasks of its array): (reply, the future of its
     durability: one, its last job's, or none if not ``durable``: a request's jobs go in one
     commit, and its last insert's future answers for all). An array's tasks share one
-    :class:`~berth.daemon.store.tasks.Tasks`: no spec a task until the commit writes it."""
+    :class:`~berth.daemon.store.tasks.Tasks`: no spec a task until the commit writes it.
+    ``now``: its submit time (its request's; the clock's if not given); ``noted``: where its
+    identity is kept until durable (its request's; its own if not given)."""
     spec = p.spec
-    now = engine.clock.time()
+    now = engine.clock.time() if now is None else now
     order, throttle = arrays.indices(p.array) if p.array else ([0], None)
     base = engine.new_ids(len(order))
     own = made.own_fields(p, peer.user, base, order)
@@ -325,7 +333,10 @@ def insert(
         single = None if tasks else spec.replace(**own(job.id))
         fut = engine.insert(job, tasks or single or spec, durable and k == len(order) - 1) or fut
     if spec.unique_key is not None:  # (in memory until durable: the store's index then)
-        unique.note_until_durable(engine, spec.unique_key, base)
+        if noted is None:
+            unique.note_until_durable(engine, spec.unique_key, base)
+        else:
+            noted.add(spec.unique_key, base)
     if p.ident != spec.unique_key:  # (a `berth watch` line: its job identity too, in memory)
         engine.note_unique(p.ident, base)
     return made.reply(engine, p, peer.user, base, order, single), [fut] if fut else []

@@ -15,6 +15,7 @@ differs from one shell to the next).
 from __future__ import annotations
 
 import hashlib
+from array import array
 
 from berth.wire import cjson
 
@@ -46,13 +47,40 @@ def note_until_durable(engine: Engine, k: str, job_id: int) -> None:
     job is durable, then found by the store's index (:func:`newest`). Kept for good, every
     job's identity cost the daemon ~130 bytes for its life (13 MB for 100,000 lines of a jobs
     file, more with every one)."""
-    engine.note_unique(k, job_id)
+    noted = Noted(engine)
+    noted.add(k, job_id)
+    noted.until_durable()
 
-    def forget() -> None:
-        if engine.unique.get(k) == job_id:
-            del engine.unique[k]
 
-    engine.journal.after_commit(forget)
+class Noted:
+    """The identities of one request's jobs (a jobs file's), each kept in memory until the
+    request is durable (:func:`note_until_durable`), then forgotten together: one action a
+    request, not one closure (its function and cells: ~340 bytes) a job, held until the
+    commit (issue 35: what a request's burst leaves in the daemon's memory)."""
+
+    __slots__ = ("engine", "ids", "keys")
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.keys: list[str] = []
+        self.ids = array("q")
+
+    def add(self, k: str, job_id: int) -> None:
+        self.engine.note_unique(k, job_id)
+        self.keys.append(k)
+        self.ids.append(job_id)
+
+    def until_durable(self) -> None:
+        """Forget them once everything queued so far is durable (called in the turn of the
+        loop that queued the request's last job: its commit)."""
+        if self.keys:
+            self.engine.journal.after_commit(self._forget)
+
+    def _forget(self) -> None:
+        unique = self.engine.unique
+        for k, job_id in zip(self.keys, self.ids, strict=True):
+            if unique.get(k) == job_id:
+                del unique[k]
 
 
 def newest(engine: Engine, k: str) -> tuple[int, str] | None:
