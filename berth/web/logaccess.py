@@ -10,6 +10,7 @@ be asked for a user who is not this process)."""
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 
 TYPE_CHECKING = False
@@ -49,8 +50,6 @@ def _may(st: os.stat_result, uid: int, groups: set[int], bit: int) -> bool:
 
 
 def _groups(viewer: Peer) -> set[int]:
-    import pwd  # rare: an admin reading another user's log
-
     try:
         pw = pwd.getpwuid(viewer.uid)
         return set(os.getgrouplist(pw.pw_name, pw.pw_gid))
