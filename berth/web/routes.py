@@ -337,11 +337,13 @@ def read_log(
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
             raise httpio.HttpError(403, f"{path} is not a log file of the job's owner")
-        why = None if viewer is None else logaccess.denied(path, st, viewer[0], uid)
-        if why is not None:  # (the daemon is root; an admin of the group is not)
-            raise httpio.HttpError(
-                403, f"{why}: reading it needs root itself, not only the admin group ({viewer[1]})"
-            )
+        if viewer is not None:  # (the daemon is root; an admin of the group is not)
+            who, command = viewer
+            why = logaccess.denied(path, st, who, uid)
+            if why is not None:
+                raise httpio.HttpError(
+                    403, f"{why}: reading it needs root itself, not only the admin group ({command})"
+                )
         size = st.st_size
         if offset is None or offset > size:
             start = max(0, size - LOG_TAIL)
