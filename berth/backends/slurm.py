@@ -6,12 +6,11 @@ The mapping of a job spec to sbatch is :func:`berth.backends.sbatch.plan`; the r
 commands' output is :mod:`berth.backends.slurm_query`.
 
 Each submitted job leaves in berth's Slurm log dir (``[slurm] log_dir``, default
-``<state dir>/slurm``), in the folder of its cluster (``<log dir>/<ClusterName>/``, where its
-logs go unless -o says otherwise: job 1 of one cluster is not job 1 of another), its batch
+``<state dir>/slurm``), in the folder of its cluster (``<log dir>/<ClusterName>/``, logs too
+unless -o says otherwise; only the user may write there: :mod:`berth.wire.owndir`), its batch
 script ``batch-<hash>.sh`` (named by its content: the jobs of a sweep share one) and a record
 ``ID.json`` (name, log patterns, working directory, script, cluster), so that ``berth logs``
-finds a job's output after Slurm has forgotten the job (without accounting, after
-MinJobAge). A record of an older berth (``<log dir>/ID.json``) is still read.
+finds a job's output after Slurm has forgotten it. An older berth's ``<log dir>/ID.json`` too.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from berth.backends import sbatch, slurm_act, slurm_config, slurm_deps
 from berth.backends import slurm_query as q
 from berth.backends.base import JobInfo, SubmitRefused, Submitted, aggregate, named
 from berth.errors import BerthError, UsageError
+from berth.wire.owndir import own_dir
 from berth.wire.paths import state_dir
 
 TYPE_CHECKING = False
@@ -209,7 +209,7 @@ class Slurm:
 
     def _write_script(self, text: str) -> str:
         """The batch script in the log dir, written atomically, never changed afterwards."""
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        own_dir(self.dir, "the Slurm log dir's folder", "set [slurm] log_dir to a folder of yours")
         path = self.script_path(text)
         if not os.path.exists(path):
             tmp = f"{path}.{os.getpid()}.tmp"

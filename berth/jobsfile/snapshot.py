@@ -4,7 +4,9 @@ while the job waits (held, pending) changes nothing of what it runs.
 
 The copy is named by its content (``DIR/scripts/<sha256, 16 hex>/<the script's name>``: the
 same script submitted twice is one copy, and ``$0`` keeps its file name), written atomically
-by the submitting user (mode 0700: the job runs as that user), never changed afterwards.
+by the submitting user (mode 0700: the job runs as that user), never changed afterwards, in
+a folder only that user may write to (:mod:`berth.wire.owndir`: else refused, as a copy
+another user planted there would run in the job).
 Where no copy can be written (no writable state dir), submit says so and the job runs the
 script itself.
 ``DIR`` is where the backend's jobs can read it: the local queue's state dir, the Slurm
@@ -17,6 +19,7 @@ import os
 import sys
 
 from berth.errors import UsageError
+from berth.wire.owndir import own_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +36,9 @@ def take(path: str, directory: str) -> str:
     except OSError as e:
         raise UsageError(f"cannot read the script {path!r}: {e.strerror}") from None
     digest = hashlib.sha256(data).hexdigest()[:16]
-    folder = os.path.join(directory, "scripts", digest)
+    scripts = own_dir(os.path.join(directory, "scripts"), "the folder of submitted scripts",
+                      "give the backend's state or log dir a folder of yours")  # fmt: skip
+    folder = os.path.join(scripts, digest)
     copy = os.path.join(folder, os.path.basename(path))
     if os.path.exists(copy):
         return copy

@@ -18,6 +18,8 @@ revokes every token of every user.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import hmac
 import json
@@ -164,11 +166,17 @@ class Tokens:
             tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )
         try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except BaseException:  # (a full disk: no half-written file left behind in root's dir)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         self._seen, self._revoked = None, revoked
 
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from berth.daemon.requests.server import HANDLERS
 from berth.errors import BerthError
-from berth.web import auth, httpio, metrics, view
+from berth.web import auth, httpio, logaccess, metrics, view
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
 
@@ -193,7 +193,7 @@ class Routes:
             job = self._owned_job(int(m.group(1)), peer)
             if m.group(2) is None:
                 return httpio.json_response(200, {"job": job})
-            return await self.log(req, job)
+            return await self.log(req, job, peer)
         raise httpio.HttpError(404, f"no page {path!r} here")
 
     # -- reads --------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ class Routes:
             )
         return dict(job)
 
-    async def log(self, req: httpio.Request, job: dict[str, Any]) -> bytes:
+    async def log(self, req: httpio.Request, job: dict[str, Any], peer: Peer) -> bytes:
         which = req.query.get("stream", "out")
         if which not in ("out", "err"):
             raise httpio.HttpError(400, f"stream={which!r}: use out or err")
@@ -269,7 +269,8 @@ class Routes:
         if not path:
             return httpio.json_response(200, {"path": None, "size": 0, "offset": 0, "text": ""})
         loop = self.server.loop
-        out = await loop.run_in_executor(None, read_log, path, int(job["uid"]), offset)
+        viewer = (peer, f"sudo berth logs {job['id']}")
+        out = await loop.run_in_executor(None, read_log, path, int(job["uid"]), offset, viewer)
         out["state"] = job["state"]
         return httpio.json_response(200, out)
 
@@ -316,11 +317,15 @@ class Routes:
         return out
 
 
-def read_log(path: str, uid: int, offset: int | None) -> dict[str, Any]:
+def read_log(
+    path: str, uid: int, offset: int | None, viewer: tuple[Peer, str] | None = None
+) -> dict[str, Any]:
     """Read a job's log as the daemon, but only a regular file its owner owns (a job's log is
     written by the job as its user; a path that names someone else's file, or a link to one,
-    is refused: the daemon may be root). Without ``offset``: the last :data:`LOG_TAIL` bytes
-    from a line start; with one: what follows it (at most :data:`LOG_CHUNK` bytes)."""
+    is refused: the daemon may be root), and for a ``viewer`` (who asks, the command that would
+    read it for them) other than its owner or root only one they could read themselves
+    (:mod:`berth.web.logaccess`). Without ``offset``: the last :data:`LOG_TAIL` bytes from a
+    line start; with one: what follows it (at most :data:`LOG_CHUNK` bytes)."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
@@ -332,6 +337,13 @@ def read_log(path: str, uid: int, offset: int | None) -> dict[str, Any]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
             raise httpio.HttpError(403, f"{path} is not a log file of the job's owner")
+        if viewer is not None:  # (the daemon is root; an admin of the group is not)
+            who, command = viewer
+            why = logaccess.denied(path, st, who, uid)
+            if why is not None:
+                raise httpio.HttpError(
+                    403, f"{why}: reading it needs root itself, not only the admin group ({command})"
+                )
         size = st.st_size
         if offset is None or offset > size:
             start = max(0, size - LOG_TAIL)

@@ -65,7 +65,9 @@ class Ask:
         self.path = engine.store.path
         self.since, self.until, self.now = since, until, now
         self.everyone = peer.admin or peer.uid == os.geteuid()
-        self.user = peer.user
+        # (rows are users' names: the dashboard's anonymous viewers, uid -1, own none of
+        # them, not even those of a Unix user named "anonymous")
+        self.user: str | None = peer.user if peer.uid >= 0 else None
         self.models = {s.index: s.name for s in engine.res.snapshots}
         self.live = [{**j.to_dict(), "ended_at": None} for j in engine.unfinished()
                      if j.submit_time < until]  # fmt: skip
@@ -105,13 +107,13 @@ def answer(ask: Ask, groupings: dict[str, list[str]]) -> dict[str, Any]:
     """The report (on the report thread): for each of ``groupings`` (name -> its --by keys)
     the rows the asker may see, with the totals, claims, outside use and idle holders."""
     pieces, jobs, used, held = _gather(ask)
-    own = [p for p in pieces if ask.everyone or p["user"] == ask.user]
-    mine = [j for j in jobs if ask.everyone or j.get("user") == ask.user]
+    own = [p for p in pieces if ask.everyone or (ask.user is not None and p["user"] == ask.user)]
+    mine = [j for j in jobs if ask.everyone or (ask.user is not None and j.get("user") == ask.user)]
     out: dict[str, Any] = {
         "since": ask.since,
         "until": ask.until,
         "by": ask.by,
-        "scope": "all" if ask.everyone else ask.user,
+        "scope": "all" if ask.everyone else (ask.user or "anonymous"),
         "totals": (tally.group(pieces, []) or [_empty()])[0],
         "idle": tally.idle(mine, used, held),
     }
