@@ -31,6 +31,7 @@ from berth.core.enforce import OVERRUN, OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
 from berth.daemon.engine.admission import peaks
 from berth.daemon.engine.audit import append_log
+from berth.daemon.engine.claim_keys import keyed
 from berth.daemon.engine.enforce_grant import Grants
 from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
@@ -142,10 +143,7 @@ class Enforcer(IdleHolders):
         own = {r.lease_id: f"job {j}" for j, r in engine.runs.items() if r.lease_id}
         own.update({c.lease_id: f"job {j}" for j, c in engine.committing.items()})
         scanned = engine.res.ledger.scan(bodies=True).claims
-        claims: dict[str, list[Any]] = {}
-        for c in scanned:
-            if c.lease not in own:
-                claims.setdefault(f"claim {c.lease}", []).append(c)
+        claims, by_file = keyed(scanned, own, os.geteuid())  # (a lease of one owner each)
         self._named = {}
         for key, files in claims.items():
             for c in files:
@@ -154,7 +152,7 @@ class Enforcer(IdleHolders):
         gpu_pids = {p.pid for s in engine.res.snapshots for p in s.processes or ()}
         proven = self._proofs.prove(claims, gpu_pids)
         gpus = {s.uuid: (s.index, s.memory_total) for s in engine.res.snapshots}
-        refused = self._grants.judge(scanned, own, set(own.values()), proven.values(), gpus)
+        refused = self._grants.judge(scanned, by_file, set(own.values()), proven.values(), gpus)
         for entry in self._grants.news(refused, claims, engine.res.by_uuid):
             self._write(entry)
         for key, files in claims.items():

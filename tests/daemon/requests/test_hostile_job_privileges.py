@@ -21,7 +21,6 @@ from userkit import A
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
 
-
 @pytest.fixture
 def system(daemon: Any) -> System:
     return System(daemon)
