@@ -33,7 +33,7 @@ from berth.daemon.engine.admission import peaks
 from berth.daemon.engine.audit import append_log
 from berth.daemon.engine.claim_keys import keyed
 from berth.daemon.engine.enforce_grant import Grants
-from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
+from berth.daemon.engine.enforce_io import identity, signal_if, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
 from berth.daemon.engine.idle_holders import IdleHolders
 from berth.daemon.engine.resources import _stat
@@ -346,18 +346,13 @@ class Enforcer(IdleHolders):
             self.audit_idle("cancel", holder, reason=why, result=result)
 
     def _signal(self, pid: int, uid: int, start: int, sig: int, f: Finding | None) -> bool:
-        """Signal ``pid`` only if /proc says it is still the process classed (uid, start)."""
-        ident = identity(pid)
+        """Signal ``pid`` only if /proc says it is still the process classed (uid, start),
+        through a pidfd (enforce_io.signal_if)."""
         name = signal.Signals(sig).name
-        if ident != (uid, start):
+        why = signal_if(pid, uid, start, sig)
+        if why is not None:
             if f is not None:
-                self.audit("skip", f, signal=name, reason="not the same process any more")
-            return False
-        try:
-            os.kill(pid, sig)
-        except OSError as e:
-            if f is not None:
-                self.audit("skip", f, signal=name, reason=str(e))
+                self.audit("skip", f, signal=name, reason=why)
             return False
         if f is not None:
             self.audit("signal", f, signal=name)
