@@ -153,7 +153,7 @@ def _refuse_unsignallable(
     direct: list[ClaimInfo],
     waiters: list[WaiterInfo],
     me: int,
-    gpus: dict[str, int],
+    gpus: dict[str, int | None],
     words: list[str],
 ) -> None:
     """An admin by group who is not root: another user's claim outside the queue (or waiter)
