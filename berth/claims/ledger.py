@@ -24,6 +24,7 @@ from berth.claims import files
 from berth.claims.bounds import MAX_FILES_PER_UID, MAX_LOOKUPS_PER_UID, Shares
 from berth.claims.claim import Claim
 from berth.claims.listing import Listing, list_names
+from berth.claims.ownfiles import is_ours
 from berth.claims.paths import check_claimable, claims_dir
 from berth.claims.procs import command_line, descends_from, user_name
 from berth.claims.state import ClaimInfo, LedgerScan, WaiterInfo, merge
@@ -132,8 +133,8 @@ class Ledger:
         """The living claims and waiters. ``bodies``: read the claims' bodies (who, pids,
         command: capacity is in the names); waiters' are always read (their reservations).
         ``clean``: remove the dead files we may remove. ``skip``: lease ids whose claims the
-        caller leaves out of what it uses (its own: the daemon's jobs'): their files are
-        neither probed nor returned (nor removed: the caller releases its own)."""
+        caller leaves out of what it uses (its own: the daemon's jobs'): their files of ours
+        are neither probed nor returned (nor removed: the caller releases its own)."""
         claims: list[ClaimInfo] = []
         waiters: list[WaiterInfo] = []
         seen: set[tuple[object, ...]] = set()
@@ -158,7 +159,8 @@ class Ledger:
             if kind != files.TEMP and parsed_claim is None and parsed_waiter is None:
                 continue
             if parsed_claim is not None and parsed_claim[1] in skip:
-                continue
+                if is_ours(self.listing, path, name, self.euid):
+                    continue  # (another's file named with our lease is theirs: ownfiles.py)
             if kind == files.TEMP and not (clean and _older(path, now, files.TEMP_GRACE)):
                 continue  # perhaps not locked yet: in the making, not dead
             read = kind == files.WAITER or (bodies and kind == files.CLAIM)

@@ -12,8 +12,8 @@ The ledger is one directory that every user of the host shares (the first that a
 
 A directory berth creates gets mode 1777 (world-writable and sticky, like ``/tmp``): every user
 can add claim files, and only a file's owner (or root, or the directory's owner) can remove it.
-Refused (:func:`check_dir`): a symlink another user owns, a world-writable directory without
-the sticky bit, a directory of another non-root user that is not mode 1777. Root claims only
+Refused (:func:`check_dir`): a symlink another user owns, a world- or group-writable directory
+without the sticky bit, a directory of another non-root user that is not mode 1777. Root claims only
 in a directory root owns (:func:`check_claimable`): the owner of a directory can remove any
 file in it.
 """
@@ -64,8 +64,8 @@ def _owner(uid: int) -> str:
 def check_dir(path: str) -> str:
     """Raise UsageError unless ``path`` is a directory berth may keep claims in: a real
     directory (or a symlink that root or this user made: whoever owns a symlink can re-point
-    it, splitting the host's claims in two), not world-writable unless sticky (else anyone
-    could remove anyone's claims), and, if another non-root user owns it, shared like /tmp
+    it, splitting the host's claims in two), not world- or group-writable unless sticky (else
+    anyone, or any member of the group, could remove anyone's claims), and, if another non-root user owns it, shared like /tmp
     (mode 1777)."""
     try:
         st = os.lstat(path)
@@ -99,6 +99,12 @@ def check_dir(path: str) -> str:
         raise UsageError(
             f"claims directory {path!r} is world-writable but not sticky (mode {mode:o}): "
             f"any user could remove anyone's claims; chmod +t {path} (mode 1777)"
+        )
+    if mode & 0o020 and not mode & 0o1000:
+        raise UsageError(
+            f"claims directory {path!r} is group-writable but not sticky (mode {mode:o}): any "
+            f"member of its group could remove the others' claims and take their GPUs; "
+            f"chmod +t {path} (mode {mode | 0o1000:o})"
         )
     if st.st_uid not in (0, me) and mode & 0o1007 != 0o1007:
         owner = _owner(st.st_uid)

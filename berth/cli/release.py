@@ -149,6 +149,33 @@ def _refuse_others_jobs(jobs: dict[int, dict[str, Any]], me: str, group: str | N
         )
 
 
+def _refuse_unsignallable(
+    direct: list[ClaimInfo],
+    waiters: list[WaiterInfo],
+    me: int,
+    gpus: dict[str, int | None],
+    words: list[str],
+) -> None:
+    """An admin by group who is not root: another user's claim outside the queue (or waiter)
+    is theirs to end only as root (the kernel lets nobody else signal their processes or
+    remove their files from the sticky ledger): refused before anything is done, rather than
+    told "ended" while it lives on."""
+    for c in direct:
+        if c.uid != me:
+            raise Refused(
+                f"GPU {gpus[c.uuid]} is held by {c.user} (pid "
+                f"{', '.join(map(str, c.pids)) or '?'}, {c.command or '?'}): only root can end "
+                "another user's claim made outside the queue (signal its processes, remove "
+                f"its files); nothing was done: sudo berth release {' '.join(words)}"
+            )
+    for w in waiters:
+        if w.uid != me:
+            raise Refused(
+                f"{user_name(w.uid)} waits for GPUs (pid {w.pid}): only root can end another "
+                f"user's waiter; nothing was done: sudo berth release {' '.join(words)}"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace, what="--grace")
     cfg = config.get()
@@ -179,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{c.user} or the admin ({user_name(me)} may release only their own claims)"
             )
         _refuse_others_jobs(jobs, user_name(me), cfg.admin_group)  # (before asking anything)
+    elif me != 0:
+        _refuse_unsignallable(direct, waiters, me, gpus, args.gpus)
     lines = _lines(gpus, direct, queued, jobs, waiters)
     pids = holder_pids([*direct, *waiters])
     sys.stdout.write("to end:\n" + "\n".join(lines) + "\n")

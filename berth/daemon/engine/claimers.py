@@ -1,8 +1,9 @@
 """Claims made outside the queue (`berth run`, ``berth.acquire``, GPUScheduler: no daemon in
 between), charged to their users like jobs (issue 20.15).
 
-The engine's ledger scans see every claim; those of its own jobs aside, each lease is one
-user's (the claim file's owner: never what its body says) holding the GPUs it has any share
+The engine's ledger scans see every claim; those of its own jobs aside (files of the daemon's
+user named with a running job's lease), each lease of each owner is that user's (the claim
+file's owner: never what its body says, nor whose lease its name gives) holding the GPUs it has any share
 of, each whole (issue 41.3: a 0.01 share keeps the GPU from every exclusive job).
 :class:`Claimers` follows them from scan to scan:
 
@@ -16,6 +17,8 @@ of, each whole (issue 41.3: a 0.01 share keeps the GPU from every exclusive job)
 
 from __future__ import annotations
 
+import os
+
 from berth.core.fairshare import accrued
 
 TYPE_CHECKING = False
@@ -26,8 +29,10 @@ if TYPE_CHECKING:
 
 
 class Claimers:
-    """The claims outside the queue at the last scan: lease -> (user, GPUs, first seen),
-    and the GPUs (indices) each lease holds part of."""
+    """The claims outside the queue at the last scan: "uid:lease" -> (user, GPUs, first
+    seen), and the GPUs (indices) each holds part of. A lease is only a name (any user may
+    give a hand-made claim file any): its files count for their owner, each owner apart, and
+    as a job's of the daemon only where the daemon's user owns them."""
 
     def __init__(self) -> None:
         self.live: dict[str, tuple[str, float, float]] = {}
@@ -42,14 +47,16 @@ class Claimers:
         gone since the last one: (user, GPUs, first seen)."""
         current: dict[str, tuple[str, float]] = {}
         where: dict[str, set[int]] = {}
+        me = os.geteuid()
         for c in claims:
-            if c.lease in own:
-                continue
-            user, gpus = current.get(c.lease, (c.user or str(c.uid), 0.0))
-            current[c.lease] = (user, gpus + 1.0)  # (a share counts whole)
+            if c.lease in own and c.uid == me:
+                continue  # (our job's: a file of ours; another's named so is theirs)
+            held = f"{c.uid}:{c.lease}"  # (a lease is a name anyone may give: one per owner)
+            user, gpus = current.get(held, (c.user or str(c.uid), 0.0))
+            current[held] = (user, gpus + 1.0)  # (a share counts whole)
             k = index.get(c.uuid) if index is not None else None
             if k is not None:
-                where.setdefault(c.lease, set()).add(k)
+                where.setdefault(held, set()).add(k)
         gone = [v for lease, v in self.live.items() if lease not in current]
         self.where = {lease: frozenset(g) for lease, g in where.items()}
         self.live = {

@@ -42,7 +42,8 @@ class Grants:
         """Claim key -> why it is not granted ("claim X on GPU 1 placed after job 12's
         exclusive claim: not granted"), for each claim not granted on some GPU.
 
-        ``keys``: lease -> its key ("job 12" for the daemon's own, else "claim <lease>");
+        ``keys``: each file's path (or its lease) -> its key ("job 12" for the daemon's own,
+        else "claim <lease>"; claim_keys.py);
         ``proper``: the keys of the daemon's own; ``proven``: this poll's proven holders
         (a claim nests in the others its holder holds); ``gpus``: uuid -> (index, memory)."""
         self._poll += 1
@@ -56,7 +57,7 @@ class Grants:
             known = self._first.get(c.ident)
             placed, poll = (min(known[0], c.placed), known[1]) if known else (c.placed, self._poll)
             first[c.ident] = (placed, poll)
-            key = keys.get(c.lease, f"claim {c.lease}")
+            key = keys.get(c.path) or keys.get(c.lease, f"claim {c.lease}")
             by_gpu.setdefault(c.uuid, []).append(
                 Placed(key, placed, c.share, c.memory, poll, key in proper,
                        frozenset(within.get(key, ())))

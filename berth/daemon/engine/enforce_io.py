@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 
 from berth.daemon.engine.resources import _stat
 
@@ -23,6 +24,27 @@ def identity(pid: int) -> tuple[int, int] | None:
     except OSError:
         return None
     return uid, stat[3]
+
+
+def signal_if(pid: int, uid: int, start: int, sig: int) -> str | None:
+    """Signal ``pid`` only if /proc says it is still the process classed (``uid``, ``start``),
+    through a pidfd taken before that look: a pid that goes to another process after the
+    look is never hit (a pid is not an identity). None once signalled, else why not."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return "not the same process any more"
+    except OSError as e:
+        return str(e)
+    try:
+        if identity(pid) != (uid, start):
+            return "not the same process any more"
+        signal.pidfd_send_signal(fd, sig)
+    except OSError as e:
+        return str(e)
+    finally:
+        os.close(fd)
+    return None
 
 
 def write_ttys(uid: int, text: str, pts_dir: str | None = None) -> int:

@@ -31,8 +31,9 @@ from berth.core.enforce import OVERRUN, OWN, Holder, Proc, classify, idle, track
 from berth.daemon.engine import notify
 from berth.daemon.engine.admission import peaks
 from berth.daemon.engine.audit import append_log
+from berth.daemon.engine.claim_keys import keyed
 from berth.daemon.engine.enforce_grant import Grants
-from berth.daemon.engine.enforce_io import identity, user_name, write_ttys
+from berth.daemon.engine.enforce_io import identity, signal_if, user_name, write_ttys
 from berth.daemon.engine.enforce_proof import ClaimProofs
 from berth.daemon.engine.idle_holders import IdleHolders
 from berth.daemon.engine.resources import _stat
@@ -142,10 +143,7 @@ class Enforcer(IdleHolders):
         own = {r.lease_id: f"job {j}" for j, r in engine.runs.items() if r.lease_id}
         own.update({c.lease_id: f"job {j}" for j, c in engine.committing.items()})
         scanned = engine.res.ledger.scan(bodies=True).claims
-        claims: dict[str, list[Any]] = {}
-        for c in scanned:
-            if c.lease not in own:
-                claims.setdefault(f"claim {c.lease}", []).append(c)
+        claims, by_file = keyed(scanned, own, os.geteuid())  # (a lease of one owner each)
         self._named = {}
         for key, files in claims.items():
             for c in files:
@@ -154,7 +152,7 @@ class Enforcer(IdleHolders):
         gpu_pids = {p.pid for s in engine.res.snapshots for p in s.processes or ()}
         proven = self._proofs.prove(claims, gpu_pids)
         gpus = {s.uuid: (s.index, s.memory_total) for s in engine.res.snapshots}
-        refused = self._grants.judge(scanned, own, set(own.values()), proven.values(), gpus)
+        refused = self._grants.judge(scanned, by_file, set(own.values()), proven.values(), gpus)
         for entry in self._grants.news(refused, claims, engine.res.by_uuid):
             self._write(entry)
         for key, files in claims.items():
@@ -348,18 +346,13 @@ class Enforcer(IdleHolders):
             self.audit_idle("cancel", holder, reason=why, result=result)
 
     def _signal(self, pid: int, uid: int, start: int, sig: int, f: Finding | None) -> bool:
-        """Signal ``pid`` only if /proc says it is still the process classed (uid, start)."""
-        ident = identity(pid)
+        """Signal ``pid`` only if /proc says it is still the process classed (uid, start),
+        through a pidfd (enforce_io.signal_if)."""
         name = signal.Signals(sig).name
-        if ident != (uid, start):
+        why = signal_if(pid, uid, start, sig)
+        if why is not None:
             if f is not None:
-                self.audit("skip", f, signal=name, reason="not the same process any more")
-            return False
-        try:
-            os.kill(pid, sig)
-        except OSError as e:
-            if f is not None:
-                self.audit("skip", f, signal=name, reason=str(e))
+                self.audit("skip", f, signal=name, reason=why)
             return False
         if f is not None:
             self.audit("signal", f, signal=name)

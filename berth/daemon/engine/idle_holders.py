@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sqlite3
 
-from berth.daemon.engine.enforce_io import identity
+from berth.daemon.engine.enforce_io import signal_if
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -156,13 +155,11 @@ class IdleHolders:
         :mod:`.enforce_proof`, never the pids its body names) whose uid is the claim's
         owner's and whose start time is what it was when proven."""
         for pid, start in self._claim_pids.get(holder.key, []):
-            ident = identity(pid)
-            if ident != (holder.uid, start):
-                self.audit_idle("skip", holder, pid=pid, reason="not the claim's holder")
-                continue
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError as e:
-                self.audit_idle("skip", holder, pid=pid, reason=str(e))
+            skip = signal_if(pid, holder.uid, start, signal.SIGTERM)  # (through a pidfd)
+            if skip is not None:
+                gone = skip == "not the same process any more"
+                self.audit_idle(
+                    "skip", holder, pid=pid, reason="not the claim's holder" if gone else skip
+                )
                 continue
             self.audit_idle("release", holder, pid=pid, signal="SIGTERM", reason=why)

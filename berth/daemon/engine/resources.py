@@ -116,8 +116,8 @@ class Resources:
         holder_pids: set[int] = set()
         for c in state.claims:
             s = self.by_uuid.get(c.uuid)
-            if s is None or c.lease in own_lease_ids:
-                continue
+            if s is None or (c.lease in own_lease_ids and c.uid == os.geteuid()):
+                continue  # (a file of another's named with our job's lease: theirs)
             share[s.index] = share.get(s.index, 0.0) + c.share
             mem[s.index] = mem.get(s.index, 0) + c.memory
             labels.setdefault(s.index, []).append(f"claim by {c.user or c.uid}")

@@ -275,6 +275,8 @@ def test_a_claim_outside_the_queue_is_charged_to_its_user() -> None:
     class Seen:
         def __init__(self, lease: str, share: float, uuid: str) -> None:
             self.lease, self.share, self.user, self.uid = lease, share, "alice", 1000
+            if lease == "job":  # (the daemon's own job's claim: a file of the daemon's user)
+                self.uid = os.geteuid()
             self.uuid = uuid
 
     claimers = Claimers()

@@ -28,6 +28,7 @@ import os
 import stat
 import time
 
+from berth.claims.procs import user_name
 from berth.errors import BerthError
 from berth.wire import protocol
 from berth.wire.protocol import ProtocolError
@@ -46,7 +47,9 @@ def logs_root(state_dir: str) -> str:
 
 def prepare(state_dir: str) -> None:
     """At start: a root daemon's state dir and logs dir are passable (0711), and every file
-    directly in the state dir is private to root (0600 at most)."""
+    directly in the state dir is private to root (0600 at most); one another user owns (a
+    database put in place by hand with its owner kept) stops the start: they could rewrite
+    it."""
     if os.geteuid() != 0:
         return
     root = logs_root(state_dir)
@@ -62,6 +65,12 @@ def prepare(state_dir: str) -> None:
     for name in os.listdir(state_dir):
         path = os.path.join(state_dir, name)
         st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_uid != 0:  # (its owner may rewrite it)
+            raise BerthError(
+                f"{path} belongs to {user_name(st.st_uid)}, not root: that user could rewrite "
+                "what root acts on (the queue, whose jobs run as their users); check what it "
+                f"holds, then chown root: {path} (or move it away), and start again"
+            )
         if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
             os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
 
