@@ -43,7 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
-    from berth.claims.waiting import Waiter
+    from berth.claims.fairness import Reservation
     from berth.devices.model import GpuSnapshot
     from berth.selection.choose import Claimed
     from berth.selection.filters import Filters
@@ -58,7 +58,10 @@ class LastLook:
 
     def __init__(
         self,
-        waiter: Waiter,
+        path: str,
+        ticket: int,
+        lease: str,
+        reserve: Reservation,
         gpus: Sequence[GpuSnapshot],
         filters: Filters,
         banned: Mapping[int, str] | None,
@@ -66,8 +69,11 @@ class LastLook:
         state: LedgerScan,
         skip: Collection[str],
     ) -> None:
-        self.waiter = waiter
-        self.path = waiter.ledger.path
+        """A waiter's (``ticket``, ``lease``, what it reserves) last look at the ledger in
+        ``path``: ``gpus``, ``filters``, ``banned``, ``outside`` and ``state`` as its attempt
+        had them; ``skip``: leases it works under (:meth:`LedgerScan.inherited`)."""
+        self.path = path
+        self.ticket, self.lease, self.reserve = ticket, lease, reserve
         self.gpus = list(gpus)
         self.filters = filters
         self.banned = banned
@@ -78,7 +84,7 @@ class LastLook:
             if c.lease in self.skip:
                 del self.claims[c.name]
         self.pids = {u: h.pids for u, h in state.held(gpus, skip=self.skip).items()}
-        self.older = {w.name: w for w in state.waiters if w.ticket < waiter.ticket}
+        self.older = {w.name: w for w in state.waiters if w.ticket < ticket}
         self.freed: set[str] = set()  # GPUs whose claims ended since
         self.dead: set[str] = set()  # claim names probed and found no claim
         self.defer: float | None = None  # time.monotonic() until which the next in line may
@@ -103,7 +109,7 @@ class LastLook:
                     self.freed.add(gone[0])
             elif name.startswith(files.WAITER):
                 parsed = files.parse_waiter_name(name)
-                if parsed is not None and parsed[0] > self.waiter.ticket:
+                if parsed is not None and parsed[0] > self.ticket:
                     continue  # younger: what it reserves never binds this waiter
                 changed.append(name)
             else:
@@ -125,7 +131,7 @@ class LastLook:
         for name in changed:
             self.older.pop(name, None)
             parsed = files.parse_waiter_name(name)
-            if parsed is None or parsed[0] >= self.waiter.ticket:
+            if parsed is None or parsed[0] >= self.ticket:
                 continue
             path = os.path.join(self.path, name)
             p = files.probe(path)
@@ -166,8 +172,7 @@ class LastLook:
         claims: dict[str, Claimed] = {
             u: Claimed(min(share[u], 1.0), mem[u], self.pids.get(u, frozenset())) for u in share
         }
-        me = self.waiter
-        older = LedgerScan([], list(self.older.values())).reserved(me.ticket, skip=me.lease)
+        older = LedgerScan([], list(self.older.values())).reserved(self.ticket, skip=self.lease)
         gpus = [
             idle_view(g, Claimed(1.0, 0, frozenset(p.pid for p in g.processes or ())))
             if g.uuid in self.freed
@@ -177,9 +182,9 @@ class LastLook:
         sel = select(gpus, self.filters, merge(claims, older), self.banned, self.outside)
         if sel.ok:
             return True
-        keep = [u for u, _, _ in me.reserve]
+        keep = [u for u, _, _ in self.reserve]
         want = reservation(gpus, self.filters, sel.qualified, claims, older, self.banned, keep)
-        if want == me.reserve:
+        if want == self.reserve:
             self.defer = None
             return False
         if not any(not w.stale and not w.reserve for w in self.older.values()):

@@ -239,7 +239,10 @@ def wait_claim(
             end = now + (min(wait, backoff) if backoff else wait)
             look = None
             if waiter is not None:
-                look = LastLook(waiter, gpus, filters, banned, outside, state, state.inherited())
+                look = LastLook(
+                    ledger.path, waiter.ticket, waiter.lease, waiter.reserve, gpus, filters,
+                    banned, outside, state, state.inherited(),
+                )  # fmt: skip
             ahead = [
                 w.path
                 for w in state.waiters
