@@ -243,28 +243,45 @@ def wait_claim(
                     ledger.path, waiter.ticket, waiter.lease, waiter.reserve, gpus, filters,
                     banned, outside, state, state.inherited(),
                 )  # fmt: skip
-            ahead = [
-                w.path
-                for w in state.waiters
-                if w.reserve
-                and (waiter is None or (w.ticket, w.lease) < (waiter.ticket, waiter.lease))
-            ]
-            while True:  # (events that change nothing for this waiter: sleep on)
-                until = end if look is None or look.defer is None else min(end, look.defer)
-                names = _sleep(watcher, waiter, until - time.monotonic(), ahead)
-                settle.closed |= {n for n in names if n.startswith(files.CLAIM)}
-                if not names or look is None or look.due(names):
-                    break
-                ahead = look.ahead()
-                if on_wait is not None and look.position() != position:
-                    position = look.position()
-                    on_wait(position, sel, state)
+            _sleep_on(watcher, waiter, look, end, state, settle, on_wait, (position, sel))
     finally:
         if waiter is not None:
             waiter.close()
 
 
 RACES = 6  # claims withdrawn in a row before a wait counts as a failed attempt
+
+
+def _sleep_on(
+    watcher: Watcher,
+    waiter: Waiter | None,
+    look: LastLook | None,
+    end: float,
+    state: LedgerScan,
+    settle: _Settle,
+    on_wait: OnWait | None,
+    said: tuple[int, Selection],
+) -> None:
+    """Sleep until ``end`` (time.monotonic()), or until ledger events make a look due:
+    where ``look`` (what the last look found) says they change nothing for this waiter, it
+    sleeps on (telling ``on_wait`` its new place in line; ``said``: the place and selection
+    it was told)."""
+    ahead = [
+        w.path
+        for w in state.waiters
+        if w.reserve and (waiter is None or (w.ticket, w.lease) < (waiter.ticket, waiter.lease))
+    ]
+    position, sel = said
+    while True:
+        until = end if look is None or look.defer is None else min(end, look.defer)
+        names = _sleep(watcher, waiter, until - time.monotonic(), ahead)
+        settle.closed |= {n for n in names if n.startswith(files.CLAIM)}
+        if not names or look is None or look.due(names):
+            return
+        ahead = look.ahead()
+        if on_wait is not None and look.position() != position:
+            position = look.position()
+            on_wait(position, sel, state)
 
 
 def _sleep(watcher: Watcher, waiter: Waiter | None, timeout: float, ahead: list[str]) -> list[str]:
