@@ -4,7 +4,7 @@ The Slurm tests (tests/slurm) and the dashboard's (tests/web) mostly wait: for a
 slurmctld's scheduling, its job steps and their ends, for a browser's rendering. Run one after
 the other with the rest they leave the 2 cores idle for minutes; beside the rest, in a second
 ``pytest`` of their own, they overlap with it (bench/RESULTS.md, "The suite's wall time a
-third time": 543 s of these folders one after the other took 307 s in two lanes). Nothing is
+third time": the whole suite 670 s in one lane, 434 s in two, on the same machine). Nothing is
 skipped or changed: each lane is ``python -m pytest -q`` over its folders, with the options
 given here; the exit status is the worse of the two, and the second lane's output is printed
 after the first's. The lanes share nothing a test holds for itself: each session its own temp
