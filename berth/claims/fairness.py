@@ -64,12 +64,14 @@ def reservation(
     claims: Mapping[str, Claimed],
     older: Mapping[str, Claimed],
     banned: Mapping[int, str] | None = None,
+    keep: Sequence[str] = (),
 ) -> Reservation:
     """What a waiter reserves (rule 2): [(uuid, share, memory bytes)], maybe empty.
 
     ``qualified_now``: the GPUs that qualify for it now (selection against claims + older
     reservations); ``claims``: what berth claims hold; ``older``: older waiters' reservations;
-    ``banned``: why the config keeps berth off a GPU (by index).
+    ``banned``: why the config keeps berth off a GPU (by index); ``keep``: the GPUs it
+    reserves now, kept first, in their order, where they still serve.
     """
     want = filters.count
     now = [g.uuid for g in qualified_now]
@@ -82,12 +84,19 @@ def reservation(
                 later.append(g.uuid)
     if len(now) + len(later) < want:
         return []
-    # Deterministic (GPU order, preferred first), whatever the order asked: a reservation
-    # that changed on every look would wake the other waiters, who would look again...
+    # Deterministic (what it reserves already, then GPU order, preferred first), whatever
+    # the order asked: a reservation that changed on every look would wake the other
+    # waiters, who would look again... and one that moved to a GPU another waiter left
+    # would move the next waiter's, and the next's (each a rewrite that wakes them all).
     rank = {g.uuid: k for k, g in enumerate(gpus)}
     preferred = [g.uuid for g in gpus if any(matches(g, p) for p in filters.prefer)]
     first = {u: k for k, u in enumerate(preferred)}
-    now.sort(key=lambda u: (first.get(u, len(first)), rank[u]))
-    later.sort(key=lambda u: (first.get(u, len(first)), rank[u]))
+    kept = {u: k for k, u in enumerate(keep)}
+
+    def key(u: str) -> tuple[int, int, int]:
+        return (kept.get(u, len(kept)), first.get(u, len(first)), rank[u])
+
+    now.sort(key=key)
+    later.sort(key=key)
     mem = filters.mem or 0
     return [(u, filters.share, mem) for u in (now + later)[:want]]

@@ -2,8 +2,9 @@
 :mod:`berth.claims.fairness`) and sleep until the ledger changes (inotify), the poll interval
 passes (for changes outside berth, seen only through NVML), or an older waiter whose
 reservation stands in the way stops answering (its reservation then lapses: see
-:mod:`berth.claims.state`). While it sleeps a waiter renews its file every WAITER_RENEW
-seconds, so that others know it would still take what it waits for."""
+:mod:`berth.claims.state`). A change looks again only where it may let this waiter claim or
+change what it reserves (:mod:`berth.claims.since`). While it sleeps a waiter renews its
+file every WAITER_RENEW seconds, so that others know it would still take what it waits for."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from berth.claims import files
 from berth.claims.fairness import reservation
 from berth.claims.ledger import LedgerScan, command_line, merge, user_name
+from berth.claims.since import LastLook
 from berth.claims.state import WAITER_RENEW, WAITER_STALE
 from berth.claims.wake import watcher_for
 from berth.errors import WaitTimeout
@@ -126,6 +128,8 @@ def claim_or_enqueue(
     older = state.reserved(waiter.ticket if waiter else None, skip=waiter.lease if waiter else None)
     sel = select(gpus, filters, merge(claims, older), banned, outside)
     _name_reservations(sel, gpus, claims, older)
+    if sel.ok and waiter is not None:
+        sel.chosen = _own_first(sel, waiter)
     if sel.ok:
         claim = ledger.claim(
             sel.chosen, filters.share, filters.mem, skip=inherited, label=label, command=command
@@ -140,9 +144,21 @@ def claim_or_enqueue(
         waiter = Waiter(ledger, filters.describe(), command or command_line())
         waiter.register(state)
     if not sel.ok:
-        waiter.update(reservation(gpus, filters, sel.qualified, claims, older, banned))
+        keep = [u for u, _, _ in waiter.reserve]
+        waiter.update(reservation(gpus, filters, sel.qualified, claims, older, banned, keep))
     position = sum(1 for w in state.waiters if w.ticket < waiter.ticket and not w.stale)
     return None, sel, state, waiter, position
+
+
+def _own_first(sel: Selection, waiter: Waiter) -> list[GpuSnapshot]:
+    """What a waiter takes: the GPUs it reserved first, where any qualifying GPU would do
+    (whole GPUs in random order). One it left free for another would be a GPU no younger
+    waiter was told to wait for: each of them would look, and race for it."""
+    if not waiter.reserve or sel.filters.order != "random":
+        return sel.chosen
+    mine = {u for u, _, _ in waiter.reserve}
+    own = [g for g in sel.qualified if g.uuid in mine]
+    return (own + [g for g in sel.qualified if g.uuid not in mine])[: sel.filters.count]
 
 
 def _name_reservations(
@@ -192,9 +208,10 @@ def wait_claim(
     try:
         while True:
             gpus = read()
+            banned = bans(gpus) if bans else None
             claim, sel, state, waiter, position = claim_or_enqueue(
-                ledger, gpus, filters, waiter, banned=bans(gpus) if bans else None, label=label,
-                command=command, outside=outside,
+                ledger, gpus, filters, waiter, banned=banned, label=label, command=command,
+                outside=outside,
             )  # fmt: skip
             if claim is not None:
                 return claim
@@ -219,14 +236,14 @@ def wait_claim(
                 continue
             backoff = settle.backoff(now, state, gpus, sel)
             wait = poll if deadline is None else min(poll, deadline - now)
-            ahead = [
-                w.path
-                for w in state.waiters
-                if w.reserve
-                and (waiter is None or (w.ticket, w.lease) < (waiter.ticket, waiter.lease))
-            ]
-            names = _sleep(watcher, waiter, min(wait, backoff) if backoff else wait, ahead)
-            settle.closed |= {n for n in names if n.startswith(files.CLAIM)}
+            end = now + (min(wait, backoff) if backoff else wait)
+            look = None
+            if waiter is not None:
+                look = LastLook(
+                    ledger.path, waiter.ticket, waiter.lease, waiter.reserve, gpus, filters,
+                    banned, outside, state, state.inherited(),
+                )  # fmt: skip
+            _sleep_on(watcher, waiter, look, end, state, settle, on_wait, (position, sel))
     finally:
         if waiter is not None:
             waiter.close()
@@ -235,11 +252,43 @@ def wait_claim(
 RACES = 6  # claims withdrawn in a row before a wait counts as a failed attempt
 
 
+def _sleep_on(
+    watcher: Watcher,
+    waiter: Waiter | None,
+    look: LastLook | None,
+    end: float,
+    state: LedgerScan,
+    settle: _Settle,
+    on_wait: OnWait | None,
+    said: tuple[int, Selection],
+) -> None:
+    """Sleep until ``end`` (time.monotonic()), or until ledger events make a look due:
+    where ``look`` (what the last look found) says they change nothing for this waiter, it
+    sleeps on (telling ``on_wait`` its new place in line; ``said``: the place and selection
+    it was told)."""
+    ahead = [
+        w.path
+        for w in state.waiters
+        if w.reserve and (waiter is None or (w.ticket, w.lease) < (waiter.ticket, waiter.lease))
+    ]
+    position, sel = said
+    while True:
+        until = end if look is None or look.defer is None else min(end, look.defer)
+        names = _sleep(watcher, waiter, until - time.monotonic(), ahead)
+        settle.closed |= {n for n in names if n.startswith(files.CLAIM)}
+        if not names or look is None or look.due(names):
+            return
+        ahead = look.ahead()
+        if on_wait is not None and look.position() != position:
+            position = look.position()
+            on_wait(position, sel, state)
+
+
 def _sleep(watcher: Watcher, waiter: Waiter | None, timeout: float, ahead: list[str]) -> list[str]:
     """Wait up to ``timeout`` seconds for a ledger event (the names it touched), renewing
-    ``waiter`` every WAITER_RENEW seconds. Returns ``["*"]`` early when a waiter in ``ahead``
-    (the files of older waiters that reserve something) leaves or stops answering: what it
-    reserved is free for the others then, and no file event says so."""
+    ``waiter`` every WAITER_RENEW seconds. Returns early the names of the waiters in
+    ``ahead`` (the files of older waiters that reserve something) that left or stopped
+    answering: what they reserved is free for the others then, and no file event says so."""
     end = time.monotonic() + timeout
     while True:
         now = time.monotonic()
@@ -249,26 +298,30 @@ def _sleep(watcher: Watcher, waiter: Waiter | None, timeout: float, ahead: list[
                 waiter.renew()
             left = min(left, waiter.renewed + WAITER_RENEW - now)
         if ahead:
-            lapse = _lapse(ahead)
-            if lapse <= 0:
-                return ["*"]
+            lapse, lapsed = _lapse(ahead)
+            if lapsed:
+                return lapsed
             left = min(left, lapse)
         names = watcher.wait(max(0.0, left))
         if names or time.monotonic() >= end:
             return names
 
 
-def _lapse(paths: list[str]) -> float:
-    """Seconds until the first of these waiter files lapses (0: one has, or is gone)."""
+def _lapse(paths: list[str]) -> tuple[float, list[str]]:
+    """Seconds until the first of these waiter files lapses, and the names of those that
+    have, or are gone."""
     now = time.time()
     first = WAITER_STALE
+    lapsed = []
     for path in paths:
         try:
             mtime = os.lstat(path).st_mtime
         except OSError:
-            return 0.0
+            mtime = 0.0
+        if mtime + WAITER_STALE - now + 0.01 <= 0:
+            lapsed.append(os.path.basename(path))
         first = min(first, mtime + WAITER_STALE - now + 0.01)
-    return max(0.0, first)
+    return max(0.0, first), lapsed
 
 
 class _Settle:
