@@ -139,7 +139,7 @@ async def _main(
     trimmer = process.Trimmer(loop)  # (what bursts leave in the C heap, given back)
     trimmer.start()
     admin_gid = _admin_gid(cfg)
-    srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid, trimmer.now)
+    srv, server, web = await _serve(engine, cfg, sock, web_sock, admin_gid, trimmer.after_burst)
     watcher = _watch(engine, procs, opts, loop, announcer)
     engine.kick()
     if ready is not None:

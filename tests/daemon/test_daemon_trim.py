@@ -57,3 +57,32 @@ def test_glibc_trim_is_found_and_gives_freed_memory_back() -> None:
     assert freed > grown - (10 << 20)  # freed by Python, still resident...
     assert process.rss() < grown - (40 << 20)  # ...until trimmed
     assert len(kept) == 1000
+
+
+def test_bursts_back_to_back_cost_one_trim_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large answers one after the other (a client asking for the whole queue in a loop):
+    the first trims at once, the rest of the gap's are one trim at its end, not one each."""
+    monkeypatch.setattr(process, "rss", lambda: 100 << 20)
+    monkeypatch.setattr(process, "TRIM_GAP", 0.05)
+    loop = asyncio.new_event_loop()
+    trims: list[float] = []
+    try:
+        t = process.Trimmer(loop)
+        t.trim = lambda pad: trims.append(loop.time()) or 1
+        for _ in range(20):
+            t.after_burst()
+        assert len(trims) == 1  # (the first at once; the other 19 put off together)
+
+        async def until_put_off() -> None:
+            while len(trims) < 2:
+                await asyncio.sleep(0.01)
+
+        loop.run_until_complete(asyncio.wait_for(until_put_off(), 10))
+        assert trims[1] - trims[0] >= 0.05 - 1e-3
+        t.after_burst()  # (right after the put-off one: within its gap again)
+        assert len(trims) == 2
+        t.stop()  # (the pending one is cancelled with the trimmer)
+        assert t._soon is None
+    finally:
+        loop.close()
+    assert len(trims) == 2
