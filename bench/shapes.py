@@ -130,6 +130,8 @@ def run_shape(name: str, n: int = 100_000) -> dict[str, Any]:
             screens = [_time_one(_cli("queue", "-n", "46"), env)[0] for _ in range(3)]
             row["queue_screen_seconds"] = [round(t, 3) for t in screens]
             row["daemon_rss_mb_after_screens"] = round(d.call("ping")["rss"] / 2**20, 1)
+            time.sleep(SETTLE)  # (and once the trimmer has had its look)
+            row["daemon_rss_mb_after_screens_settled"] = round(d.call("ping")["rss"] / 2**20, 1)
             cancel = _berth(d, "cancel", "--all-mine", timeout=120)
             row["cancel_all_mine_seconds"] = _round(cancel)
     finally:
