@@ -231,3 +231,34 @@ def time_limit(args: argparse.Namespace) -> float | None:
     if limit <= 0:
         raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
     return None if limit == float("inf") else limit
+
+
+# Options that mean nothing given empty ('' from a script's unset variable): what to do instead.
+_NOT_EMPTY = (
+    ("-J/--job-name", "job_name", "give the job a name, or leave -J out (the command names it)"),
+    ("-A/--project", "project", "name a project, or leave -A out"),
+    ("--gpu-name", "gpu_name", "give part of a GPU's name (e.g. A100), or leave it out"),
+    ("-D/--chdir", "chdir", "give a directory, or leave -D out (the current one)"),
+    ("-o/--output", "output", "give a file, or leave -o out"),
+    ("-e/--error", "error", "give a file, or leave -e out"),
+    ("--conda", "conda", "name a conda environment, or leave --conda out"),
+)
+
+
+def check_places(args: argparse.Namespace, cwd: str) -> None:
+    """Refuse, before anything is queued, an option given empty, a ``-D`` that is no directory
+    and an ``-o``/``-e`` that is one (the job would only fail when it starts)."""
+    for flag, key, todo in _NOT_EMPTY:
+        if getattr(args, key, None) == "":
+            raise UsageError(f"{flag} '': empty; {todo}")
+    chdir = getattr(args, "chdir", None)
+    if chdir and not os.path.isdir(cwd):
+        why = "is not a directory" if os.path.exists(cwd) else "does not exist"
+        raise UsageError(f"-D/--chdir {chdir!r} {why}; give an existing directory")
+    for flag, key in (("-o/--output", "output"), ("-e/--error", "error")):
+        path = getattr(args, key, None)
+        if path and "%" not in path and os.path.isdir(os.path.join(cwd, path)):
+            raise UsageError(
+                f"{flag} {path!r} is a directory; give a file in it, e.g. "
+                f"{os.path.join(path, '%j.out')}"
+            )
