@@ -25,6 +25,21 @@ SUBMIT_CASES = [
     (["-o", "{root}"], "-o/--output '{root}' is a directory; give a file in it"),
     (["-e", "{root}"], "-e/--error '{root}' is a directory; give a file in it"),
     (["--mem", "-1G"], "give a value starting with '-' as --mem=-1G"),
+    (["-t", ""], "-t/--time '': empty"),
+    (["--time-limit", ""], "--time-limit '': empty"),
+    (["--begin", ""], "--begin '': empty"),
+    (["--env-setup", ""], "--env-setup '': empty"),
+    (["--prefer", ""], "--prefer '': empty"),
+    (["--inject-arg", ""], "--inject-arg '': empty"),
+    (["--notify", ""], "--notify '': empty"),
+    (["--mail-user", ""], "--mail-user '': empty"),
+    (["--export", ""], "--export '': empty"),
+    (["--export", "PATH,CUDA=1"], "--export 'PATH,CUDA=1': 'CUDA=1' is not a variable's name"),
+    (["--export", "A B"], "--export 'A B': 'A B' is not a variable's name"),
+    (["--export", "PATH,,HOME"], "--export 'PATH,,HOME': '' is not a variable's name"),
+    (["-t", "99999999999d"], "invalid -t/--time '99999999999d': at most 366 days"),
+    (["--time-limit", "9999d"], "invalid --time-limit '9999d': at most 366 days"),
+    (["--begin", "now+99999999d"], "invalid --begin 'now+99999999d': too far ahead"),
 ]
 
 
@@ -36,6 +51,15 @@ def test_submit_refuses_and_queues_nothing(daemon: Any, flags: list[str], said: 
     assert r.returncode == 2, r.stdout + r.stderr
     assert said.format(root=root) in r.stderr
     assert "Traceback" not in r.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
+def test_sweep_refuses_a_huge_range_at_once(daemon: Any) -> None:
+    """{1..99999999} was made into 10^8 strings before the grid's bound was checked (minutes)."""
+    daemon.start()
+    r = daemon.berth("sweep", "--", "echo", "{1..99999999}", timeout=10)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "sweep: '{1..99999999}' is 99999999 values; a grid has at most 10000" in r.stderr
     assert daemon.call("queue", all=True)["jobs"] == []
 
 
