@@ -103,3 +103,16 @@ def test_submit_file_refuses_an_empty_option(daemon: Any) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "-J/--job-name '': empty" in r.stderr
     assert daemon.call("queue", all=True)["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["select", "--name", ""], ["run", "--name", "", "--", "true"]],
+)
+def test_an_empty_gpu_filter_is_refused(daemon: Any, argv: list[str]) -> None:
+    """``--name ""`` (a script's unset variable) matched every GPU: select printed ids, run ran."""
+    daemon.start()
+    r = daemon.berth(*argv)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{argv[1]} '': empty; give a value, or leave {argv[1]} out" in r.stderr
+    assert r.stdout == ""
