@@ -4,7 +4,10 @@ change nothing: no job queued, no job signalled (house rule; docs/testing.md "ho
 The values here are the ones berth took before: an empty -D/-J/-A/--gpu-name/-o (a script's
 unset variable), -o/-e naming a directory (the job only failed when it started), an empty or
 non-signal -s for cancel (cancelled the job, or sent SIGHUP), a --since before 1970 or an empty
---by for report, and a value starting with '-' that argparse would not take (--mem -1G)."""
+--by for report, a value starting with '-' that argparse would not take (--mem -1G), a time
+limit or --begin past the job spec's bounds (the message named the spec's number), --export
+entries that are no names (VAR=1: the job lost its environment), a sweep range of 10^8 values
+(made before the grid's bound was checked) and an empty GPU filter (--name '' matched all)."""
 
 from __future__ import annotations
 
