@@ -14,7 +14,6 @@ import sys
 
 from berth.errors import UsageError
 from berth.units import parse_duration, parse_slurm_time
-from berth.wire.jobspec import MAX_TIME_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -231,11 +230,6 @@ def time_limit(args: argparse.Namespace) -> float | None:
         return None
     if limit <= 0:
         raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
-    if limit != float("inf") and limit > MAX_TIME_LIMIT:
-        raise UsageError(
-            f"invalid {what} {given or seconds!r}: at most {MAX_TIME_LIMIT / 86400:.0f} days; "
-            "leave it out for no limit"
-        )
     return None if limit == float("inf") else limit
 
 
