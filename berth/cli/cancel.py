@@ -50,17 +50,19 @@ def parse_signal(text: str) -> int:
     name = text.upper()
     if not name.startswith("SIG"):
         name = "SIG" + name
-    sig = getattr(signal, name, None)
-    if not isinstance(sig, int):
-        raise UsageError(f"unknown signal {text!r}: use a name (TERM, KILL, USR1) or a number")
-    return int(sig)
+    try:  # (Signals only: not SIG_IGN, SIG_DFL, SIG_BLOCK..., which are ints too)
+        return int(signal.Signals[name])
+    except KeyError:
+        raise UsageError(
+            f"unknown signal {text!r}: use a name (TERM, KILL, USR1) or a number"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.job_ids and not args.all_mine:
         raise UsageError("name the jobs to cancel, or use --all-mine")
     backend = of(args)
-    sig = parse_signal(args.signal) if args.signal else None
+    sig = parse_signal(args.signal) if args.signal is not None else None
     states = [s for s in (args.state or "").split(",") if s.strip()]
     ids = list(dict.fromkeys(args.job_ids))
     if args.all_mine and not ids:  # one request where the backend has one (linear)

@@ -70,6 +70,9 @@ def from_args(
     values: dict[str, Any] = {"count": count, "share": share, "mem": mem}
     for f in Filters.__fields__.values():
         if isinstance(f.meta, tuple) and (typed := getattr(args, f.name)) is not None:
+            if typed == "":  # (a script's unset variable: --name "" matched every GPU)
+                flag = f.label or f"--{f.name.replace('_', '-')}"
+                raise UsageError(f"{flag} '': empty; give a value, or leave {flag} out")
             read = f.meta[2]
             values[f.name] = typed if read is None else read(typed, f.label)
     return Filters(**values)

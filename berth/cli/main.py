@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
     from types import ModuleType
+    from typing import NoReturn
 
 # command -> (its module, its line in `berth help`). A command's module is imported only when
 # that command runs (or shows its --help): the list of commands imports none of them.
@@ -168,7 +169,11 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
             width = _columns() - 2 if width is None else width
             super().__init__(prog, indent_increment, max_help_position, width)
 
-    p = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            super().error(message + dash_hint(message, sys.argv))
+
+    p = Parser(
         prog=f"berth {name}",
         description=COMMANDS.get(name, ("", ""))[1],
         epilog=module.__doc__,
@@ -176,6 +181,19 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
     )
     module.add_arguments(p)
     return p
+
+
+def dash_hint(message: str, argv: Sequence[str]) -> str:
+    """For argparse's "argument --mem: expected one argument" where the value began with '-'
+    (``--mem -1G``): the value it did not take, and how to give it."""
+    head, _, tail = message.partition(": ")
+    if not head.startswith("argument ") or tail != "expected one argument":
+        return ""
+    flags = head.removeprefix("argument ").split("/")
+    for i, word in enumerate(argv[:-1]):
+        if word in flags and argv[i + 1].startswith("-"):
+            return f" (not {argv[i + 1]!r}: give a value starting with '-' as {word}={argv[i + 1]})"
+    return ""
 
 
 def _quick(name: str, module: ModuleType, rest: list[str]) -> argparse.Namespace | None:

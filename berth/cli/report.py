@@ -83,9 +83,16 @@ def when(text: str, now: float, what: str) -> tuple[float, float | None]:
         ) from None
 
 
+def _after_1970(text: str, now: float, what: str) -> tuple[float, float | None]:
+    start, implied = when(text, now, what)
+    if start < 0:
+        raise UsageError(f"{what} {text!r}: before 1970; give a shorter duration or a later date")
+    return start, implied
+
+
 def window(since: str, until: str | None, now: float) -> tuple[float, float]:
-    start, implied = when(since, now, "--since")
-    end = implied if until is None else when(until, now, "--until")[0]
+    start, implied = _after_1970(since, now, "--since")
+    end = implied if until is None else _after_1970(until, now, "--until")[0]
     end = now if end is None else end
     if end <= start:
         raise UsageError(
@@ -95,6 +102,9 @@ def window(since: str, until: str | None, now: float) -> tuple[float, float]:
 
 
 def keys(by: list[str]) -> list[str]:
+    for item in by:
+        if not item.strip():
+            raise UsageError(f"--by {item!r}: empty; use {', '.join(BY)} (combinable)")
     out = [k.strip() for item in by for k in item.split(",") if k.strip()]
     for k in out:
         if k not in BY:

@@ -246,8 +246,7 @@ def _fields(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, Any]
     limit = time_limit(args)
     if limit is not None:
         job["time_limit"] = limit
-    if args.chdir and not os.path.isdir(job["cwd"]):
-        raise UsageError(f"-D/--chdir {args.chdir!r} is not a directory")
+    submit_options.check_places(args, job["cwd"])
     for key, value in (
         ("name", args.job_name), ("stdout", args.output), ("stderr", args.error),
         ("env_setup", args.env_setup), ("conda", args.conda), ("name_filter", args.gpu_name),

@@ -231,3 +231,52 @@ def time_limit(args: argparse.Namespace) -> float | None:
     if limit <= 0:
         raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
     return None if limit == float("inf") else limit
+
+
+# Options that mean nothing given empty ('' from a script's unset variable): what to do instead.
+_NOT_EMPTY = (
+    ("-J/--job-name", "job_name", "give the job a name, or leave -J out (the command names it)"),
+    ("-A/--project", "project", "name a project, or leave -A out"),
+    ("--gpu-name", "gpu_name", "give part of a GPU's name (e.g. A100), or leave it out"),
+    ("-D/--chdir", "chdir", "give a directory, or leave -D out (the current one)"),
+    ("-o/--output", "output", "give a file, or leave -o out"),
+    ("-e/--error", "error", "give a file, or leave -e out"),
+    ("--conda", "conda", "name a conda environment, or leave --conda out"),
+    ("-t/--time", "time", "give a time limit (2h, 1:30:00), or leave -t out for none"),
+    ("--time-limit", "time_limit", "give seconds (or 2h), or leave it out for no limit"),
+    ("--begin", "begin", "give a time (now+2h, 14:00), or leave --begin out to start at once"),
+    ("--env-setup", "env_setup", "give a shell line, or leave --env-setup out"),
+    ("--prefer", "prefer", "name GPUs (0,2), or leave --prefer out"),
+    ("--inject-arg", "inject_arg", "name an option of your command (--cuda), or leave it out"),
+    ("--notify", "notify", "give a command, or leave --notify out"),
+    ("--mail-user", "mail_user", "give an address, or leave --mail-user out"),
+    ("--export", "export", "give ALL, NONE or VAR,VAR (NONE for none)"),
+)
+
+
+def check_places(args: argparse.Namespace, cwd: str) -> None:
+    """Refuse, before anything is queued, an option given empty, an ``--export`` name that is
+    none (``VAR=1``: the job ran without it), a ``-D`` that is no directory and an
+    ``-o``/``-e`` that is one (the job would only fail when it starts)."""
+    for flag, key, todo in _NOT_EMPTY:
+        if getattr(args, key, None) == "":
+            raise UsageError(f"{flag} '': empty; {todo}")
+    export = getattr(args, "export", None) or "ALL"
+    if export.upper() not in ("ALL", "NONE"):
+        for name in export.split(","):
+            if not name.strip().replace("_", "a").isalnum() or name.strip()[:1].isdigit():
+                raise UsageError(
+                    f"--export {export!r}: {name.strip()!r} is not a variable's name; give "
+                    "ALL, NONE or names (VAR,VAR), and set a value in your shell (VAR=1 berth ...)"
+                )
+    chdir = getattr(args, "chdir", None)
+    if chdir and not os.path.isdir(cwd):
+        why = "is not a directory" if os.path.exists(cwd) else "does not exist"
+        raise UsageError(f"-D/--chdir {chdir!r} {why}; give an existing directory")
+    for flag, key in (("-o/--output", "output"), ("-e/--error", "error")):
+        path = getattr(args, key, None)
+        if path and "%" not in path and os.path.isdir(os.path.join(cwd, path)):
+            raise UsageError(
+                f"{flag} {path!r} is a directory; give a file in it, e.g. "
+                f"{os.path.join(path, '%j.out')}"
+            )

@@ -31,6 +31,11 @@ def _values(body: str, whole: str) -> list[str] | None:
             raise UsageError(f"sweep: {whole!r}: a step of 0 never ends")
         width = max(len(m.group(1)), len(m.group(2))) if re.match(r"-?0\d", m.group(1)) else 0
         span = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)
+        if len(span) > MAX_COMMANDS:  # (before making them: {1..99999999} took minutes)
+            raise UsageError(
+                f"sweep: {whole!r} is {len(span)} values; a grid has at most {MAX_COMMANDS} "
+                "commands: take a larger step ({0..1000..10}) or a shorter range"
+            )
         return [str(v).zfill(width) if width else str(v) for v in span]
     if ".." in body and "," not in body:
         raise UsageError(f"sweep: {whole!r}: a range is of integers ({{0..4}}, {{0..10..2}})")

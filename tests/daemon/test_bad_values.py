@@ -1,0 +1,117 @@
+"""Bad values as a user types them get exit 2, one message naming the value and what to do, and
+change nothing: no job queued, no job signalled (house rule; docs/testing.md "hostile tests").
+
+The values here are the ones berth took before: an empty -D/-J/-A/--gpu-name/-o (a script's
+unset variable), -o/-e naming a directory (the job only failed when it started), an empty or
+non-signal -s for cancel (cancelled the job, or sent SIGHUP), a --since before 1970 or an empty
+--by for report, a value starting with '-' that argparse would not take (--mem -1G), --export
+entries that are no names (VAR=1: the job lost its environment), a sweep range of 10^8 values
+(made before the grid's bound was checked) and an empty GPU filter (--name '' matched all)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from helpers import wait_until
+
+SUBMIT_CASES = [
+    (["-D", ""], "-D/--chdir '': empty"),
+    (["-D", "{root}/nowhere"], "-D/--chdir '{root}/nowhere' does not exist"),
+    (["-J", ""], "-J/--job-name '': empty"),
+    (["-A", ""], "-A/--project '': empty"),
+    (["--gpu-name", ""], "--gpu-name '': empty"),
+    (["-o", ""], "-o/--output '': empty"),
+    (["--conda", ""], "--conda '': empty"),
+    (["-o", "{root}"], "-o/--output '{root}' is a directory; give a file in it"),
+    (["-e", "{root}"], "-e/--error '{root}' is a directory; give a file in it"),
+    (["--mem", "-1G"], "give a value starting with '-' as --mem=-1G"),
+    (["-t", ""], "-t/--time '': empty"),
+    (["--time-limit", ""], "--time-limit '': empty"),
+    (["--begin", ""], "--begin '': empty"),
+    (["--env-setup", ""], "--env-setup '': empty"),
+    (["--prefer", ""], "--prefer '': empty"),
+    (["--inject-arg", ""], "--inject-arg '': empty"),
+    (["--notify", ""], "--notify '': empty"),
+    (["--mail-user", ""], "--mail-user '': empty"),
+    (["--export", ""], "--export '': empty"),
+    (["--export", "PATH,CUDA=1"], "--export 'PATH,CUDA=1': 'CUDA=1' is not a variable's name"),
+    (["--export", "A B"], "--export 'A B': 'A B' is not a variable's name"),
+    (["--export", "PATH,,HOME"], "--export 'PATH,,HOME': '' is not a variable's name"),
+]
+
+
+@pytest.mark.parametrize(("flags", "said"), SUBMIT_CASES)
+def test_submit_refuses_and_queues_nothing(daemon: Any, flags: list[str], said: str) -> None:
+    daemon.start()
+    root = str(daemon.fake.root)
+    r = daemon.berth("submit", *[f.format(root=root) for f in flags], "--", "true")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert said.format(root=root) in r.stderr
+    assert "Traceback" not in r.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
+def test_sweep_refuses_a_huge_range_at_once(daemon: Any) -> None:
+    """{1..99999999} was made into 10^8 strings before the grid's bound was checked (minutes)."""
+    daemon.start()
+    r = daemon.berth("sweep", "--", "echo", "{1..99999999}", timeout=10)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "sweep: '{1..99999999}' is 99999999 values; a grid has at most 10000" in r.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
+@pytest.mark.parametrize("signal", ["", "SIG_IGN", "_DFL"])
+def test_cancel_bad_signal_leaves_the_job_running(daemon: Any, signal: str) -> None:
+    daemon.start()
+    job_id = daemon.submit(*daemon.workload("--seconds", "60"))
+    wait_until(lambda: daemon.job(job_id)["state"] == "RUNNING", message="running")
+    r = daemon.berth("cancel", "-s", signal, str(job_id))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"unknown signal {signal!r}: use a name (TERM, KILL, USR1) or a number" in r.stderr
+    job = daemon.job(job_id)
+    assert job["state"] == "RUNNING"
+    assert all(h["state"] != "CANCELLED" for h in job["history"])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--since", "99999999d"], "--since '99999999d': before 1970"),
+        (["--since", "1960-01-01"], "--since '1960-01-01': before 1970"),
+        (["--since", "7d", "--until", "99999999d"], "--until '99999999d': before 1970"),
+        (["--by", ""], "--by '': empty; use user"),
+    ],
+)
+def test_report_refuses(daemon: Any, args: list[str], said: str) -> None:
+    daemon.start()
+    r = daemon.berth("report", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert said in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_submit_file_refuses_an_empty_option(daemon: Any) -> None:
+    """``submit --file`` (each line a job, through submit_file) refuses an empty -J as submit."""
+    daemon.start()
+    path = os.path.join(str(daemon.fake.root), "jobs.txt")
+    with open(path, "w") as f:
+        f.write("true\n")
+    r = daemon.berth("submit", "-J", "", "--file", path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "-J/--job-name '': empty" in r.stderr
+    assert daemon.call("queue", all=True)["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["select", "--name", ""], ["run", "--name", "", "--", "true"]],
+)
+def test_an_empty_gpu_filter_is_refused(daemon: Any, argv: list[str]) -> None:
+    """``--name ""`` (a script's unset variable) matched every GPU: select printed ids, run ran."""
+    daemon.start()
+    r = daemon.berth(*argv)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{argv[1]} '': empty; give a value, or leave {argv[1]} out" in r.stderr
+    assert r.stdout == ""
