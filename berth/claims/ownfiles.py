@@ -10,7 +10,10 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     from berth.claims.listing import Listing
+    from berth.claims.state import ClaimInfo
 
 
 def is_ours(listing: Listing | None, path: str, name: str, euid: int) -> bool:
@@ -23,3 +26,9 @@ def is_ours(listing: Listing | None, path: str, name: str, euid: int) -> bool:
         except OSError:
             return True
     return uid == euid
+
+
+def of_our_jobs(c: ClaimInfo, leases: Container[str], euid: int) -> bool:
+    """Is the scanned claim ``c`` one of our jobs' (a file ``euid`` owns, named with one of
+    ``leases``)? Another user's file named with such a lease is theirs, and counts as theirs."""
+    return c.lease in leases and c.uid == euid

@@ -14,6 +14,8 @@ file's owner), never a lease alone:
 
 from __future__ import annotations
 
+from berth.claims.ownfiles import of_our_jobs
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -35,7 +37,7 @@ def keyed(
     claims: dict[str, list[ClaimInfo]] = {}
     by_file: dict[str, str] = {}
     for c in scanned:
-        if c.lease in own and c.uid == me:
+        if of_our_jobs(c, own, me):
             by_file[c.path] = own[c.lease]
             continue
         if c.lease not in own and maker[c.lease][1] == c.uid:

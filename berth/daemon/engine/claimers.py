@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from berth.claims.ownfiles import of_our_jobs
 from berth.core.fairshare import accrued
 
 TYPE_CHECKING = False
@@ -49,7 +50,7 @@ class Claimers:
         where: dict[str, set[int]] = {}
         me = os.geteuid()
         for c in claims:
-            if c.lease in own and c.uid == me:
+            if of_our_jobs(c, own, me):
                 continue  # (our job's: a file of ours; another's named so is theirs)
             held = f"{c.uid}:{c.lease}"  # (a lease is a name anyone may give: one per owner)
             user, gpus = current.get(held, (c.user or str(c.uid), 0.0))

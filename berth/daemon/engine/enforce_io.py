@@ -26,6 +26,9 @@ def identity(pid: int) -> tuple[int, int] | None:
     return uid, stat[3]
 
 
+GONE = "not the same process any more"  # (signal_if's answer where the pid is another's now)
+
+
 def signal_if(pid: int, uid: int, start: int, sig: int) -> str | None:
     """Signal ``pid`` only if /proc says it is still the process classed (``uid``, ``start``),
     through a pidfd taken before that look: a pid that goes to another process after the
@@ -33,12 +36,12 @@ def signal_if(pid: int, uid: int, start: int, sig: int) -> str | None:
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return "not the same process any more"
+        return GONE
     except OSError as e:
         return str(e)
     try:
         if identity(pid) != (uid, start):
-            return "not the same process any more"
+            return GONE
         signal.pidfd_send_signal(fd, sig)
     except OSError as e:
         return str(e)

@@ -20,7 +20,7 @@ import logging
 import signal
 import sqlite3
 
-from berth.daemon.engine.enforce_io import signal_if
+from berth.daemon.engine.enforce_io import GONE, signal_if
 from berth.wire.protocol import ProtocolError
 
 TYPE_CHECKING = False
@@ -157,7 +157,7 @@ class IdleHolders:
         for pid, start in self._claim_pids.get(holder.key, []):
             skip = signal_if(pid, holder.uid, start, signal.SIGTERM)  # (through a pidfd)
             if skip is not None:
-                gone = skip == "not the same process any more"
+                gone = skip == GONE
                 self.audit_idle(
                     "skip", holder, pid=pid, reason="not the claim's holder" if gone else skip
                 )

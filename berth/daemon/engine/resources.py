@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 
+from berth.claims.ownfiles import of_our_jobs
 from berth.core.inventory import Gpu, Usage
 from berth.daemon.engine.gpu_health import GpuHealth
 from berth.devices import read_gpus
@@ -114,9 +115,10 @@ class Resources:
         mem: dict[int, int] = {}
         labels: dict[int, list[str]] = {}
         holder_pids: set[int] = set()
+        me = os.geteuid()
         for c in state.claims:
             s = self.by_uuid.get(c.uuid)
-            if s is None or (c.lease in own_lease_ids and c.uid == os.geteuid()):
+            if s is None or of_our_jobs(c, own_lease_ids, me):
                 continue  # (a file of another's named with our job's lease: theirs)
             share[s.index] = share.get(s.index, 0.0) + c.share
             mem[s.index] = mem.get(s.index, 0) + c.memory
