@@ -35,7 +35,7 @@ import sys
 from berth import config
 from berth.client import Client
 from berth.daemon.options import Options
-from berth.devices import hidden_by_declared
+from berth.devices import config_notes
 from berth.errors import BerthError, UsageError
 from berth.units import default_http_port, parse_bind, parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     opts, cfg = _options(args)
     assert isinstance(opts, Options)
     opts.end_jobs_on_stop = bool(args.inside_slurm)  # the allocation's end ends its jobs
-    if (note := hidden_by_declared(cfg)) is not None:  # type: ignore[arg-type]
+    for note in config_notes(cfg):  # type: ignore[arg-type]
         sys.stderr.write(f"berth daemon: {note}\n")
     if opts.foreground:
         from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from berth.config import inventory as config_inventory
 from berth.config import notify as config_notify
 from berth.config import projects as config_projects
 from berth.config.enforce import Enforce
@@ -136,6 +137,8 @@ def load() -> Config:
                 value = key.convert(value, At(path, key.section, key.name), cfg)
             held = {"inventory": cfg.inventory, "enforce": cfg.enforce}.get(key.section, cfg)
             setattr(held, key.attr, value)
+    given = {name: path for (section, name), (path, _) in merged.items() if section == "inventory"}
+    config_inventory.check(cfg.inventory, given)
     env = os.environ
     cfg.claims_dir = env.get(ENV_CLAIMS_DIR) or cfg.claims_dir
     cfg.state_dir = env.get(ENV_STATE_DIR) or cfg.state_dir

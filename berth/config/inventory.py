@@ -6,31 +6,49 @@ Declared as :mod:`berth.config`'s keys are (:class:`berth.config.key.Key`).
 
 from __future__ import annotations
 
-from berth.config.key import Key, bounded, set_defaults
+from berth.config.key import At, Key, bounded, set_defaults
 from berth.units import parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from berth.config.key import At, SoFar
+    from berth.config.key import SoFar
+
+
+_IDS = "use GPU indices (0, 1) or UUIDs ('GPU-...') as `nvidia-smi -L` shows them"
 
 
 def _ids(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
-    out = []
+    """manage, ban: GPU indices or whole GPUs' UUIDs, each GPU named once."""
+    out: list[str] = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 0):
-            raise at.fail(
-                f"[inventory] {at.key} has {v!r}; use GPU indices (0, 1) or UUIDs ('GPU-...')"
+        text = str(v).strip() if isinstance(v, (int, str)) and not isinstance(v, bool) else ""
+        if not (text.isdigit() or text.startswith(("GPU-", "LOGICAL-"))):
+            why = (
+                "berth hands out whole GPUs, not MIG instances; " if text.startswith("MIG-") else ""
             )
-        out.append(str(v).strip())
+            raise at.fail(f"[inventory] {at.key} has {v!r}; {why}{_IDS}")
+        if text.isdigit():
+            text = str(int(text))  # ("01" is GPU 1)
+        if text in out:
+            raise at.fail(f"[inventory] {at.key} names {_gpu(text)} twice; name each GPU once")
+        out.append(text)
     return tuple(out)
+
+
+def _gpu(ident: str) -> str:
+    return f"GPU {ident}" if ident.isdigit() else repr(ident)
 
 
 def _indices(value: list[Any], at: At, cfg: SoFar) -> tuple[int, ...]:
     ids = _ids(value, at, cfg)
-    if not all(i.isdigit() for i in ids):
-        raise at.fail(f"[inventory] {at.key} takes indices")
+    for i in ids:
+        if not i.isdigit():
+            raise at.fail(
+                f"[inventory] {at.key} has {i!r}; it takes GPU indices (0, 1): "
+                "leave a GPU out by UUID with `ban`"
+            )
     return tuple(int(i) for i in ids)
 
 
@@ -42,7 +60,14 @@ def _size(value: str | int, at: At, cfg: SoFar) -> int | None:
 
 
 def _names(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
-    return tuple(str(v) for v in value)
+    """ban_names: parts of GPU names, none empty (an empty one is in every name)."""
+    for v in value:
+        if not isinstance(v, str) or not v.strip():
+            raise at.fail(
+                f"[inventory] {at.key} has {v!r}; give parts of GPU names as `berth status` "
+                'shows them (["K80"]): an empty one would ban every GPU'
+            )
+    return tuple(value)
 
 
 class Inventory:
@@ -66,6 +91,7 @@ class Inventory:
 
     def __init__(self, **values: Any) -> None:
         set_defaults(self, values)
+        self.given: dict[str, str] = {}  # each key read -> the file it was read from
 
     def is_banned(self, index: int, uuid: str, name: str) -> str | None:
         """Why this GPU is not managed by berth (a short reason), or None."""
@@ -81,3 +107,31 @@ class Inventory:
             if banned.lower() in name.lower():
                 return f"name matches banned {banned!r} (inventory.ban_names)"
         return None
+
+
+NAMING = ("unavailable", "manage", "ban")  # (the keys that name GPUs, by index or UUID)
+
+
+def check(inv: Inventory, given: dict[str, str]) -> None:
+    """What no one key's check can see (``given``: each key read -> its file): with declared
+    GPUs, every GPU named among them; without, no key that only declared GPUs have. Raises
+    the ConfigError of the first key at fault, naming its file, value and what to do."""
+    inv.given = given
+    n = inv.declared
+    if n is None:
+        for key in ("memory", "name"):
+            if key in given:
+                raise At(given[key], "inventory", key).fail(
+                    f"[inventory] {key} is for declared GPUs (gpus = N); NVML says each real "
+                    f"GPU's {key}: remove it, or declare the GPUs with gpus"
+                )
+        return
+    ours = "GPU 0 (LOGICAL-0)" if n == 1 else f"GPUs 0 to {n - 1} (LOGICAL-0 to LOGICAL-{n - 1})"
+    for key in NAMING:
+        for ident in map(str, getattr(inv, key) or ()):
+            index = ident.removeprefix("LOGICAL-")
+            if not (index.isdigit() and int(index) < n):
+                raise At(given[key], "inventory", key).fail(
+                    f"[inventory] {key} names {_gpu(ident)}, but gpus = {n} declares {ours}: "
+                    "name those, or raise gpus"
+                )
