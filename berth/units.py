@@ -95,6 +95,7 @@ def parse_slurm_time(text: str, *, what: str = "-t/--time") -> float:
 
 
 NO_LIMIT = ("inf", "infinite", "unlimited", "none")  # a duration's words for "no limit"
+MAX_TIME_LIMIT = 366 * 86400.0  # a job's longest time limit, a year: "inf" (or none) for no limit
 
 
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float:

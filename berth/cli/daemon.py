@@ -36,7 +36,7 @@ from berth import config
 from berth.client import Client
 from berth.daemon.options import Options
 from berth.devices import config_notes
-from berth.errors import BerthError, UsageError
+from berth.errors import BerthError, ConfigError, UsageError
 from berth.units import default_http_port, parse_bind, parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
@@ -157,7 +157,12 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     if policy:
         from berth.core.policy import check_policy  # heavy (the scheduler); rare: --policy
 
-        check_policy(str(policy))
+        try:
+            check_policy(str(policy))
+        except UsageError as e:
+            if args.policy:
+                raise
+            raise ConfigError(f"config {', '.join(cfg.files)}: [daemon] policy: {e}") from None
     exit_with = getattr(args, "exit_with", None)
     if exit_with is not None:
         try:

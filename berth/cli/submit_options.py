@@ -13,8 +13,7 @@ import os
 import sys
 
 from berth.errors import UsageError
-from berth.units import NO_LIMIT, parse_duration, parse_slurm_time
-from berth.wire.jobspec import MAX_TIME_LIMIT
+from berth.units import MAX_TIME_LIMIT, NO_LIMIT, parse_duration, parse_slurm_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -90,7 +90,14 @@ def _check(path: str, raw: dict[str, Any]) -> None:
             config_notify.read(path, values)
             continue
         keys = SECTIONS.get(section)
-        if keys is None or not isinstance(values, dict):
+        if not isinstance(values, dict):  # (a key before any [section])
+            owners = [f"[{s}]" for s, ks in SECTIONS.items() if section in ks]
+            raise ConfigError(
+                f"config file {path!r}: {section} = {_toml(values)} is outside any section: "
+                + (f"put it under {' or '.join(owners)}" if owners else
+                   f"no section has a key {section!r} (`berth help config` lists them)")
+            )  # fmt: skip
+        if keys is None:
             known = ", ".join(f"[{s}]" for s in [*SECTIONS, "projects", "notify"])
             raise ConfigError(
                 f"config file {path!r}: unknown section [{section}]; known sections: {known}"
@@ -106,8 +113,13 @@ def _check(path: str, raw: dict[str, Any]) -> None:
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
                 want = " or ".join(_TYPE_NAMES[t] for t in types)
                 raise ConfigError(
-                    f"config file {path!r}: [{section}] {name} = {value!r} must be {want}"
+                    f"config file {path!r}: [{section}] {name} = {_toml(value)} must be {want}"
                 )
+
+
+def _toml(value: Any) -> str:
+    """A value as the file wrote it: ``true``, not Python's ``True``."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
 
 
 def load() -> Config:

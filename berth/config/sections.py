@@ -16,12 +16,10 @@ from berth.config.enforce import Enforce, isolate_mode
 from berth.config.inventory import Inventory
 from berth.config.key import Key, bounded, set_defaults, sized
 from berth.errors import UsageError
-from berth.units import KILL_AFTER, parse_bind, parse_duration
+from berth.units import KILL_AFTER, MAX_TIME_LIMIT, parse_bind, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from berth.config.key import At, SoFar
 
 _DURATION = (str, int, float)
@@ -68,13 +66,42 @@ def _duration(value: str | float, at: At, cfg: SoFar) -> float:
 def _positive(value: str | float, at: At, cfg: SoFar) -> float:
     seconds = _duration(value, at, cfg)
     if not seconds > 0:
-        raise at.fail(f"[{at.section}] {at.key} must be positive")
+        raise at.fail(f"[{at.section}] {at.key} = {value!r} must be positive")
     return seconds
 
 
 def _limit_time(value: str | float, at: At, cfg: SoFar) -> float | None:
+    """A job's longest time: positive, at most what a job may ask; "inf": none (None)."""
     seconds = _positive(value, at, cfg)
+    if seconds != INF and seconds > MAX_TIME_LIMIT:
+        raise at.fail(
+            f"[{at.section}] {at.key} = {value!r} must be at most "
+            f'{MAX_TIME_LIMIT / 86400:.0f} days (a job\'s longest -t); "inf" for no limit'
+        )
     return None if seconds == INF else seconds
+
+
+def _path(value: str, at: At, cfg: SoFar) -> str | None:
+    """A path each process reads alike: absolute, or from ``~`` (expanded here)."""
+    if not value.strip():
+        raise at.fail(
+            f"[{at.section}] {at.key} = '' names no path: give one, or leave the key out for "
+            "the default"
+        )
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path):
+        raise at.fail(
+            f"[{at.section}] {at.key} = {value!r} must be an absolute path (or start with ~/): "
+            "a relative one is another place from each directory"
+        )
+    return path
+
+
+def _word(value: str, at: At, cfg: SoFar) -> str | None:
+    """A name that is not empty (an empty one would silently mean the default)."""
+    if not value.strip():
+        raise at.fail(f"[{at.section}] {at.key} = '' is empty: give one, or leave the key out")
+    return value
 
 
 def _backend(value: str, at: At, cfg: SoFar) -> str:
@@ -84,27 +111,25 @@ def _backend(value: str, at: At, cfg: SoFar) -> str:
 
 
 def _beside(value: str, at: At, cfg: SoFar) -> str | None:
+    if not value.strip():  # (it named the config file's directory)
+        raise at.fail(f"[{at.section}] {at.key} = '' names no file: give one, or leave it out")
     value = os.path.expanduser(value)
     if not os.path.isabs(value):  # relative to the config file that names it
         value = os.path.join(os.path.dirname(os.path.abspath(at.path)), value)
     return value
 
 
-def _names(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
-    return tuple(str(v) for v in value)
-
-
 class Config:
     """The merged configuration. Build with :func:`load`."""
 
     # fmt: off
-    claims_dir = Key[str | None]("claims", (str,), None, None, '"/run/berth"',
+    claims_dir = Key[str | None]("claims", (str,), None, _path, '"/run/berth"',
         "the claim ledger, shared by every user of the host", name="dir")
-    admin_group = Key[str | None]("claims", (str,), None, None, '"gpuadmin"',
+    admin_group = Key[str | None]("claims", (str,), None, _word, '"gpuadmin"',
         "members may `berth release` others' claims (root always may)")
-    socket = Key[str | None]("daemon", (str,), None, None, '"/home/me/berth.sock"',
+    socket = Key[str | None]("daemon", (str,), None, _path, '"/home/me/berth.sock"',
         "a user's own daemon (default $XDG_RUNTIME_DIR/berth)")
-    state_dir = Key[str | None]("daemon", (str,), None, None, '"/home/me/.berth"',
+    state_dir = Key[str | None]("daemon", (str,), None, _path, '"/home/me/.berth"',
         "... and its state (default ~/.local/state/berth)")
     system_socket = Key[str | None]("daemon", (str,), None, _absolute, '"/run/berth/berth.sock"',
         "the system daemon's (berth daemon --system)")
@@ -114,9 +139,9 @@ class Config:
         "true: others' commands and paths are hidden (but from admins)")
     poll_interval = Key("daemon", (int, float), 5.0, bounded(lambda s: 0 < s <= 3600, "in (0, 3600]", float), "5",
         "seconds between NVML polls (only to see what others do)")
-    policy = Key[str | None]("daemon", (str,), None, None, '"guarded"',
+    policy = Key[str | None]("daemon", (str,), None, _word, '"guarded"',
         "scheduling policy (berth help daemon lists them)")
-    max_job_time = Key[float | None]("daemon", _DURATION, None, _duration, '"24h"',
+    max_job_time = Key[float | None]("daemon", _DURATION, None, _limit_time, '"24h"',
         "every job stops there; a longer -t is refused at submit")
     on_time_limit = Key("daemon", (str,), "end", _on_time_limit, '"requeue"',
         'what a time limit does to a job that gave no --requeue/--no-requeue: "end" it (TIMEOUT), or "requeue" it at the end of the queue (mgpu_srun\'s context switch)')
@@ -170,9 +195,9 @@ class Config:
         'submit/queue/show/cancel/logs go to Slurm (default "local")')
     requirements = Key[str | None]("queue", (str,), None, _beside, '"~/llm_config.json"',
         "GPUs per --llm model for `berth submit`")
-    slurm_partition = Key[str | None]("slurm", (str,), None, None, '"gpu"',
+    slurm_partition = Key[str | None]("slurm", (str,), None, _word, '"gpu"',
         "sbatch -p (default: the cluster's default partition)", name="partition")
-    slurm_log_dir = Key[str | None]("slurm", (str,), None, None, '"/shared/me/berth"',
+    slurm_log_dir = Key[str | None]("slurm", (str,), None, _path, '"/shared/me/berth"',
         "logs and batch scripts (default <state dir>/slurm)", name="log_dir")
     # fmt: on
 
