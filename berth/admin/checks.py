@@ -102,7 +102,8 @@ def gpus(cfg: Config | None) -> list[Check]:
                              "nvidia-smi -q -i " + str(g.index)))  # fmt: skip
     if cfg is not None:  # (what the config names that is not here: it changes nothing)
         out += [
-            Check("inventory", FAIL, said, fix) for said, fix in unmatched(cfg.inventory, snaps)
+            Check("inventory", FAIL, said, fix)
+            for said, fix in unmatched(cfg.inventory, [(g.index, g.uuid) for g in snaps])
         ]
     readable = sum(1 for g in snaps if g.healthy)
     if snaps and readable == len(snaps):

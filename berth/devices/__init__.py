@@ -89,10 +89,10 @@ def config_notes(cfg: Config) -> list[str]:
     inv = cfg.inventory
     if inv.declared is not None or not (inv.unavailable or inv.ban or inv.manage is not None):
         return notes
-    from berth.devices.named import unmatched  # rare: [inventory] names GPUs
+    from berth.devices.named import seen, unmatched  # rare: [inventory] names GPUs
 
     try:
-        snaps = read_gpus(cfg, process_details=False, telemetry=False)
+        ids = seen()
     except BerthError:
         return notes
-    return notes + [f"note: {said}; {fix}" for said, fix in unmatched(inv, snaps)]
+    return notes + [f"note: {said}; {fix}" for said, fix in unmatched(inv, ids)]
