@@ -131,7 +131,9 @@ def check(inv: Inventory, given: dict[str, str]) -> None:
         for ident in map(str, getattr(inv, key) or ()):
             index = ident.removeprefix("LOGICAL-")
             if not (index.isdigit() and int(index) < n):
+                gpus = given.get("gpus", given[key])  # (a user's file may set it: say which)
+                there = f" (in {gpus!r})" if gpus != given[key] else ""
                 raise At(given[key], "inventory", key).fail(
-                    f"[inventory] {key} names {_gpu(ident)}, but gpus = {n} declares {ours}: "
-                    "name those, or raise gpus"
+                    f"[inventory] {key} names {_gpu(ident)}, but gpus = {n}{there} declares "
+                    f"{ours}: name those, or raise gpus"
                 )
