@@ -137,6 +137,8 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     kill_after = cfg.kill_after
     if args.kill_after:
         kill_after = parse_duration(args.kill_after, what="--kill-after")
+        if not 0 < kill_after < float("inf"):  # (0 was taken as the default 30s)
+            raise UsageError(f"invalid --kill-after {args.kill_after!r}: give a finite time above 0")
     keep = cfg.keep_finished
     if getattr(args, "keep_finished", None):
         keep = parse_duration(args.keep_finished, what="--keep-finished")

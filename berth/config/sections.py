@@ -81,6 +81,18 @@ def _limit_time(value: str | float, at: At, cfg: SoFar) -> float | None:
     return None if seconds == INF else seconds
 
 
+def _grace(value: str | float, at: At, cfg: SoFar) -> float:
+    """kill_after: above 0 (0 was taken as the default) and finite (a job that ignores SIGTERM
+    would keep its GPUs for ever)."""
+    seconds = _positive(value, at, cfg)
+    if seconds == INF:
+        raise at.fail(
+            f"[{at.section}] {at.key} = {value!r} must be finite: a job that ignores SIGTERM "
+            "would keep its GPUs for ever"
+        )
+    return seconds
+
+
 def _path(value: str, at: At, cfg: SoFar) -> str | None:
     """A path each process reads alike: absolute, or from ``~`` (expanded here)."""
     if not value.strip():
@@ -149,7 +161,7 @@ class Config:
         "how many times a time limit requeues a job at most (default: no end)")
     isolate_devices = Key[bool | str]("daemon", (bool, str), False, isolate_mode, "true",
         'a job may open only its own GPUs\' /dev/nvidiaN (Slurm\'s ConstrainDevices; "required": refuse to start where it cannot be enforced; docs/admin.md)')
-    kill_after = Key("daemon", _DURATION, KILL_AFTER, _duration, '"30s"',
+    kill_after = Key("daemon", _DURATION, KILL_AFTER, _grace, '"30s"',
         "grace between SIGTERM and SIGKILL at a time limit or cancel")
     keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',
         'records of finished jobs, then purged ("inf": keep all)')

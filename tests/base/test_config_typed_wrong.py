@@ -28,6 +28,9 @@ CASES = [
     ('[daemon]\nstate_dir = ""', "[daemon] state_dir = '' names no path"),
     ('[daemon]\npolicy = ""', "[daemon] policy = '' is empty"),
     ("[daemon]\nmax_job_time = 0", "[daemon] max_job_time = 0 must be positive"),
+    ("[daemon]\nkill_after = 0", "[daemon] kill_after = 0 must be positive"),  # (was 30s)
+    ('[daemon]\nkill_after = "inf"', "[daemon] kill_after = 'inf' must be finite: a job that "
+                                     "ignores SIGTERM would keep its GPUs for ever"),
     ('[daemon]\nmax_job_time = "400d"', "[daemon] max_job_time = '400d' must be at most 366 days"
                                         " (a job's longest -t); \"inf\" for no limit"),
     ('[limits]\nmax_time = "99999999d"', "[limits] max_time = '99999999d' must be at most 366"),
@@ -64,6 +67,15 @@ def test_an_unknown_policy_names_the_config(fake_gpus: Any, tmp_path: Path) -> N
     assert f"berth: config {path}: [daemon] policy: unknown policy 'fastest': use one of" in (
         r.stderr
     )
+    assert not Path(fake_gpus.socket).exists()
+
+
+@pytest.mark.parametrize("value", ["0", "inf"])
+def test_the_daemons_kill_after_flag_is_refused_alike(fake_gpus: Any, value: str) -> None:
+    fake_gpus.setup(n=1)
+    r = fake_gpus.berth("daemon", "--kill-after", value)
+    assert r.returncode == 2, r.stderr
+    assert f"berth: invalid --kill-after {value!r}: give a finite time above 0" in r.stderr
     assert not Path(fake_gpus.socket).exists()
 
 

@@ -84,6 +84,17 @@ def test_update_refuses_and_changes_nothing(daemon: Any, flags: list[str], said:
     assert daemon.job(job_id)["time_limit"] == 60
 
 
+@pytest.mark.parametrize("limit", ["25d", "366-00:00:00"])
+def test_a_time_limit_past_24_days_runs(daemon: Any, limit: str) -> None:
+    """The supervisor waited in poll() for the whole limit, in ms as a C int: from 24.8 days
+    on it died at once (OverflowError) and the job ended LOST."""
+    daemon.start()
+    r = daemon.berth("submit", "-t", limit, "--", "true")
+    assert r.returncode == 0, r.stderr
+    job_id = int(r.stdout.split()[2])
+    assert daemon.wait_done([job_id])[job_id]["state"] == "COMPLETED", daemon.job(job_id)
+
+
 def test_release_at_too_far_ahead_names_the_value(daemon: Any) -> None:
     daemon.start()
     job_id = daemon.submit("true", hold=True)
