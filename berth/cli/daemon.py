@@ -37,7 +37,7 @@ from berth.client import Client
 from berth.daemon.options import Options
 from berth.devices import config_notes
 from berth.errors import BerthError, ConfigError, UsageError
-from berth.units import default_http_port, parse_bind, parse_duration
+from berth.units import MAX_TIME_LIMIT, NO_LIMIT, default_http_port, parse_bind, parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
 TYPE_CHECKING = False
@@ -134,11 +134,20 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     max_job_time = cfg.max_job_time
     if args.max_job_time:
         max_job_time = parse_duration(args.max_job_time, what="--max-job-time")
+        if not (
+            0 < max_job_time <= MAX_TIME_LIMIT or args.max_job_time.strip().lower() in NO_LIMIT
+        ):
+            raise UsageError(
+                f"invalid --max-job-time {args.max_job_time!r}: above 0 and at most 366 days "
+                "(inf: none)"
+            )
     kill_after = cfg.kill_after
     if args.kill_after:
         kill_after = parse_duration(args.kill_after, what="--kill-after")
         if not 0 < kill_after < float("inf"):  # (0 was taken as the default 30s)
-            raise UsageError(f"invalid --kill-after {args.kill_after!r}: give a finite time above 0")
+            raise UsageError(
+                f"invalid --kill-after {args.kill_after!r}: give a finite time above 0"
+            )
     keep = cfg.keep_finished
     if getattr(args, "keep_finished", None):
         keep = parse_duration(args.keep_finished, what="--keep-finished")

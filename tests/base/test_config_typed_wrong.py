@@ -70,12 +70,23 @@ def test_an_unknown_policy_names_the_config(fake_gpus: Any, tmp_path: Path) -> N
     assert not Path(fake_gpus.socket).exists()
 
 
-@pytest.mark.parametrize("value", ["0", "inf"])
-def test_the_daemons_kill_after_flag_is_refused_alike(fake_gpus: Any, value: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--kill-after", "0", "give a finite time above 0"),  # (was 30s)
+        ("--kill-after", "inf", "give a finite time above 0"),
+        ("--max-job-time", "0", "above 0 and at most 366 days (inf: none)"),  # (was none)
+        ("--max-job-time", "400d", "above 0 and at most 366 days"),
+        ("--max-job-time", "1e400", "above 0 and at most 366 days"),  # (was none)
+    ],
+)
+def test_the_daemons_flags_are_refused_alike(
+    fake_gpus: Any, flag: str, value: str, said: str
+) -> None:
     fake_gpus.setup(n=1)
-    r = fake_gpus.berth("daemon", "--kill-after", value)
+    r = fake_gpus.berth("daemon", flag, value)
     assert r.returncode == 2, r.stderr
-    assert f"berth: invalid --kill-after {value!r}: give a finite time above 0" in r.stderr
+    assert f"berth: invalid {flag} {value!r}: {said}" in r.stderr
     assert not Path(fake_gpus.socket).exists()
 
 
