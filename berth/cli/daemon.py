@@ -151,6 +151,8 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     keep = cfg.keep_finished
     if getattr(args, "keep_finished", None):
         keep = parse_duration(args.keep_finished, what="--keep-finished")
+        if not keep > 0:  # (0 was taken as inf: kept for ever)
+            raise UsageError(f"invalid --keep-finished {args.keep_finished!r}: give a time above 0")
     poll = cfg.poll_interval
     if args.poll_interval:
         poll = parse_duration(args.poll_interval, what="--poll-interval")

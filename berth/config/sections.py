@@ -163,7 +163,7 @@ class Config:
         'a job may open only its own GPUs\' /dev/nvidiaN (Slurm\'s ConstrainDevices; "required": refuse to start where it cannot be enforced; docs/admin.md)')
     kill_after = Key("daemon", _DURATION, KILL_AFTER, _grace, '"30s"',
         "grace between SIGTERM and SIGKILL at a time limit or cancel")
-    keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _duration, '"30d"',
+    keep_finished = Key("daemon", _DURATION, 30 * 86400.0, _positive, '"30d"',
         'records of finished jobs, then purged ("inf": keep all)')
     http = Key[str | None]("daemon", (str,), None, _bind, '"127.0.0.1:8765"',
         "serve the web dashboard and /metrics there (default: off)", late=True)

@@ -29,6 +29,7 @@ CASES = [
     ('[daemon]\npolicy = ""', "[daemon] policy = '' is empty"),
     ("[daemon]\nmax_job_time = 0", "[daemon] max_job_time = 0 must be positive"),
     ("[daemon]\nkill_after = 0", "[daemon] kill_after = 0 must be positive"),  # (was 30s)
+    ("[daemon]\nkeep_finished = 0", "[daemon] keep_finished = 0 must be positive"),  # (kept all)
     ('[daemon]\nkill_after = "inf"', "[daemon] kill_after = 'inf' must be finite: a job that "
                                      "ignores SIGTERM would keep its GPUs for ever"),
     ('[daemon]\nmax_job_time = "400d"', "[daemon] max_job_time = '400d' must be at most 366 days"
@@ -78,6 +79,7 @@ def test_an_unknown_policy_names_the_config(fake_gpus: Any, tmp_path: Path) -> N
         ("--max-job-time", "0", "above 0 and at most 366 days (inf: none)"),  # (was none)
         ("--max-job-time", "400d", "above 0 and at most 366 days"),
         ("--max-job-time", "1e400", "above 0 and at most 366 days"),  # (was none)
+        ("--keep-finished", "0", "give a time above 0"),  # (was: kept for ever)
     ],
 )
 def test_the_daemons_flags_are_refused_alike(
