@@ -44,6 +44,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
+    from berth.config import Config
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--socket", help="UNIX socket to serve on")
@@ -126,11 +128,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _options(args: argparse.Namespace) -> tuple[object, object]:
-    cfg = config.get()
-    system = bool(getattr(args, "system", False))
-    if system:
-        _check_system(args)
+def _times(args: argparse.Namespace, cfg: Config) -> tuple[float | None, float, float]:
+    """--max-job-time, --kill-after, --keep-finished, else the config's keys; a flag's value
+    checked as its key is (0 meant none, the default 30s and keep for ever)."""
     max_job_time = cfg.max_job_time
     if args.max_job_time:
         max_job_time = parse_duration(args.max_job_time, what="--max-job-time")
@@ -144,15 +144,24 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     kill_after = cfg.kill_after
     if args.kill_after:
         kill_after = parse_duration(args.kill_after, what="--kill-after")
-        if not 0 < kill_after < float("inf"):  # (0 was taken as the default 30s)
+        if not 0 < kill_after < float("inf"):
             raise UsageError(
                 f"invalid --kill-after {args.kill_after!r}: give a finite time above 0"
             )
     keep = cfg.keep_finished
     if getattr(args, "keep_finished", None):
         keep = parse_duration(args.keep_finished, what="--keep-finished")
-        if not keep > 0:  # (0 was taken as inf: kept for ever)
+        if not keep > 0:
             raise UsageError(f"invalid --keep-finished {args.keep_finished!r}: give a time above 0")
+    return max_job_time, kill_after, keep
+
+
+def _options(args: argparse.Namespace) -> tuple[object, object]:
+    cfg = config.get()
+    system = bool(getattr(args, "system", False))
+    if system:
+        _check_system(args)
+    max_job_time, kill_after, keep = _times(args, cfg)
     poll = cfg.poll_interval
     if args.poll_interval:
         poll = parse_duration(args.poll_interval, what="--poll-interval")
