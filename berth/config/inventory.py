@@ -53,10 +53,17 @@ def _indices(value: list[Any], at: At, cfg: SoFar) -> tuple[int, ...]:
 
 
 def _size(value: str | int, at: At, cfg: SoFar) -> int | None:
+    """memory: a GPU's, so at least a GiB (``memory = 80`` is 80 MiB: the unit left out)."""
     try:
-        return parse_size(value if isinstance(value, str) else str(value))
+        size = parse_size(value if isinstance(value, str) else str(value))
     except ValueError as e:
         raise at.fail(f"[inventory] {at.key}: {e}") from None
+    if size < 1 << 30:
+        raise at.fail(
+            f"[inventory] {at.key} = {value!r} is {size >> 20} MiB (a bare number is MiB), "
+            'less than a GPU has: give the unit ("80G")'
+        )
+    return size
 
 
 def _names(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:

@@ -43,6 +43,9 @@ CASES = [
     ("private = true", "private = true is outside any section: put it under [daemon]"),
     ("gpus = 2", "gpus = 2 is outside any section: put it under [inventory]"),
     ("[inventory]\ngpus = true", "[inventory] gpus = true must be an integer"),
+    ("[inventory]\ngpus = 2\nmemory = 80", "[inventory] memory = 80 is 80 MiB (a bare number is "
+                                            'MiB), less than a GPU has: give the unit ("80G")'),
+    ('[inventory]\ngpus = 2\nmemory = "0"', "[inventory] memory = '0' is 0 MiB"),
 ]  # fmt: skip
 
 
