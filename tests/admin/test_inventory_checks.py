@@ -58,12 +58,15 @@ def test_a_self_contradicting_inventory_is_refused_everywhere(
     fake_gpus.setup(n=2)
     env = _config(fake_gpus, tmp_path, text)
     where = f"config file {env['BERTH_CONFIG']!r}: "
-    for command in (["status"], ["select", "-n", "1"], ["daemon"]):
-        r = fake_gpus.berth(*command, env=env)
-        assert r.returncode == 2, (command, r.stdout, r.stderr)
-        assert where + said in r.stderr, (command, r.stderr)
-        assert "Traceback" not in r.stderr and r.stdout == ""
-    assert not os.path.exists(fake_gpus.socket)  # (the daemon did not start)
+    try:
+        for command in (["status"], ["select", "-n", "1"], ["daemon"]):
+            r = fake_gpus.berth(*command, env=env)
+            assert r.returncode == 2, (command, r.stdout, r.stderr)
+            assert where + said in r.stderr, (command, r.stderr)
+            assert "Traceback" not in r.stderr and r.stdout == ""
+        assert not os.path.exists(fake_gpus.socket)  # (the daemon did not start)
+    finally:  # (one that did, before the fix, is not left running)
+        fake_gpus.berth("daemon", "--stop")
     r = fake_gpus.berth("admin", "doctor", "--json", env=env, timeout=120)
     check = next(c for c in json.loads(r.stdout)["checks"] if c["check"] == "config")
     assert r.returncode == 2 and check["level"] == "fail" and said in check["said"]

@@ -89,10 +89,13 @@ def test_the_daemons_flags_are_refused_alike(
     fake_gpus: Any, flag: str, value: str, said: str
 ) -> None:
     fake_gpus.setup(n=1)
-    r = fake_gpus.berth("daemon", flag, value)
-    assert r.returncode == 2, r.stderr
-    assert f"berth: invalid {flag} {value!r}: {said}" in r.stderr
-    assert not Path(fake_gpus.socket).exists()
+    try:
+        r = fake_gpus.berth("daemon", flag, value)
+        assert r.returncode == 2, r.stderr
+        assert f"berth: invalid {flag} {value!r}: {said}" in r.stderr
+        assert not Path(fake_gpus.socket).exists()
+    finally:  # (one that did start, before the fix, is not left running)
+        fake_gpus.berth("daemon", "--stop")
 
 
 def test_a_path_from_home_is_the_users(fake_gpus: Any, tmp_path: Path) -> None:
@@ -110,5 +113,5 @@ def test_a_path_from_home_is_the_users(fake_gpus: Any, tmp_path: Path) -> None:
         wait_until(lambda: (home / "b.sock").exists(), message="the socket under ~")
         assert (home / "state").is_dir() and not (tmp_path / "~").exists()
         assert fake_gpus.berth("queue", env=env).returncode == 0
-    finally:
-        fake_gpus.berth("daemon", "--stop", env=env)
+    finally:  # (from where it started: before the fix, its socket was ./~/b.sock)
+        fake_gpus.berth("daemon", "--stop", env=env, cwd=str(tmp_path))
