@@ -94,6 +94,10 @@ def parse_slurm_time(text: str, *, what: str = "-t/--time") -> float:
     return minutes * 60
 
 
+NO_LIMIT = ("inf", "infinite", "unlimited", "none")  # a duration's words for "no limit"
+MAX_TIME_LIMIT = 366 * 86400.0  # a job's longest time limit, a year: "inf" (or none) for no limit
+
+
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
     """Parse a duration into seconds: ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1:30:00``,
     ``2-00:00:00`` (Slurm's D-HH:MM:SS). ``inf`` means no limit."""
@@ -105,7 +109,7 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
         return float(text)
     raw = text.strip().lower()
     bad = UsageError(f"invalid {what} {text!r}: expected e.g. 90, 15m, 2h, 1:30:00 or 1-12:00:00")
-    if raw in ("inf", "infinite", "unlimited", "none"):
+    if raw in NO_LIMIT:
         return float("inf")
     try:
         days = 0.0
@@ -309,11 +313,25 @@ def parse_bind(
     return str(addr), int(port_text)
 
 
+LATEST = 1e11  # the latest time berth takes (the year 5138): a job's --begin, --at, a reservation
+
+
 def parse_begin(text: str, now: float, *, what: str = "--begin") -> float:
     """When a job may begin, as sbatch's ``--begin`` reads it, into Unix time: ``now+2h``
     (``now+90``: seconds, or a unit: ``s``, ``m``/``min``, ``h``/``hour``, ``d``/``day``),
     ``14:00`` or ``14:00:30`` (today, or tomorrow once that time has passed), ``2026-12-01``,
-    ``2026-12-01T09:00[:SS]``; ``now``. In local time."""
+    ``2026-12-01T09:00[:SS]``; ``now``. In local time. Past :data:`LATEST` (``now+inf``,
+    ``now+99999999d``): refused naming ``text``."""
+    when = _when(text, now, what)
+    if not when <= LATEST:
+        raise UsageError(
+            f"invalid {what} {text!r}: too far ahead (berth takes times up to the year 5138); "
+            "give a nearer time"
+        )
+    return when
+
+
+def _when(text: str, now: float, what: str) -> float:
     import datetime as dt  # rare: --begin
 
     raw = text.strip().lower()

@@ -1,7 +1,8 @@
 """`berth admin doctor`'s checks of the host, each a list of :class:`berth.admin.verdict.Check`
 lines (ok, warn or fail, with the fix): NVML and the driver, each GPU readable, MIG and
 ``CUDA_VISIBLE_DEVICES``, the cgroup hierarchies (what per-job cgroups and
-``isolate_devices`` will do here), the admin group, the clock, the config (unknown keys), the
+``isolate_devices`` will do here), the admin group, the clock, the config (unknown keys; and
+what its ``[inventory]`` names that this host lacks: :mod:`berth.devices.named`), the
 installed unit; the places (claims dir, socket, state dir) are :mod:`berth.admin.places`.
 :func:`run` runs them all; the daemon runs them at start (``daemon=True``: not those of its own
 socket and lock) and logs each line. Nothing here changes the host: a probe cgroup made to
@@ -17,6 +18,8 @@ from berth import config
 from berth.admin import install, places
 from berth.admin.verdict import FAIL, OK, WARN, Check
 from berth.daemon.procs import cgroup
+from berth.devices import hidden_by_declared
+from berth.devices.named import unmatched
 from berth.errors import ConfigError, NvmlUnavailable
 
 TYPE_CHECKING = False
@@ -75,7 +78,10 @@ def gpus(cfg: Config | None) -> list[Check]:
     """NVML and the driver; each GPU readable; MIG mode."""
     if cfg is not None and cfg.inventory.declared:
         n = cfg.inventory.declared
-        return [Check("nvml", OK, f"declared inventory: {n} logical GPU(s), NVML not used")]
+        said = [Check("nvml", OK, f"declared inventory: {n} logical GPU(s), NVML not used")]
+        if (note := hidden_by_declared(cfg)) is not None:
+            said.append(Check("inventory", WARN, note.removeprefix("note: ")))
+        return said
     from berth.devices import nvml  # heavy: NVML
 
     try:
@@ -94,6 +100,11 @@ def gpus(cfg: Config | None) -> list[Check]:
             out.append(Check(f"gpu {g.index}", WARN, f"{g.uuid} cannot be read fully: "
                              f"{g.error or 'unhealthy'}",
                              "nvidia-smi -q -i " + str(g.index)))  # fmt: skip
+    if cfg is not None:  # (what the config names that is not here: it changes nothing)
+        out += [
+            Check("inventory", FAIL, said, fix)
+            for said, fix in unmatched(cfg.inventory, [(g.index, g.uuid) for g in snaps])
+        ]
     readable = sum(1 for g in snaps if g.healthy)
     if snaps and readable == len(snaps):
         out.append(Check("gpus", OK, f"all {readable} readable"))

@@ -35,14 +35,16 @@ import sys
 from berth import config
 from berth.client import Client
 from berth.daemon.options import Options
-from berth.devices import hidden_by_declared
-from berth.errors import BerthError, UsageError
-from berth.units import default_http_port, parse_bind, parse_duration
+from berth.devices import config_notes
+from berth.errors import BerthError, ConfigError, UsageError
+from berth.units import MAX_TIME_LIMIT, NO_LIMIT, default_http_port, parse_bind, parse_duration
 from berth.wire.paths import SYSTEM_STATE_DIR, socket_path, state_dir, system_socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+
+    from berth.config import Config
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -126,20 +128,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _times(args: argparse.Namespace, cfg: Config) -> tuple[float | None, float, float]:
+    """--max-job-time, --kill-after, --keep-finished, else the config's keys; a flag's value
+    checked as its key is (0 meant none, the default 30s and keep for ever)."""
+    max_job_time = cfg.max_job_time
+    if args.max_job_time:
+        max_job_time = parse_duration(args.max_job_time, what="--max-job-time")
+        if not (
+            0 < max_job_time <= MAX_TIME_LIMIT or args.max_job_time.strip().lower() in NO_LIMIT
+        ):
+            raise UsageError(
+                f"invalid --max-job-time {args.max_job_time!r}: above 0 and at most 366 days "
+                "(inf: none)"
+            )
+    kill_after = cfg.kill_after
+    if args.kill_after:
+        kill_after = parse_duration(args.kill_after, what="--kill-after")
+        if not 0 < kill_after < float("inf"):
+            raise UsageError(
+                f"invalid --kill-after {args.kill_after!r}: give a finite time above 0"
+            )
+    keep = cfg.keep_finished
+    if getattr(args, "keep_finished", None):
+        keep = parse_duration(args.keep_finished, what="--keep-finished")
+        if not keep > 0:
+            raise UsageError(f"invalid --keep-finished {args.keep_finished!r}: give a time above 0")
+    return max_job_time, kill_after, keep
+
+
 def _options(args: argparse.Namespace) -> tuple[object, object]:
     cfg = config.get()
     system = bool(getattr(args, "system", False))
     if system:
         _check_system(args)
-    max_job_time = cfg.max_job_time
-    if args.max_job_time:
-        max_job_time = parse_duration(args.max_job_time, what="--max-job-time")
-    kill_after = cfg.kill_after
-    if args.kill_after:
-        kill_after = parse_duration(args.kill_after, what="--kill-after")
-    keep = cfg.keep_finished
-    if getattr(args, "keep_finished", None):
-        keep = parse_duration(args.keep_finished, what="--keep-finished")
+    max_job_time, kill_after, keep = _times(args, cfg)
     poll = cfg.poll_interval
     if args.poll_interval:
         poll = parse_duration(args.poll_interval, what="--poll-interval")
@@ -157,7 +179,12 @@ def _options(args: argparse.Namespace) -> tuple[object, object]:
     if policy:
         from berth.core.policy import check_policy  # heavy (the scheduler); rare: --policy
 
-        check_policy(str(policy))
+        try:
+            check_policy(str(policy))
+        except UsageError as e:
+            if args.policy:
+                raise
+            raise ConfigError(f"config {', '.join(cfg.files)}: [daemon] policy: {e}") from None
     exit_with = getattr(args, "exit_with", None)
     if exit_with is not None:
         try:
@@ -224,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     opts, cfg = _options(args)
     assert isinstance(opts, Options)
     opts.end_jobs_on_stop = bool(args.inside_slurm)  # the allocation's end ends its jobs
-    if (note := hidden_by_declared(cfg)) is not None:  # type: ignore[arg-type]
+    for note in config_notes(cfg):  # type: ignore[arg-type]
         sys.stderr.write(f"berth daemon: {note}\n")
     if opts.foreground:
         from berth.daemon.main import serve  # heavy (asyncio, sqlite3): not for --stop, --help

@@ -47,9 +47,11 @@ import shlex
 import sys
 import time
 
+from berth import config
 from berth.api.lease import claim
 from berth.cli import filters
 from berth.cli.command import words
+from berth.devices import config_notes
 from berth.errors import UsageError
 from berth.units import GPU_COUNT_RULE, format_duration, gpu_count, parse_duration
 
@@ -168,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if not poll > 0:
         raise UsageError(f"--poll {args.poll!r}: must be above 0")
     out, err = _open(args.out, "-o/--out"), _open(args.err, "-e/--err")
+    sys.stderr.write("".join(f"berth run: {note}\n" for note in config_notes(config.get())))
     status = StatusLine(request.describe())
     try:
         lease, snaps = claim(

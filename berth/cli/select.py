@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import sys
 
+from berth import config
 from berth.api import choose
 from berth.cli import filters
+from berth.devices import config_notes
 from berth.errors import EXIT_OK, EXIT_UNSATISFIED
 
 TYPE_CHECKING = False
@@ -66,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     asked = filters.from_args(args, filters.count_text(args.count, "-n/--count"))
     # only ids are printed: read what the filters need, start fast
     sel = choose(asked, all=args.all, telemetry=False)
+    if not args.silent:
+        sys.stderr.write("".join(f"berth select: {note}\n" for note in config_notes(config.get())))
     if args.explain and not args.silent:
         sys.stderr.write("".join(line + "\n" for line in sel.explain()))
     if not sel.ok:

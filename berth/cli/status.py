@@ -28,7 +28,7 @@ from berth.api import banned_reasons, read
 from berth.cli import status_claims, status_queue
 from berth.cli.escape import shown
 from berth.cli.status_section import Section
-from berth.devices import hidden_by_declared
+from berth.devices import config_notes
 from berth.errors import UsageError
 from berth.units import format_size, parse_duration
 
@@ -244,7 +244,7 @@ def snapshot_text(
 
 
 def run(args: argparse.Namespace) -> int:
-    if (note := hidden_by_declared(config.get())) is not None:
+    for note in config_notes(config.get()):
         sys.stderr.write(f"berth: {note}\n")
     if args.watch is None:
         sys.stdout.write(snapshot_text(args))

@@ -13,7 +13,7 @@ import os
 import sys
 
 from berth.errors import UsageError
-from berth.units import parse_duration, parse_slurm_time
+from berth.units import MAX_TIME_LIMIT, NO_LIMIT, parse_duration, parse_slurm_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -228,8 +228,14 @@ def time_limit(args: argparse.Namespace) -> float | None:
         what, limit = "--time-limit", parse_duration(seconds, what="--time-limit")
     else:
         return None
+    typed = given or seconds
     if limit <= 0:
-        raise UsageError(f"invalid {what} {given or seconds!r}: must be positive")
+        raise UsageError(f"invalid {what} {typed!r}: must be positive")
+    if limit > MAX_TIME_LIMIT and str(typed).strip().lower() not in NO_LIMIT:  # (1e400: inf)
+        raise UsageError(
+            f"invalid {what} {typed!r}: at most {MAX_TIME_LIMIT / 86400:.0f} days; leave it "
+            "out for no limit"
+        )
     return None if limit == float("inf") else limit
 
 

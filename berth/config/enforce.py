@@ -52,7 +52,14 @@ def isolate_mode(value: bool | str, at: At, cfg: SoFar) -> bool | str:
 
 
 def _names(value: list[Any], at: At, cfg: SoFar) -> tuple[str, ...]:
-    return tuple(str(v) for v in value)
+    """User or group names as the user database has them (a uid, 1000, matches no name)."""
+    for v in value:
+        if not isinstance(v, str) or not v.strip():
+            raise at.fail(
+                f"[{at.section}] {at.key} has {v!r}; give names (\"alice\", as `id` shows "
+                "them), not numbers or empty ones"
+            )
+    return tuple(value)
 
 
 class Enforce:

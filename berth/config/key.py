@@ -6,6 +6,7 @@ in the example `berth help config` prints.
 
 At run time an instance's own value hides the Key (a non-data descriptor), so reading a
 setting is a plain attribute read; for the type checker a ``Key[T]`` reads as a ``T``.
+The checks several sections share are here too (:func:`bounded`, :func:`sized`).
 """
 
 from __future__ import annotations
@@ -92,6 +93,17 @@ class Key(_Typed[T]):
         def __get__(self, obj: object, owner: type) -> T: ...
         def __get__(self, obj: object, owner: type) -> Key[T] | T: ...
         def __set__(self, obj: object, value: T) -> None: ...
+
+
+def bounded(ok: Callable[[float], bool], says: str, kind: Callable[[Any], T]) -> Check[T]:
+    """A number's check: ``ok`` or "[section] key = value must be ``says``"."""
+
+    def check(value: float, at: At, cfg: SoFar) -> T:
+        if not ok(value):
+            raise at.fail(f"[{at.section}] {at.key} = {value} must be {says}")
+        return kind(value)
+
+    return check
 
 
 def sized(lo: int, hi: int, words: str) -> Check[int]:

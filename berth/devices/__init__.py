@@ -6,7 +6,8 @@
 
 Modules: :mod:`berth.devices.model` (the snapshot classes), :mod:`berth.devices.nvml` (the
 NVML session and reads), :mod:`berth.devices.declared` (declared logical GPUs),
-:mod:`berth.devices.visible` (``CUDA_VISIBLE_DEVICES`` as CUDA reads it).
+:mod:`berth.devices.visible` (``CUDA_VISIBLE_DEVICES`` as CUDA reads it),
+:mod:`berth.devices.named` (what the config names that the GPUs here do not have).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
 
-__all__ = ["hidden_by_declared", "read_gpus"]
+__all__ = ["config_notes", "hidden_by_declared", "read_gpus"]
 
 
 def read_gpus(
@@ -76,3 +77,22 @@ def hidden_by_declared(cfg: Config) -> str | None:
         f"berth does not manage the {real} NVIDIA GPU{'s' if real != 1 else ''} NVML sees "
         "here; remove `gpus` to manage them (`unavailable`, `manage` or `ban` leave some out)"
     )
+
+
+def config_notes(cfg: Config) -> list[str]:
+    """What the config's ``[inventory]`` says that the GPUs here contradict, one note each
+    (:func:`hidden_by_declared`, :func:`berth.devices.named.unmatched`): `berth status`,
+    `select` and `berth daemon` print them and go on. NVML is read again only where the
+    config names GPUs (``unavailable``, ``manage``, ``ban``); [] where it cannot be read
+    (the command's own read says why)."""
+    notes = [note] if (note := hidden_by_declared(cfg)) is not None else []
+    inv = cfg.inventory
+    if inv.declared is not None or not (inv.unavailable or inv.ban or inv.manage is not None):
+        return notes
+    from berth.devices.named import seen, unmatched  # rare: [inventory] names GPUs
+
+    try:
+        ids = seen()
+    except BerthError:
+        return notes
+    return notes + [f"note: {said}; {fix}" for said, fix in unmatched(inv, ids)]

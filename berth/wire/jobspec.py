@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import operator
 
+from berth.units import MAX_TIME_LIMIT
 from berth.wire import fieldkinds as k
 from berth.wire.checks import MAX_ID, MAX_TEXT, bad, int_list, integer, number
 from berth.wire.protocol import BAD_REQUEST, ProtocolError
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 MAX_MEM = 1 << 50  # 1 PiB of GPU memory per GPU
 MAX_PRIORITY = 2**31 - 1  # as Slurm's nice range
 MAX_RETRIES = 100
-MAX_TIME_LIMIT = 366 * 86400.0  # a year: leave -t out for no limit
 MAX_NODES = 65536  # nodes of one job (Slurm: -N)
 MAX_TASKS_PER_NODE = 1024
 

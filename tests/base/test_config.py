@@ -172,3 +172,25 @@ def test_a_bad_project_table_is_refused_naming_the_value(
     cfg_file.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(says)):
         config.load()
+
+
+def test_a_users_gpus_below_the_admins_unavailable_names_both_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The admin's ``unavailable = [3]`` under a user's own ``gpus = 2``: the message says
+    where each key was read, so the user knows which file to change."""
+    system = tmp_path / "etc.toml"
+    (tmp_path / "xdg" / "berth").mkdir(parents=True)
+    system.write_text("[inventory]\ngpus = 4\nunavailable = [3]\n")
+    user = tmp_path / "xdg" / "berth" / "config.toml"
+    user.write_text("[inventory]\ngpus = 2\n")
+    monkeypatch.delenv("BERTH_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(config, "SYSTEM_CONFIG", str(system))
+    with pytest.raises(ConfigError) as e:
+        config.load()
+    assert str(e.value) == (
+        f"config file {str(system)!r}: [inventory] unavailable names GPU 3, but gpus = 2 "
+        f"(in {str(user)!r}) declares GPUs 0 to 1 (LOGICAL-0 to LOGICAL-1): name those, or "
+        "raise gpus"
+    )

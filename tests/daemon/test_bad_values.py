@@ -4,7 +4,10 @@ change nothing: no job queued, no job signalled (house rule; docs/testing.md "ho
 The values here are the ones berth took before: an empty -D/-J/-A/--gpu-name/-o (a script's
 unset variable), -o/-e naming a directory (the job only failed when it started), an empty or
 non-signal -s for cancel (cancelled the job, or sent SIGHUP), a --since before 1970 or an empty
---by for report, a value starting with '-' that argparse would not take (--mem -1G), --export
+--by for report, a value starting with '-' that argparse would not take (--mem -1G), a flag
+given a value (--requeue -1 or --requeue 3: queued "-1 -- true" as the command), a time limit,
+--begin or --at past the bounds (the message named the converted number; -t 1e400 was no
+limit, and `update -t 1e400` "nothing to change"), --export
 entries that are no names (VAR=1: the job lost its environment), a sweep range of 10^8 values
 (made before the grid's bound was checked) and an empty GPU filter (--name '' matched all)."""
 
@@ -39,7 +42,19 @@ SUBMIT_CASES = [
     (["--export", "PATH,CUDA=1"], "--export 'PATH,CUDA=1': 'CUDA=1' is not a variable's name"),
     (["--export", "A B"], "--export 'A B': 'A B' is not a variable's name"),
     (["--export", "PATH,,HOME"], "--export 'PATH,,HOME': '' is not a variable's name"),
-]
+    (["--requeue", "-1"], "'-1' would be the command; --requeue takes no value: give the "
+                          "command after -- (berth submit -- python train.py)"),
+    (["--requeue", "3"], "'3' would be the command; --requeue takes no value"),
+    (["--hold", "-5"], "'-5' would be the command; --hold takes no value"),
+    (["-1", "true"], "'-1' would be the command: give the command after --"),
+    (["-t", "99999999999d"], "invalid -t/--time '99999999999d': at most 366 days; leave it out"),
+    (["-t", "400-00:00:00"], "invalid -t/--time '400-00:00:00': at most 366 days"),
+    (["--time-limit", "99999999999"], "invalid --time-limit '99999999999': at most 366 days"),
+    (["-t", "1e400"], "invalid -t/--time '1e400': at most 366 days"),
+    (["--begin", "now+99999999d"], "invalid --begin 'now+99999999d': too far ahead (berth "
+                                   "takes times up to the year 5138); give a nearer time"),
+    (["--begin", "now+inf"], "invalid --begin 'now+inf': too far ahead"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("flags", "said"), SUBMIT_CASES)
@@ -51,6 +66,42 @@ def test_submit_refuses_and_queues_nothing(daemon: Any, flags: list[str], said: 
     assert said.format(root=root) in r.stderr
     assert "Traceback" not in r.stderr
     assert daemon.call("queue", all=True)["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["-t", "99999999999d"], "invalid -t/--time '99999999999d': at most 366 days"),
+        (["-t", "1e400"], "invalid -t/--time '1e400': at most 366 days"),  # ("nothing to change")
+    ],
+)
+def test_update_refuses_and_changes_nothing(daemon: Any, flags: list[str], said: str) -> None:
+    daemon.start()
+    job_id = daemon.submit("true", hold=True, time_limit=60)
+    r = daemon.berth("update", str(job_id), *flags)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert said in r.stderr and "Traceback" not in r.stderr
+    assert daemon.job(job_id)["time_limit"] == 60
+
+
+@pytest.mark.parametrize("limit", ["25d", "366-00:00:00"])
+def test_a_time_limit_past_24_days_runs(daemon: Any, limit: str) -> None:
+    """The supervisor waited in poll() for the whole limit, in ms as a C int: from 24.8 days
+    on it died at once (OverflowError) and the job ended LOST."""
+    daemon.start()
+    r = daemon.berth("submit", "-t", limit, "--", "true")
+    assert r.returncode == 0, r.stderr
+    job_id = int(r.stdout.split()[2])
+    assert daemon.wait_done([job_id])[job_id]["state"] == "COMPLETED", daemon.job(job_id)
+
+
+def test_release_at_too_far_ahead_names_the_value(daemon: Any) -> None:
+    daemon.start()
+    job_id = daemon.submit("true", hold=True)
+    r = daemon.berth("release-job", "--at", "now+99999999d", str(job_id))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "invalid --at 'now+99999999d': too far ahead (berth takes times up to" in r.stderr
+    assert daemon.job(job_id)["held"] is True and daemon.job(job_id)["not_before"] is None
 
 
 def test_sweep_refuses_a_huge_range_at_once(daemon: Any) -> None:

@@ -49,6 +49,18 @@ RETRY_MAX = 30.0
 CONFIRM_FIRST = 0.02  # seconds before asking whether a start committed passed its gate
 CONFIRM_MAX = 5.0  # (asked until then; after it, its supervisor's answer says)
 
+FULL, LIMIT, UNWRITABLE = Reason.STATE_DISK_FULL, Reason.SYSTEM_LIMIT, Reason.STATE_UNWRITABLE
+# What each kind of wait says: what happened; until what; who fixes it; the line at its end.
+_SAYS = {
+    FULL: ("the state disk is full", "space returns", "the admin frees space",
+           "the state disk has room again"),
+    LIMIT: ("starts meet a limit of the system (descriptors, memory, processes)",
+            "the limit is no longer met", "descriptors, memory or processes free",
+            "starts go through again"),
+    UNWRITABLE: ("the state database cannot record starts", "it can",
+                 "the state database can be written", "the state database records starts again"),
+}  # fmt: skip
+
 
 def is_full(e: BaseException | str | None) -> bool:
     """Is ``e`` a full disk: SQLite's SQLITE_FULL, ENOSPC or EDQUOT (or their words)?"""
@@ -69,8 +81,7 @@ class DiskFull:
         self.why: str | None = None  # while full: what failed, naming the path
         self.since = 0.0  # (the loop's time)
         self.stopped = 0  # starts taken back since the disk was found full
-        self.disk = True  # full (else another error: StateUnwritable)
-        self.limit = False  # a limit of the system met (SystemLimit), not the disk
+        self.kind = FULL  # why starts wait: FULL, LIMIT (SystemLimit) or UNWRITABLE
         self._probe = False  # one pass may try to start again
         self._pause = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -95,7 +106,7 @@ class DiskFull:
     def _arm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        most = exhausted.RETRY_MAX if self.limit else RETRY_MAX
+        most = exhausted.RETRY_MAX if self.kind is LIMIT else RETRY_MAX
         self._pause = min(most, self._pause * 2 or RETRY_FIRST)
         self._timer = self.loop.call_later(self._pause, self._due)
 
@@ -104,8 +115,9 @@ class DiskFull:
         with the path)."""
         if self.why is None:
             self.since = self.loop.time()
-            self.disk = is_full(why)
-            self.limit = not self.disk and exhausted.is_exhausted(why)
+            self.kind = (
+                FULL if is_full(why) else LIMIT if exhausted.is_exhausted(why) else UNWRITABLE
+            )
             log.error(
                 "%s: %s; jobs whose turn comes stay pending (%s) and start when %s",
                 self._what(), why, self.label(), self._until(),
@@ -173,9 +185,7 @@ class DiskFull:
             return
         log.warning(
             "%s after %.0fs: queued jobs start (%d start(s) had waited)",
-            "the state disk has room again" if self.disk else "starts go through again"
-            if self.limit else "the state database records starts again",
-            self.loop.time() - self.since, self.stopped,
+            _SAYS[self.kind][3], self.loop.time() - self.since, self.stopped,
         )  # fmt: skip
         self.why = None
         self.stopped = 0
@@ -188,29 +198,23 @@ class DiskFull:
     @property
     def disk_full(self) -> bool:
         """Whether starts wait because the disk is full (``/metrics``' gauge)."""
-        return self.why is not None and self.disk
+        return self.why is not None and self.kind is FULL
 
     @property
     def exhausted(self) -> bool:
         """Whether starts wait for a limit of the system (``/metrics``' gauge)."""
-        return self.why is not None and self.limit
+        return self.why is not None and self.kind is LIMIT
 
     def label(self) -> str:
-        """``StateDiskFull``, or ``StateUnwritable`` for another error (a locked database,
-        an I/O error)."""
-        if self.limit:
-            return str(Reason.SYSTEM_LIMIT)
-        return str(Reason.STATE_DISK_FULL if self.disk else Reason.STATE_UNWRITABLE)
+        """``StateDiskFull``, ``SystemLimit``, or ``StateUnwritable`` for another error (a
+        locked database, an I/O error)."""
+        return str(self.kind)
 
     def _what(self) -> str:
-        if self.limit:
-            return "starts meet a limit of the system (descriptors, memory, processes)"
-        return "the state disk is full" if self.disk else "the state database cannot record starts"
+        return _SAYS[self.kind][0]
 
     def _until(self) -> str:
-        if self.limit:
-            return "the limit is no longer met"
-        return "space returns" if self.disk else "it can"
+        return _SAYS[self.kind][1]
 
     def reason(self) -> str:
         """The pending reason of a job whose start waits for space."""
@@ -220,8 +224,7 @@ class DiskFull:
         """``berth status``'s line while starts wait."""
         if self.why is None:
             return None
-        fix = (
-            "the admin frees space" if self.disk else "descriptors, memory or processes free"
-            if self.limit else "the state database can be written"
-        )  # fmt: skip
-        return f"{self._what()} ({self.why}): queued jobs wait ({self.label()}) until {fix}"
+        return (
+            f"{self._what()} ({self.why}): queued jobs wait ({self.label()}) until "
+            f"{_SAYS[self.kind][2]}"
+        )

@@ -286,7 +286,8 @@ class AttemptRun:
         limit = self.spec.get("time_limit")
         deadline = start + limit if limit else None
         while True:
-            wakes = [t for t in (deadline, self.kill_at) if t is not None]
+            # (a day at most: poll takes its ms as a C int, 24.8 days; -t 25d killed us)
+            wakes = [t for t in (deadline, self.kill_at, time.time() + 86400) if t is not None]
             timeout = None if not wakes else max(0, int((min(wakes) - time.time()) * 1000) + 1)
             events = poller.poll(timeout)
             if any(fd == pidfd for fd, _ in events):

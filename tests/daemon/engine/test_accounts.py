@@ -41,7 +41,7 @@ def test_config_sections(cfg_file: Path) -> None:
         ("[limits]\nmax_gpus = 0\n", "max_gpus = 0 must be in (0, 1024]"),
         ("[limits]\nmax_jobs = 0\n", "max_jobs = 0 must be >= 1"),
         ('[limits]\nmax_time = "soon"\n', "invalid [limits] max_time 'soon'"),
-        ('[scheduling]\nfairshare_half_life = "0"\n', "fairshare_half_life must be positive"),
+        ('[scheduling]\nfairshare_half_life = "0"\n', "fairshare_half_life = '0' must be positive"),
         ('[scheduling]\nfairshare = "yes"\n', "must be true or false"),
     ):
         cfg_file.write_text(text)
