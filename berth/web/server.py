@@ -140,12 +140,13 @@ class WebServer:
         def evict() -> None:  # (a newer connection needs the room of this slow one)
             reader.set_exception(httpio.HttpError(408, caps.EVICTED))
 
+        owner = self._owner(writer)
         try:
-            slot = self.caps.admit(evict, self.loop.time(), self._owner(writer))
+            slot = self.caps.admit(evict, self.loop.time(), owner)
         except caps.Refused as e:
             try:
                 writer.write(httpio.error_response(e.status, e.message))
-                await _linger(reader, writer)
+                await self._linger(owner, reader, writer)
             except OSError:
                 pass  # (it is gone already)
             writer.close()
@@ -161,12 +162,12 @@ class WebServer:
                 reply = await self.routes.dispatch(req, reader, writer, slot)
             except (httpio.HttpError, caps.Refused) as e:
                 reply, refused = httpio.error_response(e.status, e.message), True
-                self.caps.refused(slot)  # (counted only globally while it says why)
+                self.caps.refused(slot)  # (its place given back: it counts in no cap)
             if reply:
                 writer.write(reply)
                 await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
                 if refused and reader.exception() is None:  # (not if closed for room)
-                    await _linger(reader, writer)
+                    await self._linger(slot.owner, reader, writer)
         except asyncio.TimeoutError:
             httpio.reset(writer)  # (an answer not taken: dropped, whatever it still holds)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -180,6 +181,18 @@ class WebServer:
         finally:
             self.caps.close(slot)
             writer.close()
+
+    async def _linger(
+        self, owner: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A refused connection says why before it closes, if its owner's few such places
+        have room (:meth:`caps.Caps.linger`); else it closes at once."""
+        if not self.caps.linger(owner):
+            return
+        try:
+            await _linger(reader, writer)
+        finally:
+            self.caps.lingered(owner)
 
     def _owner(self, writer: asyncio.StreamWriter) -> str:
         """Whose socket a new connection is, as the kernel says (:mod:`peers`)."""
