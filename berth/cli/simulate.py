@@ -256,7 +256,9 @@ def _what_if(args: argparse.Namespace) -> int:
     mine = _your_job(args, jobs, now)
     if mine is not None:
         pending.append(mine)
-    policy = args.policy or cfg.policy or DEFAULT_POLICY
+    # the daemon's policy (its own config, or its --policy: not this client's config)
+    policy = args.policy or (reply.get("daemon") or {}).get("policy") or cfg.policy \
+        or DEFAULT_POLICY  # fmt: skip
     fair, users = reply.get("fairshare") or {}, reply.get("users") or []
     usage = {u["user"]: float(u["usage_gpu_hours"]) * 3600 for u in users}
     caps = {u["user"]: u.get("max_gpus") for u in users}

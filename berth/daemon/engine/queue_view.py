@@ -28,6 +28,7 @@ from collections import Counter
 
 from berth.claims.procs import user_name
 from berth.core.job import Job
+from berth.core.policy import DEFAULT_POLICY
 from berth.core.runtimes import unnamed
 from berth.core.states import FINISHED, State
 from berth.daemon.engine import views
@@ -88,6 +89,7 @@ def daemon_info(engine: Engine) -> dict[str, Any]:
         "user": user_name(os.geteuid()),
         "private": opts.private,
         "admins": opts.admins(),
+        "policy": opts.policy or DEFAULT_POLICY,  # (what `simulate --what-if` replays with)
     }
 
 
