@@ -32,6 +32,11 @@ def test_another_users_agent_cannot_act_on_a_job_nor_read_its_secrets(daemon: An
                     "echo $A_TOKEN", env={**system.env, "A_TOKEN": SECRET})  # fmt: skip
     assert made.returncode == 0, made.stderr
     theirs = str(int(made.stdout.split()[0]))
+    failed = berth_as(A, "submit", "--parsable", "--", "sh", "-c", "echo $A_TOKEN; exit 3",
+                      env={**system.env, "A_TOKEN": SECRET})  # fmt: skip
+    assert failed.returncode == 0, failed.stderr
+    failed_id = int(failed.stdout.split()[0])
+    assert daemon.wait_done([failed_id])[failed_id]["state"] == "FAILED"
     env = {**system.env, "PATH": os.environ["PATH"],
            **{k: v for k, v in daemon.env.items() if k.startswith(("FAKE_NVML", "LD_"))}}  # fmt: skip
     acts = [
@@ -56,6 +61,8 @@ def test_another_users_agent_cannot_act_on_a_job_nor_read_its_secrets(daemon: An
         assert f"job {theirs}" in text and A in text, (name, text)  # (the daemon's words)
     for (name, _), (_, _, text) in zip(reads, answers[len(acts) :], strict=True):
         assert SECRET not in text, f"{name} showed {A}'s job's variable to {B}'s agent"
+    failures = json.loads(answers[-1][2])  # ("your last failed jobs": B has none)
+    assert failures["user"] == B and failures["failures"] == [] and failures["total"] == 0
     job = daemon.job(int(theirs))
     assert job["state"] == "PENDING" and job["reason"].startswith("Held"), job  # as A left it
     assert job["name"] == "as-a-left-it" and job["request"]["gpus"] == 1, job
@@ -102,3 +109,30 @@ def test_no_tool_parameter_becomes_an_option_or_a_shells_input(daemon: Any) -> N
     with open(out_path) as f:
         assert f.read().strip() == f"$HOME; touch {marker} `id`"
     assert not os.path.exists(marker), "a shell ran a tool's parameter"
+
+
+def test_a_command_that_does_not_answer_is_an_error_in_time(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/agents.md, "Errors": each command has a time limit (``mcpserver.TIMEOUT``; here
+    made short): a daemon that accepts and never answers costs the agent that long, then the
+    tool's error says so."""
+    import socket
+    import time
+
+    pytest.importorskip("mcp")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from berth import mcpserver
+
+    path = str(tmp_path / "silent.sock")
+    with socket.socket(socket.AF_UNIX) as silent:
+        silent.bind(path)
+        silent.listen(8)  # (accepts in the kernel, never reads nor answers)
+        monkeypatch.setenv("BERTH_SOCKET", path)
+        monkeypatch.setattr(mcpserver, "TIMEOUT", 2.0)
+        began = time.monotonic()
+        with pytest.raises(ToolError, match=r"did not answer in 2 s"):
+            mcpserver.list_queue()
+        took = time.monotonic() - began
+    assert 2.0 <= took < 20, took  # (the client's own 30 s never reached)
