@@ -64,3 +64,40 @@ def _states(sock: str, ids: list[int]) -> set[str]:
     with Client(sock) as c:
         rows = {r["id"]: r["state"] for r in c.call("queue")["jobs"]}
     return {rows.get(i, "?") for i in ids}
+
+
+def test_what_if_marks_guesses_and_adds_your_job(live: tuple[Any, str, Any]) -> None:
+    """docs/simulate.md: jobs without a limit are assumed to run ``--assume`` (default 1 h)
+    and a ``~`` marks the predictions that rest on that guess; ``-g 2 -t 4:00:00`` adds
+    "new (your job)" to the table, and queues nothing."""
+    env, sock, fake = live  # (2 GPUs)
+    work = [sys.executable, WORKLOAD, "--seconds", "300"]
+    with Client(sock) as c:
+        endless = int(c.call("submit", job={"argv": work, "env": env, "cwd": str(fake.root),
+                                            "gpus": 2})["job_id"])  # fmt: skip
+    wait_until(lambda: _states(sock, [endless]) == {"RUNNING"}, timeout=30, message="it runs")
+    with Client(sock) as c:
+        behind = int(c.call("submit", job={"argv": work, "env": env, "cwd": str(fake.root),
+                                           "gpus": 1, "time_limit": 600.0})["job_id"])  # fmt: skip
+        started = c.call("show", job_id=endless)["job"]["attempts"][0]["start"]
+
+    def what_if(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "berth.cli.main", "simulate", "--what-if", *args],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    out = what_if("--json", "--assume", "2h")
+    assert out.returncode == 0, out.stderr
+    (pred,) = json.loads(out.stdout)["jobs"]
+    assert pred["id"] == behind and not pred["exact"]  # (rests on the guess)
+    assert pred["start"] == pytest.approx(started + 7200, abs=1e-3)
+    table = what_if("-g", "2", "-t", "4:00:00")
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:] if line[:1] != "#"}
+    assert set(rows) == {str(behind), "new"}, table.stdout
+    start_in = rows[str(behind)].split()[4]
+    assert start_in.startswith("~"), rows[str(behind)]  # (the default hour: a guess)
+    assert "(your job)" in rows["new"] and rows["new"].split()[5].startswith("~"), rows["new"]
+    with Client(sock) as c:
+        assert len(c.call("queue")["jobs"]) == 2  # (nothing queued)
