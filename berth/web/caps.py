@@ -36,6 +36,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 MAX_CONNECTIONS = 64
 MAX_STREAMS = 32
@@ -200,7 +201,7 @@ class Caps:
         return self.held.get(who, 0), self.streams.get(who, 0)
 
 
-def _drop(counts: dict[int, int], who: int) -> None:
+def _drop(counts: dict[Any, int], who: object) -> None:
     left = counts.get(who, 0) - 1
     if left > 0:
         counts[who] = left

@@ -17,7 +17,6 @@ from mcp.client.stdio import StdioServerParameters
 from test_system_mode import System
 from userkit import A, B, python_as
 
-
 TOOLS = {"gpu_status", "select_gpus", "submit_job", "list_queue", "show_job", "job_logs",
          "cancel_job", "wait_job", "why_pending", "hold_job", "release_job", "update_job",
          "recent_failures"}  # fmt: skip
