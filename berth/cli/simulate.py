@@ -269,6 +269,8 @@ def _what_if(args: argparse.Namespace) -> int:
         shares={u["user"]: float(u.get("shares") or 1.0) for u in users},
         half_life=float(fair.get("half_life") or "inf"),
         limits=UserLimits(caps) if any(v is not None for v in caps.values()) else None,
+        project_usage=fair.get("project_usage") if fair.get("enabled") else None,
+        project_shares=fair.get("project_shares"),
     )  # fmt: skip
     if simulate_reserve.asked(args):  # what would one more reservation cost the queue?
         from berth.sim.reservecost import cost  # heavy: the simulator
