@@ -55,3 +55,32 @@ def test_predictions_order_projects_first_as_the_daemon_does(daemon: Any) -> Non
     assert began[second] < began[first], began  # B's project goes first (the daemon's order)
     assert what_if[second] < what_if[first], f"--what-if predicted A's first: {what_if}"
     assert estimated[second] < estimated[first], f"queue --start predicted A's first: {estimated}"
+
+
+def test_predictions_keep_a_projects_gpu_quota_as_the_daemon_does(daemon: Any) -> None:
+    """docs/admin.md, Projects: a job that would take its project above ``max_gpus`` waits
+    (``ProjectGpuLimit``). Three 1-GPU jobs of project p1 (``max_gpus = 2``) wait behind C's
+    job on all 4 GPUs: when it ends two of them start, the third after one of those. The
+    daemon's estimates say so; `simulate --what-if` read only the users' limits and started
+    all three at once."""
+    system = System(daemon)
+    with open(system.config, "a") as f:
+        f.write(f'[projects.p1]\nmax_gpus = 2\nusers = ["{A}"]\n')
+    system.start()
+    long = system.submit(C, "-g", "4", "-t", "10", "--", "sleep", "600")
+    wait_until(lambda: daemon.job(long)["state"] == "RUNNING", timeout=30, message="C runs")
+    mine = [system.submit(A, "-g", "1", "-t", "5", "-A", "p1", "--", "sleep", "60")
+            for _ in range(3)]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "simulate", "--what-if", "--json"],
+        env=daemon.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    what_if = {p["id"]: p["start"] for p in json.loads(out.stdout)["jobs"]}
+    rows = {r["id"]: r for r in daemon.call("queue")["jobs"]}
+    estimated = {j: (rows[j].get("start_estimate") or {}).get("start") for j in mine}
+    end = daemon.job(long)["attempts"][0]["start"] + 600.0  # (C's time limit)
+    assert sorted(estimated.values()) == pytest.approx([end, end, end + 300.0], abs=1e-3)
+    assert [what_if[j] for j in mine] == pytest.approx([estimated[j] for j in mine], abs=1e-3), (
+        what_if, estimated)  # fmt: skip
+    daemon.call("cancel", job_ids=[long, *mine])
