@@ -49,6 +49,8 @@ STREAM_STALL = 5.0  # ...for this many seconds (or a write block so long) before
 HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
+BACKLOG = 1024  # connections the kernel queues before we accept them (asyncio's 100 overflowed
+# under one user's flood of new connections: a SYN dropped, anyone's connect 1 s late)
 
 
 class _Stream:
@@ -113,7 +115,9 @@ class WebServer:
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on ``sock`` (bound by :func:`berth.web.bind.listen` to our host and port)."""
-        self._srv = await asyncio.start_server(self._connection, sock=sock, limit=httpio.MAX_HEAD)
+        self._srv = await asyncio.start_server(
+            self._connection, sock=sock, limit=httpio.MAX_HEAD, backlog=BACKLOG
+        )
         self.port = sock.getsockname()[1]  # (port 0: the one the kernel gave)
         self.observer.listeners.append(self.notify)
         self.observer.attach()
