@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -34,8 +35,13 @@ def test_predictions_order_projects_first_as_the_daemon_does(daemon: Any) -> Non
     system.start()
     warm = system.submit(B, "-g", "1", "-t", "1", "-A", "p2", "--", "sleep", "1")  # (B: a little)
     daemon.wait_done([warm])
+    ran = daemon.job(warm)["attempts"][0]
+    little = ran["end"] - ran["start"]  # (B's project's GPU-seconds)
     long = system.submit(C, "-g", "4", "-t", "10", "-A", "p1", "--", "sleep", "600")
     wait_until(lambda: daemon.job(long)["state"] == "RUNNING", timeout=30, message="C runs")
+    began_c = daemon.job(long)["attempts"][0]["start"]
+    # (C's project well past B's: 4 GPUs for longer than B's one ran, whatever the load)
+    wait_until(lambda: time.time() - began_c > little + 0.2, timeout=30, message="C ran")
     first = system.submit(A, "-g", "4", "-t", "5", "-A", "p1", "--", "sleep", "1")
     second = system.submit(B, "-g", "4", "-t", "5", "-A", "p2", "--", "sleep", "1")
 
