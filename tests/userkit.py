@@ -22,6 +22,9 @@ children need moves or is renamed, rename it here too, or the child fails with I
 - :func:`connect_as`: a raw connection to a Unix socket that the user made, handed to the
   caller (SCM_RIGHTS): its peer credentials stay the user's;
 - :func:`listen_as`: a process of the user serving a Unix socket (accepting, saying nothing);
+- :func:`python_as`: argv that runs Python as the user in a process of its own (``runuser``,
+  Debian's interpreter of the same version, berth and this venv's packages on
+  ``PYTHONPATH``): a daemon or an MCP server of that user's;
 - :class:`AsUser`: children that stay alive (``hold=True``: holding what ``fn`` claimed) until
   :meth:`AsUser.cleanup`.
 """
