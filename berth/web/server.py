@@ -168,8 +168,8 @@ class WebServer:
                 reply, refused = httpio.error_response(e.status, e.message), True
                 self.caps.refused(slot)  # (its place given back: it counts in no cap)
             if reply:
-                writer.write(reply)
-                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+                writer.write(reply)  # (a refusal, counted in no cap: taken at once, or dropped)
+                await asyncio.wait_for(writer.drain(), LINGER if refused else WRITE_TIMEOUT)
                 if refused and reader.exception() is None:  # (not if closed for room)
                     await self._linger(slot.owner, reader, writer)
         except asyncio.TimeoutError:
