@@ -66,8 +66,10 @@ JobId = Annotated[str, Field(description="a job id as berth prints it: 12, or 12
                              "of array 12)")]  # fmt: skip
 
 
-def _run(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """Run ``berth ARGS`` as this user (its exit status is the caller's to read)."""
+def _run(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``berth ARGS`` as this user (its exit status is the caller's to read), killed past
+    ``timeout`` (default :data:`TIMEOUT`): the CLI waits on a daemon as long as it takes."""
+    timeout = TIMEOUT if timeout is None else timeout
     try:
         return subprocess.run(
             [sys.executable, "-m", "berth.cli.main", *args],
@@ -77,7 +79,7 @@ def _run(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[st
         raise ToolError(f"berth {' '.join(args)} did not answer in {timeout:g} s") from None
 
 
-def berth(*args: str, timeout: float = TIMEOUT) -> str:
+def berth(*args: str, timeout: float | None = None) -> str:
     """Run ``berth ARGS``; its stdout, or a ToolError with its message."""
     done = _run(*args, timeout=timeout)
     if done.returncode != 0:

@@ -22,6 +22,9 @@ children need moves or is renamed, rename it here too, or the child fails with I
 - :func:`connect_as`: a raw connection to a Unix socket that the user made, handed to the
   caller (SCM_RIGHTS): its peer credentials stay the user's;
 - :func:`listen_as`: a process of the user serving a Unix socket (accepting, saying nothing);
+- :func:`python_as`: argv that runs Python as the user in a process of its own (``runuser``,
+  Debian's interpreter of the same version, berth and this venv's packages on
+  ``PYTHONPATH``): a daemon or an MCP server of that user's;
 - :class:`AsUser`: children that stay alive (``hold=True``: holding what ``fn`` claimed) until
   :meth:`AsUser.cleanup`.
 """
@@ -34,6 +37,7 @@ import importlib
 import json
 import os
 import pwd
+import shutil
 import signal
 import socket
 import subprocess
@@ -311,6 +315,23 @@ def listen_as(user: User, path: str, *, mode: int = 0o666) -> Listener:
         listener.close()
         raise AssertionError(f"{user} cannot serve {path}: {reply['error']}: {reply['message']}")
     return listener
+
+
+def python_as(user: User, env: Mapping[str, str]) -> list[str]:
+    """argv that runs Python as ``user`` in a process of its own (``runuser``), with berth of
+    this checkout and this interpreter's site-packages: the test's interpreter may live where
+    other users cannot enter (under /root), so Debian's of the same version runs instead,
+    from ``PYTHONPATH`` (nothing on the machine is made readable for it). ``env`` is the
+    whole environment (with ``PYTHONPATH`` added)."""
+    import berth
+
+    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    assert os.access(python, os.X_OK), f"{python}: needed to run Python as {user}"
+    paths = [os.path.dirname(os.path.dirname(os.path.abspath(berth.__file__))),
+             *(p for p in sys.path if "site-packages" in p)]  # fmt: skip
+    pairs = [f"{k}={v}" for k, v in env.items()] + [f"PYTHONPATH={os.pathsep.join(paths)}"]
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    return [runuser, "-u", passwd(user).pw_name, "--", "env", "-i", *pairs, python]
 
 
 class AsUser:

@@ -256,17 +256,24 @@ def _what_if(args: argparse.Namespace) -> int:
     mine = _your_job(args, jobs, now)
     if mine is not None:
         pending.append(mine)
-    policy = args.policy or cfg.policy or DEFAULT_POLICY
+    # the daemon's policy (its own config, or its --policy: not this client's config)
+    policy = args.policy or (reply.get("daemon") or {}).get("policy") or cfg.policy \
+        or DEFAULT_POLICY  # fmt: skip
     fair, users = reply.get("fairshare") or {}, reply.get("users") or []
     usage = {u["user"]: float(u["usage_gpu_hours"]) * 3600 for u in users}
     caps = {u["user"]: u.get("max_gpus") for u in users}
+    quotas = {str(q["project"]): float(q["max_gpus"]) for q in reply.get("projects") or []
+              if q.get("max_gpus") is not None}  # (each project's GPUs at once)  # fmt: skip
     kept = simulate_reserve.live(status)  # the daemon's reservations
     kw: dict[str, Any] = dict(
         paused=paused, policy=policy, assume=parse_duration(args.assume), others=others,
         usage=usage if fair.get("enabled") else None,
         shares={u["user"]: float(u.get("shares") or 1.0) for u in users},
         half_life=float(fair.get("half_life") or "inf"),
-        limits=UserLimits(caps) if any(v is not None for v in caps.values()) else None,
+        limits=UserLimits(caps, projects=quotas)
+        if quotas or any(v is not None for v in caps.values()) else None,
+        project_usage=fair.get("project_usage") if fair.get("enabled") else None,
+        project_shares=fair.get("project_shares"),
     )  # fmt: skip
     if simulate_reserve.asked(args):  # what would one more reservation cost the queue?
         from berth.sim.reservecost import cost  # heavy: the simulator

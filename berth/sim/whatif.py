@@ -68,22 +68,28 @@ def predict(
     half_life: float = DEFAULT_HALF_LIFE,
     limits: UserLimits | None = None,
     reservations: Sequence[Window] = (),
+    project_usage: Mapping[str, float] | None = None,
+    project_shares: Mapping[str, float] | None = None,
 ) -> dict[int, Prediction]:
     """A prediction for every pending job (the jobs given are not changed). ``usage``: each
     tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share).
+    ``project_usage``, ``project_shares``: the same per project (``Job.project``), the upper
+    level of fair share when the daemon has projects (None: none).
     ``predicted``: the passes' ``Inputs.predicted`` (backfill by learned run times).
     ``reservations``: admin reservations, kept as the daemon keeps them."""
     if not pending:
         return {}
     run = {j.id: Job.from_dict(j.to_dict()) for j in running}
     book = None if usage is None else _ended_usage(usage, run.values(), now, half_life)
+    pbook = None if usage is None or project_usage is None else _ended_usage(
+        project_usage, run.values(), now, half_life, by="project")  # fmt: skip
     fwd = _Forward([Job.from_dict(j.to_dict()) for j in pending], run, now, assume, book, done,
-                   durations or {})
+                   durations or {}, pbook)  # fmt: skip
     base = Inputs([], [], inventory, others, paused, now, policy=policy, placement=placement,
                   nodes=nodes, done=fwd.finished, explain=False, limits=limits,
                   reservations=reservations, predicted=predicted)  # fmt: skip
     while fwd.pend and fwd.t <= now + HORIZON:
-        d = fwd.decide(base, shares or {})
+        d = fwd.decide(base, shares or {}, project_shares or {})
         fwd.start(d)
         if not fwd.advance(d):
             break
@@ -100,14 +106,17 @@ def predict(
 
 
 def _ended_usage(
-    usage: Mapping[str, float], running: Iterable[Job], now: float, half_life: float
-) -> Book:
-    """What ended attempts used: the usage less the running jobs' part."""
+    usage: Mapping[str, float], running: Iterable[Job], now: float, half_life: float,
+    by: str = "tenant",
+) -> Book:  # fmt: skip
+    """What ended attempts used: the usage less the running jobs' part (``by="project"``:
+    per project)."""
     ended = dict(usage)
     for j in running:
         if (a := j.attempt) is not None:
             part = accrued(charged_gpus(j.request), a.start, now, now, half_life)
-            ended[j.tenant] = ended.get(j.tenant, 0.0) - part
+            key = j.project if by == "project" else j.tenant
+            ended[key] = ended.get(key, 0.0) - part
     return Book(half_life, {t: (max(0.0, u), now) for t, u in ended.items()})
 
 
@@ -116,13 +125,15 @@ class _Forward:
     cancels, then the next end or wakeup."""
 
     __slots__ = ("assume", "book", "durations", "endless", "ends", "finished", "inexact", "out",
-                 "pend", "run", "t")  # fmt: skip
+                 "pbook", "pend", "run", "t")  # fmt: skip
 
     def __init__(
         self, pend: list[Job], run: dict[int, Job], now: float, assume: float | None,
         book: Book | None, done: Mapping[int, State] | None, durations: Mapping[int, float],
+        pbook: Book | None = None,
     ) -> None:  # fmt: skip
         self.pend, self.run, self.t, self.assume, self.book = pend, run, now, assume, book
+        self.pbook = pbook  # (the projects' usage: fair share's upper level)
         self.durations = durations
         self.out: dict[int, Prediction] = {}
         self.inexact: set[int] = set()  # jobs whose end is assumed or predicted
@@ -151,10 +162,18 @@ class _Forward:
         self.inexact.add(job.id)
         return self.assume
 
-    def decide(self, base: Inputs, shares: Mapping[str, float]) -> Decisions:
+    def decide(
+        self, base: Inputs, shares: Mapping[str, float], project_shares: Mapping[str, float]
+    ) -> Decisions:
         fair = None
-        if self.book is not None and len({j.tenant for j in self.pend}) > 1:
-            fair = FairShare(usage_at(self.book, self.run.values(), self.t), shares)
+        pbook = self.pbook
+        if self.book is not None and (len({j.tenant for j in self.pend}) > 1 or (
+                pbook is not None and len({j.project for j in self.pend}) > 1)):  # fmt: skip
+            run = self.run.values()
+            fair = FairShare(usage_at(self.book, run, self.t), shares)
+            if pbook is not None:
+                fair = FairShare(fair.usage, fair.shares,
+                                 usage_at(pbook, run, self.t, by="project"), project_shares)  # fmt: skip
         running = list(self.run.values())
         return schedule(base._replace(pending=self.pend, running=running, now=self.t, fair=fair))
 
@@ -198,5 +217,7 @@ class _Forward:
             transition(job, State.COMPLETED, now=t, exit_code=0)
             if self.book is not None and (a := job.attempt) is not None:
                 self.book.add(job.tenant, charged_gpus(job.request), a.start, t, t)
+                if self.pbook is not None and job.project:  # (as the daemon: none, no row)
+                    self.pbook.add(job.project, charged_gpus(job.request), a.start, t, t)
             self.finished[jid] = State.COMPLETED
         return True

@@ -21,6 +21,13 @@ dashboard answer 503 to the others (issue 41.8):
   (:data:`ANONYMOUS` connections, :data:`STREAMS_ANONYMOUS` streams: fewer streams than
   connections, so that anonymous streams never keep the page itself from loading).
 
+- a refused connection (503, 408, a bad request) gives its place back at once: it counts
+  in no cap, the global one included. It stays open a moment after its answer
+  (``server.LINGER``, so that the client reads why before the close) only if its owner has
+  fewer than :data:`LINGER_PER_OWNER` doing so (and all owners fewer than :data:`LINGERING`);
+  else it is closed at once. One user who sends hundreds of requests the server refuses
+  fills neither the global cap nor the daemon's descriptors (docs/web.md, "Limits").
+
 Pure accounting: the server asks, closes what it is told to and gives back what it took.
 """
 
@@ -29,6 +36,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 MAX_CONNECTIONS = 64
 MAX_STREAMS = 32
@@ -40,6 +48,8 @@ STREAMS_PER_USER = 8
 ANONYMOUS = 16  # connections without a (valid) token, all together
 STREAMS_ANONYMOUS = 8
 NOBODY = -1  # the identity of a request without a valid token
+LINGER_PER_OWNER = 4  # refused connections of one owner kept open a moment to say why
+LINGERING = 32  # ... of all owners together
 
 EVICTED = (
     "closed while the request was still not sent whole, to make room for newer "
@@ -79,6 +89,7 @@ class Caps:
         self.held: dict[int, int] = {}  # identity -> connections
         self.streams: dict[int, int] = {}  # identity -> streams
         self.live = 0  # streams, all identities
+        self.lingering: dict[str, int] = {}  # owner -> refused connections saying why
 
     def admit(self, evict: Callable[[], None], now: float, owner: str = "") -> Slot:
         """A place for a new connection of ``owner`` at ``now`` (seconds, any clock):
@@ -126,15 +137,23 @@ class Caps:
         slot.who, slot.state = who, "held"
 
     def refused(self, slot: Slot) -> None:
-        """The connection was refused: while it says why and closes it counts only against
-        the global cap, not its identity's share."""
-        self.end_stream(slot)
-        if slot.state == "held":
-            _drop(self.held, slot.who)
-        elif slot.state == "pending":
-            self._unpend(slot)
-        if slot.state != "gone":
-            slot.state = "refused"
+        """The connection was refused: it gives back its place at once (whether it may stay
+        open a moment to say why is :meth:`linger`'s to say)."""
+        self.close(slot)
+
+    def linger(self, owner: str) -> bool:
+        """May a refused connection of ``owner`` stay open a moment to say why? Yes (and it
+        counts until :meth:`lingered`) while its owner has fewer than
+        :data:`LINGER_PER_OWNER` doing so, and everyone fewer than :data:`LINGERING`."""
+        mine = self.lingering.get(owner, 0)
+        if mine >= LINGER_PER_OWNER or sum(self.lingering.values()) >= LINGERING:
+            return False
+        self.lingering[owner] = mine + 1
+        return True
+
+    def lingered(self, owner: str) -> None:
+        """A refused connection that :meth:`linger` let stay is closed."""
+        _drop(self.lingering, owner)
 
     def stream(self, slot: Slot) -> None:
         """The connection becomes a live stream, if its identity and the server have room."""
@@ -182,7 +201,7 @@ class Caps:
         return self.held.get(who, 0), self.streams.get(who, 0)
 
 
-def _drop(counts: dict[int, int], who: int) -> None:
+def _drop(counts: dict[Any, int], who: object) -> None:
     left = counts.get(who, 0) - 1
     if left > 0:
         counts[who] = left

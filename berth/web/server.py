@@ -49,6 +49,8 @@ STREAM_STALL = 5.0  # ...for this many seconds (or a write block so long) before
 HEARTBEAT = 15.0  # seconds between keep-alive comments on an idle stream
 MIN_INTERVAL = 0.25  # seconds between two builds of the state
 MAX_AGE = 2.0  # a state older than this is rebuilt when asked for
+BACKLOG = 1024  # connections the kernel queues before we accept them (asyncio's 100 overflowed
+# under one user's flood of new connections: a SYN dropped, anyone's connect 1 s late)
 
 
 class _Stream:
@@ -113,7 +115,9 @@ class WebServer:
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on ``sock`` (bound by :func:`berth.web.bind.listen` to our host and port)."""
-        self._srv = await asyncio.start_server(self._connection, sock=sock, limit=httpio.MAX_HEAD)
+        self._srv = await asyncio.start_server(
+            self._connection, sock=sock, limit=httpio.MAX_HEAD, backlog=BACKLOG
+        )
         self.port = sock.getsockname()[1]  # (port 0: the one the kernel gave)
         self.observer.listeners.append(self.notify)
         self.observer.attach()
@@ -140,12 +144,13 @@ class WebServer:
         def evict() -> None:  # (a newer connection needs the room of this slow one)
             reader.set_exception(httpio.HttpError(408, caps.EVICTED))
 
+        owner = self._owner(writer)
         try:
-            slot = self.caps.admit(evict, self.loop.time(), self._owner(writer))
+            slot = self.caps.admit(evict, self.loop.time(), owner)
         except caps.Refused as e:
             try:
                 writer.write(httpio.error_response(e.status, e.message))
-                await _linger(reader, writer)
+                await self._linger(owner, reader, writer)
             except OSError:
                 pass  # (it is gone already)
             writer.close()
@@ -161,12 +166,12 @@ class WebServer:
                 reply = await self.routes.dispatch(req, reader, writer, slot)
             except (httpio.HttpError, caps.Refused) as e:
                 reply, refused = httpio.error_response(e.status, e.message), True
-                self.caps.refused(slot)  # (counted only globally while it says why)
+                self.caps.refused(slot)  # (its place given back: it counts in no cap)
             if reply:
-                writer.write(reply)
-                await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+                writer.write(reply)  # (a refusal, counted in no cap: taken at once, or dropped)
+                await asyncio.wait_for(writer.drain(), LINGER if refused else WRITE_TIMEOUT)
                 if refused and reader.exception() is None:  # (not if closed for room)
-                    await _linger(reader, writer)
+                    await self._linger(slot.owner, reader, writer)
         except asyncio.TimeoutError:
             httpio.reset(writer)  # (an answer not taken: dropped, whatever it still holds)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -180,6 +185,18 @@ class WebServer:
         finally:
             self.caps.close(slot)
             writer.close()
+
+    async def _linger(
+        self, owner: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A refused connection says why before it closes, if its owner's few such places
+        have room (:meth:`caps.Caps.linger`); else it closes at once."""
+        if not self.caps.linger(owner):
+            return
+        try:
+            await _linger(reader, writer)
+        finally:
+            self.caps.lingered(owner)
 
     def _owner(self, writer: asyncio.StreamWriter) -> str:
         """Whose socket a new connection is, as the kernel says (:mod:`peers`)."""

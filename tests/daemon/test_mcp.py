@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +15,7 @@ from helpers import wait_until
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from test_system_mode import System
-from userkit import A, B
-
-import berth
+from userkit import A, B, python_as
 
 TOOLS = {"gpu_status", "select_gpus", "submit_job", "list_queue", "show_job", "job_logs",
          "cancel_job", "wait_job", "why_pending", "hold_job", "release_job", "update_job",
@@ -32,17 +28,9 @@ def _server(env: dict[str, str], user: str | None = None) -> StdioServerParamete
     argv = [sys.executable, "-m", "berth", "mcp"]
     if user is None:
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env)
-    # As another user: this interpreter lives under /root, which they cannot enter; Debian's
-    # own of the same version runs berth from this checkout and this venv's packages.
-    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    assert os.access(python, os.X_OK), f"{python}: needed to run the server as {user}"
-    paths = [str(Path(berth.__file__).parents[1]), *(p for p in sys.path if "site-packages" in p)]
-    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
-    pairs = [f"{k}={v}" for k, v in env.items()] + [f"PYTHONPATH={os.pathsep.join(paths)}"]
-    return StdioServerParameters(
-        command=runuser, args=["-u", user, "--", "env", *pairs, python, *argv[1:]], env={},
-        cwd="/",
-    )  # fmt: skip
+    # As another user: this interpreter may live under /root, which they cannot enter.
+    argv = [*python_as(user, env), *argv[1:]]
+    return StdioServerParameters(command=argv[0], args=argv[1:], env={}, cwd="/")
 
 
 def _session(

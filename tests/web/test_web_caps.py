@@ -170,8 +170,8 @@ def test_caps_make_room_from_the_slowest_and_keep_each_share() -> None:
     with pytest.raises(caps.Refused) as refused:  # (a closed connection counts nowhere)
         c.read(slow[0], 7)
     assert refused.value.status == 408
-    # One uid's share is full: its next request is refused, while it says so it counts
-    # against the global cap only; another uid is served.
+    # One uid's share is full: its next request is refused (its place given back: it counts
+    # in no cap while it says why); another uid is served.
     with pytest.raises(caps.Refused) as refused:
         c.read(late, 7)
     assert refused.value.status == 503 and "uid 7" in refused.value.message

@@ -195,6 +195,9 @@ class Estimates:
                 paused=eng.pauses.indexes(), policy=policy, done=eng.finished_states,
                 usage=None if fair is None else dict(fair.usage),
                 shares=None if fair is None else dict(fair.shares),
+                project_usage=None if fair is None or not eng.accounts.projects.any
+                else dict(fair.project_usage),
+                project_shares=None if fair is None else dict(fair.project_shares),
                 half_life=eng.accounts.book.half_life, limits=eng.accounts.user_limits(),
                 reservations=eng.reservations.windows(now), assume=None, durations=durations,
                 predicted=self.backfill(now),

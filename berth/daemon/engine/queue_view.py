@@ -27,7 +27,9 @@ import os
 from collections import Counter
 
 from berth.claims.procs import user_name
+from berth.core.fairshare import FairShare
 from berth.core.job import Job
+from berth.core.policy import DEFAULT_POLICY
 from berth.core.runtimes import unnamed
 from berth.core.states import FINISHED, State
 from berth.daemon.engine import views
@@ -88,6 +90,7 @@ def daemon_info(engine: Engine) -> dict[str, Any]:
         "user": user_name(os.geteuid()),
         "private": opts.private,
         "admins": opts.admins(),
+        "policy": opts.policy or DEFAULT_POLICY,  # (what `simulate --what-if` replays with)
     }
 
 
@@ -101,7 +104,8 @@ def frames(engine: Engine, sel: Selection, see: Callable[[Job], bool]) -> Iterat
         "daemon": daemon_info(engine),
         "users": users,
         "projects": acc.projects.summary(engine.unfinished(), now),
-        "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life)},
+        "fairshare": {"enabled": acc.enabled, "half_life": _finite(acc.book.half_life),
+                      **_projects_level(engine, now)},
         "reservations": engine.reservations.view(now),
         "estimates": engine.estimates.accuracy.summary(now),  # (how good, the last week)
         "total": sum(counts.values()),
@@ -252,6 +256,17 @@ def _ended(engine: Engine, sel: Selection) -> Iterator[Job]:
     records = (Job.from_dict(d) for d in engine.store.finished_since(since, sel.uid)
                if d["id"] not in ending)  # fmt: skip
     return (j for j in itertools.chain(settling, records) if sel.wants(j))
+
+
+def _projects_level(engine: Engine, now: float) -> dict[str, Any]:
+    """Fair share's upper level when the daemon has projects (what `simulate --what-if`
+    replays, as the passes order): each project's decayed GPU-seconds (running jobs so far;
+    "" the jobs naming none) and shares; nothing without projects."""
+    projects = engine.accounts.projects
+    if not projects.any:
+        return {}
+    fair = projects.fair(FairShare(), engine.unfinished(), now)
+    return {"project_usage": dict(fair.project_usage), "project_shares": dict(fair.project_shares)}
 
 
 def _finite(x: float) -> float | None:
