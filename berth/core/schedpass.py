@@ -172,12 +172,22 @@ class Pass:
         pending = inp.pending
         if inp.presorted and isinstance(pending, View):
             self.walk = pending.walk()
-        guarded = inp.policy == "guarded"  # (its overdue job first: berth.core.guard)
-        head = overdue_in(pending, inp.running, inp.now, inp.arrivals) if guarded else None
+        head = None
+        if inp.policy == "guarded":  # (its overdue job first: berth.core.guard)
+            head = overdue_in(pending, inp.running, inp.now, inp.arrivals, self.met)
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
                              done=self.done, charged_projects=self.charged_projects,
                              done_projects=self.done_projects, head=head)  # fmt: skip
+
+    def _known(self) -> deps.Known:
+        if self.known is None:
+            self.known = deps.Known(self.inp.pending, self.inp.running, self.inp.done)
+        return self.known
+
+    def met(self, job: Job) -> bool:
+        """Whether ``job``'s dependencies are met (the guard's overdue job may have some)."""
+        return deps.check(job, self._known(), self.inp.now)[0] == deps.OK
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -188,10 +198,7 @@ class Pass:
             self.wait(job, Reason.HELD, "released by `berth release-job`")
             return True
         if job.dependencies:
-            known = self.known
-            if known is None:
-                known = self.known = deps.Known(self.inp.pending, self.inp.running, self.inp.done)
-            verdict, detail, wake = deps.check(job, known, self.inp.now)
+            verdict, detail, wake = deps.check(job, self._known(), self.inp.now)
             if wake is not None:
                 self.out.wake_at(wake)  # (after:ID+MINUTES)
             if verdict == deps.NEVER:
