@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import wait_until
 from test_system_mode import System
-from userkit import A, B, TEAM
+from userkit import TEAM, A, B
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 
