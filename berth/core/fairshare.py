@@ -164,20 +164,22 @@ def interleave(
     """``jobs`` (in the policy's order) regrouped by project, then tenant: the next job is
     always the first not yet given of the tenant with the lowest ``fair.key`` in the project
     with the lowest ``fair.project_key`` (``charged`` / ``charged_projects``: what jobs
-    started in this pass added; the caller adds to them as jobs start). Ties go to the name.
+    started in this pass added; the caller adds to them as jobs start). Tenants of equal key
+    (two new users: both 0) are taken in the policy's order of their next jobs, as one
+    tenant's are; projects of equal key by name.
     ``done`` / ``done_projects``: tenants / projects none of whose jobs can start in this pass
     (the caller adds to them, e.g. a user at their GPU limit): their other jobs are not given,
     so a tenant with a long queue it cannot use costs the pass nothing per job (issue 20.10)."""
-    projects: dict[str, dict[str, list[Job]]] = {}
-    for job in jobs:
+    projects: dict[str, dict[str, list[tuple[int, Job]]]] = {}
+    for k, job in enumerate(jobs):  # (k: its place in the policy's order)
         queues = projects.get(job.project)
         if queues is None:
             queues = projects[job.project] = {}
         q = queues.get(job.tenant)
         if q is None:
-            queues[job.tenant] = [job]
+            queues[job.tenant] = [(k, job)]
         else:
-            q.append(job)
+            q.append((k, job))
     if len(projects) == 1:
         yield from _tenants(next(iter(projects.values())), fair, charged, done)
         return
@@ -197,30 +199,31 @@ def interleave(
 
 
 def _tenants(
-    queues: dict[str, list[Job]], fair: FairShare, charged: Mapping[str, float],
+    queues: dict[str, list[tuple[int, Job]]], fair: FairShare, charged: Mapping[str, float],
     done: Collection[str],
 ) -> Iterator[Job]:  # fmt: skip
-    """One project's jobs (``queues``: per tenant, each in the policy's order), the tenant
-    with the lowest ``fair.key`` first, as :func:`interleave` says."""
+    """One project's jobs (``queues``: per tenant, each in the policy's order, with its place
+    in it), the tenant with the lowest ``fair.key`` first (of equal keys, the one whose next
+    job comes first), as :func:`interleave` says."""
     if len(queues) == 1:
         t, q = next(iter(queues.items()))
-        for job in q:
+        for _, job in q:
             if t in done:
                 return
             yield job
         return
-    heap = [(fair.key(t, charged.get(t, 0.0)), t) for t in queues]
+    heap = [(fair.key(t, charged.get(t, 0.0)), q[0][0], t) for t, q in queues.items()]
     heapq.heapify(heap)
     pos = dict.fromkeys(queues, 0)
     while heap:
-        _, t = heapq.heappop(heap)
+        _, _, t = heapq.heappop(heap)
         if t in done:
             continue
         q, i = queues[t], pos[t]
-        yield q[i]  # (the caller may start it: only this tenant's key can change)
+        yield q[i][1]  # (the caller may start it: only this tenant's key can change)
         if i + 1 < len(q):
             pos[t] = i + 1
-            heapq.heappush(heap, (fair.key(t, charged.get(t, 0.0)), t))
+            heapq.heappush(heap, (fair.key(t, charged.get(t, 0.0)), q[i + 1][0], t))
 
 
 def factors(fair: FairShare, tenants: Iterable[str]) -> dict[str, float]:
