@@ -58,7 +58,7 @@ class Pass:
         self.ends: list[End] = []  # running jobs and jobs started in this pass
         self.placed: dict[int, Placement] = {}  # jobs started in this pass
         self.charged: dict[str, float] = {}  # fair share: what jobs started here count for
-        self.known: deps.Known | None = None  # what dependencies see: built at first need
+        self.known = deps.Lazy(inputs.pending, inputs.running, inputs.done, inputs.now)
         self.charged_projects: dict[str, float] = {}  # ... per project
         self.head: Job | None = None  # the first job that did not fit
         self.shadow = INF  # when the head job is expected to start
@@ -174,20 +174,11 @@ class Pass:
             self.walk = pending.walk()
         head = None
         if inp.policy == "guarded":  # (its overdue job first: berth.core.guard)
-            head = overdue_in(pending, inp.running, inp.now, inp.arrivals, self.met)
+            head = overdue_in(pending, inp.running, inp.now, inp.arrivals, self.known.met)
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
                              done=self.done, charged_projects=self.charged_projects,
                              done_projects=self.done_projects, head=head)  # fmt: skip
-
-    def _known(self) -> deps.Known:
-        if self.known is None:
-            self.known = deps.Known(self.inp.pending, self.inp.running, self.inp.done)
-        return self.known
-
-    def met(self, job: Job) -> bool:
-        """Whether ``job``'s dependencies are met (the guard's overdue job may have some)."""
-        return deps.check(job, self._known(), self.inp.now)[0] == deps.OK
 
     # -- 2. gate ---------------------------------------------------------------------------
 
@@ -198,7 +189,7 @@ class Pass:
             self.wait(job, Reason.HELD, "released by `berth release-job`")
             return True
         if job.dependencies:
-            verdict, detail, wake = deps.check(job, self._known(), self.inp.now)
+            verdict, detail, wake = deps.check(job, self.known.get(), self.inp.now)
             if wake is not None:
                 self.out.wake_at(wake)  # (after:ID+MINUTES)
             if verdict == deps.NEVER:
