@@ -150,8 +150,11 @@ class Resources:
         berths: list[dict[int, Collection[int]]] = []  # our jobs' and holders', once asked
 
         def ours() -> dict[int, Collection[int]]:
-            if not berths:
-                berths.append({**own_pids(), **holder_pids})
+            if not berths:  # (a job's leader may hold claims of its own too: both count)
+                every: dict[int, Collection[int]] = dict(own_pids())
+                for pid, gpus in holder_pids.items():
+                    every[pid] = {*every.get(pid, ()), *gpus}
+                berths.append(every)
             return berths[0]
 
         for s in self.snapshots:
@@ -159,9 +162,10 @@ class Resources:
             for p in s.processes or ():
                 verdict = verdicts.get(p.pid)
                 if verdict is None:
-                    held = holder_pids.get(p.pid)  # (a holder: its claims' GPUs)
-                    verdict = held if held is not None else self._whose(
-                        p.pid, ours, bool(holder_pids))  # fmt: skip
+                    if p.pid in holder_pids:  # a holder: its claims' GPUs (and its job's)
+                        verdict = ours()[p.pid]
+                    else:
+                        verdict = self._whose(p.pid, ours, bool(holder_pids))
                     verdicts[p.pid] = verdict
                 if verdict is True or (verdict is not False and s.index not in verdict):
                     outside += 1

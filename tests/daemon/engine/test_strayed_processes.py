@@ -81,3 +81,38 @@ def test_a_claim_holders_process_on_a_gpu_it_did_not_claim_keeps_that_gpu_busy(d
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
     assert daemon.wait_done([other], timeout=30)[other]["state"] == "COMPLETED"
+
+
+def test_a_jobs_processes_are_its_own_on_its_gpus_only(fake_gpus):
+    """The rule in the daemon's view of the GPUs (``Resources.others``): the job's leader and a
+    child of it, each listed on the job's GPU 0 and on GPU 1: not outside use on GPU 0, outside
+    use on GPU 1 (busy, its memory counted); a job without GPUs (`-g 0`): outside everywhere."""
+    from berth import config
+    from berth.daemon.engine.resources import Resources
+
+    fake_gpus.setup(n=2)
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
+    try:
+        child = wait_until(lambda: _children(leader.pid), timeout=5, message="the child")[0]
+        listed = [{"pid": p, "used_memory": 2**30, "type": "compute"} for p in (leader.pid, child)]
+        for k in (0, 1):
+            fake_gpus.update(k, processes=listed)
+        ledger = Ledger(fake_gpus.claims_dir)
+        res = Resources(config.get(), ledger)
+        res.poll()
+        use = res.others(ledger.scan(), set(), lambda: {leader.pid: (0,)})
+        assert 0 not in use  # the job's, on its GPU
+        assert use[1].busy and use[1].mem == 2 * 2**30 and "2 process" in use[1].label
+        cpu_only = res.others(ledger.scan(), set(), lambda: {leader.pid: ()})
+        assert cpu_only[0].busy and cpu_only[1].busy
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
