@@ -282,9 +282,10 @@ class Pass:
         ``Reservation``."""
         req, now, pos = job.request, self.inp.now, self.cap.pos
         mine = holding(self.windows, job, now, pos)
-        if mine:
+        if mine:  # (a head kept off them has them only once they close: never before mine)
             rest = frozenset(range(len(self.cap.index))) - mine
-            pl = self.fits.get_off(req, self.reserved, rest)
+            theirs = mine - holding(self.windows, self.head, now, pos) if self.head else mine
+            pl = self.fits.get_off(req, self.reserved - theirs, rest)
             if pl is not None:
                 self._start(job, pl)
                 return True
@@ -381,7 +382,7 @@ class Pass:
                                                  inp.placement, self.profile, off, changes)
         if self.shadow < INF:
             self.out.expected[job.id] = self.shadow
-        self.skim = not inp.explain
+        self.skim = not inp.explain and not self.windows  # (a holder passes it: _around)
 
     def reserve(self, job: Job) -> None:
         """The job does not fit: the first such job gets the reservation (under ``fifo``: it
