@@ -34,7 +34,7 @@ from __future__ import annotations
 import sys
 
 from berth import config
-from berth.api import choose
+from berth.api import choose, read, visible_note
 from berth.cli import filters
 from berth.devices import config_notes
 from berth.errors import EXIT_OK, EXIT_UNSATISFIED
@@ -73,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
     if args.explain and not args.silent:
         sys.stderr.write("".join(line + "\n" for line in sel.explain()))
     if not sel.ok:
-        if not args.silent:
-            sys.stderr.write(f"berth select: {sel.explain_shortfall()}\n")
+        if not args.silent:  # (and which GPUs CUDA_VISIBLE_DEVICES hid, as berth.select says)
+            note = "" if args.all else visible_note(read(config.get(), all=True), sel.gpus)
+            sys.stderr.write(f"berth select: {sel.explain_shortfall()}{note}\n")
         return EXIT_UNSATISFIED
     if not args.silent:
         chosen = sel.uuids if args.uuid else [str(i) for i in sel.ids]

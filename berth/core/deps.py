@@ -75,6 +75,30 @@ class Known:
         return self.by_name.get((user, name), [])
 
 
+class Lazy:
+    """What dependencies see in one pass (:class:`Known`), built at first need: the pass's
+    gate asks it, and ``guarded``'s overdue job may be one whose dependencies are met."""
+
+    __slots__ = ("_inputs", "_known", "now")
+
+    def __init__(
+        self, pending: Iterable[Job], running: Iterable[Job], done: Mapping[int, State] | None,
+        now: float,
+    ) -> None:  # fmt: skip
+        self._inputs = (pending, running, done)
+        self._known: Known | None = None
+        self.now = now
+
+    def get(self) -> Known:
+        if self._known is None:
+            self._known = Known(*self._inputs)
+        return self._known
+
+    def met(self, job: Job) -> bool:
+        """Whether ``job``'s dependencies are met now."""
+        return check(job, self.get(), self.now)[0] == OK
+
+
 def check(job: Job, known: Known, now: float = 0.0) -> Verdict:
     """(``OK`` | ``WAIT`` | ``NEVER``, detail, when to look again or None) for ``job``'s
     dependency."""

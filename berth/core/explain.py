@@ -124,6 +124,8 @@ def resources_detail(cap: Capacity, req: Request) -> str:
         who = cap.who(p)
         if who:
             who = _held(who)
+            if not req.whole and cap.free[p] >= req.share - EPS:  # (its memory keeps it off)
+                who += f", {format_size(int(cap.mem_free[p]))} free"
         else:
             mem = format_size(int(cap.mem_free[p]))
             who = "held by outside processes" if cap.busy[p] else f"has {mem} free"

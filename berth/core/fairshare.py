@@ -164,63 +164,78 @@ def interleave(
     """``jobs`` (in the policy's order) regrouped by project, then tenant: the next job is
     always the first not yet given of the tenant with the lowest ``fair.key`` in the project
     with the lowest ``fair.project_key`` (``charged`` / ``charged_projects``: what jobs
-    started in this pass added; the caller adds to them as jobs start). Ties go to the name.
+    started in this pass added; the caller adds to them as jobs start). Tenants of equal key
+    (two new users: both 0) are taken in the policy's order of their next jobs, as one
+    tenant's are; projects of equal key likewise, by their first job not yet given.
     ``done`` / ``done_projects``: tenants / projects none of whose jobs can start in this pass
     (the caller adds to them, e.g. a user at their GPU limit): their other jobs are not given,
     so a tenant with a long queue it cannot use costs the pass nothing per job (issue 20.10)."""
-    projects: dict[str, dict[str, list[Job]]] = {}
-    for job in jobs:
+    projects: dict[str, dict[str, list[tuple[int, Job]]]] = {}
+    left: dict[str, list[int]] = {}  # each project's places, in order
+    for k, job in enumerate(jobs):  # (k: its place in the policy's order)
         queues = projects.get(job.project)
         if queues is None:
             queues = projects[job.project] = {}
+            left[job.project] = []
+        left[job.project].append(k)
         q = queues.get(job.tenant)
         if q is None:
-            queues[job.tenant] = [job]
+            queues[job.tenant] = [(k, job)]
         else:
-            q.append(job)
+            q.append((k, job))
     if len(projects) == 1:
-        yield from _tenants(next(iter(projects.values())), fair, charged, done)
+        yield from (job for _, job in _tenants(next(iter(projects.values())), fair, charged,
+                                                 done))  # fmt: skip
         return
     pcharged = charged_projects if charged_projects is not None else {}
-    heap = [(fair.project_key(p, pcharged.get(p, 0.0)), p) for p in projects]
+    heap = [(fair.project_key(p, pcharged.get(p, 0.0)), left[p][0], p) for p in projects]
     heapq.heapify(heap)
     within = {p: _tenants(q, fair, charged, done) for p, q in projects.items()}
+    gone: set[int] = set()  # the places of the jobs given
+    at = dict.fromkeys(projects, 0)  # left[p][at[p]]: the project's first job not given
     while heap:
-        _, p = heapq.heappop(heap)
+        _, _, p = heapq.heappop(heap)
         if p in done_projects:
             continue
         given = next(within[p], None)
         if given is None:
             continue
-        yield given  # (the caller may start it: only this project's key can change)
-        heapq.heappush(heap, (fair.project_key(p, pcharged.get(p, 0.0)), p))
+        yield given[1]  # (the caller may start it: only this project's key can change)
+        gone.add(given[0])
+        ks, i = left[p], at[p]
+        while i < len(ks) and ks[i] in gone:
+            i += 1
+        at[p] = i
+        if i < len(ks):
+            heapq.heappush(heap, (fair.project_key(p, pcharged.get(p, 0.0)), ks[i], p))
 
 
 def _tenants(
-    queues: dict[str, list[Job]], fair: FairShare, charged: Mapping[str, float],
+    queues: dict[str, list[tuple[int, Job]]], fair: FairShare, charged: Mapping[str, float],
     done: Collection[str],
-) -> Iterator[Job]:  # fmt: skip
-    """One project's jobs (``queues``: per tenant, each in the policy's order), the tenant
-    with the lowest ``fair.key`` first, as :func:`interleave` says."""
+) -> Iterator[tuple[int, Job]]:  # fmt: skip
+    """One project's jobs (``queues``: per tenant, each in the policy's order, with its place
+    in it), the tenant with the lowest ``fair.key`` first (of equal keys, the one whose next
+    job comes first), as :func:`interleave` says; each with its place."""
     if len(queues) == 1:
         t, q = next(iter(queues.items()))
-        for job in q:
+        for entry in q:
             if t in done:
                 return
-            yield job
+            yield entry
         return
-    heap = [(fair.key(t, charged.get(t, 0.0)), t) for t in queues]
+    heap = [(fair.key(t, charged.get(t, 0.0)), q[0][0], t) for t, q in queues.items()]
     heapq.heapify(heap)
     pos = dict.fromkeys(queues, 0)
     while heap:
-        _, t = heapq.heappop(heap)
+        _, _, t = heapq.heappop(heap)
         if t in done:
             continue
         q, i = queues[t], pos[t]
         yield q[i]  # (the caller may start it: only this tenant's key can change)
         if i + 1 < len(q):
             pos[t] = i + 1
-            heapq.heappush(heap, (fair.key(t, charged.get(t, 0.0)), t))
+            heapq.heappush(heap, (fair.key(t, charged.get(t, 0.0)), q[i + 1][0], t))
 
 
 def factors(fair: FairShare, tenants: Iterable[str]) -> dict[str, float]:

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from berth.core.job import Job
+
+#: Whether a job's dependencies are met (the pass's view: :mod:`berth.core.deps`).
+Met = Callable[[Job], bool]
 
 #: The run time a job without a time limit counts for (``sjf``'s order puts it last).
 UNKNOWN_LIMIT = 86400.0
@@ -93,17 +96,19 @@ class Arrivals:
         return self.cum[-1] - (self.cum[k - 1] if k else 0.0)
 
 
-def may_start(job: Job, now: float) -> bool:
-    """Whether nothing but resources keeps the job waiting (no hold, dependency, begin time):
-    only such a job is worth the reservation."""
-    return not job.held and not job.dependencies and (
-        job.not_before is None or job.not_before <= now
-    )
+def may_start(job: Job, now: float, met: Met | None = None) -> bool:
+    """Whether nothing but resources keeps the job waiting (no hold, no begin time to come,
+    no dependency not yet met: ``met`` says; without it, a job with one waits): only such a
+    job is worth the reservation. A job whose dependency is met waits for GPUs alone."""
+    if job.held or (job.not_before is not None and job.not_before > now):
+        return False
+    return not job.dependencies or (met is not None and met(job))
 
 
 def overdue(
     by_queue: Iterable[Job], pending_work: float, running_work: float, now: float,
     arrivals: Arrivals | None, visible: Sequence[Job] = (), longest: float = 0.0,
+    met: Met | None = None,
 ) -> Job | None:  # fmt: skip
     """The overdue job, or None: the oldest pending job that may start (``by_queue``: the
     pending jobs, oldest first), if the work queued after it is at least ``GUARD`` times the
@@ -111,7 +116,7 @@ def overdue(
     ``RECORD`` times ``longest`` (the longest wait of a started job; 0: unknown).
     ``arrivals``: every arrival; None: count the ``visible`` jobs (pending and running)
     instead."""
-    oldest = next((j for j in by_queue if may_start(j, now)), None)
+    oldest = next((j for j in by_queue if may_start(j, now, met)), None)
     if oldest is None:
         return None
     left = pending_work + running_work
@@ -128,10 +133,12 @@ def overdue(
 
 
 def overdue_in(
-    pending: Sequence[Job], running: Iterable[Job], now: float, arrivals: Arrivals | None
-) -> Job | None:
+    pending: Sequence[Job], running: Iterable[Job], now: float, arrivals: Arrivals | None,
+    met: Met | None = None,
+) -> Job | None:  # fmt: skip
     """:func:`overdue` for a pass: from a kept queue (``by_queue()`` and ``work``:
-    :class:`~berth.core.ranking.Queued`) or counted here."""
+    :class:`~berth.core.ranking.Queued`) or counted here; ``met``: whether a job's
+    dependencies are met (none given: a job with dependencies is never the overdue one)."""
     run = list(running)
     left = 0.0  # what the running jobs have left, by their limits
     longest = arrivals.longest if arrivals is not None else 0.0
@@ -147,9 +154,9 @@ def overdue_in(
     by_queue = getattr(pending, "by_queue", None)
     if by_queue is not None:
         pw = getattr(pending, "work", 0.0)
-        return overdue(by_queue(), pw, left, now, arrivals, visible, longest)
+        return overdue(by_queue(), pw, left, now, arrivals, visible, longest, met)
     ordered = sorted(pending, key=lambda j: (j.queue_time, j.id))
-    return overdue(ordered, sum(map(work, pending)), left, now, arrivals, visible, longest)
+    return overdue(ordered, sum(map(work, pending)), left, now, arrivals, visible, longest, met)
 
 
 def first(jobs: Iterable[Job], head: Job | None) -> Iterator[Job]:

@@ -58,7 +58,7 @@ class Pass:
         self.ends: list[End] = []  # running jobs and jobs started in this pass
         self.placed: dict[int, Placement] = {}  # jobs started in this pass
         self.charged: dict[str, float] = {}  # fair share: what jobs started here count for
-        self.known: deps.Known | None = None  # what dependencies see: built at first need
+        self.known = deps.Lazy(inputs.pending, inputs.running, inputs.done, inputs.now)
         self.charged_projects: dict[str, float] = {}  # ... per project
         self.head: Job | None = None  # the first job that did not fit
         self.shadow = INF  # when the head job is expected to start
@@ -172,8 +172,9 @@ class Pass:
         pending = inp.pending
         if inp.presorted and isinstance(pending, View):
             self.walk = pending.walk()
-        guarded = inp.policy == "guarded"  # (its overdue job first: berth.core.guard)
-        head = overdue_in(pending, inp.running, inp.now, inp.arrivals) if guarded else None
+        head = None
+        if inp.policy == "guarded":  # (its overdue job first: berth.core.guard)
+            head = overdue_in(pending, inp.running, inp.now, inp.arrivals, self.known.met)
         self.queue = ordered(pending, inp.policy, inp.presorted, inp.now, self.tenant_gpus,
                              inp.usage, self.walk, fair=inp.fair, charged=self.charged,
                              done=self.done, charged_projects=self.charged_projects,
@@ -188,10 +189,7 @@ class Pass:
             self.wait(job, Reason.HELD, "released by `berth release-job`")
             return True
         if job.dependencies:
-            known = self.known
-            if known is None:
-                known = self.known = deps.Known(self.inp.pending, self.inp.running, self.inp.done)
-            verdict, detail, wake = deps.check(job, known, self.inp.now)
+            verdict, detail, wake = deps.check(job, self.known.get(), self.inp.now)
             if wake is not None:
                 self.out.wake_at(wake)  # (after:ID+MINUTES)
             if verdict == deps.NEVER:
@@ -284,9 +282,10 @@ class Pass:
         ``Reservation``."""
         req, now, pos = job.request, self.inp.now, self.cap.pos
         mine = holding(self.windows, job, now, pos)
-        if mine:
+        if mine:  # (a head kept off them has them only once they close: never before mine)
             rest = frozenset(range(len(self.cap.index))) - mine
-            pl = self.fits.get_off(req, self.reserved, rest)
+            theirs = mine - holding(self.windows, self.head, now, pos) if self.head else mine
+            pl = self.fits.get_off(req, self.reserved - theirs, rest)
             if pl is not None:
                 self._start(job, pl)
                 return True
@@ -383,7 +382,7 @@ class Pass:
                                                  inp.placement, self.profile, off, changes)
         if self.shadow < INF:
             self.out.expected[job.id] = self.shadow
-        self.skim = not inp.explain
+        self.skim = not inp.explain and not self.windows  # (a holder passes it: _around)
 
     def reserve(self, job: Job) -> None:
         """The job does not fit: the first such job gets the reservation (under ``fifo``: it

@@ -106,3 +106,16 @@ def test_power_not_supported_reads_zero_but_fails_a_power_filter(gpus):
     assert get_gpu_power_usage()[0]["power_draw"] == 0.0
     assert 0 not in [g["gpu_id"] for g in find_free_gpus(20, power_threshold_w=80)]
     assert 0 in [g["gpu_id"] for g in find_free_gpus(20)]
+
+
+def test_without_a_driver_every_function_raises_instead_of_returning_nothing(fake_gpus):
+    """docs/select.md: "without a driver the functions raise `berth.errors.NvmlUnavailable`
+    instead of returning `[]`" (an empty list reads as "no GPU is free": a script would wait
+    for ever, or run on the CPU)."""
+    from berth.errors import NvmlUnavailable
+
+    # (no state file: the fake library answers as a machine whose driver is not loaded)
+    for fn in (get_gpu_info, get_gpu_memory_usage, get_gpu_names, get_gpu_power_usage,
+               get_gpu_utilization, get_total_num_gpus, find_free_gpus):  # fmt: skip
+        with pytest.raises(NvmlUnavailable, match="driver"):
+            fn()

@@ -112,6 +112,25 @@ def test_priority_orders_a_users_own_jobs_only(make_job: MakeJob) -> None:
     assert [j.id for j in order] == [urgent.id, first.id, bobs.id]
 
 
+@pytest.mark.parametrize("policy", ["fifo", "priority", "sjf", "balanced", "guarded"])
+def test_between_users_of_equal_usage_the_policys_order_decides(
+    make_job: MakeJob, policy: str
+) -> None:
+    """Two users with the same usage (both new: 0) are a tie of fair share: the policy's order
+    decides between their jobs, as with one user, not their names. bob's job, submitted first,
+    went after alice's later one in every policy, fifo too ("ties go to the name"): on a fresh
+    daemon the alphabetically first user always went first."""
+    bobs = make_job(1, user="bob", t=0.0, time_limit=3600.0)
+    alices = make_job(1, user="alice", t=100.0, time_limit=3600.0)
+    for fair in (FairShare({}), FairShare({"alice": 7.0, "bob": 7.0})):
+        d = schedule(Inputs([alices, bobs], [], gpus(1), now=500.0, policy=policy, fair=fair))
+        assert [s.job_id for s in d.starts] == [bobs.id], (policy, fair)
+    # a lower usage still goes first, whatever the order
+    d = schedule(Inputs([alices, bobs], [], gpus(1), now=500.0, policy=policy,
+                        fair=FairShare({"alice": 6.0, "bob": 7.0})))  # fmt: skip
+    assert [s.job_id for s in d.starts] == [alices.id]
+
+
 def test_running_jobs_count_so_a_user_holding_gpus_is_not_cheap(make_job: MakeJob) -> None:
     long = [make_job(1, user="alice") for _ in range(3)]
     for k, job in enumerate(long):

@@ -120,3 +120,33 @@ def test_the_jobs_not_overdue_go_smallest_gpu_area_first(make_job: MakeJob) -> N
     d = schedule(Inputs([wide, long1, cpu], [], gpus(4), now=10.0, policy="guarded"))
     assert d.order == [cpu.id, long1.id, wide.id]
     assert [s.job_id for s in d.starts] == [cpu.id, long1.id]  # the wide job waits for 4
+
+
+def test_a_job_whose_dependency_is_met_may_be_the_overdue_one(make_job: MakeJob) -> None:
+    """"A held job, or one waiting for a dependency or its begin time, is never the overdue
+    one" (docs/scheduling.md): once its dependency is met (or its begin time past) the job
+    waits for GPUs alone, and the bound holds for it too. A pipeline's step (`afterok:` a job
+    that COMPLETED) was never the overdue one: short jobs passed it for ever."""
+    from berth.dependency import Dependency
+
+    wide, short, running = _scene(make_job)
+    pending = [wide, *short]
+    arrivals = _arrivals([*running, *pending], 40 * H)  # overdue, as in the first test
+    wide.dependencies = (Dependency("afterok", 500),)
+    waiting = schedule(Inputs(pending, running, gpus(2), now=11.0, policy="guarded",
+                              arrivals=arrivals, done={500: State.RUNNING}))  # fmt: skip
+    assert waiting.order[0] == short[0].id and wide.id not in waiting.expected
+    assert waiting.pending[wide.id].reason is Reason.DEPENDENCY
+    met = schedule(Inputs(pending, running, gpus(2), now=11.0, policy="guarded",
+                          arrivals=arrivals, done={500: State.COMPLETED}))  # fmt: skip
+    assert met.order[0] == wide.id
+    assert met.expected == {wide.id: 2 * H}  # it holds the reservation: short jobs stop passing
+    wide.dependencies = ()
+    wide.not_before = 5.0  # its --begin is past
+    begun = schedule(Inputs(pending, running, gpus(2), now=11.0, policy="guarded",
+                            arrivals=arrivals))  # fmt: skip
+    assert begun.order[0] == wide.id
+    wide.not_before = 100.0  # still to come: never the overdue one
+    later = schedule(Inputs(pending, running, gpus(2), now=11.0, policy="guarded",
+                            arrivals=arrivals))  # fmt: skip
+    assert later.order[0] == short[0].id and later.pending[wide.id].reason is Reason.BEGIN_TIME

@@ -108,3 +108,18 @@ def test_jobs_keep_their_project_through_the_store_shape(make_job: MakeJob) -> N
     job = make_job(1, user="alice", project="vision")
     assert Job.from_dict(job.to_dict()).project == "vision"
     assert Job.from_dict({**job.to_dict(), "project": None}).project == ""
+
+
+def test_projects_of_equal_usage_go_in_the_policys_order_not_by_name(make_job: MakeJob) -> None:
+    """As between users (tests/core/test_fairshare.py): two projects that used nothing are a
+    tie, and the job queued first goes first, not the project whose name sorts first."""
+    nlp = make_job(1, user="carol", project="nlp", t=0.0)
+    audio = make_job(1, user="alice", project="audio", t=10.0)
+    for policy in ("fifo", "guarded"):
+        d = schedule(Inputs([audio, nlp], [], gpus(1), now=50.0, policy=policy,
+                            fair=FairShare({}, {}, {}, {})))  # fmt: skip
+        assert [s.job_id for s in d.starts] == [nlp.id], policy
+    order = [j.id for j in interleave([nlp, audio], FairShare({}), {})]
+    assert order == [nlp.id, audio.id]
+    used = FairShare({}, {}, {"nlp": 5.0})  # a lower usage still goes first
+    assert [j.id for j in interleave([nlp, audio], used, {})] == [audio.id, nlp.id]

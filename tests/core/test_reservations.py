@@ -205,3 +205,30 @@ def test_a_reservation_head_waits_for_the_window_to_close_when_that_frees_gpus_f
     d = schedule(Inputs([bob], [busy], gpus(4), now=10.0, reservations=[win]))
     assert d.pending[bob.id].reason is Reason.RESERVATION
     assert d.expected[bob.id] == 100.0
+
+
+@pytest.mark.parametrize("policy", ["guarded", "fifo", "priority", "balanced"])
+def test_a_job_kept_off_a_window_never_keeps_its_holders_off_it(
+    make_job: MakeJob, policy: str
+) -> None:
+    """"A holder's job may use the reserved GPUs at any time" (docs/scheduling.md): bob's job,
+    queued first and kept off alice's open window, is the head and reserves the window's GPUs
+    for when it closes; alice's job (no time limit) must still start on them now. It waited
+    behind bob's reservation (`Priority: behind job 1, which has GPUs reserved`) until the
+    window closed: a non-holder's job kept the holders off their own GPUs."""
+    bob = make_job(2, user="bob", gpu_ids=(0, 1), t=0.0)
+    alice = make_job(2, user="alice", gpu_ids=(0, 1), t=1.0)
+    for explain in (False, True):
+        d = schedule(Inputs([bob, alice], [], gpus(4), now=H, policy=policy, explain=explain,
+                            reservations=[_alice()]))  # fmt: skip
+        assert _started(d) == {alice.id: (0, 1)}, (policy, explain, d.pending.get(alice.id))
+        assert not explain or d.pending[bob.id].reason is Reason.RESERVATION
+    # a holder's own head keeps its place: alice's 2-GPU job reserved for when her running
+    # 1-h job ends is not passed by her later unlimited one-GPU job
+    running = make_job(1, user="alice", time_limit=H)
+    transition(running, State.RUNNING, now=0.0, gpus=(0,))
+    wide = make_job(2, user="alice", gpu_ids=(0, 1), time_limit=H, t=2.0)
+    later = make_job(1, user="alice", gpu_ids=(0, 1), t=3.0)
+    d = schedule(Inputs([wide, later], [running], gpus(4), now=10.0, policy=policy,
+                        reservations=[_alice()]))  # fmt: skip
+    assert d.starts == [] and d.expected == ({} if policy == "fifo" else {wide.id: H})

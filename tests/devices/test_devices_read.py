@@ -102,6 +102,7 @@ def test_lost_gpu_is_reported_unhealthy_not_dropped(fake_gpus) -> None:
     lost = gpus[1]
     assert not lost.healthy and "GPU is lost" in (lost.error or "")
     assert lost.index == 1 and lost.memory_free is None and lost.processes is None
+    assert lost.uuid == "UNKNOWN-1"  # not even a handle: docs/devices.md's placeholder
     broken = gpus[3]
     assert not broken.healthy and "nvmlDeviceGetMemoryInfo" in (broken.error or "")
     assert broken.uuid == fake_gpus.uuids[3] and broken.memory_total is None

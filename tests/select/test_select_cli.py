@@ -95,6 +95,12 @@ def test_cuda_visible_devices_limits_the_choice(fake_gpus):
     assert sorted(r.stdout.strip().split(",")) == ["2", "3"]
     r = fake_gpus.berth("select", "-n", "3", env={"CUDA_VISIBLE_DEVICES": "2,3"})
     assert r.returncode == EXIT_UNSATISFIED
+    # a shortfall says which GPUs the variable hid, as berth.select() does (docs/select.md)
+    assert "CUDA_VISIBLE_DEVICES=2,3 shows 2 of the 4 GPUs here (GPUs shown, by NVML index: " \
+        "2, 3); --all considers every GPU" in r.stderr  # fmt: skip
+    r = fake_gpus.berth("select", env={"CUDA_VISIBLE_DEVICES": ""})  # set, empty: none
+    assert r.returncode == EXIT_UNSATISFIED and r.stdout == ""
+    assert "CUDA_VISIBLE_DEVICES= shows 0 of the 4 GPUs here" in r.stderr
     r = fake_gpus.berth("select", "-n", "3", "--all", env={"CUDA_VISIBLE_DEVICES": "2,3"})
     assert r.returncode == 0
 

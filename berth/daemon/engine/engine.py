@@ -281,17 +281,17 @@ class Engine:
             self.journal.execute(summaries.ADD_SQL, summaries.claims(self.accounts.claims_ended, now))
         return self.res.others(lstate, own, self._own_pids)
 
-    def _own_pids(self) -> set[int]:
-        """The leader of each running job (its session id) and the supervisor running it
-        (its descendants, orphans included, are the job's): what tells our jobs' GPU
-        processes from others'. Read from the run file until both are known."""
-        out: set[int] = set()
-        for r in self.runs.values():
+    def _own_pids(self) -> dict[int, tuple[int, ...]]:
+        """Each running job's leader (its session id) and supervisor (their descendants,
+        orphans included, are the job's) with the job's GPUs (read from its run file)."""
+        out: dict[int, tuple[int, ...]] = {}
+        for job_id, r in self.runs.items():
             if r.job_pid is None or r.sup_pid is None:
                 info = self.procs.record(r.path)
                 r.job_pid = info.get("job")
                 r.sup_pid = r.sup_pid or info.get("sup")
-            out.update(p for p in (r.job_pid, r.sup_pid) if p is not None)
+            a = (job := self.jobs.get(job_id)) and job.attempt
+            out.update((p, a.gpus if a else ()) for p in (r.job_pid, r.sup_pid) if p is not None)
         return out
 
     def _deps_changed(self) -> None:  # (a job some job depends on has ended)

@@ -14,7 +14,10 @@ is true *now*:
   job leader or the supervisor running the job. Supervisors are child subreapers, so a
   job's process that left its session (``setsid``) or its parent (a daemon's double fork)
   is still theirs. A process descending from the holder of a daemonless claim is that
-  claim's (counted by the claim). Any other living process is outside berth: its GPU is busy.
+  claim's (counted by the claim). Either is so only on the GPUs its job or claim holds: on
+  any other GPU (a job that set ``CUDA_VISIBLE_DEVICES`` itself) it is outside use, or that
+  GPU would look free and go to a second job beside it. Any other living process is outside
+  berth: its GPU is busy.
 - A listed pid that did not exist at the read may be one we cannot see (NVML reports pids
   of other PID namespaces, e.g. from a container): it stays outside until the next read.
 
@@ -36,12 +39,16 @@ from berth.selection.outside import OutsideRule, unavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable, Collection, Mapping
 
     from berth.claims.ledger import Ledger
     from berth.claims.ledger import LedgerScan as LedgerState
     from berth.config import Config
     from berth.devices.model import GpuSnapshot
+
+    #: A listed process: True, outside berth (every GPU); False, ended (none); else the GPUs
+    #: of the job or claim it belongs to (outside use on any other).
+    Whose = bool | Collection[int]
 
 UNREADABLE = -1  # a living process whose /proc entry we may not read (start time unknown)
 
@@ -106,15 +113,15 @@ class Resources:
         self,
         state: LedgerState,
         own_lease_ids: Collection[str],
-        own_pids: Callable[[], Collection[int]],
+        own_pids: Callable[[], Mapping[int, Collection[int]]],
     ) -> dict[int, Usage]:
         """GPU index -> what holders other than our jobs use there. ``own_pids`` (the pids
-        of our jobs' leaders and of the supervisors running them) is asked only if some GPU
-        lists a process that still lives."""
+        of our jobs' leaders and of the supervisors running them, each with the GPUs its job
+        was given) is asked only if some GPU lists a process that still lives."""
         share: dict[int, float] = {}
         mem: dict[int, int] = {}
         labels: dict[int, list[str]] = {}
-        holder_pids: set[int] = set()
+        holder_pids: dict[int, set[int]] = {}  # a claim's holder -> the GPUs it claims
         me = os.geteuid()
         for c in state.claims:
             s = self.by_uuid.get(c.uuid)
@@ -123,7 +130,8 @@ class Resources:
             share[s.index] = share.get(s.index, 0.0) + c.share
             mem[s.index] = mem.get(s.index, 0) + c.memory
             labels.setdefault(s.index, []).append(f"claim by {c.user or c.uid}")
-            holder_pids.update(c.pids)
+            for pid in c.pids:
+                holder_pids.setdefault(pid, set()).add(s.index)
         for w in state.waiters:
             for uuid, w_share, w_mem in w.reserve:
                 s = self.by_uuid.get(uuid)
@@ -138,23 +146,28 @@ class Resources:
             return claimed_mem.get(index, 0)
 
         busy: set[int] = set()
-        verdicts: dict[int, bool] = {}  # pid -> outside (a process may use several GPUs)
-        berths: list[set[int]] = []  # our jobs' and the holders' pids, once asked for
+        verdicts: dict[int, Whose] = {}  # pid -> whose (a process may use several GPUs)
+        berths: list[dict[int, Collection[int]]] = []  # our jobs' and holders', once asked
 
-        def ours() -> set[int]:
-            if not berths:
-                berths.append({*own_pids(), *holder_pids})
+        def ours() -> dict[int, Collection[int]]:
+            if not berths:  # (a job's leader may hold claims of its own too: both count)
+                every: dict[int, Collection[int]] = dict(own_pids())
+                for pid, gpus in holder_pids.items():
+                    every[pid] = {*every.get(pid, ()), *gpus}
+                berths.append(every)
             return berths[0]
 
         for s in self.snapshots:
             outside = 0
             for p in s.processes or ():
-                if p.pid in holder_pids:
-                    continue
                 verdict = verdicts.get(p.pid)
                 if verdict is None:
-                    verdict = verdicts[p.pid] = self._outside(p.pid, ours)
-                if verdict:
+                    if p.pid in holder_pids:  # a holder: its claims' GPUs (and its job's)
+                        verdict = ours()[p.pid]
+                    else:
+                        verdict = self._whose(p.pid, ours, bool(holder_pids))
+                    verdicts[p.pid] = verdict
+                if verdict is True or (verdict is not False and s.index not in verdict):
                     outside += 1
                     mem[s.index] = mem.get(s.index, 0) + (p.used_memory or 0)
             if outside:
@@ -172,8 +185,14 @@ class Resources:
             )
         return out
 
-    def _outside(self, pid: int, berths: Callable[[], set[int]]) -> bool:
-        """Is the process the last read listed as ``pid`` alive, and not berth's?"""
+    def _whose(
+        self, pid: int, berths: Callable[[], Mapping[int, Collection[int]]], claims: bool
+    ) -> Whose:
+        """The process the last read listed as ``pid``: True if it lives and is not
+        berth's (outside use on every GPU), False if it ended (it holds nothing), else the
+        GPUs of the job or claim it belongs to (outside use on any other). ``claims``:
+        daemonless claims are held, so a job's process may also be a claim holder's (a
+        script in a job that claims more GPUs): its ancestry is walked too."""
         then = self.seen.get(pid)
         if then is None:
             return True  # not there at the read, or not visible to us: keep it counted
@@ -184,7 +203,12 @@ class Resources:
         if state in b"ZX" or (then != UNREADABLE and start != then):
             return False  # ended (a zombie holds no GPU), or its pid is another's now
         ours = berths()
-        return sid not in ours and not _descends(stat, ours)
+        gpus = ours.get(sid)
+        if gpus is None or claims:
+            nearer = _ancestor(stat, ours)
+            if nearer is not None:
+                gpus = nearer if gpus is None else {*gpus, *nearer}
+        return True if gpus is None else gpus
 
 
 def _stat(pid: int) -> tuple[bytes, int, int, int] | None:
@@ -218,17 +242,20 @@ def _start_time(pid: int) -> int | None:
     return UNREADABLE if _alive(pid) else None
 
 
-def _descends(stat: tuple[bytes, int, int, int], ancestors: set[int]) -> bool:
-    """Does the process with this stat have an ancestor in ``ancestors``? (A job's orphans
-    are its supervisor's children: the supervisor is a child subreaper.)"""
+def _ancestor(
+    stat: tuple[bytes, int, int, int], ancestors: Mapping[int, Collection[int]]
+) -> Collection[int] | None:
+    """What ``ancestors`` holds for the nearest ancestor of the process with this stat, or
+    None if it has none there. (A job's orphans are its supervisor's children: the
+    supervisor is a child subreaper.)"""
     ppid = stat[1]
     for _ in range(64):
         if ppid in ancestors:
-            return True
+            return ancestors[ppid]
         if ppid <= 1:
-            return False
+            return None
         parent = _stat(ppid)
         if parent is None:
-            return False
+            return None
         ppid = parent[1]
-    return False
+    return None

@@ -146,7 +146,7 @@ def test_a_listed_pid_counts_while_its_process_lives_not_once_it_ended_or_was_re
     res.poll()
 
     def busy() -> bool:
-        use = res.others(ledger.scan(), set(), set).get(0)
+        use = res.others(ledger.scan(), set(), dict).get(0)
         return use is not None and use.busy
 
     assert busy()  # alive, outside berth
@@ -181,5 +181,5 @@ def test_a_listed_pid_that_did_not_exist_at_the_read_stays_outside(fake_gpus):
     ledger = Ledger(fake_gpus.claims_dir)
     res = Resources(config.get(), ledger)
     res.poll()
-    use = res.others(ledger.scan(), set(), set)[0]
+    use = res.others(ledger.scan(), set(), dict)[0]
     assert use.busy and use.mem == 2**30

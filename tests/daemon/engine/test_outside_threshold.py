@@ -109,3 +109,31 @@ def test_light_outside_use_leaves_the_gpu_to_select_too(daemon):
     assert daemon.wait_done([job], timeout=20)[job]["state"] == "COMPLETED"
     rc, explained = _select(daemon, "--max-procs", "1")
     assert rc == 0 and "outside" not in explained, explained
+
+
+def test_shares_go_beside_outside_use_with_its_memory_counted_whole_gpus_never(daemon):
+    """docs/scheduling.md, "What counts as used": by default an outside process keeps
+    whole-GPU jobs off its GPU ("a whole-GPU job never goes where outside processes run");
+    shares may go beside it, its memory counting against what they declare (80G card, 8G
+    outside: 75G does not fit, 70G does), with or without the admin's rule."""
+    daemon.fake.setup(n=1, memory="80G")
+    outside = daemon.fake.spawn_workload(visible="0", mem="8G", util=1)
+    daemon.start("--poll-interval", "0.2")
+    whole = daemon.submit("true")
+    too_big = daemon.submit("true", gpus=0.5, mem=75 * 2**30)
+    fits = daemon.submit("true", gpus=0.5, mem=70 * 2**30)
+    assert daemon.wait_done([fits], timeout=20)[fits]["state"] == "COMPLETED"
+
+    def reason(job: int) -> str:
+        return str(daemon.job(job).get("reason") or "")
+
+    said = "GPU 0 held by 1 process outside berth, 72.0G free"  # (why: its memory)
+    wait_until(lambda: reason(too_big).endswith(said), timeout=20,
+               message="the share that does not fit beside the outside 8G waits")  # fmt: skip
+    wait_until(lambda: "outside berth" in reason(whole), timeout=20,
+               message="the whole-GPU job waits for the outside process")  # fmt: skip
+    assert {daemon.job(j)["state"] for j in (whole, too_big)} == {"PENDING"}
+    outside.kill()
+    outside.wait()
+    done = daemon.wait_done([whole, too_big], timeout=20)
+    assert {r["state"] for r in done.values()} == {"COMPLETED"}
