@@ -33,6 +33,11 @@ else:
     Protocol = object
 
 
+# Why an attempt ended whose supervisor died (end of file on its channel, no ``fatal`` said
+# before): killed, not refused; an attempt it never let pass its gate may run again.
+SUPERVISOR_DIED = "its supervisor died"
+
+
 class LiveAttempt:
     """One attempt (the job's :class:`~berth.core.job.Attempt`) as it lives in the daemon:
     its runtime handles (never persisted): where its run file is, the id of its claim

@@ -20,6 +20,7 @@ from berth.core.transition import cancel_pending as cancel_all
 from berth.core.transition import transition
 from berth.daemon.engine import notify
 from berth.daemon.engine.exhausted import ALONE_WAIT, is_exhausted, own_limit
+from berth.daemon.ports import SUPERVISOR_DIED
 from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
@@ -54,6 +55,10 @@ CANCEL_SQL = (
     "WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'PENDING'"
 )
 ESTIMATED_SQL = "UPDATE jobs SET data = json_set(data, '$.extra.estimated', json(?)) WHERE id = ?"
+
+# A supervisor that died before its attempt's start gate ran nothing: requeued, this often.
+UNSTARTED_AGAIN = 3
+DIED_UNSTARTED = f"{SUPERVISOR_DIED} before it started it; requeued"
 
 log = logging.getLogger("berth.daemon")
 
@@ -149,6 +154,11 @@ class Control:
             if is_exhausted(why):  # (no supervisor could be forked: it waits)
                 self.res.ledger.withdraw(job.extra.get("lease"))
                 self._unstart(job, why)
+            elif started and why == SUPERVISOR_DIED and sum(
+                a.reason == DIED_UNSTARTED for a in job.attempts
+            ) < UNSTARTED_AGAIN:  # (killed at its gate, or the fork server with it: again)
+                self.res.ledger.withdraw(job.extra.get("lease"))
+                self.requeue_unstarted(job, self.clock.time(), DIED_UNSTARTED)
             else:
                 self._launch_failed(job, why)
         else:
@@ -175,7 +185,9 @@ class Control:
             self.procs.discard(run.path)
             self.requeue_unstarted(self.jobs[job_id], self.clock.time(), runfile.NEVER_STARTED)
             return
-        self.record_exit(self.jobs[job_id], info.get("exit"), run.path)
+        job = self.jobs[job_id]  # (killed: what it ran may live on, on its GPUs: ended first)
+        lost = "" if "exit" in info else self.end_leftovers(job, run.path, SUPERVISOR_DIED)
+        self.record_exit(job, info.get("exit"), run.path, lost=lost)
 
     def record_exit(
         self,
@@ -339,7 +351,11 @@ class Control:
         self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease_id)
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
-        self._change(job, State.PREEMPTED, now, reason=why)
+        """Its attempt never ran: queued again, unless a cancel of it was recorded."""
+        if job.state is State.COMPLETING and not job.unnote("requeue"):
+            self._change(job, State.CANCELLED, now, reason="cancelled before it started")
+        else:
+            self._change(job, State.PREEMPTED, now, reason=why)
 
     def purge_finished(self) -> int:
         """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and
