@@ -25,10 +25,17 @@ from berth.daemon.engine.control import DIED_UNSTARTED
 from berth.daemon.supervisor.runfile import NEVER_STARTED
 
 # $1: the evidence file, $2: seconds to run (0: none; the first run of a "requeue" job: $4),
-# $3: the exit code.
+# $3: the exit code, $5: ignore SIGTERM (a job that takes its time to stop). Each GPU's lock
+# file is locked (flock, for as long as any process of the run lives: the kernel lets go at
+# its death, kill -9 included): a run that finds one locked shares its GPU with another.
 SCRIPT = r"""
 ev=$1 d=$2
+[ -z "$5" ] || trap '' TERM
 if [ -n "$4" ] && grep -q "^S $BERTH_JOB_ID " "$ev"; then d=0; fi
+for g in ${BERTH_GPU_UUIDS//,/ }; do
+    exec {fd}>>"$ev.lock.$g"
+    flock -n "$fd" || printf 'C %s %s %s %s\n' "$BERTH_JOB_ID" "$BERTH_ATTEMPT" "$EPOCHREALTIME" "$g" >> "$ev"
+done
 printf 'S %s %s %s %s\n' "$BERTH_JOB_ID" "$BERTH_ATTEMPT" "$EPOCHREALTIME" "$BERTH_GPU_UUIDS" >> "$ev"
 [ "$d" = 0 ] || sleep "$d"
 printf 'E %s %s %s %s\n' "$BERTH_JOB_ID" "$BERTH_ATTEMPT" "$EPOCHREALTIME" "$3" >> "$ev"
@@ -38,10 +45,13 @@ exit "$3"
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"}
 
 
-def argv(evidence: str, seconds: float, code: int, again: bool = False) -> list[str]:
+def argv(
+    evidence: str, seconds: float, code: int, again: bool = False, stubborn: bool = False
+) -> list[str]:
     """The command of a job that leaves evidence (``again``: a --requeue job's first run,
-    which outlives its time limit; later runs end at once)."""
-    return ["bash", "-c", SCRIPT, "job", evidence, f"{seconds:g}", str(code), "1" if again else ""]
+    which outlives its time limit; later runs end at once; ``stubborn``: it ignores SIGTERM)."""
+    flags = ["1" if again else "", "1" if stubborn else ""]
+    return ["bash", "-c", SCRIPT, "job", evidence, f"{seconds:g}", str(code), *flags]
 
 
 @dataclass
@@ -61,6 +71,7 @@ class Plan:
     code: int = 0
     parent: int | None = None  # afterok on this job
     requeue: bool = False  # --requeue, a time limit its first run outlives
+    stubborn: bool = False  # it ignores SIGTERM
     cancelled: bool = False  # the test asked to cancel it (at some moment)
     kind: str = ""
 
@@ -75,8 +86,9 @@ class Chaos:
     events: list[str] = field(default_factory=list)
 
 
-def read_evidence(path: str, arrays: dict[int, int]) -> list[Run]:
-    """Every run the evidence shows, its end where it wrote one."""
+def read_evidence(path: str, arrays: dict[int, int], shared: list[str]) -> list[Run]:
+    """Every run the evidence shows, its end where it wrote one; ``shared`` gets a line for
+    every run that found one of its GPUs' locks held (another run's process lives on it)."""
     runs: dict[tuple[int, int, int], Run] = {}
     seen: dict[tuple[int, int], int] = {}
     try:
@@ -89,6 +101,9 @@ def read_evidence(path: str, arrays: dict[int, int]) -> list[Run]:
         kind, ident, attempt, when = parts[0], parts[1], int(parts[2]), float(parts[3])
         head, _, task = ident.partition("_")
         job = arrays[int(head)] + int(task) if task else int(head)
+        if kind == "C":
+            shared.append(f"run {job}.{attempt} found GPU {parts[4][:12]} held by another run")
+            continue
         if kind == "S":
             n = seen.get((job, attempt), 0)
             seen[(job, attempt)] = n + 1
@@ -152,7 +167,8 @@ def _job(
         out += _attempt(name, plan, a, per_attempt.get(number, []))
     if not attempts and runs:
         out.append(f"{name} ran ({len(runs)} run(s)) but berth recorded no attempt")
-    if state == "CANCELLED" and not attempts and not plan.cancelled:
+    doomed = plan.parent is not None and jobs.get(plan.parent, {}).get("state") != "COMPLETED"
+    if state == "CANCELLED" and not attempts and not plan.cancelled and not doomed:
         out.append(f"{name} was cancelled before it started, and nobody cancelled it")
     if state in {"COMPLETED", "FAILED"}:
         last = attempts[max(attempts)] if attempts else {}

@@ -18,7 +18,7 @@ import logging
 from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import cancel_pending as cancel_all
 from berth.core.transition import transition
-from berth.daemon.engine import notify
+from berth.daemon.engine import leftovers, notify
 from berth.daemon.engine.exhausted import ALONE_WAIT, is_exhausted, own_limit
 from berth.daemon.ports import SUPERVISOR_DIED
 from berth.daemon.store import summaries
@@ -143,7 +143,7 @@ class Control:
         claim = self.committing.pop(job_id, None)  # its start is not durable yet
         if claim is not None:
             if began:
-                claim.detach()  # (its claim files find what the job left: see end_leftovers)
+                claim.detach()  # (its claim files find what the job left: see lose)
             else:
                 claim.release()
         if "exit" in info:
@@ -163,18 +163,17 @@ class Control:
                 self._launch_failed(job, why)
         else:
             log.error("job %d: %s while running attempt %d", job_id, why, attempt)
-            self.record_exit(job, None, run.path, lost=self.end_leftovers(job, run.path, why))
+            self.lose(job, run.path, why)
 
-    def end_leftovers(self, job: Job, path: str, why: str) -> str:
-        """End what the attempt whose supervisor died left running (:mod:`reap`); the reason
-        to record."""
-        lease_id = job.extra.get("lease")
-        pids = self.procs.end_leftovers(path, job.uid, lease_id, self.opts.kill_after)
-        if pids:
-            n = len(pids)
-            log.warning("job %d: ended %d process(es) its supervisor left: %s", job.id, n, pids)
-            return f"{why} without a record; its {n} process(es) were ended"
-        return f"{why} without a record"
+    def lose(self, job: Job, path: str, why: str) -> None:
+        """Record LOST the attempt whose supervisor died without a record (``why``), once what
+        it left running has ended (:mod:`.leftovers`: its GPUs are its own until then)."""
+
+        def record(lost: str) -> None:
+            if self.jobs.get(job.id) is job and job.state in ACTIVE:
+                self.record_exit(job, None, path, lost=lost)
+
+        leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record)
 
     def _on_adopted_exit(self, job_id: int) -> None:
         run = self.runs.pop(job_id)
@@ -185,9 +184,9 @@ class Control:
             self.procs.discard(run.path)
             self.requeue_unstarted(self.jobs[job_id], self.clock.time(), runfile.NEVER_STARTED)
             return
-        job = self.jobs[job_id]  # (killed: what it ran may live on, on its GPUs: ended first)
-        lost = "" if "exit" in info else self.end_leftovers(job, run.path, SUPERVISOR_DIED)
-        self.record_exit(job, info.get("exit"), run.path, lost=lost)
+        if "exit" in info:
+            return self.record_exit(self.jobs[job_id], info["exit"], run.path)
+        self.lose(self.jobs[job_id], run.path, SUPERVISOR_DIED)  # (killed: what it ran lives on)
 
     def record_exit(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from helpers import alive, wait_until
@@ -139,3 +140,35 @@ def test_a_job_cancelled_at_its_start_gate_never_runs_when_its_supervisor_dies(
     assert daemon.job(job)["state"] == "CANCELLED"
     assert len(daemon.job(job)["attempts"]) == 1
     assert not marker.exists()
+
+
+def test_a_job_that_ignores_sigterm_keeps_its_gpu_until_it_is_gone(daemon: Any) -> None:
+    """A killed supervisor's job that takes its time to stop (it ignores SIGTERM: a training
+    script saving a checkpoint) holds its GPU until it has ended, SIGKILL after
+    `--kill-after` included: the next job on that GPU never starts beside it (it did, at once:
+    the job was recorded LOST, its claims withdrawn, as soon as it was sent SIGTERM)."""
+    daemon.start("--kill-after", "2")
+    lock, shared = daemon.fake.root / "gpu0.lock", daemon.fake.root / "shared"
+    locked = daemon.fake.root / "locked"
+    stubborn = daemon.submit(
+        "bash", "-c", f"trap '' TERM; exec 9>>{lock}; flock -n 9 && touch {locked} && sleep 300",
+        gpu_ids=[0],
+    )  # fmt: skip
+    run = os.path.join(daemon.state_dir, "run", f"{stubborn}.1")
+    info = wait_until(lambda: (i := read_run_file(run)).get("job") and i, message="it runs")
+    wait_until(locked.exists, message="it holds its lock")
+    nxt = daemon.submit(
+        "bash", "-c", f"exec 9>>{lock}; flock -n 9 || echo x > {shared}", gpu_ids=[0]
+    )
+    os.kill(int(info["sup"]), signal.SIGKILL)
+    wait_until(  # the daemon heard of it and sent its job SIGTERM (which it ignores)
+        lambda: f"job {stubborn}: end" in Path(daemon.log).read_text(), message="its ending logged"
+    )
+    state = daemon.job(stubborn)["state"]
+    if alive(int(info["job"])):  # (read after the state: it lived when the state was read)
+        assert state == "RUNNING"  # (docs/daemon.md: it shows RUNNING until it has ended)
+    assert daemon.wait_done([nxt])[nxt]["state"] == "COMPLETED"
+    assert not shared.exists(), "the next job started while the first still held GPU 0"
+    job = daemon.job(stubborn)
+    assert job["state"] == "LOST" and "process(es) were ended" in job["attempts"][-1]["reason"]
+    assert not alive(int(info["job"]))
