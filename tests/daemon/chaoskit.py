@@ -6,7 +6,10 @@ Evidence: each job is a bash script that appends (``O_APPEND``, one ``write`` a 
 file ``S JOBID ATTEMPT TIME GPU-UUIDS`` as it starts and ``E JOBID ATTEMPT TIME CODE`` just
 before it exits with CODE (``JOBID`` is ``$BERTH_JOB_ID``: an array's task is ``A_I``;
 ``TIME`` is ``$EPOCHREALTIME``, the clock the daemon's attempt times come from). A run killed
-on the way leaves its ``S`` line only.
+on the way leaves its ``S`` line only. Before its ``S`` line a run locks one file per GPU
+(``flock``, held by its processes until the last has died, kill -9 included) and writes
+``C JOBID ATTEMPT TIME UUID`` if one is locked already: two runs on one GPU at once, seen by
+the kernel even where no end line says when the first one really ended.
 
 :func:`violations` reads the queue's end from the state database (once the daemon stopped: what
 it says is durable) and lists every way it disagrees with the evidence or with berth's
@@ -78,7 +81,8 @@ class Plan:
 
 @dataclass
 class Chaos:
-    """What the test did: the plans, and the processes it killed (for the failure message)."""
+    """What the test did: each job's plan, arrays' first ids, and its events (each kill,
+    cancel, release, submit: for the failure message)."""
 
     seed: int
     plans: dict[int, Plan] = field(default_factory=dict)
