@@ -33,6 +33,11 @@ else:
     Protocol = object
 
 
+# Why an attempt ended whose supervisor died (end of file on its channel, no ``fatal`` said
+# before): killed, not refused; an attempt it never let pass its gate may run again.
+SUPERVISOR_DIED = "its supervisor died"
+
+
 class LiveAttempt:
     """One attempt (the job's :class:`~berth.core.job.Attempt`) as it lives in the daemon:
     its runtime handles (never persisted): where its run file is, the id of its claim
@@ -128,9 +133,13 @@ class Processes(Protocol):
         """Whether a supervisor is still at the attempt of this run file."""
         ...
 
-    def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
+    def end_leftovers(
+        self, path: str, uid: int, lease_id: str | None, grace: float,
+        then: Callable[[], None] | None = None,
+    ) -> list[int]:  # fmt: skip
         """End what the attempt of ``path`` left running when its supervisor died (SIGTERM,
-        SIGKILL after ``grace``); the pids signalled."""
+        SIGKILL after ``grace``); the pids signalled. ``then``: called once they have all
+        ended (never if none was signalled)."""
         ...
 
     def retire(self, path: str, leftovers: bool) -> None:

@@ -123,7 +123,9 @@ class FakeProcesses:
         a = self.attempts.get(path)
         return a is not None and a.state != "ended"
 
-    def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
+    def end_leftovers(
+        self, path: str, uid: int, lease_id: str | None, grace: float, then: Any = None
+    ) -> list[int]:
         return []
 
     def retire(self, path: str, leftovers: bool) -> None:

@@ -18,8 +18,9 @@ import logging
 from berth.core.states import ACTIVE, FINISHED, State
 from berth.core.transition import cancel_pending as cancel_all
 from berth.core.transition import transition
-from berth.daemon.engine import notify
+from berth.daemon.engine import leftovers, notify
 from berth.daemon.engine.exhausted import ALONE_WAIT, is_exhausted, own_limit
+from berth.daemon.ports import SUPERVISOR_DIED
 from berth.daemon.store import summaries
 from berth.daemon.store.store import Store
 from berth.daemon.supervisor import runfile
@@ -54,6 +55,10 @@ CANCEL_SQL = (
     "WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'PENDING'"
 )
 ESTIMATED_SQL = "UPDATE jobs SET data = json_set(data, '$.extra.estimated', json(?)) WHERE id = ?"
+
+# A supervisor that died before its attempt's start gate ran nothing: requeued, this often.
+UNSTARTED_AGAIN = 3
+DIED_UNSTARTED = f"{SUPERVISOR_DIED} before it started it; requeued"
 
 log = logging.getLogger("berth.daemon")
 
@@ -138,7 +143,7 @@ class Control:
         claim = self.committing.pop(job_id, None)  # its start is not durable yet
         if claim is not None:
             if began:
-                claim.detach()  # (its claim files find what the job left: see end_leftovers)
+                claim.detach()  # (its claim files find what the job left: see lose)
             else:
                 claim.release()
         if "exit" in info:
@@ -149,22 +154,26 @@ class Control:
             if is_exhausted(why):  # (no supervisor could be forked: it waits)
                 self.res.ledger.withdraw(job.extra.get("lease"))
                 self._unstart(job, why)
+            elif started and why == SUPERVISOR_DIED and sum(
+                a.reason == DIED_UNSTARTED for a in job.attempts
+            ) < UNSTARTED_AGAIN:  # (killed at its gate, or the fork server with it: again)
+                self.res.ledger.withdraw(job.extra.get("lease"))
+                self.requeue_unstarted(job, self.clock.time(), DIED_UNSTARTED)
             else:
                 self._launch_failed(job, why)
         else:
             log.error("job %d: %s while running attempt %d", job_id, why, attempt)
-            self.record_exit(job, None, run.path, lost=self.end_leftovers(job, run.path, why))
+            self.lose(job, run.path, why)
 
-    def end_leftovers(self, job: Job, path: str, why: str) -> str:
-        """End what the attempt whose supervisor died left running (:mod:`reap`); the reason
-        to record."""
-        lease_id = job.extra.get("lease")
-        pids = self.procs.end_leftovers(path, job.uid, lease_id, self.opts.kill_after)
-        if pids:
-            n = len(pids)
-            log.warning("job %d: ended %d process(es) its supervisor left: %s", job.id, n, pids)
-            return f"{why} without a record; its {n} process(es) were ended"
-        return f"{why} without a record"
+    def lose(self, job: Job, path: str, why: str) -> None:
+        """Record LOST the attempt whose supervisor died without a record (``why``), once what
+        it left running has ended (:mod:`.leftovers`: its GPUs are its own until then)."""
+
+        def record(lost: str) -> None:
+            if self.jobs.get(job.id) is job and job.state in ACTIVE:
+                self.record_exit(job, None, path, lost=lost)
+
+        leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record)
 
     def _on_adopted_exit(self, job_id: int) -> None:
         run = self.runs.pop(job_id)
@@ -175,7 +184,9 @@ class Control:
             self.procs.discard(run.path)
             self.requeue_unstarted(self.jobs[job_id], self.clock.time(), runfile.NEVER_STARTED)
             return
-        self.record_exit(self.jobs[job_id], info.get("exit"), run.path)
+        if "exit" in info:
+            return self.record_exit(self.jobs[job_id], info["exit"], run.path)
+        self.lose(self.jobs[job_id], run.path, SUPERVISOR_DIED)  # (killed: what it ran lives on)
 
     def record_exit(
         self,
@@ -339,7 +350,11 @@ class Control:
         self.runs[job_id] = self.procs.adopt(job_id, attempt, pid, path, lease_id)
 
     def requeue_unstarted(self, job: Job, now: float, why: str) -> None:
-        self._change(job, State.PREEMPTED, now, reason=why)
+        """Its attempt never ran: queued again, unless a cancel of it was recorded."""
+        if job.state is State.COMPLETING and not job.unnote("requeue"):
+            self._change(job, State.CANCELLED, now, reason="cancelled before it started")
+        else:
+            self._change(job, State.PREEMPTED, now, reason=why)
 
     def purge_finished(self) -> int:
         """Forget jobs that ended more than ``--keep-finished`` ago (their logs stay, and

@@ -37,6 +37,7 @@ import time
 
 from berth.core.job import Job
 from berth.core.states import State
+from berth.daemon.ports import SUPERVISOR_DIED
 from berth.daemon.supervisor import runfile
 
 TYPE_CHECKING = False
@@ -142,7 +143,7 @@ def _settle(engine: Engine, job: Job, path: str, attempt: int, rebooted: bool) -
         engine.control.requeue_unstarted(job, engine.clock.time(), runfile.NEVER_STARTED)
         procs.discard(path)
         return "requeued"
-    engine.control.record_exit(job, None, path, lost=engine.control.end_leftovers(job, path, "its supervisor died"))
+    engine.control.lose(job, path, SUPERVISOR_DIED)  # (once what it left has ended)
     return "lost"
 
 

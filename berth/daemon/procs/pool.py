@@ -35,6 +35,7 @@ import logging
 import os
 import socket
 
+from berth.daemon.ports import SUPERVISOR_DIED
 from berth.daemon.procs.spawner import pair
 from berth.daemon.supervisor import serve
 from berth.daemon.supervisor.attempt import MAX_MESSAGE
@@ -253,7 +254,7 @@ class Pool:
             except OSError:
                 data = b""
             if not data:
-                self._gone(slot, slot.fatal or "its supervisor died", started=True)
+                self._gone(slot, slot.fatal or SUPERVISOR_DIED, started=True)
                 return
             try:
                 msg = json.loads(data)

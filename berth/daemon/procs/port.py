@@ -30,6 +30,7 @@ from berth.units import KILL_AFTER
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
     from typing import Any
 
     from berth.daemon.ports import OnDone, OnExit, OnGone, Owner
@@ -190,20 +191,22 @@ class Supervisors:
     def notify(self, owner: Owner, msg: dict[str, Any]) -> None:
         self.pool.notify(owner, msg)
 
-    def end_leftovers(self, path: str, uid: int, lease_id: str | None, grace: float) -> list[int]:
+    def end_leftovers(
+        self, path: str, uid: int, lease_id: str | None, grace: float,
+        then: Callable[[], None] | None = None,
+    ) -> list[int]:  # fmt: skip
         """SIGTERM what the attempt left (its cgroup's processes, and those :mod:`.reap`
-        finds), SIGKILL after ``grace`` (the whole cgroup)."""
+        finds), SIGKILL after ``grace`` (the whole cgroup); ``then`` once all have ended."""
         job_pid = runfile.read_run_file(path).get("job")
         claims = reap.claim_paths(self.ledger_dir, lease_id)
         pids = reap.leftovers(job_pid if isinstance(job_pid, int) else None, uid, claims)
-        ended = reap.end(pids, grace, self.loop)
         where = self.cgroup_of.get(path)
         if where is not None and self.cgroups is not None:
             found = {pid for pid, _ in pids}
             members = [p for p in ingroup.members(where) if p not in found]
-            ended += reap.end(self._in_cgroup(members, where), grace, self.loop)
+            pids += self._in_cgroup(members, where)
             self.loop.call_later(grace, self._end_cgroup, where)
-        return sorted(ended)
+        return sorted(reap.end(pids, grace, self.loop, then))
 
     def _in_cgroup(self, pids: list[int], where: str) -> list[tuple[int, int]]:
         """(pid, pidfd) of those of ``pids`` (read from a cgroup's list) still in cgroup

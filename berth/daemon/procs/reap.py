@@ -106,9 +106,13 @@ def _member(sid: int, uid: int) -> Callable[[int], bool]:
     return proof
 
 
-def end(procs: list[tuple[int, int]], grace: float, loop: asyncio.AbstractEventLoop) -> list[int]:
+def end(
+    procs: list[tuple[int, int]], grace: float, loop: asyncio.AbstractEventLoop,
+    then: Callable[[], None] | None = None,
+) -> list[int]:  # fmt: skip
     """SIGTERM ``procs`` ((pid, pidfd), from :func:`leftovers`) now and SIGKILL those left
-    after ``grace`` seconds; the pids that were signalled (the others had gone)."""
+    after ``grace`` seconds; the pids that were signalled (the others had gone). ``then``:
+    called once every one signalled has ended (each pidfd reads as ended), never if none was."""
     fds = []
     ended = []
     for pid, fd in procs:
@@ -119,15 +123,34 @@ def end(procs: list[tuple[int, int]], grace: float, loop: asyncio.AbstractEventL
         except OSError:
             os.close(fd)
     if fds:
-        loop.call_later(grace, _kill, fds)
+        _Ending(fds, grace, loop, then)
     return ended
 
 
-def _kill(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-        except OSError:
-            pass  # it has ended
-        finally:
-            os.close(fd)
+class _Ending:
+    """Processes sent SIGTERM (their pidfds): SIGKILL to those left after the grace; each
+    pidfd closed once its process has ended, and ``then`` called when the last has."""
+
+    def __init__(
+        self, fds: list[int], grace: float, loop: asyncio.AbstractEventLoop,
+        then: Callable[[], None] | None,
+    ) -> None:  # fmt: skip
+        self.left, self.loop, self.then = set(fds), loop, then
+        for fd in fds:
+            loop.add_reader(fd, self._ended, fd)
+        loop.call_later(grace, self._kill)
+
+    def _ended(self, fd: int) -> None:
+        self.loop.remove_reader(fd)
+        os.close(fd)
+        self.left.discard(fd)
+        if not self.left and self.then is not None:
+            then, self.then = self.then, None
+            then()
+
+    def _kill(self) -> None:
+        for fd in self.left:
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
+                pass  # it has ended: its pidfd reads so

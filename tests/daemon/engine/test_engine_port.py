@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from enginekit import EngineRig
 
+from berth.core.states import State
+from berth.daemon.engine.control import DIED_UNSTARTED, UNSTARTED_AGAIN
+
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[EngineRig]:
@@ -100,13 +103,27 @@ def test_a_job_whose_supervisor_dies_is_lost_and_the_next_starts(rig: EngineRig)
 
 
 def test_a_supervisor_that_dies_at_its_gate_never_ran_the_job(rig: EngineRig) -> None:
+    """Nothing ran: the job is queued again (it failed, FAILED 127, though it never ran:
+    tests/daemon/test_chaos.py), a fresh supervisor runs it; a supervisor that dies there
+    every time fails it after UNSTARTED_AGAIN tries."""
     a = rig.submit("sleep", "100")  # handed over (the pass ran with the submit)...
     assert rig.procs.handed == [(a, 1)]
     rig.procs.kill(a)  # ...and its supervisor dies before passing its gate
     rig.turn()
-    assert rig.state(a) == "FAILED"  # not LOST: nothing ran
-    assert rig.procs.started == []
+    assert rig.state(a) == "RUNNING"  # not LOST, not FAILED: nothing ran; it starts again
+    first = rig.job(a).attempts[0]
+    assert (first.outcome, first.reason) == (State.PREEMPTED, DIED_UNSTARTED)
+    assert rig.procs.handed == [(a, 1), (a, 2)]
+    assert rig.procs.started == [(a, 2)]
     assert rig.procs.discarded == [f"/fake/run/{a}.1"]
+    for n in range(2, UNSTARTED_AGAIN + 2):
+        attempt = rig.procs.attempts[f"/fake/run/{a}.{n}"]
+        for line in ("go", "job"):  # (its run file as if it died at its gate again)
+            attempt.record.pop(line, None)
+        rig.procs.kill(a)
+        rig.turn()
+    assert rig.state(a) == "FAILED"
+    assert len(rig.job(a).attempts) == UNSTARTED_AGAIN + 1
 
 
 def test_a_start_whose_commit_fails_never_passes_its_gate(rig: EngineRig) -> None:
