@@ -65,8 +65,8 @@ def test_memory_jobs_on_two_gpus_share_both(daemon):
     job = daemon.job(whole)
     assert job["request"]["gpus"] == 2 and "each" not in job["request"]
     assert job["state"] == "PENDING"  # two whole GPUs: it waits for the shares to end
-    for i in (a, b, whole):
-        daemon.call("cancel", job_ids=[i])
+    for i in (whole, a, b):  # (the waiting one first: once a and b end it would start, end, and
+        daemon.call("cancel", job_ids=[i])  # refuse a cancel as already ended)
 
 
 def test_mem_without_g_on_gpus_of_unknown_memory_is_refused_with_the_fix(daemon):
