@@ -3,7 +3,8 @@ the dispatch path): 8 GPUs full of running jobs, then one ends and the pass it k
 the next, again and again, with the ledger's listing kept as the daemon keeps it. Per end
 and start: no probe of a claim file (none but our jobs' is there), one lookup in the ledger
 (the withdrawal's check of the ended claim's owner), one claim name parsed (the new one),
-and the host's cores not read again."""
+the host's cores not read again, and the GPUs' capacity not built again (kept between
+passes: berth/daemon/engine/kept.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from helpers import Calls
 
 from berth.claims import files, listing
 from berth.claims.ledger import Ledger
+from berth.core.capacity import Capacity
 
 ROUNDS = 12
 
@@ -51,6 +53,7 @@ def test_an_end_and_the_next_start_look_at_no_claim_file_again(
         parses = _count(monkeypatch, files, "parse_claim_name")
         monkeypatch.setattr(listing, "parse_claim_name", files.parse_claim_name, raising=False)
         cores = _count(monkeypatch, os, "cpu_count")
+        built = _count(monkeypatch, Capacity, "__init__")
         for _ in range(ROUNDS):
             engine._next_pass = 0.0  # (ends far apart: no pass is paced)
             procs._end(procs.running()[0], rc=0)
@@ -58,9 +61,10 @@ def test_an_end_and_the_next_start_look_at_no_claim_file_again(
             rig.loop.run_until_complete(asyncio.sleep(0))  # (its commit's follow-ups)
             procs.poll_gates()
             assert len(procs.running()) == 8
-        # (were 12, 24, 192 and 12: the new claim's probe, the lookup of its name as its
-        # event was applied, every name parsed by each look, the cores read by each pass)
-        assert (probes.n, lookups.n, parses.n, cores.n) == (0, ROUNDS, ROUNDS, 0)
+        # (were 12, 24, 192, 12 and 12: the new claim's probe, the lookup of its name as its
+        # event was applied, every name parsed by each look, the cores read by each pass,
+        # the GPUs' capacity built by each pass and every running job charged to it)
+        assert (probes.n, lookups.n, parses.n, cores.n, built.n) == (0, ROUNDS, ROUNDS, 0, 0)
         assert [rig.state(i) for i in ids[:ROUNDS]] == ["COMPLETED"] * ROUNDS
         held = ledger.scan().held()  # (the 8 running, each its own GPU)
         assert sorted(h.share for h in held.values()) == [1.0] * 8
