@@ -153,13 +153,14 @@ class Ledger:
         now = time.time()
         over, looked = self._looked_at(names)
         shares = Shares(over)
+        prefix = os.path.join(self.path, "")
         for name in sorted(looked):
             kind = name[:2]
-            path = os.path.join(self.path, name)
             parsed_claim = self.parse_claim(name) if kind == files.CLAIM else None
             parsed_waiter = files.parse_waiter_name(name) if kind == files.WAITER else None
             if kind != files.TEMP and parsed_claim is None and parsed_waiter is None:
                 continue
+            path = prefix + name  # (os.path.join's: a name has no "/")
             if parsed_claim is not None and parsed_claim[1] in skip:
                 if is_ours(self.listing, path, name, self.euid):
                     continue  # (another's file named with our lease is theirs: ownfiles.py)
