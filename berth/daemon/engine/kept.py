@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from berth.core.capacity import Capacity
     from berth.core.inventory import Gpu, Node, Usage
-    from berth.core.job import Job
+    from berth.core.job import Attempt, Job
 
     Key = tuple[list[Gpu], dict[str, Node], dict[int, Usage], frozenset[int]]
 
@@ -38,9 +38,10 @@ class KeptCapacity:
         self._key: Key | None = None
         self._inventory: Sequence[Gpu] | None = None  # the list last compared equal
         self._occ: Occupancy | None = None
-        # (job id, id of its attempt) -> the job: charged, in the order charged (the job
-        # keeps its attempt, so the attempt's id is not another's while it is here)
-        self._held: dict[tuple[int, int], Job] = {}
+        # (job id, id of its attempt) -> the job and that attempt: charged, in the order
+        # charged (the attempt kept here: its id is no other attempt's while it is here,
+        # even once a withdrawn start has dropped it from its job)
+        self._held: dict[tuple[int, int], tuple[Job, Attempt]] = {}
         self.builds = 0  # how many times it was built from nothing (tests, benchmarks)
 
     def capacity(
@@ -61,7 +62,7 @@ class KeptCapacity:
             key = (list(inventory), dict(nodes), dict(others), frozenset(paused))
             self._build(key)
         self._inventory = inventory  # (replaced at each poll, never changed in place)
-        now = {(job.id, id(a)): job for job in running if (a := job.attempt) is not None}
+        now = {(job.id, id(a)): (job, a) for job in running if (a := job.attempt) is not None}
         held = self._held
         if now.keys() != held.keys() or list(now) != list(held):
             kept = [k for k in held if k in now]
@@ -71,9 +72,9 @@ class KeptCapacity:
             occ = self._occ
             assert occ is not None
             for k in [k for k in held if k not in now]:  # (ended, or another attempt runs)
-                occ.end(held.pop(k))
+                occ.end(held.pop(k)[0])
             for k in list(now)[len(kept) :]:
-                occ.start(now[k])
+                occ.start(now[k][0])
                 held[k] = now[k]
         assert self._occ is not None
         return self._occ.capacity()

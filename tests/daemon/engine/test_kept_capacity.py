@@ -105,3 +105,27 @@ def test_a_copy_has_every_field_of_the_capacity() -> None:
     cap = Capacity([Gpu(0, "GPU-0", "A100", 80 * GIB)], {"": Node("", cpu=1000.0)})
     copy = cap.copy()
     assert all(getattr(copy, name) == getattr(cap, name) for name in Capacity.__slots__)
+
+
+def test_a_start_withdrawn_then_made_again_elsewhere_is_charged_where_it_runs() -> None:
+    """A start withdrawn (its commit failed: the attempt dropped) and made again on another
+    GPU, with no pass that keeps the capacity between (an explaining pass made it): its new
+    attempt may lie where the dropped one lay, yet it is a new attempt."""
+    import gc
+
+    from berth.core.transition import unstart
+
+    gpus = [Gpu(i, f"GPU-{i}", "A100", 80 * GIB) for i in range(2)]
+    nodes = {"": Node("", cpu=2000.0)}
+    kept = KeptCapacity()
+    for _ in range(20):  # (the freed attempt's memory is reused most of the time)
+        job = Job(id=7, submit_time=7.0, request=Request(gpus=1))
+        transition(job, State.RUNNING, now=7.0, gpus=(0,))
+        kept.capacity(gpus, nodes, {}, set(), [job])
+        unstart(job, now=8.0, reason="its start could not be recorded")
+        gc.collect()
+        transition(job, State.RUNNING, now=9.0, gpus=(1,))
+        got = kept.capacity(gpus, nodes, {}, set(), [job])
+        assert got.free == _fresh(gpus, nodes, {}, set(), [job]).free == [1.0, 0.0]
+        transition(job, State.COMPLETED, now=10.0, exit_code=0)
+        kept.capacity(gpus, nodes, {}, set(), [])
