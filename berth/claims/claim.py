@@ -39,6 +39,7 @@ class Claim:
         self.since = time.time()
         self.fds: list[int] = []
         self.paths: list[str] = []
+        self.idents: list[tuple[int, int]] = []  # (device, inode) of each file, as made
 
     @property
     def active(self) -> bool:

@@ -76,6 +76,8 @@ class Ledger:
         self._claimable = False
         self._over: dict[str, int] = {}  # name -> inode of files past their owner's share
         self.listing = Listing(path, MAX_FILES_PER_UID) if keep else None
+        # A claim file's name parsed: once a name while a kept listing lists it.
+        self.parse_claim = self.listing.parsed if self.listing else files.parse_claim_name
 
     def names(self) -> dict[str, int]:
         """The ledger's names now (name -> inode; not to be changed). Raises OSError."""
@@ -151,13 +153,14 @@ class Ledger:
         now = time.time()
         over, looked = self._looked_at(names)
         shares = Shares(over)
+        prefix = os.path.join(self.path, "")
         for name in sorted(looked):
             kind = name[:2]
-            path = os.path.join(self.path, name)
-            parsed_claim = files.parse_claim_name(name) if kind == files.CLAIM else None
+            parsed_claim = self.parse_claim(name) if kind == files.CLAIM else None
             parsed_waiter = files.parse_waiter_name(name) if kind == files.WAITER else None
             if kind != files.TEMP and parsed_claim is None and parsed_waiter is None:
                 continue
+            path = prefix + name  # (os.path.join's: a name has no "/")
             if parsed_claim is not None and parsed_claim[1] in skip:
                 if is_ours(self.listing, path, name, self.euid):
                     continue  # (another's file named with our lease is theirs: ownfiles.py)
@@ -250,7 +253,7 @@ class Ledger:
             return 0
         done = 0
         for name in [n for n in names if lease_id in n]:  # (no parse of planted names)
-            parsed = files.parse_claim_name(name)
+            parsed = self.parse_claim(name)
             if parsed is None or parsed[1] != lease_id:
                 continue
             path = os.path.join(self.path, name)
@@ -303,7 +306,8 @@ class Ledger:
         claim = self._create(pairs, share, mem, label=label, command=command, pids=pids)
         try:
             names = self._names_locked()  # (/proc/locks read after this claim's files were made)
-            why = conflicts(self.path, claim, totals, skip, self._looked_at(names)[1])
+            looked = self._looked_at(names)[1]
+            why = conflicts(self.path, claim, totals, skip, looked, names, self.parse_claim)
         except BaseException:
             claim.release()
             raise
@@ -336,6 +340,10 @@ class Ledger:
                 )
                 claim.fds.append(fd)
                 claim.paths.append(os.path.join(self.path, name))
+                st = os.fstat(fd)  # (the file made: what its check knows it by)
+                claim.idents.append((st.st_dev, st.st_ino))
+                if self.listing is not None:
+                    self.listing.expect(name, st.st_ino)
         except OSError as e:
             claim.release()
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import os
 
+from berth.claims.files import parse_claim_name
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Container
+
+    Parsed = tuple[str, str, float, int] | None
 
 IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080
@@ -70,6 +74,13 @@ class Listing:
         self.owner: dict[str, int] = {}  # name -> uid, of names learned from an event
         self.count: dict[int, int] = {}  # uid -> names of that owner not capped
         self.relisted = 0  # how many times the directory was listed (tests, benchmarks)
+        self.euid = os.geteuid()
+        # Claim names parsed, once a name while it is listed (a scan, a claim's check and a
+        # withdrawal each look at every name: each would parse them all again).
+        self._parsed: dict[str, Parsed] = {}
+        # Names this process has just made (name -> inode): learned from their own event
+        # without a lookup (:meth:`expect`).
+        self._expected: dict[str, int] = {}
 
     def close(self) -> None:
         if self.fd is not None:
@@ -94,11 +105,31 @@ class Listing:
         self.aside = {n: i for n, i in self.aside.items() if names.get(n) == i}
         self.capped = {n: i for n, i in self.capped.items() if names.get(n) == i}
         self.owner = {n: u for n, u in self.owner.items() if was.get(n, -1) == names.get(n)}
+        self._parsed = {n: p for n, p in self._parsed.items() if n in names}
+        self._expected = {}
         self.count = {}
         for uid in self.owner.values():
             self.count[uid] = self.count.get(uid, 0) + 1
         self._names, self._stale = names, False
         self.relisted += 1
+
+    def parsed(self, name: str) -> Parsed:
+        """:func:`~berth.claims.files.parse_claim_name` of ``name``, parsed once while it is
+        listed (a name is its own key: whatever file it names, it parses the same)."""
+        try:
+            return self._parsed[name]
+        except KeyError:
+            parsed = parse_claim_name(name)
+            if self._names is not None and name in self._names:  # (bounded by the listing)
+                self._parsed[name] = parsed
+            return parsed
+
+    def expect(self, name: str, ino: int) -> None:
+        """This process has just made ``name`` (renamed into place: inode ``ino``, ours): its
+        event, when applied, learns it without a lookup. Only the first event of that name
+        does (one that follows it, in the same batch, is a new file: looked up)."""
+        if self.fd is not None and len(self._expected) < 4096:
+            self._expected[name] = ino
 
     def considered(self, names: dict[str, int] | None = None) -> Collection[str]:
         """The names a look considers: not set aside, here or by the last scan. ``names``:
@@ -131,10 +162,17 @@ class Listing:
             self._forget(name)
             if mask & _GONE:
                 names.pop(name, None)
+                self._parsed.pop(name, None)
             elif mask & _NEW:
+                ino = self._expected.pop(name, None) if mask & IN_MOVED_TO else None
+                if ino is not None:  # (our own rename: no lookup)
+                    names[name] = ino
+                    self._learn(name, ino, self.euid)
+                    continue
                 names[name] = -1
                 new.append(name)
         if names is None:
+            self._expected = {}
             return False
         for name in new:  # the owner and inode of each new name, once
             if names.get(name) != -1:
@@ -145,13 +183,15 @@ class Listing:
                 del names[name]  # gone again (its deletion's event is queued)
                 continue
             names[name] = st.st_ino
-            uid = st.st_uid
-            if uid and self.count.get(uid, 0) >= self.cap:
-                self.capped[name] = st.st_ino
-            else:
-                self.owner[name] = uid
-                self.count[uid] = self.count.get(uid, 0) + 1
+            self._learn(name, st.st_ino, st.st_uid)
         return True
+
+    def _learn(self, name: str, ino: int, uid: int) -> None:
+        if uid and self.count.get(uid, 0) >= self.cap:
+            self.capped[name] = ino
+        else:
+            self.owner[name] = uid
+            self.count[uid] = self.count.get(uid, 0) + 1
 
     def _forget(self, name: str) -> None:
         if self.capped.pop(name, None) is None:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
         def _looked_at(self, names: dict[str, int]) -> tuple[dict[str, int], Collection[str]]: ...
 
+        def parse_claim(self, name: str) -> tuple[str, str, float, int] | None: ...
+
 
 class Want:
     """One claim to make: these GPUs, a share of each, declared memory, its body's label and
@@ -73,8 +75,9 @@ def claim_each(ledger: Claimer, wants: Sequence[Want]) -> list[Claim | None]:
                 ledger._create(pairs, w.share, w.mem, label=w.label, command=w.command, pids=())
             )  # fmt: skip
         # (/proc/locks, or the kept listing, read after every file of them was made)
-        names = ledger._looked_at(ledger._names_locked())[1]
-        why = conflicts_each(ledger.path, made, totals, (), names)
+        names = ledger._names_locked()
+        looked = ledger._looked_at(names)[1]
+        why = conflicts_each(ledger.path, made, totals, (), looked, names, ledger.parse_claim)
     except BaseException:
         for claim in made:
             claim.release()

@@ -27,9 +27,11 @@ from berth.claims import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
     from berth.claims.claim import Claim
+
+    Parse = Callable[[str], tuple[str, str, float, int] | None]
 
 
 def conflicts(
@@ -38,6 +40,8 @@ def conflicts(
     memory_total: Mapping[str, int | None],
     skip: Collection[str] = (),
     names: Iterable[str] | None = None,
+    inodes: Mapping[str, int] | None = None,
+    parse: Parse = files.parse_claim_name,
 ) -> str | None:
     """Why ``claim`` (just created in ledger ``path``) must withdraw, or None if it stands.
 
@@ -48,8 +52,13 @@ def conflicts(
     named, so of two claimers, whichever read last saw the other's files, as with a listing.
 
     ``skip``: leases of ours whose capacity this claim may use (``$BERTH_LEASE``'s, held by
-    an ancestor): their files count only if this user owns them."""
-    return conflicts_each(path, [claim], memory_total, skip, names)[0]
+    an ancestor): their files count only if this user owns them.
+
+    ``inodes``: each of ``names``' inode, as that listing found it (the kept listing's, or
+    the directory's entries): a name of the claim's own lease whose inode is one of the files
+    it made is that file, there (it holds their lock: it lives), and is not looked at again.
+    ``parse``: how a name is parsed (the kept listing parses each once)."""
+    return conflicts_each(path, [claim], memory_total, skip, names, inodes, parse)[0]
 
 
 def conflicts_each(
@@ -58,6 +67,8 @@ def conflicts_each(
     memory_total: Mapping[str, int | None],
     skip: Collection[str] = (),
     names: Iterable[str] | None = None,
+    inodes: Mapping[str, int] | None = None,
+    parse: Parse = files.parse_claim_name,
 ) -> list[str | None]:
     """:func:`conflicts` of several claims made together (all their files made before
     ``names`` was listed), in one look at the ledger: each counts every other living claim
@@ -65,12 +76,17 @@ def conflicts_each(
     were made (so a GPU they overfill together withdraws each of them there)."""
     mine: list[set[tuple[int, int]]] = []
     for claim in claims:
-        idents = set()
-        for fd in claim.fds:
-            st = os.fstat(fd)
-            idents.add((st.st_dev, st.st_ino))
+        idents = set(claim.idents)
+        if len(claim.idents) != len(claim.fds):  # (made elsewhere: known by its descriptors)
+            idents = set()
+            for fd in claim.fds:
+                st = os.fstat(fd)
+                idents.add((st.st_dev, st.st_ino))
         mine.append(idents)
     ours = set().union(*mine)
+    # Our own files, known without a look: by their lease and the inode the listing found.
+    made = {ident[1]: ident for ident in ours} if inodes is not None else {}
+    leases = {claim.lease_id for claim in claims}
     share: dict[str, float] = {}
     mem: dict[str, int] = {}
     for claim in claims:
@@ -83,10 +99,15 @@ def conflicts_each(
     for name in os.listdir(path) if names is None else names:
         if not name.startswith(files.CLAIM):
             continue
-        parsed = files.parse_claim_name(name)
+        parsed = parse(name)
         if parsed is None or parsed[0] not in share:
             continue
         uuid, other_id, s, m = parsed
+        if other_id in leases and inodes is not None:
+            own = made.get(inodes.get(name, -1))
+            if own is not None:
+                present.add(own)  # (one of the files just made, under its name)
+                continue
         p = files.probe(os.path.join(path, name), read=False)
         if p.alive and p.nlink > 1:
             p = files.probe(os.path.join(path, name))  # which of its names is the claim?

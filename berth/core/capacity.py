@@ -101,11 +101,18 @@ class Capacity:
         """A copy whose free capacity can change independently (holder labels are shared:
         change them only on the original)."""
         new = Capacity.__new__(Capacity)
-        for name in Capacity.__slots__:
-            value = getattr(self, name)
-            if name in ("free", "mem_free", "node_cpu", "node_ram", "node_whole"):
-                value = list(value)
-            object.__setattr__(new, name, value)
+        new.busy, new.holders, new.index, new.mem_total = (
+            self.busy, self.holders, self.index, self.mem_total,
+        )  # fmt: skip
+        new.names, new.node_names, new.node_of, new.node_pos = (
+            self.names, self.node_names, self.node_of, self.node_pos,
+        )  # fmt: skip
+        new.paused, new.pos, new.static, new.usable = (
+            self.paused, self.pos, self.static, self.usable,
+        )  # fmt: skip
+        new.n_whole_free = self.n_whole_free
+        new.free, new.mem_free, new.node_whole = self.free[:], self.mem_free[:], self.node_whole[:]
+        new.node_cpu, new.node_ram = self.node_cpu[:], self.node_ram[:]
         return new
 
     def charge(self, p: int, share: float, mem: int | None) -> float:

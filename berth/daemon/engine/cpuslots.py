@@ -10,6 +10,7 @@ the count; the core reads no clock and no host.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from berth.core.inventory import Node
@@ -17,9 +18,15 @@ from berth.core.inventory import Node
 CPU_SLOT = 1000.0  # millicores (core.inventory.Node.cpu): one slot, one core
 
 
+@functools.cache
+def cores() -> int:
+    """The host's cores, read once (three system calls each time, every pass otherwise)."""
+    return os.cpu_count() or 1
+
+
 def slots(configured: int | None) -> int:
     """How many CPU-only jobs may run at once: ``[limits] cpu_slots``, else the cores."""
-    return configured if configured is not None else (os.cpu_count() or 1)
+    return configured if configured is not None else cores()
 
 
 def nodes(configured: int | None) -> dict[str, Node]:

@@ -28,6 +28,7 @@ from berth.daemon.engine.control import Control
 from berth.daemon.engine.diskfull import DiskFull
 from berth.daemon.engine.estimates import Estimates
 from berth.daemon.engine.jobtable import JobTable
+from berth.daemon.engine.kept import KeptCapacity
 from berth.daemon.engine.pauses import Pauses
 from berth.daemon.engine.queue_order import QueueOrder
 from berth.daemon.engine.reservations import Reservations
@@ -88,8 +89,7 @@ class Engine:
         self.unique: dict[str, int] = {}  # `submit --unique` identity -> newest job with it
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
-        self.last_pass_seconds = 0.0
-        self.last_explain_seconds = 0.0
+        self.last_pass_seconds = self.last_explain_seconds = 0.0
         self._next_pass = 0.0
         self._decide_seconds = 0.0
         self._reasons_valid = False
@@ -102,6 +102,7 @@ class Engine:
         self.cancel_on_start: set[int] = set()
         self.stop_event = asyncio.Event()
         self.order = QueueOrder()  # the queue in the policy's order, kept between passes
+        self.kept = KeptCapacity()  # what the running jobs hold, kept between passes
         self.enforcer: Enforcer | None = None  # [enforce] (enforcer.py), set at start-up
         self.estimates: Estimates = Estimates(self)  # when each pending job should start
         self.diskfull = DiskFull(loop, self.kick)  # starts that wait for space (issue 41.7)
@@ -178,11 +179,12 @@ class Engine:
         paused = self.pauses.indexes()
         ledger = self.res.ledger
         launches: list[tuple[Job, Any]] = []
-        others = self.outside_usage(clean=True)
+        others, nodes = self.outside_usage(clean=True), cpuslots.nodes(self.opts.cpu_slots)
+        inventory = self.res.inventory  # (what the running jobs leave, kept between passes:)
+        held = None if explain else self.kept.capacity(inventory, nodes, others, paused, running)
         decisions = schedule(Inputs(
-            pending, running, self.res.inventory, others, paused, now,
-            policy=self.opts.policy or DEFAULT_POLICY,
-            nodes=cpuslots.nodes(self.opts.cpu_slots),  # (-g 0 jobs: CPU slots)
+            pending, running, inventory, others, paused, now, capacity=held,
+            policy=self.opts.policy or DEFAULT_POLICY, nodes=nodes,  # (-g 0 jobs: CPU slots)
             done=self.finished_states,
             fair=self.accounts.fair(running, now) if self.order.tenants > 1 or self.accounts.projects.any else None,
             limits=self.accounts.user_limits(),
@@ -223,8 +225,7 @@ class Engine:
                 self.control._change(doomed, State.CANCELLED, now, reason=c.reason)
 
     def own_lease_ids(self) -> set[str]:
-        """The daemon's own claims (the ``lease_id`` of each): those of its jobs running,
-        being handed over, or waiting for their commit."""
+        """The leases of our jobs' claims: running, handed over, or waiting for their commit."""
         out = {r.lease_id for r in self.runs.values() if r.lease_id}
         out.update(claim.lease_id for claim in self.committing.values())
         return out
@@ -269,8 +270,7 @@ class Engine:
 
     def outside_usage(self, clean: bool = False) -> dict[int, Usage]:
         """GPU index -> what holders other than our jobs use (daemonless claims and waiters,
-        processes outside berth): what scheduling passes see. ``clean``: also remove dead
-        claim files."""
+        processes outside berth): what passes see. ``clean``: also remove dead claim files."""
         own = self.own_lease_ids()  # (left out: not probed, one look fewer per running job)
         lstate = self.res.ledger.scan(bodies=self.res.bodies_needed(), clean=clean, skip=own)
         index = {u: s.index for u, s in self.res.by_uuid.items()}
