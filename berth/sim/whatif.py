@@ -230,7 +230,7 @@ class _Forward:
             transition(job, State.COMPLETED, now=t, exit_code=0)
             if self.book is not None and (a := job.attempt) is not None:
                 self.book.add(job.tenant, charged_gpus(job.request), a.start, t, t)
-                if self.pbook is not None and job.project:  # (as the daemon: none, no row)
+                if self.pbook is not None:  # (as the daemon: no project is "", a project)
                     self.pbook.add(job.project, charged_gpus(job.request), a.start, t, t)
             self.finished[jid] = State.COMPLETED
         return True
