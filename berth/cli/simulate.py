@@ -264,14 +264,19 @@ def _what_if(args: argparse.Namespace) -> int:
     caps = {u["user"]: u.get("max_gpus") for u in users}
     quotas = {str(q["project"]): float(q["max_gpus"]) for q in reply.get("projects") or []
               if q.get("max_gpus") is not None}  # (each project's GPUs at once)  # fmt: skip
+    outside = {str(u["user"]): tuple(int(g) for g in u["outside_gpus"]) for u in users
+               if u.get("outside_gpus")}  # (claims outside the queue: against max_gpus)  # fmt: skip
+    daemon = reply.get("daemon") or {}
     kept = simulate_reserve.live(status)  # the daemon's reservations
     kw: dict[str, Any] = dict(
         paused=paused, policy=policy, assume=parse_duration(args.assume), others=others,
         usage=usage if fair.get("enabled") else None,
         shares={u["user"]: float(u.get("shares") or 1.0) for u in users},
         half_life=float(fair.get("half_life") or "inf"),
-        limits=UserLimits(caps, projects=quotas)
+        limits=UserLimits(caps, outside=outside, projects=quotas)
         if quotas or any(v is not None for v in caps.values()) else None,
+        max_job_time=None if daemon.get("max_job_time") is None
+        else float(daemon["max_job_time"]),
         project_usage=fair.get("project_usage") if fair.get("enabled") else None,
         project_shares=fair.get("project_shares"),
     )  # fmt: skip

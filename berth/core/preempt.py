@@ -9,7 +9,9 @@ queue time (a start undone, not a requeue to the end). Its run is lost: it start
 the beginning (Slurm's requeue; no checkpointing is modelled), and that lost work is counted.
 
 Which waiting jobs: the pending jobs the pass did not start, in the pass's order (the
-``guarded`` head first). Freed GPUs go to the first jobs in that order, so the rule walks
+``guarded`` head first). One held, not yet at its begin time, or whose dependencies are not
+met takes no GPU and is passed over; one whose dependencies are met waits for GPUs alone and
+is served like any other (as ``guarded``'s overdue job may be one: :mod:`berth.core.guard`). Freed GPUs go to the first jobs in that order, so the rule walks
 it and stops at the first job that may start but that it cannot serve (a job ahead that
 would take the freed GPUs): preempting for a job behind it would hand the GPUs to the job
 ahead. Each waiting job gets one victim at most (the one whose lost work is least), each
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from berth.core.guard import UNKNOWN_LIMIT, may_start
+from berth.core.guard import UNKNOWN_LIMIT, Met, may_start
 from berth.core.job import Job
 from berth.core.states import State
 from berth.errors import UsageError
@@ -95,12 +97,14 @@ def victims(running: Iterable[Job], rule: Rule) -> list[Job]:
 
 
 def preemptions(
-    waiting: Iterable[Job], running: Iterable[Job], now: float, rule: Rule
-) -> tuple[list[Preempt], float | None]:
+    waiting: Iterable[Job], running: Iterable[Job], now: float, rule: Rule,
+    met: Met | None = None,
+) -> tuple[list[Preempt], float | None]:  # fmt: skip
     """What to preempt at ``now``, and when a preemption held back only by ``min_run`` could
     be made (a pass is worth running then; None: none): ``waiting`` are the pending jobs the
-    pass did not start, in its order; ``running`` the jobs holding GPUs. See the module's
-    rule."""
+    pass did not start, in its order; ``running`` the jobs holding GPUs; ``met``: whether a
+    job's dependencies are met (:class:`berth.core.deps.Lazy`; none given: a job with
+    dependencies is passed over, as one whose dependencies are not). See the module's rule."""
     free = victims(running, rule)
     out: list[Preempt] = []
     if not free:
@@ -108,7 +112,7 @@ def preemptions(
     for k, w in enumerate(waiting):
         if k >= rule.scan or not free:
             break
-        if not may_start(w, now):
+        if not may_start(w, now, met):
             continue  # (it takes no GPU: the jobs behind it may be served)
         need = w.request.count
         if w.request.gpu_amount != need or need < 1:

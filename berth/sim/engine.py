@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from berth.core import deps
 from berth.core.decisions import Decisions
 from berth.core.fairshare import DEFAULT_HALF_LIFE, Book, FairShare, charged_gpus, usage_at
 from berth.core.guard import Arrivals, first, overdue_in
@@ -244,11 +245,12 @@ class _Replay:
         running = list(self.running.values())
         if not any(j.requeue for j in running):
             return
+        met = deps.Lazy(self.queue.at(now), running, None, now).met  # (as the pass's)
         head = None
         if self.policy == "guarded":
-            head = overdue_in(self.queue.at(now), running, now, self.arrivals.any())
+            head = overdue_in(self.queue.at(now), running, now, self.arrivals.any(), met)
         order = first(self.queue.at(now), head)
-        todo, ready = preemptions(order, running, now, rule)
+        todo, ready = preemptions(order, running, now, rule, met)
         if ready is not None and ready != self.wake:  # (a pass then: a minimum run is over)
             self.wake = ready
             heapq.heappush(self.ends, (ready, WAKE))

@@ -10,8 +10,9 @@ run time predicted for each job it knows one of (also inexact), and ``assume`` N
 with neither a limit nor a prediction never ends, and a job that can only start after it is
 "unknown" (its note says so).
 On a daemon with fair share (the system daemon) the users' usage as of now (running jobs
-included), their shares and their GPU limits are replayed too: ``usage``, ``shares``,
-``half_life``, ``limits``.
+included), their shares and their GPU limits (the GPUs they hold with claims outside the
+queue counted: ``UserLimits.outside``) are replayed too: ``usage``, ``shares``,
+``half_life``, ``limits``; and the daemon's ``max_job_time`` cap on every job's limit.
 """
 
 from __future__ import annotations
@@ -70,20 +71,23 @@ def predict(
     reservations: Sequence[Window] = (),
     project_usage: Mapping[str, float] | None = None,
     project_shares: Mapping[str, float] | None = None,
+    max_job_time: float | None = None,
 ) -> dict[int, Prediction]:
     """A prediction for every pending job (the jobs given are not changed). ``usage``: each
     tenant's decayed GPU-seconds at ``now``, running jobs included (None: no fair share).
     ``project_usage``, ``project_shares``: the same per project (``Job.project``), the upper
     level of fair share when the daemon has projects (None: none).
     ``predicted``: the passes' ``Inputs.predicted`` (backfill by learned run times).
-    ``reservations``: admin reservations, kept as the daemon keeps them."""
+    ``reservations``: admin reservations, kept as the daemon keeps them.
+    ``max_job_time``: the daemon's cap (``[daemon] max_job_time``): every job runs at most
+    that long, one without a limit too (None: none)."""
     if not pending:
         return {}
-    run = {j.id: Job.from_dict(j.to_dict()) for j in running}
+    run = {j.id: _capped(j, max_job_time) for j in running}
     book = None if usage is None else _ended_usage(usage, run.values(), now, half_life)
     pbook = None if usage is None or project_usage is None else _ended_usage(
         project_usage, run.values(), now, half_life, by="project")  # fmt: skip
-    fwd = _Forward([Job.from_dict(j.to_dict()) for j in pending], run, now, assume, book, done,
+    fwd = _Forward([_capped(j, max_job_time) for j in pending], run, now, assume, book, done,
                    durations or {}, pbook)  # fmt: skip
     base = Inputs([], [], inventory, others, paused, now, policy=policy, placement=placement,
                   nodes=nodes, done=fwd.finished, explain=False, limits=limits,
@@ -103,6 +107,15 @@ def predict(
             note = "cannot start with the GPUs as they are"
         fwd.out[j.id] = Prediction(j.id, None, None, (), not endless or j.held, note)
     return fwd.out
+
+
+def _capped(job: Job, most: float | None) -> Job:
+    """A copy of ``job`` whose time limit is the one in force (the smaller of its own and
+    the daemon's ``most``; ``most`` alone for a job without one), as the daemon stops it."""
+    copy = Job.from_dict(job.to_dict())
+    if most is not None and (copy.time_limit is None or copy.time_limit > most):
+        copy.time_limit = most
+    return copy
 
 
 def _ended_usage(
@@ -217,7 +230,7 @@ class _Forward:
             transition(job, State.COMPLETED, now=t, exit_code=0)
             if self.book is not None and (a := job.attempt) is not None:
                 self.book.add(job.tenant, charged_gpus(job.request), a.start, t, t)
-                if self.pbook is not None and job.project:  # (as the daemon: none, no row)
+                if self.pbook is not None:  # (as the daemon: no project is "", a project)
                     self.pbook.add(job.project, charged_gpus(job.request), a.start, t, t)
             self.finished[jid] = State.COMPLETED
         return True

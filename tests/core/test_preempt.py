@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from berth.core import Job, Request, State, transition
+from berth.core import Job, Request, State, deps, transition
+from berth.core.guard import Met
 from berth.core.preempt import PREEMPTED_FOR, Preempt, Rule, preempted, preemptions
+from berth.dependency import Dependency
 from berth.errors import UsageError
 
 H = 3600.0
@@ -84,6 +86,33 @@ def test_stops_at_the_first_waiting_job_it_cannot_serve() -> None:
     assert preemptions([ahead, _waiting(9, H)], [job], 2 * H, Rule())[0] == []
     held = _waiting(6, H, held=True)  # (a held job takes nothing: the next is served)
     assert preemptions([held, _waiting(9, H)], [job], 2 * H, Rule())[0] == [Preempt(1, 9)]
+
+
+def test_a_job_whose_dependency_is_met_waits_for_gpus_alone() -> None:
+    """As ``guarded``'s overdue job (commit 8c54c9b): a job whose dependency is met is
+    served like any other, and a long one ahead stops the walk (the freed GPU would go to it);
+    one whose dependency is not met takes no GPU and is passed over. The rule skipped every
+    job with a dependency: it preempted for the job behind, handing the GPU to the long one."""
+    job = _running(1, 100 * H, requeue=True)
+    done = _running(5, H)  # (what the waiting jobs depend on)
+
+    def after(i: int, limit: float) -> Job:
+        w = _waiting(i, limit)
+        w.dependencies = (Dependency("afterok", 5),)
+        return w
+
+    def met(waiting: list[Job]) -> Met:
+        return deps.Lazy(waiting, [job, done], None, 2 * H).met
+
+    transition(done, State.COMPLETED, now=H, exit_code=0)
+    ahead, behind = after(7, 50 * H), _waiting(9, H)
+    assert preemptions([ahead, behind], [job], 2 * H, Rule(), met([ahead, behind]))[0] == []
+    short = after(8, H)
+    assert preemptions([short], [job], 2 * H, Rule(), met([short]))[0] == [Preempt(1, 8)]
+    done.attempts.clear()  # (job 5 pending again: the dependency not met)
+    done.state = State.PENDING
+    waiting = [after(7, 50 * H), _waiting(9, H)]
+    assert preemptions(waiting, [job], 2 * H, Rule(), met([*waiting, done]))[0] == [Preempt(1, 9)]
 
 
 def test_never_for_a_lower_priority_nor_a_job_bigger_than_the_victim() -> None:

@@ -256,7 +256,8 @@ class Accounts:
         usage = usage_at(self.book, running, now)
         for user, used in self.outside.usage(now, self.book.half_life).items():
             usage[user] = usage.get(user, 0.0) + used
-        held = self.outside.held()  # the GPUs each user holds part of, jobs and claims
+        claims = self.outside.held()  # (`simulate --what-if` counts them against limits)
+        held = {u: set(g) for u, g in claims.items()}  # each user's GPUs: jobs and claims
         for job in running:
             if job.attempt is not None and job.tenant == job.user:
                 held.setdefault(job.user, set()).update(job.attempt.gpus)
@@ -278,6 +279,8 @@ class Accounts:
             row["max_gpus"] = self.limit(t, "max_gpus")
             if t in held:  # (what counts against max_gpus: each GPU held part of, whole)
                 row["gpus"] = float(len(held[t]))
+            if t in claims:  # (the GPUs of its claims outside the queue)
+                row["outside_gpus"] = sorted(claims[t])
             out.append(row)
         return out
 

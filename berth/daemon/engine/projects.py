@@ -9,9 +9,10 @@ two-level fair share (:mod:`berth.core.fairshare`) and project quotas
   configured is refused (naming the ones that are); a user who is not a member is refused
   (membership from the user database, :func:`berth.config.projects.member`, never from the
   client); ``max_queued`` counts the project's jobs queued or running.
-- Usage: each ended attempt adds its decayed GPU-seconds to its project's, kept in the
-  store's ``usage`` table as the row ``project:NAME`` (a user name never holds ':', the
-  passwd file's separator, so the rows of users and projects never meet).
+- Usage: each ended attempt adds its decayed GPU-seconds to its project's (``""`` for the
+  jobs of no project: one more project), kept in the store's ``usage`` table as the row
+  ``project:NAME`` (a user name never holds ':', the passwd file's separator, so the rows of
+  users and projects never meet).
 - :meth:`Projects.summary`: each project's line (`berth admin projects`, `berth queue
   --users`, /metrics, the dashboard).
 """
@@ -103,9 +104,11 @@ class Projects:
         return {p: c.max_gpus for p, c in self.config.items() if c.max_gpus is not None}
 
     def ended(self, job: Job, now: float) -> tuple[str, float, float] | None:
-        """Add the attempt ``job`` just ended to its project's usage; the store row."""
+        """Add the attempt ``job`` just ended to its project's usage; the store row. Jobs of
+        no project count together as one more project (``""``, the row ``project:``), as
+        running ones do in :meth:`fair`; nothing without projects."""
         a = job.attempt
-        if not job.project or a is None or a.end is None:
+        if not self.any or a is None or a.end is None:
             return None
         value = self.book.add(job.project, charged_gpus(job.request), a.start, a.end, now)
         return (PREFIX + job.project, value, now)

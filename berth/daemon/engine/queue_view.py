@@ -91,6 +91,7 @@ def daemon_info(engine: Engine) -> dict[str, Any]:
         "private": opts.private,
         "admins": opts.admins(),
         "policy": opts.policy or DEFAULT_POLICY,  # (what `simulate --what-if` replays with)
+        "max_job_time": opts.max_job_time,  # (and the cap it replays every job's limit with)
     }
 
 

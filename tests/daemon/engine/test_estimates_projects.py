@@ -90,3 +90,43 @@ def test_predictions_keep_a_projects_gpu_quota_as_the_daemon_does(daemon: Any) -
     assert [what_if[j] for j in mine] == pytest.approx([estimated[j] for j in mine], abs=1e-3), (
         what_if, estimated)  # fmt: skip
     daemon.call("cancel", job_ids=[long, *mine])
+
+
+def test_jobs_of_no_project_count_together_as_one_more_project(daemon: Any) -> None:
+    """docs/scheduling.md, "Jobs that name no project count together as one more project"
+    whose usage is that of all its jobs (running ones so far): C's 4-GPU job of no project
+    has run longer than A's little one of p1 when it ends, so A's job (p1) goes before B's
+    (no project), and the what-if and `queue --start` say so. The daemon kept no usage for
+    jobs of no project once they ended (only running ones counted), nor did the what-if:
+    both started B's first, as if C had used nothing."""
+    system = System(daemon)
+    with open(system.config, "a") as f:
+        f.write(f'[scheduling]\nfairshare_half_life = "inf"\n[projects.p1]\nusers = ["{A}"]\n')
+    system.start()
+    warm = system.submit(A, "-g", "1", "-t", "1", "-A", "p1", "--", "sleep", "1")  # (a little)
+    daemon.wait_done([warm])
+    ran = daemon.job(warm)["attempts"][0]
+    little = ran["end"] - ran["start"]  # (p1's GPU-seconds)
+    long = system.submit(C, "-g", "4", "-t", "10", "--", "sleep", "600")  # (no project)
+    wait_until(lambda: daemon.job(long)["state"] == "RUNNING", timeout=30, message="C runs")
+    began_c = daemon.job(long)["attempts"][0]["start"]
+    wait_until(lambda: time.time() - began_c > little + 0.2, timeout=30, message="C ran")
+    first = system.submit(B, "-g", "4", "-t", "5", "--", "sleep", "1")  # (no project)
+    second = system.submit(A, "-g", "4", "-t", "5", "-A", "p1", "--", "sleep", "1")
+
+    out = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "simulate", "--what-if", "--json"],
+        env=daemon.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    what_if = {p["id"]: p["start"] for p in json.loads(out.stdout)["jobs"]}
+    rows = {r["id"]: r for r in daemon.call("queue")["jobs"]}
+    estimated = {j: (rows[j].get("start_estimate") or {}).get("start") for j in (first, second)}
+    assert None not in estimated.values(), estimated
+
+    assert daemon.call("cancel", job_ids=[long])  # C's job ends: the daemon chooses
+    daemon.wait_done([first, second], timeout=60)
+    began = {j: daemon.job(j)["attempts"][0]["start"] for j in (first, second)}
+    assert began[second] < began[first], began  # p1 goes first: "" used more (C's job)
+    assert what_if[second] < what_if[first], f"--what-if predicted B's first: {what_if}"
+    assert estimated[second] < estimated[first], f"queue --start predicted B's first: {estimated}"
