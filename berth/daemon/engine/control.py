@@ -92,6 +92,7 @@ class Control:
         self.kick, self.save, self.deps_changed, self.last_id = kick, save, deps_changed, last_id
         self._unstart, self._launch_failed = unstart, launch_failed
         self.learn = learn  # a job's run time, for the start estimates (estimates.py)
+        self.ending: set[int] = set()  # jobs whose dead supervisor's leftovers are being ended
 
     def changed(self, job: Job, dependencies: bool = False) -> None:
         """A pending job was changed in place (`berth update`): its place in line is worked
@@ -170,9 +171,11 @@ class Control:
         it left running has ended (:mod:`.leftovers`: its GPUs are its own until then)."""
 
         def record(lost: str) -> None:
+            self.ending.discard(job.id)
             if self.jobs.get(job.id) is job and job.state in ACTIVE:
                 self.record_exit(job, None, path, lost=lost)
 
+        self.ending.add(job.id)  # (a cancel meanwhile: "being ended")
         leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record)
 
     def _on_adopted_exit(self, job_id: int) -> None:
@@ -326,6 +329,8 @@ class Control:
             self._change(job, State.CANCELLED, now, reason="cancelled before it started")
             return "cancelled"
         run = self.runs.get(job.id)
+        if run is None and job.id in self.ending:
+            return leftovers.ENDING  # (not "starting")
         if run is None or job.id in self.committing:  # (its start is not durable yet)
             if sig is None and job.id in self.committing:
                 self.cancel_on_start.add(job.id)

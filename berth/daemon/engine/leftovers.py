@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("berth.daemon")
 
+# A cancel's answer while :func:`lose` ends a job's leftovers (it is RUNNING until LOST).
+ENDING = ("being ended: its supervisor died; what it left gets SIGTERM, then SIGKILL after "
+          "--kill-after, then it is LOST")  # fmt: skip
+
 
 def lose(
     procs: Processes, job: Job, path: str, why: str, grace: float, record: Callable[[str], None]
