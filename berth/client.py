@@ -15,7 +15,14 @@ import os
 import sys
 
 from berth import config
-from berth.errors import EXIT_REFUSED, EXIT_USAGE, BerthError, DaemonSilent, DaemonUnreachable
+from berth.errors import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    BerthError,
+    DaemonSilent,
+    DaemonUnreachable,
+    UsageError,
+)
 from berth.wire import paths, protocol
 
 TYPE_CHECKING = False
@@ -355,11 +362,13 @@ def call(kind: str, **fields: Any) -> dict[str, Any]:
 def try_status(timeout: float = 2.0) -> dict[str, Any] | None:
     """The daemon's view for ``berth status`` (jobs per GPU, waiting count), or None when no
     daemon answers. Never raises for an absent daemon; DaemonSilent for one that accepts and
-    does not answer in ``timeout`` seconds."""
+    does not answer in ``timeout`` seconds (BERTH_ANSWER_TIMEOUT's, when it is set)."""
+    if os.environ.get("BERTH_ANSWER_TIMEOUT"):
+        timeout = _patience()  # (a bad value: its UsageError)
     try:
         with Client(timeout=timeout) as c:
             return c.call("status")
-    except DaemonSilent:
+    except (DaemonSilent, UsageError):  # (UsageError: a bad BERTH_ANSWER_TIMEOUT)
         raise
     except BerthError:
         return None

@@ -141,3 +141,13 @@ def test_wait_is_not_bounded_while_its_job_runs(daemon: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "inf", "nan"])
+def test_a_bad_answer_timeout_is_named_and_nothing_is_asked(fake_gpus: Any, silent: str,
+                                                           value: str) -> None:  # fmt: skip
+    fake_gpus.setup(n=1)
+    for args in (("queue",), ("submit", "--", "true"), ("status",)):
+        r = fake_gpus.berth(*args, env=_env(silent, value), timeout=30)
+        assert r.returncode == 2, (args, r.returncode, r.stdout, r.stderr)
+        assert f"BERTH_ANSWER_TIMEOUT={value!r}" in r.stderr, r.stderr
