@@ -171,12 +171,10 @@ class Control:
         it left running has ended (:mod:`.leftovers`: its GPUs are its own until then)."""
 
         def record(lost: str) -> None:
-            self.ending.discard(job.id)
             if self.jobs.get(job.id) is job and job.state in ACTIVE:
                 self.record_exit(job, None, path, lost=lost)
 
-        self.ending.add(job.id)  # (a cancel meanwhile: "being ended")
-        leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record)
+        leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record, self.ending)
 
     def _on_adopted_exit(self, job_id: int) -> None:
         run = self.runs.pop(job_id)
@@ -329,15 +327,13 @@ class Control:
             self._change(job, State.CANCELLED, now, reason="cancelled before it started")
             return "cancelled"
         run = self.runs.get(job.id)
-        if run is None and job.id in self.ending:
-            return leftovers.ENDING  # (not "starting")
         if run is None or job.id in self.committing:  # (its start is not durable yet)
             if sig is None and job.id in self.committing:
                 self.cancel_on_start.add(job.id)
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
                 self.save(job)
                 return "terminating"
-            return "starting"
+            return leftovers.ENDING if job.id in self.ending else "starting"
         if sig is None:
             if job.state is State.RUNNING:
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
