@@ -15,7 +15,14 @@ import os
 import sys
 
 from berth import config
-from berth.errors import EXIT_REFUSED, EXIT_USAGE, BerthError, DaemonUnreachable
+from berth.errors import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    BerthError,
+    DaemonSilent,
+    DaemonUnreachable,
+    UsageError,
+)
 from berth.wire import paths, protocol
 
 TYPE_CHECKING = False
@@ -121,6 +128,18 @@ def _impostor(path: str, how: str, uid: int) -> DaemonUnreachable:
     )
 
 
+_POLL = 1.0  # (berth.client_wait.POLL: a silent read looks at the daemon this often)
+
+
+def _patience() -> float:
+    """The default seconds of silence before an answer is given up (BERTH_ANSWER_TIMEOUT)."""
+    if not os.environ.get("BERTH_ANSWER_TIMEOUT"):
+        return 60.0  # (berth.client_wait.DEFAULT, without importing it)
+    from berth import client_wait  # rare: BERTH_ANSWER_TIMEOUT set
+
+    return client_wait.patience()
+
+
 _warned: set[str] = set()  # squatted paths this process has warned of (once each)
 
 
@@ -169,7 +188,12 @@ class Client:
     system one; SO_PEERCRED): anyone can create a file in a sticky directory like
     /run/berth while the real daemon is down."""
 
-    def __init__(self, path: str | None = None, timeout: float | None = 30.0) -> None:
+    def __init__(self, path: str | None = None, timeout: float | None = 0.0) -> None:
+        """``timeout``: the seconds of silence after which an answer is given up
+        (:mod:`berth.client_wait`); 0: its :func:`~berth.client_wait.patience` (60 s,
+        ``BERTH_ANSWER_TIMEOUT``); None: none, while the daemon is not stopped."""
+        if timeout == 0.0:
+            timeout = _patience()
         if path is not None:
             tried = [(path, "given")]
         else:
@@ -190,7 +214,7 @@ class Client:
                 skipped = (where, why)
                 continue
             sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-            sock.settimeout(timeout)
+            sock.settimeout(_patience() if timeout is None else timeout)  # (a full backlog)
             try:
                 sock.connect(where)
             except OSError as e:
@@ -219,6 +243,8 @@ class Client:
         self._buf = bytearray()
         self._greeted = False
         self.server: dict[str, Any] = {}
+        self._asked = ""  # the kind of the last request sent (what a silence is about)
+        self.settimeout(timeout)
 
     def __enter__(self) -> Client:
         return self
@@ -232,8 +258,15 @@ class Client:
     def fileno(self) -> int:
         return self._sock.fileno()
 
+    @property
+    def timeout(self) -> float | None:
+        return self._limit
+
     def settimeout(self, timeout: float | None) -> None:
-        self._sock.settimeout(timeout)
+        """The seconds of silence after which an answer is given up (None: never, while the
+        daemon is not stopped); read in steps of at most a second (berth.client_wait)."""
+        self._limit = timeout
+        self._sock.settimeout(_POLL if timeout is None else min(timeout, _POLL))
 
     def send(self, kind: str, **fields: Any) -> None:
         """Send one request without reading its response (pipelining; see :meth:`receive`)."""
@@ -247,9 +280,17 @@ class Client:
             if isinstance(job, dict) and "umask" not in job:  # the job's files: as ours
                 fields["job"] = {**job, "umask": current_umask()}
         fields["type"] = kind
+        self._asked = kind
         data += protocol.encode(fields)
         try:
-            self._sock.sendall(data)
+            self._sock.settimeout(_patience() if self._limit is None else self._limit)
+            self._sock.sendall(data)  # (a large request to a busy daemon: not in 1 s steps)
+            self._sock.settimeout(_POLL if self._limit is None else min(self._limit, _POLL))
+        except TimeoutError:
+            from berth import client_wait  # rare: a daemon that reads nothing
+
+            waited = self._sock.gettimeout() or 0.0
+            raise client_wait.silent(self.path, self._sock, waited, kind) from None
         except OSError as e:
             raise unreachable(self.path, f"connection lost: {e.strerror or e}") from None
         if not self._greeted:
@@ -258,6 +299,7 @@ class Client:
 
     def _read_frame(self) -> bytes:
         header = protocol.HEADER_SIZE
+        silent_for = stopped_for = 0.0  # (seconds: no byte came; the daemon seen stopped)
         while True:
             if len(self._buf) >= header:
                 n = protocol.frame_length(self._buf)
@@ -270,12 +312,20 @@ class Client:
             try:
                 chunk = self._sock.recv(1 << 20)
             except TimeoutError:
-                raise BerthError(f"the daemon on {self.path} did not answer in time") from None
+                from berth import client_wait  # rare: a daemon slow to answer
+
+                step = self._sock.gettimeout() or _POLL
+                silent_for += step
+                stopped_for = client_wait.still_waiting(
+                    self.path, self._sock, self._asked, silent_for, stopped_for, self._limit, step
+                )
+                continue
             except OSError as e:
                 raise unreachable(self.path, f"connection lost: {e.strerror or e}") from None
             if not chunk:
                 raise unreachable(self.path, "it closed the connection")
             self._buf += chunk
+            silent_for = stopped_for = 0.0
 
     def receive(self) -> dict[str, Any]:
         """The next response; raises DaemonError if it is an error."""
@@ -309,11 +359,16 @@ def call(kind: str, **fields: Any) -> dict[str, Any]:
         return c.call(kind, **fields)
 
 
-def try_status(timeout: float = 0.5) -> dict[str, Any] | None:
+def try_status(timeout: float = 2.0) -> dict[str, Any] | None:
     """The daemon's view for ``berth status`` (jobs per GPU, waiting count), or None when no
-    daemon answers quickly. Never raises for an absent daemon."""
+    daemon answers. Never raises for an absent daemon; DaemonSilent for one that accepts and
+    does not answer in ``timeout`` seconds (BERTH_ANSWER_TIMEOUT's, when it is set)."""
+    if os.environ.get("BERTH_ANSWER_TIMEOUT"):
+        timeout = _patience()  # (a bad value: its UsageError)
     try:
         with Client(timeout=timeout) as c:
             return c.call("status")
+    except (DaemonSilent, UsageError):  # (UsageError: a bad BERTH_ANSWER_TIMEOUT)
+        raise
     except BerthError:
         return None

@@ -69,6 +69,14 @@ class DaemonUnreachable(BerthError, ConnectionError):
     exit_code = EXIT_NO_DAEMON
 
 
+class DaemonSilent(DaemonUnreachable):
+    """A daemon accepted the connection but did not answer in time (berth/client_wait.py)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class WaitTimeout(BerthError, TimeoutError):
     """Waited for GPUs until the timeout; the message says what was missing."""
 

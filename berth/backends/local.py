@@ -1,6 +1,8 @@
 """The local berth daemon behind the backend interface (:mod:`berth.backends.base`): each
 method is one request through :mod:`berth.client`, on one connection kept for the backend's
-life (``berth logs -f`` asks every tenth of a second whether the job has ended).
+life (``berth logs -f`` asks every tenth of a second whether the job has ended). An answer due
+at once is given up after the client's patience (:mod:`berth.client_wait`); a ``wait`` is
+given the time it asks the daemon to wait on top of it.
 
 Arrays are the daemon's own (:mod:`berth.daemon.engine.admission.arrays`), from the same :class:`ArraySpec`:
 ``submit(job, array=...)`` queues all tasks at once; a task's id is ``12_3`` as on Slurm.
@@ -108,8 +110,7 @@ class Local:
 
     def _conn(self) -> Client:
         if self._client is None:
-            self._client = Client(self.socket)
-            self._client.settimeout(None)
+            self._client = Client(self.socket)  # (answers due at once: its patience)
         return self._client
 
     def _call(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -268,12 +269,17 @@ class Local:
         left = timeout
         while True:
             step = min(max(left, 0.0), LONGEST_WAIT)
+            c = self._conn()
+            usual = c.timeout
+            c.settimeout(None if usual is None else step + usual)  # (answered by then)
             try:
-                reply = self._call("wait", job_id=_int(job_id), timeout=step)
+                reply = c.call("wait", job_id=_int(job_id), timeout=step)
             except DaemonError as e:
                 if e.code == "NO_SUCH_JOB":
                     return None
                 raise
+            finally:
+                c.settimeout(usual)
             left -= step
             if reply["finished"] or left <= 0:
                 return info(reply["job"])

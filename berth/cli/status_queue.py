@@ -1,5 +1,6 @@
 """The daemon's part of `berth status`: per GPU, the berth job holding it, and how many jobs
-wait. Asks the daemon only if one answers quickly; without a daemon it adds nothing.
+wait. Asks the daemon (2 s at most); without a daemon it adds nothing, with one that does not
+answer it says so (the GPUs above are shown all the same).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import time
 
 from berth.cli.status_section import Section
 from berth.client import try_status
+from berth.errors import DaemonSilent
 from berth.units import format_duration
 
 TYPE_CHECKING = False
@@ -20,7 +22,10 @@ if TYPE_CHECKING:
 
 
 def status_section(gpus: Sequence[GpuSnapshot], cfg: Config) -> Section | None:
-    reply = try_status(timeout=0.5)
+    try:
+        reply = try_status()
+    except DaemonSilent as e:  # (the GPUs are shown all the same)
+        return Section("queue", "", [f"queue: could not ask the daemon on {e.path}: {e}"])
     if reply is None:
         return None
     notes: dict[int, list[str]] = {}

@@ -92,6 +92,7 @@ class Control:
         self.kick, self.save, self.deps_changed, self.last_id = kick, save, deps_changed, last_id
         self._unstart, self._launch_failed = unstart, launch_failed
         self.learn = learn  # a job's run time, for the start estimates (estimates.py)
+        self.ending: set[int] = set()  # jobs whose dead supervisor's leftovers are being ended
 
     def changed(self, job: Job, dependencies: bool = False) -> None:
         """A pending job was changed in place (`berth update`): its place in line is worked
@@ -173,7 +174,7 @@ class Control:
             if self.jobs.get(job.id) is job and job.state in ACTIVE:
                 self.record_exit(job, None, path, lost=lost)
 
-        leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record)
+        leftovers.lose(self.procs, job, path, why, self.opts.kill_after, record, self.ending)
 
     def _on_adopted_exit(self, job_id: int) -> None:
         run = self.runs.pop(job_id)
@@ -332,7 +333,7 @@ class Control:
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")
                 self.save(job)
                 return "terminating"
-            return "starting"
+            return leftovers.ENDING if job.id in self.ending else "starting"
         if sig is None:
             if job.state is State.RUNNING:
                 transition(job, State.COMPLETING, now=now, reason="cancel requested")

@@ -18,15 +18,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("berth.daemon")
 
+# A cancel's answer while :func:`lose` ends a job's leftovers (it is RUNNING until LOST).
+ENDING = ("being ended: its supervisor died; what it left gets SIGTERM, then SIGKILL after "
+          "--kill-after, then it is LOST")  # fmt: skip
+
 
 def lose(
-    procs: Processes, job: Job, path: str, why: str, grace: float, record: Callable[[str], None]
-) -> None:
+    procs: Processes, job: Job, path: str, why: str, grace: float, record: Callable[[str], None],
+    ending: set[int],
+) -> None:  # fmt: skip
     """End what the attempt of run file ``path`` left, then ``record(reason)`` (at once if
-    nothing was left; else once the last process signalled has ended)."""
+    nothing was left; else once the last process signalled has ended). Meanwhile the job is
+    in ``ending`` (a cancel of it answers :data:`ENDING`)."""
     ended: list[int] = []
+    ending.add(job.id)
 
     def lost() -> None:
+        ending.discard(job.id)
         n = f"; its {len(ended)} process(es) were ended" if ended else ""
         record(f"{why} without a record{n}")
 
