@@ -123,8 +123,10 @@ def test_run_files_of_ended_attempts_are_reused_empty(daemon):
     first = [daemon.submit(*daemon.workload("--seconds", "0.01")) for _ in range(4)]
     daemon.wait_done(first)
     run_dir = os.path.join(daemon.state_dir, "run")
-    wait_until(lambda: len(os.listdir(run_dir)) == 4, message="4 spares")
-    assert all(n.startswith("spare.") for n in os.listdir(run_dir))
+    wait_until(  # (a job's end is answered before its run file is renamed a spare)
+        lambda: sorted(n.split(".")[0] for n in os.listdir(run_dir)) == ["spare"] * 4,
+        message=f"4 spares, not {os.listdir(run_dir)}",
+    )
     spares = {os.stat(os.path.join(run_dir, n)).st_ino for n in os.listdir(run_dir)}
     second = daemon.submit(*daemon.workload("--seconds", "60"))
     path = os.path.join(run_dir, f"{second}.1")
