@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,12 +253,13 @@ def _overlaps(runs: list[Run], jobs: dict[int, dict[str, Any]]) -> list[str]:
 # -- the processes of one test's daemon ---------------------------------------------------------
 
 
-def ours(marker: str) -> dict[int, str]:
-    """pid -> comm of every living process whose environment holds ``marker`` (a variable
-    only this test's daemon, its fork server, supervisors and jobs carry)."""
+def ours(marker: str, pids: Iterable[int] | None = None) -> dict[int, str]:
+    """pid -> comm of every living process (of ``pids``, else all) whose environment holds
+    ``marker`` (a variable only this test's daemon, its fork server, supervisors and jobs
+    carry)."""
     found = {}
     needle = marker.encode()
-    for name in os.listdir("/proc"):
+    for name in os.listdir("/proc") if pids is None else map(str, pids):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:

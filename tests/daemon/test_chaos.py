@@ -148,13 +148,14 @@ class Rig:
         choice = busy if busy and self.rng.random() < 0.8 else idle
         if choice:
             pid, what = self.rng.choice(sorted(choice))
-            _kill(pid)
-            self.note(f"kill -9 supervisor {pid} ({what})")
+            if _kill_ours(pid, self.marker):
+                self.note(f"kill -9 supervisor {pid} ({what})")
+            else:  # (a run file's supervisor killed before: its pid may be another's now)
+                self.note(f"supervisor {pid} ({what}) gone, its pid not ours")
 
     def kill_forkserver(self) -> None:
         for pid, comm in ours(self.marker).items():
-            if comm == "berth-forksrv":
-                _kill(pid)
+            if comm == "berth-forksrv" and _kill_ours(pid, self.marker):
                 self.note(f"kill -9 the fork server {pid}")
 
     def cancel(self) -> None:
@@ -268,11 +269,23 @@ def _attempts(job_id: int, job: dict[str, Any] | None) -> str:
     return f"job {job_id} {job['state']}: {its}"
 
 
-def _kill(pid: int) -> None:
+def _kill_ours(pid: int, marker: str) -> bool:
+    """SIGKILL ``pid`` if it is ours (it carries ``marker``), through a pidfd opened before
+    that is checked: a run file's pid is no identity (its supervisor killed before, the pid
+    reused, under a loaded suite's pid churn, by another test's process)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        pass
+        return False
+    try:
+        if pid not in ours(marker, [pid]):
+            return False
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(pidfd)
 
 
 @pytest.mark.parametrize("seed", [*SEEDS, RANDOM], ids=[*map(str, SEEDS), "random"])
