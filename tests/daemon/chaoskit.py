@@ -274,3 +274,19 @@ def ours(marker: str, pids: Iterable[int] | None = None) -> dict[int, str]:
             continue
         found[int(name)] = stat[stat.index("(") + 1 : stat.rindex(")")]
     return found
+
+
+def supervisors(procs: dict[int, str]) -> list[int]:
+    """The supervisors among ``procs`` (pid -> comm, from :func:`ours`): named ``berth-sup``,
+    and not the child of one. A job its supervisor is starting bears its name until its
+    exec (posix_spawn's child runs the file actions first): killing that is killing the job,
+    which then ends as killed by SIGKILL, not as a supervisor killed (seen once: seed 134)."""
+    return [p for p, comm in procs.items() if comm == "berth-sup" and procs.get(_parent(p)) != comm]
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0

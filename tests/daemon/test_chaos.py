@@ -24,7 +24,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from chaoskit import FINISHED, Chaos, Plan, Run, argv, ours, read_evidence, stored_jobs, violations
+from chaoskit import (
+    FINISHED,
+    Chaos,
+    Plan,
+    Run,
+    argv,
+    ours,
+    read_evidence,
+    stored_jobs,
+    supervisors,
+    violations,
+)
 from helpers import alive, wait_until
 
 from berth.client import DaemonError
@@ -144,7 +155,7 @@ class Rig:
                 pid = read_run_file(os.path.join(run_dir, name)).get("sup")
                 if pid and alive(pid):
                     busy.append((pid, name))
-        idle = [(p, "idle?") for p, comm in ours(self.marker).items() if comm == "berth-sup"]
+        idle = [(p, "idle?") for p in supervisors(ours(self.marker))]
         choice = busy if busy and self.rng.random() < 0.8 else idle
         if choice:
             pid, what = self.rng.choice(sorted(choice))
