@@ -175,6 +175,10 @@ class Rig:
         self.ensure_up()
         job_id = self.rng.choice(sorted(self.chaos.plans))
         self.chaos.plans[job_id].cancelled = True
+        if job_id in self.chaos.arrays:  # an array's id: its every task is cancelled (as scancel)
+            for plan in self.chaos.plans.values():
+                if plan.kind.startswith(f"array {job_id}_"):
+                    plan.cancelled = True
         if job_id in self.held:
             self.held.remove(job_id)
         try:
