@@ -47,7 +47,9 @@ from berth.errors import BerthError
 # ran (FAILED 127); a killed supervisor's job that ignores SIGTERM was LOST at once, its GPU
 # given to the next job while it still ran. (An earlier job mix's 10 and 13 found an adopted
 # supervisor killed leaving its job running on a GPU given again: test_supervisor_killed.py.)
-SEEDS = [2, 3]
+# 250 (w9-flakes) failed 3 runs of 3 with the test's own fault: it cancelled an array by its
+# id and counted only its first task as cancelled.
+SEEDS = [2, 3, 250]
 EVENTS = 28  # chaos events per case
 FLAGS = ("--kill-after", "1")  # the daemon's (a cancel's SIGKILL comes after 1 s)
 RANDOM = int(os.environ.get("BERTH_CHAOS_SEED") or 0) or random.SystemRandom().randrange(1, 1 << 31)
