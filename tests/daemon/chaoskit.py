@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,12 +253,13 @@ def _overlaps(runs: list[Run], jobs: dict[int, dict[str, Any]]) -> list[str]:
 # -- the processes of one test's daemon ---------------------------------------------------------
 
 
-def ours(marker: str) -> dict[int, str]:
-    """pid -> comm of every living process whose environment holds ``marker`` (a variable
-    only this test's daemon, its fork server, supervisors and jobs carry)."""
+def ours(marker: str, pids: Iterable[int] | None = None) -> dict[int, str]:
+    """pid -> comm of every living process (of ``pids``, else all) whose environment holds
+    ``marker`` (a variable only this test's daemon, its fork server, supervisors and jobs
+    carry)."""
     found = {}
     needle = marker.encode()
-    for name in os.listdir("/proc"):
+    for name in os.listdir("/proc") if pids is None else map(str, pids):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
@@ -272,3 +274,19 @@ def ours(marker: str) -> dict[int, str]:
             continue
         found[int(name)] = stat[stat.index("(") + 1 : stat.rindex(")")]
     return found
+
+
+def supervisors(procs: dict[int, str]) -> list[int]:
+    """The supervisors among ``procs`` (pid -> comm, from :func:`ours`): named ``berth-sup``,
+    and not the child of one. A job its supervisor is starting bears its name until its
+    exec (posix_spawn's child runs the file actions first): killing that is killing the job,
+    which then ends as killed by SIGKILL, not as a supervisor killed (seen once: seed 134)."""
+    return [p for p, comm in procs.items() if comm == "berth-sup" and procs.get(_parent(p)) != comm]
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0

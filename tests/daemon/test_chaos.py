@@ -24,7 +24,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from chaoskit import FINISHED, Chaos, Plan, Run, argv, ours, read_evidence, stored_jobs, violations
+from chaoskit import (
+    FINISHED,
+    Chaos,
+    Plan,
+    Run,
+    argv,
+    ours,
+    read_evidence,
+    stored_jobs,
+    supervisors,
+    violations,
+)
 from helpers import alive, wait_until
 
 from berth.client import DaemonError
@@ -36,7 +47,9 @@ from berth.errors import BerthError
 # ran (FAILED 127); a killed supervisor's job that ignores SIGTERM was LOST at once, its GPU
 # given to the next job while it still ran. (An earlier job mix's 10 and 13 found an adopted
 # supervisor killed leaving its job running on a GPU given again: test_supervisor_killed.py.)
-SEEDS = [2, 3]
+# 250 (w9-flakes) failed 3 runs of 3 with the test's own fault: it cancelled an array by its
+# id and counted only its first task as cancelled.
+SEEDS = [2, 3, 250]
 EVENTS = 28  # chaos events per case
 FLAGS = ("--kill-after", "1")  # the daemon's (a cancel's SIGKILL comes after 1 s)
 RANDOM = int(os.environ.get("BERTH_CHAOS_SEED") or 0) or random.SystemRandom().randrange(1, 1 << 31)
@@ -144,17 +157,18 @@ class Rig:
                 pid = read_run_file(os.path.join(run_dir, name)).get("sup")
                 if pid and alive(pid):
                     busy.append((pid, name))
-        idle = [(p, "idle?") for p, comm in ours(self.marker).items() if comm == "berth-sup"]
+        idle = [(p, "idle?") for p in supervisors(ours(self.marker))]
         choice = busy if busy and self.rng.random() < 0.8 else idle
         if choice:
             pid, what = self.rng.choice(sorted(choice))
-            _kill(pid)
-            self.note(f"kill -9 supervisor {pid} ({what})")
+            if _kill_ours(pid, self.marker):
+                self.note(f"kill -9 supervisor {pid} ({what})")
+            else:  # (a run file's supervisor killed before: its pid may be another's now)
+                self.note(f"supervisor {pid} ({what}) gone, its pid not ours")
 
     def kill_forkserver(self) -> None:
         for pid, comm in ours(self.marker).items():
-            if comm == "berth-forksrv":
-                _kill(pid)
+            if comm == "berth-forksrv" and _kill_ours(pid, self.marker):
                 self.note(f"kill -9 the fork server {pid}")
 
     def cancel(self) -> None:
@@ -163,6 +177,10 @@ class Rig:
         self.ensure_up()
         job_id = self.rng.choice(sorted(self.chaos.plans))
         self.chaos.plans[job_id].cancelled = True
+        if job_id in self.chaos.arrays:  # an array's id: its every task is cancelled (as scancel)
+            for plan in self.chaos.plans.values():
+                if plan.kind.startswith(f"array {job_id}_"):
+                    plan.cancelled = True
         if job_id in self.held:
             self.held.remove(job_id)
         try:
@@ -268,11 +286,23 @@ def _attempts(job_id: int, job: dict[str, Any] | None) -> str:
     return f"job {job_id} {job['state']}: {its}"
 
 
-def _kill(pid: int) -> None:
+def _kill_ours(pid: int, marker: str) -> bool:
+    """SIGKILL ``pid`` if it is ours (it carries ``marker``), through a pidfd opened before
+    that is checked: a run file's pid is no identity (its supervisor killed before, the pid
+    reused, under a loaded suite's pid churn, by another test's process)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        pass
+        return False
+    try:
+        if pid not in ours(marker, [pid]):
+            return False
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(pidfd)
 
 
 @pytest.mark.parametrize("seed", [*SEEDS, RANDOM], ids=[*map(str, SEEDS), "random"])

@@ -29,7 +29,10 @@ Nothing a client does can stop the supervisor (which also enforces the job's tim
 records its exit): a client that breaks the protocol is dropped; output a slow client has
 not taken yet waits for it, up to :data:`MAX_BEHIND` bytes (a slow terminal over a slow link
 catches up), beyond which that client is dropped; input the job does not read is kept up to
-:data:`MAX_PENDING` bytes, then discarded.
+:data:`MAX_PENDING` bytes, then discarded. When the job ends, a client still behind is sent
+the rest (the job's last lines) while it takes it, before its connection ends: one that takes
+nothing for :data:`STALL` seconds is dropped, and the job's end waits :data:`DRAIN` seconds
+at most for them all.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import select
 import socket
 import struct
 import termios
+import time
 
 from berth.wire.ptyframes import WINSIZE, decode
 
@@ -47,6 +51,8 @@ MAX_CLIENTS = 32
 MAX_PENDING = 64 * 1024  # client input the job has not read yet, at most
 MAX_BEHIND = 4 * 1024 * 1024  # job output a client has not taken yet, at most
 TAIL = 64 * 1024  # the job's last output, replayed to a client that attaches
+STALL = 1.0  # seconds a client behind at the job's end may take nothing before it is dropped
+DRAIN = 10.0  # seconds the job's end waits for its clients to take the rest, at most
 
 
 class _Client:
@@ -228,6 +234,27 @@ class PtyRelay:
         if not self.pending:
             poller.modify(self.master, select.POLLIN)
 
+    def _drain(self) -> None:
+        """Send the clients what they have not taken yet, waiting while they take it (each
+        may take nothing for STALL seconds; all of it, DRAIN seconds at most)."""
+        now = time.monotonic()
+        stalled_at, end = now + STALL, now + DRAIN
+        while behind := [fd for fd in list(self.clients) if self._sent(fd)]:
+            now = time.monotonic()
+            if now >= min(stalled_at, end):
+                return  # (each is dropped, its rest unsent)
+            poller = select.poll()
+            for fd in behind:
+                poller.register(fd, select.POLLOUT)
+            if poller.poll(max(1, int((min(stalled_at, end) - now) * 1000))):
+                stalled_at = time.monotonic() + STALL  # one can take more: wait on
+
+    def _sent(self, fd: int) -> bool:
+        """Send a client what it can take now; True if it is still behind (and kept)."""
+        self._to_client(None, fd, b"")
+        client = self.clients.get(fd)
+        return client is not None and bool(client.out)
+
     def _drop(self, poller: select.poll | None, fd: int) -> None:
         client = self.clients.pop(fd, None)
         if client is not None:
@@ -239,9 +266,13 @@ class PtyRelay:
             client.sock.close()
 
     def close(self) -> None:
+        """The job has ended: its last output to the log and to every client, then each
+        client's end (EOF). A client still behind is sent the rest while it takes it; one
+        that takes nothing for :data:`STALL` seconds is dropped (the job's end is recorded
+        after this)."""
         self.pump(None)
+        self._drain()
         for fd in list(self.clients):
-            self._to_client(None, fd, b"")  # what it can still take
             self._drop(None, fd)
         self.listener.close()
         try:

@@ -340,3 +340,36 @@ def test_a_viewer_too_far_behind_is_dropped_and_the_job_goes_on(rig, monkeypatch
     with open(os.path.join(os.path.dirname(rig.relay.path), "log"), "rb") as f:
         assert f.read() == data  # the log has everything
     viewer.close()
+
+
+def test_a_slow_viewer_gets_all_the_output_of_a_job_that_has_ended(rig):
+    """The job's last output is not lost to a viewer behind when the job ends: the relay's
+    close sends it what it has not taken yet while it takes it (it was sent what fit in
+    its socket's buffer, then dropped)."""
+    import threading
+
+    viewer = rig.connect()
+    data = _spew(rig, 1024 * 1024)  # far more than a socket buffer, unread meanwhile
+    os.close(rig.slave)  # the job ends
+    rig.slave = os.open(os.devnull, os.O_RDONLY)  # (for the fixture's close)
+    closing = threading.Thread(target=rig.relay.close)
+    closing.start()
+    got = bytearray()
+    viewer.settimeout(30)
+    while chunk := viewer.recv(1 << 20):
+        got += chunk
+    closing.join(30)
+    assert not closing.is_alive()
+    assert len(got) == len(data) and bytes(got) == data
+
+
+def test_a_viewer_that_takes_nothing_holds_the_end_of_a_job_a_moment_at_most(rig):
+    viewer = rig.connect()
+    _spew(rig, 1024 * 1024)
+    os.close(rig.slave)  # the job ends; its viewer never reads again
+    rig.slave = os.open(os.devnull, os.O_RDONLY)
+    began = time.monotonic()
+    rig.relay.close()
+    assert time.monotonic() - began < 5
+    assert rig.relay.clients == {}
+    viewer.close()

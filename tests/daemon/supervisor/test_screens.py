@@ -72,8 +72,23 @@ def test_attach_shows_the_screen_as_it_is_then_live(daemon):
     again.expect(b"Again? ")  # the screen as it is now
     assert b"hello bob" in again.seen
     again.type(b"x\r")
-    again.expect(b"bye x")
+    try:
+        again.expect(b"bye x")
+    except AssertionError as e:  # the relay lost it, or the job never wrote it: which?
+        raise AssertionError(f"{e}\n{_how_it_ended(daemon, job_id, log)}") from e
     assert again.close() == 0
     assert daemon.wait_done([job_id])[job_id]["state"] == "COMPLETED"
     done = daemon.berth("queue", "--pty")
     assert "no running job has a terminal" in done.stdout
+
+
+def _how_it_ended(daemon, job_id: int, log: str) -> str:
+    """The job's end and its log: the log holds the last line if only the viewer missed it."""
+    try:
+        daemon.wait_done([job_id], timeout=20)
+    except AssertionError:
+        pass  # (it has not ended: shown as it is)
+    job = daemon.job(job_id)
+    attempts = [(a["outcome"], a["exit_code"], a["reason"]) for a in job["attempts"]]
+    with open(log, "rb") as f:
+        return f"job {job_id} {job['state']} {attempts}; its log: {f.read()!r}"
