@@ -231,9 +231,9 @@ class Engine:
         return out
 
     def _running(self) -> list[Job]:
-        """Jobs holding GPUs: watched, or being launched (not a scan of the whole queue)."""
+        """Jobs holding GPUs: watched, being launched, or LOST once what they left has ended."""
         out = []
-        for job_id in dict.fromkeys((*self.runs, *self.committing)):  # (may be in both)
+        for job_id in dict.fromkeys((*self.runs, *self.committing, *self.control.ending)):
             job = self.jobs.get(job_id)
             if job is not None and job.state in (State.RUNNING, State.COMPLETING):
                 out.append(job)
@@ -245,7 +245,7 @@ class Engine:
         if not self.res.inventory:
             return False
         held: dict[int, float] = {}
-        for job_id in dict.fromkeys((*self.runs, *self.committing)):
+        for job_id in dict.fromkeys((*self.runs, *self.committing, *self.control.ending)):
             job = self.jobs.get(job_id)
             if job is None or not job.attempts:
                 continue

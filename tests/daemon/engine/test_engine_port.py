@@ -7,6 +7,7 @@ import select
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from enginekit import EngineRig
@@ -302,3 +303,30 @@ def test_a_try_that_finds_nothing_to_start_leaves_the_next_one_due(rig: EngineRi
     rig.until(lambda: not x.full, "b's start went through")
     rig.advance_to(rig.t0 + 100)  # b ends: a starts
     rig.until(lambda: (a, 1) in rig.procs.started[1:], "a starts")
+
+
+def test_a_lost_jobs_gpus_go_to_no_other_job_before_it_is_recorded_lost(rig: EngineRig) -> None:
+    """A supervisor killed while its job runs: the job's leftovers are ended (SIGTERM, then
+    SIGKILL after the grace) and only then is it LOST (engine/leftovers.py). Until then its
+    GPUs are its own in every pass, even once nothing holds its claim (chaos seed 239: the next
+    job started on the GPU 13 ms before the LOST was recorded)."""
+    a = rig.submit("sleep", "100")
+    b = rig.submit("sleep", "1")
+    rig.turn()
+    assert rig.procs.started == [(a, 1)]
+    later: list[Any] = []
+
+    def end_leftovers(
+        path: str, uid: int, lease_id: str | None, grace: float, then: Any = None
+    ) -> list[int]:
+        later.append(then)
+        return [4_242_424]  # (one process left, ending: `then` once it has)
+
+    rig.procs.end_leftovers = end_leftovers  # type: ignore[method-assign]
+    rig.procs.kill(a)  # (its claim's descriptors close with it here)
+    rig.turn()
+    assert rig.state(a) == "RUNNING" and rig.procs.started == [(a, 1)]  # b waits
+    later[0]()  # what it left has ended: LOST now, and the GPU b's
+    rig.turn()
+    assert rig.state(a) == "LOST"
+    assert rig.procs.started == [(a, 1), (b, 1)]
