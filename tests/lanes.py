@@ -1,7 +1,8 @@
 """The whole suite in two lanes at once: ``python tests/lanes.py [PYTEST OPTIONS]``.
 
-The Slurm tests (tests/slurm) and the dashboard's (tests/web) mostly wait: for a real
-slurmctld's scheduling, its job steps and their ends, for a browser's rendering. Run one after
+The Slurm tests (tests/slurm), the dashboard's (tests/web), a stuck daemon's and the chaos
+test's mostly wait: for a real slurmctld's scheduling, its job steps and their ends, for a
+browser's rendering, for a client's patience to run out, for killed daemons to come back. Run one after
 the other with the rest they leave the 2 cores idle for minutes; beside the rest, in a second
 ``pytest`` of their own, they overlap with it (bench/RESULTS.md, "The suite's wall time a
 third time": the whole suite 670 s in one lane, 434 s in two, on the same machine). Nothing is
@@ -23,7 +24,9 @@ import tempfile
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-SECOND = ("slurm", "web")  # the folders that mostly wait on something other than the CPU
+# What mostly waits on something other than the CPU: a Slurm rig, a browser, a daemon that
+# never answers (the client's patience), jobs killed and restarted at random moments.
+SECOND = ("slurm", "web", "daemon/test_stuck_daemon.py", "daemon/test_chaos.py")
 
 
 def main(options: list[str]) -> int:
