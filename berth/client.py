@@ -128,16 +128,28 @@ def _impostor(path: str, how: str, uid: int) -> DaemonUnreachable:
     )
 
 
-_POLL = 1.0  # (berth.client_wait.POLL: a silent read looks at the daemon this often)
+POLL = 1.0  # seconds: a read that waits looks at the daemon's state this often (client_wait)
+PATIENCE = 60.0  # seconds of silence before an answer due at once is given up (the default)
+PATIENCE_ENV = "BERTH_ANSWER_TIMEOUT"
 
 
 def _patience() -> float:
-    """The default seconds of silence before an answer is given up (BERTH_ANSWER_TIMEOUT)."""
-    if not os.environ.get("BERTH_ANSWER_TIMEOUT"):
-        return 60.0  # (berth.client_wait.DEFAULT, without importing it)
-    from berth import client_wait  # rare: BERTH_ANSWER_TIMEOUT set
-
-    return client_wait.patience()
+    """The seconds of silence before an answer due at once is given up: ``BERTH_ANSWER_TIMEOUT``
+    (seconds, > 0), else :data:`PATIENCE` (far above the slowest answer measured: a
+    100,000-job queue, bench/RESULTS.md); a bad value: a UsageError naming it."""
+    raw = os.environ.get(PATIENCE_ENV)
+    if not raw:
+        return PATIENCE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise UsageError(
+            f"{PATIENCE_ENV}={raw!r}: expected the seconds to wait for the daemon's answer (a "
+            f"number above 0, e.g. 120); unset it for the default ({PATIENCE:g})"
+        )
+    return value
 
 
 _warned: set[str] = set()  # squatted paths this process has warned of (once each)
@@ -190,7 +202,7 @@ class Client:
 
     def __init__(self, path: str | None = None, timeout: float | None = 0.0) -> None:
         """``timeout``: the seconds of silence after which an answer is given up
-        (:mod:`berth.client_wait`); 0: its :func:`~berth.client_wait.patience` (60 s,
+        (:mod:`berth.client_wait`); 0: its :func:`_patience` (60 s,
         ``BERTH_ANSWER_TIMEOUT``); None: none, while the daemon is not stopped."""
         if timeout == 0.0:
             timeout = _patience()
@@ -266,7 +278,7 @@ class Client:
         """The seconds of silence after which an answer is given up (None: never, while the
         daemon is not stopped); read in steps of at most a second (berth.client_wait)."""
         self._limit = timeout
-        self._sock.settimeout(_POLL if timeout is None else min(timeout, _POLL))
+        self._sock.settimeout(POLL if timeout is None else min(timeout, POLL))
 
     def send(self, kind: str, **fields: Any) -> None:
         """Send one request without reading its response (pipelining; see :meth:`receive`)."""
@@ -285,7 +297,7 @@ class Client:
         try:
             self._sock.settimeout(_patience() if self._limit is None else self._limit)
             self._sock.sendall(data)  # (a large request to a busy daemon: not in 1 s steps)
-            self._sock.settimeout(_POLL if self._limit is None else min(self._limit, _POLL))
+            self._sock.settimeout(POLL if self._limit is None else min(self._limit, POLL))
         except TimeoutError:
             from berth import client_wait  # rare: a daemon that reads nothing
 
@@ -314,7 +326,7 @@ class Client:
             except TimeoutError:
                 from berth import client_wait  # rare: a daemon slow to answer
 
-                step = self._sock.gettimeout() or _POLL
+                step = self._sock.gettimeout() or POLL
                 silent_for += step
                 stopped_for = client_wait.still_waiting(
                     self.path, self._sock, self._asked, silent_for, stopped_for, self._limit, step
@@ -363,7 +375,7 @@ def try_status(timeout: float = 2.0) -> dict[str, Any] | None:
     """The daemon's view for ``berth status`` (jobs per GPU, waiting count), or None when no
     daemon answers. Never raises for an absent daemon; DaemonSilent for one that accepts and
     does not answer in ``timeout`` seconds (BERTH_ANSWER_TIMEOUT's, when it is set)."""
-    if os.environ.get("BERTH_ANSWER_TIMEOUT"):
+    if os.environ.get(PATIENCE_ENV):
         timeout = _patience()  # (a bad value: its UsageError)
     try:
         with Client(timeout=timeout) as c:

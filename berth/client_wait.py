@@ -3,12 +3,12 @@
 A daemon can accept a connection and never answer: stopped (SIGSTOP, Ctrl-Z on a foreground
 ``berth daemon``), wedged, or some other process squatting on its socket. A command must not
 hang a terminal, a cron job or a CI step on it (docs/daemon.md, "A daemon that does not
-answer"). :class:`berth.client.Client` reads in steps of :data:`POLL` seconds; each silent
+answer"). :class:`berth.client.Client` reads in steps of its ``POLL`` seconds; each silent
 step comes here (imported only then: a daemon that answers never loads this module):
 
 - a request due at once (queue, show, submit, cancel, hold...) gives up once the daemon has
-  been silent for its patience: :func:`patience` (``BERTH_ANSWER_TIMEOUT`` seconds, default
-  :data:`DEFAULT`, far above the slowest answer measured: a 100,000-job queue, bench/RESULTS.md);
+  been silent for its patience (``BERTH_ANSWER_TIMEOUT`` seconds, default 60: the client's
+  ``_patience``, far above the slowest answer measured: a 100,000-job queue, bench/RESULTS.md);
 - a long wait by design (a ``wait`` request: ``berth wait``, ``logs -f``, ``submit --wait``)
   is given its own deadline, the longest the daemon may take to answer it plus that patience;
 - either gives up as soon as the process serving the socket (SO_PEERCRED) has been seen
@@ -23,33 +23,13 @@ been queued.
 from __future__ import annotations
 
 import _socket  # (builtin, loaded already by berth.client)
-import os
 import sys
 
-from berth.errors import DaemonSilent, UsageError
+from berth.errors import DaemonSilent
 
-DEFAULT = 60.0  # seconds of silence before a request due at once gives up
-POLL = 1.0  # how often a silent wait looks at the daemon's state
 STOPPED_FOR = 3.0  # seen stopped this long: give up without waiting out the patience
-ENV = "BERTH_ANSWER_TIMEOUT"
+ENV = "BERTH_ANSWER_TIMEOUT"  # (named in the message; the client reads it)
 SUBMITS = ("submit", "submit_all", "submit_file")
-
-
-def patience() -> float:
-    """``BERTH_ANSWER_TIMEOUT`` (seconds, > 0), else :data:`DEFAULT`; bad: a UsageError."""
-    raw = os.environ.get(ENV)
-    if not raw:
-        return DEFAULT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise UsageError(
-            f"{ENV}={raw!r}: expected the seconds to wait for the daemon's answer (a number "
-            f"above 0, e.g. 120); unset it for the default ({DEFAULT:g})"
-        )
-    return value
 
 
 def peer_pid(sock: _socket.socket) -> int:
